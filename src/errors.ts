@@ -1,0 +1,64 @@
+/**
+ * Stable error codes. A code never changes meaning once released: evidence files and
+ * dashboards group failures by it.
+ */
+export const ERROR_CODES = [
+  /** The server answered with a non-2xx status (other than 429). */
+  'HTTP_STATUS',
+  /** The server answered 429 Too Many Requests; `Retry-After` is kept when present. */
+  'HTTP_RATE_LIMITED',
+  /** The connection could not be opened (refused, unreachable, DNS). */
+  'CONNECT_FAILED',
+  /** The connection closed before the stream finished (no `[DONE]`, no clean end). */
+  'STREAM_DROPPED',
+  /** A `data:` line was not valid JSON or not an OpenAI stream chunk. */
+  'STREAM_PROTOCOL',
+  /** The server sent an `error` object inside the stream. */
+  'STREAM_ERROR_EVENT',
+  /** The request did not finish before its per-request deadline. */
+  'REQUEST_DEADLINE',
+  /** The request was cancelled by the caller's AbortSignal. */
+  'REQUEST_ABORTED',
+  /** The stream finished without a single non-empty delta. */
+  'EMPTY_COMPLETION',
+  /** Bad configuration or arguments; the message names the field and the fix. */
+  'CONFIG_INVALID',
+  /** A file could not be read or parsed. */
+  'FILE_INVALID',
+  /** Anything else; the message says what. */
+  'INTERNAL',
+] as const
+
+export type ErrorCode = (typeof ERROR_CODES)[number]
+
+/**
+ * The one error class of servegate. `code` is stable; `message` says what failed, on what,
+ * why, then the evidence. Messages must already be sanitized (no secrets).
+ */
+export class ServegateError extends Error {
+  readonly code: ErrorCode
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'ServegateError'
+    this.code = code
+  }
+}
+
+const SECRET_PATTERNS: Array<[RegExp, string]> = [
+  [/(authorization["']?\s*[:=]\s*["']?)(?:bearer\s+|basic\s+)?[^\s,;"']+/gi, '$1[redacted]'],
+  [/(api[-_]?key["']?\s*[:=]\s*["']?)[^\s,;"'&]+/gi, '$1[redacted]'],
+  [/\bBearer\s+[A-Za-z0-9._~+/=-]{8,}/g, 'Bearer [redacted]'],
+  [/\bsk-[A-Za-z0-9_-]{8,}/g, '[redacted]'],
+]
+
+/**
+ * Removes anything that looks like a credential from a message and bounds its length, so a
+ * server's error body can be kept as evidence.
+ * @example sanitizeMessage('401: invalid api_key=sk-abc123456789') // '401: invalid api_key=[redacted]'
+ */
+export function sanitizeMessage(text: string, maxChars = 300): string {
+  let out = text
+  for (const [pattern, replacement] of SECRET_PATTERNS) out = out.replace(pattern, replacement)
+  out = out.replace(/\s+/g, ' ').trim()
+  return out.length > maxChars ? `${out.slice(0, maxChars - 1)}…` : out
+}

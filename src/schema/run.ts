@@ -1,0 +1,198 @@
+import { z } from 'zod'
+import { ERROR_CODES } from '../errors.ts'
+
+/** Schema id of a servegate run record. Bump only with a migration. */
+export const RUN_SCHEMA_ID = 'servegate.run/v1'
+
+/** Percentile method used everywhere in servegate: rank ⌈p·n⌉, 1-based, no interpolation. */
+export const PERCENTILE_METHOD = 'nearest-rank'
+
+/** Below this many samples a p99 is descriptive only (it is the max or near it). */
+export const P99_MIN_SAMPLES = 100
+
+const nullableMs = z.number().nonnegative().nullable()
+
+/** The fixed shape of every distribution: the keys `servegate summarize --json` prints. */
+export const Distribution = z.object({
+  samples: z.int().nonnegative(),
+  mean: z.number().nullable(),
+  /** Sample standard deviation (n − 1); null below 2 samples. */
+  stddev: z.number().nullable(),
+  /** mean − 1.96·sd/√n; null below 2 samples. */
+  ci95Low: z.number().nullable(),
+  /** mean + 1.96·sd/√n; null below 2 samples. */
+  ci95High: z.number().nullable(),
+  min: z.number().nullable(),
+  p25: z.number().nullable(),
+  p50: z.number().nullable(),
+  p75: z.number().nullable(),
+  p90: z.number().nullable(),
+  p95: z.number().nullable(),
+  p99: z.number().nullable(),
+  max: z.number().nullable(),
+})
+export type Distribution = z.infer<typeof Distribution>
+
+/** Per-request metrics that have a distribution in a cell; the names of `summarize --json`. */
+export const REQUEST_METRIC_NAMES = [
+  'ttftMs',
+  'timeToFirstOutputMs',
+  'e2eMs',
+  'generationMs',
+  'tpotMs',
+  'decodeTokPerS',
+  'effectivePrefillTokPerS',
+  'promptTokens',
+  'completionTokens',
+] as const
+export type RequestMetricName = (typeof REQUEST_METRIC_NAMES)[number]
+
+export const ErrorInfo = z.object({
+  code: z.enum(ERROR_CODES),
+  /** Sanitized: no credentials, bounded length. */
+  message: z.string(),
+  /** HTTP status when the server answered with one. */
+  httpStatus: z.int().nullable().default(null),
+  /** Seconds from a 429's `Retry-After`, when sent. */
+  retryAfterS: z.number().nullable().default(null),
+})
+export type ErrorInfo = z.infer<typeof ErrorInfo>
+
+export const CompletionTokenSource = z.enum(['usage', 'client-count'])
+export type CompletionTokenSource = z.infer<typeof CompletionTokenSource>
+
+const requestCommon = {
+  /** 0-based index in the measured sequence (warm-up requests are not recorded here). */
+  index: z.int().nonnegative(),
+  /** Time the request waited for a concurrency slot, from the cell start to its send, minus its ideal start. */
+  queueDelayMs: nullableMs,
+  /** Send time relative to the cell start (monotonic clock). */
+  startOffsetMs: z.number().nullable(),
+  ttftMs: nullableMs,
+  timeToFirstOutputMs: nullableMs,
+  e2eMs: nullableMs,
+  generationMs: nullableMs,
+  tpotMs: nullableMs,
+  decodeTokPerS: z.number().nonnegative().nullable(),
+  effectivePrefillTokPerS: z.number().nonnegative().nullable(),
+  promptTokens: z.int().nonnegative().nullable(),
+  completionTokens: z.int().nonnegative().nullable(),
+  completionTokenSource: CompletionTokenSource.nullable(),
+  reasoningChunks: z.int().nonnegative().nullable(),
+  contentChunks: z.int().nonnegative().nullable(),
+  /** Gaps between consecutive output chunks, ms; null when the source did not keep them. */
+  itlMs: z.array(z.number()).nullable(),
+  finishReason: z.string().nullable(),
+}
+
+/** One measured request: ok, or failed with its stable code and partial timings kept. */
+export const RequestRecord = z.discriminatedUnion('status', [
+  z.object({ status: z.literal('ok'), ...requestCommon }),
+  z.object({ status: z.literal('failed'), error: ErrorInfo, ...requestCommon }),
+])
+export type RequestRecord = z.infer<typeof RequestRecord>
+
+export const Api = z.enum(['chat', 'completions'])
+export type Api = z.infer<typeof Api>
+
+export const WorkloadPlan = z.object({
+  /** `imported` when the record came from another harness that did not describe its prompts. */
+  kind: z.enum(['synthetic', 'imported']),
+  /** Planned prompt size in tokens (estimated; see `promptTokensEstimator`). */
+  promptTokens: z.int().positive(),
+  seed: z.int(),
+  /** How planned tokens were turned into text. */
+  promptTokensEstimator: z.string(),
+  /** sha256 of the ordered request bodies (without the model name), hex. */
+  requestStreamSha256: z.string().nullable(),
+})
+export type WorkloadPlan = z.infer<typeof WorkloadPlan>
+
+export const CellPlan = z.object({
+  /** Null when an imported record did not say which API it used. */
+  api: Api.nullable(),
+  model: z.string().min(1),
+  concurrency: z.int().positive(),
+  requests: z.int().positive(),
+  warmupRequests: z.int().nonnegative(),
+  maxTokens: z.int().positive(),
+  requestTimeoutMs: z.int().positive().nullable(),
+  workload: WorkloadPlan,
+})
+export type CellPlan = z.infer<typeof CellPlan>
+
+export const CellMetrics = z.object({
+  percentileMethod: z.literal(PERCENTILE_METHOD),
+  p99MinSamples: z.int(),
+  /** Metric names whose p99 rests on fewer than `p99MinSamples` samples. */
+  p99DescriptiveOnly: z.array(z.string()),
+  distributions: z.object({
+    ttftMs: Distribution,
+    timeToFirstOutputMs: Distribution,
+    e2eMs: Distribution,
+    generationMs: Distribution,
+    tpotMs: Distribution,
+    decodeTokPerS: Distribution,
+    effectivePrefillTokPerS: Distribution,
+    promptTokens: Distribution,
+    completionTokens: Distribution,
+    /** All ITL gaps of all ok requests pooled. */
+    itlMs: Distribution,
+    queueDelayMs: Distribution,
+  }),
+  totalCompletionTokens: z.int().nonnegative(),
+  totalPromptTokens: z.int().nonnegative(),
+  completionTokenSources: z.object({ usage: z.int().nonnegative(), 'client-count': z.int().nonnegative() }),
+  /** Total completion tokens of ok requests / cell wall clock. */
+  outputThroughputTokPerS: z.number().nullable(),
+  /** Ok requests / cell wall clock. */
+  requestRateReqPerS: z.number().nullable(),
+  wallClockMs: z.number().nonnegative(),
+})
+export type CellMetrics = z.infer<typeof CellMetrics>
+
+export const HarnessHealth = z.object({
+  /** CPU time of the client process during the cell, ms (user + system). */
+  clientCpuMs: z.number().nonnegative().nullable(),
+  /** clientCpuMs / wall clock: 1.0 means one core fully busy. */
+  clientCpuShare: z.number().nonnegative().nullable(),
+  /** Event-loop delay while the cell ran, ms (p99 and max of a histogram). */
+  eventLoopDelayP99Ms: z.number().nonnegative().nullable(),
+  eventLoopDelayMaxMs: z.number().nonnegative().nullable(),
+  /** Time from a slot freeing to the next request's send, ms. */
+  sendLagP99Ms: z.number().nonnegative().nullable(),
+  /** True when the client, not the engine, was the bottleneck; see `reasons`. */
+  harnessLimited: z.boolean(),
+  reasons: z.array(z.string()),
+})
+export type HarnessHealth = z.infer<typeof HarnessHealth>
+
+export const ImportSource = z.object({
+  schema: z.string(),
+  runId: z.string().nullable(),
+  engine: z.string().nullable(),
+  gpu: z.string().nullable(),
+})
+
+/** A servegate run record: everything one cell measured. */
+export const RunRecord = z.object({
+  schema: z.literal(RUN_SCHEMA_ID),
+  runId: z.string(),
+  servegateVersion: z.string(),
+  startedAt: z.iso.datetime(),
+  finishedAt: z.iso.datetime(),
+  /** Base URL with credentials and query removed; null when imported without one. */
+  target: z.object({ baseUrl: z.string().nullable(), model: z.string() }),
+  plan: CellPlan,
+  completed: z.int().nonnegative(),
+  failed: z.int().nonnegative(),
+  /** Failed requests counted by error code. */
+  failures: z.record(z.string(), z.int().positive()),
+  requests: z.array(RequestRecord),
+  metrics: CellMetrics,
+  harness: HarnessHealth,
+  methodology: z.record(z.string(), z.string()),
+  /** Set when the record was imported from another harness's format. */
+  importedFrom: ImportSource.nullable(),
+})
+export type RunRecord = z.infer<typeof RunRecord>
