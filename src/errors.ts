@@ -21,6 +21,8 @@ export const ERROR_CODES = [
   'REQUEST_ABORTED',
   /** The stream finished without a single non-empty delta. */
   'EMPTY_COMPLETION',
+  /** The response broke the request's contract (e.g. a canary marker missing or foreign). */
+  'CONTRACT_INVALID',
   /** Bad configuration or arguments; the message names the field and the fix. */
   'CONFIG_INVALID',
   /** A file could not be read or parsed. */

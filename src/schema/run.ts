@@ -64,8 +64,10 @@ export type CompletionTokenSource = z.infer<typeof CompletionTokenSource>
 const requestCommon = {
   /** 0-based index in the measured sequence (warm-up requests are not recorded here). */
   index: z.int().nonnegative(),
-  /** Time the request waited for a concurrency slot, from the cell start to its send, minus its ideal start. */
+  /** Time the request waited for a concurrency slot after it was ready (closed loop: ready at cell start). */
   queueDelayMs: nullableMs,
+  /** Time from the slot being free to the request bytes being on the socket: harness overhead. */
+  sendLagMs: nullableMs,
   /** Send time relative to the cell start (monotonic clock). */
   startOffsetMs: z.number().nullable(),
   ttftMs: nullableMs,
@@ -139,6 +141,7 @@ export const CellMetrics = z.object({
     /** All ITL gaps of all ok requests pooled. */
     itlMs: Distribution,
     queueDelayMs: Distribution,
+    sendLagMs: Distribution,
   }),
   totalCompletionTokens: z.int().nonnegative(),
   totalPromptTokens: z.int().nonnegative(),

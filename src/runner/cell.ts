@@ -1,0 +1,228 @@
+import { randomBytes } from 'node:crypto'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
+import { Pool } from 'undici'
+import { streamCompletion, type StreamObservation } from '../client/stream.ts'
+import { sanitizeMessage, ServegateError } from '../errors.ts'
+import { computeCellMetrics } from '../metrics/cell.ts'
+import { distribution } from '../metrics/distribution.ts'
+import { METHODOLOGY } from '../metrics/methodology.ts'
+import { deriveRequestMetrics } from '../metrics/request.ts'
+import { type HarnessHealth, RUN_SCHEMA_ID, type RequestRecord, type RunRecord } from '../schema/run.ts'
+import { SERVEGATE_VERSION } from '../version.ts'
+import {
+  bodyBytes,
+  PROMPT_TOKENS_ESTIMATOR,
+  requestBodyWithoutModel,
+  requestStreamSha256,
+  type SyntheticPlan,
+} from '../workload/synthetic.ts'
+import { type CellOptions, parseBaseUrl, type ResolvedCellOptions, resolveCellOptions } from './options.ts'
+import { probeEndpoint } from './probe.ts'
+import { warmClientJit } from './warm.ts'
+
+export interface CellProgress {
+  done: number
+  total: number
+  ok: number
+  failed: number
+  elapsedMs: number
+}
+
+export interface RunCellHooks {
+  /** Called after each measured request ends. */
+  onProgress?: (progress: CellProgress) => void
+  /** Cancels the cell: requests in flight fail as REQUEST_ABORTED, the record is still returned. */
+  signal?: AbortSignal
+}
+
+interface Slot {
+  index: number
+  readyAt: number
+  slotAt: number
+  obs: StreamObservation
+}
+
+function toRecord(slot: Slot, cellStart: number): RequestRecord {
+  const { obs } = slot
+  const m = deriveRequestMetrics(obs)
+  const common = {
+    index: slot.index,
+    queueDelayMs: slot.slotAt - slot.readyAt,
+    sendLagMs: Math.max(0, obs.sentAt - slot.slotAt),
+    startOffsetMs: obs.sentAt - cellStart,
+    ttftMs: m.ttftMs,
+    timeToFirstOutputMs: m.timeToFirstOutputMs,
+    e2eMs: m.e2eMs,
+    generationMs: m.generationMs,
+    tpotMs: m.tpotMs,
+    decodeTokPerS: m.decodeTokPerS,
+    effectivePrefillTokPerS: m.effectivePrefillTokPerS,
+    promptTokens: m.promptTokens,
+    completionTokens: m.completionTokens,
+    completionTokenSource: m.completionTokenSource,
+    reasoningChunks: obs.reasoningChunks,
+    contentChunks: obs.contentChunks,
+    itlMs: m.itlMs,
+    finishReason: obs.finishReason,
+  }
+  return obs.error === null ? { status: 'ok', ...common } : { status: 'failed', error: obs.error, ...common }
+}
+
+/** Runs `count` requests over `concurrency` slots: when one ends the next starts on its slot. */
+async function closedLoop(
+  count: number,
+  concurrency: number,
+  send: (index: number) => Promise<StreamObservation>,
+  onDone: (slot: Slot) => void,
+): Promise<number> {
+  const readyAt = performance.now()
+  let next = 0
+  const worker = async (): Promise<void> => {
+    while (next < count) {
+      const index = next++
+      const slotAt = performance.now()
+      const obs = await send(index)
+      onDone({ index, readyAt, slotAt, obs })
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker))
+  return readyAt
+}
+
+function harnessHealth(
+  o: ResolvedCellOptions,
+  cpuMs: number,
+  wallMs: number,
+  loopDelay: ReturnType<typeof monitorEventLoopDelay>,
+  records: readonly RequestRecord[],
+): HarnessHealth {
+  const cpuShare = wallMs > 0 ? cpuMs / wallMs : null
+  const loopP99 = loopDelay.count > 0 ? loopDelay.percentile(99) / 1e6 : null
+  const loopMax = loopDelay.count > 0 ? loopDelay.max / 1e6 : null
+  const sendLags = records.flatMap((r) => (r.sendLagMs === null ? [] : [r.sendLagMs]))
+  const sendLagP99 = distribution(sendLags).p99
+  const reasons: string[] = []
+  if (cpuShare !== null && cpuShare >= o.cpuShareLimit) {
+    reasons.push(`client CPU share ${cpuShare.toFixed(2)} ≥ ${o.cpuShareLimit} (one core is 1.0)`)
+  }
+  if (sendLagP99 !== null && sendLagP99 > o.sendLagLimitMs) {
+    reasons.push(`send lag p99 ${sendLagP99.toFixed(2)} ms > ${o.sendLagLimitMs} ms`)
+  }
+  if (loopP99 !== null && loopP99 > o.eventLoopDelayLimitMs) {
+    reasons.push(`event-loop delay p99 ${loopP99.toFixed(2)} ms > ${o.eventLoopDelayLimitMs} ms`)
+  }
+  return {
+    clientCpuMs: cpuMs,
+    clientCpuShare: cpuShare,
+    eventLoopDelayP99Ms: loopP99,
+    eventLoopDelayMaxMs: loopMax,
+    sendLagP99Ms: sendLagP99,
+    harnessLimited: reasons.length > 0,
+    reasons,
+  }
+}
+
+function runId(startedAt: Date): string {
+  return `run-${startedAt.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z')}-${randomBytes(3).toString('hex')}`
+}
+
+/**
+ * Measures one closed-loop cell: optional warm-up, then N requests at concurrency C against
+ * an OpenAI-compatible endpoint, and returns its run record. Request failures never stop
+ * the cell; they are counted by code. Throws only before any load is sent: bad options
+ * (CONFIG_INVALID) or an unreachable endpoint (CONNECT_FAILED).
+ */
+export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Promise<RunRecord> {
+  const o = resolveCellOptions(input)
+  const { origin, display } = parseBaseUrl(o.baseUrl)
+  await probeEndpoint(origin, o.model, hooks.signal)
+
+  const plan: SyntheticPlan = { api: o.api, promptTokens: o.promptTokens, maxTokens: o.maxTokens, seed: o.seed }
+  const measured = Array.from({ length: o.requests }, (_, i) => requestBodyWithoutModel(plan, i))
+  // Warm-up prompts come from another index range so they never prefix-cache measured ones.
+  const warmup = Array.from({ length: o.warmupRequests }, (_, i) => requestBodyWithoutModel(plan, o.requests + i))
+  const measuredBytes = measured.map((b) => bodyBytes(o.model, b))
+  const warmupBytes = warmup.map((b) => bodyBytes(o.model, b))
+  const headers = o.apiKey === undefined ? undefined : { authorization: `Bearer ${o.apiKey}` }
+
+  const pool = new Pool(origin, { connections: o.concurrency, pipelining: 1, keepAliveTimeout: 60_000 })
+  const startedAt = new Date()
+  const slots: Slot[] = []
+  let ok = 0
+  let failed = 0
+  try {
+    warmClientJit()
+    const send = (bodies: Buffer[]) => (index: number) =>
+      streamCompletion(pool, origin, {
+        api: o.api,
+        body: bodies[index] as Buffer,
+        headers,
+        deadlineMs: o.requestTimeoutMs,
+        signal: hooks.signal,
+      })
+    if (warmupBytes.length > 0) await closedLoop(warmupBytes.length, o.concurrency, send(warmupBytes), () => {})
+
+    const loopDelay = monitorEventLoopDelay({ resolution: 2 })
+    loopDelay.enable()
+    const cpuBefore = process.cpuUsage()
+    const cellStart = performance.now()
+    await closedLoop(measuredBytes.length, o.concurrency, send(measuredBytes), (slot) => {
+      slots.push(slot)
+      if (slot.obs.error === null) ok++
+      else failed++
+      hooks.onProgress?.({ done: slots.length, total: o.requests, ok, failed, elapsedMs: performance.now() - cellStart })
+    })
+    const cpu = process.cpuUsage(cpuBefore)
+    loopDelay.disable()
+
+    slots.sort((a, b) => a.index - b.index)
+    const records = slots.map((s) => toRecord(s, cellStart))
+    let firstSend = Infinity
+    let lastEnd = -Infinity
+    for (const { obs } of slots) {
+      firstSend = Math.min(firstSend, obs.sentAt)
+      lastEnd = Math.max(lastEnd, obs.endAt ?? obs.sentAt)
+    }
+    const wallClockMs = Math.max(0, lastEnd - firstSend)
+    const failures: Record<string, number> = {}
+    for (const r of records) if (r.status === 'failed') failures[r.error.code] = (failures[r.error.code] ?? 0) + 1
+
+    return {
+      schema: RUN_SCHEMA_ID,
+      runId: runId(startedAt),
+      servegateVersion: SERVEGATE_VERSION,
+      startedAt: startedAt.toISOString(),
+      finishedAt: new Date().toISOString(),
+      target: { baseUrl: display, model: o.model },
+      plan: {
+        api: o.api,
+        model: o.model,
+        concurrency: o.concurrency,
+        requests: o.requests,
+        warmupRequests: o.warmupRequests,
+        maxTokens: o.maxTokens,
+        requestTimeoutMs: o.requestTimeoutMs,
+        workload: {
+          kind: 'synthetic',
+          promptTokens: o.promptTokens,
+          seed: o.seed,
+          promptTokensEstimator: PROMPT_TOKENS_ESTIMATOR,
+          requestStreamSha256: requestStreamSha256(measured),
+        },
+      },
+      completed: ok,
+      failed,
+      failures,
+      requests: records,
+      metrics: computeCellMetrics(records, wallClockMs),
+      harness: harnessHealth(o, (cpu.user + cpu.system) / 1000, performance.now() - cellStart, loopDelay, records),
+      methodology: { ...METHODOLOGY },
+      importedFrom: null,
+    }
+  } catch (err) {
+    if (err instanceof ServegateError) throw err
+    throw new ServegateError('INTERNAL', `cell failed unexpectedly: ${sanitizeMessage((err as Error).message)}`, { cause: err })
+  } finally {
+    await pool.destroy()
+  }
+}

@@ -1,0 +1,15 @@
+/**
+ * A seeded 32-bit PRNG (mulberry32): fast, deterministic across platforms and Node versions,
+ * good enough for choosing words and faults (not for cryptography).
+ * @returns a function giving floats in [0, 1)
+ */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
