@@ -21,7 +21,7 @@ export async function probeEndpoint(origin: string, model: string, signal?: Abor
   }
   const text = await res.body.text()
   if (res.statusCode !== 200) return
-  let served: string[] = []
+  let served: string[]
   try {
     const parsed = JSON.parse(text) as { data?: Array<{ id?: unknown }> }
     served = (parsed.data ?? []).flatMap((m) => (typeof m.id === 'string' ? [m.id] : []))

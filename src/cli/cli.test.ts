@@ -1,0 +1,114 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { PassThrough } from 'node:stream'
+import { fileURLToPath } from 'node:url'
+import { execa } from 'execa'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { type SimServer, startSimServer } from '../sim/server.ts'
+import { RunRecord } from '../schema/run.ts'
+import { main } from './main.ts'
+
+const BIN = fileURLToPath(new URL('../../bin/servegate.js', import.meta.url))
+const REFERENCE = fileURLToPath(new URL('../../fixtures/reference/anvil-serving-run-rtx5090.json', import.meta.url))
+
+async function cli(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const stdout = new PassThrough()
+  const stderr = new PassThrough()
+  let out = ''
+  let err = ''
+  stdout.on('data', (b: Buffer) => (out += b.toString()))
+  stderr.on('data', (b: Buffer) => (err += b.toString()))
+  const code = await main(argv, { stdout, stderr })
+  return { code, stdout: out, stderr: err }
+}
+
+let dir = ''
+let sim: SimServer
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'servegate-cli-'))
+  sim = await startSimServer({ model: 'm', decodeTokPerS: 500, prefillTokPerS: 50_000 })
+})
+afterAll(async () => {
+  await sim.close()
+  await rm(dir, { recursive: true, force: true })
+})
+
+describe('servegate run', () => {
+  test('runs a cell, prints the summary table and writes a valid run record', async () => {
+    const out = join(dir, 'run.json')
+    const r = await cli(['run', '--base-url', sim.url, '--model', 'm', '--concurrency', '2', '--requests', '6', '--max-tokens', '8', '--prompt-tokens', '32', '--out', out])
+    expect(r.stderr).toBe('')
+    expect(r.code).toBe(0)
+    expect(r.stdout).toMatch(/6 requests: 6 ok, 0 failed/)
+    expect(r.stdout).toMatch(/^ttft ms\s+6\s/m)
+    expect(r.stdout).toMatch(/p99 is descriptive only below 100 samples/)
+    const record = RunRecord.parse(JSON.parse(await readFile(out, 'utf8')))
+    expect(record.completed).toBe(6)
+
+    const s = await cli(['summarize', out, '--json'])
+    expect(s.code).toBe(0)
+    const summarized = JSON.parse(s.stdout) as { metrics: Record<string, unknown> }
+    expect(summarized.metrics.ttftMs).toEqual(record.metrics.distributions.ttftMs)
+  })
+
+  test.each([
+    [['run', '--model', 'm'], /^servegate: --base-url is required; pass e\.g\. --base-url http:\/\/127\.0\.0\.1:8000\n$/],
+    [['run', '--base-url', 'http://127.0.0.1:1'], /^servegate: --model is required/],
+    [['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--concurrency', 'four'], /^servegate: --concurrency: "four" is not valid; pass an integer from 1 to 4096\n$/],
+    [['run', '--bogus'], /^servegate: unknown flag --bogus; see servegate run --help\n$/],
+    [['run', '--base-url'], /^servegate: --base-url needs a value/],
+    [['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--api', 'grpc'], /^servegate: --api: "grpc" is not valid; pass chat or completions\n$/],
+    [['frobnicate'], /^servegate: unknown command "frobnicate"; run servegate --help\n$/],
+  ])('bad input %j gets one line naming the problem and exit 2', async (argv, message) => {
+    const r = await cli(argv)
+    expect(r.code).toBe(2)
+    expect(r.stderr).toMatch(message)
+    expect(r.stderr.trim().split('\n')).toHaveLength(1)
+  })
+
+  test('an unreachable endpoint gets one line and exit 1', async () => {
+    const r = await cli(['run', '--base-url', 'http://127.0.0.1:9', '--model', 'm'])
+    expect(r.code).toBe(1)
+    expect(r.stderr).toBe('servegate: cannot reach http://127.0.0.1:9 (connection refused); start the engine there or fix --base-url\n')
+  })
+})
+
+describe('servegate summarize', () => {
+  test('--json recomputes the anvil-serving reference into the fixed key shape', async () => {
+    const r = await cli(['summarize', REFERENCE, '--json'])
+    expect(r.code).toBe(0)
+    const { metrics } = JSON.parse(r.stdout) as { metrics: Record<string, Record<string, number>> }
+    expect(Object.keys(metrics)).toEqual([
+      'ttftMs', 'timeToFirstOutputMs', 'e2eMs', 'generationMs', 'tpotMs', 'decodeTokPerS', 'effectivePrefillTokPerS', 'promptTokens', 'completionTokens',
+    ])
+    expect(Object.keys(metrics.ttftMs as object)).toEqual(['samples', 'mean', 'stddev', 'ci95Low', 'ci95High', 'min', 'p25', 'p50', 'p75', 'p90', 'p95', 'p99', 'max'])
+    expect(metrics.ttftMs?.p50).toBe(27812.978400001157)
+    expect(metrics.decodeTokPerS?.mean).toBeCloseTo(88.63771760159608, 9)
+  })
+
+  test('the table marks p99 descriptive', async () => {
+    const r = await cli(['summarize', REFERENCE])
+    expect(r.stdout).toMatch(/benchmark-20261005T112704Z · qwen38/)
+    expect(r.stdout).toMatch(/p99 is descriptive only below 100 samples/)
+  })
+
+  test.each([
+    [['summarize', '/nonexistent/x.json'], /^servegate: cannot read \/nonexistent\/x\.json \(no such file\); pass the path of a run record JSON file\n$/],
+    [['summarize'], /^servegate: summarize takes one run record file, got 0/],
+    [['summarize', BIN], /^servegate: .*servegate\.js is not JSON/],
+  ])('%j gets one line and a non-zero exit', async (argv, message) => {
+    const r = await cli(argv)
+    expect(r.code).not.toBe(0)
+    expect(r.stderr).toMatch(message)
+  })
+})
+
+describe('the servegate bin', () => {
+  test('prints one line and no stack trace for bad input, in a real process', async () => {
+    const r = await execa(process.execPath, [BIN, 'run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--requests=-1'], { reject: false })
+    expect(r.exitCode).toBe(2)
+    expect(r.stderr).toBe('servegate: --requests: "-1" is not valid; pass an integer ≥ 1')
+    expect(r.stderr).not.toMatch(/at .*\.ts:\d+/)
+  })
+})

@@ -1,0 +1,62 @@
+import { ServegateError } from '../errors.ts'
+import { SERVEGATE_VERSION } from '../version.ts'
+import { demoCommand } from './demo.ts'
+import type { CliIo } from './io.ts'
+import { runCommand } from './run.ts'
+import { simCommand } from './sim.ts'
+import { summarizeCommand } from './summarize.ts'
+
+const HELP = `servegate ${SERVEGATE_VERSION} — LLM-serving benchmarks as assertions
+
+  servegate run --base-url URL --model NAME [...]   measure one cell (servegate run --help)
+  servegate summarize FILE [--json]                 recompute a run record's distributions
+  servegate sim [--port P ...]                      start the simulated engine (servegate sim --help)
+  servegate demo                                    run a cell against the simulated engine
+  servegate --version`
+
+/**
+ * The CLI entry: dispatches to a command and turns every ServegateError into one line on
+ * stderr and exit code 2 (1 for failures after load started); never prints a stack trace
+ * for an expected error.
+ */
+export async function main(argv: string[], io: CliIo = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
+  const [command, ...rest] = argv
+  const controller = new AbortController()
+  const onSignal = (): void => controller.abort()
+  process.once('SIGINT', onSignal)
+  process.once('SIGTERM', onSignal)
+  try {
+    switch (command) {
+      case 'run':
+        return await runCommand(rest, io, controller.signal)
+      case 'summarize':
+        return await summarizeCommand(rest, io)
+      case 'sim':
+        return await simCommand(rest, io, controller.signal)
+      case 'demo':
+        return await demoCommand(rest, io, controller.signal)
+      case '--version':
+      case '-v':
+        io.stdout.write(`${SERVEGATE_VERSION}\n`)
+        return 0
+      case undefined:
+      case 'help':
+      case '--help':
+      case '-h':
+        io.stdout.write(`${HELP}\n`)
+        return command === undefined ? 2 : 0
+      default:
+        throw new ServegateError('CONFIG_INVALID', `unknown command "${command}"; run servegate --help`)
+    }
+  } catch (err) {
+    if (err instanceof ServegateError) {
+      io.stderr.write(`servegate: ${err.message}\n`)
+      return err.code === 'CONFIG_INVALID' ? 2 : 1
+    }
+    io.stderr.write(`servegate: internal error: ${(err as Error).message}\n`)
+    return 1
+  } finally {
+    process.off('SIGINT', onSignal)
+    process.off('SIGTERM', onSignal)
+  }
+}

@@ -1,0 +1,33 @@
+import { ServegateError } from '../errors.ts'
+import { computeCellMetrics } from '../metrics/cell.ts'
+import { readRunRecord } from '../record/io.ts'
+import { REQUEST_METRIC_NAMES } from '../schema/run.ts'
+import { parseFlags } from './flags.ts'
+import type { CliIo } from './io.ts'
+import { renderSummary } from './summary.ts'
+
+export const SUMMARIZE_HELP = `servegate summarize FILE [--json] — recompute a run record's distributions from its per-request data
+
+  FILE     a servegate.run/v1 or anvil-serving.benchmark/v1 run record
+  --json   print {"metrics": {NAME: {samples, mean, stddev, ci95Low, ci95High, min, p25, p50, p75, p90, p95, p99, max}}}`
+
+/** `servegate summarize`: distributions recomputed from the requests, never copied from the file. */
+export async function summarizeCommand(argv: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseFlags('summarize', argv, { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, true)
+  if (values.help === true) {
+    io.stdout.write(`${SUMMARIZE_HELP}\n`)
+    return 0
+  }
+  if (positionals.length !== 1) {
+    throw new ServegateError('CONFIG_INVALID', `summarize takes one run record file, got ${positionals.length}; run servegate summarize FILE [--json]`)
+  }
+  const stored = await readRunRecord(positionals[0] as string)
+  const record = { ...stored, metrics: computeCellMetrics(stored.requests, stored.metrics.wallClockMs) }
+  if (values.json === true) {
+    const metrics = Object.fromEntries(REQUEST_METRIC_NAMES.map((name) => [name, record.metrics.distributions[name]]))
+    io.stdout.write(`${JSON.stringify({ metrics }, null, 2)}\n`)
+  } else {
+    io.stdout.write(`${renderSummary(record)}\n`)
+  }
+  return 0
+}

@@ -1,0 +1,72 @@
+import { P99_MIN_SAMPLES, REQUEST_METRIC_NAMES, type Distribution, type RunRecord } from '../schema/run.ts'
+
+const LABELS: Record<string, string> = {
+  ttftMs: 'ttft ms',
+  timeToFirstOutputMs: 'first output ms',
+  e2eMs: 'e2e ms',
+  generationMs: 'generation ms',
+  tpotMs: 'tpot ms',
+  decodeTokPerS: 'decode tok/s',
+  effectivePrefillTokPerS: 'eff. prefill tok/s',
+  promptTokens: 'prompt tokens',
+  completionTokens: 'completion tokens',
+  itlMs: 'itl ms (all gaps)',
+  queueDelayMs: 'queue delay ms',
+  sendLagMs: 'send lag ms',
+}
+
+function fmt(v: number | null): string {
+  if (v === null) return '—'
+  const abs = Math.abs(v)
+  return abs >= 1000 ? v.toFixed(0) : abs >= 100 ? v.toFixed(1) : abs >= 1 ? v.toFixed(2) : v.toFixed(3)
+}
+
+function pad(cells: string[], widths: number[]): string {
+  return cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] as number) : c.padStart(widths[i] as number))).join('  ')
+}
+
+/** Renders the readable summary of a run record: headline, a metric table, failures, harness health. */
+export function renderSummary(record: RunRecord, recordPath?: string): string {
+  const { plan, metrics, harness } = record
+  const lines: string[] = []
+  const api = plan.api ?? 'api unknown'
+  lines.push(`${record.runId} · ${plan.model} @ ${record.target.baseUrl ?? 'imported'} · ${api} · concurrency ${plan.concurrency}`)
+  lines.push(
+    `${plan.requests} requests: ${record.completed} ok, ${record.failed} failed · wall clock ${(metrics.wallClockMs / 1000).toFixed(2)} s` +
+      ` · output ${fmt(metrics.outputThroughputTokPerS)} tok/s · ${fmt(metrics.requestRateReqPerS)} req/s`,
+  )
+  const sources = Object.entries(metrics.completionTokenSources).filter(([, n]) => n > 0)
+  if (sources.length > 0) lines.push(`completion tokens from ${sources.map(([s, n]) => `${s} (${n})`).join(', ')}`)
+  lines.push('')
+
+  const names = [...REQUEST_METRIC_NAMES, 'itlMs', 'queueDelayMs', 'sendLagMs'] as const
+  const descriptive = metrics.p99DescriptiveOnly.length > 0
+  const header = ['metric', 'n', 'mean', '±95%', 'p50', 'p90', 'p95', descriptive ? 'p99*' : 'p99', 'max']
+  const rows = names.flatMap((name) => {
+    const d: Distribution = metrics.distributions[name]
+    if (d.samples === 0) return []
+    const half = d.ci95High !== null && d.mean !== null ? d.ci95High - d.mean : null
+    return [[LABELS[name] ?? name, String(d.samples), fmt(d.mean), fmt(half), fmt(d.p50), fmt(d.p90), fmt(d.p95), fmt(d.p99), fmt(d.max)]]
+  })
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)))
+  lines.push(pad(header, widths))
+  for (const row of rows) lines.push(pad(row, widths))
+  if (descriptive) lines.push(`* p99 is descriptive only below ${P99_MIN_SAMPLES} samples (nearest-rank).`)
+
+  const failures = Object.entries(record.failures)
+  if (failures.length > 0) {
+    lines.push('')
+    lines.push(`failed requests (excluded from every distribution): ${failures.map(([code, n]) => `${code} ×${n}`).join(', ')}`)
+    for (const r of record.requests) {
+      if (r.status === 'failed') lines.push(`  #${r.index} ${r.error.code}: ${r.error.message}`)
+      if (lines.length > 60) break
+    }
+  }
+  if (harness.clientCpuShare !== null) {
+    lines.push('')
+    const figures = `client CPU ${harness.clientCpuShare.toFixed(2)} core · send lag p99 ${fmt(harness.sendLagP99Ms)} ms · event-loop delay p99 ${fmt(harness.eventLoopDelayP99Ms)} ms`
+    lines.push(harness.harnessLimited ? `HARNESS-LIMITED (${harness.reasons.join('; ')}) · ${figures}` : `harness ok · ${figures}`)
+  }
+  if (recordPath !== undefined) lines.push(`run record: ${recordPath}`)
+  return lines.join('\n')
+}

@@ -1,0 +1,69 @@
+import { describe, expect, test } from 'vitest'
+import { createSseParser, parseSse } from './sse.ts'
+
+const b = (s: string): Buffer => Buffer.from(s)
+
+/** Every way of cutting `text` into two reads gives the same events as one read. */
+function everySplit(text: string): string[][] {
+  const bytes = b(text)
+  const results: string[][] = []
+  for (let cut = 0; cut <= bytes.length; cut++) results.push(parseSse([bytes.subarray(0, cut), bytes.subarray(cut)]))
+  return results
+}
+
+describe('parseSse', () => {
+  test('several events in one read, in order', () => {
+    expect(parseSse([b('data: {"a":1}\n\ndata: {"a":2}\n\ndata: [DONE]\n\n')])).toEqual(['{"a":1}', '{"a":2}', '[DONE]'])
+  })
+
+  test('any split point yields the same events, including right after "data:"', () => {
+    const text = 'data: {"choices":[{"delta":{"content":"héllo ✓"}}]}\r\n\r\n: keep-alive\n\ndata: [DONE]\n\n'
+    for (const events of everySplit(text)) {
+      expect(events).toEqual(['{"choices":[{"delta":{"content":"héllo ✓"}}]}', '[DONE]'])
+    }
+  })
+
+  test('a multi-byte character split across reads is decoded whole', () => {
+    const bytes = b('data: ✓\n\n')
+    const cut = bytes.indexOf(0xe2) + 1
+    expect(parseSse([bytes.subarray(0, cut), bytes.subarray(cut)])).toEqual(['✓'])
+  })
+
+  test('CRLF, bare CR and LF line ends all separate lines', () => {
+    expect(parseSse([b('data: a\r\n\r\ndata: b\r\rdata: c\n\n')])).toEqual(['a', 'b', 'c'])
+  })
+
+  test('a CR at the end of one read and LF at the start of the next is one line end', () => {
+    expect(parseSse([b('data: a\r'), b('\n\r'), b('\ndata: b\n\n')])).toEqual(['a', 'b'])
+  })
+
+  test('comments and keep-alive lines produce no event', () => {
+    expect(parseSse([b(': ping\n\n:\n\ndata: x\n\n')])).toEqual(['x'])
+  })
+
+  test('event, id and retry fields are ignored; multi-line data is joined with newlines', () => {
+    expect(parseSse([b('event: message\nid: 7\nretry: 10\ndata: one\ndata:two\n\n')])).toEqual(['one\ntwo'])
+  })
+
+  test('"data:" without a space, and a bare "data" line', () => {
+    expect(parseSse([b('data:x\n\ndata\n\n')])).toEqual(['x', ''])
+  })
+
+  test('an unterminated last event is flushed at end of stream', () => {
+    expect(parseSse([b('data: [DONE]')])).toEqual(['[DONE]'])
+  })
+
+  test('one byte per read', () => {
+    const bytes = b('data: {"k":"v"}\n\ndata: [DONE]\n\n')
+    const reads = Array.from(bytes, (byte) => Uint8Array.of(byte))
+    expect(parseSse(reads)).toEqual(['{"k":"v"}', '[DONE]'])
+  })
+
+  test('a parser keeps state between pushes and returns only completed events', () => {
+    const p = createSseParser()
+    expect(p.push(b('data: {"a"'))).toEqual([])
+    expect(p.push(b(':1}\n'))).toEqual([])
+    expect(p.push(b('\n'))).toEqual(['{"a":1}'])
+    expect(p.end()).toEqual([])
+  })
+})
