@@ -52,7 +52,7 @@ export async function demoCommand(argv: string[], io: CliIo, signal?: AbortSigna
         reject(new ServegateError('INTERNAL', `the simulated engine exited (code ${result.exitCode}): ${seen.slice(-300)}`))
       })
     })
-    io.stdout.write(`simulated engine at ${baseUrl} (two faults injected: request 9 gets HTTP 500, request 21 drops mid-stream)\n\n`)
+    io.stdout.write(`simulated engine at ${baseUrl} (two faults injected: its 10th request gets HTTP 500, its 22nd drops mid-stream; warm-ups count)\n\n`)
     return await runCommand(
       [
         '--base-url', baseUrl, '--model', 'sim-demo', '--concurrency', '4', '--requests', '48', '--warmup', '4',

@@ -1,3 +1,4 @@
+import { p99IsDescriptive } from '../metrics/distribution.ts'
 import { P99_MIN_SAMPLES, REQUEST_METRIC_NAMES, type Distribution, type RunRecord } from '../schema/run.ts'
 
 const LABELS: Record<string, string> = {
@@ -40,18 +41,20 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
   lines.push('')
 
   const names = [...REQUEST_METRIC_NAMES, 'itlMs', 'queueDelayMs', 'sendLagMs'] as const
-  const descriptive = metrics.p99DescriptiveOnly.length > 0
-  const header = ['metric', 'n', 'mean', '±95%', 'p50', 'p90', 'p95', descriptive ? 'p99*' : 'p99', 'max']
+  let descriptive = false
+  const header = ['metric', 'n', 'mean', '±95%', 'p50', 'p90', 'p95', 'p99', 'max']
   const rows = names.flatMap((name) => {
     const d: Distribution = metrics.distributions[name]
     if (d.samples === 0) return []
     const half = d.ci95High !== null && d.mean !== null ? d.ci95High - d.mean : null
-    return [[LABELS[name] ?? name, String(d.samples), fmt(d.mean), fmt(half), fmt(d.p50), fmt(d.p90), fmt(d.p95), fmt(d.p99), fmt(d.max)]]
+    const mark = p99IsDescriptive(d) ? '*' : ''
+    descriptive ||= mark !== ''
+    return [[LABELS[name] ?? name, String(d.samples), fmt(d.mean), fmt(half), fmt(d.p50), fmt(d.p90), fmt(d.p95), fmt(d.p99) + mark, fmt(d.max)]]
   })
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)))
   lines.push(pad(header, widths))
   for (const row of rows) lines.push(pad(row, widths))
-  if (descriptive) lines.push(`* p99 is descriptive only below ${P99_MIN_SAMPLES} samples (nearest-rank).`)
+  if (descriptive) lines.push(`* p99 is descriptive only below ${P99_MIN_SAMPLES} samples (nearest-rank percentiles).`)
 
   const failures = Object.entries(record.failures)
   if (failures.length > 0) {

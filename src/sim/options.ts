@@ -1,0 +1,149 @@
+import { z } from 'zod'
+import { ServegateError } from '../errors.ts'
+
+/**
+ * Faults the simulated engine can inject into a completion request:
+ * - `http500`: 500 with a JSON error body, nothing streamed;
+ * - `http429`: 429 with `Retry-After: 2` and a JSON error body;
+ * - `drop`: after half of the tokens, the socket is destroyed without the terminating chunk;
+ * - `malformed`: after a few tokens, one `data: {"choices": [` line (invalid JSON), then the
+ *   stream continues normally;
+ * - `stall`: after a few tokens, nothing more is sent; the connection stays open until the
+ *   client goes away or the server closes;
+ * - `empty`: a 200 stream with the role chunk, a finish chunk without content, usage with
+ *   `completion_tokens: 0` and `[DONE]`.
+ */
+export const FAULT_KINDS = ['http500', 'http429', 'drop', 'malformed', 'stall', 'empty'] as const
+
+/** One of FAULT_KINDS. */
+export const FaultKind = z.enum(FAULT_KINDS)
+export type FaultKind = z.infer<typeof FaultKind>
+
+/** Hosts the simulated engine may bind to: it is a test fixture, never a network service. */
+export const LOOPBACK_HOSTS = ['127.0.0.1', '::1', 'localhost'] as const
+
+/**
+ * One injected fault: `kind` hits the listed completion requests, by 0-based arrival index among
+ * the requests the sim accepts (a 400 or 404 takes no index).
+ */
+export const FaultSpec = z.object({
+  kind: FaultKind,
+  requests: z.array(z.int().nonnegative()),
+})
+export type FaultSpec = z.infer<typeof FaultSpec>
+
+/**
+ * Options of the simulated engine. Defaults are filled here; the server takes the resolved type.
+ * @example startSimServer({ decodeTokPerS: 200, tokensPerChunk: 2, faults: [{ kind: 'drop', requests: [3] }] })
+ */
+export const SimOptions = z.strictObject({
+  /** Loopback host to bind: `127.0.0.1`, `::1` or `localhost`. @default '127.0.0.1' */
+  host: z.enum(LOOPBACK_HOSTS).default('127.0.0.1'),
+  /** TCP port; 0 picks a free one (read it back from `SimServer.port`). @default 0 */
+  port: z.int().min(0).max(65535).default(0),
+  /** The one model id served; a request naming another model gets a 404. @default 'sim-model' */
+  model: z.string().min(1).default('sim-model'),
+  /** Speed of the single FIFO prefill lane, prompt tokens/s. @default 20000 */
+  prefillTokPerS: z.number().positive().default(20_000),
+  /** Decode speed of one stream alone, tokens/s (one engine step per token). @default 50 */
+  decodeTokPerS: z.number().positive().default(50),
+  /**
+   * Step slowdown per extra stream in the decode batch: a step takes
+   * `1000 / decodeTokPerS * (1 + batchSlowdown * (running - 1))` ms. @default 0.1
+   */
+  batchSlowdown: z.number().nonnegative().default(0.1),
+  /** Tokens per streamed chunk (the last chunk may hold fewer). @default 1 */
+  tokensPerChunk: z.int().positive().default(1),
+  /** Leading output tokens sent as `delta.reasoning_content` (chat API only). @default 0 */
+  reasoningTokens: z.int().nonnegative().default(0),
+  /**
+   * Natural output length in tokens (where the sim "emits EOS"); `max_tokens` still bounds it.
+   * Null: generate until `max_tokens`. @default null
+   */
+  outputTokens: z.int().positive().nullable().default(null),
+  /**
+   * Context window in tokens: prompt + `max_tokens` beyond it gets a 400 (as vLLM does), and a
+   * request without `max_tokens` may generate up to `maxModelLen - prompt_tokens`. @default 32768
+   */
+  maxModelLen: z.int().positive().default(32_768),
+  /** Faults by request index. @default [] */
+  faults: z.array(FaultSpec).default(() => []),
+  /** Probability (0..1) that a request draws a fault from `faultKinds`. @default 0 */
+  faultRate: z.number().min(0).max(1).default(0),
+  /** Kinds used round-robin when `faultRate` hits. @default all of FAULT_KINDS */
+  faultKinds: z.array(FaultKind).min(1).default(() => [...FAULT_KINDS]),
+  /** Seed of the fault draws and of the output words of requests that send no `seed`. @default 0 */
+  seed: z.int().default(0),
+  /** Send `: keep-alive` SSE comments after this many ms without a write; null: never. @default null */
+  keepaliveMs: z.int().positive().nullable().default(null),
+  /** End SSE lines with `\r\n` instead of `\n`. @default false */
+  crlf: z.boolean().default(false),
+})
+/** Options as callers write them: every field optional. */
+export type SimOptions = z.input<typeof SimOptions>
+/** Options with every default filled; what the server and engine take. */
+export type ResolvedSimOptions = z.infer<typeof SimOptions>
+/** The name of one option. */
+export type SimOptionName = keyof ResolvedSimOptions
+
+/** How to fix each option; appended to the zod message in config errors. */
+const SIM_OPTION_FIXES: Readonly<Record<SimOptionName, string>> = {
+  host: 'the sim serves loopback only: use 127.0.0.1 (default), ::1 or localhost',
+  port: 'use an integer 0..65535 (0 picks a free port)',
+  model: 'use a non-empty model id, e.g. sim-model',
+  prefillTokPerS: 'use a number > 0 (prompt tokens/s), e.g. 20000',
+  decodeTokPerS: 'use a number > 0 (tokens/s of one stream), e.g. 50',
+  batchSlowdown: 'use a number >= 0 (0 = batching costs nothing), e.g. 0.1',
+  tokensPerChunk: 'use an integer >= 1',
+  reasoningTokens: 'use an integer >= 0',
+  outputTokens: 'use an integer >= 1, or leave it unset to generate until max_tokens',
+  maxModelLen: 'use an integer >= 1 (tokens), e.g. 32768',
+  faults: `a fault kind is one of ${FAULT_KINDS.join(', ')}; request indices are integers >= 0`,
+  faultRate: 'use a number from 0 to 1',
+  faultKinds: `use a non-empty list of ${FAULT_KINDS.join(', ')}`,
+  seed: 'use an integer',
+  keepaliveMs: 'use an integer >= 1 (ms), or leave it unset for no keep-alives',
+  crlf: 'use true or false',
+}
+
+/**
+ * One line for the first issue: `<name>: <what is wrong> (got <value>); <the fix>`, plus how many
+ * more there are. `nameOf` turns an option name into what the user typed (the field or a CLI flag).
+ */
+export function describeSimOptionsError(
+  error: z.ZodError,
+  input: unknown,
+  nameOf: (option: SimOptionName, path: string) => string = (_option, path) => path,
+): string {
+  const [issue, ...rest] = error.issues
+  if (!issue) return 'invalid options'
+  const option = issue.path[0]
+  const known = typeof option === 'string' && option in SIM_OPTION_FIXES ? (option as SimOptionName) : null
+  const path = issue.path.map(String).join('.')
+  const name = known ? nameOf(known, path) : path || 'options'
+  const got = issue.path.length > 0 ? valueAt(input, issue.path) : undefined
+  const gotText = got === null || ['string', 'number', 'boolean'].includes(typeof got) ? ` (got ${JSON.stringify(got)})` : ''
+  const more = rest.length > 0 ? ` (${rest.length} more issue${rest.length > 1 ? 's' : ''})` : ''
+  return `${name}: ${issue.message}${gotText}; ${known ? SIM_OPTION_FIXES[known] : 'remove it, or check its spelling against SimOptions'}${more}`
+}
+
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let value = input
+  for (const key of path) {
+    if (value === null || typeof value !== 'object') return undefined
+    value = (value as Record<PropertyKey, unknown>)[key]
+  }
+  return value
+}
+
+/**
+ * Fills the defaults once at the boundary.
+ * @throws ServegateError `CONFIG_INVALID` naming the option and the fix.
+ */
+export function resolveSimOptions(options: SimOptions = {}): ResolvedSimOptions {
+  const parsed = SimOptions.safeParse(options)
+  if (!parsed.success) {
+    throw new ServegateError('CONFIG_INVALID', `sim options invalid: ${describeSimOptionsError(parsed.error, options)}`)
+  }
+  return parsed.data
+}
