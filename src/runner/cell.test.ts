@@ -118,6 +118,18 @@ describe('runCell against the simulated engine', () => {
     expect(record.plan.warmupRequests).toBe(2)
   })
 
+  test('a cell where the client is the bottleneck is flagged harness-limited with its reason', async () => {
+    const s = await start()
+    const plan = { baseUrl: s.url, model: 'm', requests: 2, maxTokens: 4, promptTokens: 16 }
+    const healthy = await runCell(plan)
+    expect(healthy.harness.harnessLimited).toBe(false)
+    expect(healthy.harness.reasons).toEqual([])
+    // A CPU-share bound no client can stay under stands in for a saturated client.
+    const limited = await runCell({ ...plan, cpuShareLimit: 1e-9 })
+    expect(limited.harness.harnessLimited).toBe(true)
+    expect(limited.harness.reasons[0]).toMatch(/^client CPU share \d+\.\d+ ≥ 1e-9/)
+  })
+
   test('the completions API streams text', async () => {
     const s = await start()
     const record = await runCell({ baseUrl: s.url, model: 'm', api: 'completions', requests: 2, maxTokens: 5, promptTokens: 16 })

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { Api } from '../schema/run.ts'
-import { createRandom } from '../random.ts'
+import { createRandom, mixSeed } from '../random.ts'
 
 /**
  * Common short English words; each is a single token in the vocabularies of the major model
@@ -34,7 +34,7 @@ export interface SyntheticPlan {
 
 /** The prompt text of request `index`: a unique header (defeats prefix caching), then seeded words. */
 export function syntheticPrompt(plan: SyntheticPlan, index: number): string {
-  const random = createRandom((plan.seed * 0x9e3779b1 + index) >>> 0)
+  const random = createRandom(mixSeed(plan.seed, index))
   const header = `Request ${plan.seed}-${index}. ${INSTRUCTION}`
   const words = Math.max(1, plan.promptTokens - header.split(' ').length)
   const parts = new Array<string>(words)

@@ -1,0 +1,39 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { connect } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { PassThrough } from 'node:stream'
+import { expect, test } from 'vitest'
+import { RunRecord } from '../schema/run.ts'
+import { demoCommand } from './demo.ts'
+
+function refused(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1')
+    socket.once('connect', () => {
+      socket.destroy()
+      resolve(false)
+    })
+    socket.once('error', () => resolve(true))
+  })
+}
+
+test('the demo measures a cell on the simulated engine, counts its two faults, and leaves no engine behind', { timeout: 60_000 }, async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'servegate-demo-'))
+  try {
+    const stdout = new PassThrough()
+    let out = ''
+    stdout.on('data', (b: Buffer) => (out += b.toString()))
+    const code = await demoCommand(['--out', join(dir, 'demo.json')], { stdout, stderr: new PassThrough() })
+    expect(code).toBe(0)
+    const record = RunRecord.parse(JSON.parse(await readFile(join(dir, 'demo.json'), 'utf8')))
+    expect(record.completed).toBe(46)
+    expect(record.failures).toEqual({ HTTP_STATUS: 1, STREAM_DROPPED: 1 })
+    expect(out).toMatch(/48 requests: 46 ok, 2 failed/)
+    const port = Number(/127\.0\.0\.1:(\d+)/.exec(out)?.[1])
+    expect(port).toBeGreaterThan(0)
+    expect(await refused(port)).toBe(true)
+  } finally {
+    await rm(dir, { recursive: true, force: true })
+  }
+})
