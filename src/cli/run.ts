@@ -2,6 +2,7 @@ import { resolve } from 'node:path'
 import { ServegateError } from '../errors.ts'
 import { writeJsonAtomic } from '../record/io.ts'
 import { runCell } from '../runner/cell.ts'
+import { WORKLOAD_KINDS, type WorkloadSpec } from '../workload/spec.ts'
 import { intFlag, parseFlags } from './flags.ts'
 import type { CliIo } from './io.ts'
 import { progressLine } from './progress.ts'
@@ -16,8 +17,21 @@ export const RUN_HELP = `servegate run — measure one closed-loop cell against 
   --requests N              measured requests, default 32
   --warmup N                warm-up requests, not recorded, default 0
   --max-tokens T            max_tokens of each request, default 128
-  --prompt-tokens P         planned prompt size in tokens, default 256
-  --seed S                  prompt seed, default 0
+  --workload KIND           synthetic-summary (default), synthetic-repeated-code, shared-prefix, dataset
+  --dataset FILE            JSONL of prompts with reference answers (implies --workload dataset)
+  --prompt-tokens P         planned prompt size in tokens (engine-counted), default 256
+  --seed S                  workload seed, default 0
+  --prefix-cache MODE       unique (default: a per-request prefix defeats prefix caching) or shared:N
+  --canaries                ask each reply to start with its own marker; a missing or foreign marker is contract-invalid
+  --output-control MODE     none (default), observe (record exact-length adherence) or strict (non-exact is contract-invalid)
+  --output-knob KNOB        ignore_eos (default) or min_tokens
+  --temperature T           sampling temperature (unset: the engine's default)
+  --top-p P                 nucleus sampling
+  --sampling-seed N         sampling seed sent to the engine
+  --reasoning-effort E      low, medium or high (chat only)
+  --thinking on|off         chat_template_kwargs.enable_thinking (chat only)
+  --no-calibrate            do not size prompts with the engine's /tokenize; estimate
+  --requests-per-slot-floor K  flag the cell when requests < K × concurrency, default 4
   --request-timeout-ms MS   per-request deadline, default 120000
   --api-key-env NAME        read the API key from this environment variable (never recorded)
   --out FILE                run record path, default servegate-runs/<run id>.json
@@ -31,14 +45,76 @@ const FLAGS = {
   requests: { type: 'string' },
   warmup: { type: 'string' },
   'max-tokens': { type: 'string' },
+  workload: { type: 'string' },
+  dataset: { type: 'string' },
   'prompt-tokens': { type: 'string' },
   seed: { type: 'string' },
+  'prefix-cache': { type: 'string' },
+  canaries: { type: 'boolean' },
+  'output-control': { type: 'string' },
+  'output-knob': { type: 'string' },
+  temperature: { type: 'string' },
+  'top-p': { type: 'string' },
+  'sampling-seed': { type: 'string' },
+  'reasoning-effort': { type: 'string' },
+  thinking: { type: 'string' },
+  'no-calibrate': { type: 'boolean' },
+  'requests-per-slot-floor': { type: 'string' },
   'request-timeout-ms': { type: 'string' },
   'api-key-env': { type: 'string' },
   out: { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const
+
+type RunFlags = ReturnType<typeof parseFlags<typeof FLAGS>>['values']
+
+function oneOf<T extends string>(flag: string, value: string | undefined, allowed: readonly T[]): T | undefined {
+  if (value === undefined) return undefined
+  if ((allowed as readonly string[]).includes(value)) return value as T
+  throw new ServegateError('CONFIG_INVALID', `${flag}: "${value}" is not valid; pass one of ${allowed.join(', ')}`)
+}
+
+function numberFlag(flag: string, value: string | undefined, min: number, max: number): number | undefined {
+  if (value === undefined) return undefined
+  const n = Number(value)
+  if (value.trim() === '' || !Number.isFinite(n) || n < min || n > max) {
+    throw new ServegateError('CONFIG_INVALID', `${flag}: "${value}" is not valid; pass a number from ${min} to ${max}`)
+  }
+  return n
+}
+
+function prefixCacheFlag(value: string | undefined): WorkloadSpec['prefixCache'] {
+  if (value === undefined || value === 'unique') return undefined
+  const shared = /^shared:(\d+)$/.exec(value)
+  if (shared === null) throw new ServegateError('CONFIG_INVALID', `--prefix-cache: "${value}" is not valid; pass unique or shared:N (N shared prefix tokens)`)
+  return { mode: 'shared', tokens: intFlag('--prefix-cache shared:N', shared[1], 1) as number }
+}
+
+/** The workload part of `servegate run`'s flags. */
+function workloadFlags(values: RunFlags): WorkloadSpec {
+  const thinking = oneOf('--thinking', values.thinking, ['on', 'off'])
+  return {
+    kind: oneOf('--workload', values.workload, WORKLOAD_KINDS) ?? (values.dataset === undefined ? undefined : 'dataset'),
+    datasetPath: values.dataset,
+    promptTokens: intFlag('--prompt-tokens', values['prompt-tokens'], 8),
+    seed: intFlag('--seed', values.seed, 0),
+    prefixCache: prefixCacheFlag(values['prefix-cache']),
+    canaries: values.canaries === true,
+    outputControl: {
+      mode: oneOf('--output-control', values['output-control'], ['none', 'observe', 'strict'] as const),
+      knob: oneOf('--output-knob', values['output-knob'], ['ignore_eos', 'min_tokens'] as const),
+    },
+    sampling: {
+      temperature: numberFlag('--temperature', values.temperature, 0, 2),
+      topP: numberFlag('--top-p', values['top-p'], Number.MIN_VALUE, 1),
+      seed: intFlag('--sampling-seed', values['sampling-seed'], 0),
+      reasoningEffort: oneOf('--reasoning-effort', values['reasoning-effort'], ['low', 'medium', 'high'] as const),
+      thinking: thinking === undefined ? undefined : thinking === 'on' ? 'enabled' : 'disabled',
+    },
+    requestsPerSlotFloor: intFlag('--requests-per-slot-floor', values['requests-per-slot-floor'], 1),
+  }
+}
 
 /** `servegate run`: runs a cell, shows progress on a TTY, prints the summary, writes the record. */
 export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
@@ -69,8 +145,8 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
       requests: intFlag('--requests', values.requests, 1),
       warmupRequests: intFlag('--warmup', values.warmup, 0),
       maxTokens: intFlag('--max-tokens', values['max-tokens'], 1),
-      promptTokens: intFlag('--prompt-tokens', values['prompt-tokens'], 8),
-      seed: intFlag('--seed', values.seed, 0),
+      workload: workloadFlags(values),
+      calibrate: values['no-calibrate'] !== true,
       requestTimeoutMs: intFlag('--request-timeout-ms', values['request-timeout-ms'], 1),
       apiKey,
     },

@@ -36,6 +36,8 @@ const FLAGS: readonly Flag[] = [
   { name: 'seed', option: 'seed', value: 'number', help: 'seed of fault draws and output words (default 0)' },
   { name: 'keepalive-ms', option: 'keepaliveMs', value: 'number', help: 'send ": keep-alive" after this many ms of silence (default off)' },
   { name: 'crlf', option: 'crlf', value: 'boolean', help: 'end SSE lines with \\r\\n' },
+  { name: 'no-tokenize', option: 'noTokenize', value: 'boolean', help: 'answer POST /tokenize with 404 (an engine without a tokenizer endpoint)' },
+  { name: 'ignore-output-knobs', option: 'ignoreOutputKnobs', value: 'boolean', help: 'ignore ignore_eos and min_tokens (an engine that drops unknown fields)' },
 ]
 
 const HELP = [

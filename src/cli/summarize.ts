@@ -22,11 +22,14 @@ export async function summarizeCommand(argv: string[], io: CliIo): Promise<numbe
     throw new ServegateError('CONFIG_INVALID', `summarize takes one run record file, got ${positionals.length}; run servegate summarize FILE [--json]`)
   }
   const stored = await readRunRecord(positionals[0] as string)
-  const record = { ...stored, metrics: computeCellMetrics(stored.requests, stored.metrics.wallClockMs) }
+  // A summary-only import has no requests to recompute from: its stored summary is all there is.
+  const summaryOnly = stored.importedFrom?.perRequest === false
+  const record = summaryOnly ? stored : { ...stored, metrics: computeCellMetrics(stored.requests, stored.metrics.wallClockMs) }
   if (values.json === true) {
     const metrics = Object.fromEntries(REQUEST_METRIC_NAMES.map((name) => [name, record.metrics.distributions[name]]))
     io.stdout.write(`${JSON.stringify({ metrics }, null, 2)}\n`)
   } else {
+    if (summaryOnly) io.stdout.write(`summary-only import from ${stored.importedFrom?.schema}: figures as the source summarized them, not recomputed\n`)
     io.stdout.write(`${renderSummary(record)}\n`)
   }
   return 0

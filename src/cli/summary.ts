@@ -36,6 +36,27 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
     `${plan.requests} requests: ${record.completed} ok, ${record.failed} failed · wall clock ${(metrics.wallClockMs / 1000).toFixed(2)} s` +
       ` · output ${fmt(metrics.outputThroughputTokPerS)} tok/s · ${fmt(metrics.requestRateReqPerS)} req/s`,
   )
+  const w = plan.workload
+  const hash = w.requestStreamSha256 === null ? '' : ` · request stream ${w.requestStreamSha256.slice(0, 12)}…${w.wireMatchesPlan === true ? ' (wire bytes match)' : w.wireMatchesPlan === false ? ' (WIRE BYTES DIFFER FROM PLAN)' : ''}`
+  const sizing = w.calibration === null ? '' : w.calibration.method === 'engine-tokenizer' ? ` (engine tokenizer, ±${w.calibration.toleranceTokens})` : w.calibration.method === 'estimate' ? ' (estimated)' : ''
+  const prefix = w.prefixCache.mode === 'shared' ? `shared prefix ${w.prefixCache.tokens ?? '?'} tokens` : `prefix ${w.prefixCache.mode}`
+  lines.push(`workload ${w.kind} · prompt ${w.promptTokens} tokens planned${sizing} · ${prefix} · seed ${w.seed}${hash}`)
+  const checks: string[] = []
+  if (metrics.canaries !== null) checks.push(`canaries ${metrics.canaries.passed}/${metrics.canaries.samples} passed`)
+  if (metrics.outputControl !== null) {
+    const oc = metrics.outputControl
+    checks.push(`output control ${w.outputControl.mode} (${w.outputControl.knob}): ${oc.exact}/${oc.samples} exact${oc.unobservable > 0 ? `, ${oc.unobservable} without usage` : ''}`)
+  }
+  if (metrics.accuracy !== null) {
+    const a = metrics.accuracy
+    const pct = (v: number | null) => (v === null ? '—' : `${(v * 100).toFixed(1)}%`)
+    checks.push(`accuracy ${a.correct}/${a.samples} = ${pct(a.rate)} [${pct(a.wilson95Low)}, ${pct(a.wilson95High)}] (Wilson 95%)`)
+  }
+  if (checks.length > 0) lines.push(checks.join(' · '))
+  if (w.calibration?.warning) lines.push(`warning: ${w.calibration.warning}`)
+  if (w.floorMet === false) {
+    lines.push(`warning: ${plan.requests} requests at concurrency ${plan.concurrency} is below the floor of ${w.requestsPerSlotFloor} per slot; ramp-up and drain dominate this cell`)
+  }
   const sources = Object.entries(metrics.completionTokenSources).filter(([, n]) => n > 0)
   if (sources.length > 0) lines.push(`completion tokens from ${sources.map(([s, n]) => `${s} (${n})`).join(', ')}`)
   lines.push('')

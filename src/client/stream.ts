@@ -13,6 +13,8 @@ export interface StreamRequest {
   /** Per-request deadline from dispatch to the end of the stream, ms. */
   deadlineMs: number
   signal?: AbortSignal
+  /** Characters of content (never reasoning) to keep for canaries and scoring; 0 keeps none. @default 0 */
+  captureChars?: number
 }
 
 /** What the client saw of one request, monotonic ms (performance.now()), before any derivation. */
@@ -32,6 +34,12 @@ export interface StreamObservation {
   usageCompletionTokens: number | null
   finishReason: string | null
   httpStatus: number | null
+  /** The first `captureChars` characters of content (reasoning excluded). */
+  content: string
+  /** True when the content was longer than the capture. */
+  contentTruncated: boolean
+  /** The buffers handed to the socket, as written (for hashing what was sent). */
+  sentChunks: Buffer[]
   /** Null when the request succeeded. */
   error: ErrorInfo | null
 }
@@ -105,8 +113,12 @@ export function streamCompletion(dispatcher: Dispatcher, origin: string, req: St
       usageCompletionTokens: null,
       finishReason: null,
       httpStatus: null,
+      content: '',
+      contentTruncated: false,
+      sentChunks: [],
       error: null,
     }
+    const captureChars = req.captureChars ?? 0
     let settled = false
     let done = false
     let errorBody: Buffer[] | null = null
@@ -142,6 +154,16 @@ export function streamCompletion(dispatcher: Dispatcher, origin: string, req: St
       req.signal?.addEventListener('abort', onAbort, { once: true })
     }
 
+    const capture = (text: string): void => {
+      const room = captureChars - obs.content.length
+      if (text.length > room) {
+        obs.content += text.slice(0, room)
+        obs.contentTruncated = true
+      } else {
+        obs.content += text
+      }
+    }
+
     const onEvent = (data: string, at: number): void => {
       if (data === '[DONE]') {
         done = true
@@ -167,7 +189,9 @@ export function streamCompletion(dispatcher: Dispatcher, origin: string, req: St
       if (choice !== undefined) {
         const delta = choice.delta
         const reasoning = delta !== undefined && (nonEmpty(delta.reasoning_content) || nonEmpty(delta.reasoning))
-        const content = delta !== undefined ? nonEmpty(delta.content) : nonEmpty(choice.text)
+        const text = delta !== undefined ? delta.content : choice.text
+        const content = nonEmpty(text)
+        if (content && captureChars > 0 && !obs.contentTruncated) capture(text as string)
         if (reasoning || content) {
           obs.outputChunkAt.push(at)
           if (obs.firstOutputAt === null) obs.firstOutputAt = at
@@ -190,6 +214,9 @@ export function streamCompletion(dispatcher: Dispatcher, origin: string, req: St
       onRequestStart(controller) {
         controllerRef = controller
         if (settled) controller.abort(new ServegateError('REQUEST_ABORTED', 'settled before start'))
+      },
+      onBodySent(chunk) {
+        obs.sentChunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk))
       },
       onRequestSent() {
         obs.sentAt = performance.now()

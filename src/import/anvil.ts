@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { ERROR_CODES, type ErrorCode, sanitizeMessage } from '../errors.ts'
+import { importedWorkload, NO_REQUEST_CHECKS } from './common.ts'
 import { computeCellMetrics } from '../metrics/cell.ts'
 import { METHODOLOGY } from '../metrics/methodology.ts'
 import { CompletionTokenSource, RUN_SCHEMA_ID, type RequestRecord, type RunRecord } from '../schema/run.ts'
@@ -84,6 +85,7 @@ function timingRecord(t: z.infer<typeof AnvilTiming>): RequestRecord {
     contentChunks: nn(t.content_chunks),
     itlMs: null,
     finishReason: null,
+    ...NO_REQUEST_CHECKS,
   }
   if (t.request_canary?.passed === false) {
     const error = { code: 'CONTRACT_INVALID' as const, message: 'request canary failed in the source harness', httpStatus: null, retryAfterS: null }
@@ -103,7 +105,7 @@ function failureRecord(f: z.infer<typeof AnvilFailure>, fallbackIndex: number): 
     queueDelayMs: null, sendLagMs: null, startOffsetMs: null, ttftMs: null, timeToFirstOutputMs: null,
     e2eMs: null, generationMs: null, tpotMs: null, decodeTokPerS: null, effectivePrefillTokPerS: null,
     promptTokens: null, completionTokens: null, completionTokenSource: null, reasoningChunks: null,
-    contentChunks: null, itlMs: null, finishReason: null,
+    contentChunks: null, itlMs: null, finishReason: null, ...NO_REQUEST_CHECKS,
   }
 }
 
@@ -134,13 +136,7 @@ export function importAnvilRun(input: AnvilRun): RunRecord {
       warmupRequests: 0,
       maxTokens: input.max_tokens,
       requestTimeoutMs: null,
-      workload: {
-        kind: 'imported',
-        promptTokens: input.context_tokens,
-        seed: input.context_seed,
-        promptTokensEstimator: `as planned by ${ANVIL_SCHEMA_ID} (context_tokens)`,
-        requestStreamSha256: null,
-      },
+      workload: importedWorkload(input.context_tokens, input.context_seed, `as planned by ${ANVIL_SCHEMA_ID} (context_tokens)`),
     },
     completed,
     failed: records.length - completed,
@@ -152,6 +148,6 @@ export function importAnvilRun(input: AnvilRun): RunRecord {
       sendLagP99Ms: null, harnessLimited: false, reasons: [],
     },
     methodology: { ...METHODOLOGY, import: `imported from ${ANVIL_SCHEMA_ID}; per-request values as recorded there, distributions recomputed by servegate` },
-    importedFrom: { schema: ANVIL_SCHEMA_ID, runId: input.run_id ?? null, engine: input.engine ?? null, gpu: input.gpu ?? null },
+    importedFrom: { schema: ANVIL_SCHEMA_ID, runId: input.run_id ?? null, engine: input.engine ?? null, gpu: input.gpu ?? null, perRequest: true },
   }
 }

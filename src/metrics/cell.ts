@@ -5,6 +5,7 @@ import {
   REQUEST_METRIC_NAMES,
   type RequestRecord,
 } from '../schema/run.ts'
+import { wilsonInterval } from '../stats/wilson.ts'
 import { distribution, p99IsDescriptive } from './distribution.ts'
 
 type Distributions = CellMetrics['distributions']
@@ -16,6 +17,28 @@ function pick(records: readonly RequestRecord[], key: keyof RequestRecord & keyo
     if (typeof v === 'number') out.push(v)
   }
   return out
+}
+
+/** Canary, output-control and accuracy counts over every checked request; null where none was checked. */
+function checks(records: readonly RequestRecord[]): Pick<CellMetrics, 'canaries' | 'outputControl' | 'accuracy'> {
+  const canaried = records.filter((r) => r.canary !== null)
+  const controlled = records.filter((r) => r.outputAdherence !== null)
+  const observable = controlled.filter((r) => r.outputAdherence !== 'unobservable').length
+  const exact = controlled.filter((r) => r.outputAdherence === 'exact').length
+  const scored = records.filter((r) => r.score !== null)
+  const correct = scored.filter((r) => r.score?.correct === true).length
+  const wilson = wilsonInterval(correct, scored.length)
+  return {
+    canaries: canaried.length === 0 ? null : { samples: canaried.length, passed: canaried.filter((r) => r.canary?.passed === true).length },
+    outputControl:
+      controlled.length === 0
+        ? null
+        : { samples: observable, exact, rate: observable > 0 ? exact / observable : null, unobservable: controlled.length - observable },
+    accuracy:
+      scored.length === 0
+        ? null
+        : { samples: scored.length, correct, rate: correct / scored.length, wilson95Low: wilson.low, wilson95High: wilson.high },
+  }
 }
 
 /**
@@ -65,5 +88,6 @@ export function computeCellMetrics(records: readonly RequestRecord[], wallClockM
     outputThroughputTokPerS: seconds > 0 && ok.length > 0 ? totalCompletionTokens / seconds : null,
     requestRateReqPerS: seconds > 0 && ok.length > 0 ? ok.length / seconds : null,
     wallClockMs,
+    ...checks(records),
   }
 }

@@ -18,7 +18,7 @@ async function start(options: SimOptions = {}): Promise<SimServer> {
 describe('runCell against the simulated engine', () => {
   test('measures every request of a closed-loop cell and keeps C streams in flight', async () => {
     const s = await start({ reasoningTokens: 4, tokensPerChunk: 2 })
-    const record = await runCell({ baseUrl: s.url, model: 'm', concurrency: 3, requests: 9, maxTokens: 12, promptTokens: 64 })
+    const record = await runCell({ baseUrl: s.url, model: 'm', concurrency: 3, requests: 9, maxTokens: 12, workload: { promptTokens: 64 } })
     expect(RunRecord.parse(record)).toBeTruthy()
     expect(record.completed).toBe(9)
     expect(record.failed).toBe(0)
@@ -28,7 +28,10 @@ describe('runCell against the simulated engine', () => {
       expect(r.status).toBe('ok')
       expect(r.completionTokens).toBe(12)
       expect(r.completionTokenSource).toBe('usage')
-      expect(r.promptTokens).toBe(64)
+      // Calibrated with the sim's own /tokenize (template included): within ±8 tokens, and the
+      // engine's usage agrees with the planning-time count exactly.
+      expect(Math.abs((r.promptTokens as number) - 64)).toBeLessThanOrEqual(8)
+      expect(r.promptTokens).toBe(r.plannedPromptTokens)
       // Reasoning comes first, so the first content arrives after the first output.
       expect(r.ttftMs as number).toBeGreaterThan(r.timeToFirstOutputMs as number)
       expect(r.reasoningChunks).toBe(2)
@@ -43,12 +46,15 @@ describe('runCell against the simulated engine', () => {
     expect(m.outputThroughputTokPerS).toBeCloseTo(108 / (m.wallClockMs / 1000), 9)
     expect(m.p99DescriptiveOnly).toContain('e2eMs')
     expect(record.plan.workload.requestStreamSha256).toMatch(/^[0-9a-f]{64}$/)
+    expect(record.plan.workload.wireStreamSha256).toBe(record.plan.workload.requestStreamSha256)
+    expect(record.plan.workload.wireMatchesPlan).toBe(true)
+    expect(record.plan.workload.calibration?.method).toBe('engine-tokenizer')
     expect(record.harness.clientCpuShare).not.toBeNull()
   })
 
   test('decode timing follows the engine: tpot near 1000/decodeTokPerS at C=1', async () => {
     const s = await start({ decodeTokPerS: 100 })
-    const record = await runCell({ baseUrl: s.url, model: 'm', requests: 3, maxTokens: 30, promptTokens: 32 })
+    const record = await runCell({ baseUrl: s.url, model: 'm', requests: 3, maxTokens: 30, workload: { promptTokens: 32 } })
     const tpot = record.metrics.distributions.tpotMs.p50 as number
     expect(tpot).toBeGreaterThan(8)
     expect(tpot).toBeLessThan(20)
@@ -65,7 +71,7 @@ describe('runCell against the simulated engine', () => {
         { kind: 'empty', requests: [6] },
       ],
     })
-    const record = await runCell({ baseUrl: s.url, model: 'm', requests: 8, maxTokens: 16, promptTokens: 32, requestTimeoutMs: 1500 })
+    const record = await runCell({ baseUrl: s.url, model: 'm', requests: 8, maxTokens: 16, workload: { promptTokens: 32 }, requestTimeoutMs: 1500 })
     const codes = record.requests.map((r) => (r.status === 'failed' ? r.error.code : 'ok'))
     expect(codes).toEqual(['ok', 'HTTP_STATUS', 'HTTP_RATE_LIMITED', 'STREAM_DROPPED', 'STREAM_PROTOCOL', 'REQUEST_DEADLINE', 'EMPTY_COMPLETION', 'ok'])
     expect(record.completed).toBe(2)
@@ -87,7 +93,7 @@ describe('runCell against the simulated engine', () => {
     const s = await start({ decodeTokPerS: 20 })
     const controller = new AbortController()
     setTimeout(() => controller.abort(), 300)
-    const record = await runCell({ baseUrl: s.url, model: 'm', requests: 4, concurrency: 2, maxTokens: 100, promptTokens: 32 }, { signal: controller.signal })
+    const record = await runCell({ baseUrl: s.url, model: 'm', requests: 4, concurrency: 2, maxTokens: 100, workload: { promptTokens: 32 } }, { signal: controller.signal })
     expect(record.requests).toHaveLength(4)
     expect(record.failures.REQUEST_ABORTED).toBe(4)
     await expect.poll(() => s.stats().active).toBe(0)
@@ -95,24 +101,24 @@ describe('runCell against the simulated engine', () => {
 
   test('the API key is sent but never recorded', async () => {
     const s = await start()
-    const record = await runCell({ baseUrl: `${s.url}/v1`, model: 'm', requests: 1, maxTokens: 4, promptTokens: 16, apiKey: 'sk-test-secret-123456' })
+    const record = await runCell({ baseUrl: `${s.url}/v1`, model: 'm', requests: 1, maxTokens: 4, workload: { promptTokens: 16 }, apiKey: 'sk-test-secret-123456' })
     expect(record.completed).toBe(1)
     expect(JSON.stringify(record)).not.toContain('sk-test-secret')
   })
 
   test('the same plan gives the same request stream hash; another seed another', async () => {
     const s = await start()
-    const plan = { baseUrl: s.url, model: 'm', requests: 2, maxTokens: 2, promptTokens: 16 }
+    const plan = { baseUrl: s.url, model: 'm', requests: 2, maxTokens: 2, workload: { promptTokens: 16 } }
     const a = await runCell(plan)
     const b = await runCell(plan)
-    const c = await runCell({ ...plan, seed: 5 })
+    const c = await runCell({ ...plan, workload: { promptTokens: 16, seed: 5 } })
     expect(a.plan.workload.requestStreamSha256).toBe(b.plan.workload.requestStreamSha256)
     expect(c.plan.workload.requestStreamSha256).not.toBe(a.plan.workload.requestStreamSha256)
   })
 
   test('warm-up requests run first and are not recorded', async () => {
     const s = await start()
-    const record = await runCell({ baseUrl: s.url, model: 'm', requests: 3, warmupRequests: 2, maxTokens: 2, promptTokens: 16 })
+    const record = await runCell({ baseUrl: s.url, model: 'm', requests: 3, warmupRequests: 2, maxTokens: 2, workload: { promptTokens: 16 } })
     expect(s.stats().requests).toBe(5)
     expect(record.requests).toHaveLength(3)
     expect(record.plan.warmupRequests).toBe(2)
@@ -120,7 +126,7 @@ describe('runCell against the simulated engine', () => {
 
   test('a cell where the client is the bottleneck is flagged harness-limited with its reason', async () => {
     const s = await start()
-    const plan = { baseUrl: s.url, model: 'm', requests: 2, maxTokens: 4, promptTokens: 16 }
+    const plan = { baseUrl: s.url, model: 'm', requests: 2, maxTokens: 4, workload: { promptTokens: 16 } }
     const healthy = await runCell(plan)
     expect(healthy.harness.harnessLimited).toBe(false)
     expect(healthy.harness.reasons).toEqual([])
@@ -132,7 +138,7 @@ describe('runCell against the simulated engine', () => {
 
   test('the completions API streams text', async () => {
     const s = await start()
-    const record = await runCell({ baseUrl: s.url, model: 'm', api: 'completions', requests: 2, maxTokens: 5, promptTokens: 16 })
+    const record = await runCell({ baseUrl: s.url, model: 'm', api: 'completions', requests: 2, maxTokens: 5, workload: { promptTokens: 16 } })
     expect(record.completed).toBe(2)
     expect(record.requests[0]?.contentChunks).toBe(5)
   })

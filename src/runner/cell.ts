@@ -1,21 +1,19 @@
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { Pool } from 'undici'
 import { streamCompletion, type StreamObservation } from '../client/stream.ts'
+import { probeTokenizer } from '../client/tokenize.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
 import { computeCellMetrics } from '../metrics/cell.ts'
 import { distribution } from '../metrics/distribution.ts'
 import { METHODOLOGY } from '../metrics/methodology.ts'
 import { deriveRequestMetrics } from '../metrics/request.ts'
-import { type HarnessHealth, RUN_SCHEMA_ID, type RequestRecord, type RunRecord } from '../schema/run.ts'
+import { type ErrorInfo, type HarnessHealth, RUN_SCHEMA_ID, type RequestRecord, type RunRecord } from '../schema/run.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
-import {
-  bodyBytes,
-  PROMPT_TOKENS_ESTIMATOR,
-  requestBodyWithoutModel,
-  requestStreamSha256,
-  type SyntheticPlan,
-} from '../workload/synthetic.ts'
+import { bodyBytes, requestStreamSha256, stripModel } from '../workload/bytes.ts'
+import { checkCanary, withoutMarkers } from '../workload/canary.ts'
+import { ESTIMATED_TOKENS_PER_WORD, type PreparedRequest, type PreparedWorkload, preparedFor } from '../workload/prepare.ts'
+import { scoreResponse } from '../workload/score.ts'
 import { type CellOptions, parseBaseUrl, type ResolvedCellOptions, resolveCellOptions } from './options.ts'
 import { probeEndpoint } from './probe.ts'
 import { warmClientJit } from './warm.ts'
@@ -42,9 +40,42 @@ interface Slot {
   obs: StreamObservation
 }
 
-function toRecord(slot: Slot, cellStart: number): RequestRecord {
+function contractInvalid(message: string): ErrorInfo {
+  return { code: 'CONTRACT_INVALID', message: sanitizeMessage(message), httpStatus: null, retryAfterS: null }
+}
+
+/**
+ * Turns one observation into its record: derived metrics, then the workload's checks. A reply
+ * that fails its canary, or (strict output control) is not exactly max_tokens long, is
+ * contract-invalid: kept with its timings and reason, excluded from every distribution.
+ */
+function toRecord(slot: Slot, cellStart: number, planned: PreparedRequest, workload: PreparedWorkload): RequestRecord {
   const { obs } = slot
   const m = deriveRequestMetrics(obs)
+  let error = obs.error
+  const answered = error === null
+
+  const canary = planned.canaryMarker !== null && answered ? checkCanary(planned.canaryMarker, obs.content, !obs.contentTruncated) : null
+  if (canary !== null && !canary.passed) error = contractInvalid(`request canary: ${canary.reason ?? 'failed'}`)
+
+  const control = workload.spec.outputControl.mode
+  const outputAdherence: RequestRecord['outputAdherence'] =
+    control === 'none' || !answered ? null : obs.usageCompletionTokens === null ? 'unobservable' : obs.usageCompletionTokens === workload.maxTokens ? 'exact' : 'inexact'
+  if (control === 'strict' && error === null && outputAdherence !== 'exact') {
+    error = contractInvalid(
+      outputAdherence === 'unobservable'
+        ? 'output control strict: the server sent no usage, so the completion length cannot be verified'
+        : `output control strict: ${obs.usageCompletionTokens} completion tokens, expected exactly ${workload.maxTokens}`,
+    )
+  }
+
+  const score =
+    planned.row === null || !answered
+      ? null
+      : obs.contentTruncated
+        ? { correct: false, extracted: null, reason: 'the reply exceeded the capture bound; not scored as correct' }
+        : scoreResponse(planned.row, withoutMarkers(obs.content))
+
   const common = {
     index: slot.index,
     queueDelayMs: slot.slotAt - slot.readyAt,
@@ -64,8 +95,13 @@ function toRecord(slot: Slot, cellStart: number): RequestRecord {
     contentChunks: obs.contentChunks,
     itlMs: m.itlMs,
     finishReason: obs.finishReason,
+    plannedPromptTokens: planned.plannedPromptTokens,
+    wireSha256: obs.sentChunks.length === 0 ? null : createHash('sha256').update(Buffer.concat(obs.sentChunks)).digest('hex'),
+    canary,
+    outputAdherence,
+    score,
   }
-  return obs.error === null ? { status: 'ok', ...common } : { status: 'failed', error: obs.error, ...common }
+  return error === null ? { status: 'ok', ...common } : { status: 'failed', error, ...common }
 }
 
 /** Runs `count` requests over `concurrency` slots: when one ends the next starts on its slot. */
@@ -136,37 +172,49 @@ export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Pro
   const o = resolveCellOptions(input)
   const { origin, display } = parseBaseUrl(o.baseUrl)
   await probeEndpoint(origin, o.model, hooks.signal)
-
-  const plan: SyntheticPlan = { api: o.api, promptTokens: o.promptTokens, maxTokens: o.maxTokens, seed: o.seed }
-  const measured = Array.from({ length: o.requests }, (_, i) => requestBodyWithoutModel(plan, i))
-  // Warm-up prompts come from another index range so they never prefix-cache measured ones.
-  const warmup = Array.from({ length: o.warmupRequests }, (_, i) => requestBodyWithoutModel(plan, o.requests + i))
-  const measuredBytes = measured.map((b) => bodyBytes(o.model, b))
-  const warmupBytes = warmup.map((b) => bodyBytes(o.model, b))
   const headers = o.apiKey === undefined ? undefined : { authorization: `Bearer ${o.apiKey}` }
 
   const pool = new Pool(origin, { connections: o.concurrency, pipelining: 1, keepAliveTimeout: 60_000 })
-  const startedAt = new Date()
-  const slots: Slot[] = []
-  let ok = 0
-  let failed = 0
   try {
-    warmClientJit()
-    const send = (bodies: Buffer[]) => (index: number) =>
+    const send = (bodies: Buffer[], captureChars: number) => (index: number) =>
       streamCompletion(pool, origin, {
         api: o.api,
         body: bodies[index] as Buffer,
         headers,
         deadlineMs: o.requestTimeoutMs,
         signal: hooks.signal,
+        captureChars,
       })
-    if (warmupBytes.length > 0) await closedLoop(warmupBytes.length, o.concurrency, send(warmupBytes), () => {})
+
+    // The template cost of a chat prompt, where the tokenizer cannot apply the template itself:
+    // one single-token request whose usage.prompt_tokens is compared with the text's count.
+    const measureChatOverhead = async (countText: (text: string) => Promise<number>): Promise<number | null> => {
+      const content = 'Hello there, tokenizer.'
+      const body = Buffer.from(JSON.stringify({ model: o.model, messages: [{ role: 'user', content }], max_tokens: 1, stream: true, stream_options: { include_usage: true } }))
+      const obs = await send([body], 0)(0)
+      return obs.usagePromptTokens === null ? null : obs.usagePromptTokens - (await countText(content))
+    }
+    const workload = await preparedFor(
+      o.workload,
+      { api: o.api, maxTokens: o.maxTokens, requests: o.requests, warmupRequests: o.warmupRequests },
+      async () => (o.calibrate ? probeTokenizer(origin, o.model, o.api === 'chat' ? measureChatOverhead : async () => null) : null),
+    )
+    const captureChars = workload.spec.canaries || workload.spec.kind === 'dataset' ? workload.spec.captureChars : 0
+    const measuredBytes = workload.measured.map((r) => bodyBytes(o.model, r.body))
+    const warmupBytes = workload.warmup.map((r) => bodyBytes(o.model, r.body))
+
+    const startedAt = new Date()
+    const slots: Slot[] = []
+    let ok = 0
+    let failed = 0
+    warmClientJit()
+    if (warmupBytes.length > 0) await closedLoop(warmupBytes.length, o.concurrency, send(warmupBytes, captureChars), () => {})
 
     const loopDelay = monitorEventLoopDelay({ resolution: 2 })
     loopDelay.enable()
     const cpuBefore = process.cpuUsage()
     const cellStart = performance.now()
-    await closedLoop(measuredBytes.length, o.concurrency, send(measuredBytes), (slot) => {
+    await closedLoop(measuredBytes.length, o.concurrency, send(measuredBytes, captureChars), (slot) => {
       slots.push(slot)
       if (slot.obs.error === null) ok++
       else failed++
@@ -176,7 +224,7 @@ export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Pro
     loopDelay.disable()
 
     slots.sort((a, b) => a.index - b.index)
-    const records = slots.map((s) => toRecord(s, cellStart))
+    const records = slots.map((s) => toRecord(s, cellStart, workload.measured[s.index] as PreparedRequest, workload))
     let firstSend = Infinity
     let lastEnd = -Infinity
     for (const { obs } of slots) {
@@ -186,6 +234,10 @@ export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Pro
     const wallClockMs = Math.max(0, lastEnd - firstSend)
     const failures: Record<string, number> = {}
     for (const r of records) if (r.status === 'failed') failures[r.error.code] = (failures[r.error.code] ?? 0) + 1
+    const wireBodies = slots.map((s) => stripModel(o.model, Buffer.concat(s.obs.sentChunks)) ?? Buffer.concat(s.obs.sentChunks))
+    const wireStreamSha256 = requestStreamSha256(wireBodies)
+    const completed = records.filter((r) => r.status === 'ok').length
+    const spec = workload.spec
 
     return {
       schema: RUN_SCHEMA_ID,
@@ -203,15 +255,30 @@ export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Pro
         maxTokens: o.maxTokens,
         requestTimeoutMs: o.requestTimeoutMs,
         workload: {
-          kind: 'synthetic',
-          promptTokens: o.promptTokens,
-          seed: o.seed,
-          promptTokensEstimator: PROMPT_TOKENS_ESTIMATOR,
-          requestStreamSha256: requestStreamSha256(measured),
+          kind: spec.kind,
+          promptTokens: spec.promptTokens,
+          seed: spec.seed,
+          prefixCache: spec.prefixCache.mode === 'shared' ? { mode: 'shared', tokens: workload.calibration.sharedPrefixTokens ?? spec.prefixCache.tokens } : spec.kind === 'shared-prefix' ? { mode: 'shared', tokens: workload.calibration.sharedPrefixTokens } : { mode: 'unique', tokens: null },
+          canaries: spec.canaries,
+          outputControl: { mode: spec.outputControl.mode, knob: workload.extras.outputKnobField },
+          sampling: workload.extras.sampling,
+          dataset: workload.dataset,
+          calibration: workload.calibration,
+          promptTokensEstimator:
+            workload.calibration.method === 'engine-tokenizer'
+              ? `calibrated with the engine's tokenizer (${workload.calibration.tokenizer}) to ±${workload.calibration.toleranceTokens} tokens`
+              : workload.calibration.method === 'none'
+                ? 'dataset prompts as written'
+                : `estimated at ${ESTIMATED_TOKENS_PER_WORD} tokens per word (uncalibrated); usage.prompt_tokens is recorded per request`,
+          requestStreamSha256: workload.requestStreamSha256,
+          wireStreamSha256,
+          wireMatchesPlan: wireStreamSha256 === workload.requestStreamSha256,
+          requestsPerSlotFloor: spec.requestsPerSlotFloor,
+          floorMet: o.requests >= spec.requestsPerSlotFloor * o.concurrency,
         },
       },
-      completed: ok,
-      failed,
+      completed,
+      failed: records.length - completed,
       failures,
       requests: records,
       metrics: computeCellMetrics(records, wallClockMs),

@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
 import { Api } from '../schema/run.ts'
+import { WorkloadSpec } from '../workload/spec.ts'
 
 const LOOPBACK_HOSTS = new Set(['localhost', '[::1]', '::1'])
 
@@ -46,10 +47,10 @@ export const CellOptions = z.object({
   warmupRequests: z.int().min(0).default(0),
   /** `max_tokens` of every request. @default 128 */
   maxTokens: z.int().min(1).default(128),
-  /** Planned prompt size, tokens. @default 256 */
-  promptTokens: z.int().min(8).default(256),
-  /** Seed of the synthetic prompts. @default 0 */
-  seed: z.int().min(0).default(0),
+  /** What the requests contain: kind, planned prompt tokens, seed, canaries, prefix cache, output control, sampling. */
+  workload: WorkloadSpec.default(WorkloadSpec.parse({})),
+  /** Size prompts with the engine's own tokenizer when it has one. @default true */
+  calibrate: z.boolean().default(true),
   /** Per-request deadline, ms. @default 120000 */
   requestTimeoutMs: z.int().min(1).default(120_000),
   /** Sent as `Authorization: Bearer …`; never recorded. */

@@ -61,6 +61,26 @@ export type ErrorInfo = z.infer<typeof ErrorInfo>
 export const CompletionTokenSource = z.enum(['usage', 'client-count'])
 export type CompletionTokenSource = z.infer<typeof CompletionTokenSource>
 
+/** A request canary's verdict: the reply must start with its own marker and hold no other. */
+export const CanaryCheck = z.object({
+  marker: z.string(),
+  atStart: z.boolean(),
+  foreignMarkers: z.array(z.string()),
+  /** False when the content capture was cut short: the check then fails closed. */
+  captureComplete: z.boolean(),
+  passed: z.boolean(),
+  /** Why it failed; null when it passed. */
+  reason: z.string().nullable(),
+})
+export type CanaryCheck = z.infer<typeof CanaryCheck>
+
+/** A scored reply: the answer extracted from its content (never its reasoning) and the verdict. */
+export const ScoreResult = z.object({
+  correct: z.boolean(),
+  extracted: z.string().nullable(),
+  reason: z.string(),
+})
+
 const requestCommon = {
   /** 0-based index in the measured sequence (warm-up requests are not recorded here). */
   index: z.int().nonnegative(),
@@ -85,6 +105,15 @@ const requestCommon = {
   /** Gaps between consecutive output chunks, ms; null when the source did not keep them. */
   itlMs: z.array(z.number()).nullable(),
   finishReason: z.string().nullable(),
+  /** Prompt tokens counted by the engine's tokenizer when the workload was planned; null when estimated. */
+  plannedPromptTokens: z.int().nonnegative().nullable().default(null),
+  /** sha256 of the exact bytes handed to the socket for this request (model included), hex. */
+  wireSha256: z.string().nullable().default(null),
+  canary: CanaryCheck.nullable().default(null),
+  /** Output control on: exactly max_tokens completion tokens, or not, or no usage to tell; null when off. */
+  outputAdherence: z.enum(['exact', 'inexact', 'unobservable']).nullable().default(null),
+  /** Dataset workloads: the reply's score against the reference answer. */
+  score: ScoreResult.nullable().default(null),
 }
 
 /** One measured request: ok, or failed with its stable code and partial timings kept. */
@@ -97,16 +126,63 @@ export type RequestRecord = z.infer<typeof RequestRecord>
 export const Api = z.enum(['chat', 'completions'])
 export type Api = z.infer<typeof Api>
 
+/** How one sampling parameter was handled: asked for, whether and where sent, value in effect. */
+export const SamplingEntry = z.object({
+  requested: z.union([z.string(), z.number()]).nullable(),
+  sent: z.boolean(),
+  /** The body field that carried it; null when not sent. */
+  field: z.string().nullable(),
+  /** The sent value, or null for the engine's (unknown) default. */
+  effective: z.union([z.string(), z.number(), z.boolean()]).nullable(),
+  note: z.string().nullable(),
+})
+export type SamplingEntry = z.infer<typeof SamplingEntry>
+
+/** How prompts were sized: with the engine's own tokenizer, or estimated (with the reason). */
+export const Calibration = z.object({
+  method: z.enum(['engine-tokenizer', 'estimate', 'none']),
+  /** Which endpoint counted, e.g. `POST /tokenize (vLLM shape…)`. */
+  tokenizer: z.string().nullable(),
+  targetTokens: z.int().nonnegative(),
+  /** ±0.5% or ±8 tokens, whichever is larger. */
+  toleranceTokens: z.int().nonnegative(),
+  /** Requests whose calibrated count missed the tolerance. */
+  outsideTolerance: z.int().nonnegative(),
+  /** Set whenever sizes are estimated or a tokenizer call failed: never a silent wrong size. */
+  warning: z.string().nullable(),
+  /** The shared block's calibrated size (shared prefix only). */
+  sharedPrefixTokens: z.int().nonnegative().nullable(),
+})
+export type Calibration = z.infer<typeof Calibration>
+
 export const WorkloadPlan = z.object({
   /** `imported` when the record came from another harness that did not describe its prompts. */
-  kind: z.enum(['synthetic', 'imported']),
-  /** Planned prompt size in tokens (estimated; see `promptTokensEstimator`). */
+  kind: z.enum(['synthetic-summary', 'synthetic-repeated-code', 'shared-prefix', 'dataset', 'imported']),
+  /** Planned prompt size in tokens, as the engine counts them. */
   promptTokens: z.int().positive(),
   seed: z.int(),
+  prefixCache: z.object({ mode: z.enum(['unique', 'shared', 'unknown']), tokens: z.int().nullable() }),
+  canaries: z.boolean(),
+  outputControl: z.object({
+    mode: z.enum(['none', 'observe', 'strict']),
+    /** The body field that controlled the length (`ignore_eos` or `min_tokens`); null when none. */
+    knob: z.string().nullable(),
+  }),
+  /** Each sampling parameter as requested, sent and in effect; null when the source did not say. */
+  sampling: z.record(z.string(), SamplingEntry).nullable(),
+  dataset: z.object({ path: z.string(), sha256: z.string(), rows: z.int().positive() }).nullable(),
+  calibration: Calibration.nullable(),
   /** How planned tokens were turned into text. */
   promptTokensEstimator: z.string(),
-  /** sha256 of the ordered request bodies (without the model name), hex. */
+  /** sha256 of the ordered request bodies as planned (without the model name), hex. */
   requestStreamSha256: z.string().nullable(),
+  /** The same hash over the bytes actually written to the socket (model name removed). */
+  wireStreamSha256: z.string().nullable(),
+  /** True when every measured request's written bytes were the planned ones. */
+  wireMatchesPlan: z.boolean().nullable(),
+  /** Declared floor of measured requests per concurrency slot, and whether the cell met it. */
+  requestsPerSlotFloor: z.int().positive().nullable(),
+  floorMet: z.boolean().nullable(),
 })
 export type WorkloadPlan = z.infer<typeof WorkloadPlan>
 
@@ -151,6 +227,18 @@ export const CellMetrics = z.object({
   /** Ok requests / cell wall clock. */
   requestRateReqPerS: z.number().nullable(),
   wallClockMs: z.number().nonnegative(),
+  /** Canaries on: ok replies checked and passed (failed ones are CONTRACT_INVALID requests). */
+  canaries: z.object({ samples: z.int().nonnegative(), passed: z.int().nonnegative() }).nullable().default(null),
+  /** Output control on: completions with exactly max_tokens tokens among those observable. */
+  outputControl: z
+    .object({ samples: z.int().nonnegative(), exact: z.int().nonnegative(), rate: z.number().nullable(), unobservable: z.int().nonnegative() })
+    .nullable()
+    .default(null),
+  /** Dataset workloads: correct replies among scored ones, with a Wilson 95% interval. */
+  accuracy: z
+    .object({ samples: z.int().nonnegative(), correct: z.int().nonnegative(), rate: z.number().nullable(), wilson95Low: z.number().nullable(), wilson95High: z.number().nullable() })
+    .nullable()
+    .default(null),
 })
 export type CellMetrics = z.infer<typeof CellMetrics>
 
@@ -171,10 +259,16 @@ export const HarnessHealth = z.object({
 export type HarnessHealth = z.infer<typeof HarnessHealth>
 
 export const ImportSource = z.object({
+  /** The source format, e.g. `anvil-serving.benchmark/v1`, `vllm.save-result`, `sglang.bench-serving`. */
   schema: z.string(),
   runId: z.string().nullable(),
   engine: z.string().nullable(),
   gpu: z.string().nullable(),
+  /**
+   * False for a summary-only import: `requests` is empty and the distributions hold only what
+   * the source summarized (others null); nothing per-request is invented.
+   */
+  perRequest: z.boolean(),
 })
 
 /** A servegate run record: everything one cell measured. */

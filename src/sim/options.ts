@@ -13,7 +13,7 @@ import { ServegateError } from '../errors.ts'
  * - `empty`: a 200 stream with the role chunk, a finish chunk without content, usage with
  *   `completion_tokens: 0` and `[DONE]`.
  */
-export const FAULT_KINDS = ['http500', 'http429', 'drop', 'malformed', 'stall', 'empty'] as const
+export const FAULT_KINDS = ['http500', 'http429', 'drop', 'malformed', 'stall', 'empty', 'cross'] as const
 
 /** One of FAULT_KINDS. */
 export const FaultKind = z.enum(FAULT_KINDS)
@@ -78,6 +78,10 @@ export const SimOptions = z.strictObject({
   keepaliveMs: z.int().positive().nullable().default(null),
   /** End SSE lines with `\r\n` instead of `\n`. @default false */
   crlf: z.boolean().default(false),
+  /** Answer `POST /tokenize` with 404, as engines without a tokenizer endpoint do. @default false */
+  noTokenize: z.boolean().default(false),
+  /** Ignore `ignore_eos` and `min_tokens`, as an engine that drops unknown fields does. @default false */
+  ignoreOutputKnobs: z.boolean().default(false),
 })
 /** Options as callers write them: every field optional. */
 export type SimOptions = z.input<typeof SimOptions>
@@ -104,6 +108,8 @@ const SIM_OPTION_FIXES: Readonly<Record<SimOptionName, string>> = {
   seed: 'use an integer',
   keepaliveMs: 'use an integer >= 1 (ms), or leave it unset for no keep-alives',
   crlf: 'use true or false',
+  noTokenize: 'use true or false',
+  ignoreOutputKnobs: 'use true or false',
 }
 
 /**

@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import type { SimApi } from './sse.ts'
-import { countTokens, tokenIds } from './tokens.ts'
+import { CHAT_GENERATION_PROMPT_TOKENS, CHAT_TOKENS_PER_MESSAGE, countChatTokens, countTokens, tokenIds } from './tokens.ts'
 
 const TextPart = z.object({ type: z.literal('text'), text: z.string() })
 // Other parts (image_url, input_audio) are accepted and cost no tokens: the sim reads no media.
@@ -42,6 +42,8 @@ export interface SimRequest {
   stream: boolean
   includeUsage: boolean
   promptTokens: number
+  /** The prompt's text (chat: every message's text, joined by newlines); what the sim "reads". */
+  promptText: string
   /** `max_tokens` (or `max_completion_tokens`); null when unset. */
   maxTokens: number | null
   minTokens: number
@@ -52,14 +54,12 @@ export interface SimRequest {
 /** A parse result: the request, or the 400 message naming the field. */
 export type ParsedRequest = { ok: true; request: SimRequest } | { ok: false; message: string }
 
-function promptText(messages: Array<z.infer<typeof Message>>): string {
-  return messages
-    .map(({ content }) =>
-      typeof content === 'string'
-        ? content
-        : (content ?? []).map((part) => ('text' in part && typeof part.text === 'string' ? part.text : '')).join(' '),
-    )
-    .join(' ')
+function messageTexts(messages: Array<z.infer<typeof Message>>): string[] {
+  return messages.map(({ content }) =>
+    typeof content === 'string'
+      ? content
+      : (content ?? []).map((part) => ('text' in part && typeof part.text === 'string' ? part.text : '')).join(' '),
+  )
 }
 
 function invalid(error: z.ZodError): { ok: false; message: string } {
@@ -70,7 +70,8 @@ function invalid(error: z.ZodError): { ok: false; message: string } {
 
 /**
  * Validates a parsed JSON body of `/v1/chat/completions` or `/v1/completions` and counts its
- * prompt tokens with the sim's tokenizer (chat: the text of every message, joined).
+ * prompt tokens with the sim's tokenizer (chat: every message's text plus the chat template's
+ * own tokens, as an engine's usage.prompt_tokens counts them).
  */
 export function parseCompletionRequest(api: SimApi, body: unknown): ParsedRequest {
   const rest = (b: z.infer<typeof CompletionBody> | z.infer<typeof ChatBody>) => ({
@@ -86,13 +87,15 @@ export function parseCompletionRequest(api: SimApi, body: unknown): ParsedReques
     if (!parsed.success) return invalid(parsed.error)
     const b = parsed.data
     const maxTokens = b.max_completion_tokens ?? b.max_tokens ?? null
-    return { ok: true, request: { api, promptTokens: countTokens(promptText(b.messages)), maxTokens, ...rest(b) } }
+    const texts = messageTexts(b.messages)
+    return { ok: true, request: { api, promptTokens: countChatTokens(texts), promptText: texts.join('\n'), maxTokens, ...rest(b) } }
   }
   const parsed = CompletionBody.safeParse(body)
   if (!parsed.success) return invalid(parsed.error)
   const b = parsed.data
   const promptTokens = typeof b.prompt === 'string' ? countTokens(b.prompt) : b.prompt.length
-  return { ok: true, request: { api, promptTokens, maxTokens: b.max_tokens ?? null, ...rest(b) } }
+  const promptText = typeof b.prompt === 'string' ? b.prompt : ''
+  return { ok: true, request: { api, promptTokens, promptText, maxTokens: b.max_tokens ?? null, ...rest(b) } }
 }
 
 const TokenizeBody = z.union([
@@ -100,13 +103,20 @@ const TokenizeBody = z.union([
   z.object({ model: z.string().nullish(), messages: z.array(Message).min(1) }),
 ])
 
-/** Parses a vLLM-style `/tokenize` body (`prompt` or `messages`) into the sim's token ids. */
+/**
+ * Parses a vLLM-style `/tokenize` body into the sim's token ids: `prompt` is tokenized as is;
+ * `messages` through the chat template (template tokens get id 0), so its count equals the
+ * prompt_tokens a chat completion of those messages reports.
+ */
 export function parseTokenizeRequest(
   body: unknown,
 ): { ok: true; model: string | null; tokens: number[] } | { ok: false; message: string } {
   const parsed = TokenizeBody.safeParse(body)
   if (!parsed.success) return invalid(parsed.error)
   const b = parsed.data
-  const text = 'prompt' in b ? b.prompt : promptText(b.messages)
-  return { ok: true, model: b.model ?? null, tokens: tokenIds(text) }
+  if ('prompt' in b) return { ok: true, model: b.model ?? null, tokens: tokenIds(b.prompt) }
+  const tokens: number[] = []
+  for (const text of messageTexts(b.messages)) tokens.push(...new Array<number>(CHAT_TOKENS_PER_MESSAGE).fill(0), ...tokenIds(text))
+  tokens.push(...new Array<number>(CHAT_GENERATION_PROMPT_TOKENS).fill(0))
+  return { ok: true, model: b.model ?? null, tokens }
 }

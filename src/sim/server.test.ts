@@ -120,7 +120,7 @@ describe('stream format', () => {
     expect(deltas.every((delta) => /^( \w+)+$/.test(delta.reasoning_content ?? delta.content ?? ''))).toBe(true)
     expect(rest.map((chunk) => chunk.choices[0]?.finish_reason)).toEqual([null, null, null, null, 'length'])
     expect(usageChunk).toMatchObject({ object: 'chat.completion.chunk', choices: [] })
-    expect(usageChunk?.usage).toEqual({ prompt_tokens: 2, completion_tokens: 8, total_tokens: 10 })
+    expect(usageChunk?.usage).toEqual({ prompt_tokens: 10, completion_tokens: 8, total_tokens: 18 })
   })
 
   test('completions: text chunks without a role chunk, natural stop before max_tokens', async () => {
@@ -133,7 +133,7 @@ describe('stream format', () => {
     expect(texts.every((chunk) => chunk.object === 'text_completion')).toBe(true)
     expect(texts.map((chunk) => words(chunk.choices[0]?.text ?? ''))).toEqual([1, 1, 1])
     expect(texts.map((chunk) => chunk.choices[0]?.finish_reason)).toEqual([null, null, 'stop'])
-    expect(all.at(-1)?.usage).toEqual({ prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 })
+    expect(all.at(-1)?.usage).toEqual({ prompt_tokens: 4, completion_tokens: 3, total_tokens: 7 })
     expect(dataEvents(res.text).at(-1)).toBe('[DONE]')
   })
 
@@ -144,7 +144,7 @@ describe('stream format', () => {
     expect(dataEvents(res.text).at(-1)).toBe('[DONE]')
   })
 
-  test('prompt_tokens counts whitespace-separated words of every message, string or text parts', async () => {
+  test('prompt_tokens counts ≤4-character word pieces of every message, string or text parts, plus the chat template', async () => {
     const server = await sim()
     const messages = [
       { role: 'system', content: 'you are  terse' },
@@ -153,7 +153,8 @@ describe('stream format', () => {
       { role: 'user', content: '\nand answer\tnow ' },
     ]
     const chatRes = await post(server, '/v1/chat/completions', chat({ messages, max_tokens: 1 }))
-    expect(chunks(chatRes.text).at(-1)?.usage?.prompt_tokens).toBe(9)
+    // you are ters e | read this char t | (null) | and answ er now → 12 pieces; 4 messages × 4 + 3 template tokens.
+    expect(chunks(chatRes.text).at(-1)?.usage?.prompt_tokens).toBe(12 + 16 + 3)
     const completionRes = await post(server, '/v1/completions', completion({ prompt: ' a b\n c ', max_tokens: 1 }))
     expect(chunks(completionRes.text).at(-1)?.usage?.prompt_tokens).toBe(3)
   })
@@ -309,7 +310,7 @@ describe('faults', () => {
       { index: 0, delta: {}, logprobs: null, finish_reason: 'stop' },
       null,
     ])
-    expect(all.at(-1)?.usage).toEqual({ prompt_tokens: 2, completion_tokens: 0, total_tokens: 2 })
+    expect(all.at(-1)?.usage).toEqual({ prompt_tokens: 10, completion_tokens: 0, total_tokens: 10 })
     expect(dataEvents(res.text).at(-1)).toBe('[DONE]')
   })
 
@@ -357,7 +358,9 @@ describe('errors and endpoints', () => {
     })
     expect((await fetch(`${server.url}/health`)).status).toBe(200)
     const tokenized = await post(server, '/tokenize', { prompt: 'three small words' })
-    expect(JSON.parse(tokenized.text)).toMatchObject({ count: 3 })
+    expect(JSON.parse(tokenized.text)).toMatchObject({ count: 6 })
+    const chatTokenized = await post(server, '/tokenize', { messages: [{ role: 'user', content: 'three small words' }] })
+    expect(JSON.parse(chatTokenized.text)).toMatchObject({ count: 6 + 4 + 3 })
     const missing = await fetch(`${server.url}/v1/nothing`)
     expect(missing.status).toBe(404)
     expect(await missing.json()).toMatchObject({ error: { code: 404 } })

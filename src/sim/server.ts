@@ -13,6 +13,8 @@ import { createTokenSource } from './tokens.ts'
 
 /** Counters of a running simulated engine. */
 export interface SimStats {
+  /** `POST /tokenize` calls answered. */
+  tokenizeRequests: number
   /** Completion requests accepted for serving (valid body, right model), faulted ones included. */
   requests: number
   /** Streams open now (queued, prefilling, decoding or stalled). */
@@ -65,6 +67,7 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
   const streams = new Set<SimStream>()
   const faultsInjected = Object.fromEntries(FAULT_KINDS.map((kind) => [kind, 0])) as Record<FaultKind, number>
   let requests = 0
+  let tokenizeRequests = 0
   let maxActive = 0
   let closing: Promise<void> | null = null
   const startedS = Math.floor(Date.now() / 1000)
@@ -109,6 +112,8 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
   }
 
   function tokenize(res: ServerResponse, body: unknown): void {
+    if (opts.noTokenize) return sendError(res, 404, 'Not Found')
+    tokenizeRequests++
     const parsed = parseTokenizeRequest(body)
     if (!parsed.ok) return sendError(res, 400, parsed.message)
     if (!checkModel(res, parsed.model)) return
@@ -161,6 +166,7 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
     port,
     stats: () => ({
       requests,
+      tokenizeRequests,
       active: streams.size,
       maxActive,
       maxRunning: engine.maxRunning(),
@@ -179,7 +185,8 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
 }
 
 /** Decides length, reasoning split, fault and words of one accepted request. */
-function streamPlan(opts: ResolvedSimOptions, request: SimRequest, index: number, fault: FaultKind | null): StreamPlan {
+function streamPlan(opts: ResolvedSimOptions, parsed: SimRequest, index: number, fault: FaultKind | null): StreamPlan {
+  const request = opts.ignoreOutputKnobs ? { ...parsed, ignoreEos: false, minTokens: 0 } : parsed
   const limit = request.maxTokens ?? opts.maxModelLen - request.promptTokens
   const natural = request.ignoreEos ? limit : Math.max(request.minTokens, opts.outputTokens ?? limit)
   const empty = fault === 'empty'
@@ -201,9 +208,36 @@ function streamPlan(opts: ResolvedSimOptions, request: SimRequest, index: number
     fault: fault === 'drop' || fault === 'malformed' || fault === 'stall' ? fault : null,
     eol: opts.crlf ? '\r\n' : '\n',
     keepaliveMs: opts.keepaliveMs,
+    leadContent: leadContent(request.promptText, fault === 'cross'),
     // A request's own seed fixes its words (as sampling with a seed would); otherwise the arrival index does.
     nextToken: createTokenSource(request.seed === null ? mixSeed(opts.seed, index + 1) : mixSeed(request.seed, 0)),
   }
+}
+
+const MARKER_INSTRUCTION = /reply with the exact marker ([A-Za-z0-9_-]+)/i
+const ARITHMETIC = /What is (-?\d+) ([+×*x-]) (-?\d+)\?/
+
+/**
+ * What a compliant model would put first: the marker the prompt asks the reply to start with
+ * (under the `cross` fault, a neighbouring request's marker instead, as an engine that mixes up
+ * concurrent streams would), then the answer to a simple arithmetic question.
+ */
+function leadContent(promptText: string, cross: boolean): string[] {
+  const lead: string[] = []
+  const marker = MARKER_INSTRUCTION.exec(promptText)?.[1]
+  if (marker !== undefined) lead.push(cross ? crossedMarker(marker) : marker)
+  const sum = ARITHMETIC.exec(promptText)
+  if (sum !== null) {
+    const [a, b] = [Number(sum[1]), Number(sum[3])]
+    const answer = sum[2] === '+' ? a + b : sum[2] === '-' ? a - b : a * b
+    lead.push(` ${answer}`)
+  }
+  return lead
+}
+
+/** The marker of the next request: the last digit group plus one. */
+function crossedMarker(marker: string): string {
+  return marker.replace(/(\d+)$/, (digits) => String(Number(digits) + 1).padStart(digits.length, '0'))
 }
 
 /** vLLM's 400 when prompt plus requested output exceed the context window; null when it fits. */

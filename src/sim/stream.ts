@@ -29,6 +29,8 @@ export interface StreamPlan {
   fault: Extract<FaultKind, 'drop' | 'malformed' | 'stall'> | null
   eol: Eol
   keepaliveMs: number | null
+  /** Content tokens sent before the generated words (an echoed marker, an answer). */
+  leadContent: string[]
   nextToken: () => string
 }
 
@@ -98,7 +100,8 @@ export class SimStream implements EngineJob {
   #emitToken(): void {
     const kind: TokenKind = this.#emitted < this.#plan.reasoningTokens ? 'reasoning' : 'content'
     if (this.#pending.length > 0 && kind !== this.#pendingKind) this.#flush(null)
-    this.#pending.push(this.#plan.nextToken())
+    const lead = kind === 'content' ? this.#plan.leadContent.shift() : undefined
+    this.#pending.push(lead ?? this.#plan.nextToken())
     this.#pendingKind = kind
     this.#emitted++
     // The last chunk waits for `#finish`, which sends it with the finish reason.

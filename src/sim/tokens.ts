@@ -7,24 +7,48 @@ export const SIM_WORDS = [
   'turn', 'in', 'a', 'queue', 'of', 'prompts', 'that', 'fill', 'cache', 'with', 'keys', 'values',
 ] as const
 
+/** Longest piece of a word the sim's tokenizer keeps as one token. */
+const PIECE_CHARS = 4
+
 /**
- * The sim's tokenizer: one token per whitespace-separated word.
- * @example countTokens('  hello   wide world ') // 3
+ * The sim's tokenizer, deliberately not one token per word (so prompt calibration is real):
+ * each whitespace-separated word is cut into pieces of at most four characters.
+ * @example tokenPieces('summarize it') // ['summ', 'ariz', 'e', 'it']
  */
-export function countTokens(text: string): number {
-  const trimmed = text.trim()
-  return trimmed === '' ? 0 : trimmed.split(/\s+/).length
+export function tokenPieces(text: string): string[] {
+  const pieces: string[] = []
+  for (const word of text.split(/\s+/)) {
+    for (let i = 0; i < word.length; i += PIECE_CHARS) pieces.push(word.slice(i, i + PIECE_CHARS))
+  }
+  return pieces
 }
 
 /**
- * Token ids for `/tokenize`: a stable 32-bit FNV-1a hash of each word, bounded to a 50k vocabulary.
+ * Number of sim tokens in a text.
+ * @example countTokens('  hello   wide world ') // 5 (hell, o, wide, worl, d)
+ */
+export function countTokens(text: string): number {
+  return tokenPieces(text).length
+}
+
+/** Chat template cost per message (role markers) and for the generation prompt, in sim tokens. */
+export const CHAT_TOKENS_PER_MESSAGE = 4
+export const CHAT_GENERATION_PROMPT_TOKENS = 3
+
+/** Prompt tokens of a chat request after the sim's chat template: what `usage.prompt_tokens` says. */
+export function countChatTokens(contents: readonly string[]): number {
+  let total = CHAT_GENERATION_PROMPT_TOKENS
+  for (const content of contents) total += CHAT_TOKENS_PER_MESSAGE + countTokens(content)
+  return total
+}
+
+/**
+ * Token ids for `/tokenize`: a stable 32-bit FNV-1a hash of each piece, bounded to a 50k vocabulary.
  */
 export function tokenIds(text: string): number[] {
-  const trimmed = text.trim()
-  if (trimmed === '') return []
-  return trimmed.split(/\s+/).map((word) => {
+  return tokenPieces(text).map((piece) => {
     let h = 0x811c9dc5
-    for (let i = 0; i < word.length; i++) h = Math.imul(h ^ word.charCodeAt(i), 0x01000193)
+    for (let i = 0; i < piece.length; i++) h = Math.imul(h ^ piece.charCodeAt(i), 0x01000193)
     return (h >>> 0) % 50_000
   })
 }

@@ -1,0 +1,149 @@
+import { request } from 'undici'
+import { sanitizeMessage } from '../errors.ts'
+
+/** A chat message as the tokenizer sees it (text only; images are not counted here). */
+export interface ChatText {
+  role: 'user' | 'system'
+  content: string
+}
+
+/**
+ * The engine's own tokenizer, reached over HTTP. `countChat` returns what the engine will
+ * report as `usage.prompt_tokens` for a chat request of these messages (template included);
+ * `countText` what it reports for a completions request of this prompt.
+ */
+export interface EngineTokenizer {
+  /** e.g. `POST /tokenize (vLLM shape, chat template applied by the engine)`. */
+  readonly description: string
+  countText(prompt: string): Promise<number>
+  countChat(messages: readonly ChatText[]): Promise<number>
+}
+
+type Json = Record<string, unknown>
+
+async function postJson(origin: string, path: string, body: Json, timeoutMs: number): Promise<{ status: number; json: Json | null }> {
+  const res = await request(`${origin}${path}`, {
+    method: 'POST',
+    body: JSON.stringify(body),
+    headers: { 'content-type': 'application/json' },
+    signal: AbortSignal.timeout(timeoutMs),
+  })
+  const text = await res.body.text()
+  try {
+    const json = JSON.parse(text) as unknown
+    return { status: res.statusCode, json: json !== null && typeof json === 'object' ? (json as Json) : null }
+  } catch {
+    return { status: res.statusCode, json: null }
+  }
+}
+
+/** Token count of a `/tokenize` answer: vLLM/SGLang `count`, llama.cpp `tokens.length`. */
+function countOf(answer: { status: number; json: Json | null }): number | null {
+  if (answer.status !== 200 || answer.json === null) return null
+  if (typeof answer.json.count === 'number') return answer.json.count
+  return Array.isArray(answer.json.tokens) ? answer.json.tokens.length : null
+}
+
+export interface TokenizerProbe {
+  tokenizer: EngineTokenizer | null
+  /** Why there is none (or why chat counts are approximate); null when exact. */
+  warning: string | null
+}
+
+/**
+ * Finds the engine's tokenizer endpoint: vLLM's `POST /tokenize` with `messages` (the chat
+ * template applied by the engine), else `{ model, prompt }` (vLLM, SGLang), else llama.cpp's
+ * `{ content }` with `/apply-template` for chat. Where chat messages cannot be tokenized
+ * through the template, the template's cost is measured once with `measureChatOverhead`
+ * (a one-token chat request whose `usage.prompt_tokens` is compared with the text count).
+ * Never throws: no tokenizer is a warning, and the caller estimates.
+ */
+export async function probeTokenizer(
+  origin: string,
+  model: string,
+  measureChatOverhead: (contentTokens: (text: string) => Promise<number>) => Promise<number | null>,
+  timeoutMs = 10_000,
+): Promise<TokenizerProbe> {
+  const sample = 'Hello there, tokenizer.'
+  const post = (path: string, body: Json) => postJson(origin, path, body, timeoutMs)
+  try {
+    const chatCount = countOf(await post('/tokenize', { model, messages: [{ role: 'user', content: sample }], add_generation_prompt: true }))
+    const textCount = countOf(await post('/tokenize', { model, prompt: sample, add_special_tokens: true }))
+    if (textCount !== null) {
+      const countText = async (prompt: string): Promise<number> => {
+        const n = countOf(await post('/tokenize', { model, prompt, add_special_tokens: true }))
+        if (n === null) throw new Error('POST /tokenize stopped answering')
+        return n
+      }
+      if (chatCount !== null) {
+        return {
+          tokenizer: {
+            description: 'POST /tokenize (vLLM shape; chat template applied by the engine)',
+            countText,
+            async countChat(messages) {
+              const n = countOf(await post('/tokenize', { model, messages, add_generation_prompt: true }))
+              if (n === null) throw new Error('POST /tokenize (messages) stopped answering')
+              return n
+            },
+          },
+          warning: null,
+        }
+      }
+      return withMeasuredOverhead('POST /tokenize {model, prompt} (SGLang/vLLM shape)', countText, measureChatOverhead)
+    }
+    const llama = countOf(await post('/tokenize', { content: sample, add_special: true }))
+    if (llama !== null) {
+      const countText = async (content: string): Promise<number> => {
+        const n = countOf(await post('/tokenize', { content, add_special: true }))
+        if (n === null) throw new Error('POST /tokenize stopped answering')
+        return n
+      }
+      const templated = await post('/apply-template', { messages: [{ role: 'user', content: sample }] })
+      if (templated.status === 200 && typeof templated.json?.prompt === 'string') {
+        return {
+          tokenizer: {
+            description: 'POST /apply-template then POST /tokenize (llama.cpp server shape)',
+            countText,
+            async countChat(messages) {
+              const answer = await post('/apply-template', { messages })
+              if (typeof answer.json?.prompt !== 'string') throw new Error('POST /apply-template stopped answering')
+              return countText(answer.json.prompt)
+            },
+          },
+          warning: null,
+        }
+      }
+      return withMeasuredOverhead('POST /tokenize {content} (llama.cpp server shape)', countText, measureChatOverhead)
+    }
+    return { tokenizer: null, warning: `the engine at ${origin} exposes no usable POST /tokenize; prompt sizes are estimated` }
+  } catch (err) {
+    return { tokenizer: null, warning: `the engine's tokenizer endpoint failed (${sanitizeMessage((err as Error).message, 120)}); prompt sizes are estimated` }
+  }
+}
+
+async function withMeasuredOverhead(
+  description: string,
+  countText: (text: string) => Promise<number>,
+  measureChatOverhead: (contentTokens: (text: string) => Promise<number>) => Promise<number | null>,
+): Promise<TokenizerProbe> {
+  const overhead = await measureChatOverhead(countText)
+  const sum = async (messages: readonly ChatText[]): Promise<number> => {
+    let total = 0
+    for (const m of messages) total += await countText(m.content)
+    return total
+  }
+  if (overhead === null) {
+    return {
+      tokenizer: { description: `${description}; chat template cost unknown`, countText, countChat: sum },
+      warning: 'the chat template cost could not be measured; chat prompt sizes exclude it',
+    }
+  }
+  return {
+    tokenizer: {
+      description: `${description}; chat template cost ${overhead} tokens, measured from usage of a one-token request`,
+      countText,
+      countChat: async (messages) => (await sum(messages)) + overhead,
+    },
+    warning: null,
+  }
+}
