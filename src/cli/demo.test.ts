@@ -30,6 +30,8 @@ test('the demo measures a cell on the simulated engine, counts its two faults, a
     expect(record.completed).toBe(46)
     expect(record.failures).toEqual({ HTTP_STATUS: 1, STREAM_DROPPED: 1 })
     expect(out).toMatch(/48 requests: 46 ok, 2 failed/)
+    expect(out).toMatch(/canaries 46\/46 passed · output control observe \(ignore_eos\): 46\/46 exact/)
+    expect(record.plan.workload.wireMatchesPlan).toBe(true)
     const port = Number(/127\.0\.0\.1:(\d+)/.exec(out)?.[1])
     expect(port).toBeGreaterThan(0)
     expect(await refused(port)).toBe(true)

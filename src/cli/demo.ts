@@ -24,7 +24,7 @@ const SIM_ARGS = [
 export async function demoCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
   const { values } = parseFlags('demo', argv, { out: { type: 'string' }, help: { type: 'boolean', short: 'h' } })
   if (values.help === true) {
-    io.stdout.write('servegate demo [--out FILE] — run a cell (chat, C=4, 48 requests) against the simulated engine\n')
+    io.stdout.write('servegate demo [--out FILE] — run a cell (chat, C=4, 48 requests, canaries, observed output control) against the simulated engine\n')
     return 0
   }
   const sim = execa(process.execPath, [BIN, 'sim', ...SIM_ARGS], {
@@ -56,7 +56,8 @@ export async function demoCommand(argv: string[], io: CliIo, signal?: AbortSigna
     return await runCommand(
       [
         '--base-url', baseUrl, '--model', 'sim-demo', '--concurrency', '4', '--requests', '48', '--warmup', '4',
-        '--prompt-tokens', '512', '--max-tokens', '64', '--out', values.out ?? 'servegate-runs/demo.json',
+        '--prompt-tokens', '512', '--max-tokens', '64', '--canaries', '--output-control', 'observe',
+        '--out', values.out ?? 'servegate-runs/demo.json',
       ],
       io,
       signal,
