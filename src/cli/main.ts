@@ -1,6 +1,7 @@
 import { ServegateError } from '../errors.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 import { demoCommand } from './demo.ts'
+import { importCommand } from './import.ts'
 import type { CliIo } from './io.ts'
 import { runCommand } from './run.ts'
 import { simCommand } from './sim.ts'
@@ -10,6 +11,7 @@ const HELP = `servegate ${SERVEGATE_VERSION} — LLM-serving benchmarks as asser
 
   servegate run --base-url URL --model NAME [...]   measure one cell (servegate run --help)
   servegate summarize FILE [--json]                 recompute a run record's distributions
+  servegate import FILE --from FORMAT --out FILE    convert vLLM / SGLang / anvil results (servegate import --help)
   servegate sim [--port P ...]                      start the simulated engine (servegate sim --help)
   servegate demo                                    run a cell against the simulated engine
   servegate --version`
@@ -31,6 +33,8 @@ export async function main(argv: string[], io: CliIo = { stdout: process.stdout,
         return await runCommand(rest, io, controller.signal)
       case 'summarize':
         return await summarizeCommand(rest, io)
+      case 'import':
+        return await importCommand(rest, io)
       case 'sim':
         return await simCommand(rest, io, controller.signal)
       case 'demo':

@@ -1,0 +1,247 @@
+import { z } from 'zod'
+import { ServegateError } from '../errors.ts'
+import type { Api, RunRecord } from '../schema/run.ts'
+import { looksLikeSglang } from './sglang.ts'
+import {
+  assembleRunRecord,
+  type BenchImportOptions,
+  buildRequests,
+  checkListLengths,
+  describeSource,
+  describeTraffic,
+  invalidFieldError,
+  positiveInt,
+  readNumpySummary,
+  runSpan,
+  summaryMetrics,
+  summaryOnlyMethodology,
+} from './serving-bench.ts'
+
+/** `importedFrom.schema` of a record imported from vLLM's benchmark results. */
+export const VLLM_FORMAT_ID = 'vllm.save-result'
+
+const FIX = 'pass the JSON that `vllm bench serve --save-result` (or benchmarks/benchmark_serving.py) writes, or pick another --from'
+
+const num = z.number().nullable().optional()
+const seconds = z.array(z.number())
+
+/**
+ * The fields of a vLLM `--save-result` JSON that servegate reads; others pass through.
+ *
+ * Written by `main_async()` in `vllm/benchmarks/serve.py` (the `vllm bench serve` CLI; before
+ * that `main()` in `benchmarks/benchmark_serving.py`): `date`, `backend`, `model_id`,
+ * `tokenizer_id`, `num_prompts`, `request_rate` (`"inf"` or a number), `burstiness`,
+ * `max_concurrency`, then the dict `benchmark()` returns: `duration` (s), `completed`
+ * (successes), `failed` (newer), token totals, throughputs, and for each metric in
+ * `--percentile-metrics` (`ttft`, `tpot`, `itl`, `e2el`, newer also `client_queue_time`)
+ * `mean_<m>_ms`, `median_<m>_ms`, `std_<m>_ms` and `p<NN>_<m>_ms` per `--metric-percentiles`.
+ * With `--save-detailed` the per-request lists stay: `input_lens`, `output_lens`, `ttfts` (s),
+ * `itls` (s, a list per request), `generated_texts`, `errors`; newer versions also keep
+ * `latencies`, `start_times` and `queue_times` (s) even without it.
+ */
+export const VllmResult = z.looseObject({
+  date: z.string().nullable().optional(),
+  backend: z.string().nullable().optional(),
+  label: z.string().nullable().optional(),
+  model_id: z.string().min(1),
+  num_prompts: z.int().nullable().optional(),
+  request_rate: z.union([z.number(), z.string()]).nullable().optional(),
+  burstiness: num,
+  max_concurrency: z.int().positive().nullable().optional(),
+  duration: z.number().positive(),
+  completed: z.int().nonnegative(),
+  failed: z.int().nonnegative().nullable().optional(),
+  total_input_tokens: z.int().nonnegative(),
+  total_output_tokens: z.int().nonnegative(),
+  request_throughput: num,
+  output_throughput: num,
+  input_lens: z.array(z.int().nonnegative()).optional(),
+  output_lens: z.array(z.int().nonnegative()).optional(),
+  ttfts: seconds.optional(),
+  itls: z.array(seconds).optional(),
+  errors: z.array(z.string().nullable()).optional(),
+  latencies: seconds.optional(),
+  start_times: seconds.optional(),
+  queue_times: seconds.optional(),
+})
+export type VllmResult = z.infer<typeof VllmResult>
+
+/** True when a value has the shape of a vLLM result (and not SGLang's): used by `--from auto`. */
+export function looksLikeVllm(value: unknown): boolean {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false
+  const keys = Object.keys(value)
+  const hasLatency = keys.includes('mean_ttft_ms') || keys.some((k) => /_e2el_ms$/.test(k))
+  return keys.includes('duration') && hasLatency && (keys.includes('model_id') || keys.includes('date') || keys.includes('backend'))
+}
+
+/** vLLM's `date` is `%Y%m%d-%H%M%S` in the benchmark host's local time, zone not recorded. */
+function parseVllmDate(date: string | null | undefined): Date | null {
+  const m = /^(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})$/.exec(date ?? '')
+  if (m === null) return null
+  const [y, mo, d, h, mi, s] = m.slice(1).map(Number) as [number, number, number, number, number, number]
+  return new Date(Date.UTC(y, mo - 1, d, h, mi, s))
+}
+
+function apiOf(backend: string | null | undefined): Api | null {
+  if (backend === 'openai-chat' || backend === 'vllm-chat') return 'chat'
+  if (backend === 'openai' || backend === 'vllm') return 'completions'
+  return null
+}
+
+const PER_REQUEST_FIELDS = ['input_lens', 'output_lens', 'ttfts', 'itls', 'errors'] as const
+
+/** Validates a parsed vLLM result and imports it; a wrong shape throws naming the field. */
+export function parseVllmResult(value: unknown, options: BenchImportOptions): RunRecord {
+  // vLLM always writes model_id; SGLang never does.
+  if (looksLikeSglang(value) && !Object.hasOwn(value as object, 'model_id')) {
+    throw new ServegateError('FILE_INVALID', `${describeSource(options)}: field "model_id" is missing and the keys are SGLang's (*_e2e_latency_ms, total_output_tokens_retokenized); pass --from sglang`)
+  }
+  const result = VllmResult.safeParse(value)
+  if (!result.success) throw invalidFieldError(result.error, value, describeSource(options), FIX)
+  return importVllmResult(result.data, options)
+}
+
+/**
+ * Imports a vLLM `--save-result` run. With `--save-detailed` lists, one request record per
+ * request (seconds → ms) and servegate's own distributions over the ok ones; without them a
+ * summary-only record: `requests` is empty and the distributions hold only vLLM's figures.
+ */
+export function importVllmResult(input: VllmResult, options: BenchImportOptions): RunRecord {
+  const source = describeSource(options)
+  const detailed = PER_REQUEST_FIELDS.some((f) => input[f] !== undefined)
+  const wallClockMs = input.duration * 1000
+  const model = options.model ?? input.model_id
+  const traffic = describeTraffic(input.request_rate, input.max_concurrency, input.burstiness)
+  const lineNote = options.line === undefined ? '' : ` (line ${options.line})`
+  const common = {
+    format: VLLM_FORMAT_ID,
+    runId: `vllm-${input.label ?? input.backend ?? 'bench'}-${input.date ?? 'undated'}`,
+    engine: null,
+    model,
+    api: apiOf(input.backend),
+    ...runSpan(parseVllmDate(input.date), wallClockMs),
+    wallClockMs,
+  }
+  const methodology: Record<string, string> = {
+    clock: 'vLLM\'s client clock: time.perf_counter() in one asyncio process (vllm/benchmarks/lib/endpoint_request_func.py; older benchmarks/backend_request_func.py)',
+    requestStart: 'vLLM\'s st = time.perf_counter() taken just before session.post(): before the request is on the socket, connection setup included',
+    ttft: 'vLLM\'s ttft: send to the first SSE chunk carrying `choices` (recent versions count any such chunk, even an empty role or reasoning delta; older ones the first non-empty text/content)',
+    timeToFirstOutput: 'the same number as ttft: vLLM does not time reasoning and content separately',
+    itl: 'vLLM\'s itl: gaps between consecutive chunks carrying `choices` (one chunk may hold several tokens)',
+    completionTokens:
+      'vLLM\'s output_lens: usage.completion_tokens where the server sent usage (recent vLLM requests stream_options.include_usage), else vLLM re-tokenizes the generated text ' +
+      '("may inflate the output token count slightly"; 1 without a tokenizer). The file does not say which, so the source is recorded as client-count: not attested by the server',
+    effectivePrefill: 'input_lens / time to first output; input_lens is usage.prompt_tokens where the server sent it (recent versions), else the dataset\'s planned prompt length',
+    throughput: 'total completion tokens of ok requests / vLLM\'s duration (first request created to the last one finished)',
+    sendLag: 'not recorded by vLLM',
+    warmup: 'vLLM\'s --num-warmups is not recorded in the file; plan.warmupRequests 0 means unknown',
+    failures: 'a request failed when errors[i] is non-empty (HTTP reason phrase, a Python traceback reduced to its last line, or "Never received a valid chunk"); the code is derived from that text; timings vLLM kept before the failure stay, outside every distribution',
+    plan:
+      'plan.maxTokens is not recorded by vLLM: the largest output length observed (a lower bound); plan.workload.seed is not recorded (0 is a placeholder); ' +
+      'finishedAt is vLLM\'s date (the benchmark host\'s local time when the run ended, zone not recorded, read as UTC) and startedAt that minus duration (without a date: 1970-01-01 plus duration)',
+  }
+
+  if (!detailed) {
+    const completed = input.completed
+    const requests = positiveInt(input.num_prompts ?? completed + (input.failed ?? 0), 0)
+    if (requests === 0) {
+      throw new ServegateError('FILE_INVALID', `${source}: field "num_prompts" is missing and "completed" is 0, so the run has no requests to import; ${FIX}`)
+    }
+    const failed = input.failed ?? Math.max(0, requests - completed)
+    const record = input as Record<string, unknown>
+    const stats = {
+      ttft: readNumpySummary(record, ['ttft']),
+      tpot: readNumpySummary(record, ['tpot']),
+      itl: readNumpySummary(record, ['itl']),
+      e2e: readNumpySummary(record, ['e2el']),
+      queueDelay: readNumpySummary(record, ['client_queue_time']),
+    }
+    return assembleRunRecord({
+      ...common,
+      concurrency: input.max_concurrency ?? requests,
+      requests,
+      maxTokens: positiveInt(completed > 0 ? Math.ceil(input.total_output_tokens / completed) : null, 1),
+      promptTokens: positiveInt(completed > 0 ? input.total_input_tokens / completed : null, 1),
+      promptTokensEstimator: 'vLLM total_input_tokens ÷ completed (mean actual prompt tokens; vLLM records no plan)',
+      records: null,
+      summary: summaryMetrics({
+        stats,
+        completed,
+        totalInputTokens: input.total_input_tokens,
+        totalOutputTokens: input.total_output_tokens,
+        outputThroughput: input.output_throughput ?? null,
+        requestThroughput: input.request_throughput ?? null,
+        wallClockMs,
+        tokenSource: 'client-count',
+      }),
+      completed,
+      failed,
+      methodology: {
+        ...methodology,
+        ...summaryOnlyMethodology('vLLM'),
+        e2e: 'vLLM\'s e2el: send to the last chunk carrying `choices` (older versions: to [DONE])',
+        queueDelay: 'vLLM\'s client_queue_time summary where written (wait for the --max-concurrency semaphore); else not recorded',
+        failures: `failed = vLLM's failed count (or num_prompts − completed); failure codes are unknown in a summary-only import, so failures is empty`,
+        plan: `${methodology.plan}; in a summary-only import plan.maxTokens is ceil(total_output_tokens ÷ completed), also a lower bound`,
+        import: `summary-only import of a vLLM --save-result file written without --save-detailed${lineNote}; ${traffic}; requests is empty and nothing per-request is invented`,
+      },
+    })
+  }
+
+  for (const field of PER_REQUEST_FIELDS) {
+    if (input[field] === undefined) {
+      throw new ServegateError('FILE_INVALID', `${source}: field "${field}" is missing; a --save-detailed file holds ${PER_REQUEST_FIELDS.join(', ')} together; ${FIX}`)
+    }
+  }
+  const n = checkListLengths(
+    {
+      ttfts: input.ttfts, itls: input.itls, input_lens: input.input_lens, output_lens: input.output_lens, errors: input.errors,
+      latencies: input.latencies, start_times: input.start_times, queue_times: input.queue_times,
+    },
+    source, FIX,
+  )
+  if (n === 0) throw new ServegateError('FILE_INVALID', `${source}: field "ttfts" is empty, so the run has no requests to import; ${FIX}`)
+  const records = buildRequests(
+    {
+      inputLens: input.input_lens ?? [],
+      outputLens: input.output_lens ?? [],
+      ttftsS: input.ttfts ?? [],
+      itlsS: input.itls ?? [],
+      errors: (input.errors ?? []).map((e) => e ?? ''),
+      latenciesS: input.latencies ?? null,
+      queueTimesS: input.queue_times ?? null,
+      startTimesS: input.start_times ?? null,
+    },
+    'client-count',
+  )
+  const completed = records.filter((r) => r.status === 'ok').length
+  if (completed !== input.completed) {
+    throw new ServegateError(
+      'FILE_INVALID',
+      `${source}: field "completed" is ${input.completed} but the per-request lists hold ${completed} requests with an empty errors[i]; the summary and the lists disagree, so the file was cut or edited; ${FIX}`,
+    )
+  }
+  const maxOutput = Math.max(0, ...records.map((r) => (r.status === 'ok' ? (r.completionTokens ?? 0) : 0)))
+  const inputs = input.input_lens ?? []
+  return assembleRunRecord({
+    ...common,
+    concurrency: input.max_concurrency ?? n,
+    requests: n,
+    maxTokens: positiveInt(maxOutput, 1),
+    promptTokens: positiveInt(inputs.reduce((a, b) => a + b, 0) / inputs.length, 1),
+    promptTokensEstimator: 'mean of vLLM input_lens (actual prompt tokens; vLLM records no plan)',
+    records,
+    summary: null,
+    completed,
+    failed: n - completed,
+    methodology: {
+      ...methodology,
+      e2e: input.latencies === undefined
+        ? 'ttft + Σ itl: the arrival of the last chunk carrying `choices` (this vLLM version keeps no per-request latency; older versions measured theirs to [DONE])'
+        : 'vLLM\'s per-request latencies: send to the last chunk carrying `choices` (the trailing usage chunk and [DONE] excluded)',
+      queueDelay: input.queue_times === undefined ? 'not recorded by this vLLM version' : 'vLLM\'s queue_times (client_queue_time): the wait for the --max-concurrency semaphore',
+      startOffset: input.start_times === undefined ? 'not recorded by this vLLM version' : 'vLLM\'s start_times relative to the first send (vLLM\'s own benchmark start is not recorded)',
+      import: `imported from a vLLM --save-result --save-detailed file${lineNote}; ${traffic}; per-request values converted seconds → ms, distributions recomputed by servegate's rules over the ok requests`,
+    },
+  })
+}
