@@ -10,7 +10,7 @@ export const NO_REQUEST_CHECKS = {
 } as const
 
 /** The workload of an imported record: what the source said, every unknown fact null. */
-export function importedWorkload(promptTokens: number, seed: number, promptTokensEstimator: string): WorkloadPlan {
+export function importedWorkload(promptTokens: number, seed: number | null, promptTokensEstimator: string): WorkloadPlan {
   return {
     kind: 'imported',
     promptTokens,

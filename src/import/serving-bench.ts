@@ -415,7 +415,7 @@ export function summaryMetrics(input: {
     sendLagMs: { ...EMPTY },
   } satisfies CellMetrics['distributions']
   return {
-    percentileMethod: PERCENTILE_METHOD,
+    percentileMethod: 'linear-interpolation',
     p99MinSamples: P99_MIN_SAMPLES,
     p99DescriptiveOnly: REQUEST_METRIC_NAMES.filter((name) => {
       const d = distributions[name]
@@ -440,7 +440,7 @@ export function summaryOnlyMethodology(tool: string): Record<string, string> {
     distributions:
       `summary-only: each distribution holds only what ${tool} summarized — mean, stddev, p50 (numpy median) and the ` +
       'pNN keys it wrote; min and max only from p0/p100 (or max_*) keys; ci95, and p25/p75 unless written, are null. ' +
-      `The percentiles are numpy's linear interpolation, not servegate's ${PERCENTILE_METHOD}; percentileMethod names servegate's rule because the record schema fixes it. ` +
+      `The percentiles are numpy's linear interpolation, not servegate's ${PERCENTILE_METHOD} (percentileMethod says so). ` +
       'stddev is numpy\'s population std (ddof 0) × √(n/(n−1)) with n = samples. samples = completed requests: exact for ttft and e2e, ' +
       'an upper bound for tpot (only requests with more than one output token have one) and a lower bound for itl (every gap of every request is pooled). ' +
       'promptTokens and completionTokens hold only their exact mean (total ÷ completed). generation, decode and effective prefill have no summary and stay empty',
@@ -456,11 +456,13 @@ export interface ImportedRun {
   engine: string | null
   model: string
   api: Api | null
-  startedAt: string
-  finishedAt: string
+  /** Null when the source records no date. */
+  startedAt: string | null
+  finishedAt: string | null
   concurrency: number
   requests: number
-  maxTokens: number
+  /** Null when the source does not record the planned output length. */
+  maxTokens: number | null
   promptTokens: number
   promptTokensEstimator: string
   /** Per-request records, or null for a summary-only import. */
@@ -491,10 +493,10 @@ export function assembleRunRecord(run: ImportedRun): RunRecord {
       model: run.model,
       concurrency: run.concurrency,
       requests: run.requests,
-      warmupRequests: 0,
+      warmupRequests: null,
       maxTokens: run.maxTokens,
       requestTimeoutMs: null,
-      workload: importedWorkload(run.promptTokens, 0, run.promptTokensEstimator),
+      workload: importedWorkload(run.promptTokens, null, run.promptTokensEstimator),
     },
     completed: run.completed,
     failed: run.failed,
@@ -511,12 +513,12 @@ export function assembleRunRecord(run: ImportedRun): RunRecord {
 }
 
 /**
- * ISO start and end of a run from its end time and duration; a file that records no time
- * gets 1970-01-01T00:00:00Z as its start, so the span still shows the duration.
+ * ISO start and end of a run from its end time and duration; both null when the file records
+ * no time (the duration stays in the metrics' wall clock).
  */
-export function runSpan(finished: Date | null, wallClockMs: number): { startedAt: string; finishedAt: string } {
-  const end = finished ?? new Date(wallClockMs)
-  return { startedAt: new Date(end.getTime() - wallClockMs).toISOString(), finishedAt: end.toISOString() }
+export function runSpan(finished: Date | null, wallClockMs: number): { startedAt: string | null; finishedAt: string | null } {
+  if (finished === null) return { startedAt: null, finishedAt: null }
+  return { startedAt: new Date(finished.getTime() - wallClockMs).toISOString(), finishedAt: finished.toISOString() }
 }
 
 /** A positive integer for a plan field, or the fallback when the source gave nothing usable. */

@@ -204,12 +204,12 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
     queueDelay: 'not recorded by SGLang',
     sendLag: 'not recorded by SGLang',
     startOffset: 'not recorded by SGLang',
-    warmup: 'SGLang\'s --warmup-requests is not recorded in the line; plan.warmupRequests 0 means unknown',
+    warmup: 'SGLang\'s --warmup-requests is not recorded in the line; plan.warmupRequests is null',
     failures: 'a request failed when errors[i] is non-empty (HTTP reason phrase and body, or a Python traceback reduced to its last line); the code is derived from that text; timings SGLang kept before the failure stay, outside every distribution',
     plan:
       `plan.model ${options.model !== undefined ? 'given on import' : info !== null ? 'from server_info' : 'is not recorded by SGLang ("unknown"; pass --model)'}; ` +
-      `plan.maxTokens ${plannedOutput ? `is the line's ${random ? 'random_output_len' : 'sharegpt_output_len'}` : 'is not recorded: the largest output length observed (a lower bound)'}; ` +
-      'plan.workload.seed is not recorded (0 is a placeholder); SGLang records no date, so startedAt is 1970-01-01 and finishedAt that plus duration',
+      `plan.maxTokens ${plannedOutput ? `is the line's ${random ? 'random_output_len' : 'sharegpt_output_len'}` : 'is not recorded (null)'}; ` +
+      'plan.workload.seed is not recorded (null); SGLang records no date, so startedAt and finishedAt are null (the duration is the wall clock)',
   }
 
   const detailed = PER_REQUEST_FIELDS.some((f) => input[f] !== undefined)
@@ -223,7 +223,7 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
       ...common,
       concurrency: input.max_concurrency ?? completed,
       requests: completed,
-      maxTokens: positiveInt(plannedOutput ?? Math.ceil(input.total_output_tokens / completed), 1),
+      maxTokens: plannedOutput === null || plannedOutput === undefined ? null : positiveInt(plannedOutput, 1),
       promptTokens: positiveInt(plannedInput ?? input.total_input_tokens / completed, 1),
       promptTokensEstimator: plannedInput ? 'SGLang random_input_len (the upper end when random_range_ratio < 1)' : 'SGLang total_input_tokens ÷ completed (mean prompt tokens)',
       records: null,
@@ -285,13 +285,12 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
       `${source}: field "completed" is ${input.completed} but the per-request lists hold ${completed} requests with an empty errors[i]; the summary and the lists disagree, so the line was cut or edited; ${FIX}`,
     )
   }
-  const maxOutput = Math.max(0, ...records.map((r) => (r.status === 'ok' ? (r.completionTokens ?? 0) : 0)))
   const inputs = input.input_lens ?? []
   return assembleRunRecord({
     ...common,
     concurrency: input.max_concurrency ?? n,
     requests: n,
-    maxTokens: positiveInt(plannedOutput ?? maxOutput, 1),
+    maxTokens: plannedOutput === null || plannedOutput === undefined ? null : positiveInt(plannedOutput, 1),
     promptTokens: positiveInt(plannedInput ?? inputs.reduce((a, b) => a + b, 0) / inputs.length, 1),
     promptTokensEstimator: plannedInput ? 'SGLang random_input_len (the upper end when random_range_ratio < 1)' : 'mean of SGLang input_lens',
     records,

@@ -38,9 +38,11 @@ describe('a vLLM --save-result --save-detailed file', () => {
     expect(record.importedFrom).toEqual({ schema: VLLM_FORMAT_ID, runId: null, engine: null, gpu: null, perRequest: true })
     expect(record.requests).toHaveLength(6)
     expect([record.completed, record.failed]).toEqual([5, 1])
-    expect(record.plan).toMatchObject({ api: 'chat', model: 'Qwen/Qwen3-8B', concurrency: 2, requests: 6, maxTokens: 8 })
+    // vLLM records no planned output length, warm-up count or seed: null, never a guess.
+    expect(record.plan).toMatchObject({ api: 'chat', model: 'Qwen/Qwen3-8B', concurrency: 2, requests: 6, maxTokens: null, warmupRequests: null })
+    expect(record.plan.workload.seed).toBeNull()
     expect(record.finishedAt).toBe('2026-01-12T14:15:03.000Z')
-    expect(Math.abs(Date.parse(record.finishedAt) - Date.parse(record.startedAt) - num('duration') * 1000)).toBeLessThan(1)
+    expect(Math.abs(Date.parse(record.finishedAt as string) - Date.parse(record.startedAt as string) - num('duration') * 1000)).toBeLessThan(1)
   })
 
   test('converts every per-request time from seconds to ms exactly', () => {

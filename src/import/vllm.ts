@@ -134,11 +134,11 @@ export function importVllmResult(input: VllmResult, options: BenchImportOptions)
     effectivePrefill: 'input_lens / time to first output; input_lens is usage.prompt_tokens where the server sent it (recent versions), else the dataset\'s planned prompt length',
     throughput: 'total completion tokens of ok requests / vLLM\'s duration (first request created to the last one finished)',
     sendLag: 'not recorded by vLLM',
-    warmup: 'vLLM\'s --num-warmups is not recorded in the file; plan.warmupRequests 0 means unknown',
+    warmup: 'vLLM\'s --num-warmups is not recorded in the file; plan.warmupRequests is null',
     failures: 'a request failed when errors[i] is non-empty (HTTP reason phrase, a Python traceback reduced to its last line, or "Never received a valid chunk"); the code is derived from that text; timings vLLM kept before the failure stay, outside every distribution',
     plan:
-      'plan.maxTokens is not recorded by vLLM: the largest output length observed (a lower bound); plan.workload.seed is not recorded (0 is a placeholder); ' +
-      'finishedAt is vLLM\'s date (the benchmark host\'s local time when the run ended, zone not recorded, read as UTC) and startedAt that minus duration (without a date: 1970-01-01 plus duration)',
+      'plan.maxTokens and plan.workload.seed are not recorded by vLLM (null); ' +
+      'finishedAt is vLLM\'s date (the benchmark host\'s local time when the run ended, zone not recorded, read as UTC) and startedAt that minus duration (both null without a date)',
   }
 
   if (!detailed) {
@@ -160,7 +160,7 @@ export function importVllmResult(input: VllmResult, options: BenchImportOptions)
       ...common,
       concurrency: input.max_concurrency ?? requests,
       requests,
-      maxTokens: positiveInt(completed > 0 ? Math.ceil(input.total_output_tokens / completed) : null, 1),
+      maxTokens: null,
       promptTokens: positiveInt(completed > 0 ? input.total_input_tokens / completed : null, 1),
       promptTokensEstimator: 'vLLM total_input_tokens ÷ completed (mean actual prompt tokens; vLLM records no plan)',
       records: null,
@@ -182,7 +182,6 @@ export function importVllmResult(input: VllmResult, options: BenchImportOptions)
         e2e: 'vLLM\'s e2el: send to the last chunk carrying `choices` (older versions: to [DONE])',
         queueDelay: 'vLLM\'s client_queue_time summary where written (wait for the --max-concurrency semaphore); else not recorded',
         failures: `failed = vLLM's failed count (or num_prompts − completed); failure codes are unknown in a summary-only import, so failures is empty`,
-        plan: `${methodology.plan}; in a summary-only import plan.maxTokens is ceil(total_output_tokens ÷ completed), also a lower bound`,
         import: `summary-only import of a vLLM --save-result file written without --save-detailed${lineNote}; ${traffic}; requests is empty and nothing per-request is invented`,
       },
     })
@@ -221,13 +220,12 @@ export function importVllmResult(input: VllmResult, options: BenchImportOptions)
       `${source}: field "completed" is ${input.completed} but the per-request lists hold ${completed} requests with an empty errors[i]; the summary and the lists disagree, so the file was cut or edited; ${FIX}`,
     )
   }
-  const maxOutput = Math.max(0, ...records.map((r) => (r.status === 'ok' ? (r.completionTokens ?? 0) : 0)))
   const inputs = input.input_lens ?? []
   return assembleRunRecord({
     ...common,
     concurrency: input.max_concurrency ?? n,
     requests: n,
-    maxTokens: positiveInt(maxOutput, 1),
+    maxTokens: null,
     promptTokens: positiveInt(inputs.reduce((a, b) => a + b, 0) / inputs.length, 1),
     promptTokensEstimator: 'mean of vLLM input_lens (actual prompt tokens; vLLM records no plan)',
     records,

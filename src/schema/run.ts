@@ -160,7 +160,8 @@ export const WorkloadPlan = z.object({
   kind: z.enum(['synthetic-summary', 'synthetic-repeated-code', 'shared-prefix', 'dataset', 'imported']),
   /** Planned prompt size in tokens, as the engine counts them. */
   promptTokens: z.int().positive(),
-  seed: z.int(),
+  /** Null when an imported record did not say. */
+  seed: z.int().nullable(),
   prefixCache: z.object({ mode: z.enum(['unique', 'shared', 'unknown']), tokens: z.int().nullable() }),
   canaries: z.boolean(),
   outputControl: z.object({
@@ -192,15 +193,21 @@ export const CellPlan = z.object({
   model: z.string().min(1),
   concurrency: z.int().positive(),
   requests: z.int().positive(),
-  warmupRequests: z.int().nonnegative(),
-  maxTokens: z.int().positive(),
+  /** Null when an imported record did not say. */
+  warmupRequests: z.int().nonnegative().nullable(),
+  /** Null when an imported record did not say. */
+  maxTokens: z.int().positive().nullable(),
   requestTimeoutMs: z.int().positive().nullable(),
   workload: WorkloadPlan,
 })
 export type CellPlan = z.infer<typeof CellPlan>
 
 export const CellMetrics = z.object({
-  percentileMethod: z.literal(PERCENTILE_METHOD),
+  /**
+   * `nearest-rank` whenever servegate computed the distributions; `linear-interpolation` only for
+   * a summary-only import whose source (numpy) interpolated.
+   */
+  percentileMethod: z.enum([PERCENTILE_METHOD, 'linear-interpolation']),
   p99MinSamples: z.int(),
   /** Metric names whose p99 rests on fewer than `p99MinSamples` samples. */
   p99DescriptiveOnly: z.array(z.string()),
@@ -276,8 +283,9 @@ export const RunRecord = z.object({
   schema: z.literal(RUN_SCHEMA_ID),
   runId: z.string(),
   servegateVersion: z.string(),
-  startedAt: z.iso.datetime(),
-  finishedAt: z.iso.datetime(),
+  /** Null when an imported record has no date. */
+  startedAt: z.iso.datetime().nullable(),
+  finishedAt: z.iso.datetime().nullable(),
   /** Base URL with credentials and query removed; null when imported without one. */
   target: z.object({ baseUrl: z.string().nullable(), model: z.string() }),
   plan: CellPlan,
