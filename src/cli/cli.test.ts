@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
@@ -60,6 +60,11 @@ describe('servegate run', () => {
     [['run', '--base-url'], /^servegate: --base-url needs a value/],
     [['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--api', 'grpc'], /^servegate: --api: "grpc" is not valid; pass chat or completions\n$/],
     [['frobnicate'], /^servegate: unknown command "frobnicate"; run servegate --help\n$/],
+    [['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--workload', 'chatty'], /^servegate: --workload: "chatty" is not valid; pass one of synthetic-summary, synthetic-repeated-code, shared-prefix, dataset\n$/],
+    [['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--prefix-cache', 'shared'], /^servegate: --prefix-cache: "shared" is not valid; pass unique or shared:N \(N shared prefix tokens\)\n$/],
+    [['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--temperature', '3'], /^servegate: --temperature: "3" is not valid; pass a number from 0 to 2\n$/],
+    [['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--thinking', 'maybe'], /^servegate: --thinking: "maybe" is not valid; pass one of on, off\n$/],
+    [['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--output-control', 'exact'], /^servegate: --output-control: "exact" is not valid; pass one of none, observe, strict\n$/],
   ])('bad input %j gets one line naming the problem and exit 2', async (argv, message) => {
     const r = await cli(argv)
     expect(r.code).toBe(2)
@@ -71,6 +76,32 @@ describe('servegate run', () => {
     const r = await cli(['run', '--base-url', 'http://127.0.0.1:9', '--model', 'm'])
     expect(r.code).toBe(1)
     expect(r.stderr).toBe('servegate: cannot reach http://127.0.0.1:9 (connection refused); start the engine there or fix --base-url\n')
+  })
+})
+
+describe('servegate run with workload flags', () => {
+  test('canaries, shared prefix, observed output control and sampling reach the record', async () => {
+    const out = join(dir, 'workload.json')
+    const r = await cli([
+      'run', '--base-url', sim.url, '--model', 'm', '--requests', '4', '--max-tokens', '6', '--prompt-tokens', '120', '--seed', '77',
+      '--canaries', '--prefix-cache', 'shared:40', '--output-control', 'observe', '--output-knob', 'min_tokens', '--temperature', '0.2', '--thinking', 'off', '--out', out,
+    ])
+    expect(r.stderr).toBe('')
+    expect(r.stdout).toMatch(/canaries 4\/4 passed · output control observe \(min_tokens\): 4\/4 exact/)
+    expect(r.stdout).toMatch(/· shared prefix \d+ tokens · seed 77 · request stream [0-9a-f]{12}… \(wire bytes match\)/)
+    expect(r.stdout).not.toMatch(/below the floor/)
+    const record = RunRecord.parse(JSON.parse(await readFile(out, 'utf8')))
+    expect(record.plan.workload).toMatchObject({ kind: 'synthetic-summary', seed: 77, canaries: true, outputControl: { mode: 'observe', knob: 'min_tokens' } })
+    expect(record.plan.workload.sampling?.thinking).toMatchObject({ sent: true, effective: false })
+  })
+
+  test('a dataset line that is not JSON is reported with its line number, on one line', async () => {
+    const bad = join(dir, 'bad.jsonl')
+    await writeFile(bad, '{"prompt":"What is 1 + 1?","answer":2,"scorer":"numeric"}\n{not json}\n')
+    const r = await cli(['run', '--base-url', sim.url, '--model', 'm', '--dataset', bad])
+    expect(r.code).toBe(1)
+    expect(r.stderr).toMatch(new RegExp(`^servegate: ${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}:2: `))
+    expect(r.stderr.trim().split('\n')).toHaveLength(1)
   })
 })
 

@@ -8,7 +8,8 @@ import { renderSummary } from './summary.ts'
 
 export const SUMMARIZE_HELP = `servegate summarize FILE [--json] — recompute a run record's distributions from its per-request data
 
-  FILE     a servegate.run/v1 or anvil-serving.benchmark/v1 run record
+  FILE     a servegate.run/v1 or anvil-serving.benchmark/v1 record, a vLLM --save-result JSON or an SGLang bench_serving JSONL
+           (summary-only imports are printed as the source summarized them, not recomputed)
   --json   print {"metrics": {NAME: {samples, mean, stddev, ci95Low, ci95High, min, p25, p50, p75, p90, p95, p99, max}}}`
 
 /** `servegate summarize`: distributions recomputed from the requests, never copied from the file. */

@@ -40,7 +40,7 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
   const hash = w.requestStreamSha256 === null ? '' : ` · request stream ${w.requestStreamSha256.slice(0, 12)}…${w.wireMatchesPlan === true ? ' (wire bytes match)' : w.wireMatchesPlan === false ? ' (WIRE BYTES DIFFER FROM PLAN)' : ''}`
   const sizing = w.calibration === null ? '' : w.calibration.method === 'engine-tokenizer' ? ` (engine tokenizer, ±${w.calibration.toleranceTokens})` : w.calibration.method === 'estimate' ? ' (estimated)' : ''
   const prefix = w.prefixCache.mode === 'shared' ? `shared prefix ${w.prefixCache.tokens ?? '?'} tokens` : `prefix ${w.prefixCache.mode}`
-  lines.push(`workload ${w.kind} · prompt ${w.promptTokens} tokens planned${sizing} · ${prefix} · seed ${w.seed ?? "unknown"}${hash}`)
+  lines.push(`workload ${w.kind} · prompt ${w.promptTokens} tokens planned${sizing} · ${prefix} · seed ${w.seed ?? 'unknown'}${hash}`)
   const checks: string[] = []
   if (metrics.canaries !== null) checks.push(`canaries ${metrics.canaries.passed}/${metrics.canaries.samples} passed`)
   if (metrics.outputControl !== null) {
