@@ -1,0 +1,140 @@
+/**
+ * `npm run bench:client [-- --quick] [-- --json FILE]`: how fast and how truthfully the
+ * streaming client ingests OpenAI-compatible streams. Prints figures with targets beside them;
+ * timing never fails the run (shared, noisy machines); a failed ingest request or setup does.
+ */
+import { writeFile } from 'node:fs/promises'
+import { availableParallelism, loadavg } from 'node:os'
+import { parseArgs } from 'node:util'
+import { warmClientJit } from '../src/runner/warm.ts'
+import { type IngestResult, measureIngest } from './ingest.ts'
+import { serverCpu } from './cpu.ts'
+import { measureItl } from './itl.ts'
+import { runMicro } from './micro.ts'
+import { foreignCpu, wakeLatency } from './noise.ts'
+import { type ClientBenchReport, type IngestLevel, ingestLevel, type ItlLevel, judge, renderReport } from './report.ts'
+import { startServerProcess } from './servers/spawn.ts'
+
+const INGEST_LEVELS = [1, 16, 64, 256]
+const ITL_LEVELS = [1, 64, 256]
+const INTERVAL_MS = 10
+
+/** Run sizes; `--quick` shrinks them to a smoke test. */
+export interface BenchPlan {
+  quick: boolean
+  microTimeMs: number
+  ingestTokens: number
+  ingestRepeats: number
+  /** Wall time each measured ingest run should last, at the warm-up's rate, s. */
+  ingestRunS: number
+  itlChunks: number
+  itlRounds: (concurrency: number) => number
+  wakeSamples: number
+}
+
+export function benchPlan(quick: boolean): BenchPlan {
+  return quick
+    ? { quick, microTimeMs: 200, ingestTokens: 1000, ingestRepeats: 1, ingestRunS: 0.05, itlChunks: 50, itlRounds: () => 1, wakeSamples: 100 }
+    : { quick, microTimeMs: 1000, ingestTokens: 1000, ingestRepeats: 3, ingestRunS: 0.8, itlChunks: 200, itlRounds: (c) => (c === 256 ? 2 : 3), wakeSamples: 500 }
+}
+
+/** Requests for a run of about `seconds` at `tokPerS`: whole rounds of C, at least two. */
+export function ingestRequests(concurrency: number, tokPerS: number, tokens: number, seconds: number): number {
+  const wanted = Math.ceil((tokPerS * seconds) / tokens)
+  return Math.max(2, Math.ceil(wanted / concurrency)) * concurrency
+}
+
+async function runIngest(plan: BenchPlan, cpu: number | null, log: (line: string) => void): Promise<IngestLevel[]> {
+  const server = await startServerProcess('zeroDelay', [], { cpu })
+  try {
+    const base = { origin: server.origin, tokens: plan.ingestTokens, deadlineMs: 60_000 }
+    warmClientJit()
+    // Unmeasured: compiles undici's and our per-read paths at a realistic load, and sizes the runs.
+    const warm = await measureIngest({ ...base, concurrency: 16, requests: plan.quick ? 16 : 128 })
+    const levels: IngestLevel[] = []
+    for (const concurrency of INGEST_LEVELS) {
+      const requests = ingestRequests(concurrency, warm.tokPerS, plan.ingestTokens, plan.ingestRunS)
+      const meter = foreignCpu([server.pid])
+      const runs: IngestResult[] = []
+      for (let i = 0; i < plan.ingestRepeats; i++) {
+        const run = await measureIngest({ ...base, concurrency, requests })
+        log(`  ingest C=${concurrency} run ${i + 1}: ${Math.round(run.tokPerS)} tok/s, CPU ${(run.cpuShare * 100).toFixed(0)}%, ok ${run.okRequests}/${run.requests}`)
+        runs.push(run)
+      }
+      levels.push(ingestLevel(runs, meter.stop()))
+    }
+    return levels
+  } finally {
+    await server.close()
+  }
+}
+
+async function runItl(plan: BenchPlan, cpu: number | null, log: (line: string) => void): Promise<{ levels: ItlLevel[]; serverCpu: number | null }> {
+  const server = await startServerProcess('paced', ['--interval-ms', String(INTERVAL_MS)], { cpu })
+  try {
+    warmClientJit()
+    const levels: ItlLevel[] = []
+    for (const concurrency of ITL_LEVELS) {
+      const meter = foreignCpu([server.pid])
+      const result = await measureItl({ origin: server.origin, intervalMs: INTERVAL_MS, concurrency, chunks: plan.itlChunks, rounds: plan.itlRounds(concurrency) })
+      log(`  ITL C=${concurrency}: error p99 ${result.itlErrorMs.p99?.toFixed(3)} ms, delivered ${(result.deliveredShare * 100).toFixed(2)}%`)
+      levels.push({ ...result, foreignCpuCores: meter.stop() })
+    }
+    return { levels, serverCpu: server.cpu }
+  } finally {
+    await server.close()
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { quick: { type: 'boolean', default: false }, json: { type: 'string' } } })
+  const plan = benchPlan(values.quick)
+  const log = (line: string): void => console.error(line)
+  const startedAt = new Date()
+  const loadBefore = loadavg()[0] ?? 0
+  const t0 = performance.now()
+
+  // Servers get a CPU of their own (see `pinToCpu`); this process stays free to use any.
+  const cpu = serverCpu()
+
+  // ITL first: the ingest and micro parts allocate over 1 GB/s, which grows V8's young
+  // generation to ~50 MB, and each scavenge of it then pauses the client for 4–8 ms. A cell's
+  // process measures with the heap its own load gives it, not the heap of a throughput test.
+  log('b. ITL accuracy…')
+  const wakeLateMs = wakeLatency(plan.wakeSamples)
+  const itlRun = await runItl(plan, cpu, log)
+  log('0. micro-benchmarks…')
+  const micro = await runMicro(plan.microTimeMs)
+  log('a. ingest throughput…')
+  const ingest = await runIngest(plan, cpu, log)
+  const itl = itlRun.levels
+
+  const report: ClientBenchReport = {
+    startedAt: startedAt.toISOString(),
+    quick: plan.quick,
+    node: process.version,
+    cpus: availableParallelism(),
+    loadAvg1: { before: loadBefore, after: loadavg()[0] ?? 0 },
+    wallS: (performance.now() - t0) / 1000,
+    serverCpu: itlRun.serverCpu,
+    wakeLateMs,
+    micro,
+    ingest,
+    itl,
+    targets: judge(ingest, itl),
+  }
+  console.log(`\n${renderReport(report)}`)
+  if (values.json !== undefined) {
+    await writeFile(values.json, `${JSON.stringify(report, null, 2)}\n`)
+    log(`figures written to ${values.json}`)
+  }
+  // A failed request against a zero-delay server is a client bug, not noise.
+  if (ingest.some((l) => !l.allOk)) process.exitCode = 1
+}
+
+if (import.meta.main) {
+  main().catch((error: unknown) => {
+    console.error(error)
+    process.exitCode = 1
+  })
+}

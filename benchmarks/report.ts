@@ -1,0 +1,216 @@
+import type { Distribution } from '../src/schema/run.ts'
+import type { IngestResult } from './ingest.ts'
+import type { ItlResult } from './itl.ts'
+import type { MicroResult } from './micro.ts'
+
+/** Ingest runs at one concurrency and their medians. */
+export interface IngestLevel {
+  concurrency: number
+  runs: IngestResult[]
+  medianTokPerS: number
+  medianCpuShare: number
+  allOk: boolean
+  /** Cores other processes used during the level's runs; null where unknown. */
+  foreignCpuCores: number | null
+}
+
+/** ITL figures at one concurrency, with the machine's other load meanwhile. */
+export type ItlLevel = ItlResult & {
+  /** Cores other processes used during the level; null where unknown. */
+  foreignCpuCores: number | null
+}
+
+/** One target, judged. */
+export interface TargetResult {
+  name: string
+  target: string
+  value: string
+  pass: boolean
+}
+
+/** The figures of one bench run, JSON-safe. */
+export interface ClientBenchReport {
+  startedAt: string
+  quick: boolean
+  node: string
+  cpus: number
+  /** 1-minute load average before and after: other processes share these cores. */
+  loadAvg1: { before: number; after: number }
+  wallS: number
+  /** The CPU the bench servers were pinned to; null: unpinned. The client is never pinned. */
+  serverCpu: number | null
+  /** How late this thread woke from 2 ms sleeps, ms: the machine's noise floor for ITL. */
+  wakeLateMs: Distribution
+  micro: MicroResult[]
+  ingest: IngestLevel[]
+  itl: ItlLevel[]
+  targets: TargetResult[]
+}
+
+export const INGEST_TARGET_TOK_PER_S = 170_000
+export const ITL_C64_P99_TARGET_MS = 2
+export const ITL_C256_P99_TARGET_MS = 10
+
+/** Reference figures from the issue (same kind of machine and server; not rerun here). */
+export const ORIENTATION = {
+  vllmIngestTokPerS: [69_000, 78_000],
+  itlErrorP99Ms: [
+    { client: "vLLM's Python client", c64: '≈ 3', c256: '20–24 (delivers 89% of offered tokens)' },
+    { client: 'undici request', c64: '≈ 5', c256: '≈ 21' },
+    { client: 'undici fetch', c64: '≈ 7', c256: '≈ 49' },
+  ],
+} as const
+
+/** Median of a non-empty list (the lower middle value for an even count: a measured value). */
+export function median(values: readonly number[]): number {
+  if (values.length === 0) throw new RangeError('median: no values')
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.ceil(sorted.length / 2) - 1] as number
+}
+
+export function ingestLevel(runs: IngestResult[], foreignCpuCores: number | null): IngestLevel {
+  const first = runs[0]
+  if (first === undefined) throw new RangeError('ingestLevel: no runs')
+  return {
+    concurrency: first.concurrency,
+    runs,
+    medianTokPerS: median(runs.map((r) => r.tokPerS)),
+    medianCpuShare: median(runs.map((r) => r.cpuShare)),
+    allOk: runs.every((r) => r.okRequests === r.requests),
+    foreignCpuCores,
+  }
+}
+
+/** Judges the figures against the targets of the issue. */
+export function judge(ingest: readonly IngestLevel[], itl: readonly ItlLevel[]): TargetResult[] {
+  const targets: TargetResult[] = ingest.map((level) => ({
+    name: `ingest C=${level.concurrency}`,
+    target: `≥ ${kilo(INGEST_TARGET_TOK_PER_S)} tok/s, all ok`,
+    value: `${kilo(level.medianTokPerS)} tok/s${level.allOk ? '' : ', failures'}`,
+    pass: level.medianTokPerS >= INGEST_TARGET_TOK_PER_S && level.allOk,
+  }))
+  const at64 = itl.find((r) => r.concurrency === 64)
+  if (at64 !== undefined) {
+    targets.push({
+      name: 'ITL error p99 C=64',
+      target: `≤ ${ITL_C64_P99_TARGET_MS} ms`,
+      value: `${fixed(at64.itlErrorMs.p99, 2)} ms`,
+      pass: (at64.itlErrorMs.p99 ?? Infinity) <= ITL_C64_P99_TARGET_MS,
+    })
+  }
+  const at256 = itl.find((r) => r.concurrency === 256)
+  if (at256 !== undefined) {
+    targets.push(
+      {
+        name: 'ITL error p99 C=256',
+        target: `≤ ${ITL_C256_P99_TARGET_MS} ms`,
+        value: `${fixed(at256.itlErrorMs.p99, 2)} ms`,
+        pass: (at256.itlErrorMs.p99 ?? Infinity) <= ITL_C256_P99_TARGET_MS,
+      },
+      {
+        name: 'delivered C=256',
+        target: '100% of offered tokens',
+        value: `${fixed(at256.deliveredShare * 100, 2)}% (${at256.deliveredTokens}/${at256.offeredTokens})`,
+        pass: at256.deliveredTokens === at256.offeredTokens,
+      },
+    )
+  }
+  return targets
+}
+
+function fixed(value: number | null, digits: number): string {
+  return value === null ? 'n/a' : value.toFixed(digits)
+}
+
+function kilo(value: number): string {
+  return `${(value / 1000).toFixed(1)}k`
+}
+
+function cores(value: number | null): string {
+  return value === null ? 'n/a' : `${value.toFixed(2)} cores`
+}
+
+function percent(share: number): string {
+  return `${(share * 100).toFixed(0)}%`
+}
+
+/** Left-aligned first column, right-aligned figures. */
+export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
+  const line = (cells: readonly string[]): string =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] as number) : c.padStart(widths[i] as number))).join('  ')
+  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n')
+}
+
+/** The whole report as text. */
+export function renderReport(r: ClientBenchReport): string {
+  const out: string[] = []
+  out.push(
+    `servegate client bench${r.quick ? ' (--quick)' : ''}: node ${r.node}, ${r.cpus} CPUs, load avg 1 min ${r.loadAvg1.before.toFixed(2)} before / ${r.loadAvg1.after.toFixed(2)} after, ${r.wallS.toFixed(0)} s`,
+    `servers ${r.serverCpu === null ? 'unpinned' : `pinned to CPU ${r.serverCpu} (taskset)`}, client unpinned; run order: ITL, micro, ingest`,
+    '',
+    '0. Hot paths (tinybench, medians)',
+    table(
+      ['task', 'ops/s', 'µs/op', 'per op', 'derived rate', 'samples'],
+      r.micro.map((m) => [m.name, Math.round(m.opsPerS).toLocaleString('en'), m.opUs.toFixed(1), `${m.itemsPerOp} ${m.itemLabel}`, `${(m.itemsPerS / 1e6).toFixed(2)} M ${m.itemLabel}/s`, String(m.samples)]),
+    ),
+    '',
+    `a. Ingest throughput (zero-delay server in a child process, 1000-token responses, closed loop; median of ${r.ingest[0]?.runs.length ?? 0} runs)`,
+    table(
+      ['C', 'requests', 'ok', 'tok/s (median)', 'runs min–max', 'client CPU', 'other load', '÷ target', '÷ vLLM 78k', 'target ≥170k'],
+      r.ingest.map((l) => {
+        const rates = l.runs.map((x) => x.tokPerS)
+        return [
+          String(l.concurrency),
+          String(l.runs.reduce((n, x) => n + x.requests, 0)),
+          String(l.runs.reduce((n, x) => n + x.okRequests, 0)),
+          kilo(l.medianTokPerS),
+          `${kilo(Math.min(...rates))}–${kilo(Math.max(...rates))}`,
+          percent(l.medianCpuShare),
+          cores(l.foreignCpuCores),
+          `${(l.medianTokPerS / INGEST_TARGET_TOK_PER_S).toFixed(2)}×`,
+          `${(l.medianTokPerS / ORIENTATION.vllmIngestTokPerS[1]).toFixed(2)}×`,
+          l.medianTokPerS >= INGEST_TARGET_TOK_PER_S && l.allOk ? 'PASS' : 'MISS',
+        ]
+      }),
+    ),
+    '',
+    `b. ITL accuracy (paced server in a child process, ${r.itl[0]?.deadlineMs ?? 0} ms deadline = 1.5 × nominal; errors in ms, nearest-rank p99)`,
+    table(
+      ['C', 'requests', 'ok', 'gaps', 'ITL err mean', 'ITL err p99', 'client err mean', 'client err p99', 'server err p99', 'arrival p50', 'arrival p99', 'delivered', 'client CPU', 'other load'],
+      r.itl.map((x) => [
+        String(x.concurrency),
+        String(x.requests),
+        String(x.okRequests),
+        String(x.itlErrorMs.samples),
+        fixed(x.itlErrorMs.mean, 3),
+        fixed(x.itlErrorMs.p99, 3),
+        fixed(x.clientErrorMs.mean, 3),
+        fixed(x.clientErrorMs.p99, 3),
+        fixed(x.serverErrorMs.p99, 3),
+        fixed(x.arrivalLatencyMs.p50, 3),
+        fixed(x.arrivalLatencyMs.p99, 3),
+        `${fixed(x.deliveredShare * 100, 2)}%`,
+        percent(x.cpuShare),
+        cores(x.foreignCpuCores),
+      ]),
+    ),
+    `   noise floor: this thread wakes from a 2 ms sleep late by p50 ${fixed(r.wakeLateMs.p50, 3)}, p99 ${fixed(r.wakeLateMs.p99, 3)}, max ${fixed(r.wakeLateMs.max, 3)} ms (${r.wakeLateMs.samples} sleeps)`,
+    '',
+    'Targets',
+    table(
+      ['target', 'wanted', 'measured', 'verdict'],
+      r.targets.map((t) => [t.name, t.target, t.value, t.pass ? 'PASS' : 'MISS']),
+    ),
+    '',
+    'Orientation (from the issue: same kind of machine and server, not rerun here)',
+    `  vLLM's Python client ingests ${kilo(ORIENTATION.vllmIngestTokPerS[0])}–${kilo(ORIENTATION.vllmIngestTokPerS[1])} tok/s`,
+    table(
+      ['  ITL error p99 (ms)', 'C=64', 'C=256'],
+      ORIENTATION.itlErrorP99Ms.map((o) => [`  ${o.client}`, o.c64, o.c256]),
+    ),
+  )
+  const failures = [...r.ingest.flatMap((l) => l.runs.flatMap((x) => x.failures.map((f) => `ingest C=${x.concurrency}: ${f}`))), ...r.itl.flatMap((x) => x.failures.map((f) => `ITL C=${x.concurrency}: ${f}`))]
+  if (failures.length > 0) out.push('', 'Failures (first few per run)', ...failures.map((f) => `  ${f}`))
+  return out.join('\n')
+}

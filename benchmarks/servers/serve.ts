@@ -1,0 +1,48 @@
+import type { IncomingMessage, Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+
+/**
+ * Runs a bench server as a child process: binds 127.0.0.1 (never another interface), prints
+ * `listening <port>` on stdout, and exits when told to (SIGTERM, SIGINT) or when its parent
+ * goes away (stdin closes), so no server outlives the bench.
+ * @param port 0 picks a free port
+ * @param onStop cancels the server's own timers before the connections are closed
+ */
+export function serveUntilStopped(server: Server, port: number, onStop: () => void = () => {}): void {
+  server.keepAliveTimeout = 60_000
+  server.on('connection', (socket) => socket.setNoDelay(true))
+  let stopping = false
+  const stop = (): void => {
+    if (stopping) return
+    stopping = true
+    onStop()
+    server.close()
+    server.closeAllConnections()
+    process.stdin.destroy()
+    process.exitCode = 0
+    // Sockets the client keeps half-open must not hold the process.
+    setTimeout(() => process.exit(0), 200).unref()
+  }
+  process.on('SIGTERM', stop)
+  process.on('SIGINT', stop)
+  process.stdin.on('end', stop)
+  process.stdin.on('close', stop)
+  process.stdin.on('error', stop)
+  process.stdin.resume()
+  server.listen(port, '127.0.0.1', () => {
+    process.stdout.write(`listening ${(server.address() as AddressInfo).port}\n`)
+  })
+}
+
+/** Reads a request body and returns its `max_tokens`, or `fallback` when absent or unreadable. */
+export async function requestedTokens(req: IncomingMessage, fallback: number): Promise<number> {
+  const parts: Buffer[] = []
+  for await (const part of req) parts.push(part as Buffer)
+  try {
+    const body = JSON.parse(Buffer.concat(parts).toString('utf8')) as { max_tokens?: unknown }
+    const n = body.max_tokens
+    return typeof n === 'number' && Number.isInteger(n) && n > 0 ? n : fallback
+  } catch {
+    return fallback
+  }
+}
