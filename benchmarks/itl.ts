@@ -90,7 +90,6 @@ function captureBytes(logs: Map<string, ByteLog>, initialBytes: number): Dispatc
 
 /** The `"t"` send stamp of every non-empty content chunk in a response's bytes, in order. */
 export function serverStamps(bytes: Uint8Array): number[] {
-  const parser = createSseParser()
   const stamps: number[] = []
   const take = (data: string): void => {
     if (data === '[DONE]') return
@@ -98,8 +97,9 @@ export function serverStamps(bytes: Uint8Array): number[] {
     const content = chunk.choices?.[0]?.delta?.content
     if (typeof content === 'string' && content.length > 0 && typeof chunk.t === 'number') stamps.push(chunk.t)
   }
-  for (const data of parser.push(bytes)) take(data)
-  for (const data of parser.end()) take(data)
+  const parser = createSseParser(take)
+  parser.push(bytes)
+  parser.end()
   return stamps
 }
 

@@ -1,5 +1,5 @@
 import { Bench } from 'tinybench'
-import { createSseParser } from '../src/client/sse.ts'
+import { createSseParser, parseSse } from '../src/client/sse.ts'
 import { distribution } from '../src/metrics/distribution.ts'
 import { createRandom as mulberry32 } from '../src/random.ts'
 import { responseRead } from './chunks.ts'
@@ -29,7 +29,7 @@ export const READ_BYTES = 64 * 1024
  */
 export async function runMicro(timeMs: number): Promise<MicroResult[]> {
   const read = responseRead(READ_BYTES)
-  const eventsPerRead = createSseParser().push(read).length
+  const eventsPerRead = parseSse([read]).length
   const random = mulberry32(42)
   const values = Array.from({ length: 10_000 }, () => 5 + random() * 20)
 
@@ -37,10 +37,10 @@ export async function runMicro(timeMs: number): Promise<MicroResult[]> {
   const bench = new Bench({ time: timeMs, warmupTime: Math.min(200, timeMs) })
   bench
     .add('sse push, 64 KiB read', () => {
-      sink += createSseParser().push(read).length
+      createSseParser((data) => (sink += data.length)).push(read)
     })
     .add('sse push + JSON.parse, 64 KiB read', () => {
-      for (const data of createSseParser().push(read)) sink += (JSON.parse(data) as { created: number }).created
+      createSseParser((data) => (sink += (JSON.parse(data) as { created: number }).created)).push(read)
     })
     .add('distribution(), 10k values', () => {
       sink += distribution(values).p99 ?? 0

@@ -59,11 +59,15 @@ describe('parseSse', () => {
     expect(parseSse(reads)).toEqual(['{"k":"v"}', '[DONE]'])
   })
 
-  test('a parser keeps state between pushes and returns only completed events', () => {
-    const p = createSseParser()
-    expect(p.push(b('data: {"a"'))).toEqual([])
-    expect(p.push(b(':1}\n'))).toEqual([])
-    expect(p.push(b('\n'))).toEqual(['{"a":1}'])
-    expect(p.end()).toEqual([])
+  test('a parser keeps state between pushes and calls back only for completed events', () => {
+    const seen: string[] = []
+    const p = createSseParser((data) => seen.push(data))
+    p.push(b('data: {"a"'))
+    p.push(b(':1}\n'))
+    expect(seen).toEqual([])
+    p.push(b('\n'))
+    expect(seen).toEqual(['{"a":1}'])
+    p.end()
+    expect(seen).toEqual(['{"a":1}'])
   })
 })

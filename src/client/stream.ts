@@ -99,7 +99,11 @@ function httpErrorMessage(status: number, body: Buffer): string {
  */
 export function streamCompletion(dispatcher: Dispatcher, origin: string, req: StreamRequest): Promise<StreamObservation> {
   return new Promise((resolve) => {
-    const parser = createSseParser()
+    // The arrival time of the read being parsed: every event of one read shares it.
+    let readAt = 0
+    const parser = createSseParser((data) => {
+      if (!settled) onEvent(data, readAt)
+    })
     const obs: StreamObservation = {
       dispatchedAt: performance.now(),
       sentAt: -1,
@@ -238,8 +242,8 @@ export function streamCompletion(dispatcher: Dispatcher, origin: string, req: St
           }
           return
         }
-        const events = parser.push(bytes)
-        for (let i = 0; i < events.length && !settled; i++) onEvent(events[i] as string, at)
+        readAt = at
+        parser.push(bytes)
         if (done && !settled) finish(at, null)
       },
       onResponseEnd() {
@@ -252,7 +256,8 @@ export function streamCompletion(dispatcher: Dispatcher, origin: string, req: St
           finish(at, { code, message: httpErrorMessage(status, Buffer.concat(errorBody)) + note, httpStatus: status, retryAfterS })
           return
         }
-        for (const data of parser.end()) if (!settled) onEvent(data, at)
+        readAt = at
+        parser.end()
         if (settled) return
         if (done || obs.finishReason !== null) finish(at, null)
         else fail('STREAM_DROPPED', 'the stream ended without [DONE] or a finish_reason', at)
