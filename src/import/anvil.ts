@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { ERROR_CODES, type ErrorCode, sanitizeMessage } from '../errors.ts'
 import { importedWorkload, NO_REQUEST_CHECKS } from './common.ts'
-import { computeCellMetrics } from '../metrics/cell.ts'
+import { computeCellMetrics, countFailures } from '../metrics/cell.ts'
 import { METHODOLOGY } from '../metrics/methodology.ts'
 import { CompletionTokenSource, RUN_SCHEMA_ID, type RequestRecord, type RunRecord } from '../schema/run.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
@@ -118,8 +118,6 @@ export function importAnvilRun(input: AnvilRun): RunRecord {
     ...input.request_timings.map(timingRecord),
     ...input.failures.map((f, i) => failureRecord(f, input.request_timings.length + i)),
   ].sort((a, b) => a.index - b.index)
-  const failures: Record<string, number> = {}
-  for (const r of records) if (r.status === 'failed') failures[r.error.code] = (failures[r.error.code] ?? 0) + 1
   const completed = records.filter((r) => r.status === 'ok').length
   return {
     schema: RUN_SCHEMA_ID,
@@ -140,7 +138,7 @@ export function importAnvilRun(input: AnvilRun): RunRecord {
     },
     completed,
     failed: records.length - completed,
-    failures,
+    failures: countFailures(records),
     requests: records,
     metrics: computeCellMetrics(records, input.wall_clock_ms),
     harness: {

@@ -1,8 +1,8 @@
 import type { z } from 'zod'
 import { type ErrorCode, ServegateError, sanitizeMessage } from '../errors.ts'
-import { computeCellMetrics } from '../metrics/cell.ts'
+import { computeCellMetrics, countFailures } from '../metrics/cell.ts'
 import { METHODOLOGY } from '../metrics/methodology.ts'
-import { deriveRequestMetrics } from '../metrics/request.ts'
+import { deriveRequestMetrics, requestMetricFields } from '../metrics/request.ts'
 import {
   type Api,
   type CellMetrics,
@@ -356,15 +356,7 @@ export function buildRequests(lists: PerRequestLists, tokenSource: CompletionTok
       queueDelayMs: queueS === null ? null : Math.max(0, queueS * 1000),
       sendLagMs: null,
       startOffsetMs: startS === null || firstStart === null ? null : (startS - firstStart) * 1000,
-      ttftMs: m.ttftMs,
-      timeToFirstOutputMs: m.timeToFirstOutputMs,
-      e2eMs: m.e2eMs,
-      generationMs: m.generationMs,
-      tpotMs: m.tpotMs,
-      decodeTokPerS: m.decodeTokPerS,
-      effectivePrefillTokPerS: m.effectivePrefillTokPerS,
-      promptTokens: m.promptTokens,
-      completionTokens: m.completionTokens,
+      ...requestMetricFields(m),
       completionTokenSource: m.completionTokens === null ? null : tokenSource,
       reasoningChunks: null,
       contentChunks: null,
@@ -478,8 +470,6 @@ export interface ImportedRun {
 /** Assembles the servegate.run/v1 record; per-request imports get their metrics recomputed. */
 export function assembleRunRecord(run: ImportedRun): RunRecord {
   const records = run.records ?? []
-  const failures: Record<string, number> = {}
-  for (const r of records) if (r.status === 'failed') failures[r.error.code] = (failures[r.error.code] ?? 0) + 1
   const metrics = run.records === null ? (run.summary as CellMetrics) : computeCellMetrics(records, run.wallClockMs)
   return {
     schema: RUN_SCHEMA_ID,
@@ -500,7 +490,7 @@ export function assembleRunRecord(run: ImportedRun): RunRecord {
     },
     completed: run.completed,
     failed: run.failed,
-    failures,
+    failures: countFailures(records),
     requests: records,
     metrics,
     harness: {

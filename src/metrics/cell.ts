@@ -19,6 +19,13 @@ function pick(records: readonly RequestRecord[], key: keyof RequestRecord & keyo
   return out
 }
 
+/** Failed requests counted by error code, the run record's `failures`. */
+export function countFailures(records: readonly RequestRecord[]): Record<string, number> {
+  const failures: Record<string, number> = {}
+  for (const r of records) if (r.status === 'failed') failures[r.error.code] = (failures[r.error.code] ?? 0) + 1
+  return failures
+}
+
 /** Canary, output-control and accuracy counts over every checked request; null where none was checked. */
 function checks(records: readonly RequestRecord[]): Pick<CellMetrics, 'canaries' | 'outputControl' | 'accuracy'> {
   const canaried = records.filter((r) => r.canary !== null)

@@ -73,3 +73,19 @@ export function deriveRequestMetrics(t: RequestTimings): RequestMetrics {
     promptTokens: t.usagePromptTokens, completionTokens, completionTokenSource, itlMs,
   }
 }
+
+/** The fields of a run record's request that come straight from the derived metrics. */
+export function requestMetricFields(m: RequestMetrics) {
+  return {
+    ttftMs: m.ttftMs,
+    timeToFirstOutputMs: m.timeToFirstOutputMs,
+    e2eMs: m.e2eMs,
+    generationMs: m.generationMs,
+    tpotMs: m.tpotMs,
+    decodeTokPerS: m.decodeTokPerS,
+    effectivePrefillTokPerS: m.effectivePrefillTokPerS,
+    promptTokens: m.promptTokens,
+    completionTokens: m.completionTokens,
+    completionTokenSource: m.completionTokenSource,
+  }
+}

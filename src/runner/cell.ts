@@ -4,10 +4,10 @@ import { Pool } from 'undici'
 import { streamCompletion, type StreamObservation } from '../client/stream.ts'
 import { probeTokenizer } from '../client/tokenize.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
-import { computeCellMetrics } from '../metrics/cell.ts'
+import { computeCellMetrics, countFailures } from '../metrics/cell.ts'
 import { distribution } from '../metrics/distribution.ts'
 import { METHODOLOGY } from '../metrics/methodology.ts'
-import { deriveRequestMetrics } from '../metrics/request.ts'
+import { deriveRequestMetrics, requestMetricFields } from '../metrics/request.ts'
 import { type ErrorInfo, type HarnessHealth, RUN_SCHEMA_ID, type RequestRecord, type RunRecord } from '../schema/run.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 import { bodyBytes, requestStreamSha256, stripModel } from '../workload/bytes.ts'
@@ -81,16 +81,7 @@ function toRecord(slot: Slot, cellStart: number, planned: PreparedRequest, workl
     queueDelayMs: slot.slotAt - slot.readyAt,
     sendLagMs: Math.max(0, obs.sentAt - slot.slotAt),
     startOffsetMs: obs.sentAt - cellStart,
-    ttftMs: m.ttftMs,
-    timeToFirstOutputMs: m.timeToFirstOutputMs,
-    e2eMs: m.e2eMs,
-    generationMs: m.generationMs,
-    tpotMs: m.tpotMs,
-    decodeTokPerS: m.decodeTokPerS,
-    effectivePrefillTokPerS: m.effectivePrefillTokPerS,
-    promptTokens: m.promptTokens,
-    completionTokens: m.completionTokens,
-    completionTokenSource: m.completionTokenSource,
+    ...requestMetricFields(m),
     reasoningChunks: obs.reasoningChunks,
     contentChunks: obs.contentChunks,
     itlMs: m.itlMs,
@@ -232,8 +223,6 @@ export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Pro
       lastEnd = Math.max(lastEnd, obs.endAt ?? obs.sentAt)
     }
     const wallClockMs = Math.max(0, lastEnd - firstSend)
-    const failures: Record<string, number> = {}
-    for (const r of records) if (r.status === 'failed') failures[r.error.code] = (failures[r.error.code] ?? 0) + 1
     const wireBodies = slots.map((s) => stripModel(o.model, Buffer.concat(s.obs.sentChunks)) ?? Buffer.concat(s.obs.sentChunks))
     const wireStreamSha256 = requestStreamSha256(wireBodies)
     const completed = records.filter((r) => r.status === 'ok').length
@@ -279,7 +268,7 @@ export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Pro
       },
       completed,
       failed: records.length - completed,
-      failures,
+      failures: countFailures(records),
       requests: records,
       metrics: computeCellMetrics(records, wallClockMs),
       harness: harnessHealth(o, (cpu.user + cpu.system) / 1000, performance.now() - cellStart, loopDelay, records),
