@@ -23,6 +23,12 @@ export const ERROR_CODES = [
   'EMPTY_COMPLETION',
   /** The response broke the request's contract (e.g. a canary marker missing or foreign). */
   'CONTRACT_INVALID',
+  /** The engine's executable was not found. */
+  'ENGINE_NOT_FOUND',
+  /** The engine did not become ready before its start-up deadline. */
+  'ENGINE_START_TIMEOUT',
+  /** The engine process exited (during start-up or mid-cell); the message has its code and log tail. */
+  'ENGINE_EXITED',
   /** Bad configuration or arguments; the message names the field and the fix. */
   'CONFIG_INVALID',
   /** A file could not be read or parsed. */

@@ -38,6 +38,8 @@ const FLAGS: readonly Flag[] = [
   { name: 'crlf', option: 'crlf', value: 'boolean', help: 'end SSE lines with \\r\\n' },
   { name: 'no-tokenize', option: 'noTokenize', value: 'boolean', help: 'answer POST /tokenize with 404 (an engine without a tokenizer endpoint)' },
   { name: 'ignore-output-knobs', option: 'ignoreOutputKnobs', value: 'boolean', help: 'ignore ignore_eos and min_tokens (an engine that drops unknown fields)' },
+  { name: 'dialect', option: 'dialect', value: 'string', help: 'Prometheus names and version endpoint of vllm (default), sglang or llama-server' },
+  { name: 'version', option: 'version', value: 'string', help: 'version the version endpoint reports (default servegate-sim)' },
 ]
 
 const HELP = [

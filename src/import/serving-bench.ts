@@ -498,6 +498,8 @@ export function assembleRunRecord(run: ImportedRun): RunRecord {
       sendLagP99Ms: null, harnessLimited: false, reasons: [],
     },
     methodology: { ...METHODOLOGY, ...run.methodology },
+    manifest: null,
+    cellFailure: null,
     importedFrom: { schema: run.format, runId: null, engine: run.engine, gpu: null, perRequest: run.records !== null },
   }
 }

@@ -8,13 +8,15 @@ import { computeCellMetrics, countFailures } from '../metrics/cell.ts'
 import { distribution } from '../metrics/distribution.ts'
 import { METHODOLOGY } from '../metrics/methodology.ts'
 import { deriveRequestMetrics, requestMetricFields } from '../metrics/request.ts'
+import type { Manifest } from '../schema/manifest.ts'
 import { type ErrorInfo, type HarnessHealth, RUN_SCHEMA_ID, type RequestRecord, type RunRecord } from '../schema/run.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 import { bodyBytes, requestStreamSha256, stripModel } from '../workload/bytes.ts'
 import { checkCanary, withoutMarkers } from '../workload/canary.ts'
 import { ESTIMATED_TOKENS_PER_WORD, type PreparedRequest, type PreparedWorkload, preparedFor } from '../workload/prepare.ts'
 import { scoreResponse } from '../workload/score.ts'
-import { type CellOptions, parseBaseUrl, type ResolvedCellOptions, resolveCellOptions } from './options.ts'
+import { parseBaseUrl } from '../loopback.ts'
+import { type CellOptions, type ResolvedCellOptions, resolveCellOptions } from './options.ts'
 import { probeEndpoint } from './probe.ts'
 import { warmClientJit } from './warm.ts'
 
@@ -31,6 +33,11 @@ export interface RunCellHooks {
   onProgress?: (progress: CellProgress) => void
   /** Cancels the cell: requests in flight fail as REQUEST_ABORTED, the record is still returned. */
   signal?: AbortSignal
+  /**
+   * The engine being measured, when servegate launched it: if it exits mid-cell, the requests in
+   * flight and those not sent fail, and the record's `cellFailure` says why (exit code, log tail).
+   */
+  engine?: { exited: Promise<unknown>; failure(): ErrorInfo | null }
 }
 
 interface Slot {
@@ -149,6 +156,74 @@ function harnessHealth(
   }
 }
 
+/** The plan part of a record; `workload` is null when the cell failed before it was prepared. */
+function cellPlan(o: ResolvedCellOptions, workload: PreparedWorkload | null, wireStreamSha256: string | null): RunRecord['plan'] {
+  const spec = workload?.spec ?? o.workload
+  const calibration = workload?.calibration ?? null
+  const sharedTokens = calibration?.sharedPrefixTokens ?? (spec.prefixCache.mode === 'shared' ? spec.prefixCache.tokens : null)
+  return {
+    api: o.api,
+    model: o.model,
+    concurrency: o.concurrency,
+    requests: o.requests,
+    warmupRequests: o.warmupRequests,
+    maxTokens: o.maxTokens,
+    requestTimeoutMs: o.requestTimeoutMs,
+    workload: {
+      kind: spec.kind,
+      promptTokens: spec.promptTokens,
+      seed: spec.seed,
+      prefixCache: spec.prefixCache.mode === 'shared' || spec.kind === 'shared-prefix' ? { mode: 'shared', tokens: sharedTokens } : { mode: 'unique', tokens: null },
+      canaries: spec.canaries,
+      outputControl: { mode: spec.outputControl.mode, knob: spec.outputControl.mode === 'none' ? null : spec.outputControl.knob },
+      sampling: workload?.extras.sampling ?? null,
+      dataset: workload?.dataset ?? null,
+      calibration,
+      promptTokensEstimator:
+        calibration === null
+          ? 'not prepared: the cell failed before its workload was built'
+          : calibration.method === 'engine-tokenizer'
+            ? `calibrated with the engine's tokenizer (${calibration.tokenizer}) to ±${calibration.toleranceTokens} tokens`
+            : calibration.method === 'none'
+              ? 'dataset prompts as written'
+              : `estimated at ${ESTIMATED_TOKENS_PER_WORD} tokens per word (uncalibrated); usage.prompt_tokens is recorded per request`,
+      requestStreamSha256: workload?.requestStreamSha256 ?? null,
+      wireStreamSha256,
+      wireMatchesPlan: workload === null || wireStreamSha256 === null ? null : wireStreamSha256 === workload.requestStreamSha256,
+      requestsPerSlotFloor: spec.requestsPerSlotFloor,
+      floorMet: o.requests >= spec.requestsPerSlotFloor * o.concurrency,
+    },
+  }
+}
+
+/**
+ * The record of a cell that failed before any request was sent (its engine did not start):
+ * the plan, no requests, the reason.
+ */
+export function failedCellRecord(input: CellOptions, cellFailure: ErrorInfo, manifest: Manifest | null = null): RunRecord {
+  const o = resolveCellOptions(input)
+  const now = new Date()
+  return {
+    schema: RUN_SCHEMA_ID,
+    runId: runId(now),
+    servegateVersion: SERVEGATE_VERSION,
+    startedAt: now.toISOString(),
+    finishedAt: now.toISOString(),
+    target: { baseUrl: null, model: o.model },
+    plan: cellPlan(o, null, null),
+    completed: 0,
+    failed: 0,
+    failures: {},
+    requests: [],
+    metrics: computeCellMetrics([], 0),
+    harness: { clientCpuMs: null, clientCpuShare: null, eventLoopDelayP99Ms: null, eventLoopDelayMaxMs: null, sendLagP99Ms: null, harnessLimited: false, reasons: [] },
+    methodology: { ...METHODOLOGY },
+    manifest,
+    cellFailure,
+    importedFrom: null,
+  }
+}
+
 function runId(startedAt: Date): string {
   return `run-${startedAt.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z')}-${randomBytes(3).toString('hex')}`
 }
@@ -162,7 +237,12 @@ function runId(startedAt: Date): string {
 export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Promise<RunRecord> {
   const o = resolveCellOptions(input)
   const { origin, display } = parseBaseUrl(o.baseUrl)
-  await probeEndpoint(origin, o.model, hooks.signal)
+  const stop = new AbortController()
+  const signal = hooks.signal === undefined ? stop.signal : AbortSignal.any([hooks.signal, stop.signal])
+  void hooks.engine?.exited.then(() => {
+    if (hooks.engine?.failure() !== null) stop.abort()
+  })
+  await probeEndpoint(origin, o.model, signal)
   const headers = o.apiKey === undefined ? undefined : { authorization: `Bearer ${o.apiKey}` }
 
   const pool = new Pool(origin, { connections: o.concurrency, pipelining: 1, keepAliveTimeout: 60_000 })
@@ -173,7 +253,7 @@ export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Pro
         body: bodies[index] as Buffer,
         headers,
         deadlineMs: o.requestTimeoutMs,
-        signal: hooks.signal,
+        signal,
         captureChars,
       })
 
@@ -226,7 +306,6 @@ export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Pro
     const wireBodies = slots.map((s) => stripModel(o.model, Buffer.concat(s.obs.sentChunks)) ?? Buffer.concat(s.obs.sentChunks))
     const wireStreamSha256 = requestStreamSha256(wireBodies)
     const completed = records.filter((r) => r.status === 'ok').length
-    const spec = workload.spec
 
     return {
       schema: RUN_SCHEMA_ID,
@@ -235,37 +314,7 @@ export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Pro
       startedAt: startedAt.toISOString(),
       finishedAt: new Date().toISOString(),
       target: { baseUrl: display, model: o.model },
-      plan: {
-        api: o.api,
-        model: o.model,
-        concurrency: o.concurrency,
-        requests: o.requests,
-        warmupRequests: o.warmupRequests,
-        maxTokens: o.maxTokens,
-        requestTimeoutMs: o.requestTimeoutMs,
-        workload: {
-          kind: spec.kind,
-          promptTokens: spec.promptTokens,
-          seed: spec.seed,
-          prefixCache: spec.prefixCache.mode === 'shared' ? { mode: 'shared', tokens: workload.calibration.sharedPrefixTokens ?? spec.prefixCache.tokens } : spec.kind === 'shared-prefix' ? { mode: 'shared', tokens: workload.calibration.sharedPrefixTokens } : { mode: 'unique', tokens: null },
-          canaries: spec.canaries,
-          outputControl: { mode: spec.outputControl.mode, knob: workload.extras.outputKnobField },
-          sampling: workload.extras.sampling,
-          dataset: workload.dataset,
-          calibration: workload.calibration,
-          promptTokensEstimator:
-            workload.calibration.method === 'engine-tokenizer'
-              ? `calibrated with the engine's tokenizer (${workload.calibration.tokenizer}) to ±${workload.calibration.toleranceTokens} tokens`
-              : workload.calibration.method === 'none'
-                ? 'dataset prompts as written'
-                : `estimated at ${ESTIMATED_TOKENS_PER_WORD} tokens per word (uncalibrated); usage.prompt_tokens is recorded per request`,
-          requestStreamSha256: workload.requestStreamSha256,
-          wireStreamSha256,
-          wireMatchesPlan: wireStreamSha256 === workload.requestStreamSha256,
-          requestsPerSlotFloor: spec.requestsPerSlotFloor,
-          floorMet: o.requests >= spec.requestsPerSlotFloor * o.concurrency,
-        },
-      },
+      plan: cellPlan(o, workload, wireStreamSha256),
       completed,
       failed: records.length - completed,
       failures: countFailures(records),
@@ -273,6 +322,8 @@ export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Pro
       metrics: computeCellMetrics(records, wallClockMs),
       harness: harnessHealth(o, (cpu.user + cpu.system) / 1000, performance.now() - cellStart, loopDelay, records),
       methodology: { ...METHODOLOGY },
+      manifest: null,
+      cellFailure: hooks.engine?.failure() ?? null,
       importedFrom: null,
     }
   } catch (err) {

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { ERROR_CODES } from '../errors.ts'
+import { Manifest } from './manifest.ts'
 
 /** Schema id of a servegate run record. Bump only with a migration. */
 export const RUN_SCHEMA_ID = 'servegate.run/v1'
@@ -297,6 +298,13 @@ export const RunRecord = z.object({
   metrics: CellMetrics,
   harness: HarnessHealth,
   methodology: z.record(z.string(), z.string()),
+  /** What was measured (engine, model, GPUs, host, harness); null when servegate launched nothing and was told nothing. */
+  manifest: Manifest.nullable().default(null),
+  /**
+   * Set when the cell as a whole failed (the engine did not start, or exited mid-cell): the
+   * requests measured before it stay in the record, and the cell is not accepted.
+   */
+  cellFailure: ErrorInfo.nullable().default(null),
   /** Set when the record was imported from another harness's format. */
   importedFrom: ImportSource.nullable(),
 })

@@ -82,6 +82,10 @@ export const SimOptions = z.strictObject({
   noTokenize: z.boolean().default(false),
   /** Ignore `ignore_eos` and `min_tokens`, as an engine that drops unknown fields does. @default false */
   ignoreOutputKnobs: z.boolean().default(false),
+  /** Whose Prometheus names `/metrics` uses and which version endpoint answers. @default 'vllm' */
+  dialect: z.enum(['vllm', 'sglang', 'llama-server']).default('vllm'),
+  /** The version the version endpoint reports. @default 'servegate-sim' */
+  version: z.string().min(1).default('servegate-sim'),
 })
 /** Options as callers write them: every field optional. */
 export type SimOptions = z.input<typeof SimOptions>
@@ -109,6 +113,8 @@ const SIM_OPTION_FIXES: Readonly<Record<SimOptionName, string>> = {
   keepaliveMs: 'use an integer >= 1 (ms), or leave it unset for no keep-alives',
   crlf: 'use true or false',
   noTokenize: 'use true or false',
+  dialect: 'use vllm, sglang or llama-server',
+  version: 'use a non-empty version string',
   ignoreOutputKnobs: 'use true or false',
 }
 

@@ -6,6 +6,7 @@ import { createEngine } from './engine.ts'
 import { createFaultPlan } from './faults.ts'
 import { FAULT_KINDS, resolveSimOptions, type FaultKind, type ResolvedSimOptions, type SimOptions } from './options.ts'
 import { mixSeed } from '../random.ts'
+import { renderMetrics, versionRoute } from './metrics.ts'
 import { parseCompletionRequest, parseTokenizeRequest, type SimRequest } from './request.ts'
 import { errorBody, type SimApi } from './sse.ts'
 import { SimStream, type StreamPlan } from './stream.ts'
@@ -43,6 +44,10 @@ const MAX_BODY_BYTES = 64 * 1024 * 1024
 const ROUTES: Record<string, { method: 'GET' | 'POST'; api?: SimApi }> = {
   '/health': { method: 'GET' },
   '/v1/models': { method: 'GET' },
+  '/metrics': { method: 'GET' },
+  '/version': { method: 'GET' },
+  '/get_server_info': { method: 'GET' },
+  '/props': { method: 'GET' },
   '/tokenize': { method: 'POST' },
   '/v1/chat/completions': { method: 'POST', api: 'chat' },
   '/v1/completions': { method: 'POST', api: 'completions' },
@@ -67,6 +72,9 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
   const streams = new Set<SimStream>()
   const faultsInjected = Object.fromEntries(FAULT_KINDS.map((kind) => [kind, 0])) as Record<FaultKind, number>
   let requests = 0
+  let promptTokens = 0
+  let generationTokens = 0
+  let requestsFinished = 0
   let tokenizeRequests = 0
   let maxActive = 0
   let closing: Promise<void> | null = null
@@ -94,6 +102,15 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
       res.writeHead(200, { 'content-length': 0 }).end()
       return
     }
+    if (path === '/metrics') {
+      const running = engine.running()
+      const counters = { running, waiting: streams.size - running, kvUsage: Math.min(1, running / 64), promptTokens, generationTokens, requestsFinished }
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(renderMetrics(opts.dialect, opts.model, counters))
+      return
+    }
+    const version = versionRoute(opts.dialect, opts.version)
+    if (path === version.path) return sendJson(res, 200, JSON.stringify(version.body))
+    if (path === '/version' || path === '/get_server_info' || path === '/props') return sendError(res, 404, 'Not Found')
     if (path === '/v1/models') {
       const model = { id: opts.model, object: 'model', created: startedS, owned_by: 'servegate-sim', max_model_len: opts.maxModelLen }
       sendJson(res, 200, JSON.stringify({ object: 'list', data: [model] }))
@@ -146,7 +163,12 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
       return sendError(res, 429, `simulated fault http429 on request ${index}; retry later`, null, { 'retry-after': '2' })
     }
 
-    const stream = new SimStream(res, streamPlan(opts, request, index, fault), () => streams.delete(stream))
+    promptTokens += request.promptTokens
+    const stream = new SimStream(res, streamPlan(opts, request, index, fault), (emitted) => {
+      streams.delete(stream)
+      generationTokens += emitted
+      requestsFinished++
+    })
     streams.add(stream)
     maxActive = Math.max(maxActive, streams.size)
     res.on('close', () => {

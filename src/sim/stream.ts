@@ -48,7 +48,7 @@ export class SimStream implements EngineJob {
   readonly promptTokens: number
   readonly #res: ServerResponse
   readonly #plan: StreamPlan
-  readonly #onEnd: () => void
+  readonly #onEnd: (emittedTokens: number) => void
   #emitted = 0
   #pending: string[] = []
   #pendingKind: TokenKind = 'content'
@@ -56,7 +56,7 @@ export class SimStream implements EngineJob {
   #keepalive: NodeJS.Timeout | null = null
   #ended = false
 
-  constructor(res: ServerResponse, plan: StreamPlan, onEnd: () => void) {
+  constructor(res: ServerResponse, plan: StreamPlan, onEnd: (emittedTokens: number) => void) {
     this.promptTokens = plan.promptTokens
     this.#res = res
     this.#plan = plan
@@ -94,7 +94,7 @@ export class SimStream implements EngineJob {
     if (this.#ended) return
     this.#ended = true
     this.#stopKeepalive()
-    this.#onEnd()
+    this.#onEnd(this.#emitted)
   }
 
   #emitToken(): void {

@@ -1,0 +1,104 @@
+import { z } from 'zod'
+import { ServegateError } from '../errors.ts'
+
+/** The model an engine serves: its id (the name requests use), revision, and local files if any. */
+export const ModelRef = z.object({
+  /** The served model name, e.g. `Qwen/Qwen3-8B`. */
+  id: z.string().min(1),
+  /** A revision (commit or tag) where the weights come from a hub; recorded in the manifest. */
+  revision: z.string().min(1).nullable().default(null),
+  /** Local weights: a GGUF file (llama.cpp) or a directory with a weights index. */
+  path: z.string().min(1).optional(),
+})
+export type ModelRef = z.infer<typeof ModelRef>
+
+/** Environment variables passed through from servegate's own environment by default. */
+export const DEFAULT_INHERITED_ENV = [
+  'PATH', 'HOME', 'USER', 'LANG', 'LC_ALL', 'TMPDIR', 'LD_LIBRARY_PATH', 'CUDA_HOME',
+  'HF_HOME', 'HF_HUB_CACHE', 'HF_TOKEN', 'HUGGING_FACE_HUB_TOKEN', 'XDG_CACHE_HOME', 'VIRTUAL_ENV', 'PYTHONPATH',
+]
+
+const launched = {
+  model: ModelRef,
+  /** Loopback port; 0 picks a free one. @default 0 */
+  port: z.int().min(0).max(65535).default(0),
+  /** Extra environment for the engine; merged over the inherited variables. */
+  env: z.record(z.string(), z.string()).default({}),
+  /** Names of servegate's own environment variables passed to the engine; nothing else is. */
+  inheritEnv: z.array(z.string()).default(DEFAULT_INHERITED_ENV),
+  /** GPU placement: `CUDA_VISIBLE_DEVICES` (indices or GPU UUIDs); null leaves it unset. */
+  gpus: z.string().nullable().default(null),
+  /** Tensor-parallel size. @default 1 */
+  tensorParallel: z.int().min(1).default(1),
+  /** Maximum context length, tokens; null keeps the engine's default. */
+  maxContext: z.int().positive().nullable().default(null),
+  /** Arguments appended as given (never through a shell). */
+  extraArgs: z.array(z.string()).default([]),
+  /** Deadline for the engine to become ready, ms. @default 900000 (GPU engines load weights for minutes) */
+  startupTimeoutMs: z.int().positive().default(900_000),
+  /** Time between SIGTERM and SIGKILL at teardown, ms. @default 10000 */
+  shutdownGraceMs: z.int().positive().default(10_000),
+  /** Where engine logs are written. @default '.servegate/logs' */
+  logDir: z.string().default('.servegate/logs'),
+}
+
+/** Engine configs, chosen by `kind`. Defaults are filled here, once. */
+export const EngineConfig = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('vllm'), executable: z.string().default('vllm'), ...launched }),
+  z.object({ kind: z.literal('sglang'), python: z.string().default('python'), ...launched }),
+  z.object({
+    kind: z.literal('llama-server'),
+    executable: z.string().default('llama-server'),
+    ...launched,
+    /** Parallel slots (`-np`); the context is divided among them. @default 1 */
+    slots: z.int().min(1).default(1),
+    /** CPU threads (`-t`). @default 1 */
+    threads: z.int().min(1).default(1),
+  }),
+  z.object({ kind: z.literal('trtllm'), executable: z.string().default('trtllm-serve'), ...launched }),
+  z.object({
+    kind: z.literal('command'),
+    /** The argv; `{port}`, `{host}` and `{model}` are replaced. */
+    argv: z.array(z.string()).min(1),
+    /** Readiness path polled until it answers 200. @default '/health' */
+    healthPath: z.string().startsWith('/').default('/health'),
+    /** An argv that prints the engine's version, run once. */
+    versionArgv: z.array(z.string()).min(1).optional(),
+    ...launched,
+  }),
+  z.object({
+    kind: z.literal('external'),
+    /** An endpoint that is already up, on loopback; nothing is launched or torn down. */
+    baseUrl: z.string(),
+    model: ModelRef,
+  }),
+  z.object({
+    kind: z.literal('node-llama-cpp'),
+    model: ModelRef.extend({ path: z.string().min(1) }),
+    /** CPU threads; keep 1 on small machines (the default thread count nearly hangs 2 cores). @default 1 */
+    threads: z.int().min(1).default(1),
+    /** Context size, tokens, shared by the sequences. @default 4096 */
+    contextSize: z.int().min(64).default(4096),
+    /** Parallel sequences (concurrent requests). @default 1 */
+    sequences: z.int().min(1).default(1),
+  }),
+])
+export type EngineConfig = z.input<typeof EngineConfig>
+export type ResolvedEngineConfig = z.infer<typeof EngineConfig>
+export type EngineKind = ResolvedEngineConfig['kind']
+export type LaunchedConfig = Extract<ResolvedEngineConfig, { shutdownGraceMs: number }>
+
+/** Validates an engine config; the error names each bad field and the fix. */
+export function resolveEngineConfig(input: unknown, source = 'engine'): ResolvedEngineConfig {
+  const result = EngineConfig.safeParse(input)
+  if (!result.success) {
+    const issues = result.error.issues.map((i) => {
+      const field = [source, ...i.path].join('.')
+      return i.code === 'invalid_union' && (i.path.length === 0 || (i.path.length === 1 && i.path[0] === 'kind'))
+        ? `${source}.kind: must be one of vllm, sglang, llama-server, trtllm, command, external, node-llama-cpp`
+        : `${field}: ${i.message}`
+    })
+    throw new ServegateError('CONFIG_INVALID', `invalid engine config: ${issues.join('; ')}`)
+  }
+  return result.data
+}

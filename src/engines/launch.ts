@@ -1,0 +1,260 @@
+import { constants } from 'node:fs'
+import { access } from 'node:fs/promises'
+import { createServer } from 'node:net'
+import { delimiter, isAbsolute, join } from 'node:path'
+import { execa } from 'execa'
+import { request } from 'undici'
+import { ServegateError } from '../errors.ts'
+import { parseBaseUrl } from '../loopback.ts'
+import type { ErrorInfo } from '../schema/run.ts'
+import type { Manifest } from '../schema/manifest.ts'
+import { ADAPTERS, parseVersionOutput, readinessPaths } from './adapters.ts'
+import { type EngineConfig, type LaunchedConfig, resolveEngineConfig } from './config.ts'
+import { absent, harnessFacts, hostFacts, known, modelFingerprint, redactArgv } from './manifest.ts'
+import { type EngineProcess, spawnEngine } from './process.ts'
+
+type Fact = Manifest['engine']['version']
+
+/** GPU facts for the manifest; injected so the engine layer does not depend on telemetry. */
+export type GpuFactsProbe = (visibleDevices: string | null) => Promise<Manifest['gpus']>
+
+/** A ready engine: where to send requests, what it is, and how to stop it. */
+export interface RunningEngine {
+  kind: string
+  /** Loopback origin of an HTTP engine. */
+  baseUrl: string
+  /** The model name requests must use. */
+  model: string
+  manifest: Manifest
+  /** Prometheus endpoint, or null. */
+  metricsUrl: string | null
+  /** The process, for launched engines; null for an external endpoint. */
+  process: EngineProcess | null
+  /** Why the engine is no longer usable (it exited), or null while it runs. */
+  failure(): ErrorInfo | null
+  /** Tears the engine down (the whole process tree); idempotent. */
+  stop(): Promise<void>
+}
+
+/** A free loopback port, picked by the kernel. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))))
+    })
+  })
+}
+
+async function onPath(file: string, pathVar: string | undefined): Promise<string | null> {
+  const candidates = isAbsolute(file) || file.includes('/') ? [file] : (pathVar ?? '').split(delimiter).filter(Boolean).map((d) => join(d, file))
+  for (const candidate of candidates) {
+    try {
+      await access(candidate, constants.X_OK)
+      return candidate
+    } catch {
+      // Not here.
+    }
+  }
+  return null
+}
+
+function engineEnv(config: LaunchedConfig): Record<string, string> {
+  const env: Record<string, string> = {}
+  for (const name of config.inheritEnv) {
+    const value = process.env[name]
+    if (value !== undefined) env[name] = value
+  }
+  Object.assign(env, config.env)
+  if (config.gpus !== null) env.CUDA_VISIBLE_DEVICES = config.gpus
+  return env
+}
+
+async function getJson(url: string, timeoutMs: number): Promise<{ status: number; json: Record<string, unknown> | null }> {
+  const res = await request(url, { method: 'GET', signal: AbortSignal.timeout(timeoutMs) })
+  const text = await res.body.text()
+  try {
+    const json = JSON.parse(text) as unknown
+    return { status: res.statusCode, json: json !== null && typeof json === 'object' && !Array.isArray(json) ? (json as Record<string, unknown>) : null }
+  } catch {
+    return { status: res.statusCode, json: null }
+  }
+}
+
+function exitedError(kind: string, proc: EngineProcess, when: string): ServegateError {
+  const exit = proc.exit()
+  const how = exit?.signal ? `signal ${exit.signal}` : `code ${exit?.code ?? 'unknown'}`
+  return new ServegateError('ENGINE_EXITED', `engine ${kind} exited ${when} with ${how}; log ${proc.logPath}; log tail:\n${proc.logTail()}`)
+}
+
+/** Polls the readiness paths until each answers 200, the process exits, or the deadline passes. */
+async function waitReady(config: LaunchedConfig, origin: string, proc: EngineProcess, signal?: AbortSignal): Promise<void> {
+  const deadline = performance.now() + config.startupTimeoutMs
+  let exited = false
+  void proc.exited.then(() => (exited = true))
+  for (const path of readinessPaths(config)) {
+    for (;;) {
+      if (exited) throw exitedError(config.kind, proc, 'during start-up')
+      if (signal?.aborted) throw new ServegateError('REQUEST_ABORTED', `start-up of engine ${config.kind} was cancelled`)
+      if (performance.now() > deadline) {
+        throw new ServegateError('ENGINE_START_TIMEOUT', `engine ${config.kind} was not ready (GET ${path} → 200) within ${config.startupTimeoutMs} ms; raise startupTimeoutMs or check the log ${proc.logPath}; log tail:\n${proc.logTail()}`)
+      }
+      try {
+        const res = await request(`${origin}${path}`, { method: 'GET', signal: AbortSignal.timeout(2000) })
+        await res.body.dump()
+        if (res.statusCode === 200) break
+      } catch {
+        // Not listening yet.
+      }
+      await Promise.race([new Promise((r) => setTimeout(r, 200)), proc.exited])
+    }
+  }
+}
+
+async function versionFacts(config: LaunchedConfig, origin: string, env: Record<string, string>): Promise<{ version: Fact; commit: Fact }> {
+  const adapter = ADAPTERS[config.kind]
+  for (const probe of adapter.versionHttp) {
+    try {
+      const { status, json } = await getJson(`${origin}${probe.path}`, 3000)
+      if (status !== 200 || json === null) continue
+      const { version, commit } = probe.read(json)
+      if (version !== null) {
+        return {
+          version: known(version, `GET ${probe.path}`),
+          commit: commit === null ? absent(`GET ${probe.path} reports no commit`) : known(commit, `GET ${probe.path}`),
+        }
+      }
+    } catch {
+      // Try the next source.
+    }
+  }
+  const argv = adapter.versionArgv(config)
+  if (argv !== null) {
+    const [file, ...args] = argv
+    const result = await execa(file as string, args, { env, extendEnv: false, reject: false, timeout: 30_000, stdin: 'ignore', all: true })
+    const parsed = parseVersionOutput(String(result.all ?? ''))
+    if (result.exitCode === 0 && parsed.version !== null) {
+      const source = argv.join(' ')
+      return {
+        version: known(parsed.version, source),
+        commit: parsed.commit === null ? absent(`${source} prints no commit`) : known(parsed.commit, source),
+      }
+    }
+  }
+  const tried = [...adapter.versionHttp.map((p) => `GET ${p.path}`), ...(argv === null ? [] : [argv.join(' ')])]
+  const reason = tried.length === 0 ? `engine ${config.kind} has no version source` : `no version from ${tried.join(', ')}`
+  return { version: absent(reason), commit: absent(reason) }
+}
+
+/**
+ * Launches an engine from its config (or connects to an external one), waits until it is
+ * ready, and gathers its manifest. Nothing is left running when it throws.
+ * @throws ServegateError ENGINE_NOT_FOUND, ENGINE_EXITED (with the exit code and log tail),
+ *   ENGINE_START_TIMEOUT, CONFIG_INVALID
+ */
+export async function launchEngine(input: EngineConfig, gpuFacts: GpuFactsProbe, signal?: AbortSignal): Promise<RunningEngine> {
+  const config = resolveEngineConfig(input)
+  if (config.kind === 'node-llama-cpp') {
+    throw new ServegateError('CONFIG_INVALID', 'engine.kind: node-llama-cpp runs in-process; use runEngineCell, which measures it through the in-process transport')
+  }
+  if (config.kind === 'external') return connectExternal(config, gpuFacts)
+
+  const port = config.port === 0 ? await freePort() : config.port
+  const origin = `http://127.0.0.1:${port}`
+  const argv = ADAPTERS[config.kind].argv(config, port)
+  const env = engineEnv(config)
+  const executable = argv[0] as string
+  if ((await onPath(executable, env.PATH)) === null) {
+    const field = config.kind === 'sglang' ? 'python' : config.kind === 'command' ? 'argv[0]' : 'executable'
+    throw new ServegateError('ENGINE_NOT_FOUND', `engine ${config.kind}: ${executable} is not an executable on the engine's PATH; install it or set engine.${field} to its path`)
+  }
+  const stamp = new Date().toISOString().replace(/[-:.]/g, '')
+  const proc = await spawnEngine({ argv, env, logPath: join(config.logDir, `${config.kind}-${stamp}-${port}.log`), graceMs: config.shutdownGraceMs })
+  try {
+    await waitReady(config, origin, proc, signal)
+    // Engines fork their workers before they are ready: know the whole tree now.
+    await proc.track()
+    const [versions, fingerprint, harness, gpus] = await Promise.all([
+      versionFacts(config, origin, env),
+      modelFingerprint(config.model),
+      harnessFacts(),
+      gpuFacts(config.gpus),
+    ])
+    const manifest: Manifest = {
+      engine: {
+        kind: config.kind,
+        shape: 'http',
+        version: versions.version,
+        commit: versions.commit,
+        argv: redactArgv(argv),
+        envNames: Object.keys(env).sort(),
+        visibleDevices: config.gpus,
+        tensorParallel: config.tensorParallel,
+      },
+      model: { id: config.model.id, revision: config.model.revision, fingerprint },
+      gpus,
+      host: hostFacts(),
+      harness,
+    }
+    const metricsPath = ADAPTERS[config.kind].metricsPath
+    return {
+      kind: config.kind,
+      baseUrl: origin,
+      model: config.model.id,
+      manifest,
+      metricsUrl: metricsPath === null ? null : `${origin}${metricsPath}`,
+      process: proc,
+      failure() {
+        const exit = proc.exit()
+        if (exit === null || exit.requested) return null
+        const how = exit.signal ? `signal ${exit.signal}` : `code ${exit.code ?? 'unknown'}`
+        return { code: 'ENGINE_EXITED', message: `engine ${config.kind} exited mid-cell with ${how}; log tail: ${proc.logTail()}`, httpStatus: null, retryAfterS: null }
+      },
+      stop: async () => {
+        await proc.stop()
+      },
+    }
+  } catch (error) {
+    await proc.stop()
+    throw error
+  }
+}
+
+async function connectExternal(config: Extract<ReturnType<typeof resolveEngineConfig>, { kind: 'external' }>, gpuFacts: GpuFactsProbe): Promise<RunningEngine> {
+  const { origin } = parseBaseUrl(config.baseUrl)
+  let version: Fact = absent('no version endpoint answered (tried GET /version, /get_server_info, /props)')
+  for (const [path, key] of [['/version', 'version'], ['/get_server_info', 'version'], ['/props', 'build_info']] as const) {
+    try {
+      const { status, json } = await getJson(`${origin}${path}`, 3000)
+      const value = json?.[key]
+      if (status === 200 && typeof value === 'string' && value !== '') {
+        version = known(value, `GET ${path}`)
+        break
+      }
+    } catch {
+      // Try the next source.
+    }
+  }
+  const [fingerprint, harness, gpus] = await Promise.all([modelFingerprint(config.model), harnessFacts(), gpuFacts(null)])
+  return {
+    kind: 'external',
+    baseUrl: origin,
+    model: config.model.id,
+    manifest: {
+      engine: {
+        kind: 'external', shape: 'http', version, commit: absent('an external endpoint reports no commit'),
+        argv: null, envNames: [], visibleDevices: null, tensorParallel: null,
+      },
+      model: { id: config.model.id, revision: config.model.revision, fingerprint },
+      gpus,
+      host: hostFacts(),
+      harness,
+    },
+    metricsUrl: `${origin}/metrics`,
+    process: null,
+    failure: () => null,
+    stop: async () => {},
+  }
+}

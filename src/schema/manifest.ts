@@ -1,0 +1,63 @@
+import { z } from 'zod'
+
+/** A fact about what was measured: its value, or null with the reason it is absent. Never invented. */
+export function fact<T extends z.ZodType>(value: T) {
+  return z.object({
+    value: value.nullable(),
+    /** Where the value came from (`GET /version`, `llama-server --version`, `sha256 of the GGUF file`…). */
+    source: z.string().nullable(),
+    /** Why the value is null; null when it is known. */
+    reason: z.string().nullable(),
+  })
+}
+
+export const GpuFactSchema = z.object({
+  index: z.int().nonnegative().nullable(),
+  name: z.string().nullable(),
+  uuid: z.string().nullable(),
+  driverVersion: z.string().nullable(),
+  memoryTotalMiB: z.number().nullable(),
+})
+
+/** Everything known about what a cell measured: engine, model, GPUs, host, harness. */
+export const Manifest = z.object({
+  engine: z.object({
+    kind: z.string(),
+    /** `http` engines are measured over loopback; `in-process` ones through the same client interface. */
+    shape: z.enum(['http', 'in-process']),
+    version: fact(z.string()),
+    commit: fact(z.string()),
+    /** The full argv as launched, secrets redacted; null when nothing was launched. */
+    argv: z.array(z.string()).nullable(),
+    /** Names of the environment variables passed to the engine (values are not recorded). */
+    envNames: z.array(z.string()),
+    /** `CUDA_VISIBLE_DEVICES` as passed; null when not set. */
+    visibleDevices: z.string().nullable(),
+    tensorParallel: z.int().positive().nullable(),
+  }),
+  model: z.object({
+    id: z.string(),
+    revision: z.string().nullable(),
+    /** sha256 of the GGUF file or of the weights index, where the engine's files are local. */
+    fingerprint: fact(z.string()),
+  }),
+  gpus: z.discriminatedUnion('status', [
+    z.object({ status: z.literal('ok'), devices: z.array(GpuFactSchema) }),
+    z.object({ status: z.literal('absent'), reason: z.string() }),
+  ]),
+  host: z.object({
+    os: z.string(),
+    kernel: z.string(),
+    arch: z.string(),
+    cpuModel: z.string().nullable(),
+    cpus: z.int().positive(),
+    memoryBytes: z.number().positive(),
+    node: z.string(),
+  }),
+  harness: z.object({
+    version: z.string(),
+    /** sha256 over servegate's own source files: equal hashes mean the same measuring code. */
+    hash: z.string(),
+  }),
+})
+export type Manifest = z.infer<typeof Manifest>
