@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { Pool } from 'undici'
 import { streamCompletion, type StreamObservation } from '../client/stream.ts'
-import { probeTokenizer } from '../client/tokenize.ts'
+import { probeTokenizer, type TokenizerProbe } from '../client/tokenize.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
 import { computeCellMetrics, countFailures } from '../metrics/cell.ts'
 import { distribution } from '../metrics/distribution.ts'
@@ -229,6 +229,39 @@ function runId(startedAt: Date): string {
 }
 
 /**
+ * How a cell reaches its engine: over HTTP (an undici pool) or in-process. Either way each
+ * request yields the same observation, so one methodology measures both shapes.
+ */
+export interface CellTransport {
+  /** Sends one request body (model name included); never throws for a request failure. */
+  send(body: Buffer, captureChars: number, signal: AbortSignal): Promise<StreamObservation>
+  /** The engine's tokenizer for calibration, or null (sizes are then estimated). */
+  tokenizer(): Promise<TokenizerProbe | null>
+  close(): Promise<void>
+}
+
+/** The HTTP transport: a pool of C keep-alive connections to a loopback origin. */
+function httpTransport(o: ResolvedCellOptions, origin: string): CellTransport {
+  const headers = o.apiKey === undefined ? undefined : { authorization: `Bearer ${o.apiKey}` }
+  const pool = new Pool(origin, { connections: o.concurrency, pipelining: 1, keepAliveTimeout: 60_000 })
+  const send: CellTransport['send'] = (body, captureChars, signal) =>
+    streamCompletion(pool, origin, { api: o.api, body, headers, deadlineMs: o.requestTimeoutMs, signal, captureChars })
+  // The template cost of a chat prompt, where the tokenizer cannot apply the template itself:
+  // one single-token request whose usage.prompt_tokens is compared with the text's count.
+  const measureChatOverhead = async (countText: (text: string) => Promise<number>): Promise<number | null> => {
+    const content = 'Hello there, tokenizer.'
+    const body = Buffer.from(JSON.stringify({ model: o.model, messages: [{ role: 'user', content }], max_tokens: 1, stream: true, stream_options: { include_usage: true } }))
+    const obs = await send(body, 0, AbortSignal.timeout(o.requestTimeoutMs))
+    return obs.usagePromptTokens === null ? null : obs.usagePromptTokens - (await countText(content))
+  }
+  return {
+    send,
+    tokenizer: () => probeTokenizer(origin, o.model, o.api === 'chat' ? measureChatOverhead : async () => null),
+    close: () => pool.destroy(),
+  }
+}
+
+/**
  * Measures one closed-loop cell: optional warm-up, then N requests at concurrency C against
  * an OpenAI-compatible endpoint, and returns its run record. Request failures never stop
  * the cell; they are counted by code. Throws only before any load is sent: bad options
@@ -237,38 +270,23 @@ function runId(startedAt: Date): string {
 export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Promise<RunRecord> {
   const o = resolveCellOptions(input)
   const { origin, display } = parseBaseUrl(o.baseUrl)
+  await probeEndpoint(origin, o.model, hooks.signal)
+  return measureCell(o, httpTransport(o, origin), display, hooks)
+}
+
+/** The measuring core shared by every transport; closes the transport when done. */
+export async function measureCell(o: ResolvedCellOptions, transport: CellTransport, target: string, hooks: RunCellHooks = {}): Promise<RunRecord> {
   const stop = new AbortController()
   const signal = hooks.signal === undefined ? stop.signal : AbortSignal.any([hooks.signal, stop.signal])
   void hooks.engine?.exited.then(() => {
     if (hooks.engine?.failure() !== null) stop.abort()
   })
-  await probeEndpoint(origin, o.model, signal)
-  const headers = o.apiKey === undefined ? undefined : { authorization: `Bearer ${o.apiKey}` }
-
-  const pool = new Pool(origin, { connections: o.concurrency, pipelining: 1, keepAliveTimeout: 60_000 })
   try {
-    const send = (bodies: Buffer[], captureChars: number) => (index: number) =>
-      streamCompletion(pool, origin, {
-        api: o.api,
-        body: bodies[index] as Buffer,
-        headers,
-        deadlineMs: o.requestTimeoutMs,
-        signal,
-        captureChars,
-      })
-
-    // The template cost of a chat prompt, where the tokenizer cannot apply the template itself:
-    // one single-token request whose usage.prompt_tokens is compared with the text's count.
-    const measureChatOverhead = async (countText: (text: string) => Promise<number>): Promise<number | null> => {
-      const content = 'Hello there, tokenizer.'
-      const body = Buffer.from(JSON.stringify({ model: o.model, messages: [{ role: 'user', content }], max_tokens: 1, stream: true, stream_options: { include_usage: true } }))
-      const obs = await send([body], 0)(0)
-      return obs.usagePromptTokens === null ? null : obs.usagePromptTokens - (await countText(content))
-    }
+    const send = (bodies: Buffer[], captureChars: number) => (index: number) => transport.send(bodies[index] as Buffer, captureChars, signal)
     const workload = await preparedFor(
       o.workload,
       { api: o.api, maxTokens: o.maxTokens, requests: o.requests, warmupRequests: o.warmupRequests },
-      async () => (o.calibrate ? probeTokenizer(origin, o.model, o.api === 'chat' ? measureChatOverhead : async () => null) : null),
+      async () => (o.calibrate ? transport.tokenizer() : null),
     )
     const captureChars = workload.spec.canaries || workload.spec.kind === 'dataset' ? workload.spec.captureChars : 0
     const measuredBytes = workload.measured.map((r) => bodyBytes(o.model, r.body))
@@ -313,7 +331,7 @@ export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Pro
       servegateVersion: SERVEGATE_VERSION,
       startedAt: startedAt.toISOString(),
       finishedAt: new Date().toISOString(),
-      target: { baseUrl: display, model: o.model },
+      target: { baseUrl: target, model: o.model },
       plan: cellPlan(o, workload, wireStreamSha256),
       completed,
       failed: records.length - completed,
@@ -330,6 +348,6 @@ export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Pro
     if (err instanceof ServegateError) throw err
     throw new ServegateError('INTERNAL', `cell failed unexpectedly: ${sanitizeMessage((err as Error).message)}`, { cause: err })
   } finally {
-    await pool.destroy()
+    await transport.close()
   }
 }

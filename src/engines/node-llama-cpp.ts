@@ -1,0 +1,204 @@
+import { readFile } from 'node:fs/promises'
+import type { StreamObservation } from '../client/stream.ts'
+import type { ChatText, EngineTokenizer } from '../client/tokenize.ts'
+import { sanitizeMessage } from '../errors.ts'
+import type { Manifest } from '../schema/manifest.ts'
+import type { ErrorInfo } from '../schema/run.ts'
+import type { ResolvedEngineConfig } from './config.ts'
+import type { GpuFactsProbe } from './launch.ts'
+import { absent, harnessFacts, hostFacts, known, modelFingerprint } from './manifest.ts'
+
+type Config = Extract<ResolvedEngineConfig, { kind: 'node-llama-cpp' }>
+
+/** An engine running inside servegate's process, measured through the same observation as HTTP ones. */
+export interface InProcessEngine {
+  model: string
+  manifest: Manifest
+  send(body: Buffer, captureChars: number, signal: AbortSignal, deadlineMs: number): Promise<StreamObservation>
+  tokenizer: EngineTokenizer
+  stop(): Promise<void>
+}
+
+interface RequestBody {
+  messages?: Array<{ content?: unknown }>
+  prompt?: unknown
+  max_tokens?: number
+  max_completion_tokens?: number
+  ignore_eos?: boolean
+  min_tokens?: number
+  temperature?: number
+  top_p?: number
+  seed?: number
+}
+
+/**
+ * The text an in-process request feeds the model: the prompt, or the chat messages' text
+ * joined by newlines (the tiny models servegate runs in-process have no chat template).
+ * Returns null for content it cannot feed (images).
+ */
+function promptOf(body: RequestBody): string | null {
+  if (typeof body.prompt === 'string') return body.prompt
+  const parts: string[] = []
+  for (const m of body.messages ?? []) {
+    if (typeof m.content === 'string') parts.push(m.content)
+    else if (Array.isArray(m.content)) {
+      for (const part of m.content as Array<{ type?: string; text?: string }>) {
+        if (part.type === 'text' && typeof part.text === 'string') parts.push(part.text)
+        else return null
+      }
+    }
+  }
+  return parts.join('\n')
+}
+
+const failure = (code: ErrorInfo['code'], message: string): ErrorInfo => ({ code, message: sanitizeMessage(message), httpStatus: null, retryAfterS: null })
+
+/**
+ * Loads a GGUF model with node-llama-cpp (prebuilt CPU binaries, never a build, `threads`
+ * threads) with `sequences` parallel sequences, and serves OpenAI-shaped request bodies
+ * in-process: every generated token is one chunk, timestamped as it is yielded, and the
+ * token counts are the engine's own (usage).
+ */
+export async function startNodeLlamaCpp(config: Config, gpuFacts: GpuFactsProbe): Promise<InProcessEngine> {
+  const { getLlama } = await import('node-llama-cpp')
+  const llama = await getLlama({ gpu: false, build: 'never', maxThreads: config.threads, progressLogs: false })
+  const model = await llama.loadModel({ modelPath: config.model.path })
+  const context = await model.createContext({ contextSize: config.contextSize, sequences: config.sequences, threads: config.threads })
+  const free = Array.from({ length: config.sequences }, () => context.getSequence())
+  const waiting: Array<(s: (typeof free)[number]) => void> = []
+  const acquire = (): Promise<(typeof free)[number]> =>
+    new Promise((resolve) => {
+      const s = free.pop()
+      if (s !== undefined) resolve(s)
+      else waiting.push(resolve)
+    })
+  const release = (s: (typeof free)[number]): void => {
+    const next = waiting.shift()
+    if (next !== undefined) next(s)
+    else free.push(s)
+  }
+  const tokenize = (text: string): number[] => {
+    const bos = model.tokens.bos
+    const tokens = model.tokenize(text) as unknown as number[]
+    return bos === null ? tokens : [bos as unknown as number, ...tokens]
+  }
+
+  // The package's exports hide package.json; it sits one level above the entry (dist/index.js).
+  const pkg = JSON.parse(await readFile(new URL('../package.json', import.meta.resolve('node-llama-cpp')), 'utf8')) as { version: string }
+  const release_ = llama.llamaCppRelease
+  const [fingerprint, harness, gpus] = await Promise.all([modelFingerprint(config.model), harnessFacts(), gpuFacts(null)])
+  const manifest: Manifest = {
+    engine: {
+      kind: 'node-llama-cpp',
+      shape: 'in-process',
+      version: known(`node-llama-cpp ${pkg.version}`, 'node-llama-cpp package.json'),
+      commit: release_.release ? known(`${release_.repo}@${release_.release}`, 'llama.llamaCppRelease') : absent('node-llama-cpp reports no llama.cpp release'),
+      argv: null,
+      envNames: [],
+      visibleDevices: null,
+      tensorParallel: null,
+    },
+    model: { id: config.model.id, revision: config.model.revision, fingerprint },
+    gpus,
+    host: hostFacts(),
+    harness,
+  }
+
+  async function send(body: Buffer, captureChars: number, signal: AbortSignal, deadlineMs: number): Promise<StreamObservation> {
+    const sentAt = performance.now()
+    const obs: StreamObservation = {
+      dispatchedAt: sentAt, sentAt, firstOutputAt: null, firstContentAt: null, endAt: null, outputChunkAt: [],
+      reasoningChunks: 0, contentChunks: 0, usagePromptTokens: null, usageCompletionTokens: null, finishReason: null,
+      httpStatus: null, content: '', contentTruncated: false, sentChunks: [body], error: null,
+    }
+    let parsed: RequestBody
+    try {
+      parsed = JSON.parse(body.toString('utf8')) as RequestBody
+    } catch {
+      obs.error = failure('STREAM_PROTOCOL', 'the request body is not JSON')
+      obs.endAt = performance.now()
+      return obs
+    }
+    const text = promptOf(parsed)
+    if (text === null) {
+      obs.error = failure('CONTRACT_INVALID', 'the in-process engine takes text only; this request has image parts')
+      obs.endAt = performance.now()
+      return obs
+    }
+    const maxTokens = parsed.max_completion_tokens ?? parsed.max_tokens ?? 16
+    const minTokens = parsed.ignore_eos === true ? maxTokens : (parsed.min_tokens ?? 0)
+    const deadline = sentAt + deadlineMs
+    const sequence = await acquire()
+    try {
+      const prompt = tokenize(text)
+      obs.usagePromptTokens = prompt.length
+      const history = [...prompt]
+      let generated = 0
+      const options = { temperature: parsed.temperature ?? 0.8, topP: parsed.top_p, seed: parsed.seed }
+      for await (const token of sequence.evaluate(prompt as never, options)) {
+        const at = performance.now()
+        if (model.isEogToken(token) && generated >= minTokens) {
+          obs.finishReason = 'stop'
+          break
+        }
+        const piece = model.detokenize([token], false, history as never)
+        history.push(token as unknown as number)
+        generated++
+        if (piece !== '') {
+          obs.outputChunkAt.push(at)
+          obs.contentChunks++
+          obs.firstOutputAt ??= at
+          obs.firstContentAt ??= at
+          if (captureChars > 0 && !obs.contentTruncated) {
+            const room = captureChars - obs.content.length
+            if (piece.length > room) {
+              obs.content += piece.slice(0, room)
+              obs.contentTruncated = true
+            } else {
+              obs.content += piece
+            }
+          }
+        }
+        if (generated >= maxTokens) {
+          obs.finishReason = 'length'
+          break
+        }
+        if (signal.aborted) {
+          obs.error = failure('REQUEST_ABORTED', 'cancelled by the caller')
+          break
+        }
+        if (at > deadline) {
+          obs.error = failure('REQUEST_DEADLINE', `no end of generation within the ${deadlineMs} ms request deadline`)
+          break
+        }
+      }
+      obs.usageCompletionTokens = generated
+      obs.endAt = performance.now()
+      if (obs.error === null && obs.firstOutputAt === null) obs.error = failure('EMPTY_COMPLETION', 'the engine generated no non-empty token')
+    } catch (error) {
+      obs.endAt = performance.now()
+      obs.error = failure('INTERNAL', `node-llama-cpp failed: ${(error as Error).message}`)
+    } finally {
+      await sequence.clearHistory()
+      release(sequence)
+    }
+    return obs
+  }
+
+  const countChat = async (messages: readonly ChatText[]): Promise<number> => tokenize(messages.map((m) => m.content).join('\n')).length
+  return {
+    model: config.model.id,
+    manifest,
+    send,
+    tokenizer: {
+      description: 'node-llama-cpp model.tokenize, in-process (BOS included; chat messages joined as plain text)',
+      countText: async (t) => tokenize(t).length,
+      countChat,
+    },
+    async stop() {
+      await context.dispose()
+      await model.dispose()
+      await llama.dispose()
+    },
+  }
+}
