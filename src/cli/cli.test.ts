@@ -53,7 +53,9 @@ describe('servegate run', () => {
   })
 
   test.each([
-    [['run', '--model', 'm'], /^servegate: --base-url is required; pass e\.g\. --base-url http:\/\/127\.0\.0\.1:8000\n$/],
+    [['run', '--model', 'm'], /^servegate: --base-url is required; pass e\.g\. --base-url http:\/\/127\.0\.0\.1:8000 \(or --engine FILE to launch an engine\)\n$/],
+    [['run', '--base-url', 'http://127.0.0.1:1', '--engine', 'e.json'], /^servegate: --base-url and --engine are exclusive/],
+    [['run', '--engine', '/nonexistent/engine.json'], /^servegate: --engine: cannot read \/nonexistent\/engine\.json; pass the path of a JSON engine config\n$/],
     [['run', '--base-url', 'http://127.0.0.1:1'], /^servegate: --model is required/],
     [['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--concurrency', 'four'], /^servegate: --concurrency: "four" is not valid; pass an integer from 1 to 4096\n$/],
     [['run', '--bogus'], /^servegate: unknown flag --bogus; see servegate run --help\n$/],
@@ -102,6 +104,42 @@ describe('servegate run with workload flags', () => {
     expect(r.code).toBe(1)
     expect(r.stderr).toMatch(new RegExp(`^servegate: ${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}:2: `))
     expect(r.stderr.trim().split('\n')).toHaveLength(1)
+  })
+})
+
+describe('servegate run --engine', () => {
+  const FAKES = fileURLToPath(new URL('../../fixtures/fakes/', import.meta.url))
+
+  test('launches the engine from its config, measures, writes the manifest, tears it down', async () => {
+    const config = join(dir, 'engine.json')
+    await writeFile(config, JSON.stringify({ kind: 'vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, logDir: join(dir, 'logs') }))
+    const out = join(dir, 'engine-run.json')
+    const r = await cli(['run', '--engine', config, '--requests', '3', '--max-tokens', '4', '--prompt-tokens', '32', '--out', out])
+    expect(r.stderr).toBe('')
+    expect(r.code).toBe(0)
+    const record = RunRecord.parse(JSON.parse(await readFile(out, 'utf8')))
+    expect(record.completed).toBe(3)
+    expect(record.manifest?.engine).toMatchObject({ kind: 'vllm', version: { value: '0.11.0' } })
+    // No nvidia-smi here: absent, with the reason, never invented.
+    expect(record.manifest?.gpus.status).toBe('absent')
+  })
+
+  test('an engine that dies at start-up: the record is written, the cell fails with exit 1 and one line', async () => {
+    const config = join(dir, 'dying.json')
+    await writeFile(config, JSON.stringify({ kind: 'vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, env: { FAKE_ENGINE_EXIT_ON_START: '7' }, logDir: join(dir, 'logs') }))
+    const out = join(dir, 'dying-run.json')
+    const r = await cli(['run', '--engine', config, '--out', out])
+    expect(r.code).toBe(1)
+    expect(r.stderr).toMatch(/^servegate: the cell failed: ENGINE_EXITED: engine vllm exited during start-up with code 7; log .*\n$/)
+    expect(RunRecord.parse(JSON.parse(await readFile(out, 'utf8'))).cellFailure?.code).toBe('ENGINE_EXITED')
+  })
+
+  test('a bad engine config names the field', async () => {
+    const config = join(dir, 'bad.json')
+    await writeFile(config, JSON.stringify({ kind: 'vllm', model: {} }))
+    const r = await cli(['run', '--engine', config])
+    expect(r.code).toBe(2)
+    expect(r.stderr).toMatch(/^servegate: --engine .*bad\.json: invalid engine config: engine\.model\.id: /)
   })
 })
 

@@ -1,7 +1,11 @@
 import { resolve } from 'node:path'
 import { ServegateError } from '../errors.ts'
 import { writeJsonAtomic } from '../record/io.ts'
+import { readFile } from 'node:fs/promises'
+import { type EngineConfig, resolveEngineConfig } from '../engines/config.ts'
 import { runCell } from '../runner/cell.ts'
+import { type EngineCellOptions, runEngineCell } from '../runner/engine-cell.ts'
+import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
 import { WORKLOAD_KINDS, type WorkloadSpec } from '../workload/spec.ts'
 import { intFlag, parseFlags } from './flags.ts'
 import type { CliIo } from './io.ts'
@@ -10,8 +14,10 @@ import { renderSummary } from './summary.ts'
 
 export const RUN_HELP = `servegate run — measure one closed-loop cell against an OpenAI-compatible streaming endpoint
 
-  --base-url URL            server root or /v1 prefix on loopback (required)
-  --model NAME              model name sent in each request (required)
+  --base-url URL            server root or /v1 prefix on loopback (or --engine)
+  --engine FILE             JSON engine config to launch and tear down: {"kind": "vllm" | "sglang" |
+                            "llama-server" | "trtllm" | "command" | "external" | "node-llama-cpp", "model": {"id": …}, …}
+  --model NAME              model name sent in each request (required with --base-url)
   --api chat|completions    default chat
   --concurrency C           requests in flight at once, default 1
   --requests N              measured requests, default 32
@@ -39,6 +45,7 @@ export const RUN_HELP = `servegate run — measure one closed-loop cell against 
 
 const FLAGS = {
   'base-url': { type: 'string' },
+  engine: { type: 'string' },
   model: { type: 'string' },
   api: { type: 'string' },
   concurrency: { type: 'string' },
@@ -116,6 +123,21 @@ function workloadFlags(values: RunFlags): WorkloadSpec {
   }
 }
 
+async function readEngineConfig(path: string): Promise<EngineConfig> {
+  let text: string
+  try {
+    text = await readFile(path, 'utf8')
+  } catch {
+    throw new ServegateError('CONFIG_INVALID', `--engine: cannot read ${path}; pass the path of a JSON engine config`)
+  }
+  try {
+    return resolveEngineConfig(JSON.parse(text) as unknown, 'engine')
+  } catch (error) {
+    if (error instanceof ServegateError) throw new ServegateError(error.code, `--engine ${path}: ${error.message}`)
+    throw new ServegateError('CONFIG_INVALID', `--engine: ${path} is not JSON (${(error as Error).message}); pass a JSON engine config`)
+  }
+}
+
 /** `servegate run`: runs a cell, shows progress on a TTY, prints the summary, writes the record. */
 export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
   const { values } = parseFlags('run', argv, FLAGS)
@@ -123,8 +145,13 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
     io.stdout.write(`${RUN_HELP}\n`)
     return 0
   }
-  if (values['base-url'] === undefined) throw new ServegateError('CONFIG_INVALID', '--base-url is required; pass e.g. --base-url http://127.0.0.1:8000')
-  if (values.model === undefined) throw new ServegateError('CONFIG_INVALID', '--model is required; pass the model name the server serves (see GET /v1/models)')
+  if (values['base-url'] !== undefined && values.engine !== undefined) {
+    throw new ServegateError('CONFIG_INVALID', '--base-url and --engine are exclusive; pass --base-url for an engine that is up, or --engine FILE to launch one')
+  }
+  if (values['base-url'] === undefined && values.engine === undefined) {
+    throw new ServegateError('CONFIG_INVALID', '--base-url is required; pass e.g. --base-url http://127.0.0.1:8000 (or --engine FILE to launch an engine)')
+  }
+  if (values.engine === undefined && values.model === undefined) throw new ServegateError('CONFIG_INVALID', '--model is required; pass the model name the server serves (see GET /v1/models)')
   const api = values.api ?? 'chat'
   if (api !== 'chat' && api !== 'completions') throw new ServegateError('CONFIG_INVALID', `--api: "${api}" is not valid; pass chat or completions`)
   let apiKey: string | undefined
@@ -136,25 +163,30 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
   }
 
   const progress = progressLine(io)
-  const record = await runCell(
-    {
-      baseUrl: values['base-url'],
-      model: values.model,
-      api,
-      concurrency: intFlag('--concurrency', values.concurrency, 1, 4096),
-      requests: intFlag('--requests', values.requests, 1),
-      warmupRequests: intFlag('--warmup', values.warmup, 0),
-      maxTokens: intFlag('--max-tokens', values['max-tokens'], 1),
-      workload: workloadFlags(values),
-      calibrate: values['no-calibrate'] !== true,
-      requestTimeoutMs: intFlag('--request-timeout-ms', values['request-timeout-ms'], 1),
-      apiKey,
-    },
-    { onProgress: progress.update, signal },
+  const cell = {
+    api,
+    concurrency: intFlag('--concurrency', values.concurrency, 1, 4096),
+    requests: intFlag('--requests', values.requests, 1),
+    warmupRequests: intFlag('--warmup', values.warmup, 0),
+    maxTokens: intFlag('--max-tokens', values['max-tokens'], 1),
+    workload: workloadFlags(values),
+    calibrate: values['no-calibrate'] !== true,
+    requestTimeoutMs: intFlag('--request-timeout-ms', values['request-timeout-ms'], 1),
+    apiKey,
+  } satisfies EngineCellOptions
+  const hooks = { onProgress: progress.update, signal }
+  const record = await (values.engine === undefined
+    ? runCell({ ...cell, baseUrl: values['base-url'] as string, model: values.model as string }, hooks)
+    : runEngineCell(await readEngineConfig(values.engine), cell, { ...hooks, gpuFacts: nvidiaSmiGpuFacts() })
   ).finally(progress.done)
 
   const out = resolve(values.out ?? `servegate-runs/${record.runId}.json`)
   await writeJsonAtomic(out, record)
+  if (record.cellFailure !== null) {
+    io.stdout.write(`${renderSummary(record, out)}\n`)
+    io.stderr.write(`servegate: the cell failed: ${record.cellFailure.code}: ${record.cellFailure.message.split('\n')[0]}\n`)
+    return 1
+  }
   if (values.json === true) {
     io.stdout.write(`${JSON.stringify({ metrics: record.metrics, completed: record.completed, failed: record.failed, failures: record.failures, harness: record.harness, record: out }, null, 2)}\n`)
   } else {
