@@ -136,9 +136,12 @@ export function readinessPaths(config: LaunchedConfig): string[] {
   return config.kind === 'command' ? [config.healthPath] : ADAPTERS[config.kind].readiness
 }
 
-/** Parses a `--version` output: `version: 6123 (abc1234)` (llama.cpp), `0.11.0` (vLLM), `vX.Y.Z`. */
+/**
+ * Parses a `--version` output: llama.cpp's `version: 0.4.0-dev (build 1, commit 80fb11a)` or
+ * older `version: 6123 (abc1234)`, vLLM's `0.11.0`, or any `vX.Y.Z`.
+ */
 export function parseVersionOutput(text: string): { version: string | null; commit: string | null } {
-  const llama = /version:\s*(\S+)\s*\(([0-9a-f]{6,40})\)/i.exec(text)
+  const llama = /version:\s*(\S+)\s*\((?:build \d+, commit )?([0-9a-f]{6,40})\)/i.exec(text)
   if (llama !== null) return { version: llama[1] ?? null, commit: llama[2] ?? null }
   const semver = /\bv?(\d+\.\d+(?:\.\d+)?(?:[.+-][\w.]+)?)\b/.exec(text)
   return { version: semver?.[1] ?? null, commit: null }
