@@ -44,6 +44,15 @@ function countOf(answer: { status: number; json: Json | null }): number | null {
   return Array.isArray(answer.json.tokens) ? answer.json.tokens.length : null
 }
 
+/**
+ * A probe's count of the sample text: an endpoint that ignores the body's shape answers 200
+ * with no tokens (llama.cpp given `prompt` instead of `content`), which is no answer at all.
+ */
+function sampleCount(answer: { status: number; json: Json | null }): number | null {
+  const n = countOf(answer)
+  return n !== null && n > 0 ? n : null
+}
+
 export interface TokenizerProbe {
   tokenizer: EngineTokenizer | null
   /** Why there is none (or why chat counts are approximate); null when exact. */
@@ -67,8 +76,8 @@ export async function probeTokenizer(
   const sample = 'Hello there, tokenizer.'
   const post = (path: string, body: Json) => postJson(origin, path, body, timeoutMs)
   try {
-    const chatCount = countOf(await post('/tokenize', { model, messages: [{ role: 'user', content: sample }], add_generation_prompt: true }))
-    const textCount = countOf(await post('/tokenize', { model, prompt: sample, add_special_tokens: true }))
+    const chatCount = sampleCount(await post('/tokenize', { model, messages: [{ role: 'user', content: sample }], add_generation_prompt: true }))
+    const textCount = sampleCount(await post('/tokenize', { model, prompt: sample, add_special_tokens: true }))
     if (textCount !== null) {
       const countText = async (prompt: string): Promise<number> => {
         const n = countOf(await post('/tokenize', { model, prompt, add_special_tokens: true }))
@@ -91,7 +100,7 @@ export async function probeTokenizer(
       }
       return withMeasuredOverhead('POST /tokenize {model, prompt} (SGLang/vLLM shape)', countText, measureChatOverhead)
     }
-    const llama = countOf(await post('/tokenize', { content: sample, add_special: true }))
+    const llama = sampleCount(await post('/tokenize', { content: sample, add_special: true }))
     if (llama !== null) {
       const countText = async (content: string): Promise<number> => {
         const n = countOf(await post('/tokenize', { content, add_special: true }))
