@@ -11,6 +11,8 @@ export const ERROR_CODES = [
   'CONNECT_FAILED',
   /** The connection closed before the stream finished (no `[DONE]`, no clean end). */
   'STREAM_DROPPED',
+  /** The server closed the connection before any response (a reused keep-alive connection it dropped). */
+  'CONNECTION_CLOSED',
   /** A `data:` line was not valid JSON or not an OpenAI stream chunk. */
   'STREAM_PROTOCOL',
   /** The server sent an `error` object inside the stream. */

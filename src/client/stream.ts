@@ -40,6 +40,10 @@ export interface StreamObservation {
   contentTruncated: boolean
   /** The buffers handed to the socket, as written (for hashing what was sent). */
   sentChunks: Buffer[]
+  /** The engine's own timings, where its stream carries them (llama-server's `timings`). */
+  engineTimings: Record<string, number> | null
+  /** 2 when the first attempt's connection was closed by the server before any response. */
+  attempts: number
   /** Null when the request succeeded. */
   error: ErrorInfo | null
 }
@@ -60,6 +64,7 @@ interface ChunkShape {
   choices?: ChunkChoice[]
   usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null
   error?: { message?: unknown } | string
+  timings?: Record<string, unknown>
 }
 
 function nonEmpty(v: unknown): boolean {
@@ -97,7 +102,20 @@ function httpErrorMessage(status: number, body: Buffer): string {
  * Each read is timestamped when its bytes arrive, before SSE or JSON parsing; every event in
  * that read shares the timestamp (they arrived together).
  */
-export function streamCompletion(dispatcher: Dispatcher, origin: string, req: StreamRequest): Promise<StreamObservation> {
+export async function streamCompletion(dispatcher: Dispatcher, origin: string, req: StreamRequest): Promise<StreamObservation> {
+  const first = await streamOnce(dispatcher, origin, req)
+  if (first.error?.code !== 'CONNECTION_CLOSED' || req.signal?.aborted === true) return first
+  // A keep-alive connection the server closed as the request went out (llama.cpp's server does
+  // this beyond its HTTP threads): nothing reached the engine, so the request is sent once more,
+  // on a fresh connection, within what is left of its deadline; the record keeps the attempt count.
+  const left = req.deadlineMs - (performance.now() - first.dispatchedAt)
+  if (left <= 0) return first
+  const second = await streamOnce(dispatcher, origin, { ...req, deadlineMs: left })
+  second.attempts = 2
+  return second
+}
+
+function streamOnce(dispatcher: Dispatcher, origin: string, req: StreamRequest): Promise<StreamObservation> {
   return new Promise((resolve) => {
     // The arrival time of the read being parsed: every event of one read shares it.
     let readAt = 0
@@ -120,6 +138,8 @@ export function streamCompletion(dispatcher: Dispatcher, origin: string, req: St
       content: '',
       contentTruncated: false,
       sentChunks: [],
+      engineTimings: null,
+      attempts: 1,
       error: null,
     }
     const captureChars = req.captureChars ?? 0
@@ -207,6 +227,11 @@ export function streamCompletion(dispatcher: Dispatcher, origin: string, req: St
         }
         if (typeof choice.finish_reason === 'string') obs.finishReason = choice.finish_reason
       }
+      if (chunk.timings !== undefined && chunk.timings !== null && typeof chunk.timings === 'object') {
+        const numeric: Record<string, number> = {}
+        for (const [k, v] of Object.entries(chunk.timings)) if (typeof v === 'number' && Number.isFinite(v)) numeric[k] = v
+        obs.engineTimings = numeric
+      }
       const usage = chunk.usage
       if (usage !== undefined && usage !== null) {
         if (typeof usage.prompt_tokens === 'number') obs.usagePromptTokens = usage.prompt_tokens
@@ -269,6 +294,8 @@ export function streamCompletion(dispatcher: Dispatcher, origin: string, req: St
         const connectFailed = obs.httpStatus === null && /ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ECONNRESET|UND_ERR_CONNECT/.test(`${code} ${err.message}`)
         if (connectFailed && obs.sentAt < 0) {
           fail('CONNECT_FAILED', `cannot connect to ${origin}: ${code || err.message}`, at)
+        } else if (obs.httpStatus === null) {
+          fail('CONNECTION_CLOSED', `the server closed the connection before any response: ${code || err.message}`, at)
         } else {
           fail('STREAM_DROPPED', `the connection closed mid-stream: ${code || err.message}`, at)
         }

@@ -105,7 +105,8 @@ const trtllm: EngineAdapter = {
   versionHttp: [{ path: '/version', read: (j) => ({ version: str(j.version), commit: null }) }],
   versionArgv: () => null,
   tokenizerPath: null,
-  metricsPath: '/metrics',
+  // trtllm-serve serves Prometheus text under /prometheus/metrics (its /metrics is JSON stats).
+  metricsPath: '/prometheus/metrics',
 }
 
 /** Any command: `{port}`, `{host}`, `{model}` in its argv are filled in. */

@@ -109,7 +109,7 @@ export async function startNodeLlamaCpp(config: Config, gpuFacts: GpuFactsProbe)
     const obs: StreamObservation = {
       dispatchedAt: sentAt, sentAt, firstOutputAt: null, firstContentAt: null, endAt: null, outputChunkAt: [],
       reasoningChunks: 0, contentChunks: 0, usagePromptTokens: null, usageCompletionTokens: null, finishReason: null,
-      httpStatus: null, content: '', contentTruncated: false, sentChunks: [body], error: null,
+      httpStatus: null, content: '', contentTruncated: false, sentChunks: [body], engineTimings: null, attempts: 1, error: null,
     }
     let parsed: RequestBody
     try {

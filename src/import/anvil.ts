@@ -147,6 +147,7 @@ export function importAnvilRun(input: AnvilRun): RunRecord {
     },
     methodology: { ...METHODOLOGY, import: `imported from ${ANVIL_SCHEMA_ID}; per-request values as recorded there, distributions recomputed by servegate` },
     manifest: null,
+    telemetry: null,
     cellFailure: null,
     importedFrom: { schema: ANVIL_SCHEMA_ID, runId: input.run_id ?? null, engine: input.engine ?? null, gpu: input.gpu ?? null, perRequest: true },
   }

@@ -7,6 +7,8 @@ export const NO_REQUEST_CHECKS = {
   canary: null,
   outputAdherence: null,
   score: null,
+  engineTimings: null,
+  sendAttempts: 1,
 } as const
 
 /** The workload of an imported record: what the source said, every unknown fact null. */

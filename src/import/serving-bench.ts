@@ -499,6 +499,7 @@ export function assembleRunRecord(run: ImportedRun): RunRecord {
     },
     methodology: { ...METHODOLOGY, ...run.methodology },
     manifest: null,
+    telemetry: null,
     cellFailure: null,
     importedFrom: { schema: run.format, runId: null, engine: run.engine, gpu: null, perRequest: run.records !== null },
   }

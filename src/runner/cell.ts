@@ -38,6 +38,8 @@ export interface RunCellHooks {
    * flight and those not sent fail, and the record's `cellFailure` says why (exit code, log tail).
    */
   engine?: { exited: Promise<unknown>; failure(): ErrorInfo | null }
+  /** Called after warm-up, right before the measured requests (telemetry marks its idle baseline's end). */
+  onMeasureStart?: () => void | Promise<void>
 }
 
 interface Slot {
@@ -98,6 +100,8 @@ function toRecord(slot: Slot, cellStart: number, planned: PreparedRequest, workl
     canary,
     outputAdherence,
     score,
+    engineTimings: obs.engineTimings,
+    sendAttempts: obs.attempts,
   }
   return error === null ? { status: 'ok', ...common } : { status: 'failed', error, ...common }
 }
@@ -219,6 +223,7 @@ export function failedCellRecord(input: CellOptions, cellFailure: ErrorInfo, man
     harness: { clientCpuMs: null, clientCpuShare: null, eventLoopDelayP99Ms: null, eventLoopDelayMaxMs: null, sendLagP99Ms: null, harnessLimited: false, reasons: [] },
     methodology: { ...METHODOLOGY },
     manifest,
+    telemetry: null,
     cellFailure,
     importedFrom: null,
   }
@@ -299,6 +304,7 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
     warmClientJit()
     if (warmupBytes.length > 0) await closedLoop(warmupBytes.length, o.concurrency, send(warmupBytes, captureChars), () => {})
 
+    await hooks.onMeasureStart?.()
     const loopDelay = monitorEventLoopDelay({ resolution: 2 })
     loopDelay.enable()
     const cpuBefore = process.cpuUsage()
@@ -341,6 +347,7 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
       harness: harnessHealth(o, (cpu.user + cpu.system) / 1000, performance.now() - cellStart, loopDelay, records),
       methodology: { ...METHODOLOGY },
       manifest: null,
+      telemetry: null,
       cellFailure: hooks.engine?.failure() ?? null,
       importedFrom: null,
     }

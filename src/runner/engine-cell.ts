@@ -5,6 +5,7 @@ import { sanitizeMessage, ServegateError } from '../errors.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { type CellTransport, failedCellRecord, measureCell, runCell, type RunCellHooks } from './cell.ts'
 import { type CellOptions, resolveCellOptions } from './options.ts'
+import { startTelemetry, type TelemetryOptions } from './telemetry.ts'
 
 /** A cell on an engine servegate launches: everything but where to send and the model name. */
 export type EngineCellOptions = Omit<CellOptions, 'baseUrl' | 'model'>
@@ -12,8 +13,8 @@ export type EngineCellOptions = Omit<CellOptions, 'baseUrl' | 'model'>
 export interface EngineCellHooks extends Omit<RunCellHooks, 'engine'> {
   /** GPU facts for the manifest (nvidia-smi); injected by the composition root. */
   gpuFacts: GpuFactsProbe
-  /** Called once the engine is ready, before load (e.g. to start telemetry). */
-  onReady?: (engine: RunningEngine) => void | Promise<void>
+  /** GPU sampling, Prometheus scraping and host memory during the cell; false turns them off. */
+  telemetry?: TelemetryOptions | false
 }
 
 /**
@@ -38,20 +39,29 @@ export async function runEngineCell(engineConfig: EngineConfig, cell: EngineCell
     }
     throw error
   }
+  const telemetry = hooks.telemetry === false ? null : startTelemetry(engine, cell.concurrency ?? 1, hooks.telemetry)
+  let finished = false
   try {
-    await hooks.onReady?.(engine)
     const exited = engine.process?.exited ?? new Promise<never>(() => {})
     const record = await runCell(
       { ...cell, baseUrl: engine.baseUrl, model: engine.model },
-      { onProgress: hooks.onProgress, signal: hooks.signal, engine: { exited, failure: () => engine.failure() } },
+      {
+        onProgress: hooks.onProgress,
+        signal: hooks.signal,
+        engine: { exited, failure: () => engine.failure() },
+        onMeasureStart: () => telemetry?.markLoadStart(),
+      },
     )
-    return { ...record, manifest: engine.manifest, cellFailure: engine.failure() ?? record.cellFailure }
+    finished = true
+    const observed = telemetry === null ? null : await telemetry.finish(record)
+    return { ...record, manifest: engine.manifest, telemetry: observed, cellFailure: engine.failure() ?? record.cellFailure }
   } catch (error) {
     const failure = engine.failure()
     if (failure === null) throw error
     // The engine died before load began (e.g. during the endpoint probe): the cell failed with it.
     return failedCellRecord({ ...cell, baseUrl: engine.baseUrl, model: engine.model }, failure, engine.manifest)
   } finally {
+    if (!finished) await telemetry?.cancel()
     await engine.stop()
   }
 }

@@ -1,15 +1,13 @@
 import { z } from 'zod'
 import { ERROR_CODES } from '../errors.ts'
+import { PERCENTILE_METHOD } from './constants.ts'
 import { Manifest } from './manifest.ts'
+import { CellTelemetry } from './telemetry.ts'
 
 /** Schema id of a servegate run record. Bump only with a migration. */
 export const RUN_SCHEMA_ID = 'servegate.run/v1'
 
-/** Percentile method used everywhere in servegate: rank ⌈p·n⌉, 1-based, no interpolation. */
-export const PERCENTILE_METHOD = 'nearest-rank'
-
-/** Below this many samples a p99 is descriptive only (it is the max or near it). */
-export const P99_MIN_SAMPLES = 100
+export { P99_MIN_SAMPLES, PERCENTILE_METHOD } from './constants.ts'
 
 const nullableMs = z.number().nonnegative().nullable()
 
@@ -115,6 +113,10 @@ const requestCommon = {
   outputAdherence: z.enum(['exact', 'inexact', 'unobservable']).nullable().default(null),
   /** Dataset workloads: the reply's score against the reference answer. */
   score: ScoreResult.nullable().default(null),
+  /** The engine's own per-request timings where it streams them (llama-server's `timings`). */
+  engineTimings: z.record(z.string(), z.number()).nullable().default(null),
+  /** 2 when the server closed the first attempt's connection before any response (sent again once). */
+  sendAttempts: z.int().positive().default(1),
 }
 
 /** One measured request: ok, or failed with its stable code and partial timings kept. */
@@ -300,6 +302,8 @@ export const RunRecord = z.object({
   methodology: z.record(z.string(), z.string()),
   /** What was measured (engine, model, GPUs, host, harness); null when servegate launched nothing and was told nothing. */
   manifest: Manifest.nullable().default(null),
+  /** GPU, engine-occupancy, host-memory and timing-agreement observations; null when none were taken. */
+  telemetry: CellTelemetry.nullable().default(null),
   /**
    * Set when the cell as a whole failed (the engine did not start, or exited mid-cell): the
    * requests measured before it stay in the record, and the cell is not accepted.

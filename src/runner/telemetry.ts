@@ -1,0 +1,90 @@
+import type { RunningEngine } from '../engines/launch.ts'
+import type { CellTelemetry, EngineKind } from '../schema/telemetry.ts'
+import type { RunRecord } from '../schema/run.ts'
+import { compareEngineHistograms, compareLlamaServerTimings } from '../telemetry/agreement.ts'
+import { startHostMemorySampler } from '../telemetry/cgroup.ts'
+import { summarizeGpu } from '../telemetry/gpu-summary.ts'
+import { startGpuSampler } from '../telemetry/nvidia-smi.ts'
+import { reachedConcurrency, startMetricsScraper } from '../telemetry/prometheus.ts'
+
+export interface TelemetryOptions {
+  /** nvidia-smi to run. @default 'nvidia-smi' */
+  nvidiaSmi?: string
+  /** GPU sampling interval, ms. @default 500 */
+  gpuIntervalMs?: number
+  /** Prometheus scrape interval, ms. @default 250 */
+  metricsIntervalMs?: number
+}
+
+/** Telemetry of one cell: started when the engine is ready, marked at the measured phase, finished after it. */
+export interface TelemetrySession {
+  markLoadStart(): Promise<void>
+  finish(record: RunRecord): Promise<CellTelemetry>
+  /** Stops every sampler without a summary (the cell failed before it had a record). */
+  cancel(): Promise<void>
+}
+
+const SCRAPED_KINDS = new Set<string>(['vllm', 'sglang', 'llama-server', 'trtllm'])
+
+/**
+ * Starts watching an engine while a cell runs: nvidia-smi samples (idle baseline until the
+ * measured phase), its Prometheus occupancy, and host memory from the cgroup. Every part that
+ * cannot be observed is recorded as absent with the reason.
+ */
+export function startTelemetry(engine: RunningEngine, concurrency: number, options: TelemetryOptions = {}): TelemetrySession {
+  const gpu =
+    engine.manifest.gpus.status === 'ok'
+      ? startGpuSampler({ executable: options.nvidiaSmi, intervalMs: options.gpuIntervalMs ?? 500, visibleDevices: engine.manifest.engine.visibleDevices })
+      : null
+  const kind = SCRAPED_KINDS.has(engine.kind) ? (engine.kind as EngineKind) : null
+  const scraper = kind !== null && engine.metricsUrl !== null ? startMetricsScraper({ url: engine.metricsUrl, kind, intervalMs: options.metricsIntervalMs ?? 250, modelName: engine.model }) : null
+  const memory = startHostMemorySampler()
+  let loadStartedAt: number | null = null
+
+  return {
+    async cancel() {
+      await Promise.all([gpu?.stop(), scraper?.stop(), memory.stop()])
+    },
+    async markLoadStart() {
+      loadStartedAt = gpu?.markLoadStart() ?? Date.now()
+      await scraper?.markLoadStart()
+    },
+    async finish(record) {
+      const loadEndedAt = Date.now()
+      const [samples, occupancy, hostMemory] = await Promise.all([gpu?.stop() ?? null, scraper?.stop() ?? null, memory.stop()])
+      const ok = record.requests.filter((r) => r.status === 'ok')
+      const gpus = engine.manifest.gpus
+      const gpuPart: CellTelemetry['gpu'] =
+        gpus.status === 'absent' || samples === null
+          ? { status: 'absent', reason: gpus.status === 'absent' ? gpus.reason : 'no GPU sampler ran' }
+          : {
+              status: 'ok',
+              facts: gpus.devices,
+              visibleDevices: engine.manifest.engine.visibleDevices,
+              summary: summarizeGpu(samples, { outputTokens: record.metrics.totalCompletionTokens, loadStartedAt, loadEndedAt }),
+            }
+      const enginePart: CellTelemetry['engine'] =
+        occupancy === null
+          ? { status: 'absent', reason: `no Prometheus names are known for a ${engine.kind} engine` }
+          : { status: 'ok', occupancy, concurrency: reachedConcurrency(occupancy, record.plan.concurrency) }
+      let agreement: CellTelemetry['timingAgreement']
+      if (engine.kind === 'llama-server') {
+        agreement = {
+          status: 'ok',
+          comparisons: compareLlamaServerTimings(ok.map((r) => ({ timings: r.engineTimings, timeToFirstOutputMs: r.timeToFirstOutputMs, generationMs: r.generationMs }))),
+        }
+      } else if (occupancy !== null) {
+        agreement = {
+          status: 'ok',
+          comparisons: compareEngineHistograms(occupancy, {
+            timeToFirstOutputMs: ok.flatMap((r) => (r.timeToFirstOutputMs === null ? [] : [r.timeToFirstOutputMs])),
+            generationMs: ok.flatMap((r) => (r.generationMs === null ? [] : [r.generationMs])),
+          }),
+        }
+      } else {
+        agreement = { status: 'absent', reason: 'the engine reports no timings of its own' }
+      }
+      return { gpu: gpuPart, engine: enginePart, hostMemory, timingAgreement: agreement }
+    },
+  }
+}

@@ -1,0 +1,461 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { request } from 'undici'
+import { sanitizeMessage } from '../errors.ts'
+import type { ConcurrencyCheck, EngineKind, EngineOccupancy, EngineTimingDeltas, NullReasons, TimingDelta } from '../schema/telemetry.ts'
+import { type Exposition, type ExpositionSample, parseExposition } from './exposition.ts'
+
+/** Where one figure lives in an engine's `/metrics`. */
+export interface MetricRef {
+  /** A gauge's or counter's sample name, or a histogram's base name (without `_sum`/`_count`). */
+  name: string
+  type: 'gauge' | 'counter' | 'histogram'
+  /** Older names, tried in order when `name` is not exposed. */
+  fallbacks?: readonly string[]
+  /** Only the series with these label values (SGLang's per-stage histogram). */
+  match?: Readonly<Record<string, string>>
+  /** What the figure means or when its name changed. */
+  note?: string
+}
+
+/** A figure the engine does not expose, and why. */
+export interface MissingMetric {
+  name: null
+  reason: string
+}
+
+export type MetricSource = MetricRef | MissingMetric
+
+export interface EngineMetricNames {
+  /** Path of the Prometheus endpoint on the engine's HTTP origin. */
+  metricsPath: string
+  /** The label that tells data-parallel ranks apart: their gauges are summed; other duplicates (TP ranks) take the max. */
+  rankLabel: string | null
+  /** Requests in the running batch. */
+  running: MetricSource
+  /** Requests queued in the engine. */
+  waiting: MetricSource
+  /** KV-cache usage, a fraction (1 = full). */
+  kvUsage: MetricSource
+  /** Per-request model prefill time, seconds. */
+  prefillSeconds: MetricSource
+  /** Per-request decode time, seconds. */
+  decodeSeconds: MetricSource
+  /** Engine-side time to first token (arrival → first token), seconds. */
+  ttftSeconds: MetricSource
+  /** Time in the engine's waiting queue, seconds. */
+  queueSeconds: MetricSource
+  promptTokens: MetricSource
+  generationTokens: MetricSource
+  /** Labels, flags and version history. */
+  notes: readonly string[]
+}
+
+/**
+ * The Prometheus metrics servegate reads from each engine, with the versions where names changed.
+ * Sources: vLLM `vllm/v1/metrics/loggers.py` and PRs #18354 / #29330; SGLang
+ * `python/sglang/srt/metrics/collector.py`; llama.cpp `tools/server/server-task.cpp`
+ * (`to_metrics`) and PRs #13660 / #22879; TensorRT-LLM `tensorrt_llm/metrics/collector.py` and
+ * PR #5785.
+ */
+export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>> = {
+  vllm: {
+    metricsPath: '/metrics',
+    rankLabel: 'engine',
+    running: { name: 'vllm:num_requests_running', type: 'gauge' },
+    waiting: { name: 'vllm:num_requests_waiting', type: 'gauge' },
+    kvUsage: {
+      name: 'vllm:kv_cache_usage_perc',
+      type: 'gauge',
+      fallbacks: ['vllm:gpu_cache_usage_perc'],
+      note: 'vllm:kv_cache_usage_perc since 0.9 (PR #18354); vllm:gpu_cache_usage_perc was deprecated then and removed in PR #29330 (Nov 2025)',
+    },
+    prefillSeconds: { name: 'vllm:request_prefill_time_seconds', type: 'histogram', note: 'V1 engine: first scheduled → first token, queueing excluded' },
+    decodeSeconds: { name: 'vllm:request_decode_time_seconds', type: 'histogram', note: 'V1 engine: first → last token' },
+    ttftSeconds: { name: 'vllm:time_to_first_token_seconds', type: 'histogram' },
+    queueSeconds: { name: 'vllm:request_queue_time_seconds', type: 'histogram' },
+    promptTokens: { name: 'vllm:prompt_tokens_total', type: 'counter' },
+    generationTokens: { name: 'vllm:generation_tokens_total', type: 'counter' },
+    notes: [
+      'labels: model_name (the served model name) and engine (data-parallel engine index, V1)',
+      'V0 and V1 both expose num_requests_running/waiting; V1 histograms observe when a request finishes',
+    ],
+  },
+  sglang: {
+    metricsPath: '/metrics',
+    rankLabel: 'dp_rank',
+    running: { name: 'sglang:num_running_reqs', type: 'gauge' },
+    waiting: { name: 'sglang:num_queue_reqs', type: 'gauge' },
+    kvUsage: { name: 'sglang:token_usage', type: 'gauge', note: 'share of the KV token pool in use' },
+    prefillSeconds: {
+      name: 'sglang:per_stage_req_latency_seconds',
+      type: 'histogram',
+      match: { stage: 'prefill_forward' },
+      note: 'per-stage request latency; with chunked prefill the earlier chunks are stage="chunked_prefill"',
+    },
+    decodeSeconds: { name: 'sglang:per_stage_req_latency_seconds', type: 'histogram', match: { stage: 'decode_loop' } },
+    ttftSeconds: { name: 'sglang:time_to_first_token_seconds', type: 'histogram' },
+    queueSeconds: { name: 'sglang:queue_time_seconds', type: 'histogram' },
+    promptTokens: { name: 'sglang:prompt_tokens_total', type: 'counter' },
+    generationTokens: { name: 'sglang:generation_tokens_total', type: 'counter' },
+    notes: [
+      'needs --enable-metrics',
+      'scheduler labels: model_name, engine_type (unified|prefill|decode), tp_rank, pp_rank, moe_ep_rank, dp_rank with DP; tokenizer-side metrics carry model_name only',
+      'only TP rank 0 records scheduler metrics unless --enable-metrics-for-all-schedulers',
+      'older releases (2024) labelled with name= instead of model_name=',
+    ],
+  },
+  'llama-server': {
+    metricsPath: '/metrics',
+    rankLabel: null,
+    running: { name: 'llamacpp:requests_processing', type: 'gauge' },
+    waiting: { name: 'llamacpp:requests_deferred', type: 'gauge' },
+    kvUsage: {
+      name: 'llamacpp:kv_cache_usage_ratio',
+      type: 'gauge',
+      note: 'llama.cpp removed llamacpp:kv_cache_usage_ratio and kv_cache_tokens from /metrics in PR #13660 (May 2025); only older builds expose it',
+    },
+    prefillSeconds: { name: 'llamacpp:prompt_seconds_total', type: 'counter', note: 'a counter: total seconds, no request count' },
+    decodeSeconds: { name: 'llamacpp:tokens_predicted_seconds_total', type: 'counter', note: 'a counter: total seconds, no request count' },
+    ttftSeconds: { name: null, reason: 'llama-server exposes no time-to-first-token metric' },
+    queueSeconds: { name: null, reason: 'llama-server exposes no queue time, only the deferred request count' },
+    promptTokens: { name: 'llamacpp:prompt_tokens_total', type: 'counter', note: 'current builds count evaluated prompt tokens only (cached ones are llamacpp:prompt_tokens_cached_total)' },
+    generationTokens: { name: 'llamacpp:tokens_predicted_total', type: 'counter' },
+    notes: [
+      'needs --metrics (otherwise /metrics answers 501 not_supported_error)',
+      'no labels; in router mode /metrics needs ?model=<name>',
+      'per-request timings (prompt_ms, predicted_ms…) come in each response\'s `timings` object instead',
+    ],
+  },
+  trtllm: {
+    metricsPath: '/prometheus/metrics',
+    rankLabel: null,
+    running: { name: 'trtllm_num_requests_running', type: 'gauge', note: 'iteration stats: needs enable_iter_perf_stats' },
+    waiting: { name: 'trtllm_num_requests_waiting', type: 'gauge', note: 'iteration stats: needs enable_iter_perf_stats' },
+    kvUsage: { name: 'trtllm_kv_cache_utilization', type: 'gauge', note: 'usedNumBlocks / maxNumBlocks; iteration stats' },
+    prefillSeconds: { name: 'trtllm_request_prefill_time_seconds', type: 'histogram', note: 'first scheduled → first token' },
+    decodeSeconds: { name: 'trtllm_request_decode_time_seconds', type: 'histogram', note: 'first → last token' },
+    ttftSeconds: { name: 'trtllm_time_to_first_token_seconds', type: 'histogram' },
+    queueSeconds: { name: 'trtllm_request_queue_time_seconds', type: 'histogram' },
+    promptTokens: { name: 'trtllm_prompt_tokens_total', type: 'counter' },
+    generationTokens: { name: 'trtllm_generation_tokens_total', type: 'counter' },
+    notes: [
+      'trtllm-serve serves Prometheus text at /prometheus/metrics since PR #5785 (2025; first releases had request histograms only, without the trtllm_ prefix); its /metrics is JSON iteration stats',
+      'labels: model_name, engine_type',
+    ],
+  },
+}
+
+/** The Prometheus URL of an engine at `origin` (e.g. `http://127.0.0.1:8000`). */
+export function metricsUrl(origin: string, kind: EngineKind): string {
+  return new URL(ENGINE_METRIC_NAMES[kind].metricsPath, origin).toString()
+}
+
+type TimingKey = 'prefill' | 'decode' | 'ttft' | 'queue'
+const TIMING_SOURCES: Record<TimingKey, keyof EngineMetricNames> = {
+  prefill: 'prefillSeconds',
+  decode: 'decodeSeconds',
+  ttft: 'ttftSeconds',
+  queue: 'queueSeconds',
+}
+
+/** One scrape, reduced to what servegate keeps; a figure the scrape lacked is null. */
+export interface EngineReading {
+  running: number | null
+  waiting: number | null
+  kvUsage: number | null
+  timings: Record<TimingKey, { secondsSum: number; count: number | null } | null>
+  promptTokens: number | null
+  generationTokens: number | null
+}
+
+function matches(sample: ExpositionSample, name: string, match: MetricRef['match'], modelName: string | undefined): boolean {
+  if (sample.name !== name) return false
+  if (modelName !== undefined && sample.labels.model_name !== undefined && sample.labels.model_name !== modelName) return false
+  for (const [k, v] of Object.entries(match ?? {})) if (sample.labels[k] !== v) return false
+  return true
+}
+
+/** The series of a metric (its first exposed name, fallbacks included), finite values only. */
+function series(exposition: Exposition, ref: MetricRef, suffix: string, modelName: string | undefined): ExpositionSample[] | null {
+  for (const name of [ref.name, ...(ref.fallbacks ?? [])]) {
+    const found = exposition.samples.filter((s) => matches(s, name + suffix, ref.match, modelName))
+    if (found.length > 0) return found.filter((s) => Number.isFinite(s.value))
+  }
+  return null
+}
+
+function sum(values: readonly ExpositionSample[]): number {
+  return values.reduce((total, s) => total + s.value, 0)
+}
+
+/** Running/waiting: max over duplicates of one rank (TP ranks repeat the figure), summed over ranks. */
+function occupancy(found: readonly ExpositionSample[] | null, rankLabel: string | null): number | null {
+  if (found === null || found.length === 0) return null
+  const perRank = new Map<string, number>()
+  for (const s of found) {
+    const rank = rankLabel === null ? '' : (s.labels[rankLabel] ?? '')
+    perRank.set(rank, Math.max(perRank.get(rank) ?? Number.NEGATIVE_INFINITY, s.value))
+  }
+  return [...perRank.values()].reduce((a, b) => a + b, 0)
+}
+
+/**
+ * Reduces one parsed scrape to running, waiting, KV usage, timing totals and token counters.
+ * Pure. `modelName` keeps series whose `model_name` label is that name (or that have none).
+ */
+export function readEngineMetrics(exposition: Exposition, kind: EngineKind, modelName?: string): EngineReading {
+  const names = ENGINE_METRIC_NAMES[kind]
+  const get = (source: MetricSource, suffix = ''): ExpositionSample[] | null => (source.name === null ? null : series(exposition, source, suffix, modelName))
+  const timing = (key: TimingKey): EngineReading['timings'][TimingKey] => {
+    const source = names[TIMING_SOURCES[key]] as MetricSource
+    if (source.name === null) return null
+    if (source.type === 'counter') {
+      const found = get(source)
+      return found === null || found.length === 0 ? null : { secondsSum: sum(found), count: null }
+    }
+    const sums = get(source, '_sum')
+    const counts = get(source, '_count')
+    if (sums === null || counts === null || sums.length === 0 || counts.length === 0) return null
+    return { secondsSum: sum(sums), count: sum(counts) }
+  }
+  const counter = (source: MetricSource): number | null => {
+    const found = get(source)
+    return found === null || found.length === 0 ? null : sum(found)
+  }
+  const kv = get(names.kvUsage)
+  return {
+    running: occupancy(get(names.running), names.rankLabel),
+    waiting: occupancy(get(names.waiting), names.rankLabel),
+    kvUsage: kv === null || kv.length === 0 ? null : Math.max(...kv.map((s) => s.value)),
+    timings: { prefill: timing('prefill'), decode: timing('decode'), ttft: timing('ttft'), queue: timing('queue') },
+    promptTokens: counter(names.promptTokens),
+    generationTokens: counter(names.generationTokens),
+  }
+}
+
+function notExposed(source: MetricSource): string {
+  if (source.name === null) return source.reason
+  const names = [source.name, ...(source.fallbacks ?? [])].join(' / ')
+  const where = source.match === undefined ? '' : `{${Object.entries(source.match).map(([k, v]) => `${k}="${v}"`).join(',')}}`
+  return `${names}${where} is not in the engine's metrics${source.note === undefined ? '' : ` (${source.note})`}`
+}
+
+/** A reading and when it was taken (epoch ms). */
+export interface EngineSnapshot {
+  atMs: number
+  reading: EngineReading
+}
+
+/** Differences the timing totals and token counters between two readings. Pure. */
+export function timingDeltas(base: EngineSnapshot | null, last: EngineSnapshot | null, kind: EngineKind): { timings: EngineTimingDeltas; reasons: NullReasons } {
+  const names = ENGINE_METRIC_NAMES[kind]
+  const reasons: NullReasons = {}
+  const timings: EngineTimingDeltas = { windowMs: null, prefill: null, decode: null, ttft: null, queue: null, promptTokens: null, generationTokens: null }
+  const noInterval =
+    base === null || last === null ? 'no successful scrape'
+    : base === last || last.atMs <= base.atMs ? 'only one successful scrape since the load started: no interval to difference'
+    : null
+  if (noInterval !== null) {
+    for (const key of Object.keys(timings)) reasons[`timings.${key}`] = noInterval
+    return { timings, reasons }
+  }
+  const b = base as EngineSnapshot
+  const l = last as EngineSnapshot
+  timings.windowMs = l.atMs - b.atMs
+  const backwards = 'the counter went backwards between scrapes (engine restarted?)'
+  for (const key of Object.keys(TIMING_SOURCES) as TimingKey[]) {
+    const x = b.reading.timings[key]
+    const y = l.reading.timings[key]
+    if (x === null || y === null) {
+      reasons[`timings.${key}`] = notExposed(names[TIMING_SOURCES[key]] as MetricSource)
+      continue
+    }
+    const seconds = y.secondsSum - x.secondsSum
+    const count = x.count === null || y.count === null ? null : y.count - x.count
+    if (seconds < 0 || (count !== null && count < 0)) reasons[`timings.${key}`] = backwards
+    else timings[key] = { secondsSum: seconds, count } satisfies TimingDelta
+  }
+  for (const [key, source] of [['promptTokens', names.promptTokens], ['generationTokens', names.generationTokens]] as const) {
+    const x = b.reading[key]
+    const y = l.reading[key]
+    if (x === null || y === null) reasons[`timings.${key}`] = notExposed(source)
+    else if (y < x) reasons[`timings.${key}`] = backwards
+    else timings[key] = y - x
+  }
+  return { timings, reasons }
+}
+
+export interface MetricsScraperOptions {
+  /** The engine's Prometheus URL (see {@link metricsUrl}); loopback, as every servegate target. */
+  url: string
+  kind: EngineKind
+  /** Time between scrapes, ms. @default 250 */
+  intervalMs?: number
+  /** Per-scrape timeout, ms. @default 2000 */
+  timeoutMs?: number
+  /** Keep only series of this served model (`model_name` label). */
+  modelName?: string
+  /** Stops scraping when aborted; `stop()` still returns what was collected. */
+  signal?: AbortSignal
+}
+
+export interface MetricsScraper {
+  /** Scrapes now and makes that scrape the base of the timing deltas (call it after warm-up). */
+  markLoadStart(): Promise<void>
+  /** Stops, scrapes once more (so the last requests are counted) and summarizes. */
+  stop(): Promise<EngineOccupancy>
+}
+
+/**
+ * Scrapes an engine's Prometheus endpoint every `intervalMs` while a cell runs: the largest
+ * running and waiting request counts and KV-cache usage seen, and the engine's own timing totals
+ * between the load start (or first scrape) and the last scrape. A failed scrape is counted, never
+ * fatal; a figure the engine does not expose is null with the reason.
+ * @example
+ * const scraper = startMetricsScraper({ url: metricsUrl(origin, 'vllm'), kind: 'vllm' })
+ * await scraper.markLoadStart()
+ * // … run the cell …
+ * const occupancy = await scraper.stop()
+ * reachedConcurrency(occupancy, 8) // { reached: true, … }
+ */
+export function startMetricsScraper(options: MetricsScraperOptions): MetricsScraper {
+  const { url, kind } = options
+  const intervalMs = options.intervalMs ?? 250
+  const timeoutMs = options.timeoutMs ?? 2000
+  if (!(intervalMs > 0)) throw new RangeError(`startMetricsScraper: intervalMs must be > 0, got ${intervalMs}`)
+  const stopping = new AbortController()
+  const signal = options.signal === undefined ? stopping.signal : AbortSignal.any([options.signal, stopping.signal])
+  let scrapes = 0
+  let scrapeErrors = 0
+  let lastScrapeError: string | null = null
+  let runningMax: number | null = null
+  let waitingMax: number | null = null
+  let kvUsageMax: number | null = null
+  let base: EngineSnapshot | null = null
+  let last: EngineSnapshot | null = null
+  let rebase = false
+  const max = (a: number | null, b: number | null): number | null => (b === null ? a : a === null ? b : Math.max(a, b))
+
+  const scrape = async (): Promise<boolean> => {
+    let status: number
+    let body: string
+    try {
+      const res = await request(url, {
+        method: 'GET',
+        headers: { accept: 'text/plain;version=0.0.4' },
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+      })
+      status = res.statusCode
+      body = await res.body.text()
+    } catch (error) {
+      if (options.signal?.aborted === true) return false
+      scrapeErrors++
+      lastScrapeError = sanitizeMessage(`${url}: ${error instanceof Error ? error.message : String(error)}`)
+      return false
+    }
+    if (status !== 200) {
+      scrapeErrors++
+      lastScrapeError = sanitizeMessage(`${url} answered HTTP ${status}: ${body}`)
+      return false
+    }
+    const reading = readEngineMetrics(parseExposition(body), kind, options.modelName)
+    const stamped = { atMs: Date.now(), reading }
+    scrapes++
+    runningMax = max(runningMax, reading.running)
+    waitingMax = max(waitingMax, reading.waiting)
+    kvUsageMax = max(kvUsageMax, reading.kvUsage)
+    if (base === null || rebase) {
+      base = stamped
+      rebase = false
+    }
+    if (last === null || stamped.atMs >= last.atMs) last = stamped
+    return true
+  }
+
+  const running = (async (): Promise<void> => {
+    let next = performance.now()
+    while (!signal.aborted) {
+      await scrape()
+      next += intervalMs
+      const wait = next - performance.now()
+      if (wait <= 0) {
+        next = performance.now()
+        continue
+      }
+      await sleep(wait, undefined, { signal }).catch(() => undefined)
+    }
+  })()
+
+  let stopped: Promise<EngineOccupancy> | null = null
+  return {
+    async markLoadStart() {
+      rebase = true
+      await scrape()
+    },
+    stop() {
+      stopped ??= (async (): Promise<EngineOccupancy> => {
+        const callerAborted = options.signal?.aborted === true
+        stopping.abort()
+        await running
+        if (!callerAborted) await scrape()
+        const names = ENGINE_METRIC_NAMES[kind]
+        const reasons: NullReasons = {}
+        const none = scrapes === 0 ? `no successful scrape of ${url} (${scrapeErrors} failed; last: ${lastScrapeError ?? 'none'})` : null
+        if (runningMax === null) reasons.runningMax = none ?? notExposed(names.running)
+        if (waitingMax === null) reasons.waitingMax = none ?? notExposed(names.waiting)
+        if (kvUsageMax === null) reasons.kvUsageMax = none ?? notExposed(names.kvUsage)
+        const deltas = timingDeltas(base, last, kind)
+        if (none !== null) for (const key of Object.keys(deltas.reasons)) deltas.reasons[key] = none
+        return {
+          kind,
+          url,
+          intervalMs,
+          scrapes,
+          scrapeErrors,
+          lastScrapeError,
+          runningMax,
+          waitingMax,
+          kvUsageMax,
+          timings: deltas.timings,
+          reasons: { ...reasons, ...deltas.reasons },
+        }
+      })()
+      return stopped
+    },
+  }
+}
+
+/** Below this many scrapes a running count under the requested concurrency may just be a missed peak. */
+const MIN_SCRAPES_FOR_NOT_REACHED = 3
+
+/**
+ * Whether the engine ran `requested` requests at once at some scrape. Pure. `reached` is null when
+ * the engine does not report running requests or too few scrapes succeeded to say it never did.
+ * @example reachedConcurrency(occupancy, 8) // { requested: 8, runningMax: 4, reached: false, reason: '… up to 4 waited in its queue …' }
+ */
+export function reachedConcurrency(occupancy: EngineOccupancy, requested: number): ConcurrencyCheck {
+  const { runningMax, waitingMax, scrapes, intervalMs } = occupancy
+  if (!(Number.isInteger(requested) && requested > 0)) throw new TypeError(`reachedConcurrency: requested must be a positive integer, got ${requested}`)
+  if (runningMax === null) {
+    return { requested, runningMax, reached: null, reason: occupancy.reasons.runningMax ?? 'the engine reported no running requests' }
+  }
+  if (runningMax >= requested) {
+    const extra = runningMax > requested ? `; more than requested: another client shares the engine, or warm-up requests overlapped` : ''
+    return { requested, runningMax, reached: true, reason: `the engine ran ${runningMax} requests at once (requested ${requested})${extra}` }
+  }
+  if (scrapes < MIN_SCRAPES_FOR_NOT_REACHED) {
+    return { requested, runningMax, reached: null, reason: `only ${scrapes} successful scrape(s): a peak of ${requested} may have fallen between them` }
+  }
+  const why =
+    waitingMax !== null && waitingMax > 0
+      ? `up to ${waitingMax} waited in its queue: its batch limit (max-num-seqs, max-running-requests, --parallel slots…) is below the requested concurrency`
+      : 'none waited in its queue: the client did not keep the requests in flight, or the peaks fell between scrapes'
+  return {
+    requested,
+    runningMax,
+    reached: false,
+    reason: `the engine ran at most ${runningMax} of ${requested} requests at once over ${scrapes} scrapes every ${intervalMs} ms; ${why}`,
+  }
+}
