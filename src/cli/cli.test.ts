@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -132,6 +133,34 @@ describe('servegate run --engine', () => {
     expect(r.code).toBe(1)
     expect(r.stderr).toMatch(/^servegate: the cell failed: ENGINE_EXITED: engine vllm exited during start-up with code 7; log .*\n$/)
     expect(RunRecord.parse(JSON.parse(await readFile(out, 'utf8'))).cellFailure?.code).toBe('ENGINE_EXITED')
+  })
+
+  test('Ctrl-C mid-cell: the partial record is written, the engine tree is gone, exit 130', { timeout: 60_000 }, async () => {
+    const pids = join(dir, 'ctrlc-pids.txt')
+    const config = join(dir, 'slow.json')
+    const env = { FAKE_ENGINE_PIDFILE: pids, FAKE_ENGINE_DECODE_TOK_PER_S: '20' }
+    await writeFile(config, JSON.stringify({ kind: 'vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, env, logDir: join(dir, 'logs') }))
+    const out = join(dir, 'ctrlc-run.json')
+    const child = execa(process.execPath, [BIN, 'run', '--engine', config, '--requests', '20', '--max-tokens', '40', '--prompt-tokens', '32', '--out', out], { reject: false })
+    await expect.poll(async () => (await readFile(pids, 'utf8').catch(() => '')).split('\n').filter(Boolean).length, { timeout: 20_000 }).toBe(3)
+    await new Promise((r) => setTimeout(r, 1500))
+    child.kill('SIGINT')
+    const result = await child
+    expect(result.exitCode).toBe(130)
+    expect(result.stderr).toMatch(/interrupted; the requests measured so far are in the record/)
+    const record = RunRecord.parse(JSON.parse(await readFile(out, 'utf8')))
+    expect(record.requests).toHaveLength(20)
+    expect(record.failures.REQUEST_ABORTED).toBeGreaterThan(0)
+    const tree = (await readFile(pids, 'utf8')).split('\n').filter(Boolean).map(Number)
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0)
+        return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+      } catch {
+        return false
+      }
+    }
+    await expect.poll(() => tree.filter(alive), { timeout: 5000 }).toEqual([])
   })
 
   test('a bad engine config names the field', async () => {

@@ -25,8 +25,9 @@ export async function main(argv: string[], io: CliIo = { stdout: process.stdout,
   const [command, ...rest] = argv
   const controller = new AbortController()
   const onSignal = (): void => controller.abort()
-  process.once('SIGINT', onSignal)
-  process.once('SIGTERM', onSignal)
+  // `on`, not `once`: other listeners (engine teardown) decide whether to re-raise by counting us.
+  process.on('SIGINT', onSignal)
+  process.on('SIGTERM', onSignal)
   try {
     switch (command) {
       case 'run':

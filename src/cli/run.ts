@@ -187,6 +187,11 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
     io.stderr.write(`servegate: the cell failed: ${record.cellFailure.code}: ${record.cellFailure.message.split('\n')[0]}\n`)
     return 1
   }
+  if (signal?.aborted === true) {
+    io.stdout.write(`${renderSummary(record, out)}\n`)
+    io.stderr.write('servegate: interrupted; the requests measured so far are in the record, the cancelled ones failed as REQUEST_ABORTED\n')
+    return 130
+  }
   if (values.json === true) {
     io.stdout.write(`${JSON.stringify({ metrics: record.metrics, completed: record.completed, failed: record.failed, failures: record.failures, harness: record.harness, record: out }, null, 2)}\n`)
   } else {

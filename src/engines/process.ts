@@ -31,14 +31,14 @@ export interface EngineProcess {
 const TAIL_LINES = 40
 
 /** Live processes, torn down when servegate's own process is interrupted or exits. */
-const live = new Set<EngineProcess>()
+const live = new Set<{ killNow(): void }>()
 let hooksInstalled = false
 
 function installExitHooks(): void {
   if (hooksInstalled) return
   hooksInstalled = true
   const killAll = (): void => {
-    for (const p of live) killTreeSync(p.pid, 'SIGKILL')
+    for (const p of live) p.killNow()
   }
   process.once('exit', killAll)
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
@@ -216,17 +216,22 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
       clearTimeout(timer)
       // The leader may exit first and leave members behind: make sure the whole tree is gone.
       await waitGone(tree, o.graceMs)
-      live.delete(proc)
       return info
     },
   }
   if (pid > 0) {
     void snapshot()
-    live.add(proc)
+    // On servegate's own exit or interrupt: the stop was asked for, so it is no engine failure.
+    const entry = {
+      killNow() {
+        requested = true
+        killTreeSync(pid, 'SIGKILL')
+        for (const p of seen.keys()) signalPid(p, 'SIGKILL')
+      },
+    }
+    live.add(entry)
     installExitHooks()
-    void exited.then(() => {
-      if (!requested) live.delete(proc)
-    })
+    void exited.then(() => live.delete(entry))
   }
   return proc
 }
