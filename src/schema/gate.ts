@@ -1,0 +1,39 @@
+import { z } from 'zod'
+
+/** The three outcomes of every gate: decided either way, or not enough evidence yet. */
+export const GateOutcome = z.enum(['pass', 'fail', 'inconclusive'])
+export type GateOutcome = z.infer<typeof GateOutcome>
+
+/**
+ * One gate decision, JSON-safe so it crosses from a vitest worker to the reporter: the effect
+ * with its interval, the samples it rests on, the rule that decided, and what would settle an
+ * inconclusive one.
+ */
+export const GateDecision = z.object({
+  /** The matcher or gate name, e.g. `toWinDecode`. */
+  gate: z.string(),
+  outcome: GateOutcome,
+  /** superiority: must be proven; non-regression: fails only on a confident regression; check: a yes/no fact. */
+  kind: z.enum(['superiority', 'non-regression', 'check']),
+  /** What was compared, e.g. `decodeTokPerS` or `ttftMs p95`. */
+  metric: z.string(),
+  effect: z.object({
+    /** candidate ÷ baseline for ratios, candidate − baseline for differences; null when not estimable. */
+    estimate: z.number().nullable(),
+    low: z.number().nullable(),
+    high: z.number().nullable(),
+    unit: z.enum(['ratio', 'ms', 'points', 'fraction', 'count']),
+    /** Two-sided confidence of the interval, after any multiplicity or sequential adjustment. */
+    confidence: z.number().gt(0).lt(1).nullable(),
+    /** How the interval was computed, e.g. `paired log-ratio, BCa bootstrap (2000, seed 1)`. */
+    method: z.string(),
+  }),
+  samples: z.object({ baseline: z.int().nonnegative(), candidate: z.int().nonnegative(), paired: z.int().nonnegative() }),
+  /** The decision rule in words, with its thresholds. */
+  rule: z.string(),
+  /** For an inconclusive superiority claim: paired requests per arm that would likely decide it. */
+  moreRequestsHint: z.int().positive().nullable(),
+  /** Annotations for the reviewer (an inconclusive non-regression passes with one). */
+  warnings: z.array(z.string()),
+})
+export type GateDecision = z.infer<typeof GateDecision>
