@@ -1,4 +1,4 @@
-import type { Dispatcher } from 'undici'
+import { Client, type Dispatcher } from 'undici'
 import { type ErrorCode, sanitizeMessage, ServegateError } from '../errors.ts'
 import type { Api, ErrorInfo } from '../schema/run.ts'
 import { createSseParser } from './sse.ts'
@@ -110,9 +110,15 @@ export async function streamCompletion(dispatcher: Dispatcher, origin: string, r
   // on a fresh connection, within what is left of its deadline; the record keeps the attempt count.
   const left = req.deadlineMs - (performance.now() - first.dispatchedAt)
   if (left <= 0) return first
-  const second = await streamOnce(dispatcher, origin, { ...req, deadlineMs: left })
-  second.attempts = 2
-  return second
+  // A connection of its own: the pool's other idle connections may be closing the same way.
+  const fresh = new Client(origin, { pipelining: 1 })
+  try {
+    const second = await streamOnce(fresh, origin, { ...req, deadlineMs: left })
+    second.attempts = 2
+    return second
+  } finally {
+    void fresh.destroy()
+  }
 }
 
 function streamOnce(dispatcher: Dispatcher, origin: string, req: StreamRequest): Promise<StreamObservation> {

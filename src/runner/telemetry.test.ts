@@ -26,7 +26,7 @@ describe('telemetry during a cell on a launched engine', () => {
     process.env.FAKE_NVIDIA_SMI_LOAD_FILE = loadFile
     const record = await runEngineCell(
       { kind: 'vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, gpus: '0', env: { FAKE_ENGINE_DECODE_TOK_PER_S: '50' }, logDir: join(dir, 'logs') },
-      { requests: 8, concurrency: 4, maxTokens: 20, workload: { promptTokens: 64 } },
+      { requests: 16, concurrency: 4, maxTokens: 20, workload: { promptTokens: 64 } },
       {
         gpuFacts: nvidiaSmiGpuFacts(NVIDIA_SMI),
         telemetry: { nvidiaSmi: NVIDIA_SMI, gpuIntervalMs: 50, metricsIntervalMs: 50 },
