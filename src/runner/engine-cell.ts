@@ -1,8 +1,8 @@
-import { type GpuFactsProbe, launchEngine, type RunningEngine } from '../engines/launch.ts'
 import { type EngineConfig, type ResolvedEngineConfig, resolveEngineConfig } from '../engines/config.ts'
+import { type GpuFactsProbe, launchEngine, type RunningEngine } from '../engines/launch.ts'
 import { type InProcessEngine, startNodeLlamaCpp } from '../engines/node-llama-cpp.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
-import type { RunRecord } from '../schema/run.ts'
+import type { ErrorInfo, RunRecord } from '../schema/run.ts'
 import { type CellTransport, failedCellRecord, measureCell, runCell, type RunCellHooks } from './cell.ts'
 import { type CellOptions, resolveCellOptions } from './options.ts'
 import { startTelemetry, type TelemetryOptions } from './telemetry.ts'
@@ -17,28 +17,59 @@ export interface EngineCellHooks extends Omit<RunCellHooks, 'engine'> {
   telemetry?: TelemetryOptions | false
 }
 
-/**
- * Launches an engine, measures one cell on it, and tears it down whatever happens. An engine
- * that fails to start, or exits mid-cell, yields a record with `cellFailure` (exit code and log
- * tail) and whatever was measured before; it never throws for an engine failure.
- * @throws ServegateError CONFIG_INVALID for a bad engine or cell config
- */
-export async function runEngineCell(engineConfig: EngineConfig, cell: EngineCellOptions, hooks: EngineCellHooks): Promise<RunRecord> {
-  const config = resolveEngineConfig(engineConfig)
-  if (config.kind === 'node-llama-cpp') return runInProcessCell(config, cell, hooks)
-  const modelOf = (e: EngineConfig): string => e.model.id
-  let engine: RunningEngine
-  try {
-    engine = await launchEngine(engineConfig, hooks.gpuFacts, hooks.signal)
-  } catch (error) {
-    if (error instanceof ServegateError && error.code !== 'CONFIG_INVALID') {
-      return failedCellRecord(
-        { ...cell, baseUrl: NO_ORIGIN, model: modelOf(engineConfig) },
-        { code: error.code, message: sanitizeMessage(error.message, 4000), httpStatus: null, retryAfterS: null },
-      )
-    }
-    throw error
+/** An engine servegate started: over HTTP (a process or an external URL) or in-process. */
+export type LiveEngine =
+  | { shape: 'http'; model: string; engine: RunningEngine }
+  | { shape: 'in-process'; model: string; engine: InProcessEngine; config: Extract<ResolvedEngineConfig, { kind: 'node-llama-cpp' }> }
+
+/** Why an engine could not be started, as a cell failure; null for a config error (rethrown). */
+function startFailure(error: unknown, config: ResolvedEngineConfig): ErrorInfo | null {
+  if (error instanceof ServegateError && error.code !== 'CONFIG_INVALID') {
+    return { code: error.code, message: sanitizeMessage(error.message, 4000), httpStatus: null, retryAfterS: null }
   }
+  if (config.kind === 'node-llama-cpp' && !(error instanceof ServegateError)) {
+    const message = sanitizeMessage(`node-llama-cpp could not load ${config.model.path}: ${(error as Error).message}`, 4000)
+    return { code: 'ENGINE_EXITED', message, httpStatus: null, retryAfterS: null }
+  }
+  return null
+}
+
+/**
+ * Starts an engine from its config: launches it (or connects, or loads it in-process) and
+ * waits until it is ready. Returns the failure instead of throwing when it does not start.
+ * @throws ServegateError CONFIG_INVALID for a bad config
+ */
+export async function startEngine(input: EngineConfig, gpuFacts: GpuFactsProbe, signal?: AbortSignal): Promise<LiveEngine | { failure: ErrorInfo }> {
+  const config = resolveEngineConfig(input)
+  try {
+    if (config.kind === 'node-llama-cpp') return { shape: 'in-process', model: config.model.id, engine: await startNodeLlamaCpp(config, gpuFacts), config }
+    const engine = await launchEngine(config, gpuFacts, signal)
+    return { shape: 'http', model: engine.model, engine }
+  } catch (error) {
+    const failure = startFailure(error, config)
+    if (failure === null) throw error
+    return { failure }
+  }
+}
+
+/** The placeholder origin of cells that send nothing over HTTP (in-process, or failed to start). */
+const NO_ORIGIN = 'http://127.0.0.1:1'
+
+/** The record of a cell whose engine never ran it. */
+export function engineFailedRecord(cell: EngineCellOptions, model: string, failure: ErrorInfo): RunRecord {
+  return failedCellRecord({ ...cell, baseUrl: NO_ORIGIN, model }, failure)
+}
+
+/**
+ * Measures one cell on an engine that is running (left running afterwards): telemetry around
+ * it, and a mid-cell exit turned into the record's `cellFailure`. Never throws for an engine
+ * failure.
+ */
+export async function measureOnEngine(live: LiveEngine, cell: EngineCellOptions, hooks: EngineCellHooks): Promise<RunRecord> {
+  if (live.shape === 'in-process') return measureInProcess(live, cell, hooks)
+  const { engine } = live
+  const already = engine.failure()
+  if (already !== null) return engineFailedRecord(cell, engine.model, already)
   const telemetry = hooks.telemetry === false ? null : startTelemetry(engine, cell.concurrency ?? 1, hooks.telemetry)
   let finished = false
   try {
@@ -62,35 +93,41 @@ export async function runEngineCell(engineConfig: EngineConfig, cell: EngineCell
     return failedCellRecord({ ...cell, baseUrl: engine.baseUrl, model: engine.model }, failure, engine.manifest)
   } finally {
     if (!finished) await telemetry?.cancel()
-    await engine.stop()
   }
 }
-
-/** The placeholder origin of cells that send nothing over HTTP (in-process, or failed to start). */
-const NO_ORIGIN = 'http://127.0.0.1:1'
 
 /**
  * An in-process engine measured by the same core as HTTP ones: the same bodies, the same
  * observation per request, the same record; only the transport differs (and is recorded).
  */
-async function runInProcessCell(config: Extract<ResolvedEngineConfig, { kind: 'node-llama-cpp' }>, cell: EngineCellOptions, hooks: EngineCellHooks): Promise<RunRecord> {
-  const o = resolveCellOptions({ ...cell, baseUrl: NO_ORIGIN, model: config.model.id })
-  let engine: InProcessEngine
-  try {
-    engine = await startNodeLlamaCpp(config, hooks.gpuFacts)
-  } catch (error) {
-    const message = sanitizeMessage(`node-llama-cpp could not load ${config.model.path}: ${(error as Error).message}`, 4000)
-    return failedCellRecord({ ...cell, baseUrl: NO_ORIGIN, model: config.model.id }, { code: 'ENGINE_EXITED', message, httpStatus: null, retryAfterS: null })
+async function measureInProcess(live: Extract<LiveEngine, { shape: 'in-process' }>, cell: EngineCellOptions, hooks: EngineCellHooks): Promise<RunRecord> {
+  const o = resolveCellOptions({ ...cell, baseUrl: NO_ORIGIN, model: live.model })
+  const transport: CellTransport = {
+    send: (body, captureChars, signal) => live.engine.send(body, captureChars, signal, o.requestTimeoutMs),
+    tokenizer: async () => ({ tokenizer: live.engine.tokenizer, warning: null }),
+    close: async () => {},
   }
+  const record = await measureCell(o, transport, 'in-process', { onProgress: hooks.onProgress, signal: hooks.signal })
+  return { ...record, manifest: live.engine.manifest }
+}
+
+/** Stops a started engine (the whole process tree, or the in-process model). */
+export async function stopEngine(live: LiveEngine): Promise<void> {
+  await live.engine.stop()
+}
+
+/**
+ * Launches an engine, measures one cell on it, and tears it down whatever happens. An engine
+ * that fails to start, or exits mid-cell, yields a record with `cellFailure` (exit code and log
+ * tail) and whatever was measured before; it never throws for an engine failure.
+ * @throws ServegateError CONFIG_INVALID for a bad engine or cell config
+ */
+export async function runEngineCell(engineConfig: EngineConfig, cell: EngineCellOptions, hooks: EngineCellHooks): Promise<RunRecord> {
+  const started = await startEngine(engineConfig, hooks.gpuFacts, hooks.signal)
+  if ('failure' in started) return engineFailedRecord(cell, engineConfig.model.id, started.failure)
   try {
-    const transport: CellTransport = {
-      send: (body, captureChars, signal) => engine.send(body, captureChars, signal, o.requestTimeoutMs),
-      tokenizer: async () => ({ tokenizer: engine.tokenizer, warning: null }),
-      close: async () => {},
-    }
-    const record = await measureCell(o, transport, 'in-process', { onProgress: hooks.onProgress, signal: hooks.signal })
-    return { ...record, manifest: engine.manifest }
+    return await measureOnEngine(started, cell, hooks)
   } finally {
-    await engine.stop()
+    await stopEngine(started)
   }
 }
