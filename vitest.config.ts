@@ -1,6 +1,8 @@
 import { defineConfig } from 'vitest/config'
+import { servegate } from './src/vitest/index.ts'
 
 export default defineConfig({
+  plugins: [servegate({ evidenceDir: 'evidence' })],
   test: {
     include: ['src/**/*.test.ts', 'matchers/**/*.test.ts', 'benchmarks/**/*.test.ts', 'scripts/**/*.test.ts'],
     testTimeout: 30_000,

@@ -1,0 +1,46 @@
+/**
+ * A real pair on this CPU, run by `vitest bench`: the in-process llama.cpp engine (node-llama-cpp)
+ * over the tiny generated model, one sequence slot against four, at concurrency 4, on the same
+ * request stream. And a deliberately unfair pair (another model file) that the fairness check
+ * must reject.
+ */
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, test } from 'vitest'
+import { writeTinyGguf } from '../scripts/make-tiny-gguf.ts'
+import { engine, pair } from '../src/index.ts'
+
+const dir = join(process.cwd(), '.servegate', 'bench-models')
+mkdirSync(dir, { recursive: true })
+const tiny = await writeTinyGguf(join(dir, 'tiny-17.gguf'), { seed: 17 })
+const other = await writeTinyGguf(join(dir, 'tiny-18.gguf'), { seed: 18 })
+
+const model = { id: 'tiny-llama', path: tiny.path }
+const oneSlot = engine.nodeLlamaCpp({ name: 'nlc-1seq', model, sequences: 1, contextSize: 4096 })
+const fourSlots = engine.nodeLlamaCpp({ name: 'nlc-4seq', model, sequences: 4, contextSize: 4096 })
+const otherModel = engine.nodeLlamaCpp({ name: 'nlc-other', model: { id: 'tiny-llama', path: other.path }, sequences: 4, contextSize: 4096 })
+
+const plan = {
+  concurrency: 4,
+  requests: 32,
+  maxTokens: 24,
+  workload: { promptTokens: 192, seed: 17, canaries: false, outputControl: { mode: 'strict' as const } },
+}
+
+describe('tiny llama, in-process: 1 sequence vs 4 sequences at concurrency 4', () => {
+  const fair = pair({ baseline: oneSlot, candidate: fourSlots, ...plan })
+
+  test('is a matched pair', async () => expect(await fair).toBeMatchedPair())
+  test('measured every request on both arms', async () => {
+    const p = await fair
+    for (const r of [...p.baseline, ...p.candidate]) {
+      expect(r.cellFailure).toBeNull()
+      expect(r.completed).toBe(32)
+    }
+  })
+})
+
+describe('an unfair pair', () => {
+  const unfair = pair({ baseline: fourSlots, candidate: otherModel, ...plan, requests: 8 })
+  test('another model file is not a matched pair', async () => expect(await unfair).not.toBeMatchedPair())
+})

@@ -1,0 +1,112 @@
+import { type EngineCellOptions, engineFailedRecord, measureOnEngine, stopEngine } from '../runner/engine-cell.ts'
+import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
+import type { RunRecord } from '../schema/run.ts'
+import { type EngineHandle, freshEngine, registerTeardown, sharedEngine } from './engine.ts'
+
+/** A measured cell as tests read it: its run record (one per launch when repeated). */
+export interface CellResult {
+  readonly kind: 'cell'
+  readonly id: string
+  /** The first (or only) launch's record. */
+  readonly record: RunRecord
+  /** Every launch's record, in launch order. */
+  readonly records: readonly RunRecord[]
+}
+
+/** A measured pair: both arms' records, launches interleaved A B B A when repeated. */
+export interface PairResult {
+  readonly kind: 'pair'
+  readonly id: string
+  readonly baseline: readonly RunRecord[]
+  readonly candidate: readonly RunRecord[]
+  /** The arms in the order they were launched, e.g. ['baseline', 'candidate', 'candidate', 'baseline']. */
+  readonly launchOrder: ReadonlyArray<'baseline' | 'candidate'>
+}
+
+export interface CellSpec extends EngineCellOptions {
+  engine: EngineHandle
+  /** Shown in evidence; defaults to engine, workload, context and concurrency. */
+  id?: string
+  /** Launches of the engine, each a fresh process; 1 reuses the file's shared engine. @default 1 */
+  repeats?: number
+}
+
+export interface PairSpec extends EngineCellOptions {
+  baseline: EngineHandle
+  candidate: EngineHandle
+  id?: string
+  /** Launches per arm, interleaved A B B A; 1 reuses the file's shared engines. @default 1 */
+  repeats?: number
+}
+
+/** A cell or pair that runs once, lazily, however many tests await it. */
+export interface Lazy<T> extends PromiseLike<T> {
+  /** Starts it now (it would start at the first `await` anyway). */
+  run(): Promise<T>
+}
+
+function lazy<T>(work: () => Promise<T>): Lazy<T> {
+  let running: Promise<T> | null = null
+  const run = (): Promise<T> => (running ??= work())
+  return {
+    run,
+    then: (onFulfilled, onRejected) => run().then(onFulfilled, onRejected),
+  }
+}
+
+function cellId(engineName: string, o: EngineCellOptions): string {
+  const kind = o.workload?.kind ?? 'synthetic-summary'
+  return `${engineName}-${kind}-ctx${o.workload?.promptTokens ?? 256}-c${o.concurrency ?? 1}`
+}
+
+/** Measures a cell on an engine, launched fresh or shared; an engine that fails makes a failed record. */
+async function measure(h: EngineHandle, options: EngineCellOptions, fresh: boolean): Promise<RunRecord> {
+  const started = await (fresh ? freshEngine(h) : sharedEngine(h))
+  if ('failure' in started) return engineFailedRecord(options, h.config.model.id, started.failure)
+  try {
+    return await measureOnEngine(started, options, { gpuFacts: nvidiaSmiGpuFacts() })
+  } finally {
+    if (fresh) await stopEngine(started)
+  }
+}
+
+/** The A B B A order of `repeats` launches per arm. */
+export function interleave(repeats: number): Array<'baseline' | 'candidate'> {
+  const order: Array<'baseline' | 'candidate'> = []
+  for (let i = 0; i < repeats; i++) order.push(...(i % 2 === 0 ? (['baseline', 'candidate'] as const) : (['candidate', 'baseline'] as const)))
+  return order
+}
+
+/**
+ * Declares a cell in a spec: one engine, one plan. It runs once, when a test first awaits it.
+ * @example const c = cell({ engine: candidate, concurrency: 4, requests: 64, workload: { promptTokens: 1024 } })
+ * test('reaches its concurrency', async () => expect(await c).toReachConcurrency())
+ */
+export function cell(spec: CellSpec): Lazy<CellResult> {
+  registerTeardown()
+  const { engine: h, id, repeats = 1, ...options } = spec
+  const name = id ?? cellId(h.name, options)
+  return lazy(async () => {
+    const records: RunRecord[] = []
+    for (let i = 0; i < repeats; i++) records.push(await measure(h, options, repeats > 1))
+    return { kind: 'cell', id: name, record: records[0] as RunRecord, records }
+  })
+}
+
+/**
+ * Declares a pair: the same plan (and so the same request bytes) on a baseline and a candidate
+ * engine. With repeats, arms are launched fresh and interleaved A B B A.
+ * @example const p = pair({ baseline, candidate, concurrency: 4, requests: 64 })
+ * test('wins decode', async () => expect(await p).toWinDecode({ margin: 0.05 }))
+ */
+export function pair(spec: PairSpec): Lazy<PairResult> {
+  registerTeardown()
+  const { baseline, candidate, id, repeats = 1, ...options } = spec
+  const name = id ?? cellId(`${baseline.name}-vs-${candidate.name}`, options)
+  return lazy(async () => {
+    const order = interleave(repeats)
+    const arms = { baseline: [] as RunRecord[], candidate: [] as RunRecord[] }
+    for (const arm of order) arms[arm].push(await measure(arm === 'baseline' ? baseline : candidate, options, repeats > 1))
+    return { kind: 'pair', id: name, baseline: arms.baseline, candidate: arms.candidate, launchOrder: order }
+  })
+}

@@ -1,0 +1,82 @@
+import { createHash } from 'node:crypto'
+import { afterAll, inject } from 'vitest'
+import { type EngineConfig, type ResolvedEngineConfig, resolveEngineConfig } from '../engines/config.ts'
+import type { GpuFactsProbe } from '../engines/launch.ts'
+import { type LiveEngine, startEngine, stopEngine } from '../runner/engine-cell.ts'
+import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
+import type { ErrorInfo } from '../schema/run.ts'
+
+/** An engine declared in a spec: its config and an id derived from it. Launched on first use. */
+export interface EngineHandle {
+  readonly id: string
+  readonly name: string
+  readonly config: ResolvedEngineConfig
+}
+
+type Without<K extends EngineConfig['kind']> = Omit<Extract<EngineConfig, { kind: K }>, 'kind'> & { name?: string }
+
+function handle(input: EngineConfig & { name?: string }): EngineHandle {
+  const { name, ...raw } = input
+  const config = resolveEngineConfig(raw)
+  const id = createHash('sha256').update(JSON.stringify(config)).digest('hex').slice(0, 12)
+  return { id, name: name ?? `${config.kind}:${config.model.id}`, config }
+}
+
+/**
+ * Engine declarations for specs. Each returns a handle; the engine is launched the first time a
+ * cell needs it, shared by every cell of the file that uses the same config, and torn down
+ * after the file.
+ * @example const baseline = engine.vllm({ model: { id: 'Qwen/Qwen3-8B', revision: '5112966d' } })
+ */
+export const engine = {
+  vllm: (c: Without<'vllm'>): EngineHandle => handle({ kind: 'vllm', ...c }),
+  sglang: (c: Without<'sglang'>): EngineHandle => handle({ kind: 'sglang', ...c }),
+  llamaServer: (c: Without<'llama-server'>): EngineHandle => handle({ kind: 'llama-server', ...c }),
+  trtllm: (c: Without<'trtllm'>): EngineHandle => handle({ kind: 'trtllm', ...c }),
+  command: (c: Without<'command'>): EngineHandle => handle({ kind: 'command', ...c }),
+  external: (c: Without<'external'>): EngineHandle => handle({ kind: 'external', ...c }),
+  nodeLlamaCpp: (c: Without<'node-llama-cpp'>): EngineHandle => handle({ kind: 'node-llama-cpp', ...c }),
+}
+
+type Started = LiveEngine | { failure: ErrorInfo }
+
+/** Engines of this file (one vitest worker runs one file at a time): shared per config, stopped after the file. */
+const shared = new Map<string, Promise<Started>>()
+let hookRegistered = false
+
+function gpuFacts(): GpuFactsProbe {
+  let executable: string | undefined
+  try {
+    executable = (inject as (key: string) => { nvidiaSmi?: string } | undefined)('servegate')?.nvidiaSmi
+  } catch {
+    executable = undefined
+  }
+  return nvidiaSmiGpuFacts(executable)
+}
+
+/** Registers the file's teardown; called while the file is collected (cells are declared at top level). */
+export function registerTeardown(): void {
+  if (hookRegistered) return
+  hookRegistered = true
+  afterAll(async () => {
+    const started = [...shared.values()]
+    shared.clear()
+    hookRegistered = false
+    for (const s of await Promise.all(started)) if (!('failure' in s)) await stopEngine(s)
+  })
+}
+
+/** The file's shared instance of an engine, launched on first use. */
+export function sharedEngine(h: EngineHandle): Promise<Started> {
+  let started = shared.get(h.id)
+  if (started === undefined) {
+    started = startEngine(h.config, gpuFacts())
+    shared.set(h.id, started)
+  }
+  return started
+}
+
+/** A fresh launch of an engine, for repeats (launch-to-launch variation needs new processes). */
+export function freshEngine(h: EngineHandle): Promise<Started> {
+  return startEngine(h.config, gpuFacts())
+}

@@ -1,0 +1,2 @@
+export { servegate } from './plugin.ts'
+export { ServegateOptions, type ResolvedServegateOptions } from './options.ts'

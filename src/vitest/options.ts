@@ -1,0 +1,26 @@
+import { z } from 'zod'
+import { ServegateError } from '../errors.ts'
+
+/** Options of the servegate vitest plugin. */
+export const ServegateOptions = z.object({
+  /** Where the reporter writes evidence. @default 'evidence' */
+  evidenceDir: z.string().min(1).default('evidence'),
+  /** Benchmark spec files run by `vitest bench`. @default ['benchmarks/**\/*.bench.ts'] */
+  benchInclude: z.array(z.string().min(1)).min(1).default(['benchmarks/**/*.bench.ts']),
+  /** Per-test and per-hook timeout under `vitest bench`, ms (cells launch engines). @default 3600000 */
+  benchTimeoutMs: z.int().positive().default(3_600_000),
+  /** nvidia-smi to query and sample. @default 'nvidia-smi' */
+  nvidiaSmi: z.string().min(1).optional(),
+})
+export type ServegateOptions = z.input<typeof ServegateOptions>
+export type ResolvedServegateOptions = z.infer<typeof ServegateOptions>
+
+/** Validates the plugin options; the error names the field and the fix. */
+export function resolveServegateOptions(input: unknown): ResolvedServegateOptions {
+  const result = ServegateOptions.safeParse(input ?? {})
+  if (!result.success) {
+    const issues = result.error.issues.map((i) => `servegate(options).${i.path.join('.') || '(options)'}: ${i.message}`)
+    throw new ServegateError('CONFIG_INVALID', `invalid servegate plugin options: ${issues.join('; ')}`)
+  }
+  return result.data
+}
