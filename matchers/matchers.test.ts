@@ -1,0 +1,123 @@
+import { stripVTControlCharacters } from 'node:util'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { hostFacts } from '../src/engines/manifest.ts'
+import { runCell } from '../src/runner/cell.ts'
+import type { Manifest } from '../src/schema/manifest.ts'
+import type { RunRecord } from '../src/schema/run.ts'
+import type { SimServer } from '../src/sim/server.ts'
+import { startSimServer } from '../src/sim/server.ts'
+import type { PairSubject } from './subject.ts'
+
+let sim: SimServer
+let base: RunRecord
+
+const manifest = (over: Partial<Manifest['model']> = {}, gpu = 'NVIDIA H100 80GB HBM3'): Manifest => ({
+  engine: { kind: 'vllm', shape: 'http', version: { value: '0.11.0', source: 'GET /version', reason: null }, commit: { value: null, source: null, reason: 'none' }, argv: [], envNames: [], visibleDevices: '0', tensorParallel: 1 },
+  model: { id: 'm', revision: 'abc', fingerprint: { value: null, source: null, reason: 'no local path' }, ...over },
+  gpus: { status: 'ok', devices: [{ index: 0, name: gpu, uuid: 'GPU-1', driverVersion: '550.54.15', memoryTotalMiB: 81559 }] },
+  host: hostFacts(),
+  harness: { version: '0.1.0', hash: 'h'.repeat(64) },
+})
+
+beforeAll(async () => {
+  sim = await startSimServer({ model: 'm', decodeTokPerS: 2000 })
+  base = await runCell({ baseUrl: sim.url, model: 'm', requests: 4, maxTokens: 4, workload: { promptTokens: 32, canaries: true, seed: 5 } })
+})
+afterAll(() => sim.close())
+
+const withManifest = (r: RunRecord, m: Manifest = manifest()): RunRecord => ({ ...r, manifest: m })
+const pairOf = (b: RunRecord, c: RunRecord): PairSubject => ({ kind: 'pair', id: 'p', baseline: [b], candidate: [c] })
+const failureOf = (fn: () => void): string => {
+  try {
+    fn()
+  } catch (error) {
+    return stripVTControlCharacters((error as Error).message)
+  }
+  throw new Error('expected the assertion to fail')
+}
+
+describe('toBeMatchedPair', () => {
+  test('passes for the same plan on both arms, and its .not fails with the reason', () => {
+    const p = pairOf(withManifest(base), withManifest(base))
+    expect(p).toBeMatchedPair()
+    expect(failureOf(() => expect(p).not.toBeMatchedPair())).toMatchInlineSnapshot(`
+      "expect(result).not.toBeMatchedPair()
+
+      Expected:  the pair to differ in some fairness fact
+      Received:  a matched pair (1+1 launches)
+      GPU UUIDs: baseline GPU-1; candidate GPU-1 (reported, not required)"
+    `)
+  })
+
+  test('names every mismatch: model revision, GPU, wire bytes', () => {
+    const other = { ...withManifest(base, manifest({ revision: 'def' }, 'NVIDIA A100-SXM4-80GB')) }
+    other.plan = { ...other.plan, workload: { ...other.plan.workload, wireMatchesPlan: false } }
+    const p = pairOf(withManifest(base), other)
+    expect(p).not.toBeMatchedPair()
+    expect(failureOf(() => expect(p).toBeMatchedPair())).toMatchInlineSnapshot(`
+      "expect(result).toBeMatchedPair()
+
+      Expected:  every fairness fact equal on both arms
+      Received:  3 mismatches
+      GPU UUIDs: baseline GPU-1; candidate GPU-1 (reported, not required)
+
+      - model revision: baseline abc ≠ def
+      - GPU model and memory: baseline [{"name":"NVIDIA H100 80GB HBM3","memoryTotalMiB":81559}] ≠ [{"name":"NVIDIA A100-SXM4-80GB","memoryTotalMiB":81559}]
+      - candidate: the bytes written to the socket differ from the planned request stream"
+    `)
+  })
+
+  test('a failed cell is never a matched pair', () => {
+    const failed = { ...withManifest(base), cellFailure: { code: 'ENGINE_EXITED' as const, message: 'engine vllm exited mid-cell with code 1', httpStatus: null, retryAfterS: null } }
+    expect(failureOf(() => expect(pairOf(withManifest(base), failed)).toBeMatchedPair())).toMatch(/a cell failed, so nothing can be compared: candidate: ENGINE_EXITED: engine vllm exited mid-cell with code 1/)
+  })
+
+  test('a wrong argument is a TypeError naming the matcher', () => {
+    expect(() => expect({ kind: 'cell' }).toBeMatchedPair()).toThrow(new TypeError('toBeMatchedPair: expected a measured pair (await pair({ baseline, candidate, … })), received an object of kind "cell"'))
+  })
+})
+
+describe('toPassCanaries', () => {
+  test('passes when every reply carried its own marker; .not fails', () => {
+    const c = { kind: 'cell' as const, id: 'c', record: base, records: [base] }
+    expect(c).toPassCanaries()
+    expect(failureOf(() => expect(c).not.toPassCanaries())).toMatchInlineSnapshot(`
+      "expect(result).not.toPassCanaries()
+
+      Expected: some canary to fail
+      Received: 4/4 canaries passed"
+    `)
+  })
+
+  test('fails naming the request whose reply crossed streams', () => {
+    const crossed: RunRecord = {
+      ...base,
+      requests: base.requests.map((r, i) => (i === 2 && r.canary !== null ? { ...r, canary: { ...r.canary, passed: false, reason: "the reply contains another request's marker (SGREQ-5-00003)" } } : r)),
+      metrics: { ...base.metrics, canaries: { samples: 4, passed: 3 } },
+    }
+    const c = { kind: 'cell' as const, id: 'c', record: crossed, records: [crossed] }
+    expect(failureOf(() => expect(c).toPassCanaries())).toMatchInlineSnapshot(`
+      "expect(result).toPassCanaries()
+
+      Expected: every reply to begin with its own marker and hold no other
+      Received: 3/4 canaries passed
+
+      - cell request 2: the reply contains another request's marker (SGREQ-5-00003)"
+    `)
+  })
+})
+
+describe('toReachConcurrency', () => {
+  test('fails with the reason when the cell has no engine metrics', () => {
+    const c = { kind: 'cell' as const, id: 'c', record: base, records: [base] }
+    expect(c).not.toReachConcurrency()
+    expect(failureOf(() => expect(c).toReachConcurrency())).toMatchInlineSnapshot(`
+      "expect(result).toReachConcurrency()
+
+      Expected: the engine to run the requested concurrency
+      Received: no engine occupancy
+
+      - cell: no telemetry was recorded (the cell did not run on an engine servegate launched)"
+    `)
+  })
+})
