@@ -22,6 +22,7 @@ import { mkdir, writeFile } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { encodeGguf, GGUF_DEFAULT_ALIGNMENT, type GgufTensor, type GgufValue } from './gguf.ts'
+import { createRandom } from '../src/random.ts'
 
 /** Model shape of the tiny model; written into the GGUF metadata. */
 export const TINY_DIMS = {
@@ -125,17 +126,6 @@ export function tinyVocab(): VocabEntry[] {
   return entries
 }
 
-/** mulberry32: a small deterministic PRNG, so the bytes do not depend on any library. */
-function prng(seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 /** Options of {@link writeTinyGguf}. */
 export type TinyGgufOptions = {
@@ -156,7 +146,7 @@ export function encodeTinyGguf(options: TinyGgufOptions = {}): { bytes: Uint8Arr
   const headDim = nEmbd / nHead
   const vocab = tinyVocab()
   const nVocab = vocab.length
-  const random = prng(seed)
+  const random = createRandom(seed)
   const uniform = (scale: number) => (random() * 2 - 1) * scale
 
   /** A `[cols, rows]` (ggml order) matrix; `fill(row, col)` gives each value, row-major. */

@@ -48,6 +48,17 @@ export interface StreamObservation {
   error: ErrorInfo | null
 }
 
+/** Appends content to an observation's bounded capture; past the bound it marks it truncated. */
+export function captureContent(obs: StreamObservation, text: string, captureChars: number): void {
+  const room = captureChars - obs.content.length
+  if (text.length > room) {
+    obs.content += text.slice(0, room)
+    obs.contentTruncated = true
+  } else {
+    obs.content += text
+  }
+}
+
 export const API_PATHS: Record<Api, string> = {
   chat: '/v1/chat/completions',
   completions: '/v1/completions',
@@ -184,15 +195,7 @@ function streamOnce(dispatcher: Dispatcher, origin: string, req: StreamRequest):
       req.signal?.addEventListener('abort', onAbort, { once: true })
     }
 
-    const capture = (text: string): void => {
-      const room = captureChars - obs.content.length
-      if (text.length > room) {
-        obs.content += text.slice(0, room)
-        obs.contentTruncated = true
-      } else {
-        obs.content += text
-      }
-    }
+    const capture = (text: string): void => captureContent(obs, text, captureChars)
 
     const onEvent = (data: string, at: number): void => {
       if (data === '[DONE]') {

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises'
-import type { StreamObservation } from '../client/stream.ts'
+import { captureContent, type StreamObservation } from '../client/stream.ts'
 import type { ChatText, EngineTokenizer } from '../client/tokenize.ts'
 import { sanitizeMessage } from '../errors.ts'
 import type { Manifest } from '../schema/manifest.ts'
@@ -149,15 +149,7 @@ export async function startNodeLlamaCpp(config: Config, gpuFacts: GpuFactsProbe)
           obs.contentChunks++
           obs.firstOutputAt ??= at
           obs.firstContentAt ??= at
-          if (captureChars > 0 && !obs.contentTruncated) {
-            const room = captureChars - obs.content.length
-            if (piece.length > room) {
-              obs.content += piece.slice(0, room)
-              obs.contentTruncated = true
-            } else {
-              obs.content += piece
-            }
-          }
+          if (captureChars > 0 && !obs.contentTruncated) captureContent(obs, piece, captureChars)
         }
         if (generated >= maxTokens) {
           obs.finishReason = 'length'
