@@ -31,6 +31,17 @@ describe('tiny llama, in-process: 1 sequence vs 4 sequences at concurrency 4', (
   const fair = pair({ baseline: oneSlot, candidate: fourSlots, ...plan })
 
   test('is a matched pair', async () => expect(await fair).toBeMatchedPair())
+  // With one request slot, three of four requests wait before their prefill starts.
+  test('four sequences win effective prefill (no waiting for a slot)', async () => expect(await fair).toWinPrefill({ margin: 0.5 }))
+  // On one CPU thread, batching four sequences costs as much per token as it saves in waiting:
+  // a real non-win, which the gate must not call a win.
+  test('four sequences do not win throughput by 20% on one thread', async () => expect(await fair).not.toWinThroughput({ margin: 0.2 }))
+  test('four sequences hold p50 time to first output within 10%', async () =>
+    expect(await fair).toHoldLatency({ metric: 'timeToFirstOutput', percentile: 50, notWorseThanPct: 10 }))
+  test('every output is exactly max_tokens long on both arms', async () => {
+    const p = await fair
+    for (const r of [...p.baseline, ...p.candidate]) expect(r.metrics.outputControl).toMatchObject({ exact: 32, samples: 32 })
+  })
   test('measured every request on both arms', async () => {
     const p = await fair
     for (const r of [...p.baseline, ...p.candidate]) {

@@ -1,9 +1,24 @@
+import type { AccuracyGapOptions } from '../src/gates/index.ts'
 import { toBeMatchedPair } from './toBeMatchedPair.ts'
+import { type HoldLatencyMatcherOptions, toHoldLatency } from './toHoldLatency.ts'
 import { toPassCanaries } from './toPassCanaries.ts'
 import { toReachConcurrency } from './toReachConcurrency.ts'
+import { toStayWithinAccuracyGap } from './toStayWithinAccuracyGap.ts'
+import { toWinDecode, type WinDecodeOptions } from './toWinDecode.ts'
+import { toWinPrefill, type WinPrefillOptions } from './toWinPrefill.ts'
+import { toWinThroughput, type WinThroughputOptions } from './toWinThroughput.ts'
 
 /** Every servegate matcher, for `expect.extend` (the plugin's setup file does it). */
-export const matchers = { toBeMatchedPair, toPassCanaries, toReachConcurrency }
+export const matchers = {
+  toBeMatchedPair,
+  toWinDecode,
+  toWinPrefill,
+  toWinThroughput,
+  toHoldLatency,
+  toStayWithinAccuracyGap,
+  toPassCanaries,
+  toReachConcurrency,
+}
 
 declare module 'vitest' {
   // Declaration merging needs vitest's exact type parameters (T is unused here).
@@ -15,5 +30,15 @@ declare module 'vitest' {
     toPassCanaries(): R
     /** The engine's metrics show the requested concurrency actually running. */
     toReachConcurrency(): R
+    /** The candidate's decode tok/s win over the baseline is proven beyond the margin. */
+    toWinDecode(options?: WinDecodeOptions): R
+    /** The candidate's effective prefill tok/s win is proven beyond the margin. */
+    toWinPrefill(options?: WinPrefillOptions): R
+    /** The candidate's output tokens per service second win is proven beyond the margin. */
+    toWinThroughput(options?: WinThroughputOptions): R
+    /** No confident regression of a latency percentile beyond the tolerance. */
+    toHoldLatency(options: HoldLatencyMatcherOptions): R
+    /** No confident accuracy drop on the same questions beyond `points`. */
+    toStayWithinAccuracyGap(options?: AccuracyGapOptions): R
   }
 }

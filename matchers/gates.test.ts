@@ -1,0 +1,134 @@
+import { stripVTControlCharacters } from 'node:util'
+import { describe, expect, test } from 'vitest'
+import { createRandom } from '../src/random.ts'
+import { RunRecord } from '../src/schema/run.ts'
+import { failedCellRecord } from '../src/runner/cell.ts'
+import type { PairSubject } from './subject.ts'
+
+/**
+ * A record of `n` ok requests whose per-request figures are drawn around the given medians
+ * (log-normal with relative sd `noise`), seeded, so both arms can share per-prompt effects.
+ */
+function arm(n: number, scale: { decode?: number; ttftMs?: number }, noise: number, seed: number): RunRecord {
+  const prompt = createRandom(7)
+  const own = createRandom(seed)
+  const gauss = (r: () => number) => Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r())
+  const base = failedCellRecord({ baseUrl: 'http://127.0.0.1:1', model: 'm', requests: n }, { code: 'INTERNAL', message: 'x', httpStatus: null, retryAfterS: null })
+  const requests = Array.from({ length: n }, (_, index) => {
+    const difficulty = Math.exp(0.2 * gauss(prompt))
+    const jitter = () => Math.exp(noise * gauss(own))
+    const decodeTokPerS = (scale.decode ?? 100) * difficulty * jitter()
+    const ttftMs = (scale.ttftMs ?? 200) * difficulty * jitter()
+    const completionTokens = 64
+    const generationMs = ((completionTokens - 1) / decodeTokPerS) * 1000
+    return RunRecord.shape.requests.element.parse({
+      status: 'ok', index, queueDelayMs: 0, sendLagMs: 0, startOffsetMs: 0, ttftMs, timeToFirstOutputMs: ttftMs, e2eMs: ttftMs + generationMs,
+      generationMs, tpotMs: generationMs / (completionTokens - 1), decodeTokPerS, effectivePrefillTokPerS: 512 / (ttftMs / 1000),
+      promptTokens: 512, completionTokens, completionTokenSource: 'usage', reasoningChunks: 0, contentChunks: completionTokens, itlMs: null, finishReason: 'length',
+    })
+  })
+  return { ...base, cellFailure: null, requests, completed: n }
+}
+
+const pairOf = (b: RunRecord, c: RunRecord): PairSubject => ({ kind: 'pair', id: 'p', baseline: [b], candidate: [c] })
+const failureOf = (fn: () => void): string => {
+  try {
+    fn()
+  } catch (error) {
+    return stripVTControlCharacters((error as Error).message).split('\n- Expected')[0] as string
+  }
+  throw new Error('expected the assertion to fail')
+}
+
+describe('toWinDecode', () => {
+  test('pass: a clear 30% win over 64 paired prompts (launch noise 2% included)', () => {
+    const p = pairOf(arm(64, { decode: 100 }, 0.05, 1), arm(64, { decode: 130 }, 0.05, 2))
+    expect(p).toWinDecode({ margin: 0.05 })
+    expect(failureOf(() => expect(p).not.toWinDecode({ margin: 0.05 }))).toMatch(/^expect\(result\)\.not\.toWinDecode\(\)\n\nExpected: not: pass if the lower bound .* exceeds 1\.050/)
+  })
+
+  test('fail: the candidate is confidently slower', () => {
+    const p = pairOf(arm(64, { decode: 100 }, 0.05, 1), arm(64, { decode: 80 }, 0.05, 2))
+    const message = failureOf(() => expect(p).toWinDecode())
+    expect(message).toMatch(/Received: fail: 0\.\d+× \[0\.\d+×, 0\.\d+×\] \(98% interval\)/)
+    expect(message).toMatch(/Samples: {2}64 paired; baseline 64, candidate 64/)
+  })
+
+  test('inconclusive fails, with how many more requests would likely decide it', () => {
+    const p = pairOf(arm(10, { decode: 100 }, 0.3, 1), arm(10, { decode: 104 }, 0.3, 2))
+    const message = failureOf(() => expect(p).toWinDecode())
+    expect(message).toMatch(/Received: inconclusive: /)
+    expect(message).toMatch(/about \d+ paired requests per arm would likely decide it/)
+  })
+
+  test('a failed cell fails the gate with its reason', () => {
+    const failed = failedCellRecord({ baseUrl: 'http://127.0.0.1:1', model: 'm' }, { code: 'ENGINE_EXITED', message: 'engine vllm exited during start-up with code 3', httpStatus: null, retryAfterS: null })
+    expect(failureOf(() => expect(pairOf(arm(16, {}, 0.05, 1), failed)).toWinDecode())).toMatch(/- candidate: ENGINE_EXITED: engine vllm exited during start-up with code 3/)
+  })
+
+  test('a wrong argument is a TypeError naming the matcher', () => {
+    expect(() => expect({}).toWinDecode()).toThrow(TypeError)
+    expect(() => expect({}).toWinDecode()).toThrow(/^toWinDecode: expected a measured pair/)
+  })
+})
+
+describe('toHoldLatency', () => {
+  test('pass: no regression of p95 TTFT', () => {
+    const p = pairOf(arm(128, { ttftMs: 200 }, 0.1, 1), arm(128, { ttftMs: 195 }, 0.1, 2))
+    expect(p).toHoldLatency({ metric: 'ttft', percentile: 95, notWorseThanPct: 10 })
+  })
+
+  test('fail: a confident 40% regression of p50 TTFT', () => {
+    const p = pairOf(arm(128, { ttftMs: 200 }, 0.1, 1), arm(128, { ttftMs: 280 }, 0.1, 2))
+    expect(failureOf(() => expect(p).toHoldLatency({ metric: 'ttft', percentile: 50, notWorseThanPct: 10 }))).toMatch(/Received: fail: 1\.\d+×/)
+  })
+
+  test('inconclusive passes (with a warning annotation), and .not then fails', () => {
+    const p = pairOf(arm(12, { ttftMs: 200 }, 0.3, 1), arm(12, { ttftMs: 215 }, 0.3, 2))
+    expect(p).toHoldLatency({ metric: 'ttft', percentile: 50, notWorseThanPct: 5 })
+    expect(failureOf(() => expect(p).not.toHoldLatency({ metric: 'ttft', percentile: 50, notWorseThanPct: 5 }))).toMatch(/Received: inconclusive: /)
+  })
+
+  test('a wrong argument is a TypeError naming the matcher', () => {
+    const p = pairOf(arm(8, {}, 0.1, 1), arm(8, {}, 0.1, 2))
+    // @ts-expect-error: the options are required
+    expect(() => expect(p).toHoldLatency()).toThrow(/^toHoldLatency: pass \{ metric:/)
+  })
+})
+
+describe('toWinPrefill and toWinThroughput', () => {
+  test('pass on a clear win, fail on a clear loss, and .not both ways', () => {
+    const faster = pairOf(arm(64, { ttftMs: 200, decode: 100 }, 0.05, 1), arm(64, { ttftMs: 120, decode: 140 }, 0.05, 2))
+    const slower = pairOf(arm(64, { ttftMs: 200, decode: 100 }, 0.05, 1), arm(64, { ttftMs: 300, decode: 70 }, 0.05, 2))
+    expect(faster).toWinPrefill({ margin: 0.1 })
+    expect(faster).toWinThroughput({ margin: 0.1 })
+    expect(slower).not.toWinPrefill()
+    expect(slower).not.toWinThroughput()
+    expect(failureOf(() => expect(slower).toWinPrefill())).toMatch(/^expect\(result\)\.toWinPrefill\(\)\n\nExpected: pass if .*\nReceived: fail: /)
+    expect(failureOf(() => expect(faster).not.toWinThroughput({ margin: 0.1 }))).toMatch(/^expect\(result\)\.not\.toWinThroughput\(\)\n\nExpected: not: pass if .*\nReceived: pass: /)
+  })
+})
+
+describe('toStayWithinAccuracyGap', () => {
+  function scored(record: RunRecord, pCorrect: number, seed: number, tokens = 64): RunRecord {
+    const r = createRandom(seed)
+    return {
+      ...record,
+      requests: record.requests.map((q) => ({ ...q, completionTokens: tokens, score: { correct: r() < pCorrect, extracted: 'x', reason: 'test' } })),
+    }
+  }
+
+  test('pass when both arms answer alike; fail on a confident 25-point drop', () => {
+    const base = arm(200, {}, 0.05, 1)
+    const same = pairOf(scored(base, 0.8, 11), scored(arm(200, {}, 0.05, 2), 0.8, 11))
+    expect(same).toStayWithinAccuracyGap()
+    const worse = pairOf(scored(base, 0.8, 11), scored(arm(200, {}, 0.05, 2), 0.55, 12))
+    expect(failureOf(() => expect(worse).toStayWithinAccuracyGap({ points: 2 }))).toMatch(/^expect\(result\)\.toStayWithinAccuracyGap\(\)\n\nExpected: .*\nReceived: fail: /)
+    expect(failureOf(() => expect(same).not.toStayWithinAccuracyGap())).toMatch(/^expect\(result\)\.not\.toStayWithinAccuracyGap\(\)/)
+  })
+
+  test('an output-length gap of 10% or more is a warning, not a failure', () => {
+    const p = pairOf(scored(arm(100, {}, 0.05, 1), 0.8, 11, 64), scored(arm(100, {}, 0.05, 2), 0.8, 11, 80))
+    expect(p).toStayWithinAccuracyGap({ outputLengthPct: 10 })
+  })
+})

@@ -1,0 +1,104 @@
+import { normalQuantile, studentTQuantile } from '../stats/distributions.ts'
+import { welchTTest } from '../stats/tests.ts'
+
+/** An interval on the log scale of a ratio, around its estimate. */
+export interface LogInterval {
+  estimate: number
+  low: number
+  high: number
+}
+
+/**
+ * Widens a log-scale interval for launch-to-launch variation: each side's half-width h (= z·se)
+ * becomes √(h² + z²·v), i.e. se² + v in quadrature, where v is the variance of the launch
+ * effects in the estimate (2·launchNoise² for a ratio of two launches, launchNoise² for one arm).
+ * Keeps the bootstrap's asymmetry.
+ */
+export function widen(interval: LogInterval, confidence: number, launchVariance: number): LogInterval {
+  if (!(launchVariance > 0)) return interval
+  const z = normalQuantile(1 - (1 - confidence) / 2)
+  const extra = z * z * launchVariance
+  return {
+    estimate: interval.estimate,
+    low: interval.estimate - Math.sqrt((interval.estimate - interval.low) ** 2 + extra),
+    high: interval.estimate + Math.sqrt((interval.high - interval.estimate) ** 2 + extra),
+  }
+}
+
+/**
+ * A bootstrap interval of a mean, each side made at least as wide as the Student t interval's
+ * (mean ± t_{n−1}·sd/√n). The bootstrap's jackknife acceleration is noisy with heavy tails (a
+ * stall in one arm): a sample with an outlier has both its mean and its skewness pulled the same
+ * way and BCa then shortens the opposite side, which doubled the A/A false-win rate of prefill in
+ * the calibration. The t floor keeps BCa's skew where it widens and removes it where it narrows.
+ */
+export function atLeastStudentT(interval: LogInterval, sd: number, n: number, confidence: number): LogInterval {
+  const half = (studentTQuantile(1 - (1 - confidence) / 2, n - 1) * sd) / Math.sqrt(n)
+  return {
+    estimate: interval.estimate,
+    low: Math.min(interval.low, interval.estimate - half),
+    high: Math.max(interval.high, interval.estimate + half),
+  }
+}
+
+/** Welch's t-interval for the difference of mean log-statistics over launches (candidate − baseline). */
+export function launchLevelInterval(candidate: readonly number[], baseline: readonly number[], confidence: number): LogInterval & { df: number; sd: number } {
+  const result = welchTTest(candidate, baseline, confidence)
+  const pooled = Math.sqrt((variance(candidate) + variance(baseline)) / 2)
+  return { estimate: result.estimate, low: result.low, high: result.high, df: result.df, sd: pooled }
+}
+
+/** The one-sample t-interval of a mean of log-statistics over launches. */
+export function launchLevelOneSample(values: readonly number[], confidence: number): LogInterval & { df: number } {
+  const n = values.length
+  const mean = values.reduce((s, v) => s + v, 0) / n
+  const se = Math.sqrt(variance(values) / n)
+  const half = studentTQuantile(1 - (1 - confidence) / 2, n - 1) * se
+  return { estimate: mean, low: mean - half, high: mean + half, df: n - 1 }
+}
+
+function variance(values: readonly number[]): number {
+  const n = values.length
+  if (n < 2) return 0
+  const mean = values.reduce((s, v) => s + v, 0) / n
+  return values.reduce((s, v) => s + (v - mean) ** 2, 0) / (n - 1)
+}
+
+/** The sample standard deviation. */
+export function sampleSd(values: ArrayLike<number>): number {
+  const n = values.length
+  if (n < 2) return 0
+  let mean = 0
+  for (let i = 0; i < n; i++) mean += values[i] as number
+  mean /= n
+  let ss = 0
+  for (let i = 0; i < n; i++) ss += ((values[i] as number) - mean) ** 2
+  return Math.sqrt(ss / (n - 1))
+}
+
+/**
+ * A fraction as a percentage. Above ½ (a confidence) with enough decimals to show its tail:
+ * 0.95 → "95%", 0.9962 → "99.62%", 0.99962 → "99.962%"; otherwise two decimals: 0.02 → "2%".
+ */
+export function percent(fraction: number): string {
+  const tail = 1 - fraction
+  const decimals = fraction > 0.5 && tail > 0 ? Math.min(8, Math.max(0, Math.ceil(-Math.log10(tail)) - 1)) : 2
+  return `${Number((fraction * 100).toFixed(decimals))}%`
+}
+
+/** A ratio with three decimals. */
+export function ratio(value: number): string {
+  return value.toFixed(3)
+}
+
+/** The launch-noise clause of a method, or an empty string. */
+export function launchNoiseClause(launchNoise: number): string {
+  return launchNoise > 0 ? `; launch noise ${percent(launchNoise)} per launch added in quadrature` : ''
+}
+
+/** The warning a single-launch gate carries when launch noise is off. */
+export function noLaunchNoiseWarning(launchNoise: number): string[] {
+  return launchNoise > 0
+    ? []
+    : ['launchNoise is 0: the interval covers request-to-request noise within one launch per arm only; if launches differ (2% is common), it overstates certainty. Repeat launches or set launchNoise.']
+}

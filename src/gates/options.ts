@@ -1,0 +1,101 @@
+import { z } from 'zod'
+import { DEFAULT_RESAMPLES } from '../stats/bootstrap.ts'
+
+/**
+ * Two-sided confidence of every gate's interval unless told otherwise: each claim rests on a
+ * one-sided 99% bound, so a gate claims a win (or a regression) that is not there at most 1%
+ * of the time. Calibrated by `npm run bench:gate`.
+ */
+export const DEFAULT_CONFIDENCE = 0.98
+
+/** Seed of the bootstrap when none is given; recorded in every decision's `effect.method`. */
+export const DEFAULT_SEED = 1
+
+/**
+ * Relative standard deviation of one launch's multiplicative effect (weights placement, clocks,
+ * allocator state) assumed when a gate sees one launch per arm. Per-request statistics inside one
+ * launch cannot see it, so it is added in quadrature to the log-ratio's standard error
+ * (2·launchNoise² for two independent launches). 2% is the variation DESIGN.md warns about; set
+ * your own measured value, or `0` only when you have shown launches do not vary. Ignored when
+ * the arms come with repeated launches (the launch-level test measures it).
+ */
+export const DEFAULT_LAUNCH_NOISE = 0.02
+
+/** Sequential looks suggested for streaming cells; gates use all the requests at once unless given looks. */
+export const SUGGESTED_LOOKS = [16, 32, 64, 128] as const
+
+const common = {
+  /** Two-sided confidence of the interval; each claim uses one side. @default 0.98 */
+  confidence: z.number().gt(0.5).lt(1).default(DEFAULT_CONFIDENCE),
+  /** Bootstrap seed. @default 1 */
+  seed: z.int().default(DEFAULT_SEED),
+  /** Bootstrap resamples. @default 2000 */
+  resamples: z.int().min(100).default(DEFAULT_RESAMPLES),
+  /** Relative sd of the launch effect (e.g. 0.02), see DEFAULT_LAUNCH_NOISE. @default 0.02 */
+  launchNoise: z.number().min(0).max(0.5).default(DEFAULT_LAUNCH_NOISE),
+}
+
+/** Rate metrics a win gate compares; `throughputTokPerS` is completionTokens / e2e per request. */
+export const RateMetric = z.enum(['decodeTokPerS', 'effectivePrefillTokPerS', 'throughputTokPerS'])
+export type RateMetric = z.infer<typeof RateMetric>
+
+export const WinGateName = z.enum(['toWinDecode', 'toWinPrefill', 'toWinThroughput'])
+export type WinGateName = z.infer<typeof WinGateName>
+
+export const WinGateOptions = z.object({
+  gate: WinGateName,
+  /** The compared metric; by default the gate's own (decode, prefill, throughput). */
+  metric: RateMetric.optional(),
+  /** The win must exceed 1 + margin (0.05: at least 5% better). @default 0 */
+  margin: z.number().gt(-1).default(0),
+  /**
+   * Paired-request counts at which to look, e.g. [16, 32, 64, 128]: the gate stops at the first
+   * decisive look, with α spent across looks (Pocock-type Lan–DeMets). Null: one look at all
+   * paired requests. @default null
+   */
+  looks: z.array(z.int().min(2)).min(1).nullable().default(null),
+  ...common,
+})
+export type WinGateOptions = z.input<typeof WinGateOptions>
+export type ResolvedWinGateOptions = z.infer<typeof WinGateOptions>
+
+export const LatencyMetric = z.enum(['ttft', 'tpot', 'e2e', 'itl', 'timeToFirstOutput'])
+export type LatencyMetric = z.infer<typeof LatencyMetric>
+
+export const HoldLatencyOptions = z
+  .object({
+    gate: z.string().min(1).default('toHoldLatency'),
+    metric: LatencyMetric,
+    /** Nearest-rank percentile. @default 50 */
+    percentile: z.union([z.literal(50), z.literal(90), z.literal(95), z.literal(99)]).default(50),
+    /** Tolerated regression of candidate/baseline, percent (10: up to 10% slower passes). */
+    notWorseThanPct: z.number().min(0).optional(),
+    /** An absolute bound on the candidate's percentile, ms. */
+    atMostMs: z.number().positive().optional(),
+    ...common,
+  })
+  .refine((o) => (o.notWorseThanPct === undefined) !== (o.atMostMs === undefined), {
+    message: 'give exactly one of `notWorseThanPct` (relative to the baseline) or `atMostMs` (absolute)',
+    path: ['notWorseThanPct'],
+  })
+export type HoldLatencyOptions = z.input<typeof HoldLatencyOptions>
+export type ResolvedHoldLatencyOptions = z.infer<typeof HoldLatencyOptions>
+
+export const AccuracyGapOptions = z.object({
+  gate: z.string().min(1).default('toStayWithinAccuracyGap'),
+  /** Accuracy drop (percentage points) that counts as a regression. @default 2 */
+  points: z.number().positive().max(100).default(2),
+  /** Mean output-length gap (percent) that earns a warning; never fails on its own. @default 10 */
+  outputLengthPct: z.number().positive().default(10),
+  /** Two-sided confidence of the difference's interval. @default 0.98 */
+  confidence: z.number().gt(0.5).lt(1).default(DEFAULT_CONFIDENCE),
+})
+export type AccuracyGapOptions = z.input<typeof AccuracyGapOptions>
+export type ResolvedAccuracyGapOptions = z.infer<typeof AccuracyGapOptions>
+
+/** Parses options once at the boundary; a wrong one throws a TypeError naming the gate and the fix. */
+export function parseOptions<S extends z.ZodType>(gate: string, schema: S, options: unknown): z.infer<S> {
+  const parsed = schema.safeParse(options)
+  if (!parsed.success) throw new TypeError(`${gate}: invalid options\n${z.prettifyError(parsed.error)}`)
+  return parsed.data
+}

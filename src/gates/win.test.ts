@@ -1,0 +1,140 @@
+import { describe, expect, test } from 'vitest'
+import { GateDecision } from '../schema/gate.ts'
+import { normalQuantile } from '../stats/distributions.ts'
+import { around, failedRequest, launchOf, okRequest } from './fixture.ts'
+import { MAX_REQUESTS_HINT, requestsHint, winGate } from './win.ts'
+
+const N = 64
+const baseline = launchOf('decodeTokPerS', around(50, N, 0.1))
+/** The baseline's prompts, `ratio` times as fast, with a little per-request noise of its own. */
+const candidate = (ratio: number, noise = 0.02, n = N) => launchOf('decodeTokPerS', around(50, n, 0.1).map((v, i) => v * ratio * (1 + noise * Math.cos(2.3 * i))))
+
+describe('winGate', () => {
+  test('a clear 10% decode win passes, with the effect, its interval, the rule and the method', () => {
+    const d = winGate({ baseline, candidate: candidate(1.1) }, { gate: 'toWinDecode', margin: 0.05, launchNoise: 0 })
+    expect(GateDecision.parse(d)).toEqual(d)
+    expect(d).toMatchObject({ gate: 'toWinDecode', outcome: 'pass', kind: 'superiority', metric: 'decodeTokPerS', moreRequestsHint: null })
+    expect(d.effect.estimate).toBeCloseTo(1.1, 2)
+    expect(d.effect.low as number).toBeGreaterThan(1.05)
+    expect(d.effect.high as number).toBeGreaterThan(d.effect.estimate as number)
+    expect(d.effect).toMatchObject({ unit: 'ratio', confidence: 0.98 })
+    expect(d.effect.method).toMatch(/geometric mean of 64 paired ratios.*BCa bootstrap \(2000 resamples, seed 1\)/)
+    expect(d.rule).toBe(
+      'pass if the lower bound of the 98% interval of candidate/baseline decode tok/s (a one-sided 99% bound) exceeds 1.050; fail if its upper bound is below 1.050; otherwise inconclusive',
+    )
+    expect(d.samples).toEqual({ baseline: 64, candidate: 64, paired: 64 })
+    expect(d.warnings.join(' ')).toMatch(/launchNoise is 0/)
+  })
+
+  test('a clear slowdown fails (confidently not a win); a margin-sized win is inconclusive', () => {
+    expect(winGate({ baseline, candidate: candidate(0.9) }, { gate: 'toWinDecode', launchNoise: 0 }).outcome).toBe('fail')
+    const d = winGate({ baseline, candidate: candidate(1.05, 0.05) }, { gate: 'toWinDecode', margin: 0.05, launchNoise: 0 })
+    expect(d.outcome).toBe('inconclusive')
+  })
+
+  test('inconclusive: moreRequestsHint asks for more paired requests than it had', () => {
+    const d = winGate({ baseline, candidate: candidate(1.01, 0.1) }, { gate: 'toWinDecode', launchNoise: 0 })
+    expect(d.outcome).toBe('inconclusive')
+    expect(d.moreRequestsHint as number).toBeGreaterThan(64)
+    expect(d.moreRequestsHint as number).toBeLessThanOrEqual(MAX_REQUESTS_HINT)
+  })
+
+  test('the default launch-noise floor (2% per launch) holds back a 3% win that one launch cannot prove', () => {
+    const tight = candidate(1.03, 0.005)
+    expect(winGate({ baseline, candidate: tight }, { gate: 'toWinDecode', launchNoise: 0 }).outcome).toBe('pass')
+    const d = winGate({ baseline, candidate: tight }, { gate: 'toWinDecode' })
+    expect(d.outcome).toBe('inconclusive')
+    expect(d.moreRequestsHint).toBeNull()
+    expect(d.warnings.join(' ')).toMatch(/launch-noise floor .* repeat launches/)
+    expect(d.effect.method).toMatch(/launch noise 2% per launch added in quadrature/)
+    // The floor widens the log interval to at least z·√(2·0.02²) on each side.
+    const z = normalQuantile(0.99)
+    expect(Math.log(d.effect.high as number) - Math.log(d.effect.estimate as number)).toBeGreaterThanOrEqual(z * Math.sqrt(2) * 0.02 - 1e-12)
+  })
+
+  test('pairs by index: failed requests and requests on one arm only are left out', () => {
+    const b = { requests: [...baseline.requests, okRequest(100, { decodeTokPerS: 10 }), failedRequest(101)] }
+    const c = { requests: [failedRequest(0), ...candidate(1.1).requests.slice(1), okRequest(101, { decodeTokPerS: 99 })] }
+    const d = winGate({ baseline: b, candidate: c }, { gate: 'toWinDecode', launchNoise: 0 })
+    expect(d.samples).toEqual({ baseline: 65, candidate: 64, paired: 63 })
+    expect(d.warnings.join(' ')).toMatch(/2 request\(s\) with decodeTokPerS on one arm only/)
+  })
+
+  test('too few pairs: inconclusive without an interval, asking for at least 16', () => {
+    const d = winGate({ baseline: launchOf('decodeTokPerS', [1, 2, 3]), candidate: launchOf('decodeTokPerS', [2, 3, 4]) }, { gate: 'toWinDecode' })
+    expect(d.outcome).toBe('inconclusive')
+    expect(d.effect).toMatchObject({ estimate: null, low: null, high: null, confidence: null })
+    expect(d.moreRequestsHint).toBe(16)
+  })
+
+  test('prefill and throughput read their own metrics; throughput is completion tokens per second of e2e', () => {
+    const requests = (ratio: number) => Array.from({ length: 32 }, (_, i) => okRequest(i, { completionTokens: 100 + i, e2eMs: ((1000 + 10 * i) / ratio) * (1 + 0.01 * Math.sin(i)), effectivePrefillTokPerS: 5000 * ratio }))
+    const d = winGate({ baseline: { requests: requests(1) }, candidate: { requests: requests(1.2) } }, { gate: 'toWinThroughput', launchNoise: 0 })
+    expect(d.metric).toBe('throughputTokPerS')
+    expect(d.effect.estimate).toBeCloseTo(1.2, 2)
+    expect(winGate({ baseline: { requests: requests(1) }, candidate: { requests: requests(1.2) } }, { gate: 'toWinPrefill', launchNoise: 0 }).effect.estimate).toBeCloseTo(1.2, 10)
+  })
+
+  test('sequential looks: a plain 20% win stops at the first look with a stricter confidence', () => {
+    const c = candidate(1.2, 0.02, 128)
+    const b = launchOf('decodeTokPerS', around(50, 128, 0.1))
+    const d = winGate({ baseline: b, candidate: c }, { gate: 'toWinDecode', launchNoise: 0, looks: [16, 32, 64, 128] })
+    expect(d.outcome).toBe('pass')
+    expect(d.rule).toMatch(/decided at look 1 of 4 \(16 paired requests\)/)
+    expect(d.effect.confidence as number).toBeGreaterThan(0.98)
+    expect(d.effect.method).toMatch(/group-sequential look 1 of 4/)
+    expect(d.effect.method).toMatch(/geometric mean of 16 paired ratios/)
+  })
+
+  test('sequential looks: with no effect it runs to the last look, at all the paired requests', () => {
+    const b = launchOf('decodeTokPerS', around(50, 100, 0.1))
+    const c = launchOf('decodeTokPerS', around(50, 100, 0.1).map((v, i) => v * (1 + 0.05 * Math.cos(2.3 * i))))
+    const d = winGate({ baseline: b, candidate: c }, { gate: 'toWinDecode', launchNoise: 0, looks: [16, 32, 64, 128] })
+    expect(d.outcome).toBe('inconclusive')
+    expect(d.rule).toMatch(/looks at 16, 32, 64, 100 paired requests .* undecided at the last look at look 4 of 4 \(100 paired requests\)/)
+  })
+
+  test('the same input and seed give the same decision; another seed may move the bounds', () => {
+    const pair = { baseline, candidate: candidate(1.04, 0.06) }
+    expect(winGate(pair, { gate: 'toWinDecode' })).toEqual(winGate(pair, { gate: 'toWinDecode' }))
+    expect(winGate(pair, { gate: 'toWinDecode', seed: 2 }).effect.method).toMatch(/seed 2/)
+  })
+
+  test('repeated launches: the launch-level Welch test on per-launch medians', () => {
+    const launches = (ratio: number, k: number) => Array.from({ length: k }, (_, j) => launchOf('decodeTokPerS', around(50 * ratio * (1 + 0.01 * Math.sin(j * 2.1)), 32, 0.1)))
+    const d = winGate({ baseline: launches(1, 4), candidate: launches(1.15, 4) }, { gate: 'toWinDecode', looks: [16] })
+    expect(d.outcome).toBe('pass')
+    expect(d.effect.estimate).toBeCloseTo(1.15, 2)
+    expect(d.effect.method).toMatch(/launch level: per-launch medians, Welch t-interval .* 4 candidate and 4 baseline launches/)
+    expect(d.rule).toMatch(/^launch level:/)
+    expect(d.warnings.join(' ')).toMatch(/looks are ignored/)
+    expect(d.samples).toEqual({ baseline: 128, candidate: 128, paired: 128 })
+    const unsure = winGate({ baseline: launches(1, 3), candidate: launches(1.01, 3) }, { gate: 'toWinDecode', margin: 0.05 })
+    expect(unsure.outcome).not.toBe('pass')
+  })
+
+  test('one launch against several is refused; so are bad options, naming the gate and the field', () => {
+    expect(() => winGate({ baseline, candidate: [baseline, baseline] }, { gate: 'toWinDecode' })).toThrow(/toWinDecode: the launch-level test needs at least two launches per arm/)
+    expect(() => winGate({ baseline, candidate: baseline }, { gate: 'toWinDecode', confidence: 1.5 })).toThrow(TypeError)
+    expect(() => winGate({ baseline, candidate: baseline }, { gate: 'toWinDecode', confidence: 1.5 })).toThrow(/toWinDecode: invalid options[\s\S]*confidence/)
+    // @ts-expect-error a gate that is not a win gate
+    expect(() => winGate({ baseline, candidate: baseline }, { gate: 'toWinLatency' })).toThrow(/gate/)
+  })
+})
+
+describe('requestsHint', () => {
+  test('n = s² / ((gap/z)² − v): the half-width at n equals the gap', () => {
+    const z = normalQuantile(0.99)
+    const n = requestsHint(0.02, 0.1, 0.98, 0, 10) as number
+    expect(n).toBe(Math.ceil((0.1 / (0.02 / z)) ** 2))
+    expect((z * 0.1) / Math.sqrt(n)).toBeLessThanOrEqual(0.02)
+    expect((z * 0.1) / Math.sqrt(n - 1)).toBeGreaterThan(0.02)
+  })
+
+  test('null at the threshold or when the floor alone is wider; capped; never at or below the current count', () => {
+    expect(requestsHint(0, 0.1, 0.98, 0, 10)).toBeNull()
+    expect(requestsHint(0.02, 0.1, 0.98, 2 * 0.02 ** 2, 10)).toBeNull()
+    expect(requestsHint(1e-6, 0.1, 0.98, 0, 10)).toBe(MAX_REQUESTS_HINT)
+    expect(requestsHint(0.5, 0.01, 0.98, 0, 40)).toBe(41)
+  })
+})

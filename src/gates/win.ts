@@ -1,0 +1,236 @@
+import { nearestRank } from '../metrics/distribution.ts'
+import type { GateDecision } from '../schema/gate.ts'
+import { bcaInterval, bootstrapMeanOf } from '../stats/bootstrap.ts'
+import { normalQuantile } from '../stats/distributions.ts'
+import { groupSequentialBoundaries, lookConfidence } from '../stats/sequential.ts'
+import {
+  type GatePair, type GateRecord, launchLayout, launchSamples, MIN_PAIRED_REQUESTS, type OkRequest, pairByIndex, rateOf, valuesByIndex,
+} from './arms.ts'
+import {
+  atLeastStudentT, launchLevelInterval, launchNoiseClause, type LogInterval, noLaunchNoiseWarning, percent, ratio, sampleSd, widen,
+} from './interval.ts'
+import { parseOptions, type RateMetric, type ResolvedWinGateOptions, type WinGateName, WinGateOptions } from './options.ts'
+
+/** The largest `moreRequestsHint` a gate gives. */
+export const MAX_REQUESTS_HINT = 10_000
+
+const GATE_METRIC: Record<WinGateName, RateMetric> = {
+  toWinDecode: 'decodeTokPerS',
+  toWinPrefill: 'effectivePrefillTokPerS',
+  toWinThroughput: 'throughputTokPerS',
+}
+
+const METRIC_WORDS: Record<RateMetric, string> = {
+  decodeTokPerS: 'decode tok/s',
+  effectivePrefillTokPerS: 'effective prefill tok/s',
+  throughputTokPerS: 'throughput (output tokens per service second)',
+}
+
+/**
+ * A superiority gate on a rate metric: is the candidate faster than the baseline by more than
+ * the margin? The effect is the geometric mean of candidate/baseline over paired requests (the
+ * same prompt on both arms), with a BCa bootstrap interval of the mean log-ratio, widened by the
+ * launch-noise floor. Pass when the interval's lower bound exceeds 1 + margin; fail when its upper
+ * bound is below it (confidently not a win); otherwise inconclusive, with the paired requests
+ * that would likely decide it.
+ *
+ * With `looks`, the first k paired requests are judged at each look with α spent by a
+ * Pocock-type function, stopping at the first decisive look. With several launches per arm the
+ * test is at the launch level (see `winGate`'s launch rule in docs/gates.md).
+ * @example winGate({ baseline, candidate }, { gate: 'toWinDecode', margin: 0.05 })
+ */
+export function winGate(pair: GatePair, options: WinGateOptions): GateDecision {
+  const o = parseOptions(typeof options?.gate === 'string' ? options.gate : 'winGate', WinGateOptions, options)
+  const metric = o.metric ?? GATE_METRIC[o.gate]
+  const layout = launchLayout(o.gate, pair)
+  if (layout.repeated) return launchLevelWin(o, metric, layout.baseline, layout.candidate)
+  return requestLevelWin(o, metric, layout.baseline[0] as GateRecord, layout.candidate[0] as GateRecord)
+}
+
+interface Look {
+  n: number
+  confidence: number
+}
+
+/**
+ * The looks actually taken: the planned ones below the paired count, then a final look at all
+ * paired requests (so no data is wasted and the last look spends what is left). Information
+ * fractions are variance-based, (s²/N + v)/(s²/n + v) with v the launch-noise variance, so a
+ * floor that more requests cannot shrink is accounted for.
+ */
+function planLooks(o: ResolvedWinGateOptions, n: number, sd: number, launchVariance: number): Look[] {
+  const alpha = (1 - o.confidence) / 2
+  if (o.looks === null) return [{ n, confidence: o.confidence }]
+  const planned = [...new Set(o.looks)].sort((a, b) => a - b).filter((k) => k < n && k >= MIN_PAIRED_REQUESTS)
+  const counts = [...planned, n]
+  const variance = (k: number) => (sd * sd) / k + launchVariance
+  const finalVariance = variance(n)
+  const fractions: number[] = []
+  for (const k of counts) {
+    // Rounded to 0.01 so designs repeat (and their boundaries are cached); nudged to stay increasing.
+    const raw = variance(k) > 0 ? finalVariance / variance(k) : k / n
+    const previous = fractions.at(-1) ?? 0
+    fractions.push(Math.min(1, Math.max(previous + 0.01, Math.round(raw * 100) / 100)))
+  }
+  fractions[fractions.length - 1] = 1
+  // A fraction pushed to 1 early (launch noise dominating) merges the remaining looks into it.
+  const usable = fractions.findIndex((t) => t >= 1)
+  const kept = counts.slice(0, usable + 1)
+  const boundaries = groupSequentialBoundaries(fractions.slice(0, usable + 1), alpha, 'pocock')
+  return kept.map((k, i) => ({ n: i === kept.length - 1 ? n : k, confidence: lookConfidence((boundaries[i] as { z: number }).z) }))
+}
+
+function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline: GateRecord, candidate: GateRecord): GateDecision {
+  const value = rateOf(metric)
+  const b = valuesByIndex(baseline, value)
+  const c = valuesByIndex(candidate, value)
+  const paired = pairByIndex(b, c)
+  const n = paired.indices.length
+  const threshold = 1 + o.margin
+  const samples = { baseline: b.size, candidate: c.size, paired: n }
+  const words = METRIC_WORDS[metric]
+  const warnings = noLaunchNoiseWarning(o.launchNoise)
+  const unpaired = Math.max(b.size, c.size) - n
+  if (unpaired > 0) warnings.push(`${unpaired} request(s) with ${metric} on one arm only were left out of the pairing`)
+  const baseRule = (confidence: number) =>
+    `pass if the lower bound of the ${percent(confidence)} interval of candidate/baseline ${words} (a one-sided ${percent(1 - (1 - confidence) / 2)} bound) exceeds ${ratio(threshold)}; fail if its upper bound is below ${ratio(threshold)}; otherwise inconclusive`
+
+  if (n < MIN_PAIRED_REQUESTS) {
+    return {
+      gate: o.gate,
+      outcome: 'inconclusive',
+      kind: 'superiority',
+      metric,
+      effect: { estimate: null, low: null, high: null, unit: 'ratio', confidence: null, method: 'not estimable: too few paired requests' },
+      samples,
+      rule: baseRule(o.confidence),
+      moreRequestsHint: Math.max(MIN_PAIRED_REQUESTS, o.looks?.[0] ?? 16),
+      warnings: [...warnings, `only ${n} paired request(s) with ${metric}; at least ${MIN_PAIRED_REQUESTS} are needed for an interval`],
+    }
+  }
+
+  const logRatios = new Float64Array(n)
+  for (let i = 0; i < n; i++) logRatios[i] = Math.log((paired.candidate[i] as number) / (paired.baseline[i] as number))
+  const launchVariance = 2 * o.launchNoise ** 2
+  const looks = planLooks(o, n, sampleSd(logRatios), launchVariance)
+  const logThreshold = Math.log(threshold)
+
+  let decided: { look: number; interval: LogInterval; outcome: GateDecision['outcome'] } | null = null
+  let last: LogInterval = { estimate: 0, low: 0, high: 0 }
+  for (let k = 0; k < looks.length; k++) {
+    const look = looks[k] as Look
+    const sample = logRatios.subarray(0, look.n)
+    const bca = bcaInterval(bootstrapMeanOf(sample, { seed: o.seed, resamples: o.resamples }), look.confidence, { expandForN: look.n })
+    last = widen(atLeastStudentT(bca, sampleSd(sample), look.n, look.confidence), look.confidence, launchVariance)
+    if (last.low > logThreshold) decided = { look: k, interval: last, outcome: 'pass' }
+    else if (last.high < logThreshold) decided = { look: k, interval: last, outcome: 'fail' }
+    if (decided !== null) break
+  }
+  const lookIndex = decided?.look ?? looks.length - 1
+  const look = looks[lookIndex] as Look
+  const interval = decided?.interval ?? last
+  const outcome = decided?.outcome ?? 'inconclusive'
+
+  let rule = baseRule(look.confidence)
+  let sequential = ''
+  if (o.looks !== null) {
+    const alpha = (1 - o.confidence) / 2
+    rule += `; looks at ${looks.map((l) => l.n).join(', ')} paired requests with ${percent(alpha)} per side spent by a Pocock-type Lan–DeMets function (${percent(o.confidence)} overall); ${decided === null ? 'undecided at the last look' : 'decided'} at look ${lookIndex + 1} of ${looks.length} (${look.n} paired requests)`
+    sequential = `; group-sequential look ${lookIndex + 1} of ${looks.length}`
+  }
+  let moreRequestsHint: number | null = null
+  if (outcome === 'inconclusive') {
+    moreRequestsHint = requestsHint(interval.estimate - logThreshold, sampleSd(logRatios.subarray(0, look.n)), look.confidence, launchVariance, look.n)
+    if (moreRequestsHint === null && Math.abs(interval.estimate - logThreshold) > 0 && launchVariance > 0) {
+      warnings.push(`the launch-noise floor (${percent(o.launchNoise)} per launch) alone is wider than the gap to ${ratio(threshold)}: more requests cannot decide this; repeat launches on both arms (A B B A) for the launch-level test`)
+    }
+  }
+  return {
+    gate: o.gate,
+    outcome,
+    kind: 'superiority',
+    metric,
+    effect: {
+      estimate: Math.exp(interval.estimate),
+      low: Math.exp(interval.low),
+      high: Math.exp(interval.high),
+      unit: 'ratio',
+      confidence: look.confidence,
+      method: `geometric mean of ${look.n} paired ratios (mean log-ratio), BCa bootstrap (${o.resamples} resamples, seed ${o.seed}) expanded for small samples, each side at least the Student t interval's${launchNoiseClause(o.launchNoise)}${sequential}`,
+    },
+    samples,
+    rule,
+    moreRequestsHint,
+    warnings,
+  }
+}
+
+/**
+ * Paired requests per arm at which the interval's half-width z·√(s²/n + v) would fall below the
+ * gap |log estimate − log threshold|: n = s² / ((gap/z)² − v). Null when the gap is 0 or the
+ * launch-noise floor v alone is wider; capped at MAX_REQUESTS_HINT; always more than now.
+ */
+export function requestsHint(gap: number, sd: number, confidence: number, launchVariance: number, current: number): number | null {
+  if (gap === 0 || !Number.isFinite(gap)) return null
+  const z = normalQuantile(1 - (1 - confidence) / 2)
+  const room = (gap / z) ** 2 - launchVariance
+  if (!(room > 0)) return null
+  const needed = Math.ceil((sd * sd) / room)
+  return Math.min(MAX_REQUESTS_HINT, Math.max(current + 1, needed))
+}
+
+/** Log of the nearest-rank median of one launch's values, or null when it has none. */
+function logMedian(record: GateRecord, value: (r: OkRequest) => number | null): number | null {
+  const values = [...valuesByIndex(record, value).values()].sort((a, b) => a - b)
+  return values.length === 0 ? null : Math.log(nearestRank(values, 50))
+}
+
+function launchLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline: readonly GateRecord[], candidate: readonly GateRecord[]): GateDecision {
+  const value = rateOf(metric)
+  const threshold = 1 + o.margin
+  const words = METRIC_WORDS[metric]
+  const b = baseline.map((r) => logMedian(r, value)).filter((v): v is number => v !== null)
+  const c = candidate.map((r) => logMedian(r, value)).filter((v): v is number => v !== null)
+  const samples = launchSamples(baseline, candidate, value)
+  const warnings: string[] = []
+  if (o.looks !== null) warnings.push('looks are ignored at the launch level: the unit of the test is a launch, not a request')
+  if (b.length < baseline.length || c.length < candidate.length) warnings.push(`launches without any ${metric} were left out`)
+  const rule = `launch level: pass if the lower bound of the ${percent(o.confidence)} Welch t-interval of candidate/baseline ${words} (ratio of the geometric means of per-launch medians) exceeds ${ratio(threshold)}; fail if its upper bound is below ${ratio(threshold)}; otherwise inconclusive`
+  if (b.length < 2 || c.length < 2) {
+    return {
+      gate: o.gate, outcome: 'inconclusive', kind: 'superiority', metric,
+      effect: { estimate: null, low: null, high: null, unit: 'ratio', confidence: null, method: 'not estimable: fewer than two launches with values per arm' },
+      samples, rule, moreRequestsHint: null, warnings: [...warnings, 'the launch-level test needs at least two launches with values per arm'],
+    }
+  }
+  const interval = launchLevelInterval(c, b, o.confidence)
+  const logThreshold = Math.log(threshold)
+  const outcome = interval.low > logThreshold ? 'pass' : interval.high < logThreshold ? 'fail' : 'inconclusive'
+  if (outcome === 'inconclusive') {
+    const gap = Math.abs(interval.estimate - logThreshold)
+    if (gap > 0 && interval.sd > 0) {
+      // Launches per arm for a Welch half-width below the gap, with the normal quantile (a floor).
+      const z = normalQuantile(1 - (1 - o.confidence) / 2)
+      const launches = Math.ceil(2 * ((z * interval.sd) / gap) ** 2)
+      warnings.push(`about ${Math.max(launches, Math.max(b.length, c.length) + 1)} launches per arm would likely decide it (launch-to-launch sd ${percent(interval.sd)})`)
+    }
+  }
+  return {
+    gate: o.gate,
+    outcome,
+    kind: 'superiority',
+    metric,
+    effect: {
+      estimate: Math.exp(interval.estimate),
+      low: Math.exp(interval.low),
+      high: Math.exp(interval.high),
+      unit: 'ratio',
+      confidence: o.confidence,
+      method: `launch level: per-launch medians, Welch t-interval of the mean log over ${c.length} candidate and ${b.length} baseline launches (df ${interval.df.toFixed(1)})`,
+    },
+    samples,
+    rule,
+    moreRequestsHint: null,
+    warnings,
+  }
+}

@@ -1,0 +1,42 @@
+// Type tests of the spec API and matchers: checked by `tsc` (npm run typecheck), never run.
+import { expect, expectTypeOf } from 'vitest'
+import { cell, engine, pair } from '../index.ts'
+import type { CellResult, PairResult } from './cell.ts'
+
+const model = { id: 'Qwen/Qwen3-8B', revision: '5112966d' }
+const a = engine.vllm({ model })
+const b = engine.nodeLlamaCpp({ model: { id: 'tiny', path: 'tiny.gguf' }, sequences: 4 })
+
+// @ts-expect-error: an engine needs its model
+engine.vllm({})
+// @ts-expect-error: node-llama-cpp needs a local GGUF path
+engine.nodeLlamaCpp({ model: { id: 'tiny' } })
+// @ts-expect-error: no such engine option
+engine.sglang({ model, slots: 2 })
+
+const p = pair({ baseline: a, candidate: b, concurrency: 4, requests: 64, workload: { promptTokens: 1024 } })
+expectTypeOf(p).toExtend<PromiseLike<PairResult>>()
+// @ts-expect-error: a pair needs both arms
+pair({ baseline: a, concurrency: 4 })
+// @ts-expect-error: concurrency is a number
+pair({ baseline: a, candidate: b, concurrency: '4' })
+// @ts-expect-error: an unknown workload kind
+pair({ baseline: a, candidate: b, workload: { kind: 'natural' } })
+
+const c = cell({ engine: a, concurrency: 2 })
+expectTypeOf(c).toExtend<PromiseLike<CellResult>>()
+
+async function matchers(): Promise<void> {
+  const measured = await p
+  expect(measured).toBeMatchedPair()
+  expect(measured).toWinDecode({ margin: 0.05, looks: [16, 32, 64, 128] })
+  expect(measured).toHoldLatency({ metric: 'ttft', percentile: 95, notWorseThanPct: 10 })
+  expect(measured).toStayWithinAccuracyGap({ points: 2, outputLengthPct: 10 })
+  // @ts-expect-error: the margin is a number
+  expect(measured).toWinDecode({ margin: '5%' })
+  // @ts-expect-error: an unknown latency metric
+  expect(measured).toHoldLatency({ metric: 'latency', percentile: 95, notWorseThanPct: 10 })
+  // @ts-expect-error: percentiles are 50, 90, 95 or 99
+  expect(measured).toHoldLatency({ metric: 'ttft', percentile: 97, notWorseThanPct: 10 })
+}
+void matchers
