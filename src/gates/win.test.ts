@@ -91,7 +91,7 @@ describe('winGate', () => {
     const c = launchOf('decodeTokPerS', around(50, 100, 0.1).map((v, i) => v * (1 + 0.05 * Math.cos(2.3 * i))))
     const d = winGate({ baseline: b, candidate: c }, { gate: 'toWinDecode', launchNoise: 0, looks: [16, 32, 64, 128] })
     expect(d.outcome).toBe('inconclusive')
-    expect(d.rule).toMatch(/looks at 16, 32, 64, 100 paired requests .* undecided at the last look at look 4 of 4 \(100 paired requests\)/)
+    expect(d.rule).toMatch(/looks at 16, 32, 64, 100 paired requests .* undecided after look 4 of 4 \(100 paired requests\)/)
   })
 
   test('the same input and seed give the same decision; another seed may move the bounds', () => {

@@ -56,7 +56,8 @@ interface Look {
  * The looks actually taken: the planned ones below the paired count, then a final look at all
  * paired requests (so no data is wasted and the last look spends what is left). Information
  * fractions are variance-based, (s²/N + v)/(s²/n + v) with v the launch-noise variance, so a
- * floor that more requests cannot shrink is accounted for.
+ * floor that more requests cannot shrink is accounted for. s is the sd of all the paired
+ * log-ratios (the gate sees the complete record); with v = 0 the fractions are n/N and s drops out.
  */
 function planLooks(o: ResolvedWinGateOptions, n: number, sd: number, launchVariance: number): Look[] {
   const alpha = (1 - o.confidence) / 2
@@ -135,7 +136,7 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
   let sequential = ''
   if (o.looks !== null) {
     const alpha = (1 - o.confidence) / 2
-    rule += `; looks at ${looks.map((l) => l.n).join(', ')} paired requests with ${percent(alpha)} per side spent by a Pocock-type Lan–DeMets function (${percent(o.confidence)} overall); ${decided === null ? 'undecided at the last look' : 'decided'} at look ${lookIndex + 1} of ${looks.length} (${look.n} paired requests)`
+    rule += `; looks at ${looks.map((l) => l.n).join(', ')} paired requests with ${percent(alpha)} per side spent by a Pocock-type Lan–DeMets function (${percent(o.confidence)} overall); ${decided === null ? 'undecided after' : 'decided at'} look ${lookIndex + 1} of ${looks.length} (${look.n} paired requests)`
     sequential = `; group-sequential look ${lookIndex + 1} of ${looks.length}`
   }
   let moreRequestsHint: number | null = null

@@ -186,8 +186,8 @@ export function bcaInterval(dist: BootstrapDistribution, confidence: number, opt
 
 /**
  * Draws resampling indices with mulberry32, the PRNG of src/random.ts (the same sequence as
- * `createRandom(seed)`), inlined with its state in a local: the resampling loops draw millions of
- * indices and a closure call per draw was most of their time.
+ * `createRandom(seed)`), a whole resample per call with the state in a local: the gates draw
+ * millions of indices per decision, and this profiled about 20% faster than a closure call per draw.
  */
 export class Resampler {
   private state: number

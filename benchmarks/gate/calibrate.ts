@@ -1,0 +1,233 @@
+/**
+ * Gate calibration by simulation: the real gates judge simulated matched pairs, and the
+ * outcomes are counted into A/A false-claim rates (with Clopper–Pearson bounds), power and the
+ * requests a sequential gate used.
+ */
+import type { GatePair, GateRecord } from '../../src/gates/arms.ts'
+import { holdLatencyGate } from '../../src/gates/hold-latency.ts'
+import type { HoldLatencyOptions, WinGateName } from '../../src/gates/options.ts'
+import { winGate } from '../../src/gates/win.ts'
+import { mixSeed } from '../../src/random.ts'
+import type { GateDecision } from '../../src/schema/gate.ts'
+import { clopperPearson } from '../../src/stats/tests.ts'
+import { firstRequests, type NoiseModel, type SimulatedPair, simulatePair, type TrueEffect } from './simulate.ts'
+
+export const WIN_GATES: readonly WinGateName[] = ['toWinDecode', 'toWinPrefill', 'toWinThroughput']
+
+/** The latency gates calibrated: TTFT p95 within 10%, TPOT p50 within 5%. */
+export const HOLD_GATES = [
+  { name: 'ttft p95 ≤ +10%', options: { metric: 'ttft', percentile: 95, notWorseThanPct: 10 } },
+  { name: 'tpot p50 ≤ +5%', options: { metric: 'tpot', percentile: 50, notWorseThanPct: 5 } },
+] as const satisfies readonly { name: string; options: HoldLatencyOptions }[]
+
+export const EFFECTS = [0.03, 0.05, 0.1] as const
+export const LOOKS = [16, 32, 64, 128]
+export const REQUESTS = 128
+
+/** One simulated world and how the gates are run in it. */
+export interface Scenario {
+  name: string
+  /** Relative sd of the launch effect in the simulation. */
+  launchSd: number
+  /** The gates' launchNoise; null for the gates' default. */
+  launchNoise: number | null
+  /** Launches per arm; more than one tests at the launch level. */
+  launches: number
+  requestsPerLaunch: number
+  /** Also measure power (A/A only otherwise). */
+  power: boolean
+  /** Also run the latency gates. */
+  hold: boolean
+  /** Judge the targets here; false for a scenario that only shows what a setting prevents. */
+  targets: boolean
+}
+
+/** Trial counts; `--quick` shrinks them to a smoke run. */
+export interface CalibrationPlan {
+  quick: boolean
+  aaTrials: number
+  powerTrials: number
+  /** Trials at the tolerance edge of the latency gates (their type-I error). */
+  edgeTrials: number
+  /** A/A trials of the no-floor scenario (which only shows what the floor prevents). */
+  noFloorTrials: number
+}
+
+export function calibrationPlan(quick: boolean): CalibrationPlan {
+  return quick
+    ? { quick, aaTrials: 24, powerTrials: 12, edgeTrials: 12, noFloorTrials: 12 }
+    : { quick, aaTrials: 2000, powerTrials: 500, edgeTrials: 1000, noFloorTrials: 500 }
+}
+
+export const SCENARIOS: readonly Scenario[] = [
+  { name: 'no launch variation (launchNoise 0)', launchSd: 0, launchNoise: 0, launches: 1, requestsPerLaunch: REQUESTS, power: true, hold: true, targets: true },
+  { name: '2% launch variation, one launch per arm (default launchNoise 0.02)', launchSd: 0.02, launchNoise: null, launches: 1, requestsPerLaunch: REQUESTS, power: true, hold: true, targets: true },
+  { name: '2% launch variation, one launch per arm, launchNoise 0 (no floor)', launchSd: 0.02, launchNoise: 0, launches: 1, requestsPerLaunch: REQUESTS, power: false, hold: false, targets: false },
+  { name: '2% launch variation, 4 launches per arm × 32 requests (launch level)', launchSd: 0.02, launchNoise: null, launches: 4, requestsPerLaunch: 32, power: true, hold: true, targets: true },
+  { name: '2% launch variation, 8 launches per arm × 32 requests (launch level)', launchSd: 0.02, launchNoise: null, launches: 8, requestsPerLaunch: 32, power: true, hold: false, targets: true },
+]
+
+/** A count of events with its rate and Clopper–Pearson 95% interval. */
+export interface Rate {
+  events: number
+  trials: number
+  rate: number
+  cpLow: number
+  cpHigh: number
+}
+
+export function rate(events: number, trials: number): Rate {
+  const cp = trials > 0 ? clopperPearson(events, trials) : { low: 0, high: 1 }
+  return { events, trials, rate: trials > 0 ? events / trials : 0, cpLow: cp.low, cpHigh: cp.high }
+}
+
+/** Outcomes of a win gate under one true effect, by design. */
+export interface WinFigures {
+  /** One look at the first 64 paired requests (null at the launch level). */
+  fixed64: { pass: Rate; fail: Rate } | null
+  /** One look at all paired requests (the launch-level test with repeats). */
+  fixedAll: { pass: Rate; fail: Rate }
+  /** Looks at 16, 32, 64, 128 (null at the launch level). */
+  sequential: { pass: Rate; fail: Rate; passBy64: Rate; meanRequests: number } | null
+}
+
+export interface HoldFigures {
+  pass: Rate
+  fail: Rate
+}
+
+export interface ScenarioResult {
+  scenario: Scenario
+  win: { gate: WinGateName; aa: WinFigures; power: { effect: number; figures: WinFigures }[] }[]
+  hold: { gate: string; aa: HoldFigures; edge: HoldFigures; power: { effect: number; figures: HoldFigures }[] }[]
+}
+
+function winEffect(gate: WinGateName, delta: number): TrueEffect {
+  if (gate === 'toWinDecode') return { decode: 1 + delta, firstOutput: 1 }
+  if (gate === 'toWinPrefill') return { decode: 1, firstOutput: 1 + delta }
+  return { decode: 1 + delta, firstOutput: 1 + delta }
+}
+
+/** A latency regression of candidate/baseline `ratio` on the gate's metric. */
+function holdEffect(metric: 'ttft' | 'tpot', ratio: number): TrueEffect {
+  return metric === 'ttft' ? { decode: 1, firstOutput: 1 / ratio } : { decode: 1 / ratio, firstOutput: 1 }
+}
+
+function usedRequests(d: GateDecision, all: number): number {
+  const match = /decided at look \d+ of \d+ \((\d+) paired requests\)/.exec(d.rule)
+  return d.outcome === 'inconclusive' || match === null ? all : Number(match[1])
+}
+
+class WinCounter {
+  private readonly launchLevel: boolean
+  private trials = 0
+  private fixed64 = { pass: 0, fail: 0 }
+  private fixedAll = { pass: 0, fail: 0 }
+  private sequential = { pass: 0, fail: 0, passBy64: 0, requests: 0 }
+
+  constructor(launchLevel: boolean) {
+    this.launchLevel = launchLevel
+  }
+
+  add(gate: WinGateName, pair: SimulatedPair, launchNoise: number | null): void {
+    this.trials++
+    const noise = launchNoise === null ? {} : { launchNoise }
+    if (this.launchLevel) {
+      count(this.fixedAll, winGate({ baseline: pair.baseline, candidate: pair.candidate }, { gate, ...noise }))
+      return
+    }
+    const b = pair.baseline[0] as GateRecord
+    const c = pair.candidate[0] as GateRecord
+    count(this.fixed64, winGate({ baseline: firstRequests(b, 64), candidate: firstRequests(c, 64) }, { gate, ...noise }))
+    count(this.fixedAll, winGate({ baseline: b, candidate: c }, { gate, ...noise }))
+    const s = winGate({ baseline: b, candidate: c }, { gate, ...noise, looks: LOOKS })
+    count(this.sequential, s)
+    const used = usedRequests(s, b.requests.length)
+    this.sequential.requests += used
+    if (s.outcome === 'pass' && used <= 64) this.sequential.passBy64++
+  }
+
+  figures(): WinFigures {
+    const n = this.trials
+    const both = (x: { pass: number; fail: number }) => ({ pass: rate(x.pass, n), fail: rate(x.fail, n) })
+    return {
+      fixed64: this.launchLevel ? null : both(this.fixed64),
+      fixedAll: both(this.fixedAll),
+      sequential: this.launchLevel
+        ? null
+        : { ...both(this.sequential), passBy64: rate(this.sequential.passBy64, n), meanRequests: n > 0 ? this.sequential.requests / n : 0 },
+    }
+  }
+}
+
+function count(into: { pass: number; fail: number }, d: GateDecision): void {
+  if (d.outcome === 'pass') into.pass++
+  else if (d.outcome === 'fail') into.fail++
+}
+
+class HoldCounter {
+  private trials = 0
+  private counts = { pass: 0, fail: 0 }
+
+  add(options: HoldLatencyOptions, pair: SimulatedPair, launchNoise: number | null, launchLevel: boolean): void {
+    this.trials++
+    const noise = launchNoise === null ? {} : { launchNoise }
+    const arms: GatePair = launchLevel ? pair : { baseline: pair.baseline[0] as GateRecord, candidate: pair.candidate[0] as GateRecord }
+    count(this.counts, holdLatencyGate(arms, { ...options, ...noise }))
+  }
+
+  figures(): HoldFigures {
+    return { pass: rate(this.counts.pass, this.trials), fail: rate(this.counts.fail, this.trials) }
+  }
+}
+
+/**
+ * Runs one scenario: A/A trials (one simulated pair judged by every gate), then per gate and
+ * effect its own trials. Deterministic: trial t of a block uses seed mixSeed(block, t).
+ */
+export function runScenario(model: NoiseModel, scenario: Scenario, plan: CalibrationPlan, seed: number, progress: (line: string) => void = () => {}): ScenarioResult {
+  const world = { ...model, launchSd: scenario.launchSd }
+  const launchLevel = scenario.launches > 1
+  const simulate = (effect: TrueEffect, blockSeed: number, t: number) =>
+    simulatePair(world, { requests: scenario.requestsPerLaunch, launches: scenario.launches, effect, seed: mixSeed(blockSeed, t) })
+  const aaTrials = scenario.power ? plan.aaTrials : plan.noFloorTrials
+
+  const aaWin = WIN_GATES.map(() => new WinCounter(launchLevel))
+  const aaHold = HOLD_GATES.map(() => new HoldCounter())
+  const started = performance.now()
+  for (let t = 0; t < aaTrials; t++) {
+    const pair = simulate({ decode: 1, firstOutput: 1 }, mixSeed(seed, 1), t)
+    WIN_GATES.forEach((gate, g) => (aaWin[g] as WinCounter).add(gate, pair, scenario.launchNoise))
+    if (scenario.hold) HOLD_GATES.forEach((h, g) => (aaHold[g] as HoldCounter).add(h.options, pair, scenario.launchNoise, launchLevel))
+  }
+  progress(`  A/A: ${aaTrials} trials in ${((performance.now() - started) / 1000).toFixed(1)} s`)
+
+  const result: ScenarioResult = { scenario, win: [], hold: [] }
+  WIN_GATES.forEach((gate, g) => {
+    const power: ScenarioResult['win'][number]['power'] = []
+    if (scenario.power) {
+      EFFECTS.forEach((delta, e) => {
+        const counter = new WinCounter(launchLevel)
+        for (let t = 0; t < plan.powerTrials; t++) counter.add(gate, simulate(winEffect(gate, delta), mixSeed(seed, 100 + 10 * g + e), t), scenario.launchNoise)
+        power.push({ effect: delta, figures: counter.figures() })
+      })
+      progress(`  ${gate}: power done at ${((performance.now() - started) / 1000).toFixed(1)} s`)
+    }
+    result.win.push({ gate, aa: (aaWin[g] as WinCounter).figures(), power })
+  })
+  if (scenario.hold) {
+    HOLD_GATES.forEach((h, g) => {
+      const tolerance = 1 + h.options.notWorseThanPct / 100
+      const run = (ratio: number, block: number, trials: number) => {
+        const counter = new HoldCounter()
+        for (let t = 0; t < trials; t++) counter.add(h.options, simulate(holdEffect(h.options.metric, ratio), mixSeed(seed, block), t), scenario.launchNoise, launchLevel)
+        return counter.figures()
+      }
+      const edge = run(tolerance, 200 + 10 * g, plan.edgeTrials)
+      const power = scenario.power ? EFFECTS.map((delta, e) => ({ effect: delta, figures: run(tolerance * (1 + delta), 201 + 10 * g + e, plan.powerTrials) })) : []
+      result.hold.push({ gate: h.name, aa: (aaHold[g] as HoldCounter).figures(), edge, power })
+    })
+    progress(`  latency gates done at ${((performance.now() - started) / 1000).toFixed(1)} s`)
+  }
+  return result
+}

@@ -1,0 +1,128 @@
+/** Renders calibration results: plain text for the terminal, Markdown tables for the docs. */
+import type { HoldFigures, Rate, ScenarioResult, WinFigures } from './calibrate.ts'
+import type { NoiseModel } from './simulate.ts'
+
+const pct = (x: number) => `${(x * 100).toFixed(x < 0.1 ? 2 : 1)}%`
+/** A rate with its Clopper–Pearson 95% upper bound. */
+const withUpper = (r: Rate) => `${pct(r.rate)} (≤ ${pct(r.cpHigh)})`
+
+/** The calibration targets, judged on the scenarios they are stated for. */
+export interface TargetCheck {
+  target: string
+  scenario: string
+  figure: string
+  met: boolean
+}
+
+/**
+ * Targets: A/A false claim ≤ 1% with a Clopper–Pearson upper bound ≤ 2% (every gate and design);
+ * power ≥ 80% at a 5% effect within 64 paired requests (fixed 64 or sequential by 64);
+ * ≤ 32 paired requests on average with sequential looks at a 10% effect. Power targets are
+ * judged for one launch per arm only (the launch-level scenarios use more requests by design).
+ */
+export function checkTargets(results: readonly ScenarioResult[]): TargetCheck[] {
+  const checks: TargetCheck[] = []
+  for (const r of results) {
+    if (!r.scenario.targets) continue
+    const scenario = r.scenario.name
+    const single = r.scenario.launches === 1
+    for (const w of r.win) {
+      const aa = [w.aa.fixed64?.pass, w.aa.fixedAll.pass, w.aa.sequential?.pass].filter((x): x is Rate => x !== undefined)
+      const worst = aa.reduce((a, b) => (b.rate > a.rate ? b : a))
+      checks.push({ target: `${w.gate} A/A false win ≤ 1% (upper ≤ 2%)`, scenario, figure: withUpper(worst), met: worst.rate <= 0.01 && worst.cpHigh <= 0.02 })
+      if (!r.scenario.power || !single) continue
+      const five = w.power.find((p) => p.effect === 0.05)?.figures
+      const ten = w.power.find((p) => p.effect === 0.1)?.figures
+      if (five !== undefined) {
+        const within64 = Math.max(five.fixed64?.pass.rate ?? 0, five.sequential?.passBy64.rate ?? 0)
+        checks.push({ target: `${w.gate} power ≥ 80% at +5% within 64 paired requests`, scenario, figure: pct(within64), met: within64 >= 0.8 })
+      }
+      if (ten?.sequential) {
+        checks.push({ target: `${w.gate} ≤ 32 paired requests on average at +10% (sequential)`, scenario, figure: ten.sequential.meanRequests.toFixed(1), met: ten.sequential.meanRequests <= 32 })
+      }
+    }
+    for (const h of r.hold) {
+      checks.push({ target: `${h.gate} A/A false fail ≤ 1% (upper ≤ 2%)`, scenario, figure: withUpper(h.aa.fail), met: h.aa.fail.rate <= 0.01 && h.aa.fail.cpHigh <= 0.02 })
+      checks.push({ target: `${h.gate} false fail at the tolerance ≤ 1% (upper ≤ 2%)`, scenario, figure: withUpper(h.edge.fail), met: h.edge.fail.rate <= 0.01 && h.edge.fail.cpHigh <= 0.02 })
+    }
+  }
+  return checks
+}
+
+function winLines(f: WinFigures): string {
+  const parts: string[] = []
+  if (f.fixed64) parts.push(`fixed 64: pass ${withUpper(f.fixed64.pass)} fail ${pct(f.fixed64.fail.rate)}`)
+  parts.push(`${f.fixed64 ? 'fixed 128' : 'launch level'}: pass ${withUpper(f.fixedAll.pass)} fail ${pct(f.fixedAll.fail.rate)}`)
+  if (f.sequential) parts.push(`sequential: pass ${withUpper(f.sequential.pass)} (by 64: ${pct(f.sequential.passBy64.rate)}) fail ${pct(f.sequential.fail.rate)}, mean ${f.sequential.meanRequests.toFixed(1)} requests`)
+  return parts.join(' | ')
+}
+
+function holdLine(f: HoldFigures): string {
+  return `fail ${withUpper(f.fail)} pass ${pct(f.pass.rate)}`
+}
+
+/** The terminal report. */
+export function renderText(model: NoiseModel, results: readonly ScenarioResult[], seconds: number): string {
+  const lines: string[] = []
+  lines.push(`noise model: ${JSON.stringify(model)}`)
+  for (const r of results) {
+    const s = r.scenario
+    lines.push('', `== ${s.name} (simulated launch sd ${pct(s.launchSd)}, ${s.launches} launch(es) × ${s.requestsPerLaunch} requests per arm)`)
+    for (const w of r.win) {
+      lines.push(`${w.gate}`, `  A/A          ${winLines(w.aa)}`)
+      for (const p of w.power) lines.push(`  +${pct(p.effect).padEnd(10)} ${winLines(p.figures)}`)
+    }
+    for (const h of r.hold) {
+      lines.push(`${h.gate}`, `  A/A (ratio 1)          ${holdLine(h.aa)}`, `  at the tolerance       ${holdLine(h.edge)}`)
+      for (const p of h.power) lines.push(`  tolerance × ${(1 + p.effect).toFixed(2)}     ${holdLine(p.figures)}`)
+    }
+  }
+  lines.push('', 'targets:')
+  for (const c of checkTargets(results)) lines.push(`  ${c.met ? 'met    ' : 'NOT MET'} ${c.target}: ${c.figure} — ${c.scenario}`)
+  lines.push('', `done in ${seconds.toFixed(1)} s`)
+  return lines.join('\n')
+}
+
+/** Markdown tables for docs/gates.md. */
+export function renderMarkdown(results: readonly ScenarioResult[]): string {
+  const lines: string[] = []
+  for (const r of results) {
+    const s = r.scenario
+    lines.push('', `**${s.name}**`, '')
+    if (s.launches > 1) {
+      lines.push('| gate | A/A false win | pass at +3% | +5% | +10% |', '| --- | --- | --- | --- | --- |')
+      for (const w of r.win) {
+        const at = (e: number) => {
+          const f = w.power.find((p) => p.effect === e)?.figures
+          return f ? pct(f.fixedAll.pass.rate) : '–'
+        }
+        lines.push(`| ${w.gate} | ${withUpper(w.aa.fixedAll.pass)} | ${at(0.03)} | ${at(0.05)} | ${at(0.1)} |`)
+      }
+    } else {
+      lines.push(
+        '| gate | A/A false win: fixed 64 / 128 / sequential | pass at +3%: 64 / 128 / seq | +5% | +10% | mean requests (seq) at +3 / 5 / 10% |',
+        '| --- | --- | --- | --- | --- | --- |',
+      )
+      for (const w of r.win) {
+        const aa = `${withUpper(w.aa.fixed64?.pass as Rate)} / ${withUpper(w.aa.fixedAll.pass)} / ${withUpper(w.aa.sequential?.pass as Rate)}`
+        const at = (e: number) => {
+          const f = w.power.find((p) => p.effect === e)?.figures
+          return f ? `${pct(f.fixed64?.pass.rate ?? 0)} / ${pct(f.fixedAll.pass.rate)} / ${pct(f.sequential?.pass.rate ?? 0)} (by 64: ${pct(f.sequential?.passBy64.rate ?? 0)})` : '–'
+        }
+        const used = w.power.length > 0 ? w.power.map((p) => p.figures.sequential?.meanRequests.toFixed(0) ?? '–').join(' / ') : '–'
+        lines.push(`| ${w.gate} | ${aa} | ${at(0.03)} | ${at(0.05)} | ${at(0.1)} | ${used} |`)
+      }
+    }
+    if (r.hold.length > 0) {
+      lines.push('', '| latency gate | A/A false fail | false fail at the tolerance | fail at tolerance × 1.03 | × 1.05 | × 1.10 | pass under A/A |', '| --- | --- | --- | --- | --- | --- | --- |')
+      for (const h of r.hold) {
+        const at = (e: number) => {
+          const f = h.power.find((p) => p.effect === e)?.figures
+          return f ? pct(f.fail.rate) : '–'
+        }
+        lines.push(`| ${h.gate} | ${withUpper(h.aa.fail)} | ${withUpper(h.edge.fail)} | ${at(0.03)} | ${at(0.05)} | ${at(0.1)} | ${pct(h.aa.pass.rate)} |`)
+      }
+    }
+  }
+  return lines.join('\n')
+}
