@@ -2,27 +2,16 @@ import { readFileSync } from 'node:fs'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { PassThrough } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type SimServer, startSimServer } from '../sim/server.ts'
 import { RunRecord } from '../schema/run.ts'
-import { main } from './main.ts'
+import { cli } from '../../fixtures/cli.ts'
 
 const BIN = fileURLToPath(new URL('../../bin/servegate.js', import.meta.url))
 const REFERENCE = fileURLToPath(new URL('../../fixtures/reference/anvil-serving-run-rtx5090.json', import.meta.url))
 
-async function cli(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const stdout = new PassThrough()
-  const stderr = new PassThrough()
-  let out = ''
-  let err = ''
-  stdout.on('data', (b: Buffer) => (out += b.toString()))
-  stderr.on('data', (b: Buffer) => (err += b.toString()))
-  const code = await main(argv, { stdout, stderr })
-  return { code, stdout: out, stderr: err }
-}
 
 let dir = ''
 let sim: SimServer

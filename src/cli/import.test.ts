@@ -1,11 +1,10 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { PassThrough } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { RunRecord } from '../schema/run.ts'
-import { main } from './main.ts'
+import { cli } from '../../fixtures/cli.ts'
 
 const fixture = (name: string): string => fileURLToPath(new URL(`../../fixtures/${name}`, import.meta.url))
 const VLLM_DETAILED = fixture('import/vllm-save-detailed.json')
@@ -13,16 +12,6 @@ const VLLM_SUMMARY = fixture('import/vllm-save-result.json')
 const SGLANG = fixture('import/sglang-bench-serving.jsonl')
 const ANVIL = fixture('reference/anvil-serving-run-rtx5090.json')
 
-async function cli(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const stdout = new PassThrough()
-  const stderr = new PassThrough()
-  let out = ''
-  let err = ''
-  stdout.on('data', (b: Buffer) => (out += b.toString()))
-  stderr.on('data', (b: Buffer) => (err += b.toString()))
-  const code = await main(argv, { stdout, stderr })
-  return { code, stdout: out, stderr: err }
-}
 
 async function readRecord(path: string): Promise<RunRecord> {
   return RunRecord.parse(JSON.parse(await readFile(path, 'utf8')))
