@@ -112,7 +112,7 @@ async function closedLoop(
   concurrency: number,
   send: (index: number) => Promise<StreamObservation>,
   onDone: (slot: Slot) => void,
-): Promise<number> {
+): Promise<void> {
   const readyAt = performance.now()
   let next = 0
   const worker = async (): Promise<void> => {
@@ -124,7 +124,6 @@ async function closedLoop(
     }
   }
   await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker))
-  return readyAt
 }
 
 function harnessHealth(
