@@ -326,7 +326,10 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
       lastEnd = Math.max(lastEnd, obs.endAt ?? obs.sentAt)
     }
     const wallClockMs = Math.max(0, lastEnd - firstSend)
-    const wireBodies = slots.map((s) => stripModel(o.model, Buffer.concat(s.obs.sentChunks)) ?? Buffer.concat(s.obs.sentChunks))
+    const wireBodies = slots.map((s) => {
+      const written = Buffer.concat(s.obs.sentChunks)
+      return stripModel(o.model, written) ?? written
+    })
     const wireStreamSha256 = requestStreamSha256(wireBodies)
     const completed = records.filter((r) => r.status === 'ok').length
 
