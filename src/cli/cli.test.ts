@@ -112,6 +112,8 @@ describe('servegate run --engine', () => {
     expect(record.manifest?.engine).toMatchObject({ kind: 'vllm', version: { value: '0.11.0' } })
     // No nvidia-smi here: absent, with the reason, never invented.
     expect(record.manifest?.gpus.status).toBe('absent')
+    expect(r.stdout).toMatch(/^engine vllm 0\.11\.0 · http · model fake\/m · no GPU facts \(/m)
+    expect(r.stdout).toMatch(/^engine metrics: running max \d+, waiting max \d+ · concurrency /m)
   })
 
   test('an engine that dies at start-up: the record is written, the cell fails with exit 1 and one line', async () => {

@@ -26,6 +26,37 @@ function pad(cells: string[], widths: number[]): string {
   return cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] as number) : c.padStart(widths[i] as number))).join('  ')
 }
 
+const num = (v: number | null | undefined, digits = 1): string => (v === null || v === undefined ? '—' : v.toFixed(digits))
+
+/** The engine, GPU and telemetry lines of a record measured on an engine servegate launched. */
+function engineLines(record: RunRecord): string[] {
+  const lines: string[] = []
+  const m = record.manifest
+  if (m !== null) {
+    const gpus = m.gpus.status === 'ok' ? m.gpus.devices.map((d) => `${d.name ?? '?'} (driver ${d.driverVersion ?? '?'})`).join(', ') : `no GPU facts (${m.gpus.reason})`
+    lines.push('', `engine ${m.engine.kind} ${m.engine.version.value ?? `version unknown (${m.engine.version.reason})`} · ${m.engine.shape} · model ${m.model.id}${m.model.revision === null ? '' : `@${m.model.revision}`} · ${gpus}`)
+  }
+  const t = record.telemetry
+  if (t === null) return lines
+  if (t.gpu.status === 'ok' && t.gpu.summary.status === 'ok') {
+    const w = t.gpu.summary.worst
+    lines.push(`GPU (worst device): active power mean ${num(w.activePowerMeanW.value)} W, p95 ${num(w.activePowerP95W.value)} W · temperature p95 ${num(w.temperatureP95C.value)} °C · peak memory ${num(w.peakMemoryUsedMiB.value, 0)} MiB · ${num(w.idleSubtractedJPerOutputToken.value, 3)} J per output token above idle`)
+  }
+  if (t.engine.status === 'ok') {
+    const o = t.engine.occupancy
+    const reached = t.engine.concurrency === null ? '' : ` · concurrency ${t.engine.concurrency.reached === true ? 'reached' : t.engine.concurrency.reached === false ? 'NOT reached' : 'unknown'} (${t.engine.concurrency.reason})`
+    lines.push(`engine metrics: running max ${o.runningMax ?? '—'}, waiting max ${o.waitingMax ?? '—'}${reached}`)
+  } else {
+    lines.push(`engine metrics: absent (${t.engine.reason})`)
+  }
+  if (t.timingAgreement.status === 'ok') {
+    for (const c of t.timingAgreement.comparisons) {
+      lines.push(`engine vs client ${c.metric}: ${c.verdict} (${c.engineSource} vs ${c.clientSource}; median gap ${num(c.medianGapMs)} ms over ${c.samples})`)
+    }
+  }
+  return lines
+}
+
 /** Renders the readable summary of a run record: headline, a metric table, failures, harness health. */
 export function renderSummary(record: RunRecord, recordPath?: string): string {
   const { plan, metrics, harness } = record
@@ -86,6 +117,7 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
       if (lines.length > 60) break
     }
   }
+  lines.push(...engineLines(record))
   if (harness.clientCpuShare !== null) {
     lines.push('')
     const figures = `client CPU ${harness.clientCpuShare.toFixed(2)} core · send lag p99 ${fmt(harness.sendLagP99Ms)} ms · event-loop delay p99 ${fmt(harness.eventLoopDelayP99Ms)} ms`
