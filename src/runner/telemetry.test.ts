@@ -46,6 +46,16 @@ describe('telemetry during a cell on a launched engine', () => {
     }
     expect(t?.engine).toMatchObject({ status: 'ok', concurrency: { requested: 4, reached: true } })
     if (t?.engine.status === 'ok') expect(t.engine.occupancy.runningMax).toBe(4)
+    // The engine's own histograms (prefill, time to first token, decode) against the client's times.
+    const agreement = t?.timingAgreement
+    expect(agreement?.status).toBe('ok')
+    if (agreement?.status === 'ok') {
+      expect(agreement.comparisons.map((c) => [c.metric, c.samples, c.verdict])).toEqual([
+        ['prefill', 16, 'agree'],
+        ['time-to-first-token', 16, 'agree'],
+        ['generation', 16, 'agree'],
+      ])
+    }
     expect(['ok', 'absent']).toContain(t?.hostMemory.status)
   })
 

@@ -75,6 +75,7 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
   let promptTokens = 0
   let generationTokens = 0
   let requestsFinished = 0
+  const timings = { count: 0, ttftSecondsSum: 0, prefillSecondsSum: 0, decodeSecondsSum: 0 }
   let tokenizeRequests = 0
   let maxActive = 0
   let closing: Promise<void> | null = null
@@ -105,7 +106,7 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
     if (path === '/metrics') {
       const running = engine.running()
       const counters = { running, waiting: streams.size - running, kvUsage: Math.min(1, running / 64), promptTokens, generationTokens, requestsFinished }
-      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(renderMetrics(opts.dialect, opts.model, counters))
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(renderMetrics(opts.dialect, opts.model, counters, timings))
       return
     }
     const version = versionRoute(opts.dialect, opts.version)
@@ -164,19 +165,35 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
     }
 
     promptTokens += request.promptTokens
+    const openedAt = performance.now()
+    let firstTokenAt: number | null = null
     const stream = new SimStream(res, streamPlan(opts, request, index, fault), (emitted) => {
       streams.delete(stream)
       generationTokens += emitted
       requestsFinished++
+      if (emitted > 0 && firstTokenAt !== null) {
+        timings.count++
+        timings.ttftSecondsSum += (firstTokenAt - openedAt) / 1000
+        timings.prefillSecondsSum += request.promptTokens / opts.prefillTokPerS
+        timings.decodeSecondsSum += (performance.now() - firstTokenAt) / 1000
+      }
     })
+    // The engine steps this job: its first step is the end of its prefill (its first token).
+    const job = {
+      promptTokens: stream.promptTokens,
+      step: () => {
+        firstTokenAt ??= performance.now()
+        return stream.step()
+      },
+    }
     streams.add(stream)
     maxActive = Math.max(maxActive, streams.size)
     res.on('close', () => {
-      engine.cancel(stream)
+      engine.cancel(job)
       stream.dispose()
     })
     stream.open()
-    engine.submit(stream)
+    engine.submit(job)
   }
 
   await listen(server, opts)
