@@ -5,6 +5,7 @@
 import type { GateRecord } from '../../src/gates/arms.ts'
 import { createRandom, mixSeed } from '../../src/random.ts'
 import type { RequestRecord } from '../../src/schema/run.ts'
+import { NO_REQUEST_CHECKS } from '../../src/import/common.ts'
 
 /** The noise model; every figure is a log-scale standard deviation unless it says otherwise. */
 export interface NoiseModel {
@@ -109,13 +110,7 @@ function launch(model: NoiseModel, shared: readonly Prompt[], effect: TrueEffect
       contentChunks: prompt.completionTokens,
       itlMs: null,
       finishReason: 'length',
-      plannedPromptTokens: null,
-      wireSha256: null,
-      canary: null,
-      outputAdherence: null,
-      score: null,
-      engineTimings: null,
-      sendAttempts: 1,
+      ...NO_REQUEST_CHECKS,
     }
   })
   return { requests }

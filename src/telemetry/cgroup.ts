@@ -1,6 +1,6 @@
+import { pollEvery } from './poll.ts'
 import { access, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { sanitizeMessage } from '../errors.ts'
 import type { HostMemory, NullReasons } from '../schema/telemetry.ts'
 
@@ -203,17 +203,7 @@ export function startHostMemorySampler(options: HostMemorySamplerOptions = {}): 
     const cgroup = options.cgroup ?? (await findMemoryCgroup(options))
     if (cgroup.status === 'absent') return cgroup
     const file = FILES[cgroup.version].current
-    let next = performance.now()
-    while (!signal.aborted) {
-      await sample(cgroup.dir, file)
-      next += intervalMs
-      const wait = next - performance.now()
-      if (wait <= 0) {
-        next = performance.now()
-        continue
-      }
-      await sleep(wait, undefined, { signal }).catch(() => undefined)
-    }
+    await pollEvery(intervalMs, signal, () => sample(cgroup.dir, file))
     return cgroup
   })()
 

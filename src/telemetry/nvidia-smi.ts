@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises'
+import { pollEvery } from './poll.ts'
 import { execa } from 'execa'
 import { sanitizeMessage } from '../errors.ts'
 import type { GpuFact, GpuSample, GpuSamples } from '../schema/telemetry.ts'
@@ -247,18 +247,7 @@ export function startGpuSampler(options: GpuSamplerOptions = {}): GpuSampler {
     const facts = await queryGpuFacts(options)
     if (facts.status === 'absent') return facts
     const devices = new Set(facts.gpus.flatMap((g) => (g.index === null ? [] : [g.index])))
-    let next = performance.now()
-    while (!signal.aborted) {
-      await poll(devices)
-      next += intervalMs
-      const wait = next - performance.now()
-      if (wait <= 0) {
-        // Behind schedule (slow nvidia-smi): restart the cadence instead of polling back to back.
-        next = performance.now()
-        continue
-      }
-      await sleep(wait, undefined, { signal }).catch(() => undefined)
-    }
+    await pollEvery(intervalMs, signal, () => poll(devices))
     return { status: 'ok', devices }
   })()
 

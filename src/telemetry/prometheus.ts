@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises'
+import { pollEvery } from './poll.ts'
 import { request } from 'undici'
 import { sanitizeMessage } from '../errors.ts'
 import type { ConcurrencyCheck, EngineKind, EngineOccupancy, EngineTimingDeltas, NullReasons, TimingDelta } from '../schema/telemetry.ts'
@@ -375,17 +375,7 @@ export function startMetricsScraper(options: MetricsScraperOptions): MetricsScra
   }
 
   const running = (async (): Promise<void> => {
-    let next = performance.now()
-    while (!signal.aborted) {
-      await scrape()
-      next += intervalMs
-      const wait = next - performance.now()
-      if (wait <= 0) {
-        next = performance.now()
-        continue
-      }
-      await sleep(wait, undefined, { signal }).catch(() => undefined)
-    }
+    await pollEvery(intervalMs, signal, () => scrape())
   })()
 
   let stopped: Promise<EngineOccupancy> | null = null
