@@ -51,6 +51,21 @@ describe('tiny llama, in-process: 1 sequence vs 4 sequences at concurrency 4', (
   })
 })
 
+describe('a sequential pair: stop at the first look that decides', () => {
+  // The same pair, measured in stages of 16, 32, 64 requests taking turns A B B A; the prefill win
+  // is plain, so both arms stop at the first look and the matcher reads the same design.
+  const staged = pair({ baseline: oneSlot, candidate: fourSlots, ...plan, stopEarly: { looks: [16, 32], gates: [{ gate: 'toWinPrefill', margin: 0.1 }] } })
+  test('stops both arms at 16 of 64 requests with the prefill win decided', async () => {
+    const p = await staged
+    for (const r of [...p.baseline, ...p.candidate]) {
+      expect(r.plan.sequential).toMatchObject({ stoppedAt: 16, plannedRequests: 64, reason: expect.stringMatching(/toWinPrefill pass/) })
+      expect(r.completed).toBe(16)
+    }
+    expect(p).toWinPrefill({ margin: 0.1 })
+    expect(p).toBeMatchedPair()
+  })
+})
+
 describe('an unfair pair', () => {
   const unfair = pair({ baseline: fourSlots, candidate: otherModel, ...plan, requests: 8 })
   test('another model file is not a matched pair', async () => expect(await unfair).not.toBeMatchedPair())

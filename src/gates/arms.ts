@@ -1,11 +1,14 @@
-import type { RequestRecord, RunRecord } from '../schema/run.ts'
+import type { RequestRecord, RunRecord, SequentialPlan } from '../schema/run.ts'
 import type { LatencyMetric, RateMetric } from './options.ts'
 
 /** Fewer paired requests than this and no interval is attempted. */
 export const MIN_PAIRED_REQUESTS = 8
 
-/** What a gate reads of a run record: its requests. Every RunRecord is one. */
-export type GateRecord = Pick<RunRecord, 'requests'>
+/**
+ * What a gate reads of a run record: its requests, and the sequential design of a pair measured
+ * in stages (win gates then take that design's looks). Every RunRecord is one.
+ */
+export type GateRecord = Pick<RunRecord, 'requests'> & { plan?: { sequential: SequentialPlan | null } | null }
 
 /** One launch of an arm, or several launches of it (repeats, e.g. A B B A). */
 export type ArmInput = GateRecord | readonly GateRecord[]

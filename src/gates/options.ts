@@ -42,12 +42,29 @@ export type RateMetric = z.infer<typeof RateMetric>
 export const WinGateName = z.enum(['toWinDecode', 'toWinPrefill', 'toWinThroughput'])
 export type WinGateName = z.infer<typeof WinGateName>
 
+/**
+ * How a win gate summarizes the paired log-ratios: their mean (the geometric mean of the ratios,
+ * BCa bootstrap) or their Hodges–Lehmann pseudo-median (Wilcoxon signed-rank interval), which a
+ * stall on one arm moves by one rank rather than by its size.
+ */
+export const WinEstimator = z.enum(['geometric-mean', 'hodges-lehmann'])
+export type WinEstimator = z.infer<typeof WinEstimator>
+
+/** Each gate's estimator unless told: time to first output carries scheduler stalls, so prefill is judged robustly. */
+export const DEFAULT_WIN_ESTIMATOR: Record<WinGateName, WinEstimator> = {
+  toWinDecode: 'geometric-mean',
+  toWinPrefill: 'hodges-lehmann',
+  toWinThroughput: 'geometric-mean',
+}
+
 export const WinGateOptions = z.object({
   gate: WinGateName,
   /** The compared metric; by default the gate's own (decode, prefill, throughput). */
   metric: RateMetric.optional(),
   /** The win must exceed 1 + margin (0.05: at least 5% better). @default 0 */
   margin: z.number().gt(-1).default(0),
+  /** The summary of the paired log-ratios; by default per gate, see DEFAULT_WIN_ESTIMATOR. */
+  estimator: WinEstimator.optional(),
   /**
    * Paired-request counts at which to look, e.g. [16, 32, 64, 128]: the gate stops at the first
    * decisive look, with α spent across looks (Pocock-type Lan–DeMets). Null: one look at all

@@ -75,6 +75,27 @@ describe('winGate', () => {
     expect(winGate({ baseline: { requests: requests(1) }, candidate: { requests: requests(1.2) } }, { gate: 'toWinPrefill', launchNoise: 0 }).effect.estimate).toBeCloseTo(1.2, 10)
   })
 
+  test('prefill is judged by the Hodges–Lehmann pseudo-median: stalls on one arm do not hide a 10% win', () => {
+    const b = launchOf('effectivePrefillTokPerS', around(5000, N, 0.1))
+    // 10% faster, except four requests that hit a scheduler stall and took four times as long.
+    const c = launchOf('effectivePrefillTokPerS', b.requests.map((r, i) => (r as { effectivePrefillTokPerS: number }).effectivePrefillTokPerS * 1.1 * (1 + 0.02 * Math.cos(2.3 * i)) / (i % 16 === 5 ? 4 : 1)))
+    const robust = winGate({ baseline: b, candidate: c }, { gate: 'toWinPrefill', margin: 0.05, launchNoise: 0 })
+    expect(robust.outcome).toBe('pass')
+    expect(robust.effect.estimate).toBeCloseTo(1.1, 2)
+    expect(robust.effect.method).toMatch(/^Hodges–Lehmann pseudo-median of 64 paired log-ratios with the Wilcoxon signed-rank interval \(exact;/)
+    const mean = winGate({ baseline: b, candidate: c }, { gate: 'toWinPrefill', margin: 0.05, launchNoise: 0, estimator: 'geometric-mean' })
+    expect(mean.effect.estimate as number).toBeLessThan(1.02)
+    expect(mean.outcome).not.toBe('pass')
+  })
+
+  test('an inconclusive Hodges–Lehmann gate sizes more requests from its own interval', () => {
+    const b = launchOf('effectivePrefillTokPerS', around(5000, 32, 0.1))
+    const c = launchOf('effectivePrefillTokPerS', b.requests.map((r, i) => (r as { effectivePrefillTokPerS: number }).effectivePrefillTokPerS * 1.02 * (1 + 0.1 * Math.cos(2.3 * i))))
+    const d = winGate({ baseline: b, candidate: c }, { gate: 'toWinPrefill', launchNoise: 0 })
+    expect(d.outcome).toBe('inconclusive')
+    expect(d.moreRequestsHint as number).toBeGreaterThan(32)
+  })
+
   test('sequential looks: a plain 20% win stops at the first look with a stricter confidence', () => {
     const c = candidate(1.2, 0.02, 128)
     const b = launchOf('decodeTokPerS', around(50, 128, 0.1))
@@ -91,7 +112,7 @@ describe('winGate', () => {
     const c = launchOf('decodeTokPerS', around(50, 100, 0.1).map((v, i) => v * (1 + 0.05 * Math.cos(2.3 * i))))
     const d = winGate({ baseline: b, candidate: c }, { gate: 'toWinDecode', launchNoise: 0, looks: [16, 32, 64, 128] })
     expect(d.outcome).toBe('inconclusive')
-    expect(d.rule).toMatch(/looks at 16, 32, 64, 100 paired requests .* undecided after look 4 of 4 \(100 paired requests\)/)
+    expect(d.rule).toMatch(/looks at 16, 32, 64, 100 requests of the plan .* undecided after look 4 of 4 \(100 paired requests\)/)
   })
 
   test('the same input and seed give the same decision; another seed may move the bounds', () => {

@@ -9,7 +9,10 @@ import {
 import {
   atLeastStudentT, launchLevelInterval, launchNoiseClause, type LogInterval, noLaunchNoiseWarning, percent, ratio, sampleSd, widen,
 } from './interval.ts'
-import { parseOptions, type RateMetric, type ResolvedWinGateOptions, type WinGateName, WinGateOptions } from './options.ts'
+import { EXACT_SIGNED_RANK_MAX_N, signedRankTest } from '../stats/signed-rank.ts'
+import {
+  DEFAULT_WIN_ESTIMATOR, parseOptions, type RateMetric, type ResolvedWinGateOptions, type WinEstimator, type WinGateName, WinGateOptions,
+} from './options.ts'
 
 /** The largest `moreRequestsHint` a gate gives. */
 export const MAX_REQUESTS_HINT = 10_000
@@ -28,9 +31,10 @@ const METRIC_WORDS: Record<RateMetric, string> = {
 
 /**
  * A superiority gate on a rate metric: is the candidate faster than the baseline by more than
- * the margin? The effect is the geometric mean of candidate/baseline over paired requests (the
- * same prompt on both arms), with a BCa bootstrap interval of the mean log-ratio, widened by the
- * launch-noise floor. Pass when the interval's lower bound exceeds 1 + margin; fail when its upper
+ * the margin? The effect is the typical candidate/baseline ratio over paired requests (the same
+ * prompt on both arms): the geometric mean with a BCa bootstrap interval of the mean log-ratio,
+ * or for prefill the Hodges–Lehmann pseudo-median with its signed-rank interval; either widened
+ * by the launch-noise floor. Pass when the interval's lower bound exceeds 1 + margin; fail when its upper
  * bound is below it (confidently not a win); otherwise inconclusive, with the paired requests
  * that would likely decide it.
  *
@@ -48,37 +52,75 @@ export function winGate(pair: GatePair, options: WinGateOptions): GateDecision {
 }
 
 interface Look {
+  /** The plan's request count at this look: it judges the paired requests with index below it. */
+  end: number
+  /** Paired requests judged at this look. */
   n: number
   confidence: number
 }
 
+/** The design of a sequential gate: the plan's request counts at its looks, and the planned total. */
+export interface LookDesign {
+  looks: readonly number[]
+  plannedRequests: number
+}
+
 /**
- * The looks actually taken: the planned ones below the paired count, then a final look at all
- * paired requests (so no data is wasted and the last look spends what is left). Information
- * fractions are variance-based, (s²/N + v)/(s²/n + v) with v the launch-noise variance, so a
- * floor that more requests cannot shrink is accounted for. s is the sd of all the paired
- * log-ratios (the gate sees the complete record); with v = 0 the fractions are n/N and s drops out.
+ * The design the gate follows: the options' looks if given, else the one the records carry (a
+ * sequential pair measured in stages, see `pair({ stopEarly })`), else none. The planned total is
+ * the design's, or the requests the records reach.
  */
-function planLooks(o: ResolvedWinGateOptions, n: number, sd: number, launchVariance: number): Look[] {
+function lookDesign(o: ResolvedWinGateOptions, baseline: GateRecord, candidate: GateRecord, reached: number): LookDesign | null {
+  const recorded = baseline.plan?.sequential ?? candidate.plan?.sequential ?? null
+  const plannedRequests = recorded?.plannedRequests ?? reached
+  if (o.looks !== null) return { looks: o.looks, plannedRequests }
+  return recorded === null ? null : { looks: recorded.looks, plannedRequests }
+}
+
+/**
+ * The looks actually taken. Planned looks are request counts of the plan, the last one the
+ * planned total; a look judges the paired requests with index below it, so a pair stopped
+ * early in stages and the same gate read afterwards take the same looks. Information fractions
+ * are variance-based, (s²/N + v)/(s²/k + v) with v the launch-noise variance, so a floor that
+ * more requests cannot shrink is accounted for. s is the sd of the paired log-ratios seen; with
+ * v = 0 the fractions are k/N and s drops out.
+ */
+function planLooks(o: ResolvedWinGateOptions, design: LookDesign | null, indices: readonly number[], sd: number, launchVariance: number): { looks: Look[]; planned: number } {
+  const pairedBelow = (end: number) => {
+    let n = 0
+    while (n < indices.length && (indices[n] as number) < end) n++
+    return n
+  }
+  if (design === null) return { looks: [{ end: Infinity, n: indices.length, confidence: o.confidence }], planned: 1 }
   const alpha = (1 - o.confidence) / 2
-  if (o.looks === null) return [{ n, confidence: o.confidence }]
-  const planned = [...new Set(o.looks)].sort((a, b) => a - b).filter((k) => k < n && k >= MIN_PAIRED_REQUESTS)
-  const counts = [...planned, n]
+  const total = design.plannedRequests
+  const counts = lookCounts(design)
   const variance = (k: number) => (sd * sd) / k + launchVariance
-  const finalVariance = variance(n)
   const fractions: number[] = []
   for (const k of counts) {
     // Rounded to 0.01 so designs repeat (and their boundaries are cached); nudged to stay increasing.
-    const raw = variance(k) > 0 ? finalVariance / variance(k) : k / n
+    const raw = variance(k) > 0 ? variance(total) / variance(k) : k / total
     const previous = fractions.at(-1) ?? 0
     fractions.push(Math.min(1, Math.max(previous + 0.01, Math.round(raw * 100) / 100)))
   }
   fractions[fractions.length - 1] = 1
   // A fraction pushed to 1 early (launch noise dominating) merges the remaining looks into it.
   const usable = fractions.findIndex((t) => t >= 1)
-  const kept = counts.slice(0, usable + 1)
   const boundaries = groupSequentialBoundaries(fractions.slice(0, usable + 1), alpha, 'pocock')
-  return kept.map((k, i) => ({ n: i === kept.length - 1 ? n : k, confidence: lookConfidence((boundaries[i] as { z: number }).z) }))
+  const reached = (indices.at(-1) ?? -1) + 1
+  const looks: Look[] = []
+  for (let i = 0; i <= usable; i++) {
+    const last = i === usable
+    const end = last ? Infinity : (counts[i] as number)
+    if (!last && end > reached) break
+    looks.push({ end, n: pairedBelow(end), confidence: lookConfidence((boundaries[i] as { z: number }).z) })
+  }
+  return { looks, planned: usable + 1 }
+}
+
+/** The request counts of a design's looks, as the rule states them. */
+export function lookCounts(design: LookDesign): number[] {
+  return [...[...new Set(design.looks)].sort((a, b) => a - b).filter((k) => k < design.plannedRequests && k >= MIN_PAIRED_REQUESTS), design.plannedRequests]
 }
 
 function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline: GateRecord, candidate: GateRecord): GateDecision {
@@ -113,16 +155,17 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
   const logRatios = new Float64Array(n)
   for (let i = 0; i < n; i++) logRatios[i] = Math.log((paired.candidate[i] as number) / (paired.baseline[i] as number))
   const launchVariance = 2 * o.launchNoise ** 2
-  const looks = planLooks(o, n, sampleSd(logRatios), launchVariance)
+  const design = lookDesign(o, baseline, candidate, (paired.indices.at(-1) ?? -1) + 1)
+  const { looks, planned } = planLooks(o, design, paired.indices, sampleSd(logRatios), launchVariance)
   const logThreshold = Math.log(threshold)
 
+  const estimator = o.estimator ?? DEFAULT_WIN_ESTIMATOR[o.gate]
   let decided: { look: number; interval: LogInterval; outcome: GateDecision['outcome'] } | null = null
   let last: LogInterval = { estimate: 0, low: 0, high: 0 }
   for (let k = 0; k < looks.length; k++) {
     const look = looks[k] as Look
-    const sample = logRatios.subarray(0, look.n)
-    const bca = bcaInterval(bootstrapMeanOf(sample, { seed: o.seed, resamples: o.resamples }), look.confidence, { expandForN: look.n })
-    last = widen(atLeastStudentT(bca, sampleSd(sample), look.n, look.confidence), look.confidence, launchVariance)
+    if (look.n < MIN_PAIRED_REQUESTS) continue
+    last = widen(requestInterval(estimator, logRatios.subarray(0, look.n), look.confidence, o), look.confidence, launchVariance)
     if (last.low > logThreshold) decided = { look: k, interval: last, outcome: 'pass' }
     else if (last.high < logThreshold) decided = { look: k, interval: last, outcome: 'fail' }
     if (decided !== null) break
@@ -134,14 +177,15 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
 
   let rule = baseRule(look.confidence)
   let sequential = ''
-  if (o.looks !== null) {
+  if (design !== null) {
     const alpha = (1 - o.confidence) / 2
-    rule += `; looks at ${looks.map((l) => l.n).join(', ')} paired requests with ${percent(alpha)} per side spent by a Pocock-type Lan–DeMets function (${percent(o.confidence)} overall); ${decided === null ? 'undecided after' : 'decided at'} look ${lookIndex + 1} of ${looks.length} (${look.n} paired requests)`
-    sequential = `; group-sequential look ${lookIndex + 1} of ${looks.length}`
+    rule += `; looks at ${lookCounts(design).join(', ')} requests of the plan with ${percent(alpha)} per side spent by a Pocock-type Lan–DeMets function (${percent(o.confidence)} overall); ${decided === null ? 'undecided after' : 'decided at'} look ${lookIndex + 1} of ${planned} (${look.n} paired requests)`
+    sequential = `; group-sequential look ${lookIndex + 1} of ${planned}`
   }
   let moreRequestsHint: number | null = null
   if (outcome === 'inconclusive') {
-    moreRequestsHint = requestsHint(interval.estimate - logThreshold, sampleSd(logRatios.subarray(0, look.n)), look.confidence, launchVariance, look.n)
+    const unwidened = requestInterval(estimator, logRatios.subarray(0, look.n), look.confidence, o)
+    moreRequestsHint = requestsHint(interval.estimate - logThreshold, equivalentSd(unwidened, look.n, look.confidence), look.confidence, launchVariance, look.n)
     if (moreRequestsHint === null && Math.abs(interval.estimate - logThreshold) > 0 && launchVariance > 0) {
       warnings.push(`the launch-noise floor (${percent(o.launchNoise)} per launch) alone is wider than the gap to ${ratio(threshold)}: more requests cannot decide this; repeat launches on both arms (A B B A) for the launch-level test`)
     }
@@ -157,13 +201,37 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
       high: Math.exp(interval.high),
       unit: 'ratio',
       confidence: look.confidence,
-      method: `geometric mean of ${look.n} paired ratios (mean log-ratio), BCa bootstrap (${o.resamples} resamples, seed ${o.seed}) expanded for small samples, each side at least the Student t interval's${launchNoiseClause(o.launchNoise)}${sequential}`,
+      method: `${ESTIMATOR_METHOD[estimator](look.n, o)}${launchNoiseClause(o.launchNoise)}${sequential}`,
     },
     samples,
     rule,
     moreRequestsHint,
     warnings,
   }
+}
+
+const ESTIMATOR_METHOD: Record<WinEstimator, (n: number, o: ResolvedWinGateOptions) => string> = {
+  'geometric-mean': (n, o) =>
+    `geometric mean of ${n} paired ratios (mean log-ratio), BCa bootstrap (${o.resamples} resamples, seed ${o.seed}) expanded for small samples, each side at least the Student t interval's`,
+  'hodges-lehmann': (n) =>
+    `Hodges–Lehmann pseudo-median of ${n} paired log-ratios with the Wilcoxon signed-rank interval (${n <= EXACT_SIGNED_RANK_MAX_N ? 'exact' : 'normal approximation'}; robust to stalls on one arm)`,
+}
+
+/** The interval of the paired log-ratios' centre by the chosen estimator, before any launch-noise floor. */
+function requestInterval(estimator: WinEstimator, logRatios: Float64Array, confidence: number, o: ResolvedWinGateOptions): LogInterval {
+  if (estimator === 'hodges-lehmann') {
+    const r = signedRankTest(logRatios, confidence)
+    return { estimate: r.estimate, low: r.low, high: r.high }
+  }
+  const n = logRatios.length
+  const bca = bcaInterval(bootstrapMeanOf(logRatios, { seed: o.seed, resamples: o.resamples }), confidence, { expandForN: n })
+  return atLeastStudentT(bca, sampleSd(logRatios), n, confidence)
+}
+
+/** The per-request sd an interval implies (its half-width is z·sd/√n), for sizing more requests. */
+function equivalentSd(interval: LogInterval, n: number, confidence: number): number {
+  const z = normalQuantile(1 - (1 - confidence) / 2)
+  return (((interval.high - interval.low) / 2) * Math.sqrt(n)) / z
 }
 
 /**

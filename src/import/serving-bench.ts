@@ -487,6 +487,7 @@ export function assembleRunRecord(run: ImportedRun): RunRecord {
       maxTokens: run.maxTokens,
       requestTimeoutMs: null,
       workload: importedWorkload(run.promptTokens, null, run.promptTokensEstimator),
+      sequential: null,
     },
     completed: run.completed,
     failed: run.failed,

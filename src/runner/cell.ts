@@ -40,6 +40,25 @@ export interface RunCellHooks {
   engine?: { exited: Promise<unknown>; failure(): ErrorInfo | null }
   /** Called after warm-up, right before the measured requests (telemetry marks its idle baseline's end). */
   onMeasureStart?: () => void | Promise<void>
+  /** Measure in stages, taking turns with another cell (one arm of a sequential pair). */
+  stages?: CellStages
+}
+
+/**
+ * A cell measured in stages, each a block of the plan's requests in order. Before each stage it
+ * waits for its turn (stage 0's turn comes before calibration and warm-up, so nothing of this
+ * cell overlaps the other arm's stages) and may be told to stop there. Idle time between stages
+ * counts in neither the wall clock nor the harness figures.
+ */
+export interface CellStages {
+  /** Ascending request counts ending each stage; requests past the plan's count are ignored. */
+  ends: readonly number[]
+  /** Resolves true when the stage may run, false to stop before it. */
+  turn(stage: number): Promise<boolean>
+  /** A stage ended: every record so far, in plan order; `broken` when the cell cannot go on (engine gone, aborted). */
+  done(stage: number, records: readonly RequestRecord[], broken: boolean): void
+  /** The cell threw: release whoever waits on it. */
+  abandon(): void
 }
 
 interface Slot {
@@ -159,11 +178,33 @@ function harnessHealth(
   }
 }
 
-/** The plan part of a record; `workload` is null when the cell failed before it was prepared. */
-function cellPlan(o: ResolvedCellOptions, workload: PreparedWorkload | null, wireStreamSha256: string | null): RunRecord['plan'] {
+/** From the first send to the last end of some requests: the time the engine was busy with them. */
+function busySpanMs(slots: readonly Slot[]): number {
+  let firstSend = Infinity
+  let lastEnd = -Infinity
+  for (const { obs } of slots) {
+    firstSend = Math.min(firstSend, obs.sentAt)
+    lastEnd = Math.max(lastEnd, obs.endAt ?? obs.sentAt)
+  }
+  return Math.max(0, lastEnd - firstSend)
+}
+
+/**
+ * The plan part of a record; `workload` is null when the cell failed before it was prepared.
+ * `sent` is how many of the planned requests went out (fewer when a sequential pair stopped
+ * early): the planned hash then covers those, so the wire hash is compared with what was due.
+ */
+function cellPlan(
+  o: ResolvedCellOptions,
+  workload: PreparedWorkload | null,
+  wireStreamSha256: string | null,
+  sent = o.requests,
+): RunRecord['plan'] {
   const spec = workload?.spec ?? o.workload
   const calibration = workload?.calibration ?? null
   const sharedTokens = calibration?.sharedPrefixTokens ?? (spec.prefixCache.mode === 'shared' ? spec.prefixCache.tokens : null)
+  const plannedSha =
+    workload === null ? null : sent >= workload.measured.length ? workload.requestStreamSha256 : requestStreamSha256(workload.measured.slice(0, sent).map((r) => r.body))
   return {
     api: o.api,
     model: o.model,
@@ -190,12 +231,13 @@ function cellPlan(o: ResolvedCellOptions, workload: PreparedWorkload | null, wir
             : calibration.method === 'none'
               ? 'dataset prompts as written'
               : `estimated at ${ESTIMATED_TOKENS_PER_WORD} tokens per word (uncalibrated); usage.prompt_tokens is recorded per request`,
-      requestStreamSha256: workload?.requestStreamSha256 ?? null,
+      requestStreamSha256: plannedSha,
       wireStreamSha256,
-      wireMatchesPlan: workload === null || wireStreamSha256 === null ? null : wireStreamSha256 === workload.requestStreamSha256,
+      wireMatchesPlan: plannedSha === null || wireStreamSha256 === null ? null : wireStreamSha256 === plannedSha,
       requestsPerSlotFloor: spec.requestsPerSlotFloor,
-      floorMet: o.requests >= spec.requestsPerSlotFloor * o.concurrency,
+      floorMet: sent >= spec.requestsPerSlotFloor * o.concurrency,
     },
+    sequential: null,
   }
 }
 
@@ -285,8 +327,10 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
   void hooks.engine?.exited.then(() => {
     if (hooks.engine?.failure() !== null) stop.abort()
   })
+  const stages = hooks.stages ?? null
   try {
-    const send = (bodies: Buffer[], captureChars: number) => (index: number) => transport.send(bodies[index] as Buffer, captureChars, signal)
+    if (stages !== null && !(await stages.turn(0))) throw new ServegateError('INTERNAL', 'a staged cell was stopped before its first stage')
+    const send = (bodies: Buffer[], captureChars: number, offset = 0) => (index: number) => transport.send(bodies[offset + index] as Buffer, captureChars, signal)
     const workload = await preparedFor(
       o.workload,
       { api: o.api, maxTokens: o.maxTokens, requests: o.requests, warmupRequests: o.warmupRequests },
@@ -305,27 +349,40 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
 
     await hooks.onMeasureStart?.()
     const loopDelay = monitorEventLoopDelay({ resolution: 2 })
-    loopDelay.enable()
-    const cpuBefore = process.cpuUsage()
+    const ends = stages?.ends ?? [measuredBytes.length]
+    let cpuMs = 0
+    let activeMs = 0
+    let wallClockMs = 0
+    let sent = 0
     const cellStart = performance.now()
-    await closedLoop(measuredBytes.length, o.concurrency, send(measuredBytes, captureChars), (slot) => {
-      slots.push(slot)
-      if (slot.obs.error === null) ok++
-      else failed++
-      hooks.onProgress?.({ done: slots.length, total: o.requests, ok, failed, elapsedMs: performance.now() - cellStart })
-    })
-    const cpu = process.cpuUsage(cpuBefore)
-    loopDelay.disable()
+    for (let stage = 0; stage < ends.length; stage++) {
+      if (stage > 0 && (stages === null || !(await stages.turn(stage)))) break
+      const end = Math.min(ends[stage] as number, measuredBytes.length)
+      const offset = sent
+      const before = slots.length
+      loopDelay.enable()
+      const cpuBefore = process.cpuUsage()
+      const stageStart = performance.now()
+      await closedLoop(end - offset, o.concurrency, send(measuredBytes, captureChars, offset), (slot) => {
+        slots.push({ ...slot, index: offset + slot.index })
+        if (slot.obs.error === null) ok++
+        else failed++
+        hooks.onProgress?.({ done: slots.length, total: o.requests, ok, failed, elapsedMs: performance.now() - cellStart })
+      })
+      activeMs += performance.now() - stageStart
+      const cpu = process.cpuUsage(cpuBefore)
+      cpuMs += (cpu.user + cpu.system) / 1000
+      loopDelay.disable()
+      wallClockMs += busySpanMs(slots.slice(before))
+      sent = end
+      if (stages !== null) {
+        const records = slots.map((s) => toRecord(s, cellStart, workload.measured[s.index] as PreparedRequest, workload)).sort((a, b) => a.index - b.index)
+        stages.done(stage, records, signal.aborted || hooks.engine?.failure() != null)
+      }
+    }
 
     slots.sort((a, b) => a.index - b.index)
     const records = slots.map((s) => toRecord(s, cellStart, workload.measured[s.index] as PreparedRequest, workload))
-    let firstSend = Infinity
-    let lastEnd = -Infinity
-    for (const { obs } of slots) {
-      firstSend = Math.min(firstSend, obs.sentAt)
-      lastEnd = Math.max(lastEnd, obs.endAt ?? obs.sentAt)
-    }
-    const wallClockMs = Math.max(0, lastEnd - firstSend)
     const wireBodies = slots.map((s) => {
       const written = Buffer.concat(s.obs.sentChunks)
       return stripModel(o.model, written) ?? written
@@ -340,13 +397,13 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
       startedAt: startedAt.toISOString(),
       finishedAt: new Date().toISOString(),
       target: { baseUrl: target, model: o.model },
-      plan: cellPlan(o, workload, wireStreamSha256),
+      plan: cellPlan(o, workload, wireStreamSha256, sent),
       completed,
       failed: records.length - completed,
       failures: countFailures(records),
       requests: records,
       metrics: computeCellMetrics(records, wallClockMs),
-      harness: harnessHealth(o, (cpu.user + cpu.system) / 1000, performance.now() - cellStart, loopDelay, records),
+      harness: harnessHealth(o, cpuMs, activeMs, loopDelay, records),
       methodology: { ...METHODOLOGY },
       manifest: null,
       telemetry: null,
@@ -354,6 +411,7 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
       importedFrom: null,
     }
   } catch (err) {
+    stages?.abandon()
     if (err instanceof ServegateError) throw err
     throw new ServegateError('INTERNAL', `cell failed unexpectedly: ${sanitizeMessage((err as Error).message)}`, { cause: err })
   } finally {

@@ -81,6 +81,7 @@ export async function measureOnEngine(live: LiveEngine, cell: EngineCellOptions,
         signal: hooks.signal,
         engine: { exited, failure: () => engine.failure() },
         onMeasureStart: () => telemetry?.markLoadStart(),
+        stages: hooks.stages,
       },
     )
     finished = true
@@ -107,7 +108,7 @@ async function measureInProcess(live: Extract<LiveEngine, { shape: 'in-process' 
     tokenizer: async () => ({ tokenizer: live.engine.tokenizer, warning: null }),
     close: async () => {},
   }
-  const record = await measureCell(o, transport, 'in-process', { onProgress: hooks.onProgress, signal: hooks.signal })
+  const record = await measureCell(o, transport, 'in-process', { onProgress: hooks.onProgress, signal: hooks.signal, stages: hooks.stages })
   return { ...record, manifest: live.engine.manifest }
 }
 

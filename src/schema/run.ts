@@ -190,6 +190,23 @@ export const WorkloadPlan = z.object({
 })
 export type WorkloadPlan = z.infer<typeof WorkloadPlan>
 
+/**
+ * A cell measured in stages for a sequential pair: both arms run the same stages A B B A, and the
+ * pair stops at the first stage where every stopping gate decided (pass or fail).
+ */
+export const SequentialPlan = z.object({
+  /** Request counts (plan indices) at which the stopping gates looked, ascending; the last is `plannedRequests`. */
+  looks: z.array(z.int().positive()).min(1),
+  plannedRequests: z.int().positive(),
+  /** The gates (with their options) whose decisions stop the pair. */
+  stopWhen: z.array(z.object({ gate: z.string(), options: z.record(z.string(), z.unknown()) })),
+  /** Requests of the plan actually sent: the look where the pair stopped, or all of them. */
+  stoppedAt: z.int().nonnegative(),
+  /** Why it stopped where it did. */
+  reason: z.string(),
+})
+export type SequentialPlan = z.infer<typeof SequentialPlan>
+
 export const CellPlan = z.object({
   /** Null when an imported record did not say which API it used. */
   api: Api.nullable(),
@@ -202,6 +219,8 @@ export const CellPlan = z.object({
   maxTokens: z.int().positive().nullable(),
   requestTimeoutMs: z.int().positive().nullable(),
   workload: WorkloadPlan,
+  /** Null unless the cell was one arm of a sequential pair (see `pair({ stopEarly })`). */
+  sequential: SequentialPlan.nullable(),
 })
 export type CellPlan = z.infer<typeof CellPlan>
 

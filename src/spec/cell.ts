@@ -1,7 +1,9 @@
+import type { CellStages } from '../runner/cell.ts'
 import { type EngineCellOptions, engineFailedRecord, measureOnEngine, stopEngine } from '../runner/engine-cell.ts'
 import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { type EngineHandle, freshEngine, registerTeardown, sharedEngine } from './engine.ts'
+import { StagedPair, type StopEarly } from './sequential.ts'
 
 /** A measured cell as tests read it: its run record (one per launch when repeated). */
 export interface CellResult {
@@ -37,6 +39,13 @@ export interface PairSpec extends EngineCellOptions {
   id?: string
   /** Launches per arm, interleaved A B B A; 1 reuses the file's shared engines. @default 1 */
   repeats?: number
+  /**
+   * Measure both arms in stages ending at these looks (A B B A) and stop at the first look where
+   * every listed win gate decided, with α spent across looks; the record says where and why.
+   * One launch per arm only.
+   * @example stopEarly: { looks: [16, 32, 64], gates: [{ gate: 'toWinDecode', margin: 0.05 }] }
+   */
+  stopEarly?: StopEarly
 }
 
 /** A cell or pair that runs once, lazily, however many tests await it. */
@@ -60,11 +69,11 @@ function cellId(engineName: string, o: EngineCellOptions): string {
 }
 
 /** Measures a cell on an engine, launched fresh or shared; an engine that fails makes a failed record. */
-async function measure(h: EngineHandle, options: EngineCellOptions, fresh: boolean): Promise<RunRecord> {
+async function measure(h: EngineHandle, options: EngineCellOptions, fresh: boolean, stages?: CellStages): Promise<RunRecord> {
   const started = await (fresh ? freshEngine(h) : sharedEngine(h))
   if ('failure' in started) return engineFailedRecord(options, h.config.model.id, started.failure)
   try {
-    return await measureOnEngine(started, options, { gpuFacts: nvidiaSmiGpuFacts() })
+    return await measureOnEngine(started, options, { gpuFacts: nvidiaSmiGpuFacts(), stages })
   } finally {
     if (fresh) await stopEngine(started)
   }
@@ -101,8 +110,24 @@ export function cell(spec: CellSpec): Lazy<CellResult> {
  */
 export function pair(spec: PairSpec): Lazy<PairResult> {
   registerTeardown()
-  const { baseline, candidate, id, repeats = 1, ...options } = spec
+  const { baseline, candidate, id, repeats = 1, stopEarly, ...options } = spec
   const name = id ?? cellId(`${baseline.name}-vs-${candidate.name}`, options)
+  if (stopEarly !== undefined) {
+    if (repeats > 1) throw new TypeError('pair: stopEarly needs one launch per arm (repeats 1); the launch-level test of repeated launches has no looks')
+    const staged = new StagedPair(stopEarly, options.requests ?? 32)
+    return lazy(async () => {
+      const arm = async (which: 'baseline' | 'candidate', h: EngineHandle) => {
+        try {
+          return await measure(h, options, false, staged.stagesFor(which))
+        } finally {
+          staged.leave(which)
+        }
+      }
+      const records = await Promise.all([arm('baseline', baseline), arm('candidate', candidate)])
+      const [b, c] = records.map((r) => ({ ...r, plan: { ...r.plan, sequential: staged.plan() } })) as [RunRecord, RunRecord]
+      return { kind: 'pair', id: name, baseline: [b], candidate: [c], launchOrder: ['baseline', 'candidate'] }
+    })
+  }
   return lazy(async () => {
     const order = interleave(repeats)
     const arms = { baseline: [] as RunRecord[], candidate: [] as RunRecord[] }
