@@ -1,0 +1,169 @@
+import { z } from 'zod'
+import { GateDecision } from './gate.ts'
+import { Api } from './run.ts'
+
+export const EVIDENCE_SCHEMA_ID = 'servegate.evidence/v1'
+
+/**
+ * What became of a planned cell: `accepted` (measured, every arm ran, its pair checks held),
+ * `failed` (an engine failed, or the pair is not matched), `blocked` (its measurement threw
+ * before a record existed), `pending` (declared but never run in this run).
+ */
+export const Disposition = z.enum(['accepted', 'failed', 'blocked', 'pending'])
+export type Disposition = z.infer<typeof Disposition>
+
+/** A file of the evidence directory, by path relative to it, with its size and sha256. */
+export const FileRef = z.object({ path: z.string(), bytes: z.int().nonnegative(), sha256: z.string().regex(/^[0-9a-f]{64}$/) })
+export type FileRef = z.infer<typeof FileRef>
+
+/** Nearest-rank percentiles of one metric over one arm's ok requests; null when it had none. */
+export const Percentiles = z.object({ p50: z.number().nullable(), p95: z.number().nullable(), p99: z.number().nullable(), samples: z.int().nonnegative() })
+export type Percentiles = z.infer<typeof Percentiles>
+
+/** One measured launch of one arm, summarized from its run record. */
+export const ArmSummary = z.object({
+  /** `baseline`, `candidate`, or `cell` for a single-arm cell. */
+  arm: z.enum(['baseline', 'candidate', 'cell']),
+  /** 1-based launch number (repeats). */
+  launch: z.int().positive(),
+  engine: z.string().nullable(),
+  engineVersion: z.string().nullable(),
+  model: z.string(),
+  completed: z.int().nonnegative(),
+  failed: z.int().nonnegative(),
+  cellFailure: z.string().nullable(),
+  timings: z.object({
+    ttftMs: Percentiles,
+    timeToFirstOutputMs: Percentiles,
+    tpotMs: Percentiles,
+    itlMs: Percentiles,
+    e2eMs: Percentiles,
+    decodeTokPerS: Percentiles,
+    effectivePrefillTokPerS: Percentiles,
+  }),
+  /** Total output tokens of ok requests per second of the cell's wall clock. */
+  outputThroughputTokPerS: z.number().nullable(),
+  /** Inter-token jitter: the sd of all ITL gaps, ms. */
+  itlJitterMs: z.number().nullable(),
+  concurrency: z.object({
+    requested: z.int().positive(),
+    /** Most requests the client had in flight at once (from send and end times). */
+    clientObservedMax: z.int().nonnegative(),
+    /** The engine's own running and waiting maxima (Prometheus), null when not observed. */
+    engineRunningMax: z.number().nullable(),
+    engineWaitingMax: z.number().nullable(),
+  }),
+  memory: z.object({
+    /** Worst device's VRAM peak during the load, MiB. */
+    peakVramMiB: z.number().nullable(),
+    vramGrowthMiB: z.number().nullable(),
+    hostPeakMiB: z.number().nullable(),
+  }),
+  gpu: z.object({
+    activePowerMeanW: z.number().nullable(),
+    temperatureP95C: z.number().nullable(),
+    joulesPerToken: z.number().nullable(),
+  }),
+  harnessLimited: z.boolean(),
+  /** Metric names whose p99 is descriptive only (fewer samples than p99 needs). */
+  p99DescriptiveOnly: z.array(z.string()),
+  /** Where the stage-wise sequential pair stopped, if it was one. */
+  sequential: z.object({ stoppedAt: z.int().nonnegative(), plannedRequests: z.int().positive(), reason: z.string() }).nullable(),
+  record: FileRef,
+})
+export type ArmSummary = z.infer<typeof ArmSummary>
+
+/** The plan of a cell as the board shows it (the full plan is in each run record). */
+export const CellPlanSummary = z.object({
+  api: Api.nullable(),
+  concurrency: z.int().positive(),
+  requests: z.int().positive(),
+  maxTokens: z.int().positive().nullable(),
+  workload: z.string(),
+  promptTokens: z.int().positive(),
+  requestStreamSha256: z.string().nullable(),
+})
+export type CellPlanSummary = z.infer<typeof CellPlanSummary>
+
+/** A yes/no fact about a cell (matched pair, canaries, concurrency reached) and what it found. */
+export const PairCheck = z.object({
+  check: z.string(),
+  passed: z.boolean(),
+  /** Every mismatch or missing fact, in words; empty when it passed. */
+  findings: z.array(z.string()),
+  test: z.string(),
+})
+export type PairCheck = z.infer<typeof PairCheck>
+
+/** A gate decision as the evidence keeps it: which cell, which test, and whether the test passed. */
+export const GateEntry = z.object({
+  cell: z.string(),
+  test: z.string(),
+  /** The vitest outcome of the assertion (a non-regression gate passes on inconclusive). */
+  testPassed: z.boolean(),
+  decision: GateDecision,
+})
+export type GateEntry = z.infer<typeof GateEntry>
+
+export const EvidenceCell = z.object({
+  id: z.string(),
+  kind: z.enum(['cell', 'pair']),
+  /** The spec file (relative to the project root) that declared it. */
+  file: z.string(),
+  required: z.boolean(),
+  disposition: Disposition,
+  /** Why it is not accepted; null when it is. */
+  reason: z.string().nullable(),
+  /** A sweep this cell belongs to (issue 7's ladders), or null. */
+  ladder: z.string().nullable(),
+  plan: CellPlanSummary.nullable(),
+  /** Engine names of the arms, e.g. { baseline: 'vllm:Qwen/Qwen3-8B', candidate: 'photon' }. */
+  engines: z.record(z.string(), z.string()),
+  arms: z.array(ArmSummary),
+  checks: z.array(PairCheck),
+})
+export type EvidenceCell = z.infer<typeof EvidenceCell>
+
+/** What a reviewer should look at that is not a plain pass: each names its cell. */
+export const Finding = z.object({
+  kind: z.enum(['non-win', 'regression', 'inconclusive', 'quality', 'descriptive-p99', 'harness-limited', 'check-failed', 'cell-not-accepted']),
+  cell: z.string(),
+  message: z.string(),
+})
+export type Finding = z.infer<typeof Finding>
+
+export const EvidenceIndex = z.object({
+  schema: z.literal(EVIDENCE_SCHEMA_ID),
+  /** The latest finish time of any run record: the same inputs give the same index. */
+  generatedAt: z.string().nullable(),
+  provenance: z.object({
+    servegateVersion: z.string(),
+    /** The harness hash of the records (null when none had a manifest); several when they differ. */
+    harnessHashes: z.array(z.string()),
+    /** `git rev-parse HEAD` of the suite, or null outside a git work tree. */
+    suiteCommit: z.string().nullable(),
+    /** Whether base URLs and host names were redacted in this evidence. */
+    redacted: z.boolean(),
+  }),
+  cells: z.array(EvidenceCell),
+  gates: z.array(GateEntry),
+  findings: z.array(Finding),
+  statistics: z.object({
+    planned: z.int().nonnegative(),
+    required: z.int().nonnegative(),
+    accepted: z.int().nonnegative(),
+    failed: z.int().nonnegative(),
+    blocked: z.int().nonnegative(),
+    pending: z.int().nonnegative(),
+    matchedPairs: z.int().nonnegative(),
+    gates: z.object({ pass: z.int().nonnegative(), fail: z.int().nonnegative(), inconclusive: z.int().nonnegative() }),
+  }),
+  promotion: z.object({
+    /** True only when every required cell is accepted and every gate's test passed. */
+    promotable: z.boolean(),
+    reasons: z.array(z.string()),
+  }),
+  /** Charts and pages written beside index.json. */
+  artifacts: z.array(FileRef),
+})
+export type EvidenceIndex = z.infer<typeof EvidenceIndex>
