@@ -1,41 +1,39 @@
 import { TestRunner, type MatcherState } from 'vitest'
+import type { TestMeta } from '../src/evidence/meta.ts'
+import { fmt, verdictLine } from '../src/gates/verdict.ts'
 import type { GateDecision } from '../src/schema/gate.ts'
 import { message } from './format.ts'
 import { cellFailures, type Subject } from './subject.ts'
 
-declare module 'vitest' {
-  interface TaskMeta {
-    /** Gate decisions of the test's assertions, for the reporter (JSON-safe). */
-    servegate?: GateDecision[]
+/** The running test's servegate meta, created on first use; null outside a test. */
+function testMeta(): { meta: TestMeta; annotate: (message: string, type: string) => void } | null {
+  const test = TestRunner.getCurrentTest()
+  if (test === undefined) return null
+  test.meta.servegate ??= { decisions: [], checks: [] }
+  return {
+    meta: test.meta.servegate,
+    annotate: (message, type) => void Promise.resolve(test.context.annotate(message, type)).catch(() => {}),
   }
 }
 
-function fmt(v: number | null, unit: GateDecision['effect']['unit']): string {
-  if (v === null) return '—'
-  if (unit === 'ratio') return `${v.toFixed(3)}×`
-  if (unit === 'fraction') return `${(v * 100).toFixed(1)}%`
-  if (unit === 'points') return `${v.toFixed(1)} pt`
-  if (unit === 'ms') return `${v.toFixed(1)} ms`
-  return String(v)
-}
-
-/** One line for annotations and evidence: the verdict, the effect with its interval, the samples. */
-export function verdictLine(d: GateDecision): string {
-  const e = d.effect
-  const ci = e.confidence === null ? '' : ` [${fmt(e.low, e.unit)}, ${fmt(e.high, e.unit)}] at ${(e.confidence * 100).toFixed(0)}%`
-  return `${d.gate} ${d.outcome.toUpperCase()}: ${d.metric} ${fmt(e.estimate, e.unit)}${ci}, ${d.samples.paired} paired (${d.samples.baseline}/${d.samples.candidate})`
-}
-
 /**
- * Records a decision on the running test: in its meta (for the reporter) and as an annotation
- * (shown in @vitest/ui and the HTML reporter).
+ * Records a decision on the running test: in its meta (for the reporter, with the cell it
+ * judged) and as an annotation (shown in @vitest/ui and the HTML reporter).
  */
-export function record(d: GateDecision): void {
-  const test = TestRunner.getCurrentTest()
-  if (test === undefined) return
-  test.meta.servegate = [...(test.meta.servegate ?? []), d]
-  void Promise.resolve(test.context.annotate(verdictLine(d), 'servegate')).catch(() => {})
-  for (const warning of d.warnings) void Promise.resolve(test.context.annotate(warning, 'servegate-warning')).catch(() => {})
+export function record(cell: string, d: GateDecision): void {
+  const test = testMeta()
+  if (test === null) return
+  test.meta.decisions.push({ cell, decision: d })
+  test.annotate(verdictLine(d), 'servegate')
+  for (const warning of d.warnings) test.annotate(warning, 'servegate-warning')
+}
+
+/** Records a yes/no check (matched pair, canaries, concurrency) on the running test, with what it found. */
+export function recordCheck(cell: string, check: string, passed: boolean, findings: readonly string[]): void {
+  const test = testMeta()
+  if (test === null) return
+  test.meta.checks.push({ cell, check, passed, findings: [...findings] })
+  test.annotate(`${check} ${passed ? 'PASS' : 'FAIL'}${findings.length > 0 ? `: ${findings.length} finding(s), first: ${findings[0]}` : ''}`, 'servegate')
 }
 
 /**
@@ -51,7 +49,7 @@ export function gateResult(state: MatcherState, matcher: string, subject: Subjec
     }
   }
   const d = decide()
-  record(d)
+  record(subject.id, d)
   const pass = passes.includes(d.outcome)
   const e = d.effect
   const detail = [...d.warnings.map((w) => `warning: ${w}`)]

@@ -1,4 +1,5 @@
 import type { MatcherState } from 'vitest'
+import { recordCheck } from './decision.ts'
 import { message } from './format.ts'
 import { asSubject, cellFailures, recordsOf } from './subject.ts'
 
@@ -25,6 +26,7 @@ export function toPassCanaries(this: MatcherState, received: unknown) {
   }
   if (samples === 0 && problems.length === 0) problems.push('no request was checked')
   const pass = problems.length === 0
+  recordCheck(s.id, 'toPassCanaries', pass, problems)
   return {
     pass,
     message: () =>

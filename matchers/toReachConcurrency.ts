@@ -1,4 +1,5 @@
 import type { MatcherState } from 'vitest'
+import { recordCheck } from './decision.ts'
 import { message } from './format.ts'
 import { asSubject, cellFailures, recordsOf } from './subject.ts'
 
@@ -24,6 +25,7 @@ export function toReachConcurrency(this: MatcherState, received: unknown) {
     }
   }
   const pass = problems.length === 0
+  recordCheck(s.id, 'toReachConcurrency', pass, problems)
   return {
     pass,
     message: () =>

@@ -24,7 +24,7 @@ test('the demo measures a cell on the simulated engine, counts its two faults, a
     const stdout = new PassThrough()
     let out = ''
     stdout.on('data', (b: Buffer) => (out += b.toString()))
-    const code = await demoCommand(['--out', join(dir, 'demo.json')], { stdout, stderr: new PassThrough() })
+    const code = await demoCommand(['--sim', '--out', join(dir, 'demo.json')], { stdout, stderr: new PassThrough() })
     expect(code).toBe(0)
     const record = RunRecord.parse(JSON.parse(await readFile(join(dir, 'demo.json'), 'utf8')))
     expect(record.completed).toBe(46)

@@ -1,11 +1,19 @@
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
 import { ServegateError } from '../errors.ts'
+import { glanceLines } from '../evidence/board.ts'
+import { readIndex, verifyEvidence } from '../evidence/verify.ts'
 import { parseFlags } from './flags.ts'
 import type { CliIo } from './io.ts'
 import { runCommand } from './run.ts'
 
 const BIN = fileURLToPath(new URL('../../bin/servegate.js', import.meta.url))
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+/** The example suite: the tiny generated model in-process, a fair pair, a sequential pair, an unfair pair. */
+export const DEMO_SUITE = 'benchmarks/cpu-pair.bench.ts'
+const EVIDENCE = 'evidence'
 const LISTENING = /servegate sim listening on (http:\/\/\S+)/
 
 /** Simulated engine flags of the demo: a small batching engine with two injected faults. */
@@ -16,17 +24,56 @@ const SIM_ARGS = [
   '--fault', 'http500:9', '--fault', 'drop:21',
 ]
 
+export const DEMO_HELP = `servegate demo [--sim [--out FILE]]
+
+  (default)  run the example suite (${DEMO_SUITE}) with vitest bench on the embedded engine
+             (in-process llama.cpp, the generated tiny model), write ${EVIDENCE}/ (board, charts,
+             index.html, run records, SHA256SUMS), verify it, and print the at-a-glance lines
+  --sim      instead measure one cell (chat, C=4, 48 requests, canaries) against the simulated engine`
+
 /**
- * `servegate demo`: starts the simulated engine in a child process (its own event loop, so it
- * does not distort the client's clock), runs one cell against it, prints the summary, and
- * always tears the child down.
+ * `servegate demo`: the example suite under `vitest bench` (its default reporter is the
+ * progress display), then the evidence it wrote, verified, in a few lines.
  */
 export async function demoCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
-  const { values } = parseFlags('demo', argv, { out: { type: 'string' }, help: { type: 'boolean', short: 'h' } })
+  const { values } = parseFlags('demo', argv, { sim: { type: 'boolean' }, out: { type: 'string' }, help: { type: 'boolean', short: 'h' } })
   if (values.help === true) {
-    io.stdout.write('servegate demo [--out FILE] — run a cell (chat, C=4, 48 requests, canaries, observed output control) against the simulated engine\n')
+    io.stdout.write(`${DEMO_HELP}\n`)
     return 0
   }
+  if (values.sim === true) return simDemo(values.out, io, signal)
+  if (values.out !== undefined) throw new ServegateError('CONFIG_INVALID', '--out goes with --sim; the suite demo writes evidence/')
+  const vitest = join(dirname(createRequire(import.meta.url).resolve('vitest/package.json')), 'vitest.mjs')
+  io.stdout.write(`servegate demo: ${DEMO_SUITE} on the embedded engine (node-llama-cpp, tiny generated model, 1 thread)\n`)
+  const run = execa(process.execPath, [vitest, 'bench', '--run', DEMO_SUITE], {
+    cwd: ROOT,
+    stdout: 'pipe',
+    stderr: 'pipe',
+    cleanup: true,
+    forceKillAfterDelay: 5000,
+    reject: false,
+    cancelSignal: signal,
+    env: { FORCE_COLOR: io.stdout.isTTY === true ? '1' : '0' },
+  })
+  run.stdout.on('data', (b: Buffer) => io.stdout.write(b))
+  run.stderr.on('data', (b: Buffer) => io.stderr.write(b))
+  const result = await run
+  const dir = join(ROOT, EVIDENCE)
+  const index = await readIndex(dir)
+  const verified = await verifyEvidence(dir)
+  io.stdout.write('\nAt a glance\n')
+  for (const line of glanceLines(index)) io.stdout.write(`  ${line}\n`)
+  io.stdout.write(`\nBoard    ${EVIDENCE}/README.md\nCharts   ${EVIDENCE}/charts/\nPage     ${EVIDENCE}/index.html\nIndex    ${EVIDENCE}/index.json (run records in ${EVIDENCE}/runs/)\n`)
+  io.stdout.write(verified.problems.length === 0 ? `Verified ${verified.files} files and ${verified.records} run records (servegate verify ${EVIDENCE})\n` : `VERIFY FAILED: ${verified.problems.join('; ')}\n`)
+  return result.exitCode === 0 && verified.problems.length === 0 ? 0 : 1
+}
+
+/**
+ * `servegate demo --sim`: starts the simulated engine in a child process (its own event loop,
+ * so it does not distort the client's clock), runs one cell against it, prints the summary,
+ * and always tears the child down.
+ */
+async function simDemo(out: string | undefined, io: CliIo, signal?: AbortSignal): Promise<number> {
   const sim = execa(process.execPath, [BIN, 'sim', ...SIM_ARGS], {
     stdout: 'pipe',
     stderr: 'pipe',
@@ -57,7 +104,7 @@ export async function demoCommand(argv: string[], io: CliIo, signal?: AbortSigna
       [
         '--base-url', baseUrl, '--model', 'sim-demo', '--concurrency', '4', '--requests', '48', '--warmup', '4',
         '--prompt-tokens', '512', '--max-tokens', '64', '--canaries', '--output-control', 'observe',
-        '--out', values.out ?? 'servegate-runs/demo.json',
+        '--out', out ?? 'servegate-runs/demo.json',
       ],
       io,
       signal,

@@ -1,6 +1,7 @@
 import { ServegateError } from '../errors.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 import { demoCommand } from './demo.ts'
+import { compareCommand, reportCommand, verifyCommand } from './evidence.ts'
 import { importCommand } from './import.ts'
 import type { CliIo } from './io.ts'
 import { runCommand } from './run.ts'
@@ -13,7 +14,10 @@ const HELP = `servegate ${SERVEGATE_VERSION} — LLM-serving benchmarks as asser
   servegate summarize FILE [--json]                 recompute a run record's distributions
   servegate import FILE --from FORMAT --out FILE    convert vLLM / SGLang / anvil results (servegate import --help)
   servegate sim [--port P ...]                      start the simulated engine (servegate sim --help)
-  servegate demo                                    run a cell against the simulated engine
+  servegate demo [--sim]                            run the example suite on the embedded engine and write evidence/
+  servegate verify EVIDENCE_DIR                     recompute every sha256 and summary of an evidence directory
+  servegate report EVIDENCE_DIR                     render the board, charts and index.html again
+  servegate compare BASELINE_RUN CANDIDATE_RUN      pair checks and default gates on two run records
   servegate --version`
 
 /**
@@ -40,6 +44,12 @@ export async function main(argv: string[], io: CliIo = { stdout: process.stdout,
         return await simCommand(rest, io, controller.signal)
       case 'demo':
         return await demoCommand(rest, io, controller.signal)
+      case 'verify':
+        return await verifyCommand(rest, io)
+      case 'report':
+        return await reportCommand(rest, io)
+      case 'compare':
+        return await compareCommand(rest, io)
       case '--version':
       case '-v':
         io.stdout.write(`${SERVEGATE_VERSION}\n`)

@@ -167,11 +167,11 @@ function recordRef(path: string, requests: number): FileRef {
 
 function checksOf(g: SampleCell): PairCheck[] {
   const failed = g.state === 'failed'
-  const check = (check: string, what: string, findings: string[]): PairCheck => ({ check, passed: findings.length === 0, findings, test: testName(g, what) })
+  const check = (check: string, what: string, findings: string[]): PairCheck => ({ check, passed: findings.length === 0, findings, test: testName(g, what), testPassed: findings.length === 0 })
   return [
-    check('matched pair', 'is a matched pair', failed ? ['candidate: no measured requests, so its request stream and input tokens cannot be compared'] : []),
-    check('canaries', 'passes canaries', []),
-    check('concurrency reached', 'reaches concurrency', failed ? [`candidate: reached 0 of ${g.concurrency} requests in flight`] : []),
+    check('toBeMatchedPair', 'is a matched pair', failed ? ['candidate: no measured requests, so its request stream and input tokens cannot be compared'] : []),
+    check('toPassCanaries', 'passes canaries', []),
+    check('toReachConcurrency', 'reaches concurrency', failed ? [`candidate: reached 0 of ${g.concurrency} requests in flight`] : []),
   ]
 }
 
@@ -232,7 +232,7 @@ function statisticsOf(cells: readonly EvidenceCell[], gates: readonly GateEntry[
     failed: count('failed'),
     blocked: count('blocked'),
     pending: count('pending'),
-    matchedPairs: cells.filter((c) => c.kind === 'pair' && c.checks.some((k) => k.check === 'matched pair' && k.passed)).length,
+    matchedPairs: cells.filter((c) => c.kind === 'pair' && c.checks.some((k) => k.check === 'toBeMatchedPair' && k.passed)).length,
     gates: { pass: outcomes('pass'), fail: outcomes('fail'), inconclusive: outcomes('inconclusive') },
   }
 }

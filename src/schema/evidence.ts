@@ -92,6 +92,8 @@ export const PairCheck = z.object({
   /** Every mismatch or missing fact, in words; empty when it passed. */
   findings: z.array(z.string()),
   test: z.string(),
+  /** The vitest outcome of the assertion (`.not.toBeMatchedPair()` passes on an unmatched pair). */
+  testPassed: z.boolean(),
 })
 export type PairCheck = z.infer<typeof PairCheck>
 

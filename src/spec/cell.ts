@@ -3,6 +3,7 @@ import { type EngineCellOptions, engineFailedRecord, measureOnEngine, stopEngine
 import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { type EngineHandle, freshEngine, registerTeardown, sharedEngine } from './engine.ts'
+import { declareCell, tracked } from './registry.ts'
 import { StagedPair, type StopEarly } from './sequential.ts'
 
 /** A measured cell as tests read it: its run record (one per launch when repeated). */
@@ -29,6 +30,8 @@ export interface CellSpec extends EngineCellOptions {
   engine: EngineHandle
   /** Shown in evidence; defaults to engine, workload, context and concurrency. */
   id?: string
+  /** Promotion needs every required cell accepted. @default true */
+  required?: boolean
   /** Launches of the engine, each a fresh process; 1 reuses the file's shared engine. @default 1 */
   repeats?: number
 }
@@ -37,6 +40,8 @@ export interface PairSpec extends EngineCellOptions {
   baseline: EngineHandle
   candidate: EngineHandle
   id?: string
+  /** Promotion needs every required pair accepted. @default true */
+  required?: boolean
   /** Launches per arm, interleaved A B B A; 1 reuses the file's shared engines. @default 1 */
   repeats?: number
   /**
@@ -93,13 +98,20 @@ export function interleave(repeats: number): Array<'baseline' | 'candidate'> {
  */
 export function cell(spec: CellSpec): Lazy<CellResult> {
   registerTeardown()
-  const { engine: h, id, repeats = 1, ...options } = spec
+  const { engine: h, id, repeats = 1, required = true, ...options } = spec
   const name = id ?? cellId(h.name, options)
-  return lazy(async () => {
-    const records: RunRecord[] = []
-    for (let i = 0; i < repeats; i++) records.push(await measure(h, options, repeats > 1))
-    return { kind: 'cell', id: name, record: records[0] as RunRecord, records }
-  })
+  declareCell({ id: name, kind: 'cell', required, ladder: null, engines: { cell: h.name } })
+  return lazy(() =>
+    tracked(
+      name,
+      async (): Promise<CellResult> => {
+        const records: RunRecord[] = []
+        for (let i = 0; i < repeats; i++) records.push(await measure(h, options, repeats > 1))
+        return { kind: 'cell', id: name, record: records[0] as RunRecord, records }
+      },
+      (r) => ({ cell: [...r.records] }),
+    ),
+  )
 }
 
 /**
@@ -110,28 +122,33 @@ export function cell(spec: CellSpec): Lazy<CellResult> {
  */
 export function pair(spec: PairSpec): Lazy<PairResult> {
   registerTeardown()
-  const { baseline, candidate, id, repeats = 1, stopEarly, ...options } = spec
+  const { baseline, candidate, id, repeats = 1, stopEarly, required = true, ...options } = spec
   const name = id ?? cellId(`${baseline.name}-vs-${candidate.name}`, options)
-  if (stopEarly !== undefined) {
-    if (repeats > 1) throw new TypeError('pair: stopEarly needs one launch per arm (repeats 1); the launch-level test of repeated launches has no looks')
-    const staged = new StagedPair(stopEarly, options.requests ?? 32)
-    return lazy(async () => {
-      const arm = async (which: 'baseline' | 'candidate', h: EngineHandle) => {
-        try {
-          return await measure(h, options, false, staged.stagesFor(which))
-        } finally {
-          staged.leave(which)
-        }
-      }
-      const records = await Promise.all([arm('baseline', baseline), arm('candidate', candidate)])
-      const [b, c] = records.map((r) => ({ ...r, plan: { ...r.plan, sequential: staged.plan() } })) as [RunRecord, RunRecord]
-      return { kind: 'pair', id: name, baseline: [b], candidate: [c], launchOrder: ['baseline', 'candidate'] }
-    })
+  if (stopEarly !== undefined && repeats > 1) throw new TypeError('pair: stopEarly needs one launch per arm (repeats 1); the launch-level test of repeated launches has no looks')
+  const staged = stopEarly === undefined ? null : new StagedPair(stopEarly, options.requests ?? 32)
+  declareCell({ id: name, kind: 'pair', required, ladder: null, engines: { baseline: baseline.name, candidate: candidate.name } })
+  const work = staged === null ? () => measurePair(baseline, candidate, options, repeats, name) : () => measureStaged(baseline, candidate, options, staged, name)
+  return lazy(() => tracked(name, work, (r) => ({ baseline: [...r.baseline], candidate: [...r.candidate] })))
+}
+
+/** Both arms of a pair, launch after launch (A B B A with repeats). */
+async function measurePair(baseline: EngineHandle, candidate: EngineHandle, options: EngineCellOptions, repeats: number, name: string): Promise<PairResult> {
+  const order = interleave(repeats)
+  const arms = { baseline: [] as RunRecord[], candidate: [] as RunRecord[] }
+  for (const arm of order) arms[arm].push(await measure(arm === 'baseline' ? baseline : candidate, options, repeats > 1))
+  return { kind: 'pair', id: name, baseline: arms.baseline, candidate: arms.candidate, launchOrder: order }
+}
+
+/** Both arms of a sequential pair, in stages taking turns, stopped at the deciding look. */
+async function measureStaged(baseline: EngineHandle, candidate: EngineHandle, options: EngineCellOptions, staged: StagedPair, name: string): Promise<PairResult> {
+  const arm = async (which: 'baseline' | 'candidate', h: EngineHandle) => {
+    try {
+      return await measure(h, options, false, staged.stagesFor(which))
+    } finally {
+      staged.leave(which)
+    }
   }
-  return lazy(async () => {
-    const order = interleave(repeats)
-    const arms = { baseline: [] as RunRecord[], candidate: [] as RunRecord[] }
-    for (const arm of order) arms[arm].push(await measure(arm === 'baseline' ? baseline : candidate, options, repeats > 1))
-    return { kind: 'pair', id: name, baseline: arms.baseline, candidate: arms.candidate, launchOrder: order }
-  })
+  const records = await Promise.all([arm('baseline', baseline), arm('candidate', candidate)])
+  const [b, c] = records.map((r) => ({ ...r, plan: { ...r.plan, sequential: staged.plan() } })) as [RunRecord, RunRecord]
+  return { kind: 'pair', id: name, baseline: [b], candidate: [c], launchOrder: ['baseline', 'candidate'] }
 }

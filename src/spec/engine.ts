@@ -54,15 +54,31 @@ function gpuFacts(): GpuFactsProbe {
   return nvidiaSmiGpuFacts(executable)
 }
 
-/** Registers the file's teardown; called while the file is collected (cells are declared at top level). */
+/** Set by the plugin's setup file, whose file-level hook then stops the engines after the whole file. */
+let fileHookInstalled = false
+
+/** Called by the plugin's setup file: engines are stopped by its file-level hook, not a suite's. */
+export function useFileTeardown(): void {
+  fileHookInstalled = true
+}
+
+/** Stops every shared engine of this file (the whole process trees). */
+export async function stopSharedEngines(): Promise<void> {
+  const started = [...shared.values()]
+  shared.clear()
+  for (const s of await Promise.all(started)) if (!('failure' in s)) await stopEngine(s)
+}
+
+/**
+ * Registers the file's teardown when the plugin's setup file did not (a spec run without the
+ * plugin): an `afterAll` of the suite being collected.
+ */
 export function registerTeardown(): void {
-  if (hookRegistered) return
+  if (hookRegistered || fileHookInstalled) return
   hookRegistered = true
   afterAll(async () => {
-    const started = [...shared.values()]
-    shared.clear()
     hookRegistered = false
-    for (const s of await Promise.all(started)) if (!('failure' in s)) await stopEngine(s)
+    await stopSharedEngines()
   })
 }
 

@@ -12,7 +12,7 @@ import { StagedPair } from './sequential.ts'
 const FAKES = fileURLToPath(new URL('../../fixtures/fakes/', import.meta.url))
 const dir = mkdtempSync(join(tmpdir(), 'servegate-sequential-'))
 const fakeAt = (decodeTokPerS: number) =>
-  engine.vllm({ executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, env: { FAKE_ENGINE_DECODE_TOK_PER_S: String(decodeTokPerS) }, logDir: join(dir, 'logs') })
+  engine.vllm({ name: `fake-${decodeTokPerS}`, executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, env: { FAKE_ENGINE_DECODE_TOK_PER_S: String(decodeTokPerS) }, logDir: join(dir, 'logs') })
 
 const slow = fakeAt(100)
 const fast = fakeAt(200)

@@ -9,6 +9,8 @@ export const ServegateOptions = z.object({
   benchInclude: z.array(z.string().min(1)).min(1).default(['benchmarks/**/*.bench.ts']),
   /** Per-test and per-hook timeout under `vitest bench`, ms (cells launch engines). @default 3600000 */
   benchTimeoutMs: z.int().positive().default(3_600_000),
+  /** Replace URLs and this machine's host name in the evidence (run records and index). @default false */
+  redact: z.boolean().default(false),
   /** nvidia-smi to query and sample. @default 'nvidia-smi' */
   nvidiaSmi: z.string().min(1).optional(),
 })

@@ -1,0 +1,192 @@
+/**
+ * The board: `evidence/README.md`, the page a reviewer reads in a PR comment or the job summary.
+ * Rendered from the index alone, so `servegate report` re-renders it identically.
+ */
+import type { ArmSummary, EvidenceCell, EvidenceIndex, FileRef, GateEntry, Percentiles } from '../schema/evidence.ts'
+
+const WIN_METRICS: ReadonlyArray<{ gate: string; words: string }> = [
+  { gate: 'toWinDecode', words: 'decode' },
+  { gate: 'toWinPrefill', words: 'prefill' },
+  { gate: 'toWinThroughput', words: 'throughput' },
+]
+
+/** A number for a table cell: 3 significant figures, `—` when absent. */
+export function num(v: number | null | undefined, digits = 3): string {
+  if (v === null || v === undefined || !Number.isFinite(v)) return '—'
+  if (Math.abs(v) >= 10 ** digits) return Math.round(v).toString()
+  return Number(v.toPrecision(digits)).toString()
+}
+
+/** Escapes a string for a Markdown table cell. */
+function cell(text: string): string {
+  return text.replace(/\|/g, '\\|').replace(/\n/g, ' ')
+}
+
+function table(head: readonly string[], rows: ReadonlyArray<readonly string[]>): string[] {
+  if (rows.length === 0) return ['_none_']
+  return [`| ${head.join(' | ')} |`, `| ${head.map(() => '---').join(' | ')} |`, ...rows.map((r) => `| ${r.map(cell).join(' | ')} |`)]
+}
+
+function armOf(c: EvidenceCell, arm: ArmSummary['arm']): ArmSummary | undefined {
+  return c.arms.find((a) => a.arm === arm && a.launch === 1)
+}
+
+function effect(g: GateEntry | undefined): string {
+  if (g === undefined) return 'no gate'
+  const e = g.decision.effect
+  if (e.estimate === null) return `${g.decision.outcome} (not estimable)`
+  return `${num(e.estimate)}× [${num(e.low)}, ${num(e.high)}] ${g.decision.outcome}`
+}
+
+const pairs = (index: EvidenceIndex) => index.cells.filter((c) => c.kind === 'pair')
+const matched = (c: EvidenceCell) => c.checks.some((k) => k.check === 'toBeMatchedPair') && c.checks.every((k) => k.check !== 'toBeMatchedPair' || k.passed)
+
+/** The at-a-glance lines: promotion, wins per metric over matched cells, non-wins, checks, warnings. */
+export function glanceLines(index: EvidenceIndex): string[] {
+  const s = index.statistics
+  const lines = [
+    index.promotion.promotable ? 'Promotable: every required cell accepted and every gate passed.' : `Not promotable: ${index.promotion.reasons.length} reason(s), first: ${index.promotion.reasons[0] ?? ''}`,
+    `Cells: ${s.accepted} accepted, ${s.failed} failed, ${s.blocked} blocked, ${s.pending} pending of ${s.planned} planned (${s.required} required).`,
+  ]
+  const matchedCells = pairs(index).filter(matched).map((c) => c.id)
+  for (const m of WIN_METRICS) {
+    const judged = index.gates.filter((g) => g.decision.gate === m.gate && matchedCells.includes(g.cell))
+    if (judged.length === 0) continue
+    const won = new Set(judged.filter((g) => g.decision.outcome === 'pass').map((g) => g.cell))
+    lines.push(`Wins, ${m.words}: ${won.size} of ${new Set(judged.map((g) => g.cell)).size} matched cells.`)
+  }
+  const nonWins = index.findings.filter((f) => f.kind === 'non-win' || f.kind === 'inconclusive' || f.kind === 'regression')
+  if (nonWins.length > 0) lines.push(`Not wins or not held: ${nonWins.map((f) => `${f.cell} (${f.message.split(':')[0]})`).join(', ')}.`)
+  const checks = index.cells.flatMap((c) => c.checks)
+  lines.push(`Pair checks: ${checks.filter((k) => k.passed).length} passed, ${checks.filter((k) => !k.passed).length} failed; ${s.matchedPairs} matched pair(s) of ${pairs(index).length}.`)
+  const quality = index.findings.filter((f) => f.kind === 'quality').length
+  lines.push(`Gates: ${s.gates.pass} pass, ${s.gates.fail} fail, ${s.gates.inconclusive} inconclusive; quality warnings: ${quality}.`)
+  return lines
+}
+
+function metricTables(index: EvidenceIndex): string[] {
+  const out: string[] = []
+  const rows = (gate: string, of: (a: ArmSummary) => Percentiles) =>
+    pairs(index).map((c) => {
+      const b = armOf(c, 'baseline')
+      const k = armOf(c, 'candidate')
+      return [c.id, num(b === undefined ? null : of(b).p50), num(k === undefined ? null : of(k).p50), effect(index.gates.find((g) => g.cell === c.id && g.decision.gate === gate))]
+    })
+  out.push('### Decode tok/s (p50 per request)', '', ...table(['cell', 'baseline', 'candidate', 'candidate/baseline [interval]'], rows('toWinDecode', (a) => a.timings.decodeTokPerS)), '')
+  out.push('### Effective prefill tok/s (p50 per request)', '', ...table(['cell', 'baseline', 'candidate', 'candidate/baseline [interval]'], rows('toWinPrefill', (a) => a.timings.effectivePrefillTokPerS)), '')
+  const throughput = pairs(index).map((c) => {
+    const b = armOf(c, 'baseline')
+    const k = armOf(c, 'candidate')
+    return [c.id, num(b?.outputThroughputTokPerS), num(k?.outputThroughputTokPerS), effect(index.gates.find((g) => g.cell === c.id && g.decision.gate === 'toWinThroughput'))]
+  })
+  out.push('### Output throughput tok/s (cell aggregate; the gate judges tokens per service second per request)', '', ...table(['cell', 'baseline', 'candidate', 'candidate/baseline [interval]'], throughput), '')
+  return out
+}
+
+function armLabel(c: EvidenceCell, a: ArmSummary): string {
+  return `${c.id} · ${a.arm}${c.arms.filter((x) => x.arm === a.arm).length > 1 ? ` #${a.launch}` : ''}`
+}
+
+function latencyTable(index: EvidenceIndex): string[] {
+  const p = (x: Percentiles) => `${num(x.p50)} / ${num(x.p95)} / ${num(x.p99)}${x.samples < 100 && x.p99 !== null ? '*' : ''}`
+  const rows = index.cells.flatMap((c) => c.arms.map((a) => [armLabel(c, a), p(a.timings.ttftMs), p(a.timings.tpotMs), p(a.timings.e2eMs), num(a.itlJitterMs)]))
+  return [
+    '## Latency (ms, p50 / p95 / p99; * p99 on fewer than 100 samples is descriptive only)',
+    '',
+    ...table(['arm', 'TTFT', 'TPOT', 'e2e', 'ITL jitter (sd)'], rows),
+    '',
+  ]
+}
+
+function concurrencyTable(index: EvidenceIndex): string[] {
+  const rows = index.cells.flatMap((c) =>
+    c.arms.map((a) => [armLabel(c, a), String(a.concurrency.requested), String(a.concurrency.clientObservedMax), num(a.concurrency.engineRunningMax), num(a.concurrency.engineWaitingMax)]),
+  )
+  return ['## Achieved concurrency', '', ...table(['arm', 'requested', 'client in flight (max)', 'engine running (max)', 'engine waiting (max)'], rows), '']
+}
+
+function qualityAudit(index: EvidenceIndex): string[] {
+  const accuracy = index.gates.filter((g) => g.decision.gate === 'toStayWithinAccuracyGap')
+  const canaries = index.cells.flatMap((c) => c.checks.filter((k) => k.check === 'toPassCanaries').map((k) => [c.id, k.passed ? 'passed' : `failed: ${k.findings.slice(0, 2).join('; ')}`]))
+  const warnings = index.findings.filter((f) => f.kind === 'quality').map((f) => [f.cell, f.message])
+  return [
+    '## Quality audit',
+    '',
+    ...table(['cell', 'accuracy gap', 'rule'], accuracy.map((g) => [g.cell, effect(g), g.decision.rule])),
+    '',
+    ...table(['cell', 'canaries'], canaries),
+    '',
+    ...table(['cell', 'quality warning'], warnings),
+    '',
+  ]
+}
+
+function gpuTable(index: EvidenceIndex): string[] {
+  const rows = index.cells.flatMap((c) =>
+    c.arms.map((a) => [armLabel(c, a), num(a.memory.peakVramMiB), num(a.memory.vramGrowthMiB), num(a.gpu.activePowerMeanW), num(a.gpu.temperatureP95C), num(a.gpu.joulesPerToken), num(a.memory.hostPeakMiB)]),
+  )
+  return [
+    '## GPU operating characteristics (worst device; — where not observed)',
+    '',
+    ...table(['arm', 'peak VRAM MiB', 'VRAM growth MiB', 'active power W', 'temp p95 °C', 'J/token', 'host peak MiB'], rows),
+    '',
+  ]
+}
+
+function gateTable(index: EvidenceIndex): string[] {
+  const rows = index.gates.map((g) => [g.cell, g.decision.gate, g.decision.outcome, effect(g), `${g.decision.samples.paired} paired`, g.testPassed ? 'passed' : 'FAILED'])
+  return ['## Every gate', '', ...table(['cell', 'gate', 'outcome', 'effect [interval]', 'samples', 'test'], rows), '']
+}
+
+function cellTable(index: EvidenceIndex): string[] {
+  const rows = index.cells.map((c) => [
+    c.id,
+    c.kind,
+    c.disposition + (c.required ? '' : ' (optional)'),
+    c.plan === null ? '—' : `${c.plan.workload} ctx${c.plan.promptTokens} c${c.plan.concurrency} × ${c.plan.requests}`,
+    Object.entries(c.engines).map(([arm, e]) => `${arm}: ${e}`).join('; '),
+    c.reason ?? '',
+  ])
+  return ['## Cells', '', ...table(['cell', 'kind', 'disposition', 'plan', 'engines', 'reason'], rows), '']
+}
+
+const METHODOLOGY = [
+  '## Methodology',
+  '',
+  '- Timings are taken on the client per streamed read (monotonic clock); TTFT, TPOT, ITL, e2e, decode and effective prefill per request as DESIGN.md defines them; percentiles are nearest-rank.',
+  '- Both arms of a pair receive the same request bytes (planned and wire sha256 per record); gates compare per prompt (paired by request index).',
+  '- Win gates pass only when proven at the stated confidence and margin (one-sided 99% by default) with a launch-noise floor; non-regression gates fail only on a confident regression.',
+  '- Run records are in `runs/`; `servegate verify` recomputes every hash and summary from them.',
+  '',
+]
+
+function inventory(files: readonly FileRef[]): string[] {
+  return ['## Artifacts', '', ...table(['file', 'bytes', 'sha256'], files.map((f) => [f.path, String(f.bytes), `${f.sha256.slice(0, 16)}…`])), '']
+}
+
+/** The board as Markdown; `files` are the run records and artifacts to list in its inventory. */
+export function renderBoard(index: EvidenceIndex, files: readonly FileRef[]): string {
+  const p = index.provenance
+  return [
+    '# servegate evidence',
+    '',
+    ...glanceLines(index).map((l) => `- ${l}`),
+    '',
+    ...(index.promotion.reasons.length > 0 ? ['### Why not promotable', '', ...index.promotion.reasons.map((r) => `- ${cell(r)}`), ''] : []),
+    ...index.findings.filter((f) => f.kind !== 'descriptive-p99').length > 0
+      ? ['### Findings', '', ...index.findings.map((f) => `- **${f.kind}** ${f.cell}: ${cell(f.message)}`), '']
+      : [],
+    ...metricTables(index),
+    ...latencyTable(index),
+    ...concurrencyTable(index),
+    ...qualityAudit(index),
+    ...gpuTable(index),
+    ...gateTable(index),
+    ...cellTable(index),
+    ...METHODOLOGY,
+    `servegate ${p.servegateVersion}; harness ${p.harnessHashes.map((h) => h.slice(0, 12)).join(', ') || 'unknown'}; suite commit ${p.suiteCommit ?? 'unknown'}${p.redacted ? '; URLs and host names redacted' : ''}; generated from records finished by ${index.generatedAt ?? '—'}.`,
+    '',
+    ...inventory(files),
+  ].join('\n')
+}
+

@@ -1,0 +1,222 @@
+/**
+ * The evidence index from what the spec files and their tests reported: pure, so the reporter,
+ * a merge of shards and `servegate report` build the same index from the same inputs.
+ */
+import { createHash } from 'node:crypto'
+import { hostname } from 'node:os'
+import {
+  type ArmSummary, type Disposition, EVIDENCE_SCHEMA_ID, type EvidenceCell, type EvidenceIndex, type Finding, type GateEntry, type PairCheck,
+} from '../schema/evidence.ts'
+import type { RunRecord } from '../schema/run.ts'
+import { SERVEGATE_VERSION } from '../version.ts'
+import type { DeclaredCell, FileMeta, TestMeta } from './meta.ts'
+import { armSummary, planSummary } from './summarize.ts'
+
+/** A spec file and the cells it declared. */
+export interface SpecFileInput {
+  /** Path relative to the project root, `/`-separated. */
+  file: string
+  meta: FileMeta
+}
+
+/** A test and what its servegate assertions recorded. */
+export interface TestInput {
+  file: string
+  /** The full name, suites included, e.g. `qwen3 c4 > wins decode`. */
+  name: string
+  state: 'passed' | 'failed' | 'skipped' | 'pending'
+  meta: TestMeta | undefined
+}
+
+export interface BuildOptions {
+  /** `git rev-parse HEAD` of the suite, or null. */
+  suiteCommit: string | null
+  /** Replace URLs and this machine's host name in the run records and the index. */
+  redact: boolean
+}
+
+/** A file to write into the evidence directory. */
+export interface EvidenceFile {
+  path: string
+  content: string
+}
+
+export interface BuiltEvidence {
+  /** The index without its artifacts (charts and pages are added by whoever renders them). */
+  index: EvidenceIndex
+  /** The run records, one file per launch per arm. */
+  runs: EvidenceFile[]
+}
+
+const ARMS = ['cell', 'baseline', 'candidate'] as const
+
+/** sha256 of a string's UTF-8 bytes, hex. */
+export function sha256(content: string | Uint8Array): string {
+  return createHash('sha256').update(content).digest('hex')
+}
+
+/** A cell id as a file name: anything outside [A-Za-z0-9._-] becomes `_`. */
+export function fileSafe(id: string): string {
+  return id.replace(/[^A-Za-z0-9._-]/g, '_')
+}
+
+/** Replaces every URL and this machine's host name in a serialized record or index. */
+export function redactText(text: string): string {
+  const host = hostname()
+  const urls = text.replace(/https?:\/\/[^\s"'<>]+/g, '[redacted-url]')
+  return host.length >= 3 ? urls.split(host).join('[redacted-host]') : urls
+}
+
+/** The path of one launch's run record in the evidence directory. */
+export function runPath(arm: string, cell: string, launch: number, launches: number): string {
+  return `runs/${arm}/${fileSafe(cell)}${launches > 1 ? `.launch${launch}` : ''}.json`
+}
+
+/** Serializes a run record for the evidence (one line, trailing newline), redacted if asked. */
+export function serializeRecord(record: RunRecord, redact: boolean): string {
+  const text = `${JSON.stringify(record)}\n`
+  return redact ? redactText(text) : text
+}
+
+/** Evidence ids: the declared id, suffixed with `~2`, `~3`… when another file used it first. */
+function evidenceIds(files: readonly SpecFileInput[]): Map<string, string> {
+  const taken = new Set<string>()
+  const ids = new Map<string, string>()
+  for (const f of files) {
+    for (const c of f.meta.cells) {
+      let id = c.id
+      for (let k = 2; taken.has(id); k++) id = `${c.id}~${k}`
+      taken.add(id)
+      ids.set(`${f.file}\u0000${c.id}`, id)
+    }
+  }
+  return ids
+}
+
+function disposition(cell: DeclaredCell, checks: readonly PairCheck[]): { disposition: Disposition; reason: string | null } {
+  if (cell.status === 'pending') return { disposition: 'pending', reason: 'declared but not run: no test awaited it, or the run ended first' }
+  if (cell.status === 'threw') return { disposition: 'blocked', reason: `its measurement threw before a record existed: ${cell.error ?? 'unknown error'}` }
+  for (const arm of ARMS) {
+    for (const r of cell.records[arm] ?? []) {
+      if (r.cellFailure !== null) return { disposition: 'failed', reason: `${arm}: ${r.cellFailure.code}: ${r.cellFailure.message.split('\n')[0]}` }
+    }
+  }
+  const unmatched = checks.find((c) => c.check === 'toBeMatchedPair' && !c.passed)
+  if (unmatched !== undefined) return { disposition: 'failed', reason: `not a matched pair: ${unmatched.findings[0] ?? 'see its checks'}` }
+  return { disposition: 'accepted', reason: null }
+}
+
+/** The findings a reviewer should read about one cell and its gates. */
+function cellFindings(cell: EvidenceCell, gates: readonly GateEntry[]): Finding[] {
+  const out: Finding[] = []
+  const add = (kind: Finding['kind'], message: string) => out.push({ kind, cell: cell.id, message })
+  if (cell.disposition !== 'accepted') add('cell-not-accepted', `${cell.disposition}: ${cell.reason ?? ''}`)
+  for (const c of cell.checks) if (!c.passed) add('check-failed', `${c.check}: ${c.findings.slice(0, 3).join('; ') || 'failed'}`)
+  for (const g of gates) {
+    const d = g.decision
+    if (d.kind === 'superiority' && d.outcome !== 'pass') add(d.outcome === 'fail' ? 'non-win' : 'inconclusive', `${d.gate} ${d.outcome}: ${d.metric}${d.moreRequestsHint === null ? '' : ` (about ${d.moreRequestsHint} paired requests would likely decide it)`}`)
+    if (d.kind === 'non-regression' && d.outcome === 'fail') add('regression', `${d.gate}: confident regression of ${d.metric}`)
+    if (d.kind === 'non-regression' && d.outcome === 'inconclusive') add('inconclusive', `${d.gate}: ${d.metric} not shown to hold (passes with a warning)`)
+    if (d.gate === 'toStayWithinAccuracyGap') for (const w of d.warnings) add('quality', w)
+  }
+  for (const a of cell.arms) {
+    const label = a.arm === 'cell' ? `launch ${a.launch}` : `${a.arm}${a.launch > 1 ? ` launch ${a.launch}` : ''}`
+    if (a.p99DescriptiveOnly.length > 0) add('descriptive-p99', `${label}: p99 of ${a.p99DescriptiveOnly.join(', ')} rests on too few samples; descriptive only`)
+    if (a.harnessLimited) add('harness-limited', `${label}: the client, not the engine, may have limited this cell (see harness.reasons in its run record)`)
+  }
+  return out
+}
+
+/** Builds the index and the run-record files from the spec files' cells and the tests' assertions. */
+export function buildEvidence(files: readonly SpecFileInput[], tests: readonly TestInput[], options: BuildOptions): BuiltEvidence {
+  const sortedFiles = [...files].sort((a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0))
+  const sortedTests = [...tests].sort((a, b) => (a.file === b.file ? (a.name < b.name ? -1 : a.name > b.name ? 1 : 0) : a.file < b.file ? -1 : 1))
+  const ids = evidenceIds(sortedFiles)
+  const idOf = (file: string, cell: string) => ids.get(`${file}\u0000${cell}`) ?? cell
+
+  const gates: GateEntry[] = []
+  const checksByCell = new Map<string, PairCheck[]>()
+  for (const t of sortedTests) {
+    for (const d of t.meta?.decisions ?? []) gates.push({ cell: idOf(t.file, d.cell), test: t.name, testPassed: t.state === 'passed', decision: d.decision })
+    for (const c of t.meta?.checks ?? []) {
+      const id = idOf(t.file, c.cell)
+      checksByCell.set(id, [...(checksByCell.get(id) ?? []), { check: c.check, passed: c.passed, findings: c.findings, test: t.name, testPassed: t.state === 'passed' }])
+    }
+  }
+
+  const runs: EvidenceFile[] = []
+  const cells: EvidenceCell[] = []
+  const finishedAt: string[] = []
+  const harnessHashes = new Set<string>()
+  for (const f of sortedFiles) {
+    for (const declared of f.meta.cells) {
+      const id = idOf(f.file, declared.id)
+      const checks = checksByCell.get(id) ?? []
+      const arms: ArmSummary[] = []
+      let plan: EvidenceCell['plan'] = null
+      for (const arm of ARMS) {
+        const records = declared.records[arm] ?? []
+        records.forEach((record, i) => {
+          const path = runPath(arm, id, i + 1, records.length)
+          const content = serializeRecord(record, options.redact)
+          runs.push({ path, content })
+          arms.push(armSummary(record, arm, i + 1, { path, bytes: Buffer.byteLength(content), sha256: sha256(content) }))
+          plan ??= planSummary(record)
+          if (record.finishedAt !== null) finishedAt.push(record.finishedAt)
+          if (record.manifest !== null) harnessHashes.add(record.manifest.harness.hash)
+        })
+      }
+      cells.push({
+        id,
+        kind: declared.kind,
+        file: f.file,
+        required: declared.required,
+        ...disposition(declared, checks),
+        ladder: declared.ladder,
+        plan,
+        engines: { ...declared.engines },
+        arms,
+        checks,
+      })
+    }
+  }
+
+  const findings = cells.flatMap((c) => cellFindings(c, gates.filter((g) => g.cell === c.id)))
+  const count = (d: Disposition) => cells.filter((c) => c.disposition === d).length
+  const outcomes = { pass: 0, fail: 0, inconclusive: 0 }
+  for (const g of gates) outcomes[g.decision.outcome]++
+  const index: EvidenceIndex = {
+    schema: EVIDENCE_SCHEMA_ID,
+    generatedAt: finishedAt.length === 0 ? null : finishedAt.reduce((a, b) => (a > b ? a : b)),
+    provenance: { servegateVersion: SERVEGATE_VERSION, harnessHashes: [...harnessHashes].sort(), suiteCommit: options.suiteCommit, redacted: options.redact },
+    cells,
+    gates,
+    findings,
+    statistics: {
+      planned: cells.length,
+      required: cells.filter((c) => c.required).length,
+      accepted: count('accepted'),
+      failed: count('failed'),
+      blocked: count('blocked'),
+      pending: count('pending'),
+      matchedPairs: cells.filter((c) => c.kind === 'pair' && c.checks.some((k) => k.check === 'toBeMatchedPair') && c.checks.every((k) => k.check !== 'toBeMatchedPair' || k.passed)).length,
+      gates: outcomes,
+    },
+    promotion: promotion(cells, gates),
+    artifacts: [],
+  }
+  return { index: options.redact ? (JSON.parse(redactText(JSON.stringify(index))) as EvidenceIndex) : index, runs }
+}
+
+/**
+ * Promotable only when every required cell is accepted and the test of every gate and check
+ * passed (a `.not` assertion that held counts as passed; its cell's disposition still says why).
+ */
+function promotion(cells: readonly EvidenceCell[], gates: readonly GateEntry[]): EvidenceIndex['promotion'] {
+  const reasons: string[] = []
+  if (cells.length === 0) reasons.push('no cells were planned')
+  for (const c of cells) if (c.required && c.disposition !== 'accepted') reasons.push(`required cell ${c.id} is ${c.disposition}: ${c.reason ?? ''}`)
+  for (const g of gates) if (!g.testPassed) reasons.push(`${g.decision.gate} on ${g.cell} did not pass (${g.decision.outcome}) in "${g.test}"`)
+  for (const c of cells) for (const k of c.checks) if (!k.testPassed) reasons.push(`${k.check} on ${c.id} did not pass in "${k.test}"`)
+  return { promotable: reasons.length === 0, reasons }
+}

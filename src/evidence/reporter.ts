@@ -1,0 +1,79 @@
+/**
+ * The servegate reporter: runs in vitest's main process (it imports no worker code) and, after
+ * a benchmark run or a merge of blob reports, writes the evidence directory from what the spec
+ * files and tests carried in their meta.
+ */
+import { appendFile } from 'node:fs/promises'
+import { relative, sep } from 'node:path'
+import { execa } from 'execa'
+import type { Reporter, TestModule, Vitest } from 'vitest/node'
+import { glanceLines } from './board.ts'
+import { buildEvidence, type SpecFileInput, type TestInput } from './build.ts'
+import { renderCharts } from './charts.ts'
+import { renderHtml } from './html.ts'
+import { type Renderers, writeEvidence } from './write.ts'
+
+export const DEFAULT_RENDERERS: Renderers = { charts: renderCharts, html: renderHtml }
+
+export interface ServegateReporterOptions {
+  evidenceDir: string
+  redact: boolean
+  /** Write evidence after this run: a `vitest bench` run; a merge of blob reports is detected at init. */
+  bench: boolean
+}
+
+/** `git rev-parse HEAD` in `cwd`, or null outside a git work tree. */
+export async function gitCommit(cwd: string): Promise<string | null> {
+  const result = await execa('git', ['rev-parse', 'HEAD'], { cwd, reject: false, timeout: 10_000 })
+  return result.exitCode === 0 && /^[0-9a-f]{40}$/.test(result.stdout.trim()) ? result.stdout.trim() : null
+}
+
+/** The spec files' cells and the tests' assertions, as the evidence builder takes them. */
+export function collectInputs(modules: ReadonlyArray<TestModule>, root: string): { files: SpecFileInput[]; tests: TestInput[] } {
+  const files: SpecFileInput[] = []
+  const tests: TestInput[] = []
+  for (const m of modules) {
+    const file = relative(root, m.moduleId).split(sep).join('/')
+    const meta = m.meta().servegateFile
+    if (meta !== undefined) files.push({ file, meta })
+    for (const t of m.children.allTests()) {
+      tests.push({ file, name: t.fullName, state: t.result().state, meta: t.meta().servegate })
+    }
+  }
+  return { files, tests }
+}
+
+export class ServegateReporter implements Reporter {
+  private vitest: Vitest | null = null
+  private active: boolean
+  private readonly options: ServegateReporterOptions
+  private readonly renderers: Renderers
+
+  constructor(options: ServegateReporterOptions, renderers: Renderers = DEFAULT_RENDERERS) {
+    this.options = options
+    this.active = options.bench
+    this.renderers = renderers
+  }
+
+  onInit(vitest: Vitest): void {
+    this.vitest = vitest
+    if (vitest.config.mergeReports !== undefined && vitest.config.mergeReports !== '') this.active = true
+  }
+
+  async onTestRunEnd(modules: ReadonlyArray<TestModule>): Promise<void> {
+    if (!this.active || this.vitest === null) return
+    const root = this.vitest.config.root
+    const { files, tests } = collectInputs(modules, root)
+    if (files.length === 0) return
+    const built = buildEvidence(files, tests, { suiteCommit: await gitCommit(root), redact: this.options.redact })
+    const dir = this.options.evidenceDir
+    const { index, board } = await writeEvidence(dir, built, this.renderers)
+    const summary = process.env.GITHUB_STEP_SUMMARY
+    if (summary !== undefined && summary !== '') await appendFile(summary, `${board}\n`)
+    const log = (line: string) => this.vitest?.logger.log(line)
+    log('')
+    log('servegate evidence')
+    for (const line of glanceLines(index)) log(`  ${line}`)
+    log(`  Board: ${dir}/README.md · charts: ${dir}/charts/ · page: ${dir}/index.html · index: ${dir}/index.json`)
+  }
+}

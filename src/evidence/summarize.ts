@@ -1,0 +1,96 @@
+/**
+ * Arm summaries of the evidence index, computed from run records alone: `servegate verify`
+ * recomputes them the same way and compares.
+ */
+import type { ArmSummary, CellPlanSummary, FileRef, Percentiles } from '../schema/evidence.ts'
+import type { Distribution, RunRecord } from '../schema/run.ts'
+
+function percentiles(d: Distribution): Percentiles {
+  return { p50: d.p50, p95: d.p95, p99: d.p99, samples: d.samples }
+}
+
+/** The most requests in flight at once, from each request's send offset and end. */
+export function clientObservedMax(record: RunRecord): number {
+  const events: Array<[number, number]> = []
+  for (const r of record.requests) {
+    if (r.startOffsetMs === null) continue
+    const end = r.e2eMs === null ? null : r.startOffsetMs + r.e2eMs
+    events.push([r.startOffsetMs, 1])
+    if (end !== null) events.push([end, -1])
+  }
+  // Ends sort before starts at the same instant: a slot handed over is not two in flight.
+  events.sort((a, b) => a[0] - b[0] || a[1] - b[1])
+  let inFlight = 0
+  let max = 0
+  for (const [, delta] of events) {
+    inFlight += delta
+    max = Math.max(max, inFlight)
+  }
+  return max
+}
+
+/** The plan of a cell as the board shows it. */
+export function planSummary(record: RunRecord): CellPlanSummary {
+  const p = record.plan
+  return {
+    api: p.api,
+    concurrency: p.concurrency,
+    requests: p.requests,
+    maxTokens: p.maxTokens,
+    workload: p.workload.kind,
+    promptTokens: p.workload.promptTokens,
+    requestStreamSha256: p.workload.requestStreamSha256,
+  }
+}
+
+/** One launch of one arm, summarized from its run record; `record` is where the record lies in the evidence. */
+export function armSummary(record: RunRecord, arm: ArmSummary['arm'], launch: number, ref: FileRef): ArmSummary {
+  const d = record.metrics.distributions
+  const t = record.telemetry
+  const gpu = t?.gpu.status === 'ok' && t.gpu.summary.status === 'ok' ? t.gpu.summary.worst : null
+  const engine = t?.engine.status === 'ok' ? t.engine.occupancy : null
+  const host = t?.hostMemory.status === 'ok' ? t.hostMemory : null
+  const hostPeak = host === null ? null : (host.lifetimePeakBytes ?? host.sampledPeakBytes)
+  const sequential = record.plan.sequential
+  return {
+    arm,
+    launch,
+    engine: record.manifest?.engine.kind ?? null,
+    engineVersion: record.manifest?.engine.version.value ?? null,
+    model: record.target.model,
+    completed: record.completed,
+    failed: record.failed,
+    cellFailure: record.cellFailure === null ? null : `${record.cellFailure.code}: ${record.cellFailure.message.split('\n')[0]}`,
+    timings: {
+      ttftMs: percentiles(d.ttftMs),
+      timeToFirstOutputMs: percentiles(d.timeToFirstOutputMs),
+      tpotMs: percentiles(d.tpotMs),
+      itlMs: percentiles(d.itlMs),
+      e2eMs: percentiles(d.e2eMs),
+      decodeTokPerS: percentiles(d.decodeTokPerS),
+      effectivePrefillTokPerS: percentiles(d.effectivePrefillTokPerS),
+    },
+    outputThroughputTokPerS: record.metrics.outputThroughputTokPerS,
+    itlJitterMs: d.itlMs.stddev,
+    concurrency: {
+      requested: record.plan.concurrency,
+      clientObservedMax: clientObservedMax(record),
+      engineRunningMax: engine?.runningMax ?? null,
+      engineWaitingMax: engine?.waitingMax ?? null,
+    },
+    memory: {
+      peakVramMiB: gpu?.peakMemoryUsedMiB.value ?? null,
+      vramGrowthMiB: gpu?.peakProcessVramEstimateMiB.value ?? null,
+      hostPeakMiB: hostPeak === null ? null : hostPeak / 2 ** 20,
+    },
+    gpu: {
+      activePowerMeanW: gpu?.activePowerMeanW.value ?? null,
+      temperatureP95C: gpu?.temperatureP95C.value ?? null,
+      joulesPerToken: gpu?.idleSubtractedJPerOutputToken.value ?? null,
+    },
+    harnessLimited: record.harness.harnessLimited,
+    p99DescriptiveOnly: [...record.metrics.p99DescriptiveOnly],
+    sequential: sequential === null ? null : { stoppedAt: sequential.stoppedAt, plannedRequests: sequential.plannedRequests, reason: sequential.reason },
+    record: ref,
+  }
+}

@@ -1,0 +1,153 @@
+/**
+ * Reading and verifying an evidence directory: every sha256 recomputed, every run record
+ * parsed, every summary recomputed from the records. Each problem names its file.
+ */
+import { readdir, readFile } from 'node:fs/promises'
+import { join, relative, sep } from 'node:path'
+import { isDeepStrictEqual } from 'node:util'
+import { z } from 'zod'
+import { ServegateError } from '../errors.ts'
+import { computeCellMetrics } from '../metrics/cell.ts'
+import { parseRunRecord } from '../record/io.ts'
+import { EvidenceIndex, type FileRef } from '../schema/evidence.ts'
+import type { RunRecord } from '../schema/run.ts'
+import { type BuiltEvidence, type EvidenceFile, sha256 } from './build.ts'
+import { armSummary } from './summarize.ts'
+import { SUMS_FILE } from './write.ts'
+
+/** Reads and validates `index.json` of an evidence directory. */
+export async function readIndex(dir: string): Promise<EvidenceIndex> {
+  const path = join(dir, 'index.json')
+  const text = await readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => {
+    throw new ServegateError('FILE_INVALID', `${path}: cannot read (${error.code ?? error.message}); is ${dir} an evidence directory?`)
+  })
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch (error) {
+    throw new ServegateError('FILE_INVALID', `${path}: not JSON (${(error as Error).message})`)
+  }
+  const parsed = EvidenceIndex.safeParse(value)
+  if (!parsed.success) throw new ServegateError('FILE_INVALID', `${path}: not a valid servegate.evidence/v1 index: ${z.prettifyError(parsed.error).split('\n').slice(0, 4).join('; ')}`)
+  return parsed.data
+}
+
+/** Every file under a directory, relative and `/`-separated, sorted. */
+export async function listFiles(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true })
+  return entries.filter((e) => e.isFile()).map((e) => relative(dir, join(e.parentPath, e.name)).split(sep).join('/')).sort()
+}
+
+/** The SHA256SUMS lines as path → hash; malformed lines are problems. */
+function parseSums(text: string, problems: string[]): Map<string, string> {
+  const sums = new Map<string, string>()
+  for (const line of text.split('\n')) {
+    if (line === '') continue
+    const match = /^([0-9a-f]{64}) {2}(.+)$/.exec(line)
+    if (match === null) problems.push(`${SUMS_FILE}: malformed line "${line.slice(0, 80)}"`)
+    else sums.set(match[2] as string, match[1] as string)
+  }
+  return sums
+}
+
+async function readBytes(dir: string, path: string): Promise<Buffer | null> {
+  return readFile(join(dir, path)).catch(() => null)
+}
+
+/** A file against its reference: present, the same size, the same sha256. */
+async function checkRef(dir: string, ref: FileRef, where: string, problems: string[]): Promise<Buffer | null> {
+  const bytes = await readBytes(dir, ref.path)
+  if (bytes === null) problems.push(`${ref.path}: missing (listed in ${where})`)
+  else if (bytes.length !== ref.bytes || sha256(bytes) !== ref.sha256) problems.push(`${ref.path}: sha256 ${sha256(bytes).slice(0, 16)}… (${bytes.length} bytes) ≠ ${ref.sha256.slice(0, 16)}… (${ref.bytes} bytes) in ${where}`)
+  return bytes
+}
+
+/** The first differing field between two JSON values, as a dotted path; null when equal. */
+export function firstDifference(a: unknown, b: unknown, path = ''): string | null {
+  if (isDeepStrictEqual(a, b)) return null
+  if (typeof a === 'object' && a !== null && typeof b === 'object' && b !== null && Array.isArray(a) === Array.isArray(b)) {
+    const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort()
+    for (const k of keys) {
+      const d = firstDifference((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k], path === '' ? k : `${path}.${k}`)
+      if (d !== null) return d
+    }
+  }
+  return path === '' ? '(the value)' : path
+}
+
+/** A run record's stored metrics against those recomputed from its requests. */
+function checkRecordMetrics(record: RunRecord, path: string, problems: string[]): void {
+  if (record.importedFrom?.perRequest === false) return
+  const recomputed = computeCellMetrics(record.requests, record.metrics.wallClockMs)
+  const stored = Object.fromEntries(Object.keys(recomputed).map((k) => [k, (record.metrics as Record<string, unknown>)[k]]))
+  const differs = firstDifference(recomputed, stored)
+  if (differs !== null) problems.push(`${path}: metrics.${differs} differs from what its requests give`)
+}
+
+/**
+ * Verifies an evidence directory; returns every problem found (empty: verified). Checks
+ * SHA256SUMS against every file (and that no file is unlisted), index.json against its schema
+ * and its references, each run record's metrics against its requests, each arm summary and the
+ * statistics against the records.
+ */
+export async function verifyEvidence(dir: string): Promise<{ problems: string[]; files: number; records: number }> {
+  const problems: string[] = []
+  const sumsText = await readFile(join(dir, SUMS_FILE), 'utf8').catch(() => null)
+  if (sumsText === null) return { problems: [`${SUMS_FILE}: missing`], files: 0, records: 0 }
+  const sums = parseSums(sumsText, problems)
+  for (const [path, hash] of sums) {
+    const bytes = await readBytes(dir, path)
+    if (bytes === null) problems.push(`${path}: missing (listed in ${SUMS_FILE})`)
+    else if (sha256(bytes) !== hash) problems.push(`${path}: sha256 ${sha256(bytes).slice(0, 16)}… ≠ ${hash.slice(0, 16)}… in ${SUMS_FILE}`)
+  }
+  const present = await listFiles(dir)
+  for (const path of present) if (path !== SUMS_FILE && !sums.has(path)) problems.push(`${path}: not listed in ${SUMS_FILE}`)
+
+  let index: EvidenceIndex
+  try {
+    index = await readIndex(dir)
+  } catch (error) {
+    return { problems: [...problems, (error as Error).message], files: present.length, records: 0 }
+  }
+  for (const ref of index.artifacts) await checkRef(dir, ref, 'index.json artifacts', problems)
+  let records = 0
+  for (const cell of index.cells) {
+    for (const arm of cell.arms) {
+      const bytes = await checkRef(dir, arm.record, `index.json cell ${cell.id}`, problems)
+      if (bytes === null) continue
+      let record: RunRecord
+      try {
+        record = parseRunRecord(JSON.parse(bytes.toString('utf8')), arm.record.path)
+      } catch (error) {
+        problems.push(`${arm.record.path}: ${(error as Error).message}`)
+        continue
+      }
+      records++
+      checkRecordMetrics(record, arm.record.path, problems)
+      const differs = firstDifference(armSummary(record, arm.arm, arm.launch, arm.record), arm)
+      if (differs !== null) problems.push(`index.json: cell ${cell.id} ${arm.arm} launch ${arm.launch}: ${differs} differs from its run record ${arm.record.path}`)
+    }
+  }
+  const s = index.statistics
+  const count = (d: string) => index.cells.filter((c) => c.disposition === d).length
+  const expected = { planned: index.cells.length, required: index.cells.filter((c) => c.required).length, accepted: count('accepted'), failed: count('failed'), blocked: count('blocked'), pending: count('pending') }
+  for (const [k, v] of Object.entries(expected)) if (s[k as keyof typeof expected] !== v) problems.push(`index.json: statistics.${k} is ${s[k as keyof typeof expected]}, the cells give ${v}`)
+  const promotable = index.cells.every((c) => !c.required || c.disposition === 'accepted') && index.gates.every((g) => g.testPassed) && index.cells.every((c) => c.checks.every((k) => k.testPassed)) && index.cells.length > 0
+  if (index.promotion.promotable !== promotable) problems.push(`index.json: promotion.promotable is ${index.promotion.promotable}, the cells and gates give ${promotable}`)
+  return { problems, files: present.length, records }
+}
+
+/** The index and run records of an evidence directory, to render again; refuses records whose hash does not match. */
+export async function readEvidence(dir: string): Promise<BuiltEvidence> {
+  const index = await readIndex(dir)
+  const runs: EvidenceFile[] = []
+  const problems: string[] = []
+  for (const cell of index.cells) {
+    for (const arm of cell.arms) {
+      const bytes = await checkRef(dir, arm.record, `index.json cell ${cell.id}`, problems)
+      if (bytes !== null) runs.push({ path: arm.record.path, content: bytes.toString('utf8') })
+    }
+  }
+  if (problems.length > 0) throw new ServegateError('FILE_INVALID', `${dir}: run records do not match the index: ${problems.join('; ')}`)
+  return { index: { ...index, artifacts: [] }, runs }
+}

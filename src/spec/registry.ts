@@ -1,0 +1,48 @@
+import { sanitizeMessage } from '../errors.ts'
+import type { DeclaredCell, FileMeta } from '../evidence/meta.ts'
+
+/** The cells and pairs declared by the spec file running in this worker, in declaration order. */
+const declared = new Map<string, DeclaredCell>()
+
+/**
+ * Declares a cell for the evidence (planned, pending until it runs). An id used twice in one
+ * file is refused: evidence paths and gate entries are keyed by it.
+ */
+export function declareCell(cell: Pick<DeclaredCell, 'id' | 'kind' | 'required' | 'ladder' | 'engines'>): void {
+  if (declared.has(cell.id)) {
+    throw new TypeError(`servegate: the cell id "${cell.id}" is declared twice in this file; give each cell or pair its own \`id\``)
+  }
+  declared.set(cell.id, { ...cell, status: 'pending', error: null, records: {} })
+}
+
+/** Marks a declared cell measured, with its records per arm. */
+export function cellMeasured(id: string, records: DeclaredCell['records']): void {
+  const cell = declared.get(id)
+  if (cell !== undefined) Object.assign(cell, { status: 'measured', error: null, records })
+}
+
+/** Marks a declared cell as having thrown before it had records. */
+export function cellThrew(id: string, error: unknown): void {
+  const cell = declared.get(id)
+  if (cell !== undefined) Object.assign(cell, { status: 'threw', error: sanitizeMessage(error instanceof Error ? error.message : String(error)) })
+}
+
+/** Runs a cell's measurement, recording its outcome in the registry either way. */
+export async function tracked<T>(id: string, work: () => Promise<T>, recordsOf: (result: T) => DeclaredCell['records']): Promise<T> {
+  try {
+    const result = await work()
+    cellMeasured(id, recordsOf(result))
+    return result
+  } catch (error) {
+    cellThrew(id, error)
+    throw error
+  }
+}
+
+/** The file's cells for its meta, emptying the registry (the next file starts clean). */
+export function takeFileMeta(): FileMeta {
+  const cells = [...declared.values()]
+  declared.clear()
+  return { cells }
+}
+
