@@ -28,7 +28,7 @@ const plan = {
 }
 
 describe('tiny llama, in-process: 1 sequence vs 4 sequences at concurrency 4', () => {
-  const fair = pair({ baseline: oneSlot, candidate: fourSlots, ...plan })
+  const fair = pair({ id: 'tiny-1seq-vs-4seq-c4', baseline: oneSlot, candidate: fourSlots, ...plan })
 
   test('is a matched pair', async () => expect(await fair).toBeMatchedPair())
   // With one request slot, three of four requests wait before their prefill starts.
@@ -52,21 +52,23 @@ describe('tiny llama, in-process: 1 sequence vs 4 sequences at concurrency 4', (
 })
 
 describe('a sequential pair: stop at the first look that decides', () => {
-  // The same pair, measured in stages of 16, 32, 64 requests taking turns A B B A; the prefill win
-  // is plain, so both arms stop at the first look and the matcher reads the same design.
-  const staged = pair({ baseline: oneSlot, candidate: fourSlots, ...plan, stopEarly: { looks: [16, 32], gates: [{ gate: 'toWinPrefill', margin: 0.1 }] } })
-  test('stops both arms at 16 of 64 requests with the prefill win decided', async () => {
+  // The same pair, measured in stages of 16, 32, 64 requests taking turns A B B A. Four sequences
+  // on one thread decode each stream at well under half the speed of one: confidently not a decode
+  // win, which the first look already shows, so both arms stop at 16 of 64 requests.
+  const staged = pair({ id: 'tiny-1seq-vs-4seq-c4-sequential', baseline: oneSlot, candidate: fourSlots, ...plan, stopEarly: { looks: [16, 32], gates: [{ gate: 'toWinDecode' }] } })
+  test('stops both arms at 16 of 64 requests once the decode gate decided', async () => {
     const p = await staged
     for (const r of [...p.baseline, ...p.candidate]) {
-      expect(r.plan.sequential).toMatchObject({ stoppedAt: 16, plannedRequests: 64, reason: expect.stringMatching(/toWinPrefill pass/) })
+      expect(r.plan.sequential).toMatchObject({ stoppedAt: 16, plannedRequests: 64, reason: expect.stringMatching(/look 1 of 3 \(16 requests\): toWinDecode fail/) })
       expect(r.completed).toBe(16)
     }
-    expect(p).toWinPrefill({ margin: 0.1 })
+    expect(p).not.toWinDecode()
     expect(p).toBeMatchedPair()
   })
 })
 
 describe('an unfair pair', () => {
-  const unfair = pair({ baseline: fourSlots, candidate: otherModel, ...plan, requests: 8 })
+  // Not required: it is meant to fail the fairness check, which must not block promotion.
+  const unfair = pair({ id: 'tiny-vs-other-model-unfair', required: false, baseline: fourSlots, candidate: otherModel, ...plan, requests: 8 })
   test('another model file is not a matched pair', async () => expect(await unfair).not.toBeMatchedPair())
 })

@@ -3,36 +3,48 @@ import type { TestMeta } from '../src/evidence/meta.ts'
 import { fmt, verdictLine } from '../src/gates/verdict.ts'
 import type { GateDecision } from '../src/schema/gate.ts'
 import { message } from './format.ts'
-import { cellFailures, type Subject } from './subject.ts'
+import { annotateCell } from './annotate.ts'
+import { cellFailures, recordsOf, type Subject } from './subject.ts'
 
-/** The running test's servegate meta, created on first use; null outside a test. */
-function testMeta(): { meta: TestMeta; annotate: (message: string, type: string) => void } | null {
+/** Cells already annotated with their figures and chart, per test. */
+const annotated = new WeakMap<object, Set<string>>()
+
+/**
+ * The running test's servegate meta, created on first use, with its annotate function; the
+ * first time a test reads a cell, the cell's key figures and chart are annotated. Null outside
+ * a test.
+ */
+function testMeta(subject: Subject): { meta: TestMeta; annotate: (message: string, type: string) => void } | null {
   const test = TestRunner.getCurrentTest()
   if (test === undefined) return null
   test.meta.servegate ??= { decisions: [], checks: [] }
-  return {
-    meta: test.meta.servegate,
-    annotate: (message, type) => void Promise.resolve(test.context.annotate(message, type)).catch(() => {}),
+  const annotate = (message: string, type: string, attachment?: { body: string; contentType: string }) => Promise.resolve(test.context.annotate(message, type, attachment))
+  const seen = annotated.get(test) ?? new Set<string>()
+  annotated.set(test, seen)
+  if (!seen.has(subject.id) && recordsOf(subject).every(({ record }) => record.requests.length > 0)) {
+    seen.add(subject.id)
+    annotateCell(annotate, subject)
   }
+  return { meta: test.meta.servegate, annotate: (message, type) => void annotate(message, type).catch(() => {}) }
 }
 
 /**
  * Records a decision on the running test: in its meta (for the reporter, with the cell it
  * judged) and as an annotation (shown in @vitest/ui and the HTML reporter).
  */
-export function record(cell: string, d: GateDecision): void {
-  const test = testMeta()
+export function record(subject: Subject, d: GateDecision): void {
+  const test = testMeta(subject)
   if (test === null) return
-  test.meta.decisions.push({ cell, decision: d })
+  test.meta.decisions.push({ cell: subject.id, decision: d })
   test.annotate(verdictLine(d), 'servegate')
   for (const warning of d.warnings) test.annotate(warning, 'servegate-warning')
 }
 
 /** Records a yes/no check (matched pair, canaries, concurrency) on the running test, with what it found. */
-export function recordCheck(cell: string, check: string, passed: boolean, findings: readonly string[]): void {
-  const test = testMeta()
+export function recordCheck(subject: Subject, check: string, passed: boolean, findings: readonly string[]): void {
+  const test = testMeta(subject)
   if (test === null) return
-  test.meta.checks.push({ cell, check, passed, findings: [...findings] })
+  test.meta.checks.push({ cell: subject.id, check, passed, findings: [...findings] })
   test.annotate(`${check} ${passed ? 'PASS' : 'FAIL'}${findings.length > 0 ? `: ${findings.length} finding(s), first: ${findings[0]}` : ''}`, 'servegate')
 }
 
@@ -49,7 +61,7 @@ export function gateResult(state: MatcherState, matcher: string, subject: Subjec
     }
   }
   const d = decide()
-  record(subject.id, d)
+  record(subject, d)
   const pass = passes.includes(d.outcome)
   const e = d.effect
   const detail = [...d.warnings.map((w) => `warning: ${w}`)]

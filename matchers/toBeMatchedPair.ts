@@ -17,7 +17,7 @@ export function toBeMatchedPair(this: MatcherState, received: unknown) {
   const uuids = (arm: readonly RunRecord[]) =>
     arm.flatMap((r) => (r.manifest?.gpus.status === 'ok' ? r.manifest.gpus.devices.map((d) => d.uuid ?? '?') : [])).join(', ') || 'none'
   const pass = mismatches.length === 0
-  recordCheck(p.id, 'toBeMatchedPair', pass, mismatches)
+  recordCheck(p, 'toBeMatchedPair', pass, mismatches)
   return {
     pass,
     message: () =>

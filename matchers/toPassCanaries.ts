@@ -26,7 +26,7 @@ export function toPassCanaries(this: MatcherState, received: unknown) {
   }
   if (samples === 0 && problems.length === 0) problems.push('no request was checked')
   const pass = problems.length === 0
-  recordCheck(s.id, 'toPassCanaries', pass, problems)
+  recordCheck(s, 'toPassCanaries', pass, problems)
   return {
     pass,
     message: () =>

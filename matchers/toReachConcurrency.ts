@@ -25,7 +25,7 @@ export function toReachConcurrency(this: MatcherState, received: unknown) {
     }
   }
   const pass = problems.length === 0
-  recordCheck(s.id, 'toReachConcurrency', pass, problems)
+  recordCheck(s, 'toReachConcurrency', pass, problems)
   return {
     pass,
     message: () =>

@@ -119,11 +119,11 @@ function cellFindings(cell: EvidenceCell, gates: readonly GateEntry[]): Finding[
     if (d.kind === 'non-regression' && d.outcome === 'inconclusive') add('inconclusive', `${d.gate}: ${d.metric} not shown to hold (passes with a warning)`)
     if (d.gate === 'toStayWithinAccuracyGap') for (const w of d.warnings) add('quality', w)
   }
-  for (const a of cell.arms) {
-    const label = a.arm === 'cell' ? `launch ${a.launch}` : `${a.arm}${a.launch > 1 ? ` launch ${a.launch}` : ''}`
-    if (a.p99DescriptiveOnly.length > 0) add('descriptive-p99', `${label}: p99 of ${a.p99DescriptiveOnly.join(', ')} rests on too few samples; descriptive only`)
-    if (a.harnessLimited) add('harness-limited', `${label}: the client, not the engine, may have limited this cell (see harness.reasons in its run record)`)
-  }
+  const label = (a: ArmSummary) => (a.arm === 'cell' ? `launch ${a.launch}` : `${a.arm}${a.launch > 1 ? ` launch ${a.launch}` : ''}`)
+  const descriptive = [...new Set(cell.arms.flatMap((a) => a.p99DescriptiveOnly))]
+  if (descriptive.length > 0) add('descriptive-p99', `p99 of ${descriptive.join(', ')} rests on fewer samples than a p99 needs (${cell.arms.filter((a) => a.p99DescriptiveOnly.length > 0).map(label).join(', ')}): descriptive only`)
+  const limited = cell.arms.filter((a) => a.harnessLimited)
+  if (limited.length > 0) add('harness-limited', `${limited.map(label).join(', ')}: the client, not the engine, may have limited this cell (see harness.reasons in the run records)`)
   return out
 }
 
@@ -202,18 +202,22 @@ export function buildEvidence(files: readonly SpecFileInput[], tests: readonly T
       matchedPairs: cells.filter((c) => c.kind === 'pair' && c.checks.some((k) => k.check === 'toBeMatchedPair') && c.checks.every((k) => k.check !== 'toBeMatchedPair' || k.passed)).length,
       gates: outcomes,
     },
-    promotion: promotion(cells, gates),
+    promotion: promotion(cells, gates, sortedTests),
     artifacts: [],
   }
   return { index: options.redact ? (JSON.parse(redactText(JSON.stringify(index))) as EvidenceIndex) : index, runs }
 }
 
 /**
- * Promotable only when every required cell is accepted and the test of every gate and check
- * passed (a `.not` assertion that held counts as passed; its cell's disposition still says why).
+ * Promotable only when every required cell is accepted, the test of every gate and check passed
+ * (a `.not` assertion that held counts as passed; its cell's disposition still says why), and no
+ * other test of the suite failed.
  */
-function promotion(cells: readonly EvidenceCell[], gates: readonly GateEntry[]): EvidenceIndex['promotion'] {
+function promotion(cells: readonly EvidenceCell[], gates: readonly GateEntry[], tests: readonly TestInput[]): EvidenceIndex['promotion'] {
   const reasons: string[] = []
+  for (const t of tests) {
+    if (t.state === 'failed' && (t.meta?.decisions.length ?? 0) === 0 && (t.meta?.checks.length ?? 0) === 0) reasons.push(`test "${t.name}" in ${t.file} failed`)
+  }
   if (cells.length === 0) reasons.push('no cells were planned')
   for (const c of cells) if (c.required && c.disposition !== 'accepted') reasons.push(`required cell ${c.id} is ${c.disposition}: ${c.reason ?? ''}`)
   for (const g of gates) if (!g.testPassed) reasons.push(`${g.decision.gate} on ${g.cell} did not pass (${g.decision.outcome}) in "${g.test}"`)

@@ -18,8 +18,8 @@ export const DEFAULT_RENDERERS: Renderers = { charts: renderCharts, html: render
 export interface ServegateReporterOptions {
   evidenceDir: string
   redact: boolean
-  /** Write evidence after this run: a `vitest bench` run; a merge of blob reports is detected at init. */
-  bench: boolean
+  /** Write evidence after every run; otherwise only after benchmark projects ran or blob reports merged. */
+  always: boolean
 }
 
 /** `git rev-parse HEAD` in `cwd`, or null outside a git work tree. */
@@ -51,7 +51,7 @@ export class ServegateReporter implements Reporter {
 
   constructor(options: ServegateReporterOptions, renderers: Renderers = DEFAULT_RENDERERS) {
     this.options = options
-    this.active = options.bench
+    this.active = options.always
     this.renderers = renderers
   }
 
@@ -61,7 +61,9 @@ export class ServegateReporter implements Reporter {
   }
 
   async onTestRunEnd(modules: ReadonlyArray<TestModule>): Promise<void> {
-    if (!this.active || this.vitest === null) return
+    // vitest 5 runs `vitest bench` as benchmark variants of the projects: those modules count.
+    const bench = modules.some((m) => m.project.config.benchmark?.enabled === true)
+    if (!(this.active || bench) || this.vitest === null) return
     const root = this.vitest.config.root
     const { files, tests } = collectInputs(modules, root)
     if (files.length === 0) return

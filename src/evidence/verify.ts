@@ -132,8 +132,14 @@ export async function verifyEvidence(dir: string): Promise<{ problems: string[];
   const count = (d: string) => index.cells.filter((c) => c.disposition === d).length
   const expected = { planned: index.cells.length, required: index.cells.filter((c) => c.required).length, accepted: count('accepted'), failed: count('failed'), blocked: count('blocked'), pending: count('pending') }
   for (const [k, v] of Object.entries(expected)) if (s[k as keyof typeof expected] !== v) problems.push(`index.json: statistics.${k} is ${s[k as keyof typeof expected]}, the cells give ${v}`)
-  const promotable = index.cells.every((c) => !c.required || c.disposition === 'accepted') && index.gates.every((g) => g.testPassed) && index.cells.every((c) => c.checks.every((k) => k.testPassed)) && index.cells.length > 0
-  if (index.promotion.promotable !== promotable) problems.push(`index.json: promotion.promotable is ${index.promotion.promotable}, the cells and gates give ${promotable}`)
+  const promotable =
+    index.cells.every((c) => !c.required || c.disposition === 'accepted') &&
+    index.gates.every((g) => g.testPassed) &&
+    index.cells.every((c) => c.checks.every((k) => k.testPassed)) &&
+    index.cells.length > 0
+  // Other failed tests also block promotion; they are not in the index, so only a promotion the cells forbid is caught.
+  if (index.promotion.promotable && !promotable) problems.push(`index.json: promotion.promotable is ${index.promotion.promotable}, the cells and gates give ${promotable}`)
+  if (index.promotion.promotable !== (index.promotion.reasons.length === 0)) problems.push(`index.json: promotion.promotable is ${index.promotion.promotable} with ${index.promotion.reasons.length} reason(s) against it`)
   return { problems, files: present.length, records }
 }
 

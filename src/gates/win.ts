@@ -82,10 +82,17 @@ function lookDesign(o: ResolvedWinGateOptions, baseline: GateRecord, candidate: 
  * planned total; a look judges the paired requests with index below it, so a pair stopped
  * early in stages and the same gate read afterwards take the same looks. Information fractions
  * are variance-based, (s²/N + v)/(s²/k + v) with v the launch-noise variance, so a floor that
- * more requests cannot shrink is accounted for. s is the sd of the paired log-ratios seen; with
- * v = 0 the fractions are k/N and s drops out.
+ * more requests cannot shrink is accounted for. s is the sd of the paired log-ratios of the first
+ * look; with v = 0 the fractions are k/N and s drops out.
  */
-function planLooks(o: ResolvedWinGateOptions, design: LookDesign | null, indices: readonly number[], sd: number, launchVariance: number): { looks: Look[]; planned: number } {
+function planLooks(
+  o: ResolvedWinGateOptions,
+  design: LookDesign | null,
+  indices: readonly number[],
+  reached: number,
+  logRatios: Float64Array,
+  launchVariance: number,
+): { looks: Look[]; planned: number } {
   const pairedBelow = (end: number) => {
     let n = 0
     while (n < indices.length && (indices[n] as number) < end) n++
@@ -95,6 +102,9 @@ function planLooks(o: ResolvedWinGateOptions, design: LookDesign | null, indices
   const alpha = (1 - o.confidence) / 2
   const total = design.plannedRequests
   const counts = lookCounts(design)
+  // s from the first look's requests only: a runner deciding there and a gate reading the whole
+  // record afterwards then draw the same boundaries.
+  const sd = sampleSd(logRatios.subarray(0, Math.max(2, pairedBelow(counts[0] as number))))
   const variance = (k: number) => (sd * sd) / k + launchVariance
   const fractions: number[] = []
   for (const k of counts) {
@@ -107,15 +117,21 @@ function planLooks(o: ResolvedWinGateOptions, design: LookDesign | null, indices
   // A fraction pushed to 1 early (launch noise dominating) merges the remaining looks into it.
   const usable = fractions.findIndex((t) => t >= 1)
   const boundaries = groupSequentialBoundaries(fractions.slice(0, usable + 1), alpha, 'pocock')
-  const reached = (indices.at(-1) ?? -1) + 1
+  // A look is taken only when the records reach it (a pair stopped at 32 has no look at 64); the
+  // last planned look judges every paired request.
   const looks: Look[] = []
   for (let i = 0; i <= usable; i++) {
-    const last = i === usable
-    const end = last ? Infinity : (counts[i] as number)
-    if (!last && end > reached) break
+    if ((counts[i] as number) > reached) break
+    const end = i === usable ? Infinity : (counts[i] as number)
     looks.push({ end, n: pairedBelow(end), confidence: lookConfidence((boundaries[i] as { z: number }).z) })
   }
   return { looks, planned: usable + 1 }
+}
+
+/** Requests of the plan both records reached: one past the highest index either holds, whatever its status. */
+function requestsReached(baseline: GateRecord, candidate: GateRecord): number {
+  const top = (r: GateRecord) => r.requests.reduce((max, q) => Math.max(max, q.index), -1)
+  return Math.min(top(baseline), top(candidate)) + 1
 }
 
 /** The request counts of a design's looks, as the rule states them. */
@@ -155,8 +171,9 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
   const logRatios = new Float64Array(n)
   for (let i = 0; i < n; i++) logRatios[i] = Math.log((paired.candidate[i] as number) / (paired.baseline[i] as number))
   const launchVariance = 2 * o.launchNoise ** 2
-  const design = lookDesign(o, baseline, candidate, (paired.indices.at(-1) ?? -1) + 1)
-  const { looks, planned } = planLooks(o, design, paired.indices, sampleSd(logRatios), launchVariance)
+  const reached = requestsReached(baseline, candidate)
+  const design = lookDesign(o, baseline, candidate, reached)
+  const { looks, planned } = planLooks(o, design, paired.indices, reached, logRatios, launchVariance)
   const logThreshold = Math.log(threshold)
 
   const estimator = o.estimator ?? DEFAULT_WIN_ESTIMATOR[o.gate]

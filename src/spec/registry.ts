@@ -39,6 +39,11 @@ export async function tracked<T>(id: string, work: () => Promise<T>, recordsOf: 
   }
 }
 
+/** A declared cell of this file by id (its engines and whether it is required), or undefined. */
+export function declaredCell(id: string): DeclaredCell | undefined {
+  return declared.get(id)
+}
+
 /** The file's cells for its meta, emptying the registry (the next file starts clean). */
 export function takeFileMeta(): FileMeta {
   const cells = [...declared.values()]

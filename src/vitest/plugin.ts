@@ -5,7 +5,7 @@ import { type ResolvedServegateOptions, resolveServegateOptions, type ServegateO
 
 declare module 'vitest' {
   interface ProvidedContext {
-    servegate: { evidenceDir: string; nvidiaSmi?: string }
+    servegate: { evidenceDir: string; benchTimeoutMs: number; nvidiaSmi?: string }
   }
 }
 
@@ -15,7 +15,8 @@ const SETUP = fileURLToPath(new URL('./setup.ts', import.meta.url))
  * The servegate vitest plugin: registers the matchers (a setup file), provides the options to
  * the workers, adds the evidence reporter (it writes after `vitest bench` and after
  * `vitest --merge-reports`), and configures `vitest bench` to run `benchmarks/**\/*.bench.ts` one
- * file at a time with long timeouts (cells launch engines and measure for minutes).
+ * file at a time with long timeouts (cells launch engines and measure for minutes; the setup
+ * file sets them for the bench project's files).
  * @example
  * // vitest.config.ts
  * export default defineConfig({ plugins: [servegate({ evidenceDir: 'evidence' })] })
@@ -24,18 +25,20 @@ export function servegate(input?: ServegateOptions): Plugin {
   const options: ResolvedServegateOptions = resolveServegateOptions(input)
   return {
     name: 'servegate',
-    config(userConfig, env) {
-      const bench = env.mode === 'benchmark'
-      const reporter = new ServegateReporter({ evidenceDir: options.evidenceDir, redact: options.redact, bench })
+    config(userConfig) {
+      const reporter = new ServegateReporter({ evidenceDir: options.evidenceDir, redact: options.redact, always: false })
       // Appended to the user's reporters when they chose some (configs merge arrays), else beside vitest's default.
       const reporters = userConfig.test?.reporters === undefined ? ['default', reporter] : [reporter]
       return {
         test: {
           setupFiles: [SETUP],
           reporters,
-          provide: { servegate: { evidenceDir: options.evidenceDir, ...(options.nvidiaSmi === undefined ? {} : { nvidiaSmi: options.nvidiaSmi }) } },
+          provide: {
+            servegate: { evidenceDir: options.evidenceDir, benchTimeoutMs: options.benchTimeoutMs, ...(options.nvidiaSmi === undefined ? {} : { nvidiaSmi: options.nvidiaSmi }) },
+          },
+          // vitest 5 runs these as the "bench" variant of the project, one file at a time; the setup
+          // file gives them the long timeouts.
           benchmark: { include: options.benchInclude },
-          ...(bench ? { testTimeout: options.benchTimeoutMs, hookTimeout: options.benchTimeoutMs, fileParallelism: false } : {}),
         },
       }
     },

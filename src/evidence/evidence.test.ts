@@ -1,0 +1,195 @@
+import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { winGate } from '../gates/win.ts'
+import { failedCellRecord, runCell } from '../runner/cell.ts'
+import { EvidenceIndex } from '../schema/evidence.ts'
+import type { RunRecord } from '../schema/run.ts'
+import { startSimServer } from '../sim/server.ts'
+import { buildEvidence, type SpecFileInput, type TestInput } from './build.ts'
+import type { DeclaredCell } from './meta.ts'
+import { DEFAULT_RENDERERS } from './reporter.ts'
+import { readEvidence, verifyEvidence } from './verify.ts'
+import { type Renderers, SUMS_FILE, writeEvidence } from './write.ts'
+
+const SECRET = 'sk-servegate-test-7f3a9c'
+let dir: string
+let baseline: RunRecord
+let candidate: RunRecord
+
+/** One arm measured against its own simulated engine, the API key sent on every request. */
+async function measure(decodeTokPerS: number): Promise<RunRecord> {
+  const sim = await startSimServer({ model: 'm', prefillTokPerS: 40_000, decodeTokPerS, seed: 3 })
+  try {
+    return await runCell({ baseUrl: sim.url, model: 'm', concurrency: 2, requests: 12, maxTokens: 16, apiKey: SECRET, workload: { promptTokens: 64, canaries: true } })
+  } finally {
+    await sim.close()
+  }
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'servegate-evidence-'))
+  baseline = await measure(300)
+  candidate = await measure(600)
+}, 60_000)
+
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true })
+})
+
+function declared(id: string, over: Partial<DeclaredCell> = {}): DeclaredCell {
+  return { id, kind: 'pair', required: true, ladder: null, engines: { baseline: 'sim-300', candidate: 'sim-600' }, status: 'measured', error: null, records: { baseline: [baseline], candidate: [candidate] }, ...over }
+}
+
+/** A suite: a won pair, a pair whose candidate engine failed, one that threw, one never run, and their tests. */
+function suite(): { files: SpecFileInput[]; tests: TestInput[] } {
+  const crashed = failedCellRecord({ baseUrl: 'http://127.0.0.1:1', model: 'm' }, { code: 'ENGINE_EXITED', message: 'engine vllm exited during start-up with code 3', httpStatus: null, retryAfterS: null })
+  const files: SpecFileInput[] = [
+    {
+      file: 'benchmarks/a.bench.ts',
+      meta: {
+        cells: [
+          declared('won'),
+          declared('crashed', { records: { baseline: [baseline], candidate: [crashed] } }),
+          declared('threw', { status: 'threw', error: 'cell failed unexpectedly: boom', records: {} }),
+          declared('never', { status: 'pending', records: {}, required: false }),
+        ],
+      },
+    },
+  ]
+  const win = winGate({ baseline, candidate }, { gate: 'toWinDecode', launchNoise: 0 })
+  const tests: TestInput[] = [
+    { file: 'benchmarks/a.bench.ts', name: 'won > wins decode', state: win.outcome === 'pass' ? 'passed' : 'failed', meta: { decisions: [{ cell: 'won', decision: win }], checks: [] } },
+    { file: 'benchmarks/a.bench.ts', name: 'won > is matched', state: 'passed', meta: { decisions: [], checks: [{ cell: 'won', check: 'toBeMatchedPair', passed: true, findings: [] }] } },
+  ]
+  return { files, tests }
+}
+
+describe('buildEvidence', () => {
+  test('dispositions, gate entries, statistics and promotion follow from the cells and tests', () => {
+    const { files, tests } = suite()
+    const { index, runs } = buildEvidence(files, tests, { suiteCommit: 'a'.repeat(40), redact: false })
+    expect(EvidenceIndex.parse(index)).toEqual(index)
+    expect(index.cells.map((c) => [c.id, c.disposition])).toEqual([['won', 'accepted'], ['crashed', 'failed'], ['threw', 'blocked'], ['never', 'pending']])
+    expect(index.cells[1]?.reason).toBe('candidate: ENGINE_EXITED: engine vllm exited during start-up with code 3')
+    expect(index.cells[2]?.reason).toMatch(/threw before a record existed: cell failed unexpectedly: boom/)
+    expect(index.gates).toEqual([expect.objectContaining({ cell: 'won', test: 'won > wins decode', testPassed: true, decision: expect.objectContaining({ gate: 'toWinDecode', outcome: 'pass' }) })])
+    expect(index.statistics).toEqual({ planned: 4, required: 3, accepted: 1, failed: 1, blocked: 1, pending: 1, matchedPairs: 1, gates: { pass: 1, fail: 0, inconclusive: 0 } })
+    expect(index.promotion.promotable).toBe(false)
+    expect(index.promotion.reasons).toEqual([expect.stringMatching(/^required cell crashed is failed/), expect.stringMatching(/^required cell threw is blocked/)])
+    // One run record per arm per launch, referenced from the arm summaries.
+    expect(runs.map((r) => r.path)).toEqual(['runs/baseline/won.json', 'runs/candidate/won.json', 'runs/baseline/crashed.json', 'runs/candidate/crashed.json'])
+    const won = index.cells[0]
+    expect(won?.arms.map((a) => [a.arm, a.completed, a.concurrency.clientObservedMax])).toEqual([['baseline', 12, 2], ['candidate', 12, 2]])
+    expect(won?.arms[1]?.timings.decodeTokPerS.p50 as number).toBeGreaterThan(won?.arms[0]?.timings.decodeTokPerS.p50 as number)
+    expect(index.findings.map((f) => f.kind)).toContain('descriptive-p99')
+  })
+
+  test('promotable only when every required cell is accepted and every test passed', () => {
+    const { files, tests } = suite()
+    const onlyWon = [{ ...files[0], meta: { cells: files[0]?.meta.cells.filter((c) => c.id === 'won' || c.id === 'never') ?? [] } }] as SpecFileInput[]
+    expect(buildEvidence(onlyWon, tests, { suiteCommit: null, redact: false }).index.promotion).toEqual({ promotable: true, reasons: [] })
+    const failing = [...tests, { file: 'benchmarks/a.bench.ts', name: 'won > something else', state: 'failed' as const, meta: undefined }]
+    expect(buildEvidence(onlyWon, failing, { suiteCommit: null, redact: false }).index.promotion.reasons).toEqual(['test "won > something else" in benchmarks/a.bench.ts failed'])
+  })
+
+  test('the same id in two files gets a suffix; the order of inputs does not matter', () => {
+    const { files, tests } = suite()
+    const twice = [files[0] as SpecFileInput, { file: 'benchmarks/b.bench.ts', meta: { cells: [declared('won')] } }]
+    const a = buildEvidence(twice, tests, { suiteCommit: null, redact: false })
+    const b = buildEvidence([...twice].reverse(), [...tests].reverse(), { suiteCommit: null, redact: false })
+    expect(a.index.cells.map((c) => c.id)).toEqual(['won', 'crashed', 'threw', 'never', 'won~2'])
+    expect(JSON.stringify(b)).toBe(JSON.stringify(a))
+  })
+})
+
+describe('an evidence directory', () => {
+  test('is complete, carries no secret, and verifies; a flipped byte is caught and named', async () => {
+    const out = join(dir, 'complete')
+    const { files, tests } = suite()
+    await writeEvidence(out, buildEvidence(files, tests, { suiteCommit: null, redact: false }), DEFAULT_RENDERERS)
+    const names = (await readdir(out, { recursive: true })).map(String).sort()
+    expect(names).toEqual(expect.arrayContaining(['README.md', SUMS_FILE, 'index.html', 'index.json', 'runs/baseline/won.json', 'charts/throughput-by-concurrency.svg']))
+    for (const name of names.filter((n) => n.includes('.'))) {
+      const text = await readFile(join(out, name), 'utf8')
+      expect(text, name).not.toContain(SECRET)
+      expect(text, name).not.toMatch(/authorization|bearer\s|api[_-]?key"?\s*[:=]\s*"?sk-/i)
+    }
+    expect(await verifyEvidence(out)).toMatchObject({ problems: [], records: 4 })
+
+    const record = join(out, 'runs/candidate/won.json')
+    const bytes = await readFile(record)
+    bytes[200] = (bytes[200] as number) ^ 1
+    await writeFile(record, bytes)
+    const { problems } = await verifyEvidence(out)
+    expect(problems[0]).toMatch(/^runs\/candidate\/won\.json: sha256 [0-9a-f]{16}… ≠ [0-9a-f]{16}… in SHA256SUMS$/)
+    expect(problems.every((p) => p.startsWith('runs/candidate/won.json'))).toBe(true)
+  })
+
+  test('a summary that no longer matches its record is named, even with every hash updated', async () => {
+    const out = join(dir, 'tampered')
+    const { files, tests } = suite()
+    const built = buildEvidence(files, tests, { suiteCommit: null, redact: false })
+    const arm = built.index.cells[0]?.arms[1]
+    if (arm === undefined) throw new Error('no arm')
+    arm.timings.decodeTokPerS.p50 = (arm.timings.decodeTokPerS.p50 ?? 0) * 1.5
+    await writeEvidence(out, built, DEFAULT_RENDERERS)
+    expect((await verifyEvidence(out)).problems).toEqual([
+      'index.json: cell won candidate launch 1: timings.decodeTokPerS.p50 differs from its run record runs/candidate/won.json',
+    ])
+  })
+
+  test('a record whose metrics differ from its requests is named', async () => {
+    const out = join(dir, 'metrics')
+    const edited = { ...candidate, metrics: { ...candidate.metrics, totalCompletionTokens: candidate.metrics.totalCompletionTokens + 1 } }
+    const built = buildEvidence([{ file: 'a', meta: { cells: [declared('won', { records: { baseline: [baseline], candidate: [edited] } })] } }], [], { suiteCommit: null, redact: false })
+    await writeEvidence(out, built, DEFAULT_RENDERERS)
+    expect((await verifyEvidence(out)).problems).toEqual(['runs/candidate/won.json: metrics.totalCompletionTokens differs from what its requests give'])
+  })
+
+  test('a crash while writing leaves the previous evidence intact; report renders it again identically', async () => {
+    const out = join(dir, 'atomic')
+    const { files, tests } = suite()
+    await writeEvidence(out, buildEvidence(files, tests, { suiteCommit: null, redact: false }), DEFAULT_RENDERERS)
+    const before = await readFile(join(out, 'index.json'), 'utf8')
+    const crashing: Renderers = { ...DEFAULT_RENDERERS, html: () => { throw new Error('renderer crashed') } }
+    await expect(writeEvidence(out, buildEvidence(files.slice(0, 0), tests, { suiteCommit: null, redact: false }), crashing)).rejects.toThrow('renderer crashed')
+    await expect(writeEvidence(out, { index: { ...buildEvidence(files, [], { suiteCommit: null, redact: false }).index }, runs: [{ path: '../escape.json', content: '{}' }] }, DEFAULT_RENDERERS)).rejects.toThrow(/escapes the directory/)
+    expect(await readFile(join(out, 'index.json'), 'utf8')).toBe(before)
+    expect((await readdir(dir)).filter((n) => n.includes('staging'))).toEqual([])
+    expect(await verifyEvidence(out)).toMatchObject({ problems: [] })
+
+    const sums = await readFile(join(out, SUMS_FILE), 'utf8')
+    await writeEvidence(out, await readEvidence(out), DEFAULT_RENDERERS)
+    expect(await readFile(join(out, SUMS_FILE), 'utf8')).toBe(sums)
+  })
+
+  test('an interrupted swap is repaired: the previous evidence is put back before the next write', async () => {
+    const out = join(dir, 'swap')
+    const { files, tests } = suite()
+    await writeEvidence(out, buildEvidence(files, tests, { suiteCommit: null, redact: false }), DEFAULT_RENDERERS)
+    const previous = join(dir, '.swap.previous-1-dead')
+    await rm(previous, { recursive: true, force: true })
+    await mkdir(previous)
+    await writeFile(join(previous, 'marker'), 'old evidence')
+    await rm(out, { recursive: true })
+    // The write that was interrupted after its first rename: the directory is missing, the previous one is kept.
+    const { writeDirectoryAtomically } = await import('./write.ts')
+    await writeDirectoryAtomically(out, [{ path: 'fresh', content: 'new' }])
+    expect(await readdir(out)).toEqual(['fresh'])
+    expect((await readdir(dir)).filter((n) => n.startsWith('.swap.'))).toEqual([])
+  })
+
+  test('redaction replaces URLs and the host name everywhere', async () => {
+    const out = join(dir, 'redacted')
+    const { files, tests } = suite()
+    await writeEvidence(out, buildEvidence(files, tests, { suiteCommit: null, redact: true }), DEFAULT_RENDERERS)
+    for (const name of ['index.json', 'runs/baseline/won.json', 'README.md']) {
+      expect(await readFile(join(out, name), 'utf8'), name).not.toMatch(/https?:\/\/127\.0\.0\.1/)
+    }
+    expect(await readFile(join(out, 'runs/baseline/won.json'), 'utf8')).toContain('[redacted-url]')
+    expect(JSON.parse(await readFile(join(out, 'index.json'), 'utf8')).provenance.redacted).toBe(true)
+    expect(await verifyEvidence(out)).toMatchObject({ problems: [] })
+  })
+})
