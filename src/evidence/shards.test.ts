@@ -1,0 +1,69 @@
+/**
+ * Sharded runs merge into the same evidence: the fixture suite (two spec files, fake vLLM
+ * engines) run whole, and run as two blob shards then merged with `vitest --merge-reports`.
+ */
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { execa } from 'execa'
+import { afterAll, beforeAll, expect, test } from 'vitest'
+import type { EvidenceIndex } from '../schema/evidence.ts'
+import { listFiles, readIndex, verifyEvidence } from './verify.ts'
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+const SUITE = 'fixtures/shard-suite'
+const VITEST = join(dirname(createRequire(import.meta.url).resolve('vitest/package.json')), 'vitest.mjs')
+let tmp: string
+
+/** Runs vitest on the fixture suite with the evidence written to `evidence`. */
+async function vitest(args: string[], evidence: string): Promise<void> {
+  const result = await execa(process.execPath, [VITEST, ...args, '--root', SUITE], {
+    cwd: ROOT,
+    env: { SERVEGATE_EVIDENCE_DIR: evidence, FORCE_COLOR: '0' },
+    reject: false,
+    timeout: 120_000,
+    cleanup: true,
+  })
+  if (result.exitCode !== 0) throw new Error(`vitest ${args.join(' ')} exited ${result.exitCode}:\n${result.stdout.slice(-2000)}\n${result.stderr.slice(-2000)}`)
+}
+
+/** What must not depend on how the run was split: everything but the measured figures. */
+function structure(index: EvidenceIndex) {
+  return {
+    cells: index.cells.map((c) => ({ id: c.id, file: c.file, disposition: c.disposition, engines: c.engines, arms: c.arms.map((a) => [a.arm, a.completed, a.record.path]), checks: c.checks })),
+    gates: index.gates.map((g) => [g.cell, g.test, g.testPassed, g.decision.gate, g.decision.outcome]),
+    statistics: index.statistics,
+    promotion: index.promotion,
+    artifacts: index.artifacts.map((a) => a.path),
+  }
+}
+
+beforeAll(async () => {
+  tmp = await mkdtemp(join(tmpdir(), 'servegate-shards-'))
+  await vitest(['bench', '--run'], join(tmp, 'single'))
+  for (const i of [1, 2]) await vitest(['bench', '--run', `--shard=${i}/2`, '--reporter=blob', `--outputFile=${join(tmp, 'blobs', `blob-${i}.json`)}`], join(tmp, 'unused'))
+  await vitest([`--merge-reports=${join(tmp, 'blobs')}`], join(tmp, 'merged'))
+  await vitest([`--merge-reports=${join(tmp, 'blobs')}`], join(tmp, 'merged-again'))
+}, 300_000)
+
+afterAll(async () => {
+  await rm(tmp, { recursive: true, force: true })
+})
+
+test('two shards merged give the evidence one run gives: the same cells, gates, checks, statistics and files', async () => {
+  const single = await readIndex(join(tmp, 'single'))
+  const merged = await readIndex(join(tmp, 'merged'))
+  expect(merged.cells.map((c) => c.file)).toEqual(['a.bench.ts', 'b.bench.ts'])
+  expect(structure(merged)).toEqual(structure(single))
+  expect(await listFiles(join(tmp, 'merged'))).toEqual(await listFiles(join(tmp, 'single')))
+  expect(await verifyEvidence(join(tmp, 'merged'))).toMatchObject({ problems: [], records: 4 })
+  // A shard run writes no evidence of its own: only the merge does.
+  await expect(readIndex(join(tmp, 'unused'))).rejects.toThrow(/cannot read/)
+})
+
+test('merging the same blobs again gives byte-identical evidence', async () => {
+  const files = await listFiles(join(tmp, 'merged'))
+  for (const f of files) expect(await readFile(join(tmp, 'merged-again', f), 'utf8'), f).toBe(await readFile(join(tmp, 'merged', f), 'utf8'))
+})
