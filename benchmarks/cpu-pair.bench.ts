@@ -54,13 +54,16 @@ describe('tiny llama, in-process: 1 sequence vs 4 sequences at concurrency 4', (
 describe('a sequential pair: stop at the first look that decides', () => {
   // The same pair, measured in stages of 16, 32, 64 requests taking turns A B B A. Four sequences
   // on one thread decode each stream at well under half the speed of one: confidently not a decode
-  // win, which the first look already shows, so both arms stop at 16 of 64 requests.
+  // win, which an early look shows (the first, or on a busy machine the second), so both arms stop
+  // well before 64 requests.
   const staged = pair({ id: 'tiny-1seq-vs-4seq-c4-sequential', baseline: oneSlot, candidate: fourSlots, ...plan, stopEarly: { looks: [16, 32], gates: [{ gate: 'toWinDecode' }] } })
-  test('stops both arms at 16 of 64 requests once the decode gate decided', async () => {
+  test('stops both arms at an early look once the decode gate decided', async () => {
     const p = await staged
+    const stoppedAt = p.baseline[0]?.plan.sequential?.stoppedAt
+    expect([16, 32]).toContain(stoppedAt)
     for (const r of [...p.baseline, ...p.candidate]) {
-      expect(r.plan.sequential).toMatchObject({ stoppedAt: 16, plannedRequests: 64, reason: expect.stringMatching(/look 1 of 3 \(16 requests\): toWinDecode fail/) })
-      expect(r.completed).toBe(16)
+      expect(r.plan.sequential).toMatchObject({ stoppedAt, plannedRequests: 64, reason: expect.stringMatching(/look [12] of 3 \((16|32) requests\): toWinDecode fail/) })
+      expect(r.completed).toBe(stoppedAt)
     }
     expect(p).not.toWinDecode()
     expect(p).toBeMatchedPair()
