@@ -48,7 +48,12 @@ export async function freePort(): Promise<number> {
   })
 }
 
-async function onPath(file: string, pathVar: string | undefined): Promise<string | null> {
+/**
+ * Where `file` resolves to as an executable: itself when it is a path, else the first match in
+ * the directories of `pathVar` (a PATH value); null when none is executable.
+ * @example await onPath('chromium', process.env.PATH) // '/usr/bin/chromium'
+ */
+export async function onPath(file: string, pathVar: string | undefined): Promise<string | null> {
   const candidates = isAbsolute(file) || file.includes('/') ? [file] : (pathVar ?? '').split(delimiter).filter(Boolean).map((d) => join(d, file))
   for (const candidate of candidates) {
     try {

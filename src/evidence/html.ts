@@ -46,7 +46,7 @@ const STYLE = [
   'table{border-collapse:collapse;margin:1rem 0;font-size:.9rem}',
   'th,td{border:1px solid #d0d7de;padding:.3rem .6rem;text-align:left;vertical-align:top}',
   'th{background:#f6f8fa}',
-  'code{font-size:.85em;background:#f6f8fa;padding:.1em .3em;border-radius:4px}',
+  'code{font-size:.85em;background:#f6f8fa;padding:.1em .3em;border-radius:4px;white-space:nowrap}',
   'figure{margin:1.5rem 0}',
   'figure svg{max-width:100%;height:auto}',
   'figcaption{color:#57606a;font-size:.9rem}',
