@@ -1,7 +1,9 @@
 import { writeFile } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
-import { runRecordJsonSchema } from '../src/schema/json-schema.ts'
+import { evidenceIndexJsonSchema, runRecordJsonSchema } from '../src/schema/json-schema.ts'
 
-const target = fileURLToPath(new URL('../schema/run.schema.json', import.meta.url))
-await writeFile(target, runRecordJsonSchema())
-console.log(`wrote ${target}`)
+for (const [file, render] of [['run.schema.json', runRecordJsonSchema], ['evidence.schema.json', evidenceIndexJsonSchema]] as const) {
+  const target = fileURLToPath(new URL(`../schema/${file}`, import.meta.url))
+  await writeFile(target, render())
+  console.log(`wrote ${target}`)
+}

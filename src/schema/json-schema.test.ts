@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises'
 import { expect, test } from 'vitest'
-import { runRecordJsonSchema } from './json-schema.ts'
+import { evidenceIndexJsonSchema, runRecordJsonSchema } from './json-schema.ts'
 
 test('the published schema/run.schema.json is the one derived from the zod schema (run npm run schema)', async () => {
   const published = await readFile(new URL('../../schema/run.schema.json', import.meta.url), 'utf8')
@@ -8,4 +8,12 @@ test('the published schema/run.schema.json is the one derived from the zod schem
   const parsed = JSON.parse(published) as { title: string; properties: Record<string, unknown>; required: string[] }
   expect(parsed.title).toBe('servegate.run/v1')
   expect(parsed.required).toEqual(expect.arrayContaining(['plan', 'requests', 'completed', 'failed', 'metrics', 'methodology', 'servegateVersion']))
+})
+
+test('the published schema/evidence.schema.json is the one derived from the zod schema (run npm run schema)', async () => {
+  const published = await readFile(new URL('../../schema/evidence.schema.json', import.meta.url), 'utf8')
+  expect(published).toBe(evidenceIndexJsonSchema())
+  const parsed = JSON.parse(published) as { title: string; required: string[] }
+  expect(parsed.title).toBe('servegate.evidence/v1')
+  expect(parsed.required).toEqual(expect.arrayContaining(['cells', 'gates', 'findings', 'statistics', 'provenance', 'promotion', 'artifacts']))
 })

@@ -1,9 +1,19 @@
 import { z } from 'zod'
+import { EVIDENCE_SCHEMA_ID, EvidenceIndex } from './evidence.ts'
 import { RUN_SCHEMA_ID, RunRecord } from './run.ts'
 
-/** The published JSON Schema of `servegate.run/v1`, derived from the zod schema (never hand-written). */
+/** A published JSON Schema derived from a zod schema (never hand-written). */
+function published(id: string, schema: z.ZodType): string {
+  const json = z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'output' })
+  return `${JSON.stringify({ $id: `https://servegate.dev/schema/${id}.json`, title: id, ...json }, null, 2)}\n`
+}
+
+/** The published JSON Schema of `servegate.run/v1`. */
 export function runRecordJsonSchema(): string {
-  const schema = z.toJSONSchema(RunRecord, { target: 'draft-2020-12', io: 'output' })
-  const published = { $id: `https://servegate.dev/schema/${RUN_SCHEMA_ID}.json`, title: RUN_SCHEMA_ID, ...schema }
-  return `${JSON.stringify(published, null, 2)}\n`
+  return published(RUN_SCHEMA_ID, RunRecord)
+}
+
+/** The published JSON Schema of `servegate.evidence/v1` (an evidence directory's index.json). */
+export function evidenceIndexJsonSchema(): string {
+  return published(EVIDENCE_SCHEMA_ID, EvidenceIndex)
 }
