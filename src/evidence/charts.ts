@@ -43,8 +43,22 @@ const ROW_SEPARATOR = ' · '
 /** The smallest half-range of the ratio colour scale, so a 1% difference is not painted as a rout. */
 const MIN_RATIO_SPREAD = 0.1
 
+const LATENCIES = [
+  { metric: 'TTFT', timing: 'ttftMs' },
+  { metric: 'TPOT', timing: 'tpotMs' },
+] as const satisfies readonly { metric: string; timing: keyof ArmSummary['timings'] }[]
+
+const CONFIG = {
+  font: FONT,
+  background: 'white',
+  title: { anchor: 'start', fontSize: 14 },
+  axis: { labelFontSize: 11, titleFontSize: 11 },
+  legend: { labelFontSize: 11, titleFontSize: 11, labelLimit: 260 },
+} as const
+
 // Vega measures text with node-canvas when it is installed and estimates widths otherwise, and
 // text widths move labels and sizes: pin the estimate so every machine draws the same bytes.
+// (vega exports textMetrics from vega-scenegraph; its typings leave it out.)
 ;(vega as unknown as { textMetrics: { canvas(use: boolean): void } }).textMetrics.canvas(false)
 
 const CHARTS: readonly ChartDefinition[] = [
@@ -56,7 +70,7 @@ const CHARTS: readonly ChartDefinition[] = [
   {
     file: 'charts/decode-ratio-heatmap.svg',
     title: 'Decode tok/s p50, candidate ÷ baseline',
-    spec: (index, title) => ratioHeatmap(index, title),
+    spec: ratioHeatmap,
   },
   {
     file: 'charts/prefill-by-concurrency.svg',
@@ -122,19 +136,6 @@ export async function cellChart(cell: EvidenceCell): Promise<string> {
     config: CONFIG,
   }, 'cell')
 }
-
-const LATENCIES = [
-  { metric: 'TTFT', timing: 'ttftMs' },
-  { metric: 'TPOT', timing: 'tpotMs' },
-] as const satisfies readonly { metric: string; timing: keyof ArmSummary['timings'] }[]
-
-const CONFIG = {
-  font: FONT,
-  background: 'white',
-  title: { anchor: 'start', fontSize: 14 },
-  axis: { labelFontSize: 11, titleFontSize: 11 },
-  legend: { labelFontSize: 11, titleFontSize: 11, labelLimit: 260 },
-} as const
 
 function noDataTitle(title: string): string {
   return `${title} (no data)`
