@@ -17,8 +17,8 @@
  * byte or a word fragment, so it runs to `max_tokens` with one non-empty piece per token.
  * Deterministic: the same seed writes the same bytes.
  */
-import { createHash } from 'node:crypto'
-import { mkdir, writeFile } from 'node:fs/promises'
+import { createHash, randomBytes } from 'node:crypto'
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { encodeGguf, GGUF_DEFAULT_ALIGNMENT, type GgufTensor, type GgufValue } from './gguf.ts'
@@ -229,8 +229,15 @@ export async function writeTinyGguf(path: string, options: TinyGgufOptions = {})
   const { bytes, vocabSize, contextLength } = encodeTinyGguf(options)
   const target = resolve(path)
   await mkdir(dirname(target), { recursive: true })
-  await writeFile(target, bytes)
   const sha256 = createHash('sha256').update(bytes).digest('hex')
+  // Written beside the target and renamed over it, and only when it differs: an engine that has
+  // the model mapped keeps reading its own inode instead of a file rewritten under it (SIGBUS).
+  const existing = await readFile(target).catch(() => null)
+  if (existing === null || createHash('sha256').update(existing).digest('hex') !== sha256) {
+    const tmp = `${target}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`
+    await writeFile(tmp, bytes)
+    await rename(tmp, target)
+  }
   return { path: target, sha256, bytes: bytes.length, vocabSize, contextLength }
 }
 
