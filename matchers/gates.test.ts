@@ -132,3 +132,22 @@ describe('toStayWithinAccuracyGap', () => {
     expect(p).toStayWithinAccuracyGap({ outputLengthPct: 10 })
   })
 })
+
+describe('what a reviewer sees in @vitest/ui', () => {
+  test('a gate leaves its verdict, the cell key figures and the cell chart (SVG) on the test, and its decision in the meta', async ({ task }) => {
+    const p = pairOf(arm(32, { decode: 100 }, 0.05, 1), arm(32, { decode: 150 }, 0.05, 2))
+    expect(p).toWinDecode({ margin: 0.1 })
+    expect(p).toWinDecode({ margin: 0.2 })
+    // Annotations are sent asynchronously (the chart is drawn first).
+    for (let i = 0; i < 50 && !task.annotations.some((a) => a.type === 'servegate-chart'); i++) await new Promise((r) => setTimeout(r, 20))
+    const types = task.annotations.map((a) => a.type)
+    expect(types.filter((t) => t === 'servegate')).toHaveLength(2)
+    expect(types.filter((t) => t === 'servegate-figures')).toHaveLength(1)
+    expect(task.annotations.find((a) => a.type === 'servegate')?.message).toMatch(/^toWinDecode PASS: decodeTokPerS 1\.\d+× \[/)
+    expect(task.annotations.find((a) => a.type === 'servegate-figures')?.message).toMatch(/^p: baseline: decode p50 .*; candidate: decode p50/)
+    const chart = task.annotations.find((a) => a.type === 'servegate-chart')
+    expect(chart?.attachment?.contentType).toBe('image/svg+xml')
+    expect(String(chart?.attachment?.body)).toMatch(/^<svg/)
+    expect(task.meta.servegate?.decisions.map((d) => [d.cell, d.decision.gate])).toEqual([['p', 'toWinDecode'], ['p', 'toWinDecode']])
+  })
+})

@@ -18,10 +18,10 @@ const VITEST = join(dirname(createRequire(import.meta.url).resolve('vitest/packa
 let tmp: string
 
 /** Runs vitest on the fixture suite with the evidence written to `evidence`. */
-async function vitest(args: string[], evidence: string): Promise<void> {
+async function vitest(args: string[], evidence: string, env: Record<string, string> = {}): Promise<void> {
   const result = await execa(process.execPath, [VITEST, ...args, '--root', SUITE], {
     cwd: ROOT,
-    env: { SERVEGATE_EVIDENCE_DIR: evidence, FORCE_COLOR: '0' },
+    env: { SERVEGATE_EVIDENCE_DIR: evidence, FORCE_COLOR: '0', GITHUB_STEP_SUMMARY: '', ...env },
     reject: false,
     timeout: 120_000,
     cleanup: true,
@@ -42,7 +42,7 @@ function structure(index: EvidenceIndex) {
 
 beforeAll(async () => {
   tmp = await mkdtemp(join(tmpdir(), 'servegate-shards-'))
-  await vitest(['bench', '--run'], join(tmp, 'single'))
+  await vitest(['bench', '--run'], join(tmp, 'single'), { GITHUB_STEP_SUMMARY: join(tmp, 'step-summary.md') })
   for (const i of [1, 2]) await vitest(['bench', '--run', `--shard=${i}/2`, '--reporter=blob', `--outputFile=${join(tmp, 'blobs', `blob-${i}.json`)}`], join(tmp, 'unused'))
   await vitest([`--merge-reports=${join(tmp, 'blobs')}`], join(tmp, 'merged'))
   await vitest([`--merge-reports=${join(tmp, 'blobs')}`], join(tmp, 'merged-again'))
@@ -61,6 +61,10 @@ test('two shards merged give the evidence one run gives: the same cells, gates, 
   expect(await verifyEvidence(join(tmp, 'merged'))).toMatchObject({ problems: [], records: 4 })
   // A shard run writes no evidence of its own: only the merge does.
   await expect(readIndex(join(tmp, 'unused'))).rejects.toThrow(/cannot read/)
+})
+
+test('the board goes to the GitHub job summary when GITHUB_STEP_SUMMARY is set', async () => {
+  expect(await readFile(join(tmp, 'step-summary.md'), 'utf8')).toBe(`${await readFile(join(tmp, 'single', 'README.md'), 'utf8')}\n`)
 })
 
 test('merging the same blobs again gives byte-identical evidence', async () => {
