@@ -3,6 +3,7 @@
  * Rendered from the index alone, so `servegate report` re-renders it identically.
  */
 import type { ArmSummary, EvidenceCell, EvidenceIndex, FileRef, GateEntry, Percentiles } from '../schema/evidence.ts'
+import { isMatchedPair } from './build.ts'
 
 const WIN_METRICS: ReadonlyArray<{ gate: string; words: string }> = [
   { gate: 'toWinDecode', words: 'decode' },
@@ -39,7 +40,6 @@ function effect(g: GateEntry | undefined): string {
 }
 
 const pairs = (index: EvidenceIndex) => index.cells.filter((c) => c.kind === 'pair')
-const matched = (c: EvidenceCell) => c.checks.some((k) => k.check === 'toBeMatchedPair') && c.checks.every((k) => k.check !== 'toBeMatchedPair' || k.passed)
 
 /** The at-a-glance lines: promotion, wins per metric over matched cells, non-wins, checks, warnings. */
 export function glanceLines(index: EvidenceIndex): string[] {
@@ -48,7 +48,7 @@ export function glanceLines(index: EvidenceIndex): string[] {
     index.promotion.promotable ? 'Promotable: every required cell accepted and every gate passed.' : `Not promotable: ${index.promotion.reasons.length} reason(s), first: ${index.promotion.reasons[0] ?? ''}`,
     `Cells: ${s.accepted} accepted, ${s.failed} failed, ${s.blocked} blocked, ${s.pending} pending of ${s.planned} planned (${s.required} required).`,
   ]
-  const matchedCells = pairs(index).filter(matched).map((c) => c.id)
+  const matchedCells = pairs(index).filter(isMatchedPair).map((c) => c.id)
   for (const m of WIN_METRICS) {
     const judged = index.gates.filter((g) => g.decision.gate === m.gate && matchedCells.includes(g.cell))
     if (judged.length === 0) continue

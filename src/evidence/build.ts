@@ -182,9 +182,6 @@ export function buildEvidence(files: readonly SpecFileInput[], tests: readonly T
   }
 
   const findings = cells.flatMap((c) => cellFindings(c, gates.filter((g) => g.cell === c.id)))
-  const count = (d: Disposition) => cells.filter((c) => c.disposition === d).length
-  const outcomes = { pass: 0, fail: 0, inconclusive: 0 }
-  for (const g of gates) outcomes[g.decision.outcome]++
   const index: EvidenceIndex = {
     schema: EVIDENCE_SCHEMA_ID,
     generatedAt: finishedAt.length === 0 ? null : finishedAt.reduce((a, b) => (a > b ? a : b)),
@@ -192,20 +189,34 @@ export function buildEvidence(files: readonly SpecFileInput[], tests: readonly T
     cells,
     gates,
     findings,
-    statistics: {
-      planned: cells.length,
-      required: cells.filter((c) => c.required).length,
-      accepted: count('accepted'),
-      failed: count('failed'),
-      blocked: count('blocked'),
-      pending: count('pending'),
-      matchedPairs: cells.filter((c) => c.kind === 'pair' && c.checks.some((k) => k.check === 'toBeMatchedPair') && c.checks.every((k) => k.check !== 'toBeMatchedPair' || k.passed)).length,
-      gates: outcomes,
-    },
+    statistics: statisticsOf(cells, gates),
     promotion: promotion(cells, gates, sortedTests),
     artifacts: [],
   }
   return { index: options.redact ? (JSON.parse(redactText(JSON.stringify(index))) as EvidenceIndex) : index, runs }
+}
+
+/** A pair whose matched-pair check ran and held every time. */
+export function isMatchedPair(cell: EvidenceCell): boolean {
+  const checks = cell.checks.filter((k) => k.check === 'toBeMatchedPair')
+  return cell.kind === 'pair' && checks.length > 0 && checks.every((k) => k.passed)
+}
+
+/** The statistics block: cells by disposition, matched pairs, gates by outcome. */
+export function statisticsOf(cells: readonly EvidenceCell[], gates: readonly GateEntry[]): EvidenceIndex['statistics'] {
+  const count = (d: Disposition) => cells.filter((c) => c.disposition === d).length
+  const outcomes = { pass: 0, fail: 0, inconclusive: 0 }
+  for (const g of gates) outcomes[g.decision.outcome]++
+  return {
+    planned: cells.length,
+    required: cells.filter((c) => c.required).length,
+    accepted: count('accepted'),
+    failed: count('failed'),
+    blocked: count('blocked'),
+    pending: count('pending'),
+    matchedPairs: cells.filter(isMatchedPair).length,
+    gates: outcomes,
+  }
 }
 
 /**

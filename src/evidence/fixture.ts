@@ -9,6 +9,7 @@ import type { GateDecision } from '../schema/gate.ts'
 import {
   type ArmSummary, type EvidenceCell, EVIDENCE_SCHEMA_ID, type EvidenceIndex, type FileRef, type Finding, type GateEntry, type PairCheck, type Percentiles,
 } from '../schema/evidence.ts'
+import { statisticsOf } from './build.ts'
 import { P99_MIN_SAMPLES } from '../schema/constants.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 
@@ -220,21 +221,6 @@ function findingsOf(g: SampleCell, cell: EvidenceCell, gates: readonly GateEntry
   }
   if (cell.disposition !== 'accepted') findings.push({ kind: 'cell-not-accepted', cell: cell.id, message: `${cell.disposition}: ${cell.reason}` })
   return findings
-}
-
-function statisticsOf(cells: readonly EvidenceCell[], gates: readonly GateEntry[]): EvidenceIndex['statistics'] {
-  const count = (d: EvidenceCell['disposition']) => cells.filter((c) => c.disposition === d).length
-  const outcomes = (o: GateDecision['outcome']) => gates.filter((e) => e.decision.outcome === o).length
-  return {
-    planned: cells.length,
-    required: cells.filter((c) => c.required).length,
-    accepted: count('accepted'),
-    failed: count('failed'),
-    blocked: count('blocked'),
-    pending: count('pending'),
-    matchedPairs: cells.filter((c) => c.kind === 'pair' && c.checks.some((k) => k.check === 'toBeMatchedPair' && k.passed)).length,
-    gates: { pass: outcomes('pass'), fail: outcomes('fail'), inconclusive: outcomes('inconclusive') },
-  }
 }
 
 function promotionOf(cells: readonly EvidenceCell[], gates: readonly GateEntry[]): EvidenceIndex['promotion'] {

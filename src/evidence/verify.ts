@@ -11,7 +11,7 @@ import { computeCellMetrics } from '../metrics/cell.ts'
 import { parseRunRecord } from '../record/io.ts'
 import { EvidenceIndex, type FileRef } from '../schema/evidence.ts'
 import type { RunRecord } from '../schema/run.ts'
-import { type BuiltEvidence, type EvidenceFile, sha256 } from './build.ts'
+import { type BuiltEvidence, type EvidenceFile, sha256, statisticsOf } from './build.ts'
 import { armSummary } from './summarize.ts'
 import { SUMS_FILE } from './write.ts'
 
@@ -128,10 +128,8 @@ export async function verifyEvidence(dir: string): Promise<{ problems: string[];
       if (differs !== null) problems.push(`index.json: cell ${cell.id} ${arm.arm} launch ${arm.launch}: ${differs} differs from its run record ${arm.record.path}`)
     }
   }
-  const s = index.statistics
-  const count = (d: string) => index.cells.filter((c) => c.disposition === d).length
-  const expected = { planned: index.cells.length, required: index.cells.filter((c) => c.required).length, accepted: count('accepted'), failed: count('failed'), blocked: count('blocked'), pending: count('pending') }
-  for (const [k, v] of Object.entries(expected)) if (s[k as keyof typeof expected] !== v) problems.push(`index.json: statistics.${k} is ${s[k as keyof typeof expected]}, the cells give ${v}`)
+  const differs = firstDifference(statisticsOf(index.cells, index.gates), index.statistics)
+  if (differs !== null) problems.push(`index.json: statistics.${differs} differs from what the cells and gates give`)
   const promotable =
     index.cells.every((c) => !c.required || c.disposition === 'accepted') &&
     index.gates.every((g) => g.testPassed) &&
