@@ -23,19 +23,21 @@ export const COMPARE_HELP = `servegate compare BASELINE_RUN CANDIDATE_RUN [--all
   only when named in --require-win). Exit 1 when a counted gate fails or the pair is not matched.
   --allow-unmatched   report pair-check mismatches without failing (imported records lack manifests)`
 
-function oneDirectory(command: string, positionals: string[]): string {
+/** The evidence directory a command was given, or null when it printed its help. */
+function directoryArgument(command: string, help: string, argv: string[], io: CliIo): string | null {
+  const { values, positionals } = parseFlags(command, argv, { help: { type: 'boolean', short: 'h' } }, true)
+  if (values.help === true) {
+    io.stdout.write(`${help}\n`)
+    return null
+  }
   if (positionals.length !== 1) throw new ServegateError('CONFIG_INVALID', `${command} takes one evidence directory, got ${positionals.length}; run servegate ${command} EVIDENCE_DIR`)
   return positionals[0] as string
 }
 
 /** `servegate verify`: exit 0 when every hash and summary holds, 1 with each problem otherwise. */
 export async function verifyCommand(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseFlags('verify', argv, { help: { type: 'boolean', short: 'h' } }, true)
-  if (values.help === true) {
-    io.stdout.write(`${VERIFY_HELP}\n`)
-    return 0
-  }
-  const dir = oneDirectory('verify', positionals)
+  const dir = directoryArgument('verify', VERIFY_HELP, argv, io)
+  if (dir === null) return 0
   const { problems, files, records } = await verifyEvidence(dir)
   if (problems.length > 0) {
     for (const p of problems) io.stderr.write(`servegate verify: ${p}\n`)
@@ -48,12 +50,8 @@ export async function verifyCommand(argv: string[], io: CliIo): Promise<number> 
 
 /** `servegate report`: the board, charts and page rendered again from index.json and the records. */
 export async function reportCommand(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseFlags('report', argv, { help: { type: 'boolean', short: 'h' } }, true)
-  if (values.help === true) {
-    io.stdout.write(`${REPORT_HELP}\n`)
-    return 0
-  }
-  const dir = oneDirectory('report', positionals)
+  const dir = directoryArgument('report', REPORT_HELP, argv, io)
+  if (dir === null) return 0
   const { index } = await writeEvidence(dir, await readEvidence(dir), DEFAULT_RENDERERS)
   for (const line of glanceLines(index)) io.stdout.write(`${line}\n`)
   io.stdout.write(`rendered ${dir}/README.md, ${dir}/charts/, ${dir}/index.html\n`)
