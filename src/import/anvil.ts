@@ -135,6 +135,7 @@ export function importAnvilRun(input: AnvilRun): RunRecord {
       maxTokens: input.max_tokens,
       requestTimeoutMs: null,
       workload: importedWorkload(input.context_tokens, input.context_seed, `as planned by ${ANVIL_SCHEMA_ID} (context_tokens)`),
+      arrival: null,
     },
     completed,
     failed: records.length - completed,

@@ -423,6 +423,8 @@ export function summaryMetrics(input: {
     canaries: null,
     outputControl: null,
     accuracy: null,
+    goodput: null,
+    openLoop: null,
   }
 }
 
@@ -487,6 +489,7 @@ export function assembleRunRecord(run: ImportedRun): RunRecord {
       maxTokens: run.maxTokens,
       requestTimeoutMs: null,
       workload: importedWorkload(run.promptTokens, null, run.promptTokensEstimator),
+      arrival: null,
     },
     completed: run.completed,
     failed: run.failed,

@@ -4,11 +4,13 @@ import { Pool } from 'undici'
 import { streamCompletion, type StreamObservation } from '../client/stream.ts'
 import { probeTokenizer, type TokenizerProbe } from '../client/tokenize.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
+import { planArrivals, type ArrivalSchedule, arrivalPlanUnread } from '../load/plan.ts'
 import { computeCellMetrics, countFailures } from '../metrics/cell.ts'
 import { distribution } from '../metrics/distribution.ts'
 import { METHODOLOGY } from '../metrics/methodology.ts'
 import { deriveRequestMetrics, requestMetricFields } from '../metrics/request.ts'
 import type { Manifest } from '../schema/manifest.ts'
+import type { OpenLoopStats } from '../schema/load.ts'
 import { type ErrorInfo, type HarnessHealth, RUN_SCHEMA_ID, type RequestRecord, type RunRecord } from '../schema/run.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 import { bodyBytes, requestStreamSha256, stripModel } from '../workload/bytes.ts'
@@ -16,6 +18,7 @@ import { checkCanary, withoutMarkers } from '../workload/canary.ts'
 import { ESTIMATED_TOKENS_PER_WORD, type PreparedRequest, type PreparedWorkload, preparedFor } from '../workload/prepare.ts'
 import { scoreResponse } from '../workload/score.ts'
 import { parseBaseUrl } from '../loopback.ts'
+import { closedLoop, openLoop, type Slot } from './dispatch.ts'
 import { type CellOptions, type ResolvedCellOptions, resolveCellOptions } from './options.ts'
 import { probeEndpoint } from './probe.ts'
 import { warmClientJit } from './warm.ts'
@@ -42,13 +45,6 @@ export interface RunCellHooks {
   onMeasureStart?: () => void | Promise<void>
 }
 
-interface Slot {
-  index: number
-  readyAt: number
-  slotAt: number
-  obs: StreamObservation
-}
-
 function contractInvalid(message: string): ErrorInfo {
   return { code: 'CONTRACT_INVALID', message: sanitizeMessage(message), httpStatus: null, retryAfterS: null }
 }
@@ -69,12 +65,12 @@ function toRecord(slot: Slot, cellStart: number, planned: PreparedRequest, workl
 
   const control = workload.spec.outputControl.mode
   const outputAdherence: RequestRecord['outputAdherence'] =
-    control === 'none' || !answered ? null : obs.usageCompletionTokens === null ? 'unobservable' : obs.usageCompletionTokens === workload.maxTokens ? 'exact' : 'inexact'
+    control === 'none' || !answered ? null : obs.usageCompletionTokens === null ? 'unobservable' : obs.usageCompletionTokens === planned.maxTokens ? 'exact' : 'inexact'
   if (control === 'strict' && error === null && outputAdherence !== 'exact') {
     error = contractInvalid(
       outputAdherence === 'unobservable'
         ? 'output control strict: the server sent no usage, so the completion length cannot be verified'
-        : `output control strict: ${obs.usageCompletionTokens} completion tokens, expected exactly ${workload.maxTokens}`,
+        : `output control strict: ${obs.usageCompletionTokens} completion tokens, expected exactly ${planned.maxTokens}`,
     )
   }
 
@@ -90,6 +86,7 @@ function toRecord(slot: Slot, cellStart: number, planned: PreparedRequest, workl
     queueDelayMs: slot.slotAt - slot.readyAt,
     sendLagMs: Math.max(0, obs.sentAt - slot.slotAt),
     startOffsetMs: obs.sentAt - cellStart,
+    scheduledOffsetMs: slot.scheduledAt === null ? null : slot.scheduledAt - cellStart,
     ...requestMetricFields(m),
     reasoningChunks: obs.reasoningChunks,
     contentChunks: obs.contentChunks,
@@ -104,26 +101,6 @@ function toRecord(slot: Slot, cellStart: number, planned: PreparedRequest, workl
     sendAttempts: obs.attempts,
   }
   return error === null ? { status: 'ok', ...common } : { status: 'failed', error, ...common }
-}
-
-/** Runs `count` requests over `concurrency` slots: when one ends the next starts on its slot. */
-async function closedLoop(
-  count: number,
-  concurrency: number,
-  send: (index: number) => Promise<StreamObservation>,
-  onDone: (slot: Slot) => void,
-): Promise<void> {
-  const readyAt = performance.now()
-  let next = 0
-  const worker = async (): Promise<void> => {
-    while (next < count) {
-      const index = next++
-      const slotAt = performance.now()
-      const obs = await send(index)
-      onDone({ index, readyAt, slotAt, obs })
-    }
-  }
-  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker))
 }
 
 function harnessHealth(
@@ -160,7 +137,7 @@ function harnessHealth(
 }
 
 /** The plan part of a record; `workload` is null when the cell failed before it was prepared. */
-function cellPlan(o: ResolvedCellOptions, workload: PreparedWorkload | null, wireStreamSha256: string | null): RunRecord['plan'] {
+function cellPlan(o: ResolvedCellOptions, workload: PreparedWorkload | null, wireStreamSha256: string | null, arrival: RunRecord['plan']['arrival']): RunRecord['plan'] {
   const spec = workload?.spec ?? o.workload
   const calibration = workload?.calibration ?? null
   const sharedTokens = calibration?.sharedPrefixTokens ?? (spec.prefixCache.mode === 'shared' ? spec.prefixCache.tokens : null)
@@ -194,8 +171,10 @@ function cellPlan(o: ResolvedCellOptions, workload: PreparedWorkload | null, wir
       wireStreamSha256,
       wireMatchesPlan: workload === null || wireStreamSha256 === null ? null : wireStreamSha256 === workload.requestStreamSha256,
       requestsPerSlotFloor: spec.requestsPerSlotFloor,
-      floorMet: o.requests >= spec.requestsPerSlotFloor * o.concurrency,
+      // Requests per concurrency slot is a closed-loop notion; an open-loop cell has no slots.
+      floorMet: o.arrival === null ? o.requests >= spec.requestsPerSlotFloor * o.concurrency : null,
     },
+    arrival,
   }
 }
 
@@ -213,7 +192,7 @@ export function failedCellRecord(input: CellOptions, cellFailure: ErrorInfo, man
     startedAt: now.toISOString(),
     finishedAt: now.toISOString(),
     target: { baseUrl: null, model: o.model },
-    plan: cellPlan(o, null, null),
+    plan: cellPlan(o, null, null, o.arrival === null ? null : arrivalPlanUnread(o.arrival, o.requests)),
     completed: 0,
     failed: 0,
     failures: {},
@@ -247,7 +226,9 @@ export interface CellTransport {
 /** The HTTP transport: a pool of C keep-alive connections to a loopback origin. */
 function httpTransport(o: ResolvedCellOptions, origin: string): CellTransport {
   const headers = o.apiKey === undefined ? undefined : { authorization: `Bearer ${o.apiKey}` }
-  const pool = new Pool(origin, { connections: o.concurrency, pipelining: 1, keepAliveTimeout: 60_000 })
+  // Open loop: as many connections as requests in flight (the cap, or unbounded), so none waits in the pool.
+  const connections = o.arrival === null ? o.concurrency : o.arrival.maxInFlight
+  const pool = new Pool(origin, { connections, pipelining: 1, keepAliveTimeout: 60_000 })
   const send: CellTransport['send'] = (body, captureChars, signal) =>
     streamCompletion(pool, origin, { api: o.api, body, headers, deadlineMs: o.requestTimeoutMs, signal, captureChars })
   // The template cost of a chat prompt, where the tokenizer cannot apply the template itself:
@@ -278,6 +259,22 @@ export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Pro
   return measureCell(o, httpTransport(o, origin), display, hooks)
 }
 
+/** The measured requests, closed loop at the concurrency or open loop on the schedule; the open loop's own stats. */
+async function measuredPhase(
+  o: ResolvedCellOptions,
+  arrivals: ArrivalSchedule | null,
+  startAt: number,
+  signal: AbortSignal,
+  send: (index: number) => Promise<StreamObservation>,
+  onDone: (slot: Slot) => void,
+): Promise<OpenLoopStats | null> {
+  if (arrivals === null) {
+    await closedLoop(o.requests, o.concurrency, send, onDone)
+    return null
+  }
+  return openLoop({ offsetsMs: arrivals.offsetsMs, maxInFlight: arrivals.plan.maxInFlight, startAt, signal }, send, onDone)
+}
+
 /** The measuring core shared by every transport; closes the transport when done. */
 export async function measureCell(o: ResolvedCellOptions, transport: CellTransport, target: string, hooks: RunCellHooks = {}): Promise<RunRecord> {
   const stop = new AbortController()
@@ -287,9 +284,11 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
   })
   try {
     const send = (bodies: Buffer[], captureChars: number) => (index: number) => transport.send(bodies[index] as Buffer, captureChars, signal)
+    // Drawn (or read) before anything is sent: a trace also sizes the requests.
+    const arrivals = o.arrival === null ? null : await planArrivals(o.arrival, o.requests)
     const workload = await preparedFor(
       o.workload,
-      { api: o.api, maxTokens: o.maxTokens, requests: o.requests, warmupRequests: o.warmupRequests },
+      { api: o.api, maxTokens: o.maxTokens, requests: o.requests, warmupRequests: o.warmupRequests, sizes: arrivals?.sizes ?? null },
       async () => (o.calibrate ? transport.tokenizer() : null),
     )
     const captureChars = workload.spec.canaries || workload.spec.kind === 'dataset' ? workload.spec.captureChars : 0
@@ -308,12 +307,13 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
     loopDelay.enable()
     const cpuBefore = process.cpuUsage()
     const cellStart = performance.now()
-    await closedLoop(measuredBytes.length, o.concurrency, send(measuredBytes, captureChars), (slot) => {
+    const onDone = (slot: Slot): void => {
       slots.push(slot)
       if (slot.obs.error === null) ok++
       else failed++
       hooks.onProgress?.({ done: slots.length, total: o.requests, ok, failed, elapsedMs: performance.now() - cellStart })
-    })
+    }
+    const openLoopStats = await measuredPhase(o, arrivals, cellStart, signal, send(measuredBytes, captureChars), onDone)
     const cpu = process.cpuUsage(cpuBefore)
     loopDelay.disable()
 
@@ -340,12 +340,12 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
       startedAt: startedAt.toISOString(),
       finishedAt: new Date().toISOString(),
       target: { baseUrl: target, model: o.model },
-      plan: cellPlan(o, workload, wireStreamSha256),
+      plan: cellPlan(o, workload, wireStreamSha256, arrivals?.plan ?? null),
       completed,
       failed: records.length - completed,
       failures: countFailures(records),
       requests: records,
-      metrics: computeCellMetrics(records, wallClockMs),
+      metrics: { ...computeCellMetrics(records, wallClockMs, o.slo), openLoop: openLoopStats },
       harness: harnessHealth(o, (cpu.user + cpu.system) / 1000, performance.now() - cellStart, loopDelay, records),
       methodology: { ...METHODOLOGY },
       manifest: null,
