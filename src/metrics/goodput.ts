@@ -1,4 +1,3 @@
-import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
 import { type Goodput, type ResolvedSlo, Slo, SLO_OBJECTIVES, type SloObjective } from '../schema/load.ts'
 import type { RequestRecord } from '../schema/run.ts'
@@ -14,7 +13,8 @@ type OkRequest = Extract<RequestRecord, { status: 'ok' }>
 export function resolveSlo(input: Slo, field = 'slo'): ResolvedSlo {
   const parsed = Slo.safeParse(input)
   if (!parsed.success) {
-    throw new ServegateError('CONFIG_INVALID', `invalid ${field}: ${z.prettifyError(parsed.error).replace(/\n/g, '; ').replace(/at (\w+)/g, `at ${field}.$1`)}`)
+    const issues = parsed.error.issues.map((i) => `${[field, ...i.path.map(String)].join('.')}: ${i.message}`)
+    throw new ServegateError('CONFIG_INVALID', `invalid ${field}: ${issues.join('; ')}`)
   }
   return parsed.data
 }
