@@ -220,8 +220,17 @@ export interface CellTransport {
   send(body: Buffer, captureChars: number, signal: AbortSignal): Promise<StreamObservation>
   /** The engine's tokenizer for calibration, or null (sizes are then estimated). */
   tokenizer(): Promise<TokenizerProbe | null>
+  /**
+   * Opens `connections` keep-alive connections before an open-loop phase (each with a
+   * side-effect-free `GET /v1/models`), so its first requests do not pay for connecting; a
+   * transport without connections leaves it out.
+   */
+  warm?(connections: number): Promise<void>
   close(): Promise<void>
 }
+
+/** Connections an open-loop cell without an in-flight cap opens before it starts (more open as the load needs them, their cost counted as send lag). */
+const OPEN_LOOP_WARM_CONNECTIONS = 4
 
 /** The HTTP transport: a pool of C keep-alive connections to a loopback origin. */
 function httpTransport(o: ResolvedCellOptions, origin: string): CellTransport {
@@ -239,9 +248,17 @@ function httpTransport(o: ResolvedCellOptions, origin: string): CellTransport {
     const obs = await send(body, 0, AbortSignal.timeout(o.requestTimeoutMs))
     return obs.usagePromptTokens === null ? null : obs.usagePromptTokens - (await countText(content))
   }
+  const warmOne = async (): Promise<void> => {
+    const res = await pool.request({ method: 'GET', path: '/v1/models', headers, signal: AbortSignal.timeout(o.requestTimeoutMs) })
+    await res.body.dump()
+  }
   return {
     send,
     tokenizer: () => probeTokenizer(origin, o.model, o.api === 'chat' ? measureChatOverhead : async () => null),
+    warm: async (connections) => {
+      // Best effort: an engine that refuses the extra connections is measured as it is.
+      await Promise.allSettled(Array.from({ length: connections }, warmOne))
+    },
     close: () => pool.destroy(),
   }
 }
@@ -301,6 +318,7 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
     let failed = 0
     warmClientJit()
     if (warmupBytes.length > 0) await closedLoop(warmupBytes.length, o.concurrency, send(warmupBytes, captureChars), () => {})
+    if (o.arrival !== null) await transport.warm?.(Math.min(o.arrival.maxInFlight ?? OPEN_LOOP_WARM_CONNECTIONS, o.requests))
 
     await hooks.onMeasureStart?.()
     const loopDelay = monitorEventLoopDelay({ resolution: 2 })
