@@ -6,23 +6,28 @@ import { z } from 'zod'
  * inter-chunk gaps at most `itlMs`. Unset objectives (null) are not checked.
  * @example { ttftMs: 500, tpotMs: 50 }
  */
-export const Slo = z
-  .object({
-    /** Time to the first content token, ms. */
-    ttftMs: z.number().positive().nullable().default(null),
-    /** Time per output token after the first, ms. */
-    tpotMs: z.number().positive().nullable().default(null),
-    /** Whole request, ms. */
-    e2eMs: z.number().positive().nullable().default(null),
-    /** Bound on the request's own `itlPercentile` inter-chunk gap, ms. */
-    itlMs: z.number().positive().nullable().default(null),
-    /** Nearest-rank percentile of a request's gaps held to `itlMs`. @default 99 */
-    itlPercentile: z.number().gt(0).max(100).default(99),
-  })
-  .refine((s) => s.ttftMs !== null || s.tpotMs !== null || s.e2eMs !== null || s.itlMs !== null, {
-    message: 'give at least one objective: ttftMs, tpotMs, e2eMs or itlMs (ms)',
-    path: ['ttftMs'],
-  })
+export const SLO_FIELDS = {
+  /** Time to the first content token, ms. */
+  ttftMs: z.number().positive().nullable().default(null),
+  /** Time per output token after the first, ms. */
+  tpotMs: z.number().positive().nullable().default(null),
+  /** Whole request, ms. */
+  e2eMs: z.number().positive().nullable().default(null),
+  /** Bound on the request's own `itlPercentile` inter-chunk gap, ms. */
+  itlMs: z.number().positive().nullable().default(null),
+  /** Nearest-rank percentile of a request's gaps held to `itlMs`. @default 99 */
+  itlPercentile: z.number().gt(0).max(100).default(99),
+}
+
+/** True when at least one objective is set. */
+export function hasObjective(s: { ttftMs?: number | null; tpotMs?: number | null; e2eMs?: number | null; itlMs?: number | null }): boolean {
+  return [s.ttftMs, s.tpotMs, s.e2eMs, s.itlMs].some((v) => v !== null && v !== undefined)
+}
+
+/** The refinement every SLO-carrying schema shares. */
+export const OBJECTIVE_REQUIRED = { message: 'give at least one objective: ttftMs, tpotMs, e2eMs or itlMs (ms)', path: ['ttftMs'] }
+
+export const Slo = z.object(SLO_FIELDS).refine(hasObjective, OBJECTIVE_REQUIRED)
 export type Slo = z.input<typeof Slo>
 export type ResolvedSlo = z.infer<typeof Slo>
 
