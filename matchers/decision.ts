@@ -19,11 +19,19 @@ function fmt(v: number | null, unit: GateDecision['effect']['unit']): string {
   return String(v)
 }
 
+/** The samples of a decision in words: paired requests, one arm's requests, or each arm's count. */
+function samplesText(s: GateDecision['samples']): string {
+  if (s.paired > 0) return `${s.paired} paired (${s.baseline}/${s.candidate})`
+  if (s.baseline === 0) return `${s.candidate} samples`
+  return `baseline ${s.baseline}, candidate ${s.candidate}, none paired`
+}
+
 /** One line for annotations and evidence: the verdict, the effect with its interval, the samples. */
 export function verdictLine(d: GateDecision): string {
   const e = d.effect
-  const ci = e.confidence === null ? '' : ` [${fmt(e.low, e.unit)}, ${fmt(e.high, e.unit)}] at ${(e.confidence * 100).toFixed(0)}%`
-  return `${d.gate} ${d.outcome.toUpperCase()}: ${d.metric} ${fmt(e.estimate, e.unit)}${ci}, ${d.samples.paired} paired (${d.samples.baseline}/${d.samples.candidate})`
+  const bounds = e.low === null && e.high === null ? '' : ` [${fmt(e.low, e.unit)}, ${fmt(e.high, e.unit)}]`
+  const ci = e.confidence === null ? bounds : `${bounds} at ${(e.confidence * 100).toFixed(0)}%`
+  return `${d.gate} ${d.outcome.toUpperCase()}: ${d.metric} ${fmt(e.estimate, e.unit)}${ci}, ${samplesText(d.samples)}`
 }
 
 /**
@@ -50,12 +58,16 @@ export function gateResult(state: MatcherState, matcher: string, subject: Subjec
       message: () => message(state, matcher, [['Expected', 'both arms measured']], [['Received', `${failures.length} failed cell(s)`]], failures.map((f) => `- ${f}`)),
     }
   }
-  const d = decide()
+  return decisionResult(state, matcher, decide(), passes)
+}
+
+/** The matcher result of a decision, recorded on the running test: passes when its outcome is one of `passes`. */
+export function decisionResult(state: MatcherState, matcher: string, d: GateDecision, passes: ReadonlyArray<GateDecision['outcome']>) {
   record(d)
   const pass = passes.includes(d.outcome)
   const e = d.effect
   const detail = [...d.warnings.map((w) => `warning: ${w}`)]
-  if (d.moreRequestsHint !== null) detail.push(`about ${d.moreRequestsHint} paired requests per arm would likely decide it`)
+  if (d.moreRequestsHint !== null) detail.push(`about ${d.moreRequestsHint} ${d.samples.baseline === 0 ? 'requests' : 'paired requests per arm'} would likely decide it`)
   return {
     pass,
     message: () =>
@@ -65,7 +77,7 @@ export function gateResult(state: MatcherState, matcher: string, subject: Subjec
         [['Expected', state.isNot ? `not: ${d.rule}` : d.rule]],
         [
           ['Received', `${d.outcome}: ${fmt(e.estimate, e.unit)} [${fmt(e.low, e.unit)}, ${fmt(e.high, e.unit)}]${e.confidence === null ? '' : ` (${(e.confidence * 100).toFixed(0)}% interval)`}`],
-          ['Samples', `${d.samples.paired} paired; baseline ${d.samples.baseline}, candidate ${d.samples.candidate}`],
+          ['Samples', d.samples.paired > 0 ? `${d.samples.paired} paired; baseline ${d.samples.baseline}, candidate ${d.samples.candidate}` : samplesText(d.samples)],
           ['Method', e.method],
         ],
         detail,
