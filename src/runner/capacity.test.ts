@@ -12,10 +12,10 @@ const SIM: SimOptions = { model: 'm', maxBatch: 4, decodeTokPerS: 100, batchSlow
 const CELL: EngineCellOptions = {
   maxTokens: 8,
   workload: { promptTokens: 64, outputControl: { mode: 'observe' } },
-  // The sim shares this process's event loop on a shared 2-core machine; the harness check is
-  // tested on its own below, so a probe is not stopped by one late timer here.
-  sendLagLimitMs: 25,
-  eventLoopDelayLimitMs: 50,
+  // The sim shares this process's event loop on a 2-core machine shared with other work; the
+  // harness check is tested on its own below, so here only gross lateness stops a probe.
+  sendLagLimitMs: 100,
+  eventLoopDelayLimitMs: 200,
 }
 
 let sim: SimServer
@@ -32,7 +32,9 @@ describe('searchCapacity against the simulated engine', () => {
     expect(known).toMatchObject({ ratePerS: 50, exact: true })
     const probes: number[] = []
     const search = await searchCapacity(
-      { cell: CELL, slo: { ttftMs: 40 }, percentile: 90, bracket: { start: 20, max: 160, resolution: 0.1 }, requestsPerProbe: 60 },
+      // Probes of 2 s: at 13% over capacity the queue passes 150 ms about a second in. The SLO
+      // leaves room for a scheduling stall of the busy machine below capacity.
+      { cell: CELL, slo: { ttftMs: 150 }, percentile: 90, bracket: { start: 20, max: 160, resolution: 0.25 }, probeSeconds: 2 },
       measure,
       'sim-capacity-rate',
       { onProbe: (p) => probes.push(p.value) },
@@ -42,23 +44,25 @@ describe('searchCapacity against the simulated engine', () => {
     const { low, high } = search.bracket as { low: number; high: number }
     expect(low).toBeLessThanOrEqual(known?.ratePerS as number)
     expect(high).toBeGreaterThan(known?.ratePerS as number)
-    expect(high / low).toBeLessThanOrEqual(1.1)
+    expect(high / low).toBeLessThanOrEqual(1.25)
     expect(search.probes.map((p) => p.value)).toEqual(probes)
     expect(search.records.map((r) => r.runId)).toEqual(search.probes.map((p) => p.runId))
     for (const [i, record] of search.records.entries()) {
       expect(record.plan.arrival).toMatchObject({ kind: 'constant', ratePerS: search.probes[i]?.value })
-      expect(record.metrics.goodput?.slo.ttftMs).toBe(40)
-      expect(record.requests).toHaveLength(60)
+      expect(record.metrics.goodput?.slo.ttftMs).toBe(150)
+      expect(record.requests).toHaveLength(Math.max(49, Math.ceil(2 * (search.probes[i]?.value as number))))
     }
-    expect(search.summary).toMatch(/^capacity in \[\d+\.\d\d, \d+\.\d\d\) req\/s \(×1\.\d\d\) under ttft ≤ 40 ms for 90% of requests; bracketed after \d probe\(s\)$/)
+    expect(search.summary).toMatch(/^capacity in \[\d+\.\d\d, \d+\.\d\d\) req\/s \(×1\.\d\d\) under ttft ≤ 150 ms for 90% of requests; bracketed after \d probe\(s\)$/)
   })
 
   test('a concurrency search brackets the seats: beyond 4 streams requests queue', async () => {
+    // 20 ms steps: a fifth stream waits a whole 160 ms seat time, four never wait.
+    const slow = await startSimServer({ ...SIM, decodeTokPerS: 50 })
     const search = await searchCapacity(
-      { cell: { ...CELL }, slo: { ttftMs: 40 }, bracket: { axis: 'concurrency', start: 4, max: 8 }, requestsPerProbe: 60 },
-      measure,
+      { cell: CELL, slo: { ttftMs: 100 }, bracket: { axis: 'concurrency', start: 4, max: 5 }, requestsPerProbe: 49 },
+      (cell) => runCell({ ...cell, baseUrl: slow.url, model: 'm' }),
       'sim-capacity-concurrency',
-    )
+    ).finally(() => slow.close())
     expect(search).toMatchObject({ status: 'bracketed', bracket: { low: 4, high: 5 } })
     expect(search.records.every((r) => r.plan.arrival === null)).toBe(true)
   })

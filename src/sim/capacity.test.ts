@@ -49,7 +49,10 @@ describe('the capacity model against an open-loop load', () => {
     const capacity = simCapacity(options, { promptTokens: 64, outputTokens: 8 })?.ratePerS as number
     const below = await at(0.8 * capacity)
     const ttft = (r: RunRecord) => r.requests.map((q) => q.ttftMs as number)
-    expect(Math.max(...ttft(below))).toBeLessThan(40)
+    // No queue: waits stay within a step or two (a busy machine may stall a few), and do not grow.
+    const median = (v: number[]) => [...v].sort((x, y) => x - y)[Math.floor(v.length / 2)] as number
+    expect(median(ttft(below))).toBeLessThan(25)
+    expect(median(ttft(below).slice(-20)) - median(ttft(below).slice(0, 20))).toBeLessThan(15)
     expect(sim.stats().maxRunning).toBeLessThanOrEqual(4)
 
     const above = await at(1.5 * capacity)

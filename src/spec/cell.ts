@@ -3,10 +3,23 @@ import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { type EngineHandle, freshEngine, registerTeardown, sharedEngine } from './engine.ts'
 
+/** Where a cell stands on the ladder of a sweep: the evidence keeps the ladder together. */
+export interface LadderStep {
+  /** The sweep's id. */
+  readonly sweep: string
+  readonly axis: 'rate' | 'concurrency'
+  readonly value: number
+  /** 0-based rung, of `of`. */
+  readonly index: number
+  readonly of: number
+}
+
 /** A measured cell as tests read it: its run record (one per launch when repeated). */
 export interface CellResult {
   readonly kind: 'cell'
   readonly id: string
+  /** Set when the cell is a rung of a sweep. */
+  readonly ladder?: LadderStep
   /** The first (or only) launch's record. */
   readonly record: RunRecord
   /** Every launch's record, in launch order. */
@@ -17,6 +30,8 @@ export interface CellResult {
 export interface PairResult {
   readonly kind: 'pair'
   readonly id: string
+  /** Set when the pair is a rung of a sweep. */
+  readonly ladder?: LadderStep
   readonly baseline: readonly RunRecord[]
   readonly candidate: readonly RunRecord[]
   /** The arms in the order they were launched, e.g. ['baseline', 'candidate', 'candidate', 'baseline']. */
@@ -45,7 +60,8 @@ export interface Lazy<T> extends PromiseLike<T> {
   run(): Promise<T>
 }
 
-function lazy<T>(work: () => Promise<T>): Lazy<T> {
+/** Runs `work` once, at the first `run()` or `await`. */
+export function lazy<T>(work: () => Promise<T>): Lazy<T> {
   let running: Promise<T> | null = null
   const run = (): Promise<T> => (running ??= work())
   return {
@@ -54,13 +70,20 @@ function lazy<T>(work: () => Promise<T>): Lazy<T> {
   }
 }
 
-function cellId(engineName: string, o: EngineCellOptions): string {
-  const kind = o.workload?.kind ?? 'synthetic-summary'
-  return `${engineName}-${kind}-ctx${o.workload?.promptTokens ?? 256}-c${o.concurrency ?? 1}`
+/** `<engine>-<workload>-ctx<prompt tokens>`: how every id of a plan on an engine starts. */
+export function planId(engineName: string, o: EngineCellOptions): string {
+  return `${engineName}-${o.workload?.kind ?? 'synthetic-summary'}-ctx${o.workload?.promptTokens ?? 256}`
+}
+
+/** The plan's id then `c<concurrency>` (closed loop), `r<rate>` (open loop, one decimal) or `trace`. */
+export function cellId(engineName: string, o: EngineCellOptions): string {
+  const arrival = o.arrival ?? null
+  const load = arrival === null ? `c${o.concurrency ?? 1}` : arrival.kind === 'trace' ? 'trace' : `r${arrival.ratePerS.toFixed(1)}`
+  return `${planId(engineName, o)}-${load}`
 }
 
 /** Measures a cell on an engine, launched fresh or shared; an engine that fails makes a failed record. */
-async function measure(h: EngineHandle, options: EngineCellOptions, fresh: boolean): Promise<RunRecord> {
+export async function measure(h: EngineHandle, options: EngineCellOptions, fresh: boolean): Promise<RunRecord> {
   const started = await (fresh ? freshEngine(h) : sharedEngine(h))
   if ('failure' in started) return engineFailedRecord(options, h.config.model.id, started.failure)
   try {
