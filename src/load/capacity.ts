@@ -47,7 +47,7 @@ export function resolveBracketOptions(input: BracketOptions): ResolvedBracketOpt
 export interface ProbeVerdict {
   outcome: GateOutcome
   /** Set when the probe tells nothing about the engine (the harness was the bottleneck, the cell failed). */
-  invalid: { status: Extract<CapacityStatus, 'harness-limited' | 'cell-failed'>; reason: string } | null
+  invalid: { status: Extract<CapacityStatus, 'harness-limited' | 'cell-failed' | 'interrupted'>; reason: string } | null
 }
 
 export interface BracketResult<P> {
@@ -74,14 +74,20 @@ function resolved(o: ResolvedBracketOptions, low: number, high: number): boolean
  * *shown* to meet the SLO); a failed or inconclusive one lowers `high`. It stops at the first
  * probe that says nothing about the engine (`harness-limited`, `cell-failed`), when the range
  * ends (`above-max`, `below-min`), when the bracket is narrow enough (`bracketed`), or when the
- * probes run out (`unresolved` with both ends, `unbracketed` with one).
+ * probes run out (`unresolved` with both ends, `unbracketed` with one), or when `signal` aborts
+ * (`interrupted`).
  */
-export async function bracketSearch<P>(o: ResolvedBracketOptions, probe: (value: number) => Promise<{ verdict: ProbeVerdict; probe: P }>): Promise<BracketResult<P>> {
+export async function bracketSearch<P>(
+  o: ResolvedBracketOptions,
+  probe: (value: number) => Promise<{ verdict: ProbeVerdict; probe: P }>,
+  signal?: AbortSignal,
+): Promise<BracketResult<P>> {
   const probes: BracketResult<P>['probes'] = []
   let low: number | null = null
   let high: number | null = null
   let value = o.start
   while (probes.length < o.maxProbes) {
+    if (signal?.aborted === true) return { probes, bracket: { low, high }, status: 'interrupted' }
     const result = await probe(value)
     probes.push({ value, ...result })
     const { verdict } = result

@@ -31,10 +31,12 @@ export interface CapacityOptions {
 export interface CapacityHooks {
   /** Called after each probe, with its verdict. */
   onProbe?: (probe: CapacityProbe) => void
+  /** Cancels the search: the probe in flight is cut short (its requests fail as aborted) and no other starts. */
+  signal?: AbortSignal
 }
 
 /** Measures one probe cell; the composition root injects it (an endpoint, or an engine it launched). */
-export type MeasureProbe = (cell: EngineCellOptions) => Promise<RunRecord>
+export type MeasureProbe = (cell: EngineCellOptions, signal?: AbortSignal) => Promise<RunRecord>
 
 function invalid(message: string): never {
   throw new ServegateError('CONFIG_INVALID', `invalid capacity search: ${message}`)
@@ -97,7 +99,8 @@ function probeCell(o: CapacityOptions, r: Resolved, value: number): EngineCellOp
   return { ...common, arrival: { ...(r.template as Exclude<ArrivalSpec, { kind: 'trace' }>), ratePerS: value } }
 }
 
-function verdictOf(record: RunRecord, outcome: ProbeVerdict['outcome']): ProbeVerdict {
+function verdictOf(record: RunRecord, outcome: ProbeVerdict['outcome'], signal: AbortSignal | undefined): ProbeVerdict {
+  if (signal?.aborted === true) return { outcome, invalid: { status: 'interrupted', reason: 'the search was cancelled during this probe' } }
   if (record.cellFailure !== null) return { outcome, invalid: { status: 'cell-failed', reason: `${record.cellFailure.code}: ${record.cellFailure.message.split('\n')[0]}` } }
   if (record.harness.harnessLimited) return { outcome, invalid: { status: 'harness-limited', reason: record.harness.reasons.join('; ') } }
   return { outcome, invalid: null }
@@ -137,10 +140,10 @@ export async function searchCapacity(o: CapacityOptions, measure: MeasureProbe, 
   const r = resolveCapacityOptions(o)
   const records: RunRecord[] = []
   const result = await bracketSearch(r.bracket, async (value) => {
-    const record = await measure(probeCell(o, r, value))
+    const record = await measure(probeCell(o, r, value), hooks.signal)
     records.push(record)
     const d = sloGate(record, { ...r.slo, percentile: r.percentile, confidence: r.confidence, gate: 'capacity probe' })
-    const verdict = verdictOf(record, d.outcome)
+    const verdict = verdictOf(record, d.outcome, hooks.signal)
     const goodput = record.metrics.goodput
     const probe: CapacityProbe = {
       value,
@@ -156,7 +159,7 @@ export async function searchCapacity(o: CapacityOptions, measure: MeasureProbe, 
     }
     hooks.onProbe?.(probe)
     return { verdict, probe }
-  })
+  }, hooks.signal)
   return {
     schema: CAPACITY_SCHEMA_ID,
     id,

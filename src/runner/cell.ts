@@ -221,9 +221,10 @@ export interface CellTransport {
   /** The engine's tokenizer for calibration, or null (sizes are then estimated). */
   tokenizer(): Promise<TokenizerProbe | null>
   /**
-   * Opens `connections` keep-alive connections before an open-loop phase (each with a
-   * side-effect-free `GET /v1/models`), so its first requests do not pay for connecting; a
-   * transport without connections leaves it out.
+   * Opens `connections` keep-alive connections before the measured phase (each with a
+   * side-effect-free `GET /v1/models`), so its first requests do not pay for connecting (a
+   * connection to an engine in another process can take milliseconds on a busy host, and would
+   * count as send lag); a transport without connections leaves it out.
    */
   warm?(connections: number): Promise<void>
   close(): Promise<void>
@@ -231,6 +232,11 @@ export interface CellTransport {
 
 /** Connections an open-loop cell without an in-flight cap opens before it starts (more open as the load needs them, their cost counted as send lag). */
 const OPEN_LOOP_WARM_CONNECTIONS = 4
+
+/** The connections the measured phase will use from its first request: the concurrency, or the in-flight cap. */
+function connectionsToWarm(o: ResolvedCellOptions): number {
+  return Math.min(o.requests, o.arrival === null ? o.concurrency : (o.arrival.maxInFlight ?? OPEN_LOOP_WARM_CONNECTIONS))
+}
 
 /** The HTTP transport: a pool of C keep-alive connections to a loopback origin. */
 function httpTransport(o: ResolvedCellOptions, origin: string): CellTransport {
@@ -318,7 +324,7 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
     let failed = 0
     warmClientJit()
     if (warmupBytes.length > 0) await closedLoop(warmupBytes.length, o.concurrency, send(warmupBytes, captureChars), () => {})
-    if (o.arrival !== null) await transport.warm?.(Math.min(o.arrival.maxInFlight ?? OPEN_LOOP_WARM_CONNECTIONS, o.requests))
+    await transport.warm?.(connectionsToWarm(o))
 
     await hooks.onMeasureStart?.()
     const loopDelay = monitorEventLoopDelay({ resolution: 2 })

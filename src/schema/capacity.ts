@@ -14,9 +14,10 @@ export const CAPACITY_SCHEMA_ID = 'servegate.capacity/v1'
  * - `above-max`: even the highest value probed met the SLO (the capacity is at least `max`);
  * - `below-min`: even the lowest value probed did not (the capacity is below `min`);
  * - `harness-limited`: a probe's client could not send on time, so it says nothing about the engine;
- * - `cell-failed`: a probe's cell failed (the engine did not start or exited).
+ * - `cell-failed`: a probe's cell failed (the engine did not start or exited);
+ * - `interrupted`: the search was cancelled (Ctrl-C); the probes before it stand.
  */
-export const CapacityStatus = z.enum(['bracketed', 'unresolved', 'unbracketed', 'above-max', 'below-min', 'harness-limited', 'cell-failed'])
+export const CapacityStatus = z.enum(['bracketed', 'unresolved', 'unbracketed', 'above-max', 'below-min', 'harness-limited', 'cell-failed', 'interrupted'])
 export type CapacityStatus = z.infer<typeof CapacityStatus>
 
 /** One probe cell of a search: the value, the SLO gate's verdict there, and the evidence. */
