@@ -86,7 +86,7 @@ function toRecord(slot: Slot, cellStart: number, planned: PreparedRequest, workl
     queueDelayMs: slot.slotAt - slot.readyAt,
     sendLagMs: Math.max(0, obs.sentAt - slot.slotAt),
     startOffsetMs: obs.sentAt - cellStart,
-    scheduledOffsetMs: slot.scheduledAt === null ? null : slot.scheduledAt - cellStart,
+    scheduledOffsetMs: slot.scheduledOffsetMs,
     ...requestMetricFields(m),
     reasoningChunks: obs.reasoningChunks,
     contentChunks: obs.contentChunks,

@@ -37,8 +37,9 @@ describe('openLoop', () => {
     }
     expect(slots.map((s) => s.index).sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
     for (const s of slots) {
-      expect(s.scheduledAt).toBe(startAt + (offsetsMs[s.index] as number))
-      expect(s.slotAt).toBe(s.scheduledAt)
+      expect(s.scheduledOffsetMs).toBe(offsetsMs[s.index])
+      expect(s.readyAt).toBe(startAt + (offsetsMs[s.index] as number))
+      expect(s.slotAt).toBe(s.readyAt)
     }
   })
 
@@ -52,7 +53,7 @@ describe('openLoop', () => {
     // Requests 2 and 3 were due at 10 and 15 ms but went when 0 and 1 ended, about 60 ms in.
     for (const i of [2, 3]) {
       const slot = byIndex.get(i) as Slot
-      expect(slot.slotAt - (slot.scheduledAt as number)).toBeGreaterThan(30)
+      expect(slot.slotAt - slot.readyAt).toBeGreaterThan(30)
       expect(calledAt[i] as number).toBeGreaterThanOrEqual(slot.slotAt)
     }
     expect((byIndex.get(4) as Slot).slotAt).toBe(startAt + 200)

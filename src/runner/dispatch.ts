@@ -8,8 +8,8 @@ export interface Slot {
   readyAt: number
   /** When it could be sent: a slot freed (closed loop), or its scheduled time or the cap freeing, whichever is later (open loop). */
   slotAt: number
-  /** Open loop: the scheduled send time; null in the closed loop. */
-  scheduledAt: number | null
+  /** Open loop: the scheduled send offset from the start of the phase, ms (the schedule's own value); null in the closed loop. */
+  scheduledOffsetMs: number | null
   obs: StreamObservation
 }
 
@@ -24,7 +24,7 @@ export async function closedLoop(count: number, concurrency: number, send: Send,
       const index = next++
       const slotAt = performance.now()
       const obs = await send(index)
-      onDone({ index, readyAt, slotAt, scheduledAt: null, obs })
+      onDone({ index, readyAt, slotAt, scheduledOffsetMs: null, obs })
     }
   }
   await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker))
@@ -76,7 +76,7 @@ export function openLoop(o: OpenLoopOptions, send: Send, onDone: (slot: Slot) =>
         inFlight--
         finished++
         const freedAt = performance.now()
-        onDone({ index, readyAt: scheduledAt(index), slotAt, scheduledAt: scheduledAt(index), obs })
+        onDone({ index, readyAt: scheduledAt(index), slotAt, scheduledOffsetMs: o.offsetsMs[index] as number, obs })
         drain(freedAt)
         if (finished === count) {
           o.signal.removeEventListener('abort', onAbort)
