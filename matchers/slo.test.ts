@@ -120,6 +120,8 @@ function searchOf(values: number[], records: RunRecord[], bracket: CapacitySearc
     bracket,
     status,
     summary: '',
+    overloadTolerance: null,
+    warnings: [],
     records,
   }
 }

@@ -144,7 +144,7 @@ export async function capacityCommand(argv: string[], io: CliIo, signal?: AbortS
     const { records: _records, ...summary } = search
     io.stdout.write(`${JSON.stringify({ ...summary, record: out }, null, 2)}\n`)
   } else {
-    io.stdout.write(`${search.summary}\ncapacity record: ${out}\n`)
+    io.stdout.write(`${search.summary}\n${search.warnings.map((w) => `warning: ${w}\n`).join('')}capacity record: ${out}\n`)
   }
   if (search.status === 'interrupted') {
     io.stderr.write('servegate: interrupted; the probes measured so far are in the record\n')

@@ -6,7 +6,7 @@ import { percent, ratio } from './interval.ts'
 import { parseOptions, type ResolvedSustainGateOptions, SustainGateOptions } from './options.ts'
 
 /** What the capacity comparison reads of a search. */
-export type CapacityInput = Pick<CapacitySearch, 'id' | 'axis' | 'slo' | 'requiredFraction' | 'confidence' | 'bracket' | 'status' | 'probes'>
+export type CapacityInput = Pick<CapacitySearch, 'id' | 'axis' | 'slo' | 'requiredFraction' | 'confidence' | 'bracket' | 'status' | 'probes' | 'warnings'>
 
 /** A bracket with its open ends made explicit: no passing probe is a capacity of at least 0, no failing one at most ∞. */
 function bounds(s: CapacityInput): { low: number; high: number } {
@@ -50,6 +50,7 @@ export function sustainGate(candidate: CapacityInput, baseline: CapacityInput, o
   const outcome: GateDecision['outcome'] = c.low > 0 && c.low >= factor * b.high ? 'pass' : c.high <= factor * b.low ? 'fail' : 'inconclusive'
   const warnings: string[] = []
   for (const [arm, s] of [['candidate', candidate], ['baseline', baseline]] as const) {
+    for (const w of s.warnings) warnings.push(`${arm} search: ${w}`)
     if (s.status !== 'bracketed') warnings.push(`${arm} search ${s.status}: its bracket ${showBracket(s)} is ${s.bracket.low === null || s.bracket.high === null ? 'open at one end' : 'wider than its resolution'}`)
   }
   if (outcome === 'inconclusive') warnings.push(`inconclusive: the brackets overlap (candidate ${showBracket(candidate)}, baseline ${showBracket(baseline)}); narrow them with more probes or a smaller resolution`)

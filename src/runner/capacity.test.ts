@@ -27,7 +27,7 @@ afterAll(() => sim.close())
 const measure = (cell: EngineCellOptions) => runCell({ ...cell, baseUrl: sim.url, model: 'm' })
 
 describe('searchCapacity against the simulated engine', () => {
-  test('the bracket it finds holds the known capacity, within the resolution, every probe recorded', async () => {
+  test('the bracket it finds holds the known capacity (up to the overload a probe cannot see), within the resolution, every probe recorded', async () => {
     const known = simCapacity(SIM, { promptTokens: 64, outputTokens: 8 })
     expect(known).toMatchObject({ ratePerS: 50, exact: true })
     const probes: number[] = []
@@ -42,7 +42,13 @@ describe('searchCapacity against the simulated engine', () => {
     expect(CapacitySearch.parse(search)).toBeTruthy()
     expect(search.status).toBe('bracketed')
     const { low, high } = search.bracket as { low: number; high: number }
-    expect(low).toBeLessThanOrEqual(known?.ratePerS as number)
+    // A 2 s probe passes an overload below about 150 ms / (0.9 × 2 s) = 8.3%: the bracket holds
+    // the rate that meets the SLO over a probe, which lies between the capacity and that much above it.
+    const tolerance = search.overloadTolerance as number
+    const seconds = Math.max(49, Math.ceil(2 * low)) / low
+    expect(tolerance).toBeCloseTo(0.15 / (0.9 * seconds), 9)
+    expect(search.warnings[0]).toMatch(/^a \d+\.\d s probe cannot see an overload below about \d+\.\d% \(a 150 ms bound over 90% of its length\)/)
+    expect(low).toBeLessThanOrEqual((known?.ratePerS as number) * (1 + tolerance))
     expect(high).toBeGreaterThan(known?.ratePerS as number)
     expect(high / low).toBeLessThanOrEqual(1.25)
     expect(search.probes.map((p) => p.value)).toEqual(probes)
@@ -68,7 +74,7 @@ describe('searchCapacity against the simulated engine', () => {
   })
 
   test('a probe whose client cannot send on time ends the search: nothing is claimed beyond it', async () => {
-    const search = await searchCapacity({ cell: { ...CELL, sendLagLimitMs: 1e-9 }, slo: { ttftMs: 40 }, bracket: { start: 200 }, requestsPerProbe: 49 }, measure, 'limited')
+    const search = await searchCapacity({ cell: { ...CELL, sendLagLimitMs: 1e-9 }, slo: { ttftMs: 40 }, bracket: { start: 200 }, requestsPerProbe: 49, probeSeconds: 0.1 }, measure, 'limited')
     expect(search).toMatchObject({ status: 'harness-limited', bracket: { low: null, high: null } })
     expect(search.probes[0]?.invalid).toMatch(/^send lag p99 .* > 1e-9 ms/)
     expect(search.summary).toMatch(/capacity not found .*; harness-limited after 1 probe\(s\): send lag p99/)

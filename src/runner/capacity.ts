@@ -22,11 +22,18 @@ export interface CapacityOptions {
   /** Two-sided confidence of each probe's Wilson interval. @default 0.98 */
   confidence?: number
   bracket: BracketOptions
-  /** Requests per probe. @default twice the fewest with which an all-good probe can pass */
+  /** Requests per probe (rate probes: at least this many). @default twice the fewest with which an all-good probe can pass (concurrency); the fewest (rate) */
   requestsPerProbe?: number
-  /** Rate probes: at least rate × probeSeconds requests, so each probe lasts about this long. */
+  /**
+   * Rate probes: at least rate × probeSeconds requests, so each lasts about this long. A probe of
+   * D seconds cannot see an overload smaller than about bound / (share × D) (see `warnings`).
+   * @default 20
+   */
   probeSeconds?: number
 }
+
+/** How long a rate probe lasts unless told, s. */
+export const DEFAULT_PROBE_SECONDS = 20
 
 export interface CapacityHooks {
   /** Called after each probe, with its verdict. */
@@ -54,6 +61,7 @@ export function fewestPassingRequests(requiredFraction: number, confidence: numb
 }
 
 interface Resolved {
+  seconds: number
   slo: ResolvedSlo
   percentile: number
   required: number
@@ -76,12 +84,13 @@ function resolveCapacityOptions(o: CapacityOptions): Resolved {
   if (arrival?.kind === 'trace') invalid('cell.arrival: a trace sets its own times, so it has no rate to search; use constant, poisson or gamma arrivals')
   const required = percentile / 100
   const fewest = fewestPassingRequests(required, confidence)
-  const requestsPerProbe = o.requestsPerProbe ?? (o.probeSeconds === undefined ? 2 * fewest : fewest)
-  const seconds = bracket.axis === 'rate' ? (o.probeSeconds ?? 0) : 0
+  const seconds = bracket.axis === 'rate' ? (o.probeSeconds ?? DEFAULT_PROBE_SECONDS) : 0
+  const requestsPerProbe = o.requestsPerProbe ?? (bracket.axis === 'rate' ? fewest : 2 * fewest)
   if (requestsPerProbe < fewest) {
     invalid(`requestsPerProbe: ${requestsPerProbe} requests can never show ${percentile}% good at ${confidence} confidence (even all good, the Wilson bound stays below ${required}); use at least ${fewest}`)
   }
   return {
+    seconds,
     slo,
     percentile,
     required,
@@ -104,6 +113,27 @@ function verdictOf(record: RunRecord, outcome: ProbeVerdict['outcome'], signal: 
   if (record.cellFailure !== null) return { outcome, invalid: { status: 'cell-failed', reason: `${record.cellFailure.code}: ${record.cellFailure.message.split('\n')[0]}` } }
   if (record.harness.harnessLimited) return { outcome, invalid: { status: 'harness-limited', reason: record.harness.reasons.join('; ') } }
   return { outcome, invalid: null }
+}
+
+/**
+ * What a finite open-loop probe cannot see. Above the sustainable rate μ, at λ = μ(1 + ε), the
+ * request sent t seconds in has waited about ε·t; the share-th request by time (at share × D)
+ * misses a latency bound X only once ε > X / (share × D). So a D-second probe passes overloads up
+ * to about that: the bracket is of the rate that meets the SLO over D seconds, which may exceed
+ * the sustainable rate by that much. Longer probes narrow it.
+ */
+function blindness(r: Resolved, low: number | null): { overloadTolerance: number | null; warnings: string[] } {
+  if (r.bracket.axis !== 'rate') return { overloadTolerance: null, warnings: [] }
+  const bounds = [r.slo.ttftMs, r.slo.e2eMs].filter((b): b is number => b !== null)
+  if (bounds.length === 0) {
+    const why = "the SLO bounds neither ttft nor e2e, so waiting in the engine's queue never counts against it: the search finds where decode (tpot, itl) degrades, not where requests start to queue"
+    return { overloadTolerance: null, warnings: [why] }
+  }
+  const bound = Math.max(...bounds)
+  const seconds = Math.max(r.seconds, low === null ? 0 : r.requestsAt(low) / low)
+  const tolerance = bound / 1000 / (r.required * seconds)
+  const why = `a ${seconds.toFixed(1)} s probe cannot see an overload below about ${(tolerance * 100).toFixed(1)}% (a ${bound} ms bound over ${r.percentile}% of its length): the bracket may sit up to that far above the sustainable rate; longer probes (probeSeconds) narrow it`
+  return { overloadTolerance: tolerance, warnings: [why] }
 }
 
 function unitOf(axis: 'rate' | 'concurrency'): string {
@@ -174,8 +204,9 @@ export async function searchCapacity(o: CapacityOptions, measure: MeasureProbe, 
       maxProbes: r.bracket.maxProbes,
       resolution: r.bracket.resolution,
       requestsPerProbe: r.requestsAt(0),
-      probeSeconds: r.bracket.axis === 'rate' ? (o.probeSeconds ?? null) : null,
+      probeSeconds: r.bracket.axis === 'rate' ? r.seconds : null,
     },
+    ...blindness(r, result.bracket.low),
     probes: result.probes.map((p) => p.probe),
     bracket: result.bracket,
     status: result.status,

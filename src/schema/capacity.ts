@@ -71,6 +71,17 @@ export const CapacitySearch = z.object({
   status: CapacityStatus,
   /** One line: the bracket, its width, how the search ended. */
   summary: z.string(),
+  /**
+   * Rate searches with a ttft or e2e bound: the relative overload ε a probe of its length cannot
+   * see (≈ bound / (share × seconds)), so the rate meeting the SLO over a probe lies within
+   * [sustainable, sustainable × (1 + ε)]; null otherwise.
+   */
+  overloadTolerance: z.number().nonnegative().nullable(),
+  /**
+   * What the bracket cannot show, e.g. that a D-second rate probe passes overloads below about
+   * bound / (share × D), so the bracket may sit that far above the sustainable rate.
+   */
+  warnings: z.array(z.string()),
   /** The run record of every probe, in probe order. */
   records: z.array(RunRecord),
 })
