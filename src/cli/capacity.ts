@@ -30,8 +30,10 @@ of its share of good requests and kept with its run record.
   --min V, --max V          the range, default start/16 (1 for concurrency) to start×16
   --max-probes N            probe cells at most, default 8
   --resolution X            stop when high/low ≤ 1+X (rate) or high−low ≤ 1 (concurrency), default 0.1
-  --requests N              requests per probe, default twice the fewest with which an all-good probe can pass
-  --probe-seconds S         rate probes: at least rate × S requests each
+  --requests N              requests per probe (rate probes: at least this many); default the fewest with which
+                            an all-good probe can pass (49 at 90% and 0.98), twice that for concurrency probes
+  --probe-seconds S         rate probes: rate × S requests each, default 20 (a probe of S seconds cannot see
+                            an overload below about bound / (share × S); the record says how much)
   --arrival KIND            rate probes: constant (default), poisson or gamma; --burstiness B, --arrival-seed S,
                             --ramp-up-s S, --ramp-up-from R, --max-in-flight N as in servegate run
   --send-lag-limit-ms MS, --event-loop-delay-limit-ms MS

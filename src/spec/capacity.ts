@@ -20,9 +20,9 @@ export interface CapacitySpec extends EngineCellOptions {
   confidence?: number
   /** How to walk the axis: start, range, probes at most, resolution. */
   bracket: BracketOptions
-  /** Requests per probe. @default twice the fewest with which an all-good probe can pass */
+  /** Requests per probe (rate probes: at least this many). @default the fewest with which an all-good probe can pass (twice that for concurrency) */
   requestsPerProbe?: number
-  /** Rate probes: at least rate × probeSeconds requests each. */
+  /** Rate probes: rate × probeSeconds requests each. @default 20 */
   probeSeconds?: number
 }
 
