@@ -32,6 +32,10 @@ describe('servegate run in the open loop', () => {
     const record = RunRecord.parse(JSON.parse(await readFile(out, 'utf8')))
     expect(record.plan.arrival).toMatchObject({ kind: 'gamma', ratePerS: 40, burstiness: 0.5, seed: 2 })
     expect(record.metrics.goodput?.good).toBe(30)
+    // summarize recomputes the goodput from the requests, under the SLO the record was judged by.
+    const s = await cli(['summarize', out])
+    expect(s.stdout).toMatch(/^goodput \(ttft ≤ 2000 ms, tpot ≤ 500 ms\): 30\/30 good = 100\.0%/m)
+    expect(s.stdout).toMatch(/^open loop: gamma burstiness 0\.5 40 req\/s \(seed 2\)/m)
   })
 
   test('--trace replays every row unless --requests says fewer', async () => {

@@ -43,6 +43,16 @@ describe('bracketSearch', () => {
     expect(limited).toMatchObject({ status: 'harness-limited', bracket: { low: 8, high: null } })
   })
 
+  test('a cancelled search stops before its next probe, keeping the ones it ran', async () => {
+    const controller = new AbortController()
+    const r = await bracketSearch(options({ start: 4 }), async (value) => {
+      controller.abort()
+      return { verdict: { outcome: 'pass', invalid: null } as ProbeVerdict, probe: value }
+    }, controller.signal)
+    expect(r).toMatchObject({ status: 'interrupted', bracket: { low: 4, high: null } })
+    expect(r.probes).toHaveLength(1)
+  })
+
   test('an inconclusive probe is not shown to meet the SLO: it bounds the bracket from above', async () => {
     const r = await bracketSearch(options({ start: 10, maxProbes: 2 }), async (value) => ({ verdict: { outcome: value > 10 ? 'inconclusive' : 'pass', invalid: null } as ProbeVerdict, probe: value }))
     expect(r.bracket).toEqual({ low: 10, high: 20 })
