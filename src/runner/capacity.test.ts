@@ -32,9 +32,9 @@ describe('searchCapacity against the simulated engine', () => {
     expect(known).toMatchObject({ ratePerS: 50, exact: true })
     const probes: number[] = []
     const search = await searchCapacity(
-      // Probes of 2 s: at 13% over capacity the queue passes 150 ms about a second in. The SLO
+      // Probes of 1.5 s: at 20% over capacity the queue passes 150 ms about 0.75 s in. The SLO
       // leaves room for a scheduling stall of the busy machine below capacity.
-      { cell: CELL, slo: { ttftMs: 150 }, percentile: 90, bracket: { start: 20, max: 160, resolution: 0.25 }, probeSeconds: 2 },
+      { cell: CELL, slo: { ttftMs: 150 }, percentile: 90, bracket: { start: 30, max: 240, resolution: 0.25 }, probeSeconds: 1.5 },
       measure,
       'sim-capacity-rate',
       { onProbe: (p) => probes.push(p.value) },
@@ -42,10 +42,10 @@ describe('searchCapacity against the simulated engine', () => {
     expect(CapacitySearch.parse(search)).toBeTruthy()
     expect(search.status).toBe('bracketed')
     const { low, high } = search.bracket as { low: number; high: number }
-    // A 2 s probe passes an overload below about 150 ms / (0.9 × 2 s) = 8.3%: the bracket holds
+    // A 1.5 s probe passes an overload below about 150 ms / (0.9 × 1.5 s) = 11%: the bracket holds
     // the rate that meets the SLO over a probe, which lies between the capacity and that much above it.
     const tolerance = search.overloadTolerance as number
-    const seconds = Math.max(49, Math.ceil(2 * low)) / low
+    const seconds = Math.max(49, Math.ceil(1.5 * low)) / low
     expect(tolerance).toBeCloseTo(0.15 / (0.9 * seconds), 9)
     expect(search.warnings[0]).toMatch(/^a \d+\.\d s probe cannot see an overload below about \d+\.\d% \(a 150 ms bound over 90% of its length\)/)
     expect(low).toBeLessThanOrEqual((known?.ratePerS as number) * (1 + tolerance))
@@ -56,7 +56,7 @@ describe('searchCapacity against the simulated engine', () => {
     for (const [i, record] of search.records.entries()) {
       expect(record.plan.arrival).toMatchObject({ kind: 'constant', ratePerS: search.probes[i]?.value })
       expect(record.metrics.goodput?.slo.ttftMs).toBe(150)
-      expect(record.requests).toHaveLength(Math.max(49, Math.ceil(2 * (search.probes[i]?.value as number))))
+      expect(record.requests).toHaveLength(Math.max(49, Math.ceil(1.5 * (search.probes[i]?.value as number))))
     }
     expect(search.summary).toMatch(/^capacity in \[\d+\.\d\d, \d+\.\d\d\) req\/s \(×1\.\d\d\) under ttft ≤ 150 ms for 90% of requests; bracketed after \d probe\(s\)$/)
   })

@@ -36,7 +36,7 @@ const search = { bracket: { start: 20, max: 320, resolution: 1 }, percentile: 70
 
 const ladder = sweep({ engine: two, ladder: { rates: [10, 40], durationS: 1 }, ...cell })
 const small = capacity({ engine: two, slo, ...search, ...cell })
-const large = capacity({ engine: eight, slo, ...search, ...cell })
+const large = capacity({ engine: eight, slo, ...search, bracket: { ...search.bracket, start: 40 }, ...cell })
 
 describe('sweeps and capacity searches in a spec', () => {
   test('a rate ladder expands into open-loop cells with ids, rung places and rate × duration requests', async () => {
