@@ -75,13 +75,13 @@ function pick<T>(matcher: string, axis: 'rate' | 'concurrency', at: At, items: r
  * The measured cell a single-arm gate judges: a cell (every launch), a pair's candidate, the step
  * of a sweep, or the probe of a capacity search, at `atRate` / `atConcurrency` where there are several.
  */
-export function singleArm(matcher: string, received: unknown, at: At): { subject: CellSubject; where: string } {
+export function singleArm(matcher: string, received: unknown, at: At): CellSubject {
   const kind = (received as { kind?: unknown } | null)?.kind
   if ((received as { schema?: unknown } | null)?.schema === CAPACITY_SCHEMA_ID) {
     const search = asCapacity(matcher, received)
     const index = search.probes.indexOf(pick(matcher, search.axis, at, search.probes, (p) => p.value, `capacity search ${search.id}`))
     const record = search.records[index] as RunRecord
-    return { subject: { kind: 'cell', id: `${search.id} probe ${index + 1}`, record, records: [record] }, where: `probe at ${search.probes[index]?.value}` }
+    return { kind: 'cell', id: `${search.id} probe ${index + 1}`, record, records: [record] }
   }
   if (kind === 'sweep') {
     const sweep = received as SweepSubject
@@ -89,12 +89,12 @@ export function singleArm(matcher: string, received: unknown, at: At): { subject
     return singleArm(matcher, step.result, {})
   }
   const s = asSubject(matcher, received)
-  if (s.kind === 'pair') return { subject: { kind: 'cell', id: `${s.id} candidate`, record: s.candidate[0] as RunRecord, records: s.candidate }, where: 'candidate' }
+  if (s.kind === 'pair') return { kind: 'cell', id: `${s.id} candidate`, record: s.candidate[0] as RunRecord, records: s.candidate }
   const rate = s.record.plan.arrival?.ratePerS ?? null
   if (at.atRate !== undefined && (rate === null || !same(rate, at.atRate))) {
     throw new TypeError(`${matcher}: the cell ${s.id} ran ${rate === null ? 'without a rate (closed loop or trace)' : `at ${rate} req/s`}, not atRate ${at.atRate}; drop atRate or pass the cell that ran at it`)
   }
-  return { subject: s, where: 'cell' }
+  return s
 }
 
 /** Every record of a subject, labelled by arm and launch. */

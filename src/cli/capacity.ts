@@ -9,7 +9,7 @@ import { type EngineCellOptions, engineFailedRecord, measureOnEngine, startEngin
 import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
 import type { CapacityProbe, CapacitySearch } from '../schema/capacity.ts'
 import {
-  ARRIVAL_FLAGS, cellFromFlags, givenFlag, numberFlag, oneOf, RATE_SHAPE_FLAGS, rateArrival, readEngineConfig, requireTarget, sloFlag, TARGET_FLAGS, WORKLOAD_FLAGS,
+  LOAD_FLAGS, cellFromFlags, givenFlag, numberFlag, oneOf, RATE_SHAPE_FLAGS, rateArrival, readEngineConfig, requireTarget, sloFlag, TARGET_FLAGS, WORKLOAD_FLAGS,
 } from './cell-flags.ts'
 import { intFlag, parseFlags } from './flags.ts'
 import type { CliIo } from './io.ts'
@@ -45,7 +45,7 @@ of its share of good requests and kept with its run record.
 const FLAGS = {
   ...TARGET_FLAGS,
   ...WORKLOAD_FLAGS,
-  ...ARRIVAL_FLAGS,
+  ...LOAD_FLAGS,
   'slo-percentile': { type: 'string' },
   confidence: { type: 'string' },
   axis: { type: 'string' },

@@ -42,8 +42,8 @@ export const WORKLOAD_FLAGS = {
   'event-loop-delay-limit-ms': { type: 'string' },
 } as const
 
-/** The flags of an open-loop arrival process (the rate itself is `--rate` or the searched value). */
-export const ARRIVAL_FLAGS = {
+/** The flags that shape open-loop arrivals (the rate itself is `--rate` or the searched value) and the SLO that judges the load. */
+export const LOAD_FLAGS = {
   arrival: { type: 'string' },
   burstiness: { type: 'string' },
   'arrival-seed': { type: 'string' },
@@ -53,7 +53,7 @@ export const ARRIVAL_FLAGS = {
   slo: { type: 'string' },
 } as const
 
-type FlagSpec = typeof TARGET_FLAGS & typeof WORKLOAD_FLAGS & typeof ARRIVAL_FLAGS
+type FlagSpec = typeof TARGET_FLAGS & typeof WORKLOAD_FLAGS & typeof LOAD_FLAGS
 /** Parsed values of the shared cell flags (each command adds its own). */
 export type CellFlagValues = Partial<ReturnType<typeof parseFlags<FlagSpec>>['values']>
 

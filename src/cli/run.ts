@@ -6,7 +6,7 @@ import { runCell } from '../runner/cell.ts'
 import { type EngineCellOptions, runEngineCell } from '../runner/engine-cell.ts'
 import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
 import {
-  ARRIVAL_FLAGS, cellFromFlags, givenFlag, maxInFlightFlag, numberFlag, RATE_SHAPE_FLAGS, rateArrival, readEngineConfig, requireTarget, TARGET_FLAGS, traceRows,
+  LOAD_FLAGS, cellFromFlags, givenFlag, maxInFlightFlag, numberFlag, RATE_SHAPE_FLAGS, rateArrival, readEngineConfig, requireTarget, TARGET_FLAGS, traceRows,
   WORKLOAD_FLAGS,
 } from './cell-flags.ts'
 import { intFlag, parseFlags } from './flags.ts'
@@ -60,7 +60,7 @@ export const RUN_HELP = `servegate run — measure one cell (closed loop at a co
 const FLAGS = {
   ...TARGET_FLAGS,
   ...WORKLOAD_FLAGS,
-  ...ARRIVAL_FLAGS,
+  ...LOAD_FLAGS,
   concurrency: { type: 'string' },
   rate: { type: 'string' },
   trace: { type: 'string' },

@@ -14,7 +14,7 @@ export type SloRecord = Pick<RunRecord, 'requests' | 'harness'> & { metrics: Pic
 type Outcome = GateDecision['outcome']
 
 /** The objectives of the options, as an SLO. */
-export function sloOf(o: ResolvedSloGateOptions): ResolvedSlo {
+function sloOf(o: ResolvedSloGateOptions): ResolvedSlo {
   return { ttftMs: o.ttftMs, tpotMs: o.tpotMs, e2eMs: o.e2eMs, itlMs: o.itlMs, itlPercentile: o.itlPercentile }
 }
 
