@@ -1,6 +1,6 @@
 import { TestRunner, type MatcherState } from 'vitest'
 import type { TestMeta } from '../src/evidence/meta.ts'
-import { fmt, verdictLine } from '../src/gates/verdict.ts'
+import { fmt, samplesText, verdictLine } from '../src/gates/verdict.ts'
 import type { GateDecision } from '../src/schema/gate.ts'
 import { message } from './format.ts'
 import { annotateCell } from './annotate.ts'
@@ -14,14 +14,14 @@ const annotated = new WeakMap<object, Set<string>>()
  * first time a test reads a cell, the cell's key figures and chart are annotated. Null outside
  * a test.
  */
-function testMeta(subject: Subject): { meta: TestMeta; annotate: (message: string, type: string) => void } | null {
+function testMeta(subject: Subject | undefined): { meta: TestMeta; annotate: (message: string, type: string) => void } | null {
   const test = TestRunner.getCurrentTest()
   if (test === undefined) return null
   test.meta.servegate ??= { decisions: [], checks: [] }
   const annotate = (message: string, type: string, attachment?: { body: string; contentType: string }) => Promise.resolve(test.context.annotate(message, type, attachment))
   const seen = annotated.get(test) ?? new Set<string>()
   annotated.set(test, seen)
-  if (!seen.has(subject.id) && recordsOf(subject).every(({ record }) => record.requests.length > 0)) {
+  if (subject !== undefined && !seen.has(subject.id) && recordsOf(subject).every(({ record }) => record.requests.length > 0)) {
     seen.add(subject.id)
     annotateCell(annotate, subject)
   }
@@ -32,10 +32,10 @@ function testMeta(subject: Subject): { meta: TestMeta; annotate: (message: strin
  * Records a decision on the running test: in its meta (for the reporter, with the cell it
  * judged) and as an annotation (shown in @vitest/ui and the HTML reporter).
  */
-export function record(subject: Subject, d: GateDecision): void {
+export function record(cell: string, d: GateDecision, subject?: Subject): void {
   const test = testMeta(subject)
   if (test === null) return
-  test.meta.decisions.push({ cell: subject.id, decision: d })
+  test.meta.decisions.push({ cell, decision: d })
   test.annotate(verdictLine(d), 'servegate')
   for (const warning of d.warnings) test.annotate(warning, 'servegate-warning')
 }
@@ -60,12 +60,19 @@ export function gateResult(state: MatcherState, matcher: string, subject: Subjec
       message: () => message(state, matcher, [['Expected', 'both arms measured']], [['Received', `${failures.length} failed cell(s)`]], failures.map((f) => `- ${f}`)),
     }
   }
-  const d = decide()
-  record(subject, d)
+  return decisionResult(state, matcher, decide(), passes, subject.id, subject)
+}
+
+/**
+ * The matcher result of a decision on a cell, recorded on the running test (with the cell's
+ * figures and chart when `subject` is given): passes when its outcome is one of `passes`.
+ */
+export function decisionResult(state: MatcherState, matcher: string, d: GateDecision, passes: ReadonlyArray<GateDecision['outcome']>, cell: string, subject?: Subject) {
+  record(cell, d, subject)
   const pass = passes.includes(d.outcome)
   const e = d.effect
   const detail = [...d.warnings.map((w) => `warning: ${w}`)]
-  if (d.moreRequestsHint !== null) detail.push(`about ${d.moreRequestsHint} paired requests per arm would likely decide it`)
+  if (d.moreRequestsHint !== null) detail.push(`about ${d.moreRequestsHint} ${d.samples.baseline === 0 ? 'requests' : 'paired requests per arm'} would likely decide it`)
   return {
     pass,
     message: () =>
@@ -75,7 +82,7 @@ export function gateResult(state: MatcherState, matcher: string, subject: Subjec
         [['Expected', state.isNot ? `not: ${d.rule}` : d.rule]],
         [
           ['Received', `${d.outcome}: ${fmt(e.estimate, e.unit)} [${fmt(e.low, e.unit)}, ${fmt(e.high, e.unit)}]${e.confidence === null ? '' : ` (${(e.confidence * 100).toFixed(0)}% interval)`}`],
-          ['Samples', `${d.samples.paired} paired; baseline ${d.samples.baseline}, candidate ${d.samples.candidate}`],
+          ['Samples', d.samples.paired > 0 ? `${d.samples.paired} paired; baseline ${d.samples.baseline}, candidate ${d.samples.candidate}` : samplesText(d.samples)],
           ['Method', e.method],
         ],
         detail,

@@ -1,9 +1,12 @@
 import type { AccuracyGapOptions } from '../src/gates/index.ts'
+import type { CapacitySearch } from '../src/schema/capacity.ts'
 import { toBeMatchedPair } from './toBeMatchedPair.ts'
 import { type HoldLatencyMatcherOptions, toHoldLatency } from './toHoldLatency.ts'
+import { type MeetSloOptions, toMeetSLO } from './toMeetSLO.ts'
 import { toPassCanaries } from './toPassCanaries.ts'
 import { toReachConcurrency } from './toReachConcurrency.ts'
 import { toStayWithinAccuracyGap } from './toStayWithinAccuracyGap.ts'
+import { type SustainMoreThanOptions, toSustainMoreThan } from './toSustainMoreThan.ts'
 import { toWinDecode, type WinDecodeOptions } from './toWinDecode.ts'
 import { toWinPrefill, type WinPrefillOptions } from './toWinPrefill.ts'
 import { toWinThroughput, type WinThroughputOptions } from './toWinThroughput.ts'
@@ -18,6 +21,8 @@ export const matchers = {
   toStayWithinAccuracyGap,
   toPassCanaries,
   toReachConcurrency,
+  toMeetSLO,
+  toSustainMoreThan,
 }
 
 declare module 'vitest' {
@@ -40,5 +45,9 @@ declare module 'vitest' {
     toHoldLatency(options: HoldLatencyMatcherOptions): R
     /** No confident accuracy drop on the same questions beyond `points`. */
     toStayWithinAccuracyGap(options?: AccuracyGapOptions): R
+    /** At least `percentile`% of requests (default 90) are shown to meet every objective; a cell, a pair's candidate, a sweep step or a capacity probe (`atRate`). */
+    toMeetSLO(options: MeetSloOptions): R
+    /** This capacity search's bracket is above (1 + `by`) × the baseline search's: the candidate sustains more. */
+    toSustainMoreThan(baseline: CapacitySearch, options?: SustainMoreThanOptions): R
   }
 }

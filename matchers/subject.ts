@@ -1,3 +1,4 @@
+import { CAPACITY_SCHEMA_ID, type CapacitySearch } from '../src/schema/capacity.ts'
 import type { RunRecord } from '../src/schema/run.ts'
 
 /** What a servegate matcher receives: a measured cell or pair (what `await cell(...)` gives). */
@@ -10,6 +11,13 @@ export type PairSubject = {
   launchOrder?: ReadonlyArray<'baseline' | 'candidate'>
 }
 export type Subject = CellSubject | PairSubject
+/** A ladder of cells or pairs (what `await sweep(…)` gives): one step per rate or concurrency. */
+export type SweepSubject = {
+  kind: 'sweep'
+  id: string
+  axis: 'rate' | 'concurrency'
+  steps: ReadonlyArray<{ id: string; value: number; result: Subject }>
+}
 
 function isRecordList(v: unknown): v is RunRecord[] {
   return Array.isArray(v) && v.every((r) => typeof r === 'object' && r !== null && (r as { schema?: unknown }).schema === 'servegate.run/v1')
@@ -30,6 +38,63 @@ export function asSubject(matcher: string, received: unknown): Subject {
   if (s?.kind === 'pair') return asPair(matcher, received)
   if (s?.kind === 'cell' && isRecordList((s as CellSubject).records)) return s as CellSubject
   throw new TypeError(`${matcher}: expected a measured cell or pair (await cell(…) or pair(…)), received ${describe(received)}`)
+}
+
+/** Throws a TypeError naming the matcher when `received` is not a capacity search (`servegate.capacity/v1`). */
+export function asCapacity(matcher: string, received: unknown, what = 'received'): CapacitySearch {
+  const s = received as Partial<CapacitySearch> | null
+  if (s?.schema !== CAPACITY_SCHEMA_ID || !Array.isArray(s.probes) || !Array.isArray(s.records) || typeof s.bracket !== 'object') {
+    throw new TypeError(`${matcher}: expected a capacity search (await capacity({ … }), or a servegate.capacity/v1 record) as ${what}, received ${describe(received)}`)
+  }
+  return s as CapacitySearch
+}
+
+/** Where on a ladder or search to judge: the step or probe at this rate (requests/s) or concurrency. */
+export interface At {
+  atRate?: number
+  atConcurrency?: number
+}
+
+const same = (a: number, b: number): boolean => Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b))
+
+/** The value asked for on an axis, or a TypeError naming the matcher and the values there are. */
+function pick<T>(matcher: string, axis: 'rate' | 'concurrency', at: At, items: readonly T[], valueOf: (item: T) => number, where: string): T {
+  const wanted = axis === 'rate' ? at.atRate : at.atConcurrency
+  const option = axis === 'rate' ? 'atRate' : 'atConcurrency'
+  const values = items.map((i) => valueOf(i)).join(', ')
+  if (wanted === undefined) {
+    if (items.length === 1) return items[0] as T
+    throw new TypeError(`${matcher}: ${where} has several ${axis === 'rate' ? 'rates' : 'concurrencies'}; pass ${option}: one of ${values}`)
+  }
+  const found = items.find((i) => same(valueOf(i), wanted))
+  if (found === undefined) throw new TypeError(`${matcher}: ${where} has no ${option} ${wanted}; pass one of ${values}`)
+  return found
+}
+
+/**
+ * The measured cell a single-arm gate judges: a cell (every launch), a pair's candidate, the step
+ * of a sweep, or the probe of a capacity search, at `atRate` / `atConcurrency` where there are several.
+ */
+export function singleArm(matcher: string, received: unknown, at: At): CellSubject {
+  const kind = (received as { kind?: unknown } | null)?.kind
+  if ((received as { schema?: unknown } | null)?.schema === CAPACITY_SCHEMA_ID) {
+    const search = asCapacity(matcher, received)
+    const index = search.probes.indexOf(pick(matcher, search.axis, at, search.probes, (p) => p.value, `capacity search ${search.id}`))
+    const record = search.records[index] as RunRecord
+    return { kind: 'cell', id: `${search.id} probe ${index + 1}`, record, records: [record] }
+  }
+  if (kind === 'sweep') {
+    const sweep = received as SweepSubject
+    const step = pick(matcher, sweep.axis, at, sweep.steps, (s) => s.value, `sweep ${sweep.id}`)
+    return singleArm(matcher, step.result, {})
+  }
+  const s = asSubject(matcher, received)
+  if (s.kind === 'pair') return { kind: 'cell', id: `${s.id} candidate`, record: s.candidate[0] as RunRecord, records: s.candidate }
+  const rate = s.record.plan.arrival?.ratePerS ?? null
+  if (at.atRate !== undefined && (rate === null || !same(rate, at.atRate))) {
+    throw new TypeError(`${matcher}: the cell ${s.id} ran ${rate === null ? 'without a rate (closed loop or trace)' : `at ${rate} req/s`}, not atRate ${at.atRate}; drop atRate or pass the cell that ran at it`)
+  }
+  return s
 }
 
 /** Every record of a subject, labelled by arm and launch. */

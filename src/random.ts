@@ -26,3 +26,40 @@ export function createRandom(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
   }
 }
+
+/**
+ * A standard normal variate by Box–Muller (two uniforms per variate; the sine half is dropped
+ * so a stream of variates depends only on the draws it made).
+ */
+export function normalVariate(random: () => number): number {
+  const u = 1 - random()
+  return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * random())
+}
+
+/** An exponential variate with mean 1, by inversion. */
+export function exponentialVariate(random: () => number): number {
+  return -Math.log(1 - random())
+}
+
+/**
+ * A gamma variate with the given shape and scale 1 (mean = shape): Marsaglia and Tsang (2000)
+ * for shape ≥ 1; for shape < 1, Gamma(shape + 1)·U^(1/shape) (their boost).
+ * @param shape > 0
+ */
+export function gammaVariate(random: () => number, shape: number): number {
+  if (!(shape > 0 && Number.isFinite(shape))) throw new RangeError(`gammaVariate: shape must be a positive number, got ${shape}`)
+  if (shape < 1) return gammaVariate(random, shape + 1) * (1 - random()) ** (1 / shape)
+  const d = shape - 1 / 3
+  const c = 1 / Math.sqrt(9 * d)
+  for (;;) {
+    let x: number
+    let v: number
+    do {
+      x = normalVariate(random)
+      v = 1 + c * x
+    } while (v <= 0)
+    v = v * v * v
+    const u = 1 - random()
+    if (u < 1 - 0.0331 * x ** 4 || Math.log(u) < 0.5 * x * x + d * (1 - v + Math.log(v))) return d * v
+  }
+}

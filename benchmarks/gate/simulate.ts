@@ -3,7 +3,7 @@
  * built as typed run-record requests so the real gates judge them.
  */
 import type { GateRecord } from '../../src/gates/arms.ts'
-import { createRandom, mixSeed } from '../../src/random.ts'
+import { createRandom, mixSeed, normalVariate } from '../../src/random.ts'
 import type { RequestRecord } from '../../src/schema/run.ts'
 import { NO_REQUEST_CHECKS } from '../../src/import/common.ts'
 
@@ -59,12 +59,6 @@ export interface TrueEffect {
 
 export const NO_EFFECT: TrueEffect = { decode: 1, firstOutput: 1 }
 
-/** A standard normal variate by Box–Muller. */
-export function normal(random: () => number): number {
-  const u = 1 - random()
-  return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * random())
-}
-
 interface Prompt {
   completionTokens: number
   decodeTokPerS: number
@@ -73,18 +67,18 @@ interface Prompt {
 
 function prompts(model: NoiseModel, count: number, random: () => number): Prompt[] {
   return Array.from({ length: count }, () => ({
-    completionTokens: Math.max(16, Math.min(2048, Math.round(model.completionTokens * Math.exp(model.completionSd * normal(random))))),
-    decodeTokPerS: model.decodeTokPerS * Math.exp(model.decodePromptSd * normal(random)),
-    prefillTokPerS: model.prefillTokPerS * Math.exp(model.prefillPromptSd * normal(random)),
+    completionTokens: Math.max(16, Math.min(2048, Math.round(model.completionTokens * Math.exp(model.completionSd * normalVariate(random))))),
+    decodeTokPerS: model.decodeTokPerS * Math.exp(model.decodePromptSd * normalVariate(random)),
+    prefillTokPerS: model.prefillTokPerS * Math.exp(model.prefillPromptSd * normalVariate(random)),
   }))
 }
 
 /** One launch of one arm: the prompts' requests under this launch's speed and the arm's effect. */
 function launch(model: NoiseModel, shared: readonly Prompt[], effect: TrueEffect, random: () => number): GateRecord {
-  const speed = Math.exp(model.launchSd * normal(random))
+  const speed = Math.exp(model.launchSd * normalVariate(random))
   const requests: RequestRecord[] = shared.map((prompt, index) => {
-    const decode = prompt.decodeTokPerS * speed * effect.decode * Math.exp(model.decodeRequestSd * normal(random))
-    const prefillMs = (1000 * model.promptTokens) / (prompt.prefillTokPerS * Math.exp(model.prefillRequestSd * normal(random)))
+    const decode = prompt.decodeTokPerS * speed * effect.decode * Math.exp(model.decodeRequestSd * normalVariate(random))
+    const prefillMs = (1000 * model.promptTokens) / (prompt.prefillTokPerS * Math.exp(model.prefillRequestSd * normalVariate(random)))
     const stallMs = random() < model.stallProbability ? model.stallScaleMs * (1 - random()) ** (-1 / model.stallShape) : 0
     const firstOutputMs = (prefillMs + stallMs) / (speed * effect.firstOutput)
     const tpotMs = 1000 / decode

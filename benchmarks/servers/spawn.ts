@@ -7,6 +7,7 @@ import { pinToCpu } from '../cpu.ts'
 export const SERVER_SCRIPTS = {
   zeroDelay: fileURLToPath(new URL('./zero-delay.ts', import.meta.url)),
   paced: fileURLToPath(new URL('./paced.ts', import.meta.url)),
+  sim: fileURLToPath(new URL('./sim.ts', import.meta.url)),
 } as const
 
 /** A bench server running in a child process. */

@@ -1,5 +1,6 @@
 import { ServegateError } from '../errors.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
+import { capacityCommand } from './capacity.ts'
 import { demoCommand } from './demo.ts'
 import { compareCommand, reportCommand, verifyCommand } from './evidence.ts'
 import { importCommand } from './import.ts'
@@ -11,6 +12,7 @@ import { summarizeCommand } from './summarize.ts'
 const HELP = `servegate ${SERVEGATE_VERSION} — LLM-serving benchmarks as assertions
 
   servegate run --base-url URL --model NAME [...]   measure one cell (servegate run --help)
+  servegate capacity --slo ttft=MS --start V [...]  find the highest rate meeting an SLO (servegate capacity --help)
   servegate summarize FILE [--json]                 recompute a run record's distributions
   servegate import FILE --from FORMAT --out FILE    convert vLLM / SGLang / anvil results (servegate import --help)
   servegate sim [--port P ...]                      start the simulated engine (servegate sim --help)
@@ -36,6 +38,8 @@ export async function main(argv: string[], io: CliIo = { stdout: process.stdout,
     switch (command) {
       case 'run':
         return await runCommand(rest, io, controller.signal)
+      case 'capacity':
+        return await capacityCommand(rest, io, controller.signal)
       case 'summarize':
         return await summarizeCommand(rest, io)
       case 'import':

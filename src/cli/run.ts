@@ -1,25 +1,37 @@
 import { resolve } from 'node:path'
 import { ServegateError } from '../errors.ts'
+import { MAX_RATE_PER_S } from '../load/spec.ts'
 import { writeJsonAtomic } from '../record/io.ts'
-import { readFile } from 'node:fs/promises'
-import { type EngineConfig, resolveEngineConfig } from '../engines/config.ts'
 import { runCell } from '../runner/cell.ts'
 import { type EngineCellOptions, runEngineCell } from '../runner/engine-cell.ts'
 import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
-import { WORKLOAD_KINDS, type WorkloadSpec } from '../workload/spec.ts'
+import {
+  LOAD_FLAGS, cellFromFlags, givenFlag, maxInFlightFlag, numberFlag, RATE_SHAPE_FLAGS, rateArrival, readEngineConfig, requireTarget, TARGET_FLAGS, traceRows,
+  WORKLOAD_FLAGS,
+} from './cell-flags.ts'
 import { intFlag, parseFlags } from './flags.ts'
 import type { CliIo } from './io.ts'
 import { progressLine } from './progress.ts'
 import { renderSummary } from './summary.ts'
 
-export const RUN_HELP = `servegate run — measure one closed-loop cell against an OpenAI-compatible streaming endpoint
+export const RUN_HELP = `servegate run — measure one cell (closed loop at a concurrency, or open loop at a rate or on a trace) against an OpenAI-compatible streaming endpoint
 
   --base-url URL            server root or /v1 prefix on loopback (or --engine)
   --engine FILE             JSON engine config to launch and tear down: {"kind": "vllm" | "sglang" |
                             "llama-server" | "trtllm" | "command" | "external" | "node-llama-cpp", "model": {"id": …}, …}
   --model NAME              model name sent in each request (required with --base-url)
   --api chat|completions    default chat
-  --concurrency C           requests in flight at once, default 1
+  --concurrency C           closed loop: requests in flight at once, default 1
+  --rate R                  open loop: send R requests/s on a schedule drawn before the cell, whatever the engine does
+  --arrival KIND            with --rate: poisson (default), constant or gamma
+  --burstiness B            gamma arrivals' shape: 1 is Poisson, below 1 burstier, above 1 more regular (implies gamma)
+  --arrival-seed S          seed of the Poisson or gamma draws, default 0
+  --ramp-up-s S             ramp the rate up linearly over the first S seconds (from --ramp-up-from R, default 0)
+  --max-in-flight N         open loop: cap on requests in flight (a request due at the cap waits; counted)
+  --trace FILE              open loop: replay a JSONL trace of {"timestamp" ms, "input_length", "output_length"} rows
+                            (Mooncake's shape); its first --requests rows, every row by default
+  --trace-time-scale X      multiply the trace's offsets by X (0.5 replays twice as fast), default 1
+  --slo OBJECTIVES          ttft=MS,tpot=MS,e2e=MS,itl=MS[,itl-percentile=P]: the record gets the cell's goodput
   --requests N              measured requests, default 32
   --warmup N                warm-up requests, not recorded, default 0
   --max-tokens T            max_tokens of each request, default 128
@@ -39,36 +51,20 @@ export const RUN_HELP = `servegate run — measure one closed-loop cell against 
   --no-calibrate            do not size prompts with the engine's /tokenize; estimate
   --requests-per-slot-floor K  flag the cell when requests < K × concurrency, default 4
   --request-timeout-ms MS   per-request deadline, default 120000
+  --send-lag-limit-ms MS    flag the cell harness-limited when its send lag p99 exceeds this, default 5
+  --event-loop-delay-limit-ms MS  … or its event-loop delay p99 exceeds this, default 10
   --api-key-env NAME        read the API key from this environment variable (never recorded)
   --out FILE                run record path, default servegate-runs/<run id>.json
   --json                    print the run record's metrics as JSON instead of the table`
 
 const FLAGS = {
-  'base-url': { type: 'string' },
-  engine: { type: 'string' },
-  model: { type: 'string' },
-  api: { type: 'string' },
+  ...TARGET_FLAGS,
+  ...WORKLOAD_FLAGS,
+  ...LOAD_FLAGS,
   concurrency: { type: 'string' },
-  requests: { type: 'string' },
-  warmup: { type: 'string' },
-  'max-tokens': { type: 'string' },
-  workload: { type: 'string' },
-  dataset: { type: 'string' },
-  'prompt-tokens': { type: 'string' },
-  seed: { type: 'string' },
-  'prefix-cache': { type: 'string' },
-  canaries: { type: 'boolean' },
-  'output-control': { type: 'string' },
-  'output-knob': { type: 'string' },
-  temperature: { type: 'string' },
-  'top-p': { type: 'string' },
-  'sampling-seed': { type: 'string' },
-  'reasoning-effort': { type: 'string' },
-  thinking: { type: 'string' },
-  'no-calibrate': { type: 'boolean' },
-  'requests-per-slot-floor': { type: 'string' },
-  'request-timeout-ms': { type: 'string' },
-  'api-key-env': { type: 'string' },
+  rate: { type: 'string' },
+  trace: { type: 'string' },
+  'trace-time-scale': { type: 'string' },
   out: { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
@@ -76,66 +72,26 @@ const FLAGS = {
 
 type RunFlags = ReturnType<typeof parseFlags<typeof FLAGS>>['values']
 
-function oneOf<T extends string>(flag: string, value: string | undefined, allowed: readonly T[]): T | undefined {
-  if (value === undefined) return undefined
-  if ((allowed as readonly string[]).includes(value)) return value as T
-  throw new ServegateError('CONFIG_INVALID', `${flag}: "${value}" is not valid; pass one of ${allowed.join(', ')}`)
-}
-
-function numberFlag(flag: string, value: string | undefined, min: number, max: number): number | undefined {
-  if (value === undefined) return undefined
-  const n = Number(value)
-  if (value.trim() === '' || !Number.isFinite(n) || n < min || n > max) {
-    throw new ServegateError('CONFIG_INVALID', `${flag}: "${value}" is not valid; pass a number from ${min} to ${max}`)
+/** Closed loop at `--concurrency`, or open loop at `--rate` or on `--trace`; the arrival flags need one of the latter. */
+function loadFlags(values: RunFlags): Pick<EngineCellOptions, 'concurrency' | 'arrival'> {
+  const concurrency = intFlag('--concurrency', values.concurrency, 1, 4096)
+  const rate = numberFlag('--rate', values.rate, Number.MIN_VALUE, MAX_RATE_PER_S)
+  const open = [rate !== undefined && '--rate', values.trace !== undefined && '--trace'].filter((f): f is string => f !== false)
+  if (open.length > 1) throw new ServegateError('CONFIG_INVALID', '--rate and --trace are exclusive; a trace sets its own arrival times')
+  if (open.length > 0 && concurrency !== undefined) {
+    throw new ServegateError('CONFIG_INVALID', `${open[0]} and --concurrency are exclusive (open loop vs closed loop); to cap the requests in flight pass --max-in-flight N`)
   }
-  return n
-}
-
-function prefixCacheFlag(value: string | undefined): WorkloadSpec['prefixCache'] {
-  if (value === undefined || value === 'unique') return undefined
-  const shared = /^shared:(\d+)$/.exec(value)
-  if (shared === null) throw new ServegateError('CONFIG_INVALID', `--prefix-cache: "${value}" is not valid; pass unique or shared:N (N shared prefix tokens)`)
-  return { mode: 'shared', tokens: intFlag('--prefix-cache shared:N', shared[1], 1) as number }
-}
-
-/** The workload part of `servegate run`'s flags. */
-function workloadFlags(values: RunFlags): WorkloadSpec {
-  const thinking = oneOf('--thinking', values.thinking, ['on', 'off'])
-  return {
-    kind: oneOf('--workload', values.workload, WORKLOAD_KINDS) ?? (values.dataset === undefined ? undefined : 'dataset'),
-    datasetPath: values.dataset,
-    promptTokens: intFlag('--prompt-tokens', values['prompt-tokens'], 8),
-    seed: intFlag('--seed', values.seed, 0),
-    prefixCache: prefixCacheFlag(values['prefix-cache']),
-    canaries: values.canaries === true,
-    outputControl: {
-      mode: oneOf('--output-control', values['output-control'], ['none', 'observe', 'strict'] as const),
-      knob: oneOf('--output-knob', values['output-knob'], ['ignore_eos', 'min_tokens'] as const),
-    },
-    sampling: {
-      temperature: numberFlag('--temperature', values.temperature, 0, 2),
-      topP: numberFlag('--top-p', values['top-p'], Number.MIN_VALUE, 1),
-      seed: intFlag('--sampling-seed', values['sampling-seed'], 0),
-      reasoningEffort: oneOf('--reasoning-effort', values['reasoning-effort'], ['low', 'medium', 'high'] as const),
-      thinking: thinking === undefined ? undefined : thinking === 'on' ? 'enabled' : 'disabled',
-    },
-    requestsPerSlotFloor: intFlag('--requests-per-slot-floor', values['requests-per-slot-floor'], 1),
+  if (values.trace !== undefined) {
+    const stray = givenFlag(values, RATE_SHAPE_FLAGS)
+    if (stray !== undefined) throw new ServegateError('CONFIG_INVALID', `${stray}: a trace sets its own arrival times; drop it, or pass --rate R instead of --trace`)
+    const timeScale = numberFlag('--trace-time-scale', values['trace-time-scale'], Number.MIN_VALUE, 1000)
+    return { arrival: { kind: 'trace', path: values.trace, timeScale, maxInFlight: maxInFlightFlag(values) } }
   }
-}
-
-async function readEngineConfig(path: string): Promise<EngineConfig> {
-  let text: string
-  try {
-    text = await readFile(path, 'utf8')
-  } catch {
-    throw new ServegateError('CONFIG_INVALID', `--engine: cannot read ${path}; pass the path of a JSON engine config`)
-  }
-  try {
-    return resolveEngineConfig(JSON.parse(text) as unknown, 'engine')
-  } catch (error) {
-    if (error instanceof ServegateError) throw new ServegateError(error.code, `--engine ${path}: ${error.message}`)
-    throw new ServegateError('CONFIG_INVALID', `--engine: ${path} is not JSON (${(error as Error).message}); pass a JSON engine config`)
-  }
+  if (values['trace-time-scale'] !== undefined) throw new ServegateError('CONFIG_INVALID', '--trace-time-scale needs --trace FILE')
+  if (rate !== undefined) return { arrival: rateArrival(values, rate, 'poisson') }
+  const stray = givenFlag(values, [...RATE_SHAPE_FLAGS, 'max-in-flight'])
+  if (stray !== undefined) throw new ServegateError('CONFIG_INVALID', `${stray} shapes open-loop arrivals; pass --rate R (requests/s) with it`)
+  return { concurrency }
 }
 
 /** `servegate run`: runs a cell, shows progress on a TTY, prints the summary, writes the record. */
@@ -145,35 +101,11 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
     io.stdout.write(`${RUN_HELP}\n`)
     return 0
   }
-  if (values['base-url'] !== undefined && values.engine !== undefined) {
-    throw new ServegateError('CONFIG_INVALID', '--base-url and --engine are exclusive; pass --base-url for an engine that is up, or --engine FILE to launch one')
-  }
-  if (values['base-url'] === undefined && values.engine === undefined) {
-    throw new ServegateError('CONFIG_INVALID', '--base-url is required; pass e.g. --base-url http://127.0.0.1:8000 (or --engine FILE to launch an engine)')
-  }
-  if (values.engine === undefined && values.model === undefined) throw new ServegateError('CONFIG_INVALID', '--model is required; pass the model name the server serves (see GET /v1/models)')
-  const api = values.api ?? 'chat'
-  if (api !== 'chat' && api !== 'completions') throw new ServegateError('CONFIG_INVALID', `--api: "${api}" is not valid; pass chat or completions`)
-  let apiKey: string | undefined
-  if (values['api-key-env'] !== undefined) {
-    apiKey = process.env[values['api-key-env']]
-    if (apiKey === undefined || apiKey === '') {
-      throw new ServegateError('CONFIG_INVALID', `--api-key-env: environment variable ${values['api-key-env']} is not set; export it or drop the flag`)
-    }
-  }
-
+  requireTarget(values)
+  const cell: EngineCellOptions = { ...cellFromFlags(values), ...loadFlags(values) }
+  // A trace without --requests replays every row.
+  if (values.trace !== undefined && cell.requests === undefined) cell.requests = await traceRows(values.trace)
   const progress = progressLine(io)
-  const cell = {
-    api,
-    concurrency: intFlag('--concurrency', values.concurrency, 1, 4096),
-    requests: intFlag('--requests', values.requests, 1),
-    warmupRequests: intFlag('--warmup', values.warmup, 0),
-    maxTokens: intFlag('--max-tokens', values['max-tokens'], 1),
-    workload: workloadFlags(values),
-    calibrate: values['no-calibrate'] !== true,
-    requestTimeoutMs: intFlag('--request-timeout-ms', values['request-timeout-ms'], 1),
-    apiKey,
-  } satisfies EngineCellOptions
   const hooks = { onProgress: progress.update, signal }
   const record = await (values.engine === undefined
     ? runCell({ ...cell, baseUrl: values['base-url'] as string, model: values.model as string }, hooks)

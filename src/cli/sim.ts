@@ -26,6 +26,8 @@ const FLAGS: readonly Flag[] = [
   { name: 'prefill-tok-per-s', option: 'prefillTokPerS', value: 'number', help: 'prefill lane speed, prompt tokens/s (default 20000)' },
   { name: 'decode-tok-per-s', option: 'decodeTokPerS', value: 'number', help: 'decode speed of one stream alone, tokens/s (default 50)' },
   { name: 'batch-slowdown', option: 'batchSlowdown', value: 'number', help: 'step slowdown per extra stream in the batch (default 0.1)' },
+  { name: 'max-batch', option: 'maxBatch', value: 'number', help: 'requests admitted at once; more wait in a FIFO queue (default: no limit)' },
+  { name: 'kv-budget-tokens', option: 'kvBudgetTokens', value: 'number', help: 'KV tokens; each request reserves prompt + output (default: no limit)' },
   { name: 'tokens-per-chunk', option: 'tokensPerChunk', value: 'number', help: 'tokens per streamed chunk (default 1)' },
   { name: 'reasoning-tokens', option: 'reasoningTokens', value: 'number', help: 'leading tokens sent as reasoning_content, chat only (default 0)' },
   { name: 'output-tokens', option: 'outputTokens', value: 'number', help: 'natural output length, tokens (default: until max_tokens)' },

@@ -25,7 +25,9 @@ export async function summarizeCommand(argv: string[], io: CliIo): Promise<numbe
   const stored = await readRunRecord(positionals[0] as string)
   // A summary-only import has no requests to recompute from: its stored summary is all there is.
   const summaryOnly = stored.importedFrom?.perRequest === false
-  const record = summaryOnly ? stored : { ...stored, metrics: computeCellMetrics(stored.requests, stored.metrics.wallClockMs) }
+  // Goodput is recomputed under the SLO the record was judged by; open-loop dispatch facts are kept as measured.
+  const recomputed = () => ({ ...computeCellMetrics(stored.requests, stored.metrics.wallClockMs, stored.metrics.goodput?.slo ?? null), openLoop: stored.metrics.openLoop })
+  const record = summaryOnly ? stored : { ...stored, metrics: recomputed() }
   if (values.json === true) {
     const metrics = Object.fromEntries(REQUEST_METRIC_NAMES.map((name) => [name, record.metrics.distributions[name]]))
     io.stdout.write(`${JSON.stringify({ metrics }, null, 2)}\n`)

@@ -1,4 +1,6 @@
+import { describeArrival } from '../load/arrival.ts'
 import { p99IsDescriptive } from '../metrics/distribution.ts'
+import { describeSlo } from '../metrics/goodput.ts'
 import { P99_MIN_SAMPLES, REQUEST_METRIC_NAMES, type Distribution, type RunRecord } from '../schema/run.ts'
 
 const LABELS: Record<string, string> = {
@@ -57,12 +59,34 @@ function engineLines(record: RunRecord): string[] {
   return lines
 }
 
+const pct = (v: number | null) => (v === null ? '—' : `${(v * 100).toFixed(1)}%`)
+
+/** The open-loop line: the process, what the schedule offered, the in-flight peak and the cap. */
+function arrivalLine(record: RunRecord): string | null {
+  const a = record.plan.arrival
+  if (a === null) return null
+  const trace = a.trace === null ? '' : ` · ${a.trace.replayed} of ${a.trace.rows} rows of ${a.trace.path}`
+  const offered = a.offeredRatePerS === null ? '' : ` · offered ${fmt(a.offeredRatePerS)} req/s over ${(a.scheduledSpanMs / 1000).toFixed(2)} s`
+  const o = record.metrics.openLoop
+  const cap = a.maxInFlight === null ? 'no in-flight cap' : `in-flight cap ${a.maxInFlight}, ${o?.cappedRequests ?? 0} request(s) waited for it`
+  return `open loop: ${describeArrival(a)}${trace}${offered} · in flight at most ${o?.inFlightMax ?? '—'} · ${cap} · schedule ${a.scheduleSha256.slice(0, 12)}…`
+}
+
+/** The goodput line: the SLO, the good share with its interval, good requests per second, and what was missed. */
+function goodputLine(record: RunRecord): string | null {
+  const g = record.metrics.goodput
+  if (g === null) return null
+  const missed = Object.entries(g.missed).filter(([, n]) => n > 0).map(([what, n]) => `${what.replace(/Ms$/, '')} ${n}`)
+  return `goodput (${describeSlo(g.slo)}): ${g.good}/${g.samples} good = ${pct(g.fraction)} [${pct(g.wilson95Low)}, ${pct(g.wilson95High)}] (Wilson 95%) · ${fmt(g.goodputReqPerS)} good req/s${missed.length > 0 ? ` · missed: ${missed.join(', ')}` : ''}`
+}
+
 /** Renders the readable summary of a run record: headline, a metric table, failures, harness health. */
 export function renderSummary(record: RunRecord, recordPath?: string): string {
   const { plan, metrics, harness } = record
   const lines: string[] = []
   const api = plan.api ?? 'api unknown'
-  lines.push(`${record.runId} · ${plan.model} @ ${record.target.baseUrl ?? 'imported'} · ${api} · concurrency ${plan.concurrency}`)
+  const load = plan.arrival === null ? `concurrency ${plan.concurrency}` : 'open loop'
+  lines.push(`${record.runId} · ${plan.model} @ ${record.target.baseUrl ?? 'imported'} · ${api} · ${load}`)
   lines.push(
     `${plan.requests} requests: ${record.completed} ok, ${record.failed} failed · wall clock ${(metrics.wallClockMs / 1000).toFixed(2)} s` +
       ` · output ${fmt(metrics.outputThroughputTokPerS)} tok/s · ${fmt(metrics.requestRateReqPerS)} req/s`,
@@ -80,10 +104,10 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
   }
   if (metrics.accuracy !== null) {
     const a = metrics.accuracy
-    const pct = (v: number | null) => (v === null ? '—' : `${(v * 100).toFixed(1)}%`)
     checks.push(`accuracy ${a.correct}/${a.samples} = ${pct(a.rate)} [${pct(a.wilson95Low)}, ${pct(a.wilson95High)}] (Wilson 95%)`)
   }
   if (checks.length > 0) lines.push(checks.join(' · '))
+  for (const line of [arrivalLine(record), goodputLine(record)]) if (line !== null) lines.push(line)
   if (w.calibration?.warning) lines.push(`warning: ${w.calibration.warning}`)
   if (w.floorMet === false) {
     lines.push(`warning: ${plan.requests} requests at concurrency ${plan.concurrency} is below the floor of ${w.requestsPerSlotFloor} per slot; ramp-up and drain dominate this cell`)
@@ -121,7 +145,7 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
   if (harness.clientCpuShare !== null) {
     lines.push('')
     const figures = `client CPU ${harness.clientCpuShare.toFixed(2)} core · send lag p99 ${fmt(harness.sendLagP99Ms)} ms · event-loop delay p99 ${fmt(harness.eventLoopDelayP99Ms)} ms`
-    lines.push(harness.harnessLimited ? `HARNESS-LIMITED (${harness.reasons.join('; ')}) · ${figures}` : `harness ok · ${figures}`)
+    lines.push(harness.harnessLimited ? `HARNESS-LIMITED (${harness.reasons.join('; ')}): the client was the bottleneck, these latencies are not the engine's · ${figures}` : `harness ok · ${figures}`)
   }
   if (recordPath !== undefined) lines.push(`run record: ${recordPath}`)
   return lines.join('\n')

@@ -141,13 +141,14 @@ function gateTable(index: EvidenceIndex): string[] {
 function cellTable(index: EvidenceIndex): string[] {
   const rows = index.cells.map((c) => [
     c.id,
+    c.ladder ?? '',
     c.kind,
     c.disposition + (c.required ? '' : ' (optional)'),
-    c.plan === null ? '—' : `${c.plan.workload} ctx${c.plan.promptTokens} c${c.plan.concurrency} × ${c.plan.requests}`,
+    c.plan === null ? '—' : `${c.plan.workload} ctx${c.plan.promptTokens} ${c.plan.arrivalRatePerS === null ? `c${c.plan.concurrency}` : `${c.plan.arrivalRatePerS} req/s`} × ${c.plan.requests}`,
     Object.entries(c.engines).map(([arm, e]) => `${arm}: ${e}`).join('; '),
     c.reason ?? '',
   ])
-  return ['## Cells', '', ...table(['cell', 'kind', 'disposition', 'plan', 'engines', 'reason'], rows), '']
+  return ['## Cells (a sweep or capacity search keeps its cells together on one ladder)', '', ...table(['cell', 'ladder', 'kind', 'disposition', 'plan', 'engines', 'reason'], rows), '']
 }
 
 const METHODOLOGY = [

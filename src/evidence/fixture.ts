@@ -101,7 +101,7 @@ function cellOf(g: SampleCell): EvidenceCell {
     disposition: g.state,
     reason,
     ladder: null,
-    plan: { api: 'chat', concurrency: g.concurrency, requests: requestsOf(g), maxTokens: MAX_TOKENS, workload: WORKLOAD, promptTokens: g.promptTokens, requestStreamSha256: sha256(`stream-${cellId(g)}`) },
+    plan: { api: 'chat', concurrency: g.concurrency, arrivalRatePerS: null, requests: requestsOf(g), maxTokens: MAX_TOKENS, workload: WORKLOAD, promptTokens: g.promptTokens, requestStreamSha256: sha256(`stream-${cellId(g)}`) },
     engines: { ...SAMPLE_ENGINES },
     arms: g.state === 'pending' ? [] : [armOf(g, 'baseline'), armOf(g, 'candidate')],
     checks: g.state === 'pending' ? [] : checksOf(g),

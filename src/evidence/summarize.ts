@@ -35,6 +35,7 @@ export function planSummary(record: RunRecord): CellPlanSummary {
   return {
     api: p.api,
     concurrency: p.concurrency,
+    arrivalRatePerS: p.arrival?.ratePerS ?? null,
     requests: p.requests,
     maxTokens: p.maxTokens,
     workload: p.workload.kind,

@@ -78,7 +78,7 @@ export function firstDifference(a: unknown, b: unknown, path = ''): string | nul
 /** A run record's stored metrics against those recomputed from its requests. */
 function checkRecordMetrics(record: RunRecord, path: string, problems: string[]): void {
   if (record.importedFrom?.perRequest === false) return
-  const recomputed = computeCellMetrics(record.requests, record.metrics.wallClockMs)
+  const recomputed = computeCellMetrics(record.requests, record.metrics.wallClockMs, record.metrics.goodput?.slo ?? null)
   const stored = Object.fromEntries(Object.keys(recomputed).map((k) => [k, (record.metrics as Record<string, unknown>)[k]]))
   const differs = firstDifference(recomputed, stored)
   if (differs !== null) problems.push(`${path}: metrics.${differs} differs from what its requests give`)

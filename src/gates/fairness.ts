@@ -35,6 +35,8 @@ const CHECKS: Check[] = [
   { name: 'request stream sha256', of: (r) => r.plan.workload.requestStreamSha256 },
   { name: 'request count', of: (r) => r.plan.requests },
   { name: 'concurrency', of: (r) => r.plan.concurrency },
+  // Open loop: the same send schedule (and cap, and trace file) on both arms; null for the closed loop.
+  { name: 'arrivals', of: (r) => (r.plan.arrival === null ? null : { schedule: r.plan.arrival.scheduleSha256, maxInFlight: r.plan.arrival.maxInFlight, trace: r.plan.arrival.trace?.sha256 ?? null }) },
   { name: 'max tokens', of: (r) => r.plan.maxTokens },
   { name: 'sampling parameters', of: (r) => r.plan.workload.sampling },
   { name: 'output control', of: (r) => r.plan.workload.outputControl },

@@ -13,7 +13,7 @@ export function okRequest(index: number, fields: Partial<Omit<Ok, 'status' | 'in
     generationMs: null, tpotMs: null, decodeTokPerS: null, effectivePrefillTokPerS: null, promptTokens: null,
     completionTokens: null, completionTokenSource: null, reasoningChunks: null, contentChunks: null, itlMs: null,
     finishReason: null, plannedPromptTokens: null, wireSha256: null, canary: null, outputAdherence: null, score: null,
-    engineTimings: null, sendAttempts: 1,
+    engineTimings: null, sendAttempts: 1, scheduledOffsetMs: null,
     ...fields,
   }
 }

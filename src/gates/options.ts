@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { hasObjective, OBJECTIVE_REQUIRED, SLO_FIELDS } from '../schema/load.ts'
 import { DEFAULT_RESAMPLES } from '../stats/bootstrap.ts'
 
 /**
@@ -109,6 +110,33 @@ export const AccuracyGapOptions = z.object({
 })
 export type AccuracyGapOptions = z.input<typeof AccuracyGapOptions>
 export type ResolvedAccuracyGapOptions = z.infer<typeof AccuracyGapOptions>
+
+/**
+ * Options of the SLO gate: the objectives of one request (at least one) and the share of
+ * requests that must meet all of them.
+ * @example { ttftMs: 500, tpotMs: 50, percentile: 95 }
+ */
+export const SloGateOptions = z
+  .object({
+    gate: z.string().min(1).default('toMeetSLO'),
+    ...SLO_FIELDS,
+    /** Percent of requests that must be good (meet every objective): 95 means at least 95%. @default 90 */
+    percentile: z.number().gt(0).lt(100).default(90),
+    /** Two-sided confidence of the Wilson interval; each claim uses one side. @default 0.98 */
+    confidence: z.number().gt(0.5).lt(1).default(DEFAULT_CONFIDENCE),
+  })
+  .refine(hasObjective, OBJECTIVE_REQUIRED)
+export type SloGateOptions = z.input<typeof SloGateOptions>
+export type ResolvedSloGateOptions = z.infer<typeof SloGateOptions>
+
+/** Options of the capacity comparison. */
+export const SustainGateOptions = z.object({
+  gate: z.string().min(1).default('toSustainMoreThan'),
+  /** The candidate must sustain at least (1 + by) × the baseline's capacity (0.1: 10% more). @default 0 */
+  by: z.number().min(0).default(0),
+})
+export type SustainGateOptions = z.input<typeof SustainGateOptions>
+export type ResolvedSustainGateOptions = z.infer<typeof SustainGateOptions>
 
 /** Parses options once at the boundary; a wrong one throws a TypeError naming the gate and the fix. */
 export function parseOptions<S extends z.ZodType>(gate: string, schema: S, options: unknown): z.infer<S> {

@@ -10,10 +10,18 @@ export function fmt(v: number | null, unit: GateDecision['effect']['unit']): str
   return String(v)
 }
 
+/** The samples of a decision in words: paired requests, one arm's requests, or each arm's count. */
+export function samplesText(s: GateDecision['samples']): string {
+  if (s.paired > 0) return `${s.paired} paired (${s.baseline}/${s.candidate})`
+  if (s.baseline === 0) return `${s.candidate} samples`
+  return `baseline ${s.baseline}, candidate ${s.candidate}, none paired`
+}
+
 /** One line for annotations and evidence: the verdict, the effect with its interval, the samples. */
 export function verdictLine(d: GateDecision): string {
   const e = d.effect
-  const ci = e.confidence === null ? '' : ` [${fmt(e.low, e.unit)}, ${fmt(e.high, e.unit)}] at ${(e.confidence * 100).toFixed(0)}%`
-  return `${d.gate} ${d.outcome.toUpperCase()}: ${d.metric} ${fmt(e.estimate, e.unit)}${ci}, ${d.samples.paired} paired (${d.samples.baseline}/${d.samples.candidate})`
+  const bounds = e.low === null && e.high === null ? '' : ` [${fmt(e.low, e.unit)}, ${fmt(e.high, e.unit)}]`
+  const ci = e.confidence === null ? bounds : `${bounds} at ${(e.confidence * 100).toFixed(0)}%`
+  return `${d.gate} ${d.outcome.toUpperCase()}: ${d.metric} ${fmt(e.estimate, e.unit)}${ci}, ${samplesText(d.samples)}`
 }
 

@@ -136,6 +136,7 @@ export function importAnvilRun(input: AnvilRun): RunRecord {
       requestTimeoutMs: null,
       workload: importedWorkload(input.context_tokens, input.context_seed, `as planned by ${ANVIL_SCHEMA_ID} (context_tokens)`),
       sequential: null,
+      arrival: null,
     },
     completed,
     failed: records.length - completed,

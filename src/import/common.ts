@@ -9,6 +9,7 @@ export const NO_REQUEST_CHECKS = {
   score: null,
   engineTimings: null,
   sendAttempts: 1,
+  scheduledOffsetMs: null,
 } as const
 
 /** The workload of an imported record: what the source said, every unknown fact null. */

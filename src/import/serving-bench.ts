@@ -423,6 +423,8 @@ export function summaryMetrics(input: {
     canaries: null,
     outputControl: null,
     accuracy: null,
+    goodput: null,
+    openLoop: null,
   }
 }
 
@@ -488,6 +490,7 @@ export function assembleRunRecord(run: ImportedRun): RunRecord {
       requestTimeoutMs: null,
       workload: importedWorkload(run.promptTokens, null, run.promptTokensEstimator),
       sequential: null,
+      arrival: null,
     },
     completed: run.completed,
     failed: run.failed,

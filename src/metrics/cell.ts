@@ -5,8 +5,10 @@ import {
   REQUEST_METRIC_NAMES,
   type RequestRecord,
 } from '../schema/run.ts'
+import type { ResolvedSlo } from '../schema/load.ts'
 import { wilsonInterval } from '../stats/wilson.ts'
 import { distribution, p99IsDescriptive } from './distribution.ts'
+import { computeGoodput } from './goodput.ts'
 
 type Distributions = CellMetrics['distributions']
 
@@ -50,9 +52,10 @@ function checks(records: readonly RequestRecord[]): Pick<CellMetrics, 'canaries'
 
 /**
  * Cell-level metrics over the ok requests only (failed ones keep their record but enter no
- * distribution). Throughput and request rate divide by the cell's wall clock.
+ * distribution). Throughput and request rate divide by the cell's wall clock. With an SLO,
+ * goodput is judged over every measured request (a failed one is never good).
  */
-export function computeCellMetrics(records: readonly RequestRecord[], wallClockMs: number): CellMetrics {
+export function computeCellMetrics(records: readonly RequestRecord[], wallClockMs: number, slo: ResolvedSlo | null = null): CellMetrics {
   const ok = records.filter((r) => r.status === 'ok')
   const itl: number[] = []
   for (const r of ok) if (r.itlMs !== null) for (const gap of r.itlMs) itl.push(gap)
@@ -96,5 +99,7 @@ export function computeCellMetrics(records: readonly RequestRecord[], wallClockM
     requestRateReqPerS: seconds > 0 && ok.length > 0 ? ok.length / seconds : null,
     wallClockMs,
     ...checks(records),
+    goodput: slo === null ? null : computeGoodput(records, wallClockMs, slo),
+    openLoop: null,
   }
 }

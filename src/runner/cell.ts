@@ -4,11 +4,13 @@ import { Pool } from 'undici'
 import { streamCompletion, type StreamObservation } from '../client/stream.ts'
 import { probeTokenizer, type TokenizerProbe } from '../client/tokenize.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
+import { planArrivals, type ArrivalSchedule, arrivalPlanUnread } from '../load/plan.ts'
 import { computeCellMetrics, countFailures } from '../metrics/cell.ts'
 import { distribution } from '../metrics/distribution.ts'
 import { METHODOLOGY } from '../metrics/methodology.ts'
 import { deriveRequestMetrics, requestMetricFields } from '../metrics/request.ts'
 import type { Manifest } from '../schema/manifest.ts'
+import type { OpenLoopStats } from '../schema/load.ts'
 import { type ErrorInfo, type HarnessHealth, RUN_SCHEMA_ID, type RequestRecord, type RunRecord } from '../schema/run.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 import { bodyBytes, requestStreamSha256, stripModel } from '../workload/bytes.ts'
@@ -16,6 +18,7 @@ import { checkCanary, withoutMarkers } from '../workload/canary.ts'
 import { ESTIMATED_TOKENS_PER_WORD, type PreparedRequest, type PreparedWorkload, preparedFor } from '../workload/prepare.ts'
 import { scoreResponse } from '../workload/score.ts'
 import { parseBaseUrl } from '../loopback.ts'
+import { closedLoop, openLoop, type Slot } from './dispatch.ts'
 import { type CellOptions, type ResolvedCellOptions, resolveCellOptions } from './options.ts'
 import { probeEndpoint } from './probe.ts'
 import { warmClientJit } from './warm.ts'
@@ -61,13 +64,6 @@ export interface CellStages {
   abandon(): void
 }
 
-interface Slot {
-  index: number
-  readyAt: number
-  slotAt: number
-  obs: StreamObservation
-}
-
 function contractInvalid(message: string): ErrorInfo {
   return { code: 'CONTRACT_INVALID', message: sanitizeMessage(message), httpStatus: null, retryAfterS: null }
 }
@@ -88,12 +84,12 @@ function toRecord(slot: Slot, cellStart: number, planned: PreparedRequest, workl
 
   const control = workload.spec.outputControl.mode
   const outputAdherence: RequestRecord['outputAdherence'] =
-    control === 'none' || !answered ? null : obs.usageCompletionTokens === null ? 'unobservable' : obs.usageCompletionTokens === workload.maxTokens ? 'exact' : 'inexact'
+    control === 'none' || !answered ? null : obs.usageCompletionTokens === null ? 'unobservable' : obs.usageCompletionTokens === planned.maxTokens ? 'exact' : 'inexact'
   if (control === 'strict' && error === null && outputAdherence !== 'exact') {
     error = contractInvalid(
       outputAdherence === 'unobservable'
         ? 'output control strict: the server sent no usage, so the completion length cannot be verified'
-        : `output control strict: ${obs.usageCompletionTokens} completion tokens, expected exactly ${workload.maxTokens}`,
+        : `output control strict: ${obs.usageCompletionTokens} completion tokens, expected exactly ${planned.maxTokens}`,
     )
   }
 
@@ -109,6 +105,7 @@ function toRecord(slot: Slot, cellStart: number, planned: PreparedRequest, workl
     queueDelayMs: slot.slotAt - slot.readyAt,
     sendLagMs: Math.max(0, obs.sentAt - slot.slotAt),
     startOffsetMs: obs.sentAt - cellStart,
+    scheduledOffsetMs: slot.scheduledOffsetMs,
     ...requestMetricFields(m),
     reasoningChunks: obs.reasoningChunks,
     contentChunks: obs.contentChunks,
@@ -123,26 +120,6 @@ function toRecord(slot: Slot, cellStart: number, planned: PreparedRequest, workl
     sendAttempts: obs.attempts,
   }
   return error === null ? { status: 'ok', ...common } : { status: 'failed', error, ...common }
-}
-
-/** Runs `count` requests over `concurrency` slots: when one ends the next starts on its slot. */
-async function closedLoop(
-  count: number,
-  concurrency: number,
-  send: (index: number) => Promise<StreamObservation>,
-  onDone: (slot: Slot) => void,
-): Promise<void> {
-  const readyAt = performance.now()
-  let next = 0
-  const worker = async (): Promise<void> => {
-    while (next < count) {
-      const index = next++
-      const slotAt = performance.now()
-      const obs = await send(index)
-      onDone({ index, readyAt, slotAt, obs })
-    }
-  }
-  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker))
 }
 
 function harnessHealth(
@@ -198,6 +175,7 @@ function cellPlan(
   o: ResolvedCellOptions,
   workload: PreparedWorkload | null,
   wireStreamSha256: string | null,
+  arrival: RunRecord['plan']['arrival'],
   sent = o.requests,
 ): RunRecord['plan'] {
   const spec = workload?.spec ?? o.workload
@@ -235,8 +213,10 @@ function cellPlan(
       wireStreamSha256,
       wireMatchesPlan: plannedSha === null || wireStreamSha256 === null ? null : wireStreamSha256 === plannedSha,
       requestsPerSlotFloor: spec.requestsPerSlotFloor,
-      floorMet: sent >= spec.requestsPerSlotFloor * o.concurrency,
+      // Requests per concurrency slot is a closed-loop notion; an open-loop cell has no slots.
+      floorMet: o.arrival === null ? sent >= spec.requestsPerSlotFloor * o.concurrency : null,
     },
+    arrival,
     sequential: null,
   }
 }
@@ -255,7 +235,7 @@ export function failedCellRecord(input: CellOptions, cellFailure: ErrorInfo, man
     startedAt: now.toISOString(),
     finishedAt: now.toISOString(),
     target: { baseUrl: null, model: o.model },
-    plan: cellPlan(o, null, null),
+    plan: cellPlan(o, null, null, o.arrival === null ? null : arrivalPlanUnread(o.arrival, o.requests)),
     completed: 0,
     failed: 0,
     failures: {},
@@ -283,13 +263,30 @@ export interface CellTransport {
   send(body: Buffer, captureChars: number, signal: AbortSignal): Promise<StreamObservation>
   /** The engine's tokenizer for calibration, or null (sizes are then estimated). */
   tokenizer(): Promise<TokenizerProbe | null>
+  /**
+   * Opens `connections` keep-alive connections before the measured phase (each with a
+   * side-effect-free `GET /v1/models`), so its first requests do not pay for connecting (a
+   * connection to an engine in another process can take milliseconds on a busy host, and would
+   * count as send lag); a transport without connections leaves it out.
+   */
+  warm?(connections: number): Promise<void>
   close(): Promise<void>
+}
+
+/** Connections an open-loop cell without an in-flight cap opens before it starts (more open as the load needs them, their cost counted as send lag). */
+const OPEN_LOOP_WARM_CONNECTIONS = 4
+
+/** The connections the measured phase will use from its first request: the concurrency, or the in-flight cap. */
+function connectionsToWarm(o: ResolvedCellOptions): number {
+  return Math.min(o.requests, o.arrival === null ? o.concurrency : (o.arrival.maxInFlight ?? OPEN_LOOP_WARM_CONNECTIONS))
 }
 
 /** The HTTP transport: a pool of C keep-alive connections to a loopback origin. */
 function httpTransport(o: ResolvedCellOptions, origin: string): CellTransport {
   const headers = o.apiKey === undefined ? undefined : { authorization: `Bearer ${o.apiKey}` }
-  const pool = new Pool(origin, { connections: o.concurrency, pipelining: 1, keepAliveTimeout: 60_000 })
+  // Open loop: as many connections as requests in flight (the cap, or unbounded), so none waits in the pool.
+  const connections = o.arrival === null ? o.concurrency : o.arrival.maxInFlight
+  const pool = new Pool(origin, { connections, pipelining: 1, keepAliveTimeout: 60_000 })
   const send: CellTransport['send'] = (body, captureChars, signal) =>
     streamCompletion(pool, origin, { api: o.api, body, headers, deadlineMs: o.requestTimeoutMs, signal, captureChars })
   // The template cost of a chat prompt, where the tokenizer cannot apply the template itself:
@@ -300,9 +297,17 @@ function httpTransport(o: ResolvedCellOptions, origin: string): CellTransport {
     const obs = await send(body, 0, AbortSignal.timeout(o.requestTimeoutMs))
     return obs.usagePromptTokens === null ? null : obs.usagePromptTokens - (await countText(content))
   }
+  const warmOne = async (): Promise<void> => {
+    const res = await pool.request({ method: 'GET', path: '/v1/models', headers, signal: AbortSignal.timeout(o.requestTimeoutMs) })
+    await res.body.dump()
+  }
   return {
     send,
     tokenizer: () => probeTokenizer(origin, o.model, o.api === 'chat' ? measureChatOverhead : async () => null),
+    warm: async (connections) => {
+      // Best effort: an engine that refuses the extra connections is measured as it is.
+      await Promise.allSettled(Array.from({ length: connections }, warmOne))
+    },
     close: () => pool.destroy(),
   }
 }
@@ -320,6 +325,23 @@ export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Pro
   return measureCell(o, httpTransport(o, origin), display, hooks)
 }
 
+/** The measured requests, closed loop at the concurrency or open loop on the schedule; the open loop's own stats. */
+async function measuredPhase(
+  o: ResolvedCellOptions,
+  count: number,
+  arrivals: ArrivalSchedule | null,
+  startAt: number,
+  signal: AbortSignal,
+  send: (index: number) => Promise<StreamObservation>,
+  onDone: (slot: Slot) => void,
+): Promise<OpenLoopStats | null> {
+  if (arrivals === null) {
+    await closedLoop(count, o.concurrency, send, onDone)
+    return null
+  }
+  return openLoop({ offsetsMs: arrivals.offsetsMs, maxInFlight: arrivals.plan.maxInFlight, startAt, signal }, send, onDone)
+}
+
 /** The measuring core shared by every transport; closes the transport when done. */
 export async function measureCell(o: ResolvedCellOptions, transport: CellTransport, target: string, hooks: RunCellHooks = {}): Promise<RunRecord> {
   const stop = new AbortController()
@@ -331,9 +353,11 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
   try {
     if (stages !== null && !(await stages.turn(0))) throw new ServegateError('INTERNAL', 'a staged cell was stopped before its first stage')
     const send = (bodies: Buffer[], captureChars: number, offset = 0) => (index: number) => transport.send(bodies[offset + index] as Buffer, captureChars, signal)
+    // Drawn (or read) before anything is sent: a trace also sizes the requests.
+    const arrivals = o.arrival === null ? null : await planArrivals(o.arrival, o.requests)
     const workload = await preparedFor(
       o.workload,
-      { api: o.api, maxTokens: o.maxTokens, requests: o.requests, warmupRequests: o.warmupRequests },
+      { api: o.api, maxTokens: o.maxTokens, requests: o.requests, warmupRequests: o.warmupRequests, sizes: arrivals?.sizes ?? null },
       async () => (o.calibrate ? transport.tokenizer() : null),
     )
     const captureChars = workload.spec.canaries || workload.spec.kind === 'dataset' ? workload.spec.captureChars : 0
@@ -346,6 +370,7 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
     let failed = 0
     warmClientJit()
     if (warmupBytes.length > 0) await closedLoop(warmupBytes.length, o.concurrency, send(warmupBytes, captureChars), () => {})
+    await transport.warm?.(connectionsToWarm(o))
 
     await hooks.onMeasureStart?.()
     const loopDelay = monitorEventLoopDelay({ resolution: 2 })
@@ -355,6 +380,7 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
     let wallClockMs = 0
     let sent = 0
     const cellStart = performance.now()
+    let openLoopStats: OpenLoopStats | null = null
     for (let stage = 0; stage < ends.length; stage++) {
       if (stage > 0 && (stages === null || !(await stages.turn(stage)))) break
       const end = Math.min(ends[stage] as number, measuredBytes.length)
@@ -363,12 +389,13 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
       loopDelay.enable()
       const cpuBefore = process.cpuUsage()
       const stageStart = performance.now()
-      await closedLoop(end - offset, o.concurrency, send(measuredBytes, captureChars, offset), (slot) => {
+      const onDone = (slot: Slot): void => {
         slots.push({ ...slot, index: offset + slot.index })
         if (slot.obs.error === null) ok++
         else failed++
         hooks.onProgress?.({ done: slots.length, total: o.requests, ok, failed, elapsedMs: performance.now() - cellStart })
-      })
+      }
+      openLoopStats = await measuredPhase(o, end - offset, arrivals, cellStart, signal, send(measuredBytes, captureChars, offset), onDone)
       activeMs += performance.now() - stageStart
       const cpu = process.cpuUsage(cpuBefore)
       cpuMs += (cpu.user + cpu.system) / 1000
@@ -397,12 +424,12 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
       startedAt: startedAt.toISOString(),
       finishedAt: new Date().toISOString(),
       target: { baseUrl: target, model: o.model },
-      plan: cellPlan(o, workload, wireStreamSha256, sent),
+      plan: cellPlan(o, workload, wireStreamSha256, arrivals?.plan ?? null, sent),
       completed,
       failed: records.length - completed,
       failures: countFailures(records),
       requests: records,
-      metrics: computeCellMetrics(records, wallClockMs),
+      metrics: { ...computeCellMetrics(records, wallClockMs, o.slo), openLoop: openLoopStats },
       harness: harnessHealth(o, cpuMs, activeMs, loopDelay, records),
       methodology: { ...METHODOLOGY },
       manifest: null,

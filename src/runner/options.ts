@@ -1,10 +1,12 @@
 import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
 import { parseBaseUrl } from '../loopback.ts'
+import { ArrivalSpec } from '../load/spec.ts'
+import { Slo } from '../schema/load.ts'
 import { Api } from '../schema/run.ts'
 import { WorkloadSpec } from '../workload/spec.ts'
 
-/** Options of one closed-loop cell. Defaults are filled here, once. */
+/** Options of one cell, closed loop (at `concurrency`) or open loop (at `arrival`). Defaults are filled here, once. */
 export const CellOptions = z.object({
   /** Server root or `/v1` prefix of an OpenAI-compatible endpoint on loopback. */
   baseUrl: z.string(),
@@ -12,8 +14,16 @@ export const CellOptions = z.object({
   model: z.string().min(1),
   /** @default 'chat' */
   api: Api.default('chat'),
-  /** Requests in flight at once; when one ends, the next starts. @default 1 */
+  /** Closed loop: requests in flight at once; when one ends, the next starts. Unused with `arrival`. @default 1 */
   concurrency: z.int().min(1).max(4096).default(1),
+  /**
+   * Open-loop arrivals: requests are sent at scheduled times (a rate process or a replayed
+   * trace) whatever the engine does. Null: the closed loop at `concurrency`. @default null
+   * @example { kind: 'poisson', ratePerS: 8, seed: 1 }
+   */
+  arrival: ArrivalSpec.nullable().default(null),
+  /** Latency objectives: the record then carries the cell's goodput. @default null @example { ttftMs: 500, tpotMs: 50 } */
+  slo: Slo.nullable().default(null),
   /** Measured requests. @default 32 */
   requests: z.int().min(1).default(32),
   /** Requests run first and not recorded (warm caches, connections, JIT). @default 0 */
@@ -28,7 +38,10 @@ export const CellOptions = z.object({
   requestTimeoutMs: z.int().min(1).default(120_000),
   /** Sent as `Authorization: Bearer …`; never recorded. */
   apiKey: z.string().optional(),
-  /** A cell whose p99 send lag exceeds this is flagged harness-limited, ms. @default 5 */
+  /**
+   * A cell whose p99 send lag (closed loop: a free slot to the send; open loop: the scheduled
+   * time to the send) exceeds this is flagged harness-limited, ms. @default 5
+   */
   sendLagLimitMs: z.number().positive().default(5),
   /** A cell whose client CPU share (1 = one core) reaches this is flagged harness-limited. @default 0.9 */
   cpuShareLimit: z.number().positive().default(0.9),

@@ -66,7 +66,8 @@ export function startTelemetry(engine: RunningEngine, concurrency: number, optio
       const enginePart: CellTelemetry['engine'] =
         occupancy === null
           ? { status: 'absent', reason: `no Prometheus names are known for a ${engine.kind} engine` }
-          : { status: 'ok', occupancy, concurrency: reachedConcurrency(occupancy, record.plan.concurrency) }
+          : // An open-loop cell requests a rate, not a concurrency: there is nothing to have reached.
+            { status: 'ok', occupancy, concurrency: record.plan.arrival === null ? reachedConcurrency(occupancy, record.plan.concurrency) : null }
       let agreement: CellTelemetry['timingAgreement']
       if (engine.kind === 'llama-server') {
         agreement = {

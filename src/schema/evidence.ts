@@ -77,6 +77,8 @@ export type ArmSummary = z.infer<typeof ArmSummary>
 export const CellPlanSummary = z.object({
   api: Api.nullable(),
   concurrency: z.int().positive(),
+  /** Open loop: the arrival rate, requests per second (null for the closed loop or a trace). */
+  arrivalRatePerS: z.number().positive().nullable(),
   requests: z.int().positive(),
   maxTokens: z.int().positive().nullable(),
   workload: z.string(),

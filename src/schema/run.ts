@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { ERROR_CODES } from '../errors.ts'
 import { PERCENTILE_METHOD } from './constants.ts'
+import { ArrivalPlan, Goodput, OpenLoopStats } from './load.ts'
 import { Manifest } from './manifest.ts'
 import { CellTelemetry } from './telemetry.ts'
 
@@ -83,12 +84,20 @@ export const ScoreResult = z.object({
 const requestCommon = {
   /** 0-based index in the measured sequence (warm-up requests are not recorded here). */
   index: z.int().nonnegative(),
-  /** Time the request waited for a concurrency slot after it was ready (closed loop: ready at cell start). */
+  /**
+   * Time the request waited for a place after it was ready: closed loop, for a concurrency slot
+   * (ready at cell start); open loop, for the in-flight cap (ready at its scheduled time; 0 without a cap).
+   */
   queueDelayMs: nullableMs,
-  /** Time from the slot being free to the request bytes being on the socket: harness overhead. */
+  /**
+   * Time from the moment the request could be sent (a free slot; open loop: its scheduled time, or
+   * the cap freeing later) to its bytes being on the socket: the harness's own lateness.
+   */
   sendLagMs: nullableMs,
   /** Send time relative to the cell start (monotonic clock). */
   startOffsetMs: z.number().nullable(),
+  /** Open loop: the scheduled send time relative to the cell start, ms; null in the closed loop. */
+  scheduledOffsetMs: z.number().nonnegative().nullable().default(null),
   ttftMs: nullableMs,
   timeToFirstOutputMs: nullableMs,
   e2eMs: nullableMs,
@@ -146,6 +155,7 @@ export const Calibration = z.object({
   method: z.enum(['engine-tokenizer', 'estimate', 'none']),
   /** Which endpoint counted, e.g. `POST /tokenize (vLLM shape…)`. */
   tokenizer: z.string().nullable(),
+  /** The planned prompt size; with per-request sizes (a replayed trace), their mean (each request held to its own tolerance). */
   targetTokens: z.int().nonnegative(),
   /** ±0.5% or ±8 tokens, whichever is larger. */
   toleranceTokens: z.int().nonnegative(),
@@ -220,7 +230,9 @@ export const CellPlan = z.object({
   requestTimeoutMs: z.int().positive().nullable(),
   workload: WorkloadPlan,
   /** Null unless the cell was one arm of a sequential pair (see `pair({ stopEarly })`). */
-  sequential: SequentialPlan.nullable(),
+  sequential: SequentialPlan.nullable().default(null),
+  /** Open-loop arrivals (rate, trace, cap, schedule hash); null for the closed loop at `concurrency`. */
+  arrival: ArrivalPlan.nullable().default(null),
 })
 export type CellPlan = z.infer<typeof CellPlan>
 
@@ -268,6 +280,10 @@ export const CellMetrics = z.object({
     .object({ samples: z.int().nonnegative(), correct: z.int().nonnegative(), rate: z.number().nullable(), wilson95Low: z.number().nullable(), wilson95High: z.number().nullable() })
     .nullable()
     .default(null),
+  /** Cells run with an SLO: the good requests, their share (Wilson 95%) and rate. */
+  goodput: Goodput.nullable().default(null),
+  /** Open-loop cells: the most requests in flight, and how many waited for the in-flight cap. */
+  openLoop: OpenLoopStats.nullable().default(null),
 })
 export type CellMetrics = z.infer<typeof CellMetrics>
 
@@ -279,7 +295,7 @@ export const HarnessHealth = z.object({
   /** Event-loop delay while the cell ran, ms (p99 and max of a histogram). */
   eventLoopDelayP99Ms: z.number().nonnegative().nullable(),
   eventLoopDelayMaxMs: z.number().nonnegative().nullable(),
-  /** Time from a slot freeing to the next request's send, ms. */
+  /** p99 of the requests' send lag (a slot freeing, or the scheduled time, to the send), ms. */
   sendLagP99Ms: z.number().nonnegative().nullable(),
   /** True when the client, not the engine, was the bottleneck; see `reasons`. */
   harnessLimited: z.boolean(),

@@ -4,6 +4,8 @@ import type { ResolvedSimOptions } from './options.ts'
 export interface EngineJob {
   /** Prompt size, tokens; sets the prefill time. */
   readonly promptTokens: number
+  /** KV tokens the job reserves while admitted: its prompt plus the output it will generate. */
+  readonly reservedTokens: number
   /**
    * Called once when the job's prefill ends (its first token), then once per decode step it is
    * in the batch. Returns false to leave the batch (finished, failed or stalled).
@@ -21,11 +23,17 @@ export interface Engine {
   running(): number
   /** The most jobs that were in the decode batch at once. */
   maxRunning(): number
+  /** Jobs waiting for admission (a seat in the batch or KV room); 0 without a capacity limit. */
+  queued(): number
+  /** The most jobs that waited for admission at once. */
+  maxQueued(): number
+  /** KV tokens reserved by admitted jobs now. */
+  reservedTokens(): number
   /** Cancels every timer; no job is stepped afterwards. */
   close(): void
 }
 
-type Timing = Pick<ResolvedSimOptions, 'prefillTokPerS' | 'decodeTokPerS' | 'batchSlowdown'>
+type Timing = Pick<ResolvedSimOptions, 'prefillTokPerS' | 'decodeTokPerS' | 'batchSlowdown' | 'maxBatch' | 'kvBudgetTokens'>
 
 /**
  * Creates the scheduler: one FIFO prefill lane (`promptTokens / prefillTokPerS` s per job), then
@@ -33,6 +41,13 @@ type Timing = Pick<ResolvedSimOptions, 'prefillTokPerS' | 'decodeTokPerS' | 'bat
  * `1000 / decodeTokPerS * (1 + batchSlowdown * (running - 1))` ms. A job that finishes prefill
  * joins at the next step boundary. Steps and prefills are scheduled against absolute target
  * times, so timer lateness does not accumulate.
+ *
+ * Capacity (`maxBatch`, `kvBudgetTokens`): a job holds a seat and reserves its prompt plus output
+ * tokens of KV from admission until it leaves the batch. Jobs beyond the seats or the budget wait
+ * in a FIFO queue (the head blocks the rest) and are admitted at step boundaries, as an
+ * iteration-level scheduler (vLLM's) admits them; an idle engine admits at once. A seat is then
+ * held for exactly one step per output token while the prefills of one boundary fit in a step
+ * (see `simCapacity`), which makes the saturation rate computable.
  */
 export function createEngine(timing: Timing, now: () => number = () => performance.now()): Engine {
   const prefillQueue: EngineJob[] = []
@@ -47,6 +62,33 @@ export function createEngine(timing: Timing, now: () => number = () => performan
   let stepEndsAt = 0
   let maxRunning = 0
   let closed = false
+
+  const limited = timing.maxBatch !== null || timing.kvBudgetTokens !== null
+  const waiting: EngineJob[] = []
+  const seated = new Set<EngineJob>()
+  let reserved = 0
+  let maxQueued = 0
+
+  /** Admits waiting jobs, head first, while a seat and KV room are free; they queue for prefill. */
+  function admitWaiting(): void {
+    while (!closed && waiting.length > 0) {
+      const job = waiting[0] as EngineJob
+      if (timing.maxBatch !== null && seated.size >= timing.maxBatch) break
+      if (timing.kvBudgetTokens !== null && reserved + job.reservedTokens > timing.kvBudgetTokens) break
+      waiting.shift()
+      seated.add(job)
+      reserved += job.reservedTokens
+      prefillQueue.push(job)
+    }
+    startPrefill()
+  }
+
+  /** Frees a job's seat and KV; an idle engine admits the next at once, a stepping one at its next boundary. */
+  function release(job: EngineJob): void {
+    if (!seated.delete(job)) return
+    reserved -= job.reservedTokens
+    if (stepTimer === null) admitWaiting()
+  }
 
   function startPrefill(): void {
     if (closed || prefilling) return
@@ -65,6 +107,7 @@ export function createEngine(timing: Timing, now: () => number = () => performan
     prefillTimer = null
     laneFreeAt = prefillEndsAt
     if (job && job.step()) join(job)
+    else if (job) release(job)
     startPrefill()
   }
 
@@ -91,19 +134,33 @@ export function createEngine(timing: Timing, now: () => number = () => performan
     stepTimer = null
     for (const job of batch) {
       if (closed) return
-      if (!job.step()) batch.delete(job)
+      if (!job.step()) {
+        batch.delete(job)
+        release(job)
+      }
     }
     admit()
+    // The step boundary: seats freed by this step go to waiting jobs now.
+    if (limited) admitWaiting()
     if (batch.size > 0 && !closed) scheduleStep(stepEndsAt)
   }
 
   return {
     submit(job) {
       if (closed) return
-      prefillQueue.push(job)
-      startPrefill()
+      if (!limited) {
+        prefillQueue.push(job)
+        startPrefill()
+        return
+      }
+      waiting.push(job)
+      // An idle engine has no step boundary to wait for.
+      if (stepTimer === null) admitWaiting()
+      maxQueued = Math.max(maxQueued, waiting.length)
     },
     cancel(job) {
+      const inWaiting = waiting.indexOf(job)
+      if (inWaiting >= 0) waiting.splice(inWaiting, 1)
       const queued = prefillQueue.indexOf(job)
       if (queued >= 0) prefillQueue.splice(queued, 1)
       batch.delete(job)
@@ -115,9 +172,13 @@ export function createEngine(timing: Timing, now: () => number = () => performan
         laneFreeAt = now()
         startPrefill()
       }
+      release(job)
     },
     running: () => batch.size,
     maxRunning: () => maxRunning,
+    queued: () => waiting.length,
+    maxQueued: () => maxQueued,
+    reservedTokens: () => reserved,
     close() {
       closed = true
       if (prefillTimer) clearTimeout(prefillTimer)
@@ -128,6 +189,9 @@ export function createEngine(timing: Timing, now: () => number = () => performan
       prefillQueue.length = 0
       batch.clear()
       joining.clear()
+      waiting.length = 0
+      seated.clear()
+      reserved = 0
     },
   }
 }

@@ -52,6 +52,17 @@ export const SimOptions = z.strictObject({
    * `1000 / decodeTokPerS * (1 + batchSlowdown * (running - 1))` ms. @default 0.1
    */
   batchSlowdown: z.number().nonnegative().default(0.1),
+  /**
+   * Most requests admitted at once (prefilling or decoding), as vLLM's `--max-num-seqs` or
+   * llama-server's slots; more wait in a FIFO queue and are admitted at step boundaries.
+   * Null: unbounded (and no queue). @default null
+   */
+  maxBatch: z.int().positive().nullable().default(null),
+  /**
+   * KV budget, tokens: an admitted request reserves its prompt plus output tokens until it ends;
+   * one that does not fit waits, one that could never fit gets a 400. Null: unbounded. @default null
+   */
+  kvBudgetTokens: z.int().positive().nullable().default(null),
   /** Tokens per streamed chunk (the last chunk may hold fewer). @default 1 */
   tokensPerChunk: z.int().positive().default(1),
   /** Leading output tokens sent as `delta.reasoning_content` (chat API only). @default 0 */
@@ -102,6 +113,8 @@ const SIM_OPTION_FIXES: Readonly<Record<SimOptionName, string>> = {
   prefillTokPerS: 'use a number > 0 (prompt tokens/s), e.g. 20000',
   decodeTokPerS: 'use a number > 0 (tokens/s of one stream), e.g. 50',
   batchSlowdown: 'use a number >= 0 (0 = batching costs nothing), e.g. 0.1',
+  maxBatch: 'use an integer >= 1 (requests admitted at once), or leave it unset for no limit',
+  kvBudgetTokens: 'use an integer >= 1 (KV tokens), or leave it unset for no limit',
   tokensPerChunk: 'use an integer >= 1',
   reasoningTokens: 'use an integer >= 0',
   outputTokens: 'use an integer >= 1, or leave it unset to generate until max_tokens',

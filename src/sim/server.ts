@@ -24,6 +24,10 @@ export interface SimStats {
   maxActive: number
   /** The most streams in the decode batch at once. */
   maxRunning: number
+  /** Streams waiting for admission now (capacity model: a seat or KV room). */
+  queued: number
+  /** The most streams that waited for admission at once. */
+  maxQueued: number
   /** Faults injected so far, by kind. */
   faultsInjected: Record<FaultKind, number>
 }
@@ -105,7 +109,8 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
     }
     if (path === '/metrics') {
       const running = engine.running()
-      const counters = { running, waiting: streams.size - running, kvUsage: Math.min(1, running / 64), promptTokens, generationTokens, requestsFinished }
+      const kvUsage = opts.kvBudgetTokens === null ? Math.min(1, running / 64) : engine.reservedTokens() / opts.kvBudgetTokens
+      const counters = { running, waiting: streams.size - running, kvUsage, promptTokens, generationTokens, requestsFinished }
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(renderMetrics(opts.dialect, opts.model, counters, timings))
       return
     }
@@ -154,6 +159,8 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
     }
     const tooLong = contextOverflow(request, opts.maxModelLen)
     if (tooLong) return sendError(res, 400, tooLong, api === 'chat' ? 'messages' : 'prompt')
+    const neverFits = kvOverflow(request.promptTokens, outputLength(opts, request).tokens, opts.kvBudgetTokens)
+    if (neverFits) return sendError(res, 400, neverFits, api === 'chat' ? 'messages' : 'prompt')
     if (closing || res.destroyed || req.socket.destroyed) return
 
     const index = requests++
@@ -181,6 +188,7 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
     // The engine steps this job: its first step is the end of its prefill (its first token).
     const job = {
       promptTokens: stream.promptTokens,
+      reservedTokens: stream.reservedTokens,
       step: () => {
         firstTokenAt ??= performance.now()
         return stream.step()
@@ -209,6 +217,8 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
       active: streams.size,
       maxActive,
       maxRunning: engine.maxRunning(),
+      queued: engine.queued(),
+      maxQueued: engine.maxQueued(),
       faultsInjected: { ...faultsInjected },
     }),
     close() {
@@ -223,13 +233,19 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
   }
 }
 
-/** Decides length, reasoning split, fault and words of one accepted request. */
-function streamPlan(opts: ResolvedSimOptions, parsed: SimRequest, index: number, fault: FaultKind | null): StreamPlan {
+/** How many tokens a request will generate (without faults), and whether it stops at its limit. */
+function outputLength(opts: ResolvedSimOptions, parsed: SimRequest): { tokens: number; atLimit: boolean } {
   const request = opts.ignoreOutputKnobs ? { ...parsed, ignoreEos: false, minTokens: 0 } : parsed
   const limit = request.maxTokens ?? opts.maxModelLen - request.promptTokens
   const natural = request.ignoreEos ? limit : Math.max(request.minTokens, opts.outputTokens ?? limit)
+  return { tokens: Math.min(limit, natural), atLimit: natural >= limit }
+}
+
+/** Decides length, reasoning split, fault and words of one accepted request. */
+function streamPlan(opts: ResolvedSimOptions, request: SimRequest, index: number, fault: FaultKind | null): StreamPlan {
+  const length = outputLength(opts, request)
   const empty = fault === 'empty'
-  const outputTokens = empty ? 0 : Math.min(limit, natural)
+  const outputTokens = empty ? 0 : length.tokens
   const api = request.api
   return {
     header: {
@@ -241,7 +257,7 @@ function streamPlan(opts: ResolvedSimOptions, parsed: SimRequest, index: number,
     promptTokens: request.promptTokens,
     outputTokens,
     reasoningTokens: api === 'chat' ? Math.min(opts.reasoningTokens, outputTokens) : 0,
-    finishReason: !empty && natural >= limit ? 'length' : 'stop',
+    finishReason: !empty && length.atLimit ? 'length' : 'stop',
     includeUsage: request.includeUsage,
     tokensPerChunk: opts.tokensPerChunk,
     fault: fault === 'drop' || fault === 'malformed' || fault === 'stall' ? fault : null,
@@ -277,6 +293,13 @@ function leadContent(promptText: string, cross: boolean): string[] {
 /** The marker of the next request: the last digit group plus one. */
 function crossedMarker(marker: string): string {
   return marker.replace(/(\d+)$/, (digits) => String(Number(digits) + 1).padStart(digits.length, '0'))
+}
+
+/** A 400 for a request whose KV reservation exceeds the whole budget (it could never be admitted); null when it fits. */
+function kvOverflow(promptTokens: number, outputTokens: number, kvBudgetTokens: number | null): string | null {
+  const needed = promptTokens + outputTokens
+  if (kvBudgetTokens === null || needed <= kvBudgetTokens) return null
+  return `This request needs ${needed} KV tokens (${promptTokens} prompt + ${outputTokens} output) but the KV budget is ${kvBudgetTokens} tokens; it could never be scheduled. Reduce the prompt or max_tokens.`
 }
 
 /** vLLM's 400 when prompt plus requested output exceed the context window; null when it fits. */

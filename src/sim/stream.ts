@@ -46,6 +46,7 @@ type TokenKind = 'reasoning' | 'content'
  */
 export class SimStream implements EngineJob {
   readonly promptTokens: number
+  readonly reservedTokens: number
   readonly #res: ServerResponse
   readonly #plan: StreamPlan
   readonly #onEnd: (emittedTokens: number) => void
@@ -58,6 +59,7 @@ export class SimStream implements EngineJob {
 
   constructor(res: ServerResponse, plan: StreamPlan, onEnd: (emittedTokens: number) => void) {
     this.promptTokens = plan.promptTokens
+    this.reservedTokens = plan.promptTokens + plan.outputTokens
     this.#res = res
     this.#plan = plan
     this.#onEnd = onEnd

@@ -6,10 +6,23 @@ import { type EngineHandle, freshEngine, registerTeardown, sharedEngine } from '
 import { declareCell, tracked } from './registry.ts'
 import { StagedPair, type StopEarly } from './sequential.ts'
 
+/** Where a cell stands on the ladder of a sweep: the evidence keeps the ladder together. */
+export interface LadderStep {
+  /** The sweep's id. */
+  readonly sweep: string
+  readonly axis: 'rate' | 'concurrency'
+  readonly value: number
+  /** 0-based rung, of `of`. */
+  readonly index: number
+  readonly of: number
+}
+
 /** A measured cell as tests read it: its run record (one per launch when repeated). */
 export interface CellResult {
   readonly kind: 'cell'
   readonly id: string
+  /** Set when the cell is a rung of a sweep. */
+  readonly ladder?: LadderStep
   /** The first (or only) launch's record. */
   readonly record: RunRecord
   /** Every launch's record, in launch order. */
@@ -20,6 +33,8 @@ export interface CellResult {
 export interface PairResult {
   readonly kind: 'pair'
   readonly id: string
+  /** Set when the pair is a rung of a sweep. */
+  readonly ladder?: LadderStep
   readonly baseline: readonly RunRecord[]
   readonly candidate: readonly RunRecord[]
   /** The arms in the order they were launched, e.g. ['baseline', 'candidate', 'candidate', 'baseline']. */
@@ -59,7 +74,8 @@ export interface Lazy<T> extends PromiseLike<T> {
   run(): Promise<T>
 }
 
-function lazy<T>(work: () => Promise<T>): Lazy<T> {
+/** Runs `work` once, at the first `run()` or `await`. */
+export function lazy<T>(work: () => Promise<T>): Lazy<T> {
   let running: Promise<T> | null = null
   const run = (): Promise<T> => (running ??= work())
   return {
@@ -68,13 +84,20 @@ function lazy<T>(work: () => Promise<T>): Lazy<T> {
   }
 }
 
-function cellId(engineName: string, o: EngineCellOptions): string {
-  const kind = o.workload?.kind ?? 'synthetic-summary'
-  return `${engineName}-${kind}-ctx${o.workload?.promptTokens ?? 256}-c${o.concurrency ?? 1}`
+/** `<engine>-<workload>-ctx<prompt tokens>`: how every id of a plan on an engine starts. */
+export function planId(engineName: string, o: EngineCellOptions): string {
+  return `${engineName}-${o.workload?.kind ?? 'synthetic-summary'}-ctx${o.workload?.promptTokens ?? 256}`
+}
+
+/** The plan's id then `c<concurrency>` (closed loop), `r<rate>` (open loop, one decimal) or `trace`. */
+export function cellId(engineName: string, o: EngineCellOptions): string {
+  const arrival = o.arrival ?? null
+  const load = arrival === null ? `c${o.concurrency ?? 1}` : arrival.kind === 'trace' ? 'trace' : `r${arrival.ratePerS.toFixed(1)}`
+  return `${planId(engineName, o)}-${load}`
 }
 
 /** Measures a cell on an engine, launched fresh or shared; an engine that fails makes a failed record. */
-async function measure(h: EngineHandle, options: EngineCellOptions, fresh: boolean, stages?: CellStages): Promise<RunRecord> {
+export async function measure(h: EngineHandle, options: EngineCellOptions, fresh: boolean, stages?: CellStages): Promise<RunRecord> {
   const started = await (fresh ? freshEngine(h) : sharedEngine(h))
   if ('failure' in started) return engineFailedRecord(options, h.config.model.id, started.failure)
   try {
@@ -125,6 +148,7 @@ export function pair(spec: PairSpec): Lazy<PairResult> {
   const { baseline, candidate, id, repeats = 1, stopEarly, required = true, ...options } = spec
   const name = id ?? cellId(`${baseline.name}-vs-${candidate.name}`, options)
   if (stopEarly !== undefined && repeats > 1) throw new TypeError('pair: stopEarly needs one launch per arm (repeats 1); the launch-level test of repeated launches has no looks')
+  if (stopEarly !== undefined && options.arrival != null) throw new TypeError('pair: stopEarly needs the closed loop (no `arrival`): an open-loop schedule cannot be cut into stages that take turns')
   const staged = stopEarly === undefined ? null : new StagedPair(stopEarly, options.requests ?? 32)
   declareCell({ id: name, kind: 'pair', required, ladder: null, engines: { baseline: baseline.name, candidate: candidate.name } })
   const work = staged === null ? () => measurePair(baseline, candidate, options, repeats, name) : () => measureStaged(baseline, candidate, options, staged, name)

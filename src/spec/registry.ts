@@ -1,5 +1,6 @@
 import { sanitizeMessage } from '../errors.ts'
 import type { DeclaredCell, FileMeta } from '../evidence/meta.ts'
+import type { RunRecord } from '../schema/run.ts'
 
 /** The cells and pairs declared by the spec file running in this worker, in declaration order. */
 const declared = new Map<string, DeclaredCell>()
@@ -13,6 +14,27 @@ export function declareCell(cell: Pick<DeclaredCell, 'id' | 'kind' | 'required' 
     throw new TypeError(`servegate: the cell id "${cell.id}" is declared twice in this file; give each cell or pair its own \`id\``)
   }
   declared.set(cell.id, { ...cell, status: 'pending', error: null, records: {} })
+}
+
+/** Puts a declared cell on a sweep's ladder: the evidence keeps the ladder's cells together. */
+export function joinLadder(id: string, ladder: string): void {
+  const cell = declared.get(id)
+  if (cell !== undefined) cell.ladder = ladder
+}
+
+/**
+ * Replaces a declared capacity search by its probes once it ran: each probe a measured cell
+ * `<id>-probe<k>` on the search's ladder, in the search's place.
+ */
+export function searchMeasured(id: string, probes: ReadonlyArray<{ suffix: string; record: RunRecord }>): void {
+  const search = declared.get(id)
+  if (search === undefined) return
+  const entries = [...declared.entries()]
+  declared.clear()
+  for (const [key, cell] of entries) {
+    if (key !== id) declared.set(key, cell)
+    else for (const p of probes) declared.set(`${id}-${p.suffix}`, { ...search, id: `${id}-${p.suffix}`, ladder: id, status: 'measured', error: null, records: { cell: [p.record] } })
+  }
 }
 
 /** Marks a declared cell measured, with its records per arm. */

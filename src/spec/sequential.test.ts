@@ -87,3 +87,7 @@ describe('StagedPair', () => {
     expect(plan).toMatchObject({ stoppedAt: 8, reason: expect.stringMatching(/the candidate arm cannot go on after stage 2/) })
   })
 })
+
+test('stopEarly needs the closed loop', () => {
+  expect(() => pair({ baseline: slow, candidate: fast, ...plan, arrival: { kind: 'poisson', ratePerS: 4 }, stopEarly })).toThrow(/stopEarly needs the closed loop/)
+})

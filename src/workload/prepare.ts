@@ -17,6 +17,8 @@ export interface PreparedRequest {
   body: string
   /** Prompt tokens by the engine's tokenizer at planning time; null when estimated. */
   plannedPromptTokens: number | null
+  /** The request's `max_tokens` (a replayed trace sets it per request). */
+  maxTokens: number
   canaryMarker: string | null
   /** The dataset row whose reference answer scores the reply; null for synthetic kinds. */
   row: ResolvedRow | null
@@ -25,6 +27,7 @@ export interface PreparedRequest {
 export interface Calibration {
   method: 'engine-tokenizer' | 'estimate' | 'none'
   tokenizer: string | null
+  /** The planned size; with per-request sizes (a trace), their mean. */
   targetTokens: number
   toleranceTokens: number
   /** Requests whose calibrated count missed the tolerance. */
@@ -49,11 +52,22 @@ export interface PreparedWorkload {
   dataset: { path: string; sha256: string; rows: number } | null
 }
 
+/** A measured request's own size, where a replayed trace dictates it. */
+export interface PlannedSize {
+  promptTokens: number
+  maxTokens: number
+}
+
 export interface PreparePlan {
   api: Api
   maxTokens: number
   requests: number
   warmupRequests: number
+  /**
+   * Per measured request (index i), its prompt tokens and `max_tokens`, replacing the spec's
+   * `promptTokens` and the plan's `maxTokens`; warm-up requests keep those. @default null
+   */
+  sizes?: readonly PlannedSize[] | null
 }
 
 const TASKS: Record<Exclude<ResolvedWorkloadSpec['kind'], 'dataset'>, string> = {
@@ -169,9 +183,9 @@ export async function prepareWorkload(input: WorkloadSpec, plan: PreparePlan, pr
     throw new ServegateError('CONFIG_INVALID', `workload.prefixCache.tokens: ${sharedTokens} shared tokens leave no room in a ${spec.promptTokens}-token prompt; make it smaller than promptTokens`)
   }
 
+  const sizeOf = (index: number): PlannedSize => plan.sizes?.[index] ?? { promptTokens: spec.promptTokens, maxTokens: plan.maxTokens }
   const tokenizer: EngineTokenizer | null = probe?.tokenizer ?? null
   let warning = probe?.warning ?? (tokenizer === null ? 'no tokenizer was probed; prompt sizes are estimated' : null)
-  const tolerance = calibrationTolerance(spec.promptTokens)
   const countPrompt = async (prompt: string): Promise<number> => {
     if (tokenizer === null) throw new Error('no tokenizer')
     const messages: ChatText[] = [{ role: 'user', content: prompt }]
@@ -198,22 +212,24 @@ export async function prepareWorkload(input: WorkloadSpec, plan: PreparePlan, pr
 
   const requests: PreparedRequest[] = []
   let outsideTolerance = 0
-  let lastPieces: number | null = null
+  let last: { pieces: number; target: number } | null = null
   for (let index = 0; index < total; index++) {
     const row = dataset === null ? null : (dataset.rows[index % dataset.rows.length] as ResolvedRow)
+    const size = sizeOf(index)
     let pieces = 0
     let planned: number | null = null
     if (row === null) {
       const fixedTokens = Math.round(promptText(spec, shared, index, 0, null).split(/\s+/).length * ESTIMATED_TOKENS_PER_WORD)
-      const estimate = Math.max(1, Math.round((spec.promptTokens - fixedTokens) / ESTIMATED_TOKENS_PER_WORD))
-      pieces = lastPieces ?? estimate
+      const estimate = Math.max(1, Math.round((size.promptTokens - fixedTokens) / ESTIMATED_TOKENS_PER_WORD))
+      // The previous request's fit is the best start when the targets match (every request but a trace's).
+      pieces = last !== null && last.target === size.promptTokens ? last.pieces : estimate
       if (useTokenizer) {
         try {
-          const fit = await fitPieces((p) => countPrompt(promptText(spec, shared, index, p, null)), spec.promptTokens, pieces)
+          const fit = await fitPieces((p) => countPrompt(promptText(spec, shared, index, p, null)), size.promptTokens, pieces)
           pieces = fit.pieces
           planned = fit.tokens
-          lastPieces = fit.pieces
-          if (Math.abs(fit.tokens - spec.promptTokens) > tolerance) outsideTolerance++
+          last = { pieces: fit.pieces, target: size.promptTokens }
+          if (Math.abs(fit.tokens - size.promptTokens) > calibrationTolerance(size.promptTokens)) outsideTolerance++
         } catch (err) {
           useTokenizer = false
           pieces = estimate
@@ -229,15 +245,19 @@ export async function prepareWorkload(input: WorkloadSpec, plan: PreparePlan, pr
         planned = null
       }
     }
+    const ownExtras = size.maxTokens === plan.maxTokens ? extras : bodyExtras(plan.api, size.maxTokens, spec.sampling, spec.outputControl)
     requests.push({
-      body: requestJson(plan.api, contentOf(prompt, row), plan.maxTokens, extras),
+      body: requestJson(plan.api, contentOf(prompt, row), size.maxTokens, ownExtras),
       plannedPromptTokens: planned,
+      maxTokens: size.maxTokens,
       canaryMarker: spec.canaries ? canaryMarker(spec.seed, index) : null,
       row,
     })
   }
 
   const measured = requests.slice(0, plan.requests)
+  // Per-request sizes (a trace): the record states their mean; each request was held to its own tolerance.
+  const target = plan.sizes ? Math.round(plan.sizes.reduce((s, x) => s + x.promptTokens, 0) / Math.max(1, plan.sizes.length)) : spec.promptTokens
   const method = spec.kind === 'dataset' ? 'none' : tokenizer !== null && warning === null ? 'engine-tokenizer' : 'estimate'
   return {
     spec,
@@ -249,8 +269,8 @@ export async function prepareWorkload(input: WorkloadSpec, plan: PreparePlan, pr
     calibration: {
       method,
       tokenizer: tokenizer?.description ?? null,
-      targetTokens: spec.promptTokens,
-      toleranceTokens: tolerance,
+      targetTokens: target,
+      toleranceTokens: calibrationTolerance(target),
       outsideTolerance,
       warning: spec.kind === 'dataset' && warning !== null ? `${warning} (dataset prompts are not resized)` : warning,
       sharedPrefixTokens,

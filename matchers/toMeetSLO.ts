@@ -1,0 +1,22 @@
+import type { MatcherState } from 'vitest'
+import { type SloGateOptions, sloGate } from '../src/gates/index.ts'
+import { gateResult } from './decision.ts'
+import { type At, singleArm } from './subject.ts'
+
+/** Options of `toMeetSLO`: the objectives, the share of requests that must meet them, and where to judge. */
+export type MeetSloOptions = Omit<SloGateOptions, 'gate'> & At
+
+/**
+ * An SLO claim on one arm: at least `percentile`% of its requests (default 90) were good, i.e.
+ * ok and within every objective given (`ttftMs`, `tpotMs`, `e2eMs`, `itlMs` at `itlPercentile`).
+ * Passes when the Wilson lower bound of the good share reaches it; an inconclusive result fails
+ * (the SLO must be shown met), with how many requests would likely decide it; a harness-limited
+ * cell is not judged. Reads a cell, a pair's candidate, a sweep step or a capacity probe
+ * (`atRate` / `atConcurrency`).
+ */
+export function toMeetSLO(this: MatcherState, received: unknown, options: MeetSloOptions) {
+  if (options === null || typeof options !== 'object') throw new TypeError('toMeetSLO: pass { ttftMs?, tpotMs?, e2eMs?, itlMs?, percentile?, atRate? } with at least one objective, e.g. { ttftMs: 500, tpotMs: 50, percentile: 95 }')
+  const { atRate, atConcurrency, ...gate } = options
+  const subject = singleArm('toMeetSLO', received, { atRate, atConcurrency })
+  return gateResult(this, 'toMeetSLO', subject, () => sloGate(subject.records, { ...gate, gate: 'toMeetSLO' }), ['pass'])
+}

@@ -1,0 +1,224 @@
+import { readFile } from 'node:fs/promises'
+import { type EngineConfig, resolveEngineConfig } from '../engines/config.ts'
+import { ServegateError } from '../errors.ts'
+import { loadTrace } from '../load/trace.ts'
+import type { ArrivalSpec } from '../load/spec.ts'
+import type { EngineCellOptions } from '../runner/engine-cell.ts'
+import type { Slo } from '../schema/load.ts'
+import { WORKLOAD_KINDS, type WorkloadSpec } from '../workload/spec.ts'
+import { intFlag, type parseFlags } from './flags.ts'
+
+/** The flags that say where to measure: an endpoint that is up, or an engine to launch. */
+export const TARGET_FLAGS = {
+  'base-url': { type: 'string' },
+  engine: { type: 'string' },
+  model: { type: 'string' },
+  'api-key-env': { type: 'string' },
+} as const
+
+/** The flags of what one cell sends: API, sizes, workload, sampling, deadline. */
+export const WORKLOAD_FLAGS = {
+  api: { type: 'string' },
+  requests: { type: 'string' },
+  warmup: { type: 'string' },
+  'max-tokens': { type: 'string' },
+  workload: { type: 'string' },
+  dataset: { type: 'string' },
+  'prompt-tokens': { type: 'string' },
+  seed: { type: 'string' },
+  'prefix-cache': { type: 'string' },
+  canaries: { type: 'boolean' },
+  'output-control': { type: 'string' },
+  'output-knob': { type: 'string' },
+  temperature: { type: 'string' },
+  'top-p': { type: 'string' },
+  'sampling-seed': { type: 'string' },
+  'reasoning-effort': { type: 'string' },
+  thinking: { type: 'string' },
+  'no-calibrate': { type: 'boolean' },
+  'requests-per-slot-floor': { type: 'string' },
+  'request-timeout-ms': { type: 'string' },
+  'send-lag-limit-ms': { type: 'string' },
+  'event-loop-delay-limit-ms': { type: 'string' },
+} as const
+
+/** The flags that shape open-loop arrivals (the rate itself is `--rate` or the searched value) and the SLO that judges the load. */
+export const LOAD_FLAGS = {
+  arrival: { type: 'string' },
+  burstiness: { type: 'string' },
+  'arrival-seed': { type: 'string' },
+  'ramp-up-s': { type: 'string' },
+  'ramp-up-from': { type: 'string' },
+  'max-in-flight': { type: 'string' },
+  slo: { type: 'string' },
+} as const
+
+type FlagSpec = typeof TARGET_FLAGS & typeof WORKLOAD_FLAGS & typeof LOAD_FLAGS
+/** Parsed values of the shared cell flags (each command adds its own). */
+export type CellFlagValues = Partial<ReturnType<typeof parseFlags<FlagSpec>>['values']>
+
+export function oneOf<T extends string>(flag: string, value: string | undefined, allowed: readonly T[]): T | undefined {
+  if (value === undefined) return undefined
+  if ((allowed as readonly string[]).includes(value)) return value as T
+  throw new ServegateError('CONFIG_INVALID', `${flag}: "${value}" is not valid; pass one of ${allowed.join(', ')}`)
+}
+
+export function numberFlag(flag: string, value: string | undefined, min: number, max: number): number | undefined {
+  if (value === undefined) return undefined
+  const n = Number(value)
+  if (value.trim() === '' || !Number.isFinite(n) || n < min || n > max) {
+    throw new ServegateError('CONFIG_INVALID', `${flag}: "${value}" is not valid; pass a number from ${min} to ${max}`)
+  }
+  return n
+}
+
+function prefixCacheFlag(value: string | undefined): WorkloadSpec['prefixCache'] {
+  if (value === undefined || value === 'unique') return undefined
+  const shared = /^shared:(\d+)$/.exec(value)
+  if (shared === null) throw new ServegateError('CONFIG_INVALID', `--prefix-cache: "${value}" is not valid; pass unique or shared:N (N shared prefix tokens)`)
+  return { mode: 'shared', tokens: intFlag('--prefix-cache shared:N', shared[1], 1) as number }
+}
+
+/** The workload part of the flags. */
+function workloadFlags(values: CellFlagValues): WorkloadSpec {
+  const thinking = oneOf('--thinking', values.thinking, ['on', 'off'])
+  return {
+    kind: oneOf('--workload', values.workload, WORKLOAD_KINDS) ?? (values.dataset === undefined ? undefined : 'dataset'),
+    datasetPath: values.dataset,
+    promptTokens: intFlag('--prompt-tokens', values['prompt-tokens'], 8),
+    seed: intFlag('--seed', values.seed, 0),
+    prefixCache: prefixCacheFlag(values['prefix-cache']),
+    canaries: values.canaries === true,
+    outputControl: {
+      mode: oneOf('--output-control', values['output-control'], ['none', 'observe', 'strict'] as const),
+      knob: oneOf('--output-knob', values['output-knob'], ['ignore_eos', 'min_tokens'] as const),
+    },
+    sampling: {
+      temperature: numberFlag('--temperature', values.temperature, 0, 2),
+      topP: numberFlag('--top-p', values['top-p'], Number.MIN_VALUE, 1),
+      seed: intFlag('--sampling-seed', values['sampling-seed'], 0),
+      reasoningEffort: oneOf('--reasoning-effort', values['reasoning-effort'], ['low', 'medium', 'high'] as const),
+      thinking: thinking === undefined ? undefined : thinking === 'on' ? 'enabled' : 'disabled',
+    },
+    requestsPerSlotFloor: intFlag('--requests-per-slot-floor', values['requests-per-slot-floor'], 1),
+  }
+}
+
+const SLO_KEYS: Record<string, keyof Slo> = { ttft: 'ttftMs', tpot: 'tpotMs', e2e: 'e2eMs', itl: 'itlMs', 'itl-percentile': 'itlPercentile' }
+
+/**
+ * `--slo ttft=500,tpot=50,e2e=20000,itl=100,itl-percentile=99` (ms) as an SLO.
+ * @throws ServegateError `CONFIG_INVALID` naming the key and the fix
+ */
+export function sloFlag(value: string | undefined): Slo | undefined {
+  if (value === undefined) return undefined
+  const slo: Slo = {}
+  for (const part of value.split(',')) {
+    const [key = '', raw = ''] = part.split('=').map((s) => s.trim())
+    const field = SLO_KEYS[key]
+    const n = Number(raw)
+    if (field === undefined) throw new ServegateError('CONFIG_INVALID', `--slo: unknown objective "${key}"; use ${Object.keys(SLO_KEYS).join(', ')}, e.g. --slo ttft=500,tpot=50`)
+    if (raw === '' || !Number.isFinite(n) || n <= 0) throw new ServegateError('CONFIG_INVALID', `--slo: ${key}=${raw} is not valid; pass a number of ms > 0, e.g. ${key}=500`)
+    slo[field] = n
+  }
+  if (slo.ttftMs === undefined && slo.tpotMs === undefined && slo.e2eMs === undefined && slo.itlMs === undefined) {
+    throw new ServegateError('CONFIG_INVALID', '--slo: give at least one of ttft, tpot, e2e, itl (ms), e.g. --slo ttft=500,tpot=50')
+  }
+  return slo
+}
+
+/** Flags that shape a rate process; a trace or the closed loop takes none of them. */
+export const RATE_SHAPE_FLAGS = ['arrival', 'burstiness', 'arrival-seed', 'ramp-up-s', 'ramp-up-from'] as const
+
+/** The first of `names` that was given, as `--name`; undefined when none was. */
+export function givenFlag(values: CellFlagValues, names: ReadonlyArray<keyof CellFlagValues>): string | undefined {
+  const name = names.find((f) => values[f] !== undefined)
+  return name === undefined ? undefined : `--${name}`
+}
+
+/** `--max-in-flight N`, or null for no cap. */
+export function maxInFlightFlag(values: CellFlagValues): number | null {
+  return intFlag('--max-in-flight', values['max-in-flight'], 1, 65_536) ?? null
+}
+
+/**
+ * The arrival process of the flags at a rate: `--arrival` (default poisson, as vLLM's
+ * benchmark; gamma when only `--burstiness` is given), seed, ramp-up and in-flight cap.
+ */
+export function rateArrival(values: CellFlagValues, ratePerS: number, fallback: 'poisson' | 'constant'): Exclude<ArrivalSpec, { kind: 'trace' }> {
+  const burstiness = numberFlag('--burstiness', values.burstiness, Number.MIN_VALUE, 1000)
+  const kind = oneOf('--arrival', values.arrival, ['constant', 'poisson', 'gamma'] as const) ?? (burstiness === undefined ? fallback : 'gamma')
+  if (burstiness !== undefined && kind !== 'gamma') throw new ServegateError('CONFIG_INVALID', `--burstiness: only gamma arrivals have one; pass --arrival gamma or drop --burstiness`)
+  if (kind === 'gamma' && burstiness === undefined) throw new ServegateError('CONFIG_INVALID', '--arrival gamma needs --burstiness B (1 is Poisson; below 1 burstier, above 1 more regular)')
+  const seed = intFlag('--arrival-seed', values['arrival-seed'], 0)
+  const rampS = numberFlag('--ramp-up-s', values['ramp-up-s'], Number.MIN_VALUE, 86_400)
+  const from = numberFlag('--ramp-up-from', values['ramp-up-from'], 0, 100_000)
+  if (from !== undefined && rampS === undefined) throw new ServegateError('CONFIG_INVALID', '--ramp-up-from needs --ramp-up-s S (the ramp length)')
+  const shared = {
+    ratePerS,
+    rampUp: rampS === undefined ? null : { durationS: rampS, fromRatePerS: from ?? 0 },
+    maxInFlight: maxInFlightFlag(values),
+  }
+  if (kind === 'constant') {
+    if (seed !== undefined) throw new ServegateError('CONFIG_INVALID', '--arrival-seed: constant arrivals draw nothing; drop it or pass --arrival poisson|gamma')
+    return { kind, ...shared }
+  }
+  return kind === 'gamma' ? { kind, burstiness: burstiness as number, seed, ...shared } : { kind, seed, ...shared }
+}
+
+/** The cell options shared by every command that measures (everything but where and the model). */
+export function cellFromFlags(values: CellFlagValues): EngineCellOptions {
+  const api = values.api ?? 'chat'
+  if (api !== 'chat' && api !== 'completions') throw new ServegateError('CONFIG_INVALID', `--api: "${api}" is not valid; pass chat or completions`)
+  let apiKey: string | undefined
+  if (values['api-key-env'] !== undefined) {
+    apiKey = process.env[values['api-key-env']]
+    if (apiKey === undefined || apiKey === '') {
+      throw new ServegateError('CONFIG_INVALID', `--api-key-env: environment variable ${values['api-key-env']} is not set; export it or drop the flag`)
+    }
+  }
+  return {
+    api,
+    requests: intFlag('--requests', values.requests, 1),
+    warmupRequests: intFlag('--warmup', values.warmup, 0),
+    maxTokens: intFlag('--max-tokens', values['max-tokens'], 1),
+    workload: workloadFlags(values),
+    calibrate: values['no-calibrate'] !== true,
+    requestTimeoutMs: intFlag('--request-timeout-ms', values['request-timeout-ms'], 1),
+    sendLagLimitMs: numberFlag('--send-lag-limit-ms', values['send-lag-limit-ms'], Number.MIN_VALUE, 60_000),
+    eventLoopDelayLimitMs: numberFlag('--event-loop-delay-limit-ms', values['event-loop-delay-limit-ms'], Number.MIN_VALUE, 60_000),
+    slo: sloFlag(values.slo) ?? null,
+    apiKey,
+  }
+}
+
+/** Where to measure: exactly one of `--base-url` (with `--model`) and `--engine`. */
+export function requireTarget(values: CellFlagValues): void {
+  if (values['base-url'] !== undefined && values.engine !== undefined) {
+    throw new ServegateError('CONFIG_INVALID', '--base-url and --engine are exclusive; pass --base-url for an engine that is up, or --engine FILE to launch one')
+  }
+  if (values['base-url'] === undefined && values.engine === undefined) {
+    throw new ServegateError('CONFIG_INVALID', '--base-url is required; pass e.g. --base-url http://127.0.0.1:8000 (or --engine FILE to launch an engine)')
+  }
+  if (values.engine === undefined && values.model === undefined) throw new ServegateError('CONFIG_INVALID', '--model is required; pass the model name the server serves (see GET /v1/models)')
+}
+
+export async function readEngineConfig(path: string): Promise<EngineConfig> {
+  let text: string
+  try {
+    text = await readFile(path, 'utf8')
+  } catch {
+    throw new ServegateError('CONFIG_INVALID', `--engine: cannot read ${path}; pass the path of a JSON engine config`)
+  }
+  try {
+    return resolveEngineConfig(JSON.parse(text) as unknown, 'engine')
+  } catch (error) {
+    if (error instanceof ServegateError) throw new ServegateError(error.code, `--engine ${path}: ${error.message}`)
+    throw new ServegateError('CONFIG_INVALID', `--engine: ${path} is not JSON (${(error as Error).message}); pass a JSON engine config`)
+  }
+}
+
+/** The rows of a trace, for `--trace` without `--requests` (every row is replayed). */
+export async function traceRows(path: string): Promise<number> {
+  return (await loadTrace(path)).rows.length
+}

@@ -1,0 +1,123 @@
+import { countGood, describeSlo } from '../metrics/goodput.ts'
+import type { GateDecision } from '../schema/gate.ts'
+import type { ResolvedSlo } from '../schema/load.ts'
+import type { RunRecord } from '../schema/run.ts'
+import { normalQuantile } from '../stats/distributions.ts'
+import { wilsonInterval } from '../stats/wilson.ts'
+import { percent } from './interval.ts'
+import { parseOptions, type ResolvedSloGateOptions, SloGateOptions } from './options.ts'
+import { MAX_REQUESTS_HINT } from './win.ts'
+
+/** What the SLO gate reads of a run record: its requests, its wall clock and its harness health. */
+export type SloRecord = Pick<RunRecord, 'requests' | 'harness'> & { metrics: Pick<RunRecord['metrics'], 'wallClockMs'> }
+
+type Outcome = GateDecision['outcome']
+
+/** The objectives of the options, as an SLO. */
+function sloOf(o: ResolvedSloGateOptions): ResolvedSlo {
+  return { ttftMs: o.ttftMs, tpotMs: o.tpotMs, e2eMs: o.e2eMs, itlMs: o.itlMs, itlPercentile: o.itlPercentile }
+}
+
+function zOf(confidence: number): number {
+  return normalQuantile(1 - (1 - confidence) / 2)
+}
+
+/** Pass when the Wilson lower bound reaches the required share, fail when the upper bound is below it. */
+function judge(low: number, high: number, required: number): Outcome {
+  if (low >= required) return 'pass'
+  if (high < required) return 'fail'
+  return 'inconclusive'
+}
+
+/**
+ * Requests that would likely decide an inconclusive result if the good share stayed as it is:
+ * the smallest n whose Wilson interval at that share clears the required share. Null when the
+ * share sits on the threshold, or beyond `MAX_REQUESTS_HINT`.
+ */
+export function sloRequestsHint(good: number, samples: number, required: number, confidence: number): number | null {
+  if (samples === 0) return null
+  const share = good / samples
+  if (share === required) return null
+  const z = zOf(confidence)
+  const decides = (n: number): boolean => {
+    const { low, high } = wilsonInterval(Math.round(share * n), n, z)
+    return judge(low as number, high as number, required) !== 'inconclusive'
+  }
+  let high = samples + 1
+  while (!decides(high)) {
+    if (high >= MAX_REQUESTS_HINT) return null
+    high = Math.min(MAX_REQUESTS_HINT, high * 2)
+  }
+  let low = samples
+  while (high - low > 1) {
+    const mid = Math.floor((low + high) / 2)
+    if (decides(mid)) high = mid
+    else low = mid
+  }
+  return high
+}
+
+function ruleOf(o: ResolvedSloGateOptions, slo: ResolvedSlo): string {
+  const required = (o.percentile / 100).toFixed(3)
+  const side = percent(1 - (1 - o.confidence) / 2)
+  return `pass if the lower bound of the ${percent(o.confidence)} Wilson interval of the share of requests meeting ${describeSlo(slo)} (a one-sided ${side} bound) is at least ${required}; fail if its upper bound is below ${required}; otherwise inconclusive, which fails: the SLO must be shown met`
+}
+
+/**
+ * An SLO gate over one cell (or its launches, pooled): is the share of good requests (ok and
+ * meeting every objective; a failed request is never good) at least `percentile`%? The share's
+ * Wilson score interval at `confidence` decides: pass when its lower bound reaches the required
+ * share, fail when its upper bound is below it, otherwise inconclusive with the requests that
+ * would likely decide it. A harness-limited record is never judged (its latencies are not the
+ * engine's): the outcome is inconclusive with the reason.
+ * @example sloGate(record, { ttftMs: 500, tpotMs: 50, percentile: 95 })
+ */
+export function sloGate(records: SloRecord | readonly SloRecord[], options: SloGateOptions): GateDecision {
+  const o = parseOptions(typeof options?.gate === 'string' ? options.gate : 'toMeetSLO', SloGateOptions, options)
+  const launches: readonly SloRecord[] = Array.isArray(records) ? records : [records as SloRecord]
+  if (launches.length === 0) throw new TypeError(`${o.gate}: needs at least one run record`)
+  const slo = sloOf(o)
+  let samples = 0
+  let good = 0
+  let failed = 0
+  let wallClockMs = 0
+  for (const record of launches) {
+    const counted = countGood(record.requests, slo)
+    samples += counted.samples
+    good += counted.good
+    failed += counted.missed.failed
+    wallClockMs += record.metrics.wallClockMs
+  }
+  const required = o.percentile / 100
+  const { low, high } = wilsonInterval(good, samples, zOf(o.confidence))
+  const warnings: string[] = []
+  if (launches.length > 1) warnings.push(`${launches.length} launches pooled: the interval covers request-to-request variation, not launch-to-launch variation`)
+  if (failed > 0) warnings.push(`${failed} failed request(s) counted as not good`)
+  let outcome: Outcome = low === null || high === null ? 'inconclusive' : judge(low, high, required)
+  const limited = launches.flatMap((r) => (r.harness.harnessLimited ? [r.harness.reasons.join('; ')] : []))
+  if (limited.length > 0) {
+    outcome = 'inconclusive'
+    warnings.push(`not judged: the harness was the bottleneck (${limited.join(' | ')}), so these latencies are not the engine's`)
+  } else if (outcome === 'inconclusive' && samples > 0) {
+    warnings.push(`inconclusive: the ${percent(o.confidence)} interval [${(low as number).toFixed(3)}, ${(high as number).toFixed(3)}] straddles ${required.toFixed(3)}`)
+  }
+  const goodput = wallClockMs > 0 ? ` over ${(wallClockMs / 1000).toFixed(2)} s of wall clock: ${(good / (wallClockMs / 1000)).toFixed(2)} good req/s` : ''
+  return {
+    gate: o.gate,
+    outcome,
+    kind: 'superiority',
+    metric: `good fraction (${describeSlo(slo)})`,
+    effect: {
+      estimate: samples > 0 ? good / samples : null,
+      low,
+      high,
+      unit: 'fraction',
+      confidence: o.confidence,
+      method: `Wilson score interval of ${good} good of ${samples} measured request(s)${goodput}`,
+    },
+    samples: { baseline: 0, candidate: samples, paired: 0 },
+    rule: ruleOf(o, slo),
+    moreRequestsHint: outcome === 'inconclusive' && limited.length === 0 ? sloRequestsHint(good, samples, required, o.confidence) : null,
+    warnings,
+  }
+}

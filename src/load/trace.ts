@@ -1,0 +1,106 @@
+import { createHash } from 'node:crypto'
+import { readFile } from 'node:fs/promises'
+import { resolve } from 'node:path'
+import { ServegateError } from '../errors.ts'
+
+/** One request of a trace: when it arrives and how large it is. */
+export interface TraceRow {
+  /** 1-based line in the file. */
+  line: number
+  /** Arrival offset from the first row, ms (before any time scale). */
+  offsetMs: number
+  /** Prompt tokens, as the engine counts them. */
+  promptTokens: number
+  /** Output tokens: the request's `max_tokens`. */
+  outputTokens: number
+}
+
+export interface LoadedTrace {
+  /** Absolute path. */
+  path: string
+  /** sha256 of the file bytes, hex. */
+  sha256: string
+  rows: TraceRow[]
+}
+
+/** Each field and the spellings it is read from: servegate's own, then public traces' (Mooncake, AIPerf). */
+const FIELDS = {
+  offsetMs: ['offsetMs', 'timestamp'],
+  promptTokens: ['promptTokens', 'input_length'],
+  outputTokens: ['outputTokens', 'output_length'],
+} as const
+
+const EXAMPLE = '{"timestamp": 0, "input_length": 512, "output_length": 64}'
+
+function fail(path: string, line: number, message: string): never {
+  throw new ServegateError('FILE_INVALID', `${path}:${line}: ${message}`)
+}
+
+/** The value of a field under whichever spelling the row uses; exactly one must be present. */
+function field(object: Record<string, unknown>, name: keyof typeof FIELDS, path: string, line: number): unknown {
+  const present = FIELDS[name].filter((key) => key in object)
+  if (present.length === 0) fail(path, line, `missing field \`${FIELDS[name][1]}\` (or \`${FIELDS[name][0]}\`); write one object per line, e.g. ${EXAMPLE}`)
+  if (present.length > 1) fail(path, line, `both \`${present[0]}\` and \`${present[1]}\` are set; keep one`)
+  return object[present[0] as string]
+}
+
+function number(value: unknown, key: string, integer: boolean, min: number, path: string, line: number): number {
+  const ok = typeof value === 'number' && Number.isFinite(value) && value >= min && (!integer || Number.isInteger(value))
+  if (!ok) fail(path, line, `field \`${key}\` is ${JSON.stringify(value)}; set it to ${integer ? 'an integer' : 'a number'} ≥ ${min}`)
+  return value as number
+}
+
+/**
+ * Parses a JSONL trace: one request per line with its arrival time (ms) and its prompt and
+ * output lengths; blank lines skipped; other fields (Mooncake's `hash_ids`) ignored. Times
+ * must not decrease; offsets are taken from the first row. Pure.
+ * @param path used only in error messages
+ * @throws ServegateError `FILE_INVALID` naming `<path>:<line>`, the field and the fix
+ */
+export function parseTrace(text: string, path: string): TraceRow[] {
+  const rows: TraceRow[] = []
+  let first: number | null = null
+  let previous = -Infinity
+  const lines = text.split('\n')
+  for (let i = 0; i < lines.length; i++) {
+    const source = (lines[i] as string).trim()
+    if (source === '') continue
+    const line = i + 1
+    let value: unknown
+    try {
+      value = JSON.parse(source)
+    } catch (error) {
+      fail(path, line, `not valid JSON (${(error as Error).message}); write one object per line, e.g. ${EXAMPLE}`)
+    }
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) fail(path, line, `not a JSON object; write one object per line, e.g. ${EXAMPLE}`)
+    const object = value as Record<string, unknown>
+    const at = number(field(object, 'offsetMs', path, line), 'timestamp', false, 0, path, line)
+    if (at < previous) fail(path, line, `time ${at} ms is before the previous row's ${previous} ms; sort the trace by arrival time`)
+    previous = at
+    first ??= at
+    rows.push({
+      line,
+      offsetMs: at - first,
+      promptTokens: number(field(object, 'promptTokens', path, line), 'input_length', true, 1, path, line),
+      outputTokens: number(field(object, 'outputTokens', path, line), 'output_length', true, 1, path, line),
+    })
+  }
+  if (rows.length === 0) throw new ServegateError('FILE_INVALID', `${path}: no requests; write one object per line, e.g. ${EXAMPLE}`)
+  return rows
+}
+
+/**
+ * Reads and parses a trace file, with its sha256 (recorded in the plan, so a pair can show both
+ * arms replayed the same file).
+ * @throws ServegateError `FILE_INVALID` when unreadable or malformed
+ */
+export async function loadTrace(path: string): Promise<LoadedTrace> {
+  const absolute = resolve(path)
+  let bytes: Buffer
+  try {
+    bytes = await readFile(absolute)
+  } catch (error) {
+    throw new ServegateError('FILE_INVALID', `trace ${path}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); pass the path of a JSONL trace`)
+  }
+  return { path: absolute, sha256: createHash('sha256').update(bytes).digest('hex'), rows: parseTrace(bytes.toString('utf8'), path) }
+}

@@ -1,0 +1,71 @@
+import { describe, expect, test } from 'vitest'
+import type { StreamObservation } from '../client/stream.ts'
+import { openLoop, type Slot } from './dispatch.ts'
+
+/** An observation of a request that was sent at `sentAt` and ended now. */
+function observed(sentAt: number): StreamObservation {
+  return {
+    dispatchedAt: sentAt, sentAt, firstOutputAt: null, firstContentAt: null, endAt: performance.now(), outputChunkAt: [], reasoningChunks: 0, contentChunks: 0,
+    usagePromptTokens: null, usageCompletionTokens: null, finishReason: 'stop', httpStatus: 200, content: '', contentTruncated: false, sentChunks: [],
+    engineTimings: null, attempts: 1, error: null,
+  }
+}
+
+/** A send that records when it was called and answers after `serviceMs`. */
+function slowSend(serviceMs: number) {
+  const calledAt: number[] = []
+  const send = (index: number): Promise<StreamObservation> => {
+    const at = performance.now()
+    calledAt[index] = at
+    return new Promise((resolve) => setTimeout(() => resolve(observed(at)), serviceMs))
+  }
+  return { send, calledAt }
+}
+
+describe('openLoop', () => {
+  test('sends at the scheduled times whatever the completions: all ten go out before the first answer', async () => {
+    const { send, calledAt } = slowSend(400)
+    const slots: Slot[] = []
+    const startAt = performance.now()
+    const offsetsMs = Array.from({ length: 10 }, (_, i) => i * 20)
+    const stats = await openLoop({ offsetsMs, maxInFlight: null, startAt, signal: new AbortController().signal }, send, (s) => slots.push(s))
+    expect(stats).toEqual({ inFlightMax: 10, cappedRequests: 0 })
+    for (let i = 0; i < 10; i++) {
+      const late = (calledAt[i] as number) - (startAt + (offsetsMs[i] as number))
+      expect(late).toBeGreaterThanOrEqual(0)
+      expect(late).toBeLessThan(40)
+    }
+    expect(slots.map((s) => s.index).sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+    for (const s of slots) {
+      expect(s.scheduledOffsetMs).toBe(offsetsMs[s.index])
+      expect(s.readyAt).toBe(startAt + (offsetsMs[s.index] as number))
+      expect(s.slotAt).toBe(s.readyAt)
+    }
+  })
+
+  test('with a cap, a request due at the cap waits for the first to end, and is counted', async () => {
+    const { send, calledAt } = slowSend(60)
+    const slots: Slot[] = []
+    const startAt = performance.now()
+    const stats = await openLoop({ offsetsMs: [0, 5, 10, 15, 200], maxInFlight: 2, startAt, signal: new AbortController().signal }, send, (s) => slots.push(s))
+    expect(stats).toEqual({ inFlightMax: 2, cappedRequests: 2 })
+    const byIndex = new Map(slots.map((s) => [s.index, s]))
+    // Requests 2 and 3 were due at 10 and 15 ms but went when 0 and 1 ended, about 60 ms in.
+    for (const i of [2, 3]) {
+      const slot = byIndex.get(i) as Slot
+      expect(slot.slotAt - slot.readyAt).toBeGreaterThan(30)
+      expect(calledAt[i] as number).toBeGreaterThanOrEqual(slot.slotAt)
+    }
+    expect((byIndex.get(4) as Slot).slotAt).toBe(startAt + 200)
+  })
+
+  test('an abort sends every remaining request at once (they fail as aborted) instead of waiting for its time', async () => {
+    const controller = new AbortController()
+    const { send, calledAt } = slowSend(1)
+    const startAt = performance.now()
+    setTimeout(() => controller.abort(), 30)
+    await openLoop({ offsetsMs: [0, 10_000, 20_000], maxInFlight: null, startAt, signal: controller.signal }, send, () => {})
+    expect(performance.now() - startAt).toBeLessThan(2000)
+    expect(calledAt).toHaveLength(3)
+  })
+})

@@ -1,0 +1,122 @@
+import type { StreamObservation } from '../client/stream.ts'
+import type { OpenLoopStats } from '../schema/load.ts'
+
+/** One request as dispatched: when it was ready, when it could go, when it was due, and what came back. */
+export interface Slot {
+  index: number
+  /** When the request was ready: the cell start (closed loop) or its scheduled time (open loop). */
+  readyAt: number
+  /** When it could be sent: a slot freed (closed loop), or its scheduled time or the cap freeing, whichever is later (open loop). */
+  slotAt: number
+  /** Open loop: the scheduled send offset from the start of the phase, ms (the schedule's own value); null in the closed loop. */
+  scheduledOffsetMs: number | null
+  obs: StreamObservation
+}
+
+export type Send = (index: number) => Promise<StreamObservation>
+
+/** Runs `count` requests over `concurrency` slots: when one ends the next starts on its slot. */
+export async function closedLoop(count: number, concurrency: number, send: Send, onDone: (slot: Slot) => void): Promise<void> {
+  const readyAt = performance.now()
+  let next = 0
+  const worker = async (): Promise<void> => {
+    while (next < count) {
+      const index = next++
+      const slotAt = performance.now()
+      const obs = await send(index)
+      onDone({ index, readyAt, slotAt, scheduledOffsetMs: null, obs })
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker))
+}
+
+/**
+ * Within this many ms of a due time the dispatcher stops sleeping on a timer (libuv timers have
+ * 1 ms granularity and fire up to a millisecond late) and polls once per event-loop turn
+ * (setImmediate), which lets network I/O through between polls. Measured here: send lag p50
+ * drops from ~0.6 ms to ~0 for about 0.1 core at 100 req/s.
+ */
+const POLL_WINDOW_MS = 1
+
+export interface OpenLoopOptions {
+  /** Send offsets, ms from `startAt`, in index order (non-decreasing). */
+  offsetsMs: readonly number[]
+  /** The most requests in flight; null for none. */
+  maxInFlight: number | null
+  /** The monotonic time the offsets count from. */
+  startAt: number
+  /** On abort, every request not yet sent is sent at once (it fails as aborted without waiting for its time). */
+  signal: AbortSignal
+}
+
+/**
+ * The open-loop dispatcher: each request is sent at its scheduled time whatever the engine is
+ * doing, by a timer, never by a completion. With a cap, a request due while `maxInFlight` are in
+ * flight waits for the first to end (its `slotAt` is then that moment). Resolves when every
+ * request has ended.
+ */
+export function openLoop(o: OpenLoopOptions, send: Send, onDone: (slot: Slot) => void): Promise<OpenLoopStats> {
+  const count = o.offsetsMs.length
+  const due: Array<{ index: number; slotAt: number }> = []
+  let next = 0
+  let inFlight = 0
+  let finished = 0
+  let inFlightMax = 0
+  let cappedRequests = 0
+  let timer: { kind: 'timeout'; handle: NodeJS.Timeout } | { kind: 'immediate'; handle: NodeJS.Immediate } | null = null
+
+  return new Promise((resolve) => {
+    if (count === 0) return resolve({ inFlightMax, cappedRequests })
+    const scheduledAt = (index: number): number => o.startAt + (o.offsetsMs[index] as number)
+
+    const launch = (index: number, slotAt: number): void => {
+      inFlight++
+      inFlightMax = Math.max(inFlightMax, inFlight)
+      void send(index).then((obs) => {
+        inFlight--
+        finished++
+        const freedAt = performance.now()
+        onDone({ index, readyAt: scheduledAt(index), slotAt, scheduledOffsetMs: o.offsetsMs[index] as number, obs })
+        drain(freedAt)
+        if (finished === count) {
+          o.signal.removeEventListener('abort', onAbort)
+          resolve({ inFlightMax, cappedRequests })
+        }
+      })
+    }
+
+    // Sends what is due while the cap allows; a request that waited for the cap could go at `freedAt`.
+    const drain = (freedAt: number | null): void => {
+      while (due.length > 0 && (o.maxInFlight === null || inFlight < o.maxInFlight)) {
+        const { index, slotAt } = due.shift() as { index: number; slotAt: number }
+        launch(index, freedAt === null ? slotAt : Math.max(slotAt, freedAt))
+      }
+    }
+
+    const tick = (): void => {
+      timer = null
+      const now = performance.now()
+      while (next < count && (o.signal.aborted || scheduledAt(next) <= now)) {
+        if (o.maxInFlight !== null && inFlight + due.length >= o.maxInFlight) cappedRequests++
+        due.push({ index: next, slotAt: scheduledAt(next) })
+        next++
+      }
+      drain(null)
+      if (next < count) arm()
+    }
+
+    const arm = (): void => {
+      const wait = scheduledAt(next) - performance.now()
+      timer = wait > POLL_WINDOW_MS ? { kind: 'timeout', handle: setTimeout(tick, wait - POLL_WINDOW_MS) } : { kind: 'immediate', handle: setImmediate(tick) }
+    }
+
+    function onAbort(): void {
+      if (timer === null) return
+      if (timer.kind === 'timeout') clearTimeout(timer.handle)
+      else clearImmediate(timer.handle)
+      tick()
+    }
+    o.signal.addEventListener('abort', onAbort, { once: true })
+    tick()
+  })
+}
