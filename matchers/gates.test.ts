@@ -1,5 +1,5 @@
-import { stripVTControlCharacters } from 'node:util'
 import { describe, expect, test } from 'vitest'
+import { failureOf as messageOf } from '../fixtures/matchers.ts'
 import { createRandom } from '../src/random.ts'
 import { RunRecord } from '../src/schema/run.ts'
 import { failedCellRecord } from '../src/runner/cell.ts'
@@ -31,14 +31,8 @@ function arm(n: number, scale: { decode?: number; ttftMs?: number }, noise: numb
 }
 
 const pairOf = (b: RunRecord, c: RunRecord): PairSubject => ({ kind: 'pair', id: 'p', baseline: [b], candidate: [c] })
-const failureOf = (fn: () => void): string => {
-  try {
-    fn()
-  } catch (error) {
-    return stripVTControlCharacters((error as Error).message).split('\n- Expected')[0] as string
-  }
-  throw new Error('expected the assertion to fail')
-}
+/** The failure message up to vitest's own diff. */
+const failureOf = (fn: () => void): string => messageOf(fn).split('\n- Expected')[0] as string
 
 describe('toWinDecode', () => {
   test('pass: a clear 30% win over 64 paired prompts (launch noise 2% included)', () => {

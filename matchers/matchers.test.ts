@@ -1,5 +1,5 @@
-import { stripVTControlCharacters } from 'node:util'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { failureOf } from '../fixtures/matchers.ts'
 import { hostFacts } from '../src/engines/manifest.ts'
 import { runCell } from '../src/runner/cell.ts'
 import type { Manifest } from '../src/schema/manifest.ts'
@@ -27,14 +27,6 @@ afterAll(() => sim.close())
 
 const withManifest = (r: RunRecord, m: Manifest = manifest()): RunRecord => ({ ...r, manifest: m })
 const pairOf = (b: RunRecord, c: RunRecord): PairSubject => ({ kind: 'pair', id: 'p', baseline: [b], candidate: [c] })
-const failureOf = (fn: () => void): string => {
-  try {
-    fn()
-  } catch (error) {
-    return stripVTControlCharacters((error as Error).message)
-  }
-  throw new Error('expected the assertion to fail')
-}
 
 describe('toBeMatchedPair', () => {
   test('passes for the same plan on both arms, and its .not fails with the reason', () => {

@@ -1,5 +1,5 @@
-import { stripVTControlCharacters } from 'node:util'
 import { describe, expect, test } from 'vitest'
+import { failureOf } from '../fixtures/matchers.ts'
 import { okRequest } from '../src/gates/fixture.ts'
 import { arrivalPlanUnread } from '../src/load/plan.ts'
 import { ArrivalSpec } from '../src/load/spec.ts'
@@ -27,14 +27,6 @@ function cellOf(ttfts: readonly number[], options: { ratePerS?: number; harnessL
 /** n requests of which `bad` missed a 500 ms TTFT. */
 const ttfts = (n: number, bad: number): number[] => Array.from({ length: n }, (_, i) => (i < bad ? 900 : 200))
 
-const failureOf = (fn: () => void): string => {
-  try {
-    fn()
-  } catch (error) {
-    return stripVTControlCharacters((error as Error).message)
-  }
-  throw new Error('expected the assertion to fail')
-}
 
 describe('toMeetSLO', () => {
   test('pass: 200 of 200 good shows at least 95% at 98% confidence; .not fails with the figures', () => {

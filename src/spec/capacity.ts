@@ -1,30 +1,17 @@
-import type { BracketOptions } from '../load/capacity.ts'
 import { engineFailedRecord, measureOnEngine } from '../runner/engine-cell.ts'
 import type { EngineCellOptions } from '../runner/engine-cell.ts'
 import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
 import { type CapacityOptions, searchCapacity } from '../runner/capacity.ts'
 import type { CapacitySearch } from '../schema/capacity.ts'
-import type { Slo } from '../schema/load.ts'
 import { lazy, type Lazy, planId } from './cell.ts'
 import { type EngineHandle, registerTeardown, sharedEngine } from './engine.ts'
 import { cellThrew, declareCell, searchMeasured } from './registry.ts'
 
-export interface CapacitySpec extends EngineCellOptions {
+/** A capacity search in a spec: the probe cell's options, the engine, and the search's own options (see `CapacityOptions`). */
+export interface CapacitySpec extends Omit<EngineCellOptions, 'slo'>, Omit<CapacityOptions, 'cell'> {
   engine: EngineHandle
   /** Shown in evidence; defaults to `<engine>-<workload>-ctx<prompt>-capacity-<axis>`. */
   id?: string
-  /** The objectives of one request. */
-  slo: Slo
-  /** Percent of a probe's requests that must be good. @default 90 */
-  percentile?: number
-  /** Two-sided confidence of each probe's Wilson interval. @default 0.98 */
-  confidence?: number
-  /** How to walk the axis: start, range, probes at most, resolution. */
-  bracket: BracketOptions
-  /** Requests per probe (rate probes: at least this many). @default the fewest with which an all-good probe can pass (twice that for concurrency) */
-  requestsPerProbe?: number
-  /** Rate probes: rate × probeSeconds requests each. @default 20 */
-  probeSeconds?: number
 }
 
 /**
