@@ -98,6 +98,31 @@ function latencyTable(index: EvidenceIndex): string[] {
   ]
 }
 
+const pct = (v: number | null) => (v === null ? '—' : `${(v * 100).toFixed(1)}%`)
+
+function loadTable(index: EvidenceIndex): string[] {
+  const rows = index.cells.flatMap((c) =>
+    c.plan === null || c.plan.arrival === 'closed'
+      ? []
+      : c.arms.map((a) => [
+          armLabel(c, a),
+          `${c.plan?.arrival} ${c.plan?.arrivalRatePerS === null ? '' : `${num(c.plan?.arrivalRatePerS)} req/s`}`.trim(),
+          `${pct(a.load.goodFraction)} [${pct(a.load.goodFractionLow)}, ${pct(a.load.goodFractionHigh)}]`,
+          num(a.load.goodputReqPerS),
+          num(a.load.sendLagP99Ms),
+          a.load.inFlightMax === null ? '—' : String(a.load.inFlightMax),
+          a.harnessLimited ? 'yes' : 'no',
+        ]),
+  )
+  if (rows.length === 0) return []
+  return [
+    '## Open loop (good share: requests meeting every SLO, Wilson 95%)',
+    '',
+    ...table(['arm', 'arrivals', 'good share', 'goodput req/s', 'send lag p99 ms', 'in flight (max)', 'harness-limited'], rows),
+    '',
+  ]
+}
+
 function concurrencyTable(index: EvidenceIndex): string[] {
   const rows = index.cells.flatMap((c) =>
     c.arms.map((a) => [armLabel(c, a), String(a.concurrency.requested), String(a.concurrency.clientObservedMax), num(a.concurrency.engineRunningMax), num(a.concurrency.engineWaitingMax)]),
@@ -180,6 +205,7 @@ export function renderBoard(index: EvidenceIndex, files: readonly FileRef[]): st
     ...metricTables(index),
     ...latencyTable(index),
     ...concurrencyTable(index),
+    ...loadTable(index),
     ...qualityAudit(index),
     ...gpuTable(index),
     ...gateTable(index),

@@ -100,7 +100,7 @@ describe.skipIf(skipped)(`the evidence page in headless Chromium${skipped ? ` (s
     if (dir !== '') await rm(dir, { recursive: true, force: true })
   })
 
-  test('its DOM has the board as a table and the four charts as inline SVG', { timeout: 90_000 }, async () => {
+  test('its DOM has the board as a table and the five charts as inline SVG', { timeout: 90_000 }, async () => {
     const home = join(dir, 'chromium-dom')
     const dom = await runChromium(chromium as string, home, ['--dump-dom', page])
     await expect.poll(() => processesNaming(home)).toEqual([])
@@ -114,6 +114,7 @@ describe.skipIf(skipped)(`the evidence page in headless Chromium${skipped ? ` (s
       ['chart-decode-ratio-heatmap', 'Decode tok/s p50, candidate ÷ baseline'],
       ['chart-prefill-by-concurrency', 'Effective prefill tok/s p50 by concurrency'],
       ['chart-serving-tradeoff', 'Serving trade-off: decode tok/s per user against aggregate output tok/s'],
+      ['chart-goodput-by-rate', 'Open loop: share of requests meeting every SLO by offered rate (no data)'],
     ])
     expect(dom).not.toContain('<script')
   })

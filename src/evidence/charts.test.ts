@@ -3,15 +3,38 @@ import type { EvidenceIndex } from '../schema/evidence.ts'
 import { cellChart, renderCharts } from './charts.ts'
 import { SAMPLE_ENGINES, sampleEvidence } from './fixture.ts'
 
-const FILES = ['charts/throughput-by-concurrency.svg', 'charts/decode-ratio-heatmap.svg', 'charts/prefill-by-concurrency.svg', 'charts/serving-tradeoff.svg']
+const FILES = ['charts/throughput-by-concurrency.svg', 'charts/decode-ratio-heatmap.svg', 'charts/prefill-by-concurrency.svg', 'charts/serving-tradeoff.svg', 'charts/goodput-by-rate.svg']
+const CLOSED_LOOP_FILES = FILES.slice(0, 4)
+
+/**
+ * The sample index plus a rate ladder: its ctx1024 pairs again as open-loop cells at 2, 4 and 8
+ * req/s on one ladder, the candidate keeping more of its requests within the SLO as the rate grows.
+ */
+function withRateLadder(): EvidenceIndex {
+  const index = sampleEvidence()
+  const rates = [2, 4, 8]
+  const open = index.cells
+    .filter((c) => c.disposition === 'accepted' && c.plan?.promptTokens === 1024)
+    .map((c, i) => ({
+      ...c,
+      id: `${c.id}-r${rates[i]}`,
+      ladder: 'photon-vs-vllm-rate-sweep',
+      plan: c.plan === null ? null : { ...c.plan, arrival: 'poisson' as const, arrivalRatePerS: rates[i] as number },
+      arms: c.arms.map((a) => {
+        const good = a.arm === 'candidate' ? 1 - 0.1 * i : 1 - 0.3 * i
+        return { ...a, load: { ...a.load, goodFraction: good, goodFractionLow: good - 0.05, goodFractionHigh: Math.min(1, good + 0.03) } }
+      }),
+    }))
+  return { ...index, cells: [...index.cells, ...open] }
+}
 
 function byFile(charts: readonly { file: string; svg: string }[], file: string): string {
   return charts.find((c) => c.file === file)?.svg ?? ''
 }
 
 describe('renderCharts', () => {
-  test('draws the four charts as SVG, with the engines and axis titles', async () => {
-    const charts = await renderCharts(sampleEvidence())
+  test('draws the five charts as SVG, with the engines and axis titles', async () => {
+    const charts = await renderCharts(withRateLadder())
     expect(charts.map((c) => c.file)).toEqual(FILES)
     for (const chart of charts) {
       expect(chart.svg).toMatch(/^<svg [^>]*xmlns="http:\/\/www\.w3\.org\/2000\/svg"/)
@@ -30,6 +53,18 @@ describe('renderCharts', () => {
     expect(byFile(charts, FILES[3] as string)).toContain('>decode tok/s per user (p50)<')
     expect(byFile(charts, FILES[3] as string)).toContain('>aggregate output tok/s<')
     expect(byFile(charts, FILES[3] as string)).toContain('>c16<')
+    const good = byFile(charts, FILES[4] as string)
+    expect(good).toContain('>offered rate (req/s)<')
+    expect(good).toContain('>good share (meets every SLO)<')
+    expect(good).toContain('>photon-vs-vllm-rate-sweep<')
+    expect(good).toContain(SAMPLE_ENGINES.candidate)
+  })
+
+  test('open-loop cells are plotted by rate only; closed-loop charts leave them out', async () => {
+    const plain = await renderCharts(sampleEvidence())
+    const ladder = await renderCharts(withRateLadder())
+    for (const file of CLOSED_LOOP_FILES) expect(byFile(ladder, file)).toBe(byFile(plain, file))
+    expect(plain.find((c) => c.file === FILES[4])?.title).toMatch(/\(no data\)$/)
   })
 
   test('the heatmap labels each accepted pair with its decode ratio; the failed cell has no square', async () => {
@@ -53,7 +88,7 @@ describe('renderCharts', () => {
     expect(svg).toMatch(/url\(#decode-ratio-heatmap-gradient_0\)/)
   })
 
-  test('an index with nothing to plot still gives the four files, each titled "no data"', async () => {
+  test('an index with nothing to plot still gives the five files, each titled "no data"', async () => {
     const index: EvidenceIndex = { ...sampleEvidence(), cells: sampleEvidence().cells.filter((c) => c.disposition === 'pending') }
     const charts = await renderCharts(index)
     expect(charts.map((c) => c.file)).toEqual(FILES)

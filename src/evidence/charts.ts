@@ -82,14 +82,21 @@ const CHARTS: readonly ChartDefinition[] = [
     title: 'Serving trade-off: decode tok/s per user against aggregate output tok/s',
     spec: (index, title) => tradeOff(armPoints(index), title),
   },
+  {
+    file: 'charts/goodput-by-rate.svg',
+    title: 'Open loop: share of requests meeting every SLO by offered rate',
+    spec: goodByRate,
+  },
 ]
 
 /**
- * Draws the evidence charts, always the same four files (a chart with nothing to show is drawn
+ * Draws the evidence charts, always the same five files (a chart with nothing to show is drawn
  * with a "no data" title): output throughput by concurrency per arm, the candidate ÷ baseline
- * ratio of median decode tok/s as a heatmap, effective prefill tok/s by concurrency, and the
- * serving trade-off (per-user decode against aggregate throughput). Arms of accepted and failed
- * cells are plotted; the ratio heatmap compares accepted pairs only.
+ * ratio of median decode tok/s as a heatmap, effective prefill tok/s by concurrency, the
+ * serving trade-off (per-user decode against aggregate throughput) — closed-loop cells — and
+ * the good share by offered rate of open-loop cells (sweeps, capacity probes), a panel per
+ * ladder. Arms of accepted and failed cells are plotted; the ratio heatmap compares accepted
+ * pairs only.
  * @example for (const chart of await renderCharts(index)) await writeFile(join(dir, chart.file), chart.svg)
  */
 export async function renderCharts(index: EvidenceIndex): Promise<Chart[]> {
@@ -108,7 +115,7 @@ export async function renderCharts(index: EvidenceIndex): Promise<Chart[]> {
  * @example await cellChart(index.cells[0])
  */
 export async function cellChart(cell: EvidenceCell): Promise<string> {
-  const rows = mergeLaunches(cell.arms).flatMap(({ engine, arms }) =>
+  const rows = mergeLaunches(cell).flatMap(({ engine, arms }) =>
     LATENCIES.flatMap(({ metric, timing }) =>
       (['p50', 'p95'] as const).flatMap((percentile) => {
         const value = medianOf(arms.map((a) => a.timings[timing][percentile]))
@@ -190,26 +197,79 @@ function workloadLabel(plan: CellPlanSummary): string {
   return `${plan.workload} ctx${plan.promptTokens}`
 }
 
-/** The launches of each arm of a cell, grouped, in arm order (baseline, candidate, cell). */
-function mergeLaunches(arms: readonly ArmSummary[]): { arm: ArmSummary['arm']; engine: string; arms: ArmSummary[] }[] {
+/**
+ * The launches of each arm of a cell, grouped, in arm order (baseline, candidate, cell), named
+ * by the spec's engine name (two arms of one engine kind are still two series).
+ */
+function mergeLaunches(cell: Pick<EvidenceCell, 'arms' | 'engines'>): { arm: ArmSummary['arm']; engine: string; arms: ArmSummary[] }[] {
   return ARM_ORDER.flatMap((arm) => {
-    const launches = arms.filter((a) => a.arm === arm)
+    const launches = cell.arms.filter((a) => a.arm === arm)
     const first = launches[0]
-    return first === undefined ? [] : [{ arm, engine: first.engine ?? arm, arms: launches }]
+    return first === undefined ? [] : [{ arm, engine: cell.engines[arm] ?? first.engine ?? arm, arms: launches }]
   })
 }
 
-/** Cells whose arms are plotted: accepted or failed, with a plan and arm summaries. */
-function plottedCells(index: EvidenceIndex): (EvidenceCell & { plan: CellPlanSummary })[] {
+/** Cells whose arms are plotted: accepted or failed, with a plan and arm summaries; closed-loop ones, or open-loop ones. */
+function plottedCells(index: EvidenceIndex, loop: 'closed' | 'open' = 'closed'): (EvidenceCell & { plan: CellPlanSummary })[] {
   return index.cells.filter(
-    (c): c is EvidenceCell & { plan: CellPlanSummary } => (c.disposition === 'accepted' || c.disposition === 'failed') && c.plan !== null && c.arms.length > 0,
+    (c): c is EvidenceCell & { plan: CellPlanSummary } =>
+      (c.disposition === 'accepted' || c.disposition === 'failed') && c.plan !== null && c.arms.length > 0 && (c.plan.arrival === 'closed') === (loop === 'closed'),
   )
+}
+
+/** One arm of an open-loop cell at its offered rate: the good share with its Wilson interval. */
+interface RatePoint {
+  group: string
+  engine: string
+  rate: number
+  good: number
+  low: number | null
+  high: number | null
+}
+
+/** Every arm of every plotted open-loop cell with a rate and a good share, grouped by ladder (or workload). */
+function ratePoints(index: EvidenceIndex): RatePoint[] {
+  const points = plottedCells(index, 'open').flatMap((cell) =>
+    cell.plan.arrivalRatePerS === null
+      ? []
+      : mergeLaunches(cell).flatMap(({ engine, arms }) => {
+          const good = medianOf(arms.map((a) => a.load.goodFraction))
+          if (good === null) return []
+          const one = arms.length === 1 ? arms[0] : undefined
+          return [{ group: cell.ladder ?? workloadLabel(cell.plan), engine, rate: cell.plan.arrivalRatePerS as number, good, low: one?.load.goodFractionLow ?? null, high: one?.load.goodFractionHigh ?? null }]
+        }),
+  )
+  return points.sort((a, b) => a.group.localeCompare(b.group, 'en') || a.engine.localeCompare(b.engine, 'en') || a.rate - b.rate)
+}
+
+/** The good share (requests meeting every SLO) by offered rate, a line per engine, its Wilson interval as a bar, a panel per ladder. */
+function goodByRate(index: EvidenceIndex, title: string): TopLevelSpec | null {
+  const rows = ratePoints(index)
+  if (rows.length === 0) return null
+  return {
+    title,
+    data: { values: rows },
+    facet: { column: { field: 'group', type: 'nominal', title: null } },
+    spec: {
+      width: FACET_WIDTH,
+      height: FACET_HEIGHT,
+      encoding: {
+        x: { field: 'rate', type: 'quantitative', title: 'offered rate (req/s)', scale: { zero: false } },
+        color: { field: 'engine', type: 'nominal', title: 'engine', scale: { domain: [...new Set(rows.map((r) => r.engine))] } },
+      },
+      layer: [
+        { mark: { type: 'rule' }, encoding: { y: { field: 'low', type: 'quantitative' }, y2: { field: 'high' } } },
+        { mark: { type: 'line', point: true }, encoding: { y: { field: 'good', type: 'quantitative', title: 'good share (meets every SLO)', scale: { domain: [0, 1] }, axis: { format: '%' } } } },
+      ],
+    },
+    config: CONFIG,
+  }
 }
 
 /** Every arm of every plotted cell, sorted so that the order of cells in the index does not matter. */
 function armPoints(index: EvidenceIndex): ArmPoint[] {
   const points = plottedCells(index).flatMap((cell) =>
-    mergeLaunches(cell.arms).map(({ arm, engine, arms }) => ({
+    mergeLaunches(cell).map(({ arm, engine, arms }) => ({
       workload: workloadLabel(cell.plan),
       arm,
       engine,
@@ -280,7 +340,7 @@ function decodeRatios(index: EvidenceIndex): { row: string; concurrency: number;
   return plottedCells(index)
     .filter((c) => c.disposition === 'accepted' && c.kind === 'pair')
     .flatMap((cell) => {
-      const arms = mergeLaunches(cell.arms)
+      const arms = mergeLaunches(cell)
       const baseline = arms.find((a) => a.arm === 'baseline')
       const candidate = arms.find((a) => a.arm === 'candidate')
       if (baseline === undefined || candidate === undefined) return []

@@ -181,6 +181,28 @@ describe('an evidence directory', () => {
     expect((await readdir(dir)).filter((n) => n.startsWith('.swap.'))).toEqual([])
   })
 
+  test('an open-loop cell under an SLO shows its good share, goodput and send lag, and verifies', async () => {
+    const out = join(dir, 'open-loop')
+    const sim = await startSimServer({ model: 'm', prefillTokPerS: 40_000, decodeTokPerS: 400, seed: 4 })
+    let record: RunRecord
+    try {
+      record = await runCell({ baseUrl: sim.url, model: 'm', requests: 16, maxTokens: 8, workload: { promptTokens: 32 }, arrival: { kind: 'poisson', ratePerS: 40 }, slo: { ttftMs: 1000 } })
+    } finally {
+      await sim.close()
+    }
+    const built = buildEvidence([{ file: 'a', meta: { cells: [declared('open', { kind: 'cell', engines: { cell: 'sim' }, ladder: 'sweep', records: { cell: [record] } })] } }], [], { suiteCommit: null, redact: false })
+    const cell = built.index.cells[0]
+    expect(cell?.plan).toMatchObject({ arrival: 'poisson', arrivalRatePerS: 40 })
+    expect(cell?.arms[0]?.load).toMatchObject({ goodFraction: record.metrics.goodput?.fraction, sendLagP99Ms: record.harness.sendLagP99Ms })
+    expect(cell?.arms[0]?.load.inFlightMax).toBeGreaterThan(0)
+    await writeEvidence(out, built, DEFAULT_RENDERERS)
+    const board = await readFile(join(out, 'README.md'), 'utf8')
+    expect(board).toMatch(/^## Open loop/m)
+    expect(board).toMatch(/\| open · cell \| poisson 40 req\/s \| \d+\.\d% \[/)
+    expect(await readFile(join(out, 'charts/goodput-by-rate.svg'), 'utf8')).toContain('>sweep<')
+    expect(await verifyEvidence(out)).toMatchObject({ problems: [] })
+  })
+
   test('redaction replaces URLs and the host name everywhere', async () => {
     const out = join(dir, 'redacted')
     const { files, tests } = suite()

@@ -35,6 +35,7 @@ export function planSummary(record: RunRecord): CellPlanSummary {
   return {
     api: p.api,
     concurrency: p.concurrency,
+    arrival: p.arrival?.kind ?? 'closed',
     arrivalRatePerS: p.arrival?.ratePerS ?? null,
     requests: p.requests,
     maxTokens: p.maxTokens,
@@ -53,6 +54,7 @@ export function armSummary(record: RunRecord, arm: ArmSummary['arm'], launch: nu
   const host = t?.hostMemory.status === 'ok' ? t.hostMemory : null
   const hostPeak = host === null ? null : (host.lifetimePeakBytes ?? host.sampledPeakBytes)
   const sequential = record.plan.sequential
+  const goodput = record.metrics.goodput
   return {
     arm,
     launch,
@@ -88,6 +90,14 @@ export function armSummary(record: RunRecord, arm: ArmSummary['arm'], launch: nu
       activePowerMeanW: gpu?.activePowerMeanW.value ?? null,
       temperatureP95C: gpu?.temperatureP95C.value ?? null,
       joulesPerToken: gpu?.idleSubtractedJPerOutputToken.value ?? null,
+    },
+    load: {
+      goodFraction: goodput?.fraction ?? null,
+      goodFractionLow: goodput?.wilson95Low ?? null,
+      goodFractionHigh: goodput?.wilson95High ?? null,
+      goodputReqPerS: goodput?.goodputReqPerS ?? null,
+      sendLagP99Ms: record.harness.sendLagP99Ms,
+      inFlightMax: record.metrics.openLoop?.inFlightMax ?? null,
     },
     harnessLimited: record.harness.harnessLimited,
     p99DescriptiveOnly: [...record.metrics.p99DescriptiveOnly],

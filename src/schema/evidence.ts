@@ -64,6 +64,16 @@ export const ArmSummary = z.object({
     temperatureP95C: z.number().nullable(),
     joulesPerToken: z.number().nullable(),
   }),
+  /** Open loop and SLOs: the good share with its Wilson 95% interval, goodput, send lag; nulls where the cell had none. */
+  load: z.object({
+    goodFraction: z.number().min(0).max(1).nullable(),
+    goodFractionLow: z.number().min(0).max(1).nullable(),
+    goodFractionHigh: z.number().min(0).max(1).nullable(),
+    goodputReqPerS: z.number().nonnegative().nullable(),
+    sendLagP99Ms: z.number().nullable(),
+    /** Open loop: the most requests in flight at once. */
+    inFlightMax: z.int().nonnegative().nullable(),
+  }),
   harnessLimited: z.boolean(),
   /** Metric names whose p99 is descriptive only (fewer samples than p99 needs). */
   p99DescriptiveOnly: z.array(z.string()),
@@ -77,6 +87,8 @@ export type ArmSummary = z.infer<typeof ArmSummary>
 export const CellPlanSummary = z.object({
   api: Api.nullable(),
   concurrency: z.int().positive(),
+  /** `closed` at `concurrency`, or the open-loop arrival process. */
+  arrival: z.enum(['closed', 'constant', 'poisson', 'gamma', 'trace']),
   /** Open loop: the arrival rate, requests per second (null for the closed loop or a trace). */
   arrivalRatePerS: z.number().positive().nullable(),
   requests: z.int().positive(),
