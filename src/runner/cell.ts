@@ -56,7 +56,7 @@ export interface RunCellHooks {
 export interface CellStages {
   /** Ascending request counts ending each stage; requests past the plan's count are ignored. */
   ends: readonly number[]
-  /** Resolves true when the stage may run, false to stop before it. */
+  /** Resolves when the stage may run: true to run it, false to stop before it (the first stage always runs). */
   turn(stage: number): Promise<boolean>
   /** A stage ended: every record so far, in plan order; `broken` when the cell cannot go on (engine gone, aborted). */
   done(stage: number, records: readonly RequestRecord[], broken: boolean): void
@@ -351,7 +351,7 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
   })
   const stages = hooks.stages ?? null
   try {
-    if (stages !== null && !(await stages.turn(0))) throw new ServegateError('INTERNAL', 'a staged cell was stopped before its first stage')
+    await stages?.turn(0)
     const send = (bodies: Buffer[], captureChars: number, offset = 0) => (index: number) => transport.send(bodies[offset + index] as Buffer, captureChars, signal)
     // Drawn (or read) before anything is sent: a trace also sizes the requests.
     const arrivals = o.arrival === null ? null : await planArrivals(o.arrival, o.requests)
