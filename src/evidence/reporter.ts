@@ -18,8 +18,6 @@ export const DEFAULT_RENDERERS: Renderers = { charts: renderCharts, html: render
 export interface ServegateReporterOptions {
   evidenceDir: string
   redact: boolean
-  /** Write evidence after every run; otherwise only after benchmark projects ran or blob reports merged. */
-  always: boolean
 }
 
 /** `git rev-parse HEAD` in `cwd`, or null outside a git work tree. */
@@ -43,33 +41,34 @@ export function collectInputs(modules: ReadonlyArray<TestModule>, root: string):
   return { files, tests }
 }
 
+/**
+ * Writes the evidence after a run of benchmark projects (vitest 5 runs `vitest bench` as
+ * benchmark variants of the projects) or a merge of blob reports; after other runs it does
+ * nothing.
+ */
 export class ServegateReporter implements Reporter {
   private vitest: Vitest | null = null
-  private active: boolean
+  private merging = false
   private readonly options: ServegateReporterOptions
-  private readonly renderers: Renderers
 
-  constructor(options: ServegateReporterOptions, renderers: Renderers = DEFAULT_RENDERERS) {
+  constructor(options: ServegateReporterOptions) {
     this.options = options
-    this.active = options.always
-    this.renderers = renderers
   }
 
   onInit(vitest: Vitest): void {
     this.vitest = vitest
-    if (vitest.config.mergeReports !== undefined && vitest.config.mergeReports !== '') this.active = true
+    this.merging = vitest.config.mergeReports !== undefined && vitest.config.mergeReports !== ''
   }
 
   async onTestRunEnd(modules: ReadonlyArray<TestModule>): Promise<void> {
-    // vitest 5 runs `vitest bench` as benchmark variants of the projects: those modules count.
     const bench = modules.some((m) => m.project.config.benchmark?.enabled === true)
-    if (!(this.active || bench) || this.vitest === null) return
+    if (!(this.merging || bench) || this.vitest === null) return
     const root = this.vitest.config.root
     const { files, tests } = collectInputs(modules, root)
     if (files.length === 0) return
     const built = buildEvidence(files, tests, { suiteCommit: await gitCommit(root), redact: this.options.redact })
     const dir = this.options.evidenceDir
-    const { index, board } = await writeEvidence(dir, built, this.renderers)
+    const { index, board } = await writeEvidence(dir, built, DEFAULT_RENDERERS)
     const summary = process.env.GITHUB_STEP_SUMMARY
     if (summary !== undefined && summary !== '') await appendFile(summary, `${board}\n`)
     const log = (line: string) => this.vitest?.logger.log(line)

@@ -26,7 +26,7 @@ export function servegate(input?: ServegateOptions): Plugin {
   return {
     name: 'servegate',
     config(userConfig) {
-      const reporter = new ServegateReporter({ evidenceDir: options.evidenceDir, redact: options.redact, always: false })
+      const reporter = new ServegateReporter({ evidenceDir: options.evidenceDir, redact: options.redact })
       // Appended to the user's reporters when they chose some (configs merge arrays), else beside vitest's default.
       const reporters = userConfig.test?.reporters === undefined ? ['default', reporter] : [reporter]
       return {
