@@ -159,3 +159,25 @@ describe('requestsHint', () => {
     expect(requestsHint(0.5, 0.01, 0.98, 0, 40)).toBe(41)
   })
 })
+
+describe('winGate on a sequential design the records carry', () => {
+  const design = (stoppedAt: number) => ({ looks: [16, 32, 64], plannedRequests: 64, stopWhen: [], stoppedAt, reason: 'test' })
+  const arm = (ratio: number, n: number, failedBelow = 0) => ({
+    requests: around(50, n, 0.1).map((v, i) => (i < failedBelow ? failedRequest(i) : okRequest(i, { decodeTokPerS: v * ratio * (1 + 0.02 * Math.cos(2.3 * i)) }))),
+    plan: { sequential: design(n) },
+  })
+
+  test('a pair stopped before its first look is inconclusive without an interval, not an error', () => {
+    const d = winGate({ baseline: arm(1, 10), candidate: arm(1.5, 10) }, { gate: 'toWinDecode', launchNoise: 0 })
+    expect(d.outcome).toBe('inconclusive')
+    expect(d.effect.estimate).toBeNull()
+    expect(d.warnings.join(' ')).toMatch(/only 10 paired request\(s\) with decodeTokPerS and the records end before the design's first look at 16/)
+  })
+
+  test('a look with too few pairs is passed over; the next one decides and keeps its place in the design', () => {
+    // The first 12 requests failed on both arms: the look at 16 has 4 pairs, the look at 32 has 20.
+    const d = winGate({ baseline: arm(1, 32, 12), candidate: arm(1.5, 32, 12) }, { gate: 'toWinDecode', launchNoise: 0 })
+    expect(d.outcome).toBe('pass')
+    expect(d.rule).toMatch(/decided at look 2 of 3 \(20 paired requests\)/)
+  })
+})

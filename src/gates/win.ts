@@ -57,6 +57,8 @@ interface Look {
   /** Paired requests judged at this look. */
   n: number
   confidence: number
+  /** 1-based place of this look in the design. */
+  position: number
 }
 
 /** The design of a sequential gate: the plan's request counts at its looks, and the planned total. */
@@ -98,7 +100,7 @@ function planLooks(
     while (n < indices.length && (indices[n] as number) < end) n++
     return n
   }
-  if (design === null) return { looks: [{ end: Infinity, n: indices.length, confidence: o.confidence }], planned: 1 }
+  if (design === null) return { looks: [{ end: Infinity, n: indices.length, confidence: o.confidence, position: 1 }], planned: 1 }
   const alpha = (1 - o.confidence) / 2
   const total = design.plannedRequests
   const counts = lookCounts(design)
@@ -123,7 +125,7 @@ function planLooks(
   for (let i = 0; i <= usable; i++) {
     if ((counts[i] as number) > reached) break
     const end = i === usable ? Infinity : (counts[i] as number)
-    looks.push({ end, n: pairedBelow(end), confidence: lookConfidence((boundaries[i] as { z: number }).z) })
+    looks.push({ end, n: pairedBelow(end), confidence: lookConfidence((boundaries[i] as { z: number }).z), position: i + 1 })
   }
   return { looks, planned: usable + 1 }
 }
@@ -154,26 +156,32 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
   const baseRule = (confidence: number) =>
     `pass if the lower bound of the ${percent(confidence)} interval of candidate/baseline ${words} (a one-sided ${percent(1 - (1 - confidence) / 2)} bound) exceeds ${ratio(threshold)}; fail if its upper bound is below ${ratio(threshold)}; otherwise inconclusive`
 
-  if (n < MIN_PAIRED_REQUESTS) {
-    return {
-      gate: o.gate,
-      outcome: 'inconclusive',
-      kind: 'superiority',
-      metric,
-      effect: { estimate: null, low: null, high: null, unit: 'ratio', confidence: null, method: 'not estimable: too few paired requests' },
-      samples,
-      rule: baseRule(o.confidence),
-      moreRequestsHint: Math.max(MIN_PAIRED_REQUESTS, o.looks?.[0] ?? 16),
-      warnings: [...warnings, `only ${n} paired request(s) with ${metric}; at least ${MIN_PAIRED_REQUESTS} are needed for an interval`],
-    }
-  }
+  const tooFew = (judged: number, why: string): GateDecision => ({
+    gate: o.gate,
+    outcome: 'inconclusive',
+    kind: 'superiority',
+    metric,
+    effect: { estimate: null, low: null, high: null, unit: 'ratio', confidence: null, method: 'not estimable: too few paired requests' },
+    samples,
+    rule: baseRule(o.confidence),
+    moreRequestsHint: Math.max(MIN_PAIRED_REQUESTS, o.looks?.[0] ?? 16),
+    warnings: [...warnings, `only ${judged} paired request(s) with ${metric}${why}; at least ${MIN_PAIRED_REQUESTS} are needed for an interval`],
+  })
+  if (n < MIN_PAIRED_REQUESTS) return tooFew(n, '')
 
   const logRatios = new Float64Array(n)
   for (let i = 0; i < n; i++) logRatios[i] = Math.log((paired.candidate[i] as number) / (paired.baseline[i] as number))
   const launchVariance = 2 * o.launchNoise ** 2
   const reached = requestsReached(baseline, candidate)
   const design = lookDesign(o, baseline, candidate, reached)
-  const { looks, planned } = planLooks(o, design, paired.indices, reached, logRatios, launchVariance)
+  const planLooksResult = planLooks(o, design, paired.indices, reached, logRatios, launchVariance)
+  const planned = planLooksResult.planned
+  // Looks with too few pairs to judge (many failed requests before them) are passed over.
+  const looks = planLooksResult.looks.filter((l) => l.n >= MIN_PAIRED_REQUESTS)
+  if (looks.length === 0) {
+    const taken = planLooksResult.looks.at(-1)
+    return tooFew(taken?.n ?? n, taken === undefined ? ` and the records end before the design's first look at ${lookCounts(design as LookDesign)[0]}` : ' at the looks the records reach')
+  }
   const logThreshold = Math.log(threshold)
 
   const estimator = o.estimator ?? DEFAULT_WIN_ESTIMATOR[o.gate]
@@ -181,7 +189,6 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
   let last: LogInterval = { estimate: 0, low: 0, high: 0 }
   for (let k = 0; k < looks.length; k++) {
     const look = looks[k] as Look
-    if (look.n < MIN_PAIRED_REQUESTS) continue
     last = widen(requestInterval(estimator, logRatios.subarray(0, look.n), look.confidence, o), look.confidence, launchVariance)
     if (last.low > logThreshold) decided = { look: k, interval: last, outcome: 'pass' }
     else if (last.high < logThreshold) decided = { look: k, interval: last, outcome: 'fail' }
@@ -196,8 +203,8 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
   let sequential = ''
   if (design !== null) {
     const alpha = (1 - o.confidence) / 2
-    rule += `; looks at ${lookCounts(design).join(', ')} requests of the plan with ${percent(alpha)} per side spent by a Pocock-type Lan–DeMets function (${percent(o.confidence)} overall); ${decided === null ? 'undecided after' : 'decided at'} look ${lookIndex + 1} of ${planned} (${look.n} paired requests)`
-    sequential = `; group-sequential look ${lookIndex + 1} of ${planned}`
+    rule += `; looks at ${lookCounts(design).join(', ')} requests of the plan with ${percent(alpha)} per side spent by a Pocock-type Lan–DeMets function (${percent(o.confidence)} overall); ${decided === null ? 'undecided after' : 'decided at'} look ${look.position} of ${planned} (${look.n} paired requests)`
+    sequential = `; group-sequential look ${look.position} of ${planned}`
   }
   let moreRequestsHint: number | null = null
   if (outcome === 'inconclusive') {
