@@ -242,28 +242,31 @@ function ratePoints(index: EvidenceIndex): RatePoint[] {
   return points.sort((a, b) => a.group.localeCompare(b.group, 'en') || a.engine.localeCompare(b.engine, 'en') || a.rate - b.rate)
 }
 
-/** The good share (requests meeting every SLO) by offered rate, a line per engine, its Wilson interval as a bar, a panel per ladder. */
-function goodByRate(index: EvidenceIndex, title: string): TopLevelSpec | null {
-  const rows = ratePoints(index)
+/** A chart of the rows with a panel per value of `column`, each panel drawn by `panel` at the panel size; null without rows. */
+function panels(title: string, rows: readonly object[], column: string, panel: Record<string, unknown>): TopLevelSpec | null {
   if (rows.length === 0) return null
   return {
     title,
-    data: { values: rows },
-    facet: { column: { field: 'group', type: 'nominal', title: null } },
-    spec: {
-      width: FACET_WIDTH,
-      height: FACET_HEIGHT,
-      encoding: {
-        x: { field: 'rate', type: 'quantitative', title: 'offered rate (req/s)', scale: { zero: false } },
-        color: { field: 'engine', type: 'nominal', title: 'engine', scale: { domain: [...new Set(rows.map((r) => r.engine))] } },
-      },
-      layer: [
-        { mark: { type: 'rule' }, encoding: { y: { field: 'low', type: 'quantitative' }, y2: { field: 'high' } } },
-        { mark: { type: 'line', point: true }, encoding: { y: { field: 'good', type: 'quantitative', title: 'good share (meets every SLO)', scale: { domain: [0, 1] }, axis: { format: '%' } } } },
-      ],
-    },
+    data: { values: [...rows] },
+    facet: { column: { field: column, type: 'nominal', title: null } },
+    spec: { width: FACET_WIDTH, height: FACET_HEIGHT, ...panel },
     config: CONFIG,
-  }
+  } as TopLevelSpec
+}
+
+/** The good share (requests meeting every SLO) by offered rate, a line per engine, its Wilson interval as a bar, a panel per ladder. */
+function goodByRate(index: EvidenceIndex, title: string): TopLevelSpec | null {
+  const rows = ratePoints(index)
+  return panels(title, rows, 'group', {
+    encoding: {
+      x: { field: 'rate', type: 'quantitative', title: 'offered rate (req/s)', scale: { zero: false } },
+      color: { field: 'engine', type: 'nominal', title: 'engine', scale: { domain: [...new Set(rows.map((r) => r.engine))] } },
+    },
+    layer: [
+      { mark: { type: 'rule' }, encoding: { y: { field: 'low', type: 'quantitative' }, y2: { field: 'high' } } },
+      { mark: { type: 'line', point: true }, encoding: { y: { field: 'good', type: 'quantitative', title: 'good share (meets every SLO)', scale: { domain: [0, 1] }, axis: { format: '%' } } } },
+    ],
+  })
 }
 
 /** Every arm of every plotted cell, sorted so that the order of cells in the index does not matter. */
@@ -291,48 +294,30 @@ function engineColor(points: readonly ArmPoint[]) {
 /** A line per engine over concurrency, one panel per workload. */
 function byConcurrency(points: readonly ArmPoint[], field: 'outputTokPerS' | 'prefillTokPerSP50', yTitle: string, title: string): TopLevelSpec | null {
   const rows = points.filter((p) => p[field] !== null)
-  if (rows.length === 0) return null
-  return {
-    title,
-    data: { values: rows },
-    facet: { column: { field: 'workload', type: 'nominal', title: null } },
-    spec: {
-      width: FACET_WIDTH,
-      height: FACET_HEIGHT,
-      mark: { type: 'line', point: true },
-      encoding: {
-        x: { field: 'concurrency', type: 'ordinal', title: 'concurrency', axis: { labelAngle: 0 } },
-        y: { field, type: 'quantitative', title: yTitle },
-        color: engineColor(rows),
-      },
+  return panels(title, rows, 'workload', {
+    mark: { type: 'line', point: true },
+    encoding: {
+      x: { field: 'concurrency', type: 'ordinal', title: 'concurrency', axis: { labelAngle: 0 } },
+      y: { field, type: 'quantitative', title: yTitle },
+      color: engineColor(rows),
     },
-    config: CONFIG,
-  }
+  })
 }
 
 /** Per-user decode speed against aggregate throughput: a line per engine, points labelled by concurrency. */
 function tradeOff(points: readonly ArmPoint[], title: string): TopLevelSpec | null {
   const rows = points.filter((p) => p.decodeTokPerSP50 !== null && p.outputTokPerS !== null).map((p) => ({ ...p, label: `c${p.concurrency}` }))
-  if (rows.length === 0) return null
-  return {
-    title,
-    data: { values: rows },
-    facet: { column: { field: 'workload', type: 'nominal', title: null } },
-    spec: {
-      width: FACET_WIDTH,
-      height: FACET_HEIGHT,
-      encoding: {
-        x: { field: 'decodeTokPerSP50', type: 'quantitative', title: 'decode tok/s per user (p50)', scale: { zero: false } },
-        y: { field: 'outputTokPerS', type: 'quantitative', title: 'aggregate output tok/s' },
-        color: engineColor(rows),
-      },
-      layer: [
-        { mark: { type: 'line', point: true }, encoding: { order: { field: 'concurrency', type: 'quantitative' } } },
-        { mark: { type: 'text', align: 'left', dx: 5, dy: -7, fontSize: 10 }, encoding: { text: { field: 'label', type: 'nominal' } } },
-      ],
+  return panels(title, rows, 'workload', {
+    encoding: {
+      x: { field: 'decodeTokPerSP50', type: 'quantitative', title: 'decode tok/s per user (p50)', scale: { zero: false } },
+      y: { field: 'outputTokPerS', type: 'quantitative', title: 'aggregate output tok/s' },
+      color: engineColor(rows),
     },
-    config: CONFIG,
-  }
+    layer: [
+      { mark: { type: 'line', point: true }, encoding: { order: { field: 'concurrency', type: 'quantitative' } } },
+      { mark: { type: 'text', align: 'left', dx: 5, dy: -7, fontSize: 10 }, encoding: { text: { field: 'label', type: 'nominal' } } },
+    ],
+  })
 }
 
 /** The candidate ÷ baseline ratio of median p50 decode tok/s of each accepted pair. */

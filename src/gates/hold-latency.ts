@@ -6,7 +6,7 @@ import {
   type GatePair, type GateRecord, LATENCY_FIELD, latencyOf, launchLayout, launchSamples, MIN_PAIRED_REQUESTS, type OkRequest, pairByIndex, valuesByIndex,
 } from './arms.ts'
 import {
-  launchLevelInterval, launchLevelOneSample, launchNoiseClause, type LogInterval, noLaunchNoiseWarning, percent, ratio, widen,
+  launchLevelInterval, launchLevelOneSample, launchNoiseClause, logEffect, type LogInterval, noLaunchNoiseWarning, percent, ratio, widen,
 } from './interval.ts'
 import { HoldLatencyOptions, parseOptions, type ResolvedHoldLatencyOptions } from './options.ts'
 
@@ -145,7 +145,7 @@ function decide(
     outcome,
     kind: 'non-regression',
     metric: metricName(o),
-    effect: { estimate: Math.exp(interval.estimate), low: Math.exp(interval.low), high: Math.exp(interval.high), unit, confidence: o.confidence, method },
+    effect: logEffect(interval, unit, o.confidence, method),
     samples,
     rule: ruleOf(o),
     moreRequestsHint: null,
@@ -201,7 +201,7 @@ function launchLevelHold(o: ResolvedHoldLatencyOptions, baseline: readonly GateR
     outcome,
     kind: 'non-regression',
     metric: metricName(o),
-    effect: { estimate: Math.exp(interval.estimate), low: Math.exp(interval.low), high: Math.exp(interval.high), unit, confidence: o.confidence, method },
+    effect: logEffect(interval, unit, o.confidence, method),
     samples,
     rule: ruleOf(o, 'launch level (geometric mean of per-launch percentiles): '),
     moreRequestsHint: null,

@@ -1,3 +1,4 @@
+import type { GateDecision } from '../schema/gate.ts'
 import { normalQuantile, studentTQuantile } from '../stats/distributions.ts'
 import { welchTTest } from '../stats/tests.ts'
 
@@ -6,6 +7,11 @@ export interface LogInterval {
   estimate: number
   low: number
   high: number
+}
+
+/** A decision's effect from a log-scale interval: the value (a ratio, or ms) with its bounds. */
+export function logEffect(interval: LogInterval, unit: GateDecision['effect']['unit'], confidence: number, method: string): GateDecision['effect'] {
+  return { estimate: Math.exp(interval.estimate), low: Math.exp(interval.low), high: Math.exp(interval.high), unit, confidence, method }
 }
 
 /**

@@ -7,7 +7,7 @@ import {
   type GatePair, type GateRecord, launchLayout, launchSamples, MIN_PAIRED_REQUESTS, type OkRequest, pairByIndex, rateOf, valuesByIndex,
 } from './arms.ts'
 import {
-  atLeastStudentT, launchLevelInterval, launchNoiseClause, type LogInterval, noLaunchNoiseWarning, percent, ratio, sampleSd, widen,
+  atLeastStudentT, launchLevelInterval, logEffect, launchNoiseClause, type LogInterval, noLaunchNoiseWarning, percent, ratio, sampleSd, widen,
 } from './interval.ts'
 import { EXACT_SIGNED_RANK_MAX_N, signedRankTest } from '../stats/signed-rank.ts'
 import {
@@ -219,14 +219,7 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
     outcome,
     kind: 'superiority',
     metric,
-    effect: {
-      estimate: Math.exp(interval.estimate),
-      low: Math.exp(interval.low),
-      high: Math.exp(interval.high),
-      unit: 'ratio',
-      confidence: look.confidence,
-      method: `${ESTIMATOR_METHOD[estimator](look.n, o)}${launchNoiseClause(o.launchNoise)}${sequential}`,
-    },
+    effect: logEffect(interval, 'ratio', look.confidence, `${ESTIMATOR_METHOD[estimator](look.n, o)}${launchNoiseClause(o.launchNoise)}${sequential}`),
     samples,
     rule,
     moreRequestsHint,
@@ -313,14 +306,12 @@ function launchLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline:
     outcome,
     kind: 'superiority',
     metric,
-    effect: {
-      estimate: Math.exp(interval.estimate),
-      low: Math.exp(interval.low),
-      high: Math.exp(interval.high),
-      unit: 'ratio',
-      confidence: o.confidence,
-      method: `launch level: per-launch medians, Welch t-interval of the mean log over ${c.length} candidate and ${b.length} baseline launches (df ${interval.df.toFixed(1)})`,
-    },
+    effect: logEffect(
+      interval,
+      'ratio',
+      o.confidence,
+      `launch level: per-launch medians, Welch t-interval of the mean log over ${c.length} candidate and ${b.length} baseline launches (df ${interval.df.toFixed(1)})`,
+    ),
     samples,
     rule,
     moreRequestsHint: null,
