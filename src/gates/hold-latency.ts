@@ -76,6 +76,22 @@ function inconclusiveWarning(interval: LogInterval, o: ResolvedHoldLatencyOption
   return `inconclusive: the ${percent(o.confidence)} interval [${show(interval.low)}, ${show(interval.high)}] straddles ${what}; passes with this annotation, more requests would settle it`
 }
 
+/** The decision of a non-regression test from its log-scale interval: judged against the bound, warned when undecided. */
+function regressionDecision(
+  o: ResolvedHoldLatencyOptions,
+  interval: LogInterval,
+  bound: number,
+  unit: 'ratio' | 'ms',
+  method: string,
+  samples: GateDecision['samples'],
+  warnings: string[],
+  rule: string,
+): GateDecision {
+  const outcome = judge(interval, bound)
+  if (outcome === 'inconclusive') warnings.push(inconclusiveWarning(interval, o, bound, unit))
+  return { gate: o.gate, outcome, kind: 'non-regression', metric: metricName(o), effect: logEffect(interval, unit, o.confidence, method), samples, rule, moreRequestsHint: null, warnings }
+}
+
 function notEstimable(o: ResolvedHoldLatencyOptions, samples: GateDecision['samples'], reason: string, warnings: string[]): GateDecision {
   return {
     gate: o.gate,
@@ -138,19 +154,7 @@ function decide(
 ): GateDecision {
   if (!Number.isFinite(dist.estimate)) return notEstimable(o, samples, 'a percentile is 0 or missing', warnings)
   const interval = widen(atLeastPercentile(dist, o.confidence), o.confidence, launchVariance)
-  const outcome = judge(interval, bound)
-  if (outcome === 'inconclusive') warnings.push(inconclusiveWarning(interval, o, bound, unit))
-  return {
-    gate: o.gate,
-    outcome,
-    kind: 'non-regression',
-    metric: metricName(o),
-    effect: logEffect(interval, unit, o.confidence, method),
-    samples,
-    rule: ruleOf(o),
-    moreRequestsHint: null,
-    warnings,
-  }
+  return regressionDecision(o, interval, bound, unit, method, samples, warnings, ruleOf(o))
 }
 
 /**
@@ -191,20 +195,8 @@ function launchLevelHold(o: ResolvedHoldLatencyOptions, baseline: readonly GateR
   const interval = absolute ? launchLevelOneSample(c, o.confidence) : launchLevelInterval(c, b, o.confidence)
   const bound = absolute ? (o.atMostMs as number) : 1 + (o.notWorseThanPct as number) / 100
   const unit = absolute ? 'ms' : 'ratio'
-  const outcome = judge(interval, bound)
-  if (outcome === 'inconclusive') warnings.push(inconclusiveWarning(interval, o, bound, unit))
   const method = absolute
     ? `launch level: per-launch nearest-rank p${o.percentile}, t-interval of the mean log over ${c.length} candidate launches (df ${interval.df.toFixed(1)})`
     : `launch level: per-launch nearest-rank p${o.percentile}, Welch t-interval of the mean log over ${c.length} candidate and ${b.length} baseline launches (df ${interval.df.toFixed(1)})`
-  return {
-    gate: o.gate,
-    outcome,
-    kind: 'non-regression',
-    metric: metricName(o),
-    effect: logEffect(interval, unit, o.confidence, method),
-    samples,
-    rule: ruleOf(o, 'launch level (geometric mean of per-launch percentiles): '),
-    moreRequestsHint: null,
-    warnings,
-  }
+  return regressionDecision(o, interval, bound, unit, method, samples, warnings, ruleOf(o, 'launch level (geometric mean of per-launch percentiles): '))
 }
