@@ -51,6 +51,7 @@ const HELP = [
   'Prints "servegate sim listening on URL (model NAME)" once ready; stops on SIGINT or SIGTERM.',
   '',
   ...FLAGS.map((flag) => `  --${flag.name}${flag.value === 'boolean' ? '' : ' VALUE'}`.padEnd(28) + flag.help),
+  '  --options JSON'.padEnd(28) + 'sim options as one JSON object (camelCase names); the flags above override it',
   '  --help'.padEnd(28) + 'print this help',
   '',
 ].join('\n')
@@ -93,9 +94,10 @@ export async function simCommand(
 export function parseSimArgs(argv: string[]): ResolvedSimOptions | 'help' {
   const values = readFlags(argv)
   if (values.help === true) return 'help'
-  const input: Record<string, unknown> = { port: DEFAULT_PORT }
+  const json = optionsJson(values.options)
+  const input: Record<string, unknown> = { port: DEFAULT_PORT, ...json }
   // What the user typed, shaped like `input`, so an error quotes "abc" rather than NaN.
-  const typed: Record<string, unknown> = { port: DEFAULT_PORT }
+  const typed: Record<string, unknown> = { port: DEFAULT_PORT, ...json }
   for (const flag of FLAGS) {
     const raw = values[flag.name]
     if (raw === undefined) continue
@@ -110,6 +112,21 @@ export function parseSimArgs(argv: string[]): ResolvedSimOptions | 'help' {
   return parsed.data
 }
 
+/** `--options JSON`: SimOptions as one JSON object (what `engine.sim()` passes); flags override it. */
+function optionsJson(raw: FlagValues[string]): Record<string, unknown> {
+  if (raw === undefined) return {}
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(String(raw))
+  } catch {
+    throw new ServegateError('CONFIG_INVALID', '--options: not JSON; pass one JSON object of sim options, e.g. --options \'{"decodeTokPerS":100}\'')
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new ServegateError('CONFIG_INVALID', '--options: must be a JSON object of sim options, e.g. {"decodeTokPerS":100}')
+  }
+  return parsed as Record<string, unknown>
+}
+
 type FlagValues = Record<string, string | boolean | Array<string | boolean> | undefined>
 
 function readFlags(argv: string[]): FlagValues {
@@ -118,6 +135,7 @@ function readFlags(argv: string[]): FlagValues {
       flag.name,
       { type: flag.value === 'boolean' ? ('boolean' as const) : ('string' as const), multiple: flag.value === 'fault' },
     ]),
+    ['options', { type: 'string' as const }],
     ['help', { type: 'boolean' as const }],
   ])
   try {

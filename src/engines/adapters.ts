@@ -109,11 +109,11 @@ const trtllm: EngineAdapter = {
   metricsPath: '/prometheus/metrics',
 }
 
-/** Any command: `{port}`, `{host}`, `{model}` in its argv are filled in. */
+/** Any command: `{port}`, `{host}`, `{modelId}` and `{modelPath}` in its argv are filled in. */
 const command: EngineAdapter = {
   argv: (c, port) => {
     if (c.kind !== 'command') throw new Error('command adapter on a non-command config')
-    return c.argv.map((a) => a.replaceAll('{port}', String(port)).replaceAll('{host}', '127.0.0.1').replaceAll('{model}', c.model.path ?? c.model.id))
+    return c.argv.map((a) => a.replaceAll('{port}', String(port)).replaceAll('{host}', '127.0.0.1').replaceAll('{modelId}', c.model.id).replaceAll('{modelPath}', c.model.path ?? ''))
   },
   readiness: [],
   versionHttp: [

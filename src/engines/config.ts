@@ -58,8 +58,16 @@ export const EngineConfig = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('trtllm'), executable: z.string().default('trtllm-serve'), ...launched }),
   z.object({
     kind: z.literal('command'),
-    /** The argv; `{port}`, `{host}` and `{model}` are replaced. */
-    argv: z.array(z.string()).min(1),
+    /**
+     * The argv, never run through a shell. Placeholders: `{port}`, `{host}`, `{modelId}` (the
+     * served name, `model.id`) and `{modelPath}` (the local weights, `model.path`, which must then
+     * be set). The ambiguous `{model}` is refused.
+     */
+    argv: z.array(z.string()).min(1).superRefine((argv, ctx) => {
+      if (argv.some((a) => a.includes('{model}'))) {
+        ctx.addIssue({ code: 'custom', message: '{model} is ambiguous; use {modelId} for the served name or {modelPath} for the local weights' })
+      }
+    }),
     /** Readiness path polled until it answers 200. @default '/health' */
     healthPath: z.string().startsWith('/').default('/health'),
     /** An argv that prints the engine's version, run once. */
@@ -100,5 +108,9 @@ export function resolveEngineConfig(input: unknown, source = 'engine'): Resolved
     })
     throw new ServegateError('CONFIG_INVALID', `invalid engine config: ${issues.join('; ')}`)
   }
-  return result.data
+  const config = result.data
+  if (config.kind === 'command' && config.model.path === undefined && config.argv.some((a) => a.includes('{modelPath}'))) {
+    throw new ServegateError('CONFIG_INVALID', `invalid engine config: ${source}.argv: uses {modelPath} but ${source}.model.path is not set; set model.path to the local weights or use {modelId}`)
+  }
+  return config
 }

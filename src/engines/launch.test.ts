@@ -96,7 +96,7 @@ describe('each launched adapter against its fake executable', () => {
     const sim = join(FAKES, '..', '..', 'bin', 'servegate.js')
     const config: EngineConfig = {
       kind: 'command',
-      argv: [process.execPath, sim, 'sim', '--port', '{port}', '--model', '{model}', '--dialect', 'sglang'],
+      argv: [process.execPath, sim, 'sim', '--port', '{port}', '--model', '{modelId}', '--dialect', 'sglang'],
       model: { id: 'cmd-model' },
       logDir: join(dir, 'logs'),
     }

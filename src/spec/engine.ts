@@ -1,10 +1,28 @@
 import { createHash } from 'node:crypto'
+import { fileURLToPath } from 'node:url'
 import { afterAll, inject } from 'vitest'
 import { type EngineConfig, type ResolvedEngineConfig, resolveEngineConfig } from '../engines/config.ts'
 import type { GpuFactsProbe } from '../engines/launch.ts'
+import { ServegateError } from '../errors.ts'
 import { type LiveEngine, startEngine, stopEngine } from '../runner/engine-cell.ts'
 import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
 import type { ErrorInfo } from '../schema/run.ts'
+import { resolveSimOptions, type SimOptions } from '../sim/options.ts'
+
+/** servegate's own CLI (the compiled one where the package is installed). */
+const SERVEGATE_BIN = fileURLToPath(new URL('../../bin/servegate.js', import.meta.url))
+
+/** The simulated engine as a spec declares it: a model name and the sim's own options. */
+export interface SimEngineConfig {
+  /** Spec-facing name of the arm's engine. @default 'sim:<model id>' */
+  name?: string
+  /** The served model name. @default { id: 'sim-model' } */
+  model?: { id: string; revision?: string | null }
+  /** The simulated engine's speed, batching, faults… (`servegate sim --help`); host, port and model are set by the cell. */
+  sim?: Omit<SimOptions, 'host' | 'port' | 'model'>
+  /** Deadline for the simulated engine to answer `/health`, ms. @default 30000 */
+  startupTimeoutMs?: number
+}
 
 /** An engine declared in a spec: its config and an id derived from it. Launched on first use. */
 export interface EngineHandle {
@@ -36,6 +54,26 @@ export const engine = {
   command: (c: Without<'command'>): EngineHandle => handle({ kind: 'command', ...c }),
   external: (c: Without<'external'>): EngineHandle => handle({ kind: 'external', ...c }),
   nodeLlamaCpp: (c: Without<'node-llama-cpp'>): EngineHandle => handle({ kind: 'node-llama-cpp', ...c }),
+  /**
+   * servegate's simulated engine (no GPU, no model) in a child process: a batching
+   * OpenAI-compatible server whose speeds you set, for trying a suite on any machine.
+   * @example const candidate = engine.sim({ model: { id: 'sim-model' }, sim: { decodeTokPerS: 120 } })
+   */
+  sim: (c: SimEngineConfig = {}): EngineHandle => {
+    const model = { id: c.model?.id ?? 'sim-model', revision: c.model?.revision ?? null }
+    const options = { ...(c.sim ?? {}) }
+    for (const key of ['host', 'port', 'model'] as const) {
+      if (key in options) throw new ServegateError('CONFIG_INVALID', `engine.sim: sim.${key} is set by the cell; remove it (the model name goes in model.id)`)
+    }
+    resolveSimOptions({ ...options, model: model.id })
+    return handle({
+      kind: 'command',
+      name: c.name ?? `sim:${model.id}`,
+      argv: [process.execPath, SERVEGATE_BIN, 'sim', '--port', '{port}', '--model', '{modelId}', '--options', JSON.stringify(options)],
+      model,
+      startupTimeoutMs: c.startupTimeoutMs ?? 30_000,
+    })
+  },
 }
 
 type Started = LiveEngine | { failure: ErrorInfo }

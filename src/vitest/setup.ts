@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, inject, vi } from 'vitest'
-import { matchers } from '../../matchers/index.ts'
+import { matchers } from '../matchers/index.ts'
 import { stopSharedEngines, useFileTeardown } from '../spec/engine.ts'
 import { takeFileMeta } from '../spec/registry.ts'
 

@@ -2,11 +2,11 @@
  * What a reviewer sees of a cell in @vitest/ui and vitest's HTML reporter: one annotation with
  * its key figures and its chart as an SVG attachment, once per test and cell.
  */
-import { buildEvidence } from '../src/evidence/build.ts'
-import { cellChart } from '../src/evidence/charts.ts'
-import { num } from '../src/evidence/board.ts'
-import type { EvidenceCell } from '../src/schema/evidence.ts'
-import { declaredCell } from '../src/spec/registry.ts'
+import { buildEvidence } from '../evidence/build.ts'
+import { cellChart } from '../evidence/charts.ts'
+import { num } from '../evidence/board.ts'
+import type { EvidenceCell } from '../schema/evidence.ts'
+import { declaredCell } from '../spec/registry.ts'
 import type { Subject } from './subject.ts'
 
 /** The subject as the evidence summarizes it (the arms' figures; no files are written). */

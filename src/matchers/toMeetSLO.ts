@@ -1,5 +1,5 @@
 import type { MatcherState } from 'vitest'
-import { type SloGateOptions, sloGate } from '../src/gates/index.ts'
+import { type SloGateOptions, sloGate } from '../gates/index.ts'
 import { gateResult } from './decision.ts'
 import { type At, singleArm } from './subject.ts'
 

@@ -1,5 +1,5 @@
-import { CAPACITY_SCHEMA_ID, type CapacitySearch } from '../src/schema/capacity.ts'
-import type { RunRecord } from '../src/schema/run.ts'
+import { CAPACITY_SCHEMA_ID, type CapacitySearch } from '../schema/capacity.ts'
+import type { RunRecord } from '../schema/run.ts'
 
 /** What a servegate matcher receives: a measured cell or pair (what `await cell(...)` gives). */
 export type CellSubject = { kind: 'cell'; id: string; record: RunRecord; records: readonly RunRecord[] }

@@ -1,5 +1,5 @@
 import type { MatcherState } from 'vitest'
-import { type SustainGateOptions, sustainGate } from '../src/gates/index.ts'
+import { type SustainGateOptions, sustainGate } from '../gates/index.ts'
 import { decisionResult } from './decision.ts'
 import { asCapacity } from './subject.ts'
 

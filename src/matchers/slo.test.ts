@@ -1,11 +1,11 @@
 import { describe, expect, test } from 'vitest'
-import { failureOf } from '../fixtures/matchers.ts'
-import { okRequest } from '../src/gates/fixture.ts'
-import { arrivalPlanUnread } from '../src/load/plan.ts'
-import { ArrivalSpec } from '../src/load/spec.ts'
-import { failedCellRecord } from '../src/runner/cell.ts'
-import { CAPACITY_SCHEMA_ID, type CapacitySearch } from '../src/schema/capacity.ts'
-import type { RunRecord } from '../src/schema/run.ts'
+import { failureOf } from '../../fixtures/matchers.ts'
+import { okRequest } from '../gates/fixture.ts'
+import { arrivalPlanUnread } from '../load/plan.ts'
+import { ArrivalSpec } from '../load/spec.ts'
+import { failedCellRecord } from '../runner/cell.ts'
+import { CAPACITY_SCHEMA_ID, type CapacitySearch } from '../schema/capacity.ts'
+import type { RunRecord } from '../schema/run.ts'
 import type { CellSubject, SweepSubject } from './subject.ts'
 
 /** A measured cell whose i-th request took ttfts[i] ms to its first token, over 10 s of wall clock. */

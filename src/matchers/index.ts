@@ -1,5 +1,5 @@
-import type { AccuracyGapOptions } from '../src/gates/index.ts'
-import type { CapacitySearch } from '../src/schema/capacity.ts'
+import type { AccuracyGapOptions } from '../gates/index.ts'
+import type { CapacitySearch } from '../schema/capacity.ts'
 import { toBeMatchedPair } from './toBeMatchedPair.ts'
 import { type HoldLatencyMatcherOptions, toHoldLatency } from './toHoldLatency.ts'
 import { type MeetSloOptions, toMeetSLO } from './toMeetSLO.ts'

@@ -1,5 +1,5 @@
 import type { MatcherState } from 'vitest'
-import { type WinGateOptions, winGate } from '../src/gates/index.ts'
+import { type WinGateOptions, winGate } from '../gates/index.ts'
 import { gateResult } from './decision.ts'
 import { asPair } from './subject.ts'
 

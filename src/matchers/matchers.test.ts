@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { failureOf } from '../fixtures/matchers.ts'
-import { hostFacts } from '../src/engines/manifest.ts'
-import { runCell } from '../src/runner/cell.ts'
-import type { Manifest } from '../src/schema/manifest.ts'
-import type { RunRecord } from '../src/schema/run.ts'
-import type { SimServer } from '../src/sim/server.ts'
-import { startSimServer } from '../src/sim/server.ts'
+import { failureOf } from '../../fixtures/matchers.ts'
+import { hostFacts } from '../engines/manifest.ts'
+import { runCell } from '../runner/cell.ts'
+import type { Manifest } from '../schema/manifest.ts'
+import type { RunRecord } from '../schema/run.ts'
+import type { SimServer } from '../sim/server.ts'
+import { startSimServer } from '../sim/server.ts'
 import type { PairSubject } from './subject.ts'
 
 let sim: SimServer

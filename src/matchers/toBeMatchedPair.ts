@@ -1,6 +1,6 @@
 import type { MatcherState } from 'vitest'
-import { pairMismatches } from '../src/gates/fairness.ts'
-import type { RunRecord } from '../src/schema/run.ts'
+import { pairMismatches } from '../gates/fairness.ts'
+import type { RunRecord } from '../schema/run.ts'
 import { recordCheck } from './decision.ts'
 import { message } from './format.ts'
 import { asPair } from './subject.ts'

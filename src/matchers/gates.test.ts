@@ -1,8 +1,8 @@
 import { describe, expect, test } from 'vitest'
-import { failureOf as messageOf } from '../fixtures/matchers.ts'
-import { createRandom } from '../src/random.ts'
-import { RunRecord } from '../src/schema/run.ts'
-import { failedCellRecord } from '../src/runner/cell.ts'
+import { failureOf as messageOf } from '../../fixtures/matchers.ts'
+import { createRandom } from '../random.ts'
+import { RunRecord } from '../schema/run.ts'
+import { failedCellRecord } from '../runner/cell.ts'
 import type { PairSubject } from './subject.ts'
 
 /**
