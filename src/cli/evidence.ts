@@ -1,7 +1,7 @@
 import { ServegateError } from '../errors.ts'
 import { glanceLines } from '../evidence/board.ts'
 import { DEFAULT_RENDERERS } from '../evidence/reporter.ts'
-import { readEvidence, verifyEvidence } from '../evidence/verify.ts'
+import { readEvidence, readIndex, verifyEvidence } from '../evidence/verify.ts'
 import { writeEvidence } from '../evidence/write.ts'
 import { pairMismatches } from '../gates/fairness.ts'
 import { holdLatencyGate } from '../gates/hold-latency.ts'
@@ -12,7 +12,11 @@ import type { GateDecision } from '../schema/gate.ts'
 import { parseFlags } from './flags.ts'
 import type { CliIo } from './io.ts'
 
-export const VERIFY_HELP = `servegate verify EVIDENCE_DIR — recompute every sha256 and every summary from the run records; exit 1 on any mismatch, naming the file`
+export const VERIFY_HELP = `servegate verify EVIDENCE_DIR [--require-promotable]
+
+  Recomputes every sha256 and every summary from the run records; exit 1 on any mismatch, naming the file.
+  --require-promotable   also exit 1, printing index.json's promotion reasons, when the evidence is not
+                         promotable (a required cell not accepted, a gate or check not passed, a test failed)`
 export const REPORT_HELP = `servegate report EVIDENCE_DIR — render the board (README.md), the charts and index.html again from index.json and the run records`
 export const COMPARE_HELP = `servegate compare BASELINE_RUN CANDIDATE_RUN [--allow-unmatched] [--require-win decode,prefill,throughput] [--json]
 
@@ -23,21 +27,28 @@ export const COMPARE_HELP = `servegate compare BASELINE_RUN CANDIDATE_RUN [--all
   only when named in --require-win). Exit 1 when a counted gate fails or the pair is not matched.
   --allow-unmatched   report pair-check mismatches without failing (imported records lack manifests)`
 
-/** The evidence directory a command was given, or null when it printed its help. */
-function directoryArgument(command: string, help: string, argv: string[], io: CliIo): string | null {
-  const { values, positionals } = parseFlags(command, argv, { help: { type: 'boolean', short: 'h' } }, true)
+/** The evidence directory a command was given and the boolean flags set, or null when it printed its help. */
+function directoryArgument(command: string, help: string, argv: string[], io: CliIo, booleans: readonly string[] = []): { dir: string; set: ReadonlySet<string> } | null {
+  const options: Record<string, { type: 'boolean'; short?: string }> = { help: { type: 'boolean', short: 'h' } }
+  for (const name of booleans) options[name] = { type: 'boolean' }
+  const { positionals, ...parsed } = parseFlags(command, argv, options, true)
+  const values: Record<string, unknown> = parsed.values
   if (values.help === true) {
     io.stdout.write(`${help}\n`)
     return null
   }
   if (positionals.length !== 1) throw new ServegateError('CONFIG_INVALID', `${command} takes one evidence directory, got ${positionals.length}; run servegate ${command} EVIDENCE_DIR`)
-  return positionals[0] as string
+  return { dir: positionals[0] as string, set: new Set(booleans.filter((name) => values[name] === true)) }
 }
 
-/** `servegate verify`: exit 0 when every hash and summary holds, 1 with each problem otherwise. */
+/**
+ * `servegate verify`: exit 0 when every hash and summary holds, 1 with each problem otherwise;
+ * with `--require-promotable`, also 1 with the promotion reasons when the evidence is not promotable.
+ */
 export async function verifyCommand(argv: string[], io: CliIo): Promise<number> {
-  const dir = directoryArgument('verify', VERIFY_HELP, argv, io)
-  if (dir === null) return 0
+  const args = directoryArgument('verify', VERIFY_HELP, argv, io, ['require-promotable'])
+  if (args === null) return 0
+  const { dir } = args
   const { problems, files, records } = await verifyEvidence(dir)
   if (problems.length > 0) {
     for (const p of problems) io.stderr.write(`servegate verify: ${p}\n`)
@@ -45,13 +56,21 @@ export async function verifyCommand(argv: string[], io: CliIo): Promise<number> 
     return 1
   }
   io.stdout.write(`verified ${dir}: ${files} files, ${records} run records; every sha256 and summary matches\n`)
+  if (!args.set.has('require-promotable')) return 0
+  const { promotion } = await readIndex(dir)
+  if (!promotion.promotable) {
+    io.stderr.write(`servegate verify: ${dir} is not promotable:\n${promotion.reasons.map((r) => `  - ${r}\n`).join('')}`)
+    return 1
+  }
+  io.stdout.write(`promotable: every required cell accepted and every gate passed\n`)
   return 0
 }
 
 /** `servegate report`: the board, charts and page rendered again from index.json and the records. */
 export async function reportCommand(argv: string[], io: CliIo): Promise<number> {
-  const dir = directoryArgument('report', REPORT_HELP, argv, io)
-  if (dir === null) return 0
+  const args = directoryArgument('report', REPORT_HELP, argv, io)
+  if (args === null) return 0
+  const { dir } = args
   const { index } = await writeEvidence(dir, await readEvidence(dir), DEFAULT_RENDERERS)
   for (const line of glanceLines(index)) io.stdout.write(`${line}\n`)
   io.stdout.write(`rendered ${dir}/README.md, ${dir}/charts/, ${dir}/index.html\n`)
