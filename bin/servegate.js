@@ -1,9 +1,15 @@
 #!/usr/bin/env node
-// Plain JS so that an old Node gets a clear message instead of a syntax error on TypeScript.
+// Plain JS so that an old Node gets a clear message instead of a syntax error.
 const [major, minor] = process.versions.node.split('.').map(Number)
-if (major < 22 || (major === 22 && minor < 12)) {
-  process.stderr.write(`servegate: Node ${process.versions.node} is too old; use Node >= 22.12 (npx servegate uses the project's node@24)\n`)
+if (major < 22 || (major === 22 && minor < 19)) {
+  process.stderr.write(
+    `servegate: Node ${process.versions.node} is too old; use Node >= 22.19 ` +
+      '(or `npm i -D node@24` and add "allowScripts": { "node": true } to package.json, so npx uses Node 24)\n',
+  )
   process.exit(2)
 }
-const { main } = await import('../src/cli/main.ts')
+// A clone of the repository runs its TypeScript sources; the published package ships only dist/.
+const { existsSync } = await import('node:fs')
+const sources = new URL('../src/cli/main.ts', import.meta.url)
+const { main } = await import(existsSync(sources) ? sources.href : '../dist/cli/main.js')
 process.exitCode = await main(process.argv.slice(2))

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -5,6 +6,7 @@ import { execa } from 'execa'
 import { ServegateError } from '../errors.ts'
 import { glanceLines } from '../evidence/board.ts'
 import { readIndex, verifyEvidence } from '../evidence/verify.ts'
+import { NODE_LLAMA_CPP_MISSING, nodeLlamaCppInstalled } from '../engines/node-llama-cpp.ts'
 import { parseFlags } from './flags.ts'
 import type { CliIo } from './io.ts'
 import { runCommand } from './run.ts'
@@ -43,6 +45,14 @@ export async function demoCommand(argv: string[], io: CliIo, signal?: AbortSigna
   }
   if (values.sim === true) return simDemo(values.out, io, signal)
   if (values.out !== undefined) throw new ServegateError('CONFIG_INVALID', '--out goes with --sim; the suite demo writes evidence/')
+  if (!existsSync(join(ROOT, DEMO_SUITE))) {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      'the suite demo runs servegate\'s own example suite, which only a clone of the servegate repository has (npm ci && npm run demo there); ' +
+        'in your project, `npx servegate init` then `npx vitest bench --run` runs a pair on the simulated engine, and `npx servegate demo --sim` measures one cell now',
+    )
+  }
+  if (!nodeLlamaCppInstalled()) throw new ServegateError('ENGINE_NOT_FOUND', `servegate demo: ${NODE_LLAMA_CPP_MISSING}`)
   const vitest = join(dirname(createRequire(import.meta.url).resolve('vitest/package.json')), 'vitest.mjs')
   io.stdout.write(`servegate demo: ${DEMO_SUITE} on the embedded engine (node-llama-cpp, tiny generated model, 1 thread)\n`)
   const run = execa(process.execPath, [vitest, 'bench', '--run', DEMO_SUITE], {

@@ -1,6 +1,5 @@
 import { ServegateError } from '../errors.ts'
 import { glanceLines } from '../evidence/board.ts'
-import { DEFAULT_RENDERERS } from '../evidence/reporter.ts'
 import { readEvidence, readIndex, verifyEvidence } from '../evidence/verify.ts'
 import { writeEvidence } from '../evidence/write.ts'
 import { pairMismatches } from '../gates/fairness.ts'
@@ -71,6 +70,7 @@ export async function reportCommand(argv: string[], io: CliIo): Promise<number> 
   const args = directoryArgument('report', REPORT_HELP, argv, io)
   if (args === null) return 0
   const { dir } = args
+  const { DEFAULT_RENDERERS } = await import('../evidence/renderers.ts')
   const { index } = await writeEvidence(dir, await readEvidence(dir), DEFAULT_RENDERERS)
   for (const line of glanceLines(index)) io.stdout.write(`${line}\n`)
   io.stdout.write(`rendered ${dir}/README.md, ${dir}/charts/, ${dir}/index.html\n`)

@@ -40,17 +40,23 @@ export async function modelFingerprint(model: ModelRef): Promise<Fact> {
 
 let harnessHash: Promise<string> | null = null
 
+/** The measuring code: TypeScript sources in a clone, compiled JavaScript in the installed package; never tests or types. */
+function isHarnessSource(name: string): boolean {
+  if (/\.test(-d)?\.ts$|\.d\.ts$/.test(name)) return false
+  return name.endsWith('.ts') || name.endsWith('.js')
+}
+
 async function sourceFiles(dir: string): Promise<string[]> {
   const out: string[] = []
   for (const entry of await readdir(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name)
     if (entry.isDirectory()) out.push(...(await sourceFiles(path)))
-    else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.test.ts')) out.push(path)
+    else if (isHarnessSource(entry.name)) out.push(path)
   }
   return out
 }
 
-/** sha256 over servegate's own sources (path and bytes, sorted): one value per measuring code. */
+/** sha256 over servegate's own code (path and bytes, sorted; `src/` in a clone, `dist/` installed): one value per measuring code. */
 export function servegateHarnessHash(): Promise<string> {
   harnessHash ??= (async () => {
     const root = fileURLToPath(new URL('..', import.meta.url))

@@ -1,7 +1,10 @@
+import { existsSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { join } from 'node:path'
 import { captureContent, type StreamObservation } from '../client/stream.ts'
 import type { ChatText, EngineTokenizer } from '../client/tokenize.ts'
-import { sanitizeMessage } from '../errors.ts'
+import { sanitizeMessage, ServegateError } from '../errors.ts'
 import type { Manifest } from '../schema/manifest.ts'
 import type { ErrorInfo } from '../schema/run.ts'
 import type { ResolvedEngineConfig } from './config.ts'
@@ -9,6 +12,27 @@ import type { GpuFactsProbe } from './launch.ts'
 import { absent, harnessFacts, hostFacts, known, modelFingerprint } from './manifest.ts'
 
 type Config = Extract<ResolvedEngineConfig, { kind: 'node-llama-cpp' }>
+
+/** The optional peer dependency's pinned version, and the one line that says how to add it. */
+export const NODE_LLAMA_CPP_VERSION = '3.21.1'
+export const NODE_LLAMA_CPP_MISSING = `the in-process engine needs the optional peer dependency node-llama-cpp; install it with: npm i -D node-llama-cpp@${NODE_LLAMA_CPP_VERSION}`
+
+/**
+ * Whether node-llama-cpp is installed where this package resolves its dependencies (a look at
+ * the node_modules folders Node would search, without loading its native bindings).
+ */
+export function nodeLlamaCppInstalled(): boolean {
+  const paths = createRequire(import.meta.url).resolve.paths('node-llama-cpp') ?? []
+  return paths.some((dir) => existsSync(join(dir, 'node-llama-cpp', 'package.json')))
+}
+
+/**
+ * Throws the install line when node-llama-cpp is missing.
+ * @throws ServegateError ENGINE_NOT_FOUND naming `npm i -D node-llama-cpp@3.21.1`
+ */
+export function requireNodeLlamaCpp(): void {
+  if (!nodeLlamaCppInstalled()) throw new ServegateError('ENGINE_NOT_FOUND', NODE_LLAMA_CPP_MISSING)
+}
 
 /** An engine running inside servegate's process, measured through the same observation as HTTP ones. */
 export interface InProcessEngine {
@@ -60,6 +84,7 @@ const failure = (code: ErrorInfo['code'], message: string): ErrorInfo => ({ code
  * token counts are the engine's own (usage).
  */
 export async function startNodeLlamaCpp(config: Config, gpuFacts: GpuFactsProbe): Promise<InProcessEngine> {
+  requireNodeLlamaCpp()
   const { getLlama } = await import('node-llama-cpp')
   const llama = await getLlama({ gpu: false, build: 'never', maxThreads: config.threads, progressLogs: false })
   const model = await llama.loadModel({ modelPath: config.model.path })

@@ -9,7 +9,7 @@ import type { RunRecord } from '../schema/run.ts'
 import { startSimServer } from '../sim/server.ts'
 import { buildEvidence, type SpecFileInput, type TestInput } from './build.ts'
 import type { DeclaredCell } from './meta.ts'
-import { DEFAULT_RENDERERS } from './reporter.ts'
+import { DEFAULT_RENDERERS } from './renderers.ts'
 import { readEvidence, verifyEvidence } from './verify.ts'
 import { type Renderers, SUMS_FILE, writeEvidence } from './write.ts'
 

@@ -9,11 +9,7 @@ import { execa } from 'execa'
 import type { Reporter, TestModule, Vitest } from 'vitest/node'
 import { glanceLines } from './board.ts'
 import { buildEvidence, type SpecFileInput, type TestInput } from './build.ts'
-import { renderCharts } from './charts.ts'
-import { renderHtml } from './html.ts'
-import { type Renderers, writeEvidence } from './write.ts'
-
-export const DEFAULT_RENDERERS: Renderers = { charts: renderCharts, html: renderHtml }
+import { writeEvidence } from './write.ts'
 
 export interface ServegateReporterOptions {
   evidenceDir: string
@@ -66,8 +62,14 @@ export class ServegateReporter implements Reporter {
     const root = this.vitest.config.root
     const { files, tests } = collectInputs(modules, root)
     if (files.length === 0) return
-    const built = buildEvidence(files, tests, { suiteCommit: await gitCommit(root), redact: this.options.redact })
     const dir = this.options.evidenceDir
+    const shard = this.vitest.config.shard
+    if (shard !== undefined && !this.merging) {
+      this.vitest.logger.log(`\nservegate: shard ${shard.index}/${shard.count} wrote no evidence; merge the shards' blob reports (vitest --merge-reports) to write ${dir}/`)
+      return
+    }
+    const built = buildEvidence(files, tests, { suiteCommit: await gitCommit(root), redact: this.options.redact })
+    const { DEFAULT_RENDERERS } = await import('./renderers.ts')
     const { index, board } = await writeEvidence(dir, built, DEFAULT_RENDERERS)
     const summary = process.env.GITHUB_STEP_SUMMARY
     if (summary !== undefined && summary !== '') await appendFile(summary, `${board}\n`)

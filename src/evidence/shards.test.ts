@@ -46,6 +46,7 @@ beforeAll(async () => {
   for (const i of [1, 2]) await vitest(['bench', '--run', `--shard=${i}/2`, '--reporter=blob', `--outputFile=${join(tmp, 'blobs', `blob-${i}.json`)}`], join(tmp, 'unused'))
   await vitest([`--merge-reports=${join(tmp, 'blobs')}`], join(tmp, 'merged'))
   await vitest([`--merge-reports=${join(tmp, 'blobs')}`], join(tmp, 'merged-again'))
+  await vitest(['bench', '--run', '--reporter=dot', 'a.bench.ts'], join(tmp, 'dot'))
 }, 300_000)
 
 afterAll(async () => {
@@ -65,6 +66,12 @@ test('two shards merged give the evidence one run gives: the same cells, gates, 
 
 test('the board goes to the GitHub job summary when GITHUB_STEP_SUMMARY is set', async () => {
   expect(await readFile(join(tmp, 'step-summary.md'), 'utf8')).toBe(`${await readFile(join(tmp, 'single', 'README.md'), 'utf8')}\n`)
+})
+
+test('a --reporter on the command line keeps the evidence reporter: the run still writes its evidence', async () => {
+  const index = await readIndex(join(tmp, 'dot'))
+  expect(index.cells.map((c) => c.file)).toEqual(['a.bench.ts'])
+  expect(await verifyEvidence(join(tmp, 'dot'))).toMatchObject({ problems: [] })
 })
 
 test('merging the same blobs again gives byte-identical evidence', async () => {

@@ -3,7 +3,6 @@
  * its key figures and its chart as an SVG attachment, once per test and cell.
  */
 import { buildEvidence } from '../evidence/build.ts'
-import { cellChart } from '../evidence/charts.ts'
 import { num } from '../evidence/board.ts'
 import type { EvidenceCell } from '../schema/evidence.ts'
 import { declaredCell } from '../spec/registry.ts'
@@ -31,7 +30,9 @@ export function keyFigures(cell: EvidenceCell): string {
 export function annotateCell(annotate: (message: string, type: string, attachment?: { body: string; contentType: string }) => Promise<unknown>, s: Subject): void {
   const cell = subjectCell(s)
   void annotate(keyFigures(cell), 'servegate-figures').catch(() => {})
-  void cellChart(cell)
+  // Vega loads only when a test first reads a cell, not in every worker.
+  void import('../evidence/charts.ts')
+    .then(({ cellChart }) => cellChart(cell))
     .then((svg) => annotate(`${cell.id} latency by arm`, 'servegate-chart', { body: svg, contentType: 'image/svg+xml' }))
     .catch(() => {})
 }

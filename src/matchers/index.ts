@@ -51,3 +51,5 @@ declare module 'vitest' {
     toSustainMoreThan(baseline: CapacitySearch, options?: SustainMoreThanOptions): R
   }
 }
+
+export type { HoldLatencyMatcherOptions, MeetSloOptions, SustainMoreThanOptions, WinDecodeOptions, WinPrefillOptions, WinThroughputOptions }

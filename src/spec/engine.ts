@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url'
 import { afterAll, inject } from 'vitest'
 import { type EngineConfig, type ResolvedEngineConfig, resolveEngineConfig } from '../engines/config.ts'
 import type { GpuFactsProbe } from '../engines/launch.ts'
+import { requireNodeLlamaCpp } from '../engines/node-llama-cpp.ts'
 import { ServegateError } from '../errors.ts'
 import { type LiveEngine, startEngine, stopEngine } from '../runner/engine-cell.ts'
 import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
@@ -53,7 +54,11 @@ export const engine = {
   trtllm: (c: Without<'trtllm'>): EngineHandle => handle({ kind: 'trtllm', ...c }),
   command: (c: Without<'command'>): EngineHandle => handle({ kind: 'command', ...c }),
   external: (c: Without<'external'>): EngineHandle => handle({ kind: 'external', ...c }),
-  nodeLlamaCpp: (c: Without<'node-llama-cpp'>): EngineHandle => handle({ kind: 'node-llama-cpp', ...c }),
+  /** llama.cpp in-process; needs the optional peer dependency `node-llama-cpp` (checked here, at declaration). */
+  nodeLlamaCpp: (c: Without<'node-llama-cpp'>): EngineHandle => {
+    requireNodeLlamaCpp()
+    return handle({ kind: 'node-llama-cpp', ...c })
+  },
   /**
    * servegate's simulated engine (no GPU, no model) in a child process: a batching
    * OpenAI-compatible server whose speeds you set, for trying a suite on any machine.

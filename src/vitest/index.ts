@@ -1,2 +1,3 @@
+// The `servegate/vitest` entry: the plugin for vitest.config.ts.
 export { servegate } from './plugin.ts'
-export { ServegateOptions, type ResolvedServegateOptions } from './options.ts'
+export type { ResolvedServegateOptions, ServegateOptions } from './options.ts'

@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url'
-import type { Plugin } from 'vite'
+import type { Plugin } from 'vitest/config'
 import { ServegateReporter } from '../evidence/reporter.ts'
 import { type ResolvedServegateOptions, resolveServegateOptions, type ServegateOptions } from './options.ts'
 
@@ -9,7 +9,8 @@ declare module 'vitest' {
   }
 }
 
-const SETUP = fileURLToPath(new URL('./setup.ts', import.meta.url))
+// The setup file beside this module: setup.ts in a clone of the repository, setup.js in the package.
+const SETUP = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './setup.ts' : './setup.js', import.meta.url))
 
 /**
  * The servegate vitest plugin: registers the matchers (a setup file), provides the options to
@@ -17,22 +18,23 @@ const SETUP = fileURLToPath(new URL('./setup.ts', import.meta.url))
  * `vitest --merge-reports`), and configures `vitest bench` to run `benchmarks/**\/*.bench.ts` one
  * file at a time with long timeouts (cells launch engines and measure for minutes; the setup
  * file sets them for the bench project's files).
+ *
+ * The evidence reporter is kept whatever reporters the config or the command line chose
+ * (`--reporter=blob` on a shard, `--reporter=verbose`): it is added to vitest's resolved list
+ * once, so the evidence of a run is never silently left stale.
  * @example
  * // vitest.config.ts
  * export default defineConfig({ plugins: [servegate({ evidenceDir: 'evidence' })] })
  */
 export function servegate(input?: ServegateOptions): Plugin {
   const options: ResolvedServegateOptions = resolveServegateOptions(input)
+  const reporter = new ServegateReporter({ evidenceDir: options.evidenceDir, redact: options.redact })
   return {
     name: 'servegate',
-    config(userConfig) {
-      const reporter = new ServegateReporter({ evidenceDir: options.evidenceDir, redact: options.redact })
-      // Appended to the user's reporters when they chose some (configs merge arrays), else beside vitest's default.
-      const reporters = userConfig.test?.reporters === undefined ? ['default', reporter] : [reporter]
+    config() {
       return {
         test: {
           setupFiles: [SETUP],
-          reporters,
           provide: {
             servegate: { evidenceDir: options.evidenceDir, benchTimeoutMs: options.benchTimeoutMs, ...(options.nvidiaSmi === undefined ? {} : { nvidiaSmi: options.nvidiaSmi }) },
           },
@@ -41,6 +43,12 @@ export function servegate(input?: ServegateOptions): Plugin {
           benchmark: { include: options.benchInclude },
         },
       }
+    },
+    // Runs once per project after the config (command line included) is resolved and before
+    // vitest builds its reporters from it.
+    configureVitest({ vitest }) {
+      const reporters = vitest.config.reporters
+      if (!reporters.some((r) => r === reporter)) reporters.push(reporter)
     },
   }
 }

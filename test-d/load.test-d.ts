@@ -1,8 +1,7 @@
-// Type tests of the load-shape spec API and matchers: checked by `tsc` (npm run typecheck), never run.
+// Type tests of the load-shape spec API and matchers: checked by `tsc -p test-d` (npm run typecheck:dist) against the built .d.ts, as a consumer compiles them, never run.
 import { expect, expectTypeOf } from 'vitest'
-import { capacity, type CapacitySearch, engine, sweep } from '../index.ts'
-import type { CellResult, Lazy, PairResult } from './cell.ts'
-import type { SweepResult } from './sweep.ts'
+import { capacity, type CapacitySearch, engine, sweep } from 'servegate'
+import type { CellResult, Lazy, PairResult, SweepResult } from 'servegate'
 
 const model = { id: 'Qwen/Qwen3-8B', revision: '5112966d' }
 const a = engine.vllm({ model })

@@ -1,7 +1,7 @@
-// Type tests of the spec API and matchers: checked by `tsc` (npm run typecheck), never run.
+// Type tests of the spec API and matchers: checked by `tsc -p test-d` (npm run typecheck:dist) against the built .d.ts, as a consumer compiles them, never run.
 import { expect, expectTypeOf } from 'vitest'
-import { cell, engine, pair } from '../index.ts'
-import type { CellResult, PairResult } from './cell.ts'
+import { cell, engine, pair } from 'servegate'
+import type { CellResult, PairResult } from 'servegate'
 
 const model = { id: 'Qwen/Qwen3-8B', revision: '5112966d' }
 const a = engine.vllm({ model })

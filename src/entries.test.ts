@@ -1,0 +1,49 @@
+/**
+ * The public surface: each package entry (package.json "exports") re-exports exactly these
+ * runtime names. A name added or dropped here is a change to what users import.
+ */
+import { readFile } from 'node:fs/promises'
+import { expect, test } from 'vitest'
+
+const pkg = JSON.parse(await readFile(new URL('../package.json', import.meta.url), 'utf8')) as {
+  exports: Record<string, string | { types: string; import: string; default: string }>
+  bin: Record<string, string>
+  files: string[]
+}
+
+const EXPECTED: Record<string, string[]> = {
+  '.': [
+    'ERROR_CODES', 'SERVEGATE_VERSION', 'ServegateError', 'capacity', 'cell', 'engine', 'importRunFile', 'pair', 'readRunRecord',
+    'runCell', 'startSimServer', 'sweep',
+  ],
+  './vitest': ['servegate'],
+  './reporter': ['EVIDENCE_SCHEMA_ID', 'EvidenceIndex', 'ServegateReporter', 'readEvidence', 'readIndex', 'renderBoard', 'verifyEvidence', 'writeEvidence'],
+  './gates': [
+    'DEFAULT_CONFIDENCE', 'DEFAULT_LAUNCH_NOISE', 'DEFAULT_SEED', 'SUGGESTED_LOOKS', 'accuracyGapGate', 'bcaInterval', 'bootstrapPairedStatistic',
+    'bootstrapStatistic', 'groupSequentialBoundaries', 'holdLatencyGate', 'holmAdjust', 'mcnemarExact', 'percentileInterval', 'requestsHint',
+    'signedRankTest', 'sloGate', 'sustainGate', 'wilsonInterval', 'winGate',
+  ],
+}
+
+const codeEntries = Object.entries(pkg.exports).filter((e): e is [string, { types: string; import: string; default: string }] => typeof e[1] === 'object')
+
+test('every code entry has types and import conditions into dist/, built from an index of src/', () => {
+  expect(codeEntries.map(([name]) => name).sort()).toEqual(Object.keys(EXPECTED).sort())
+  for (const [, target] of codeEntries) {
+    expect(target.import).toMatch(/^\.\/dist\/.+\.js$/)
+    expect(target.types).toBe(target.import.replace(/\.js$/, '.d.ts'))
+    // A CommonJS project's vitest.config.ts is bundled to CommonJS and require()s the plugin (Node loads ESM through require).
+    expect(target.default).toBe(target.import)
+  }
+  expect(pkg.exports['./schema/run.schema.json']).toBe('./schema/run.schema.json')
+  expect(pkg.exports['./schema/evidence.schema.json']).toBe('./schema/evidence.schema.json')
+  expect(pkg.files.sort()).toEqual(['bin', 'dist', 'schema'])
+})
+
+test.each(Object.keys(EXPECTED))('entry %s exports exactly its pinned names', async (name) => {
+  const target = codeEntries.find(([n]) => n === name)?.[1]
+  if (target === undefined) throw new Error(`no entry ${name}`)
+  const source = target.import.replace(/^\.\/dist\//, './').replace(/\.js$/, '.ts')
+  const module = (await import(source)) as Record<string, unknown>
+  expect(Object.keys(module).sort()).toEqual([...(EXPECTED[name] ?? [])].sort())
+})
