@@ -21,7 +21,7 @@ const scoredOf = (r: OkRequest): Scored | null => (r.score === null ? null : { c
  *
  * A mean output-length gap (completion tokens on the paired questions) of at least
  * `outputLengthPct` adds a warning and never fails on its own: a different length is a fact to
- * review (verbosity, truncation), not a regression by itself (DESIGN.md: "a warning by default").
+ * review (verbosity, truncation), not a regression by itself (docs/gates.md: "a warning by default").
  * @example accuracyGapGate({ baseline, candidate }, { points: 2, outputLengthPct: 10 })
  */
 export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}): GateDecision {

@@ -1,5 +1,5 @@
 /**
- * Is a pair matched? DESIGN.md's fairness list compared between the arms' run records: the
+ * Is a pair matched? The fairness list (docs/gates.md, matched pairs) compared between the arms' run records: the
  * same request stream on the wire, counts, input tokens, model revision and fingerprint, GPU
  * model, memory and driver, harness, host and sampling. Pure: the matcher and `servegate
  * compare` share it.
@@ -22,7 +22,7 @@ function failedCells(p: FairnessPair): string[] {
   ].flatMap(([l, r]) => (r.cellFailure === null ? [] : [`${l}: ${r.cellFailure.code}: ${r.cellFailure.message.split('\n')[0]}`]))
 }
 
-/** One fairness fact compared between the arms (DESIGN.md "what makes a matched pair"). */
+/** One fairness fact compared between the arms (docs/gates.md, "what makes a matched pair"). */
 interface Check {
   name: string
   of: (r: RunRecord) => unknown

@@ -1,7 +1,7 @@
 import type { MatcherState } from 'vitest'
 
 /**
- * The fixed message shape of servegate matchers (STYLE.md): the matcher hint, a blank line,
+ * The fixed message shape of servegate matchers: the matcher hint, a blank line,
  * labelled expected values, then received values (with samples and intervals).
  */
 export function message(state: MatcherState, matcher: string, expected: Array<[string, string]>, received: Array<[string, string]>, detail: string[] = []): string {

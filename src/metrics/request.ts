@@ -33,7 +33,7 @@ export interface RequestMetrics {
 }
 
 /**
- * Derives the DESIGN.md per-request metrics from raw timings:
+ * Derives the per-request metrics (docs/metrics.md) from raw timings:
  * ttft / time to first output / e2e from the send; generation = e2e − time to first output;
  * tpot = generation / (completion tokens − 1); decode tok/s its inverse in seconds;
  * effective prefill tok/s = prompt tokens / time to first output (queueing included).
