@@ -179,7 +179,7 @@ function cellTable(index: EvidenceIndex): string[] {
 const METHODOLOGY = [
   '## Methodology',
   '',
-  '- Timings are taken on the client per streamed read (monotonic clock); TTFT, TPOT, ITL, e2e, decode and effective prefill per request as servegate's docs/metrics.md defines them; percentiles are nearest-rank.',
+  '- Timings are taken on the client per streamed read (monotonic clock); TTFT, TPOT, ITL, e2e, decode and effective prefill per request as servegate\'s docs/metrics.md defines them; percentiles are nearest-rank.',
   '- Both arms of a pair receive the same request bytes (planned and wire sha256 per record); gates compare per prompt (paired by request index).',
   '- Win gates pass only when proven at the stated confidence and margin (one-sided 99% by default) with a launch-noise floor; non-regression gates fail only on a confident regression.',
   '- Run records are in `runs/`; `servegate verify` recomputes every hash and summary from them.',
