@@ -4,6 +4,7 @@ import { capacityCommand } from './capacity.ts'
 import { demoCommand } from './demo.ts'
 import { compareCommand, reportCommand, verifyCommand } from './evidence.ts'
 import { importCommand } from './import.ts'
+import { initCommand } from './init.ts'
 import type { CliIo } from './io.ts'
 import { runCommand } from './run.ts'
 import { simCommand } from './sim.ts'
@@ -11,13 +12,14 @@ import { summarizeCommand } from './summarize.ts'
 
 const HELP = `servegate ${SERVEGATE_VERSION} — LLM-serving benchmarks as assertions
 
+  servegate init [--dir DIR] [--force]              set up a repository: vitest config, a spec, the CI workflow (servegate init --help)
   servegate run --base-url URL --model NAME [...]   measure one cell (servegate run --help)
   servegate capacity --slo ttft=MS --start V [...]  find the highest rate meeting an SLO (servegate capacity --help)
   servegate summarize FILE [--json]                 recompute a run record's distributions
   servegate import FILE --from FORMAT --out FILE    convert vLLM / SGLang / anvil results (servegate import --help)
   servegate sim [--port P ...]                      start the simulated engine (servegate sim --help)
   servegate demo [--sim]                            run the example suite on the embedded engine and write evidence/
-  servegate verify EVIDENCE_DIR                     recompute every sha256 and summary of an evidence directory
+  servegate verify EVIDENCE_DIR                     recompute every sha256 and summary of an evidence directory (servegate verify --help)
   servegate report EVIDENCE_DIR                     render the board, charts and index.html again
   servegate compare BASELINE_RUN CANDIDATE_RUN      pair checks and default gates on two run records
   servegate --version`
@@ -36,6 +38,8 @@ export async function main(argv: string[], io: CliIo = { stdout: process.stdout,
   process.on('SIGTERM', onSignal)
   try {
     switch (command) {
+      case 'init':
+        return await initCommand(rest, io)
       case 'run':
         return await runCommand(rest, io, controller.signal)
       case 'capacity':
