@@ -37,7 +37,7 @@ test('every code entry has types and import conditions into dist/, built from an
   }
   expect(pkg.exports['./schema/run.schema.json']).toBe('./schema/run.schema.json')
   expect(pkg.exports['./schema/evidence.schema.json']).toBe('./schema/evidence.schema.json')
-  expect(pkg.files.sort()).toEqual(['bin', 'dist', 'schema'])
+  expect(pkg.files.sort()).toEqual(['bin', 'dist', 'docs', 'schema'])
 })
 
 test.each(Object.keys(EXPECTED))('entry %s exports exactly its pinned names', async (name) => {

@@ -4,7 +4,7 @@
  * files and tests carried in their meta.
  */
 import { appendFile } from 'node:fs/promises'
-import { relative, sep } from 'node:path'
+import { sep } from 'node:path'
 import { execa } from 'execa'
 import type { Reporter, TestModule, Vitest } from 'vitest/node'
 import { glanceLines } from './board.ts'
@@ -23,11 +23,13 @@ export async function gitCommit(cwd: string): Promise<string | null> {
 }
 
 /** The spec files' cells and the tests' assertions, as the evidence builder takes them. */
-export function collectInputs(modules: ReadonlyArray<TestModule>, root: string): { files: SpecFileInput[]; tests: TestInput[] } {
+export function collectInputs(modules: ReadonlyArray<TestModule>): { files: SpecFileInput[]; tests: TestInput[] } {
   const files: SpecFileInput[] = []
   const tests: TestInput[] = []
   for (const m of modules) {
-    const file = relative(root, m.moduleId).split(sep).join('/')
+    // Relative to the project as the shard saw it: a merge on another runner, checked out at
+    // another path, names the same files.
+    const file = m.relativeModuleId.split(sep).join('/')
     const meta = m.meta().servegateFile
     if (meta !== undefined) files.push({ file, meta })
     for (const t of m.children.allTests()) {
@@ -60,7 +62,7 @@ export class ServegateReporter implements Reporter {
     const bench = modules.some((m) => m.project.config.benchmark?.enabled === true)
     if (!(this.merging || bench) || this.vitest === null) return
     const root = this.vitest.config.root
-    const { files, tests } = collectInputs(modules, root)
+    const { files, tests } = collectInputs(modules)
     if (files.length === 0) return
     const dir = this.options.evidenceDir
     const shard = this.vitest.config.shard

@@ -6,7 +6,7 @@ import { message } from './format.ts'
 import { asPair } from './subject.ts'
 
 /**
- * Passes when both arms measured the same thing (DESIGN.md's fairness list): the same request
+ * Passes when both arms measured the same thing (the fairness list of docs/gates.md): the same request
  * stream on the wire, counts, input tokens, model revision and fingerprint, GPU model, memory
  * and driver, harness, host and sampling. The message names every mismatch; GPU UUIDs are
  * reported, not required.
