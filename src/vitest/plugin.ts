@@ -5,7 +5,7 @@ import { type ResolvedServegateOptions, resolveServegateOptions, type ServegateO
 
 declare module 'vitest' {
   interface ProvidedContext {
-    servegate: { evidenceDir: string; benchTimeoutMs: number; nvidiaSmi?: string }
+    servegate: { evidenceDir: string; nvidiaSmi?: string }
   }
 }
 
@@ -16,8 +16,7 @@ const SETUP = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './setup.t
  * The servegate vitest plugin: registers the matchers (a setup file), provides the options to
  * the workers, adds the evidence reporter (it writes after `vitest bench` and after
  * `vitest --merge-reports`), and configures `vitest bench` to run `benchmarks/**\/*.bench.ts` one
- * file at a time with long timeouts (cells launch engines and measure for minutes; the setup
- * file sets them for the bench project's files).
+ * file at a time with long timeouts (`benchTimeoutMs`: cells launch engines and measure for minutes).
  *
  * The evidence reporter is kept whatever reporters the config or the command line chose
  * (`--reporter=blob` on a shard, `--reporter=verbose`): it is added to vitest's resolved list
@@ -36,19 +35,24 @@ export function servegate(input?: ServegateOptions): Plugin {
         test: {
           setupFiles: [SETUP],
           provide: {
-            servegate: { evidenceDir: options.evidenceDir, benchTimeoutMs: options.benchTimeoutMs, ...(options.nvidiaSmi === undefined ? {} : { nvidiaSmi: options.nvidiaSmi }) },
+            servegate: { evidenceDir: options.evidenceDir, ...(options.nvidiaSmi === undefined ? {} : { nvidiaSmi: options.nvidiaSmi }) },
           },
-          // vitest 5 runs these as the "bench" variant of the project, one file at a time; the setup
-          // file gives them the long timeouts.
+          // vitest 5 runs these as the "bench" variant of the project, one file at a time.
           benchmark: { include: options.benchInclude },
         },
       }
     },
     // Runs once per project after the config (command line included) is resolved and before
-    // vitest builds its reporters from it.
-    configureVitest({ vitest }) {
+    // vitest builds its reporters from it or serializes a project's config for its workers.
+    configureVitest({ vitest, project }) {
       const reporters = vitest.config.reporters
       if (!reporters.some((r) => r === reporter)) reporters.push(reporter)
+      // The bench variant of a project (vitest 5 gives it at least 60 s per test, 120 s per
+      // hook) gets the long timeouts cells need: a test awaiting a pair waits for engines to load.
+      if (project.config.benchmark?.enabled === true) {
+        project.config.testTimeout = options.benchTimeoutMs
+        project.config.hookTimeout = options.benchTimeoutMs
+      }
     },
   }
 }

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, expect, inject, vi } from 'vitest'
+import { afterAll, expect } from 'vitest'
 import { matchers } from '../matchers/index.ts'
 import { stopSharedEngines, useFileTeardown } from '../spec/engine.ts'
 import { takeFileMeta } from '../spec/registry.ts'
@@ -6,17 +6,6 @@ import { takeFileMeta } from '../spec/registry.ts'
 // Registered by the servegate plugin's setup file, which runs before each spec file.
 expect.extend(matchers)
 useFileTeardown()
-
-// Benchmark files (vitest 5 runs them as the "bench" variant of a project) get the long
-// timeouts cells need: a cell launches engines and measures for minutes.
-// eslint-disable-next-line no-empty-pattern
-beforeAll(({}, suite) => {
-  const project = suite.file.projectName ?? ''
-  if (project === 'bench' || project.endsWith(' (bench)')) {
-    const ms = inject('servegate')?.benchTimeoutMs
-    if (ms !== undefined) vi.setConfig({ testTimeout: ms, hookTimeout: ms })
-  }
-})
 
 // A file-level hook: after every test of the file, its engines stop and its declared cells, with
 // their run records, go into the file's meta for the reporter (blob reports keep it for merges).
