@@ -1,0 +1,161 @@
+/**
+ * servegate as a user installs it: the packed tarball and vitest from the registry in a fresh
+ * project outside this repository, then what the README teaches, run with `npx` there:
+ * `servegate init` and its suite under `vitest bench`, the evidence verified, the README's own
+ * spec run and type-checked against the shipped `.d.ts`, `servegate run` against
+ * `servegate sim`, and the UI command serving the benchmark suite.
+ */
+import { existsSync } from 'node:fs'
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { execa } from 'execa'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { consumerEnv, diskUsage, emptyProject, FOOTPRINT_TARGET_BYTES, inProject, npmInstall, packTarball, REPO } from './consumer.ts'
+
+let packDir: string
+let project: string
+let footprint: { bytes: number; files: number }
+
+/** The README's code blocks that a `<!-- consumer: PATH -->` line names: written to PATH in the project. */
+export function readmeFiles(readme: string): Array<{ path: string; content: string }> {
+  const files: Array<{ path: string; content: string }> = []
+  const marker = /<!-- consumer: (\S+) -->\s*\n```\w*\n([\s\S]*?)```/g
+  for (const m of readme.matchAll(marker)) files.push({ path: m[1] as string, content: m[2] as string })
+  return files
+}
+
+beforeAll(async () => {
+  packDir = await emptyProject('servegate-pack-')
+  project = await emptyProject()
+  const tarball = await packTarball(packDir)
+  // What the README's install line installs, and nothing else: its footprint is measured here.
+  await npmInstall(project, [tarball, 'vitest@^5.1.2'])
+  footprint = await diskUsage(join(project, 'node_modules'))
+}, 600_000)
+
+afterAll(async () => {
+  await rm(packDir, { recursive: true, force: true })
+  await rm(project, { recursive: true, force: true })
+})
+
+describe('installed from the packed tarball', () => {
+  test(`npm i -D servegate vitest stays within ${FOOTPRINT_TARGET_BYTES / 1024 / 1024} MB and brings no node-llama-cpp`, () => {
+    expect(footprint.bytes).toBeLessThanOrEqual(FOOTPRINT_TARGET_BYTES)
+    expect(existsSync(join(project, 'node_modules', 'node-llama-cpp'))).toBe(false)
+    expect(existsSync(join(project, 'node_modules', 'servegate', 'src'))).toBe(false)
+    expect(existsSync(join(project, 'node_modules', 'servegate', 'dist', 'index.d.ts'))).toBe(true)
+  })
+
+  test('npx servegate runs the compiled CLI; the in-process engine names its install command', async () => {
+    const help = await inProject(project, 'npx', ['servegate', '--help'])
+    expect(help.exitCode, help.stderr).toBe(0)
+    expect(help.stdout).toMatch(/servegate init/)
+    const demo = await inProject(project, 'npx', ['servegate', 'demo'])
+    expect(demo.exitCode).toBe(2)
+    expect(demo.stderr).toMatch(/npx servegate init/)
+    const script = "import { engine } from 'servegate'; engine.nodeLlamaCpp({ model: { id: 'm', path: 'm.gguf' } })"
+    const missing = await inProject(project, process.execPath, ['--input-type=module', '-e', script])
+    expect(missing.exitCode).not.toBe(0)
+    expect(missing.stderr).toMatch(/npm i -D node-llama-cpp@3\.21\.1/)
+  })
+
+  test('npx servegate init gives a suite that passes under vitest bench without a GPU, and its evidence verifies', async () => {
+    const init = await inProject(project, 'npx', ['servegate', 'init'])
+    expect(init.exitCode, init.stderr).toBe(0)
+    for (const file of ['benchmarks/serving.bench.ts', '.github/workflows/servegate.yml', '.gitignore']) expect(existsSync(join(project, file)), file).toBe(true)
+    const bench = await inProject(project, 'npx', ['vitest', 'bench', '--run'], { timeout: 300_000 })
+    expect(bench.exitCode, `${bench.stdout.slice(-3000)}\n${bench.stderr.slice(-3000)}`).toBe(0)
+    const index = JSON.parse(await readFile(join(project, 'evidence', 'index.json'), 'utf8')) as { promotion: { promotable: boolean }; cells: Array<{ file: string; disposition: string }> }
+    expect(index.cells.map((c) => [c.file, c.disposition])).toEqual([['benchmarks/serving.bench.ts', 'accepted']])
+    expect(index.promotion.promotable).toBe(true)
+    const verify = await inProject(project, 'npx', ['servegate', 'verify', 'evidence', '--require-promotable'])
+    expect(verify.exitCode, verify.stdout + verify.stderr).toBe(0)
+    // init never overwrites what is there
+    const again = await inProject(project, 'npx', ['servegate', 'init'])
+    expect(again.exitCode).toBe(0)
+    expect(again.stdout).toMatch(/skipped/)
+  }, 400_000)
+
+  test("the README's own spec runs under vitest bench, and it and the generated suite type-check against the shipped types", async () => {
+    const files = readmeFiles(await readFile(join(REPO, 'README.md'), 'utf8'))
+    expect(files.map((f) => f.path)).toContain('benchmarks/first-pair.bench.ts')
+    for (const f of files) {
+      await mkdir(join(project, f.path, '..'), { recursive: true })
+      await writeFile(join(project, f.path), f.content)
+    }
+    const bench = await inProject(project, 'npx', ['vitest', 'bench', '--run', 'benchmarks/first-pair.bench.ts'], { timeout: 300_000 })
+    expect(bench.exitCode, `${bench.stdout.slice(-3000)}\n${bench.stderr.slice(-3000)}`).toBe(0)
+
+    await npmInstall(project, ['typescript@~6.0.3', '@types/node@^24'])
+    const tsconfig = {
+      compilerOptions: { target: 'ES2023', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, types: ['node'], skipLibCheck: false },
+      include: ['benchmarks', 'vitest.config.*'],
+    }
+    await writeFile(join(project, 'tsconfig.json'), JSON.stringify(tsconfig, null, 2))
+    const tsc = await inProject(project, 'npx', ['tsc', '-p', 'tsconfig.json'])
+    expect(tsc.exitCode, tsc.stdout + tsc.stderr).toBe(0)
+  }, 400_000)
+
+  test('npx servegate run measures npx servegate sim, both from node_modules', async () => {
+    // Its own process group: npx runs the bin in a child, and the whole tree must stop.
+    const sim = execa('npx', ['servegate', 'sim', '--port', '0', '--model', 'sim-model'], { cwd: project, env: consumerEnv(), extendEnv: false, cleanup: true, forceKillAfterDelay: 2000, reject: false, detached: true })
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        let seen = ''
+        const timer = setTimeout(() => reject(new Error(`servegate sim did not start: ${seen}`)), 30_000)
+        sim.stdout?.on('data', (b: Buffer) => {
+          seen += b.toString()
+          const m = /listening on (http:\/\/\S+)/.exec(seen)
+          if (m !== null) {
+            clearTimeout(timer)
+            resolve(m[1] as string)
+          }
+        })
+      })
+      const run = await inProject(project, 'npx', ['servegate', 'run', '--base-url', url, '--model', 'sim-model', '--requests', '8', '--concurrency', '2', '--max-tokens', '16', '--out', 'run.json'])
+      expect(run.exitCode, run.stderr).toBe(0)
+      const record = JSON.parse(await readFile(join(project, 'run.json'), 'utf8')) as { schema: string; requests: Array<{ status: string }> }
+      expect(record.schema).toBe('servegate.run/v1')
+      expect(record.requests.filter((r) => r.status === 'ok')).toHaveLength(8)
+    } finally {
+      if (sim.pid !== undefined) process.kill(-sim.pid, 'SIGTERM')
+      await sim
+    }
+  }, 120_000)
+
+  test('npx vitest bench --ui --watch serves @vitest/ui over the benchmark suite', async () => {
+    await npmInstall(project, ['@vitest/ui@^5.1.2'])
+    await rm(join(project, 'evidence'), { recursive: true, force: true })
+    const ui = execa('npx', ['vitest', 'bench', '--ui', '--watch', '--open=false', '--api.port=0', 'benchmarks/serving.bench.ts'], {
+      cwd: project, env: consumerEnv(), extendEnv: false, cleanup: true, forceKillAfterDelay: 2000, reject: false, detached: true,
+    })
+    try {
+      let out = ''
+      ui.stdout?.on('data', (b: Buffer) => (out += b.toString()))
+      ui.stderr?.on('data', (b: Buffer) => (out += b.toString()))
+      // The page needs the session token the URL carries.
+      const url = await waitFor(() => /UI started at (http:\/\/\S+\/__vitest__\/\S*)/.exec(out)?.[1] ?? null, 60_000, () => out)
+      const page = await fetch(url)
+      expect(page.status).toBe(200)
+      expect(await page.text()).toMatch(/<html/i)
+      // The UI's run is the benchmark suite: its evidence is written as after `vitest bench --run`.
+      await waitFor(() => (existsSync(join(project, 'evidence', 'index.json')) ? true : null), 120_000, () => out)
+      const index = JSON.parse(await readFile(join(project, 'evidence', 'index.json'), 'utf8')) as { cells: Array<{ file: string }> }
+      expect(index.cells.map((c) => c.file)).toEqual(['benchmarks/serving.bench.ts'])
+    } finally {
+      // The whole tree: npx, vitest and its workers (the UI server must not outlive the test).
+      if (ui.pid !== undefined) process.kill(-ui.pid, 'SIGTERM')
+      await ui
+    }
+  }, 240_000)
+})
+
+async function waitFor<T>(probe: () => T | null, timeoutMs: number, context: () => string): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = probe()
+    if (value !== null) return value
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms:\n${context().slice(-3000)}`)
+    await new Promise((resolve) => setTimeout(resolve, 250))
+  }
+}
