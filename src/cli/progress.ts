@@ -1,26 +1,38 @@
-import type { CellProgress } from '../runner/cell.ts'
+import { phaseText, redraw } from '../evidence/progress.ts'
+import type { CellPhase, PhaseListener } from '../schema/progress.ts'
 import type { CliIo } from './io.ts'
 
-/** A one-line progress display on a TTY (redrawn at most every 100 ms); silent otherwise. */
-export function progressLine(io: CliIo): { update(p: CellProgress): void; done(): void } {
+const BAR_WIDTH = 24
+
+function requestsBar(p: Extract<CellPhase, { phase: 'requests' }>): string {
+  const filled = p.total === 0 ? BAR_WIDTH : Math.round((p.done / p.total) * BAR_WIDTH)
+  return `[${'#'.repeat(filled)}${'.'.repeat(BAR_WIDTH - filled)}] ${p.done}/${p.total} · ${p.ok} ok · ${p.failed} failed · ${(p.elapsedMs / 1000).toFixed(1)} s`
+}
+
+/**
+ * A one-line progress display on a TTY: the cell's phase (launching `engine`, waiting for it to
+ * become ready with its log file, calibrating, warm-up, then a bar of the measured requests),
+ * redrawn in place at most every 100 ms and on each change of phase; silent otherwise.
+ */
+export function progressLine(io: CliIo, engine: string): PhaseListener {
   const tty = io.stderr.isTTY === true
   let last = 0
-  let drawn = false
-  return {
-    update(p) {
-      if (!tty) return
-      const now = performance.now()
-      if (now - last < 100 && p.done < p.total) return
-      last = now
-      drawn = true
-      const width = 24
-      const filled = Math.round((p.done / p.total) * width)
-      io.stderr.write(
-        `\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${p.done}/${p.total} · ${p.ok} ok · ${p.failed} failed · ${(p.elapsedMs / 1000).toFixed(1)} s `,
-      )
-    },
-    done() {
-      if (drawn) io.stderr.write('\n')
-    },
+  let current: CellPhase['phase'] | null = null
+  let since = 0
+  let rows = 0
+  return (p) => {
+    if (!tty) return
+    const now = performance.now()
+    const changed = p.phase !== current
+    const finished = p.phase === 'requests' && p.done === p.total
+    if (!changed && !finished && now - last < 100) return
+    if (changed) since = now
+    current = p.phase
+    last = now
+    const text = p.phase === 'requests' ? requestsBar(p) : phaseText(p, engine, { sinceEventMs: 0, inPhaseMs: now - since })
+    // Each draw ends in a newline, so the last one stays above whatever the command prints next.
+    const drawn = redraw(rows, [text], (io.stderr as { columns?: number }).columns || 80)
+    io.stderr.write(drawn.text)
+    rows = drawn.rows
   }
 }

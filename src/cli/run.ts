@@ -105,12 +105,11 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
   const cell: EngineCellOptions = { ...cellFromFlags(values), ...loadFlags(values) }
   // A trace without --requests replays every row.
   if (values.trace !== undefined && cell.requests === undefined) cell.requests = await traceRows(values.trace)
-  const progress = progressLine(io)
-  const hooks = { onProgress: progress.update, signal }
-  const record = await (values.engine === undefined
+  const engine = values.engine === undefined ? null : await readEngineConfig(values.engine)
+  const hooks = { onPhase: progressLine(io, engine === null ? (values.model as string) : `${engine.kind}:${engine.model.id}`), signal }
+  const record = await (engine === null
     ? runCell({ ...cell, baseUrl: values['base-url'] as string, model: values.model as string }, hooks)
-    : runEngineCell(await readEngineConfig(values.engine), cell, { ...hooks, gpuFacts: nvidiaSmiGpuFacts() })
-  ).finally(progress.done)
+    : runEngineCell(engine, cell, { ...hooks, gpuFacts: nvidiaSmiGpuFacts() }))
 
   const out = resolve(values.out ?? `servegate-runs/${record.runId}.json`)
   await writeJsonAtomic(out, record)

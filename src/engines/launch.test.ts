@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { runEngineCell } from '../runner/engine-cell.ts'
 import type { Manifest } from '../schema/manifest.ts'
+import type { CellPhase } from '../schema/progress.ts'
 import { RunRecord } from '../schema/run.ts'
 import { type SimServer, startSimServer } from '../sim/server.ts'
 import type { EngineConfig } from './config.ts'
@@ -144,6 +145,44 @@ describe('engine failures become failed cells with their reason', () => {
     const record = await runEngineCell({ kind: 'vllm', executable: join(dir, 'no-such-vllm'), model: { id: 'm' } }, cell, { gpuFacts: noGpu })
     expect(record.cellFailure?.code).toBe('ENGINE_NOT_FOUND')
     expect(record.cellFailure?.message).toMatch(/no-such-vllm is not an executable on the engine's PATH; install it or set engine\.executable/)
+  })
+})
+
+/** The phases in the order they came, each run of one phase as one entry. */
+function phaseRuns(phases: readonly CellPhase[]): string[] {
+  return phases.map((p) => p.phase).filter((name, i, all) => name !== all[i - 1])
+}
+
+describe('a cell reports its phases as it goes', () => {
+  test('launching, waiting for readiness with the log file, calibrating, warm-up, n/N requests, tearing down', async () => {
+    const phases: CellPhase[] = []
+    const config = fake('vllm', {})
+    const record = await runEngineCell(config, { ...cell, warmupRequests: 2 }, { gpuFacts: noGpu, onPhase: (p) => phases.push(p) })
+    expect(record.completed).toBe(6)
+    expect(phaseRuns(phases)).toEqual(['launching', 'waiting', 'inspecting', 'calibrating', 'warmup', 'requests', 'tearing-down'])
+    const waiting = phases.find((p) => p.phase === 'waiting')
+    expect(waiting).toMatchObject({ timeoutMs: 20_000, logPath: expect.stringMatching(new RegExp(`^${join(dir, 'logs')}/vllm-\\w+-\\d+\\.log$`)) })
+    expect(await readFile((waiting as { logPath: string }).logPath, 'utf8')).toMatch(/INFO fake vllm starting/)
+    expect(phases.filter((p) => p.phase === 'warmup').map((p) => p.done)).toEqual([0, 1, 2])
+    const requests = phases.flatMap((p) => (p.phase === 'requests' ? [p] : []))
+    expect(requests.map((p) => p.done)).toEqual([0, 1, 2, 3, 4, 5, 6])
+    expect(requests.at(-1)).toMatchObject({ done: 6, total: 6, ok: 6, failed: 0, stage: null })
+  })
+
+  test('an engine that never becomes ready says it waits, for how long of its deadline and with its log, before it times out', async () => {
+    const phases: Array<{ at: number; phase: CellPhase }> = []
+    const start = performance.now()
+    const config = { ...fake('vllm', { FAKE_ENGINE_NEVER_READY: '1' }), startupTimeoutMs: 1500 }
+    const record = await runEngineCell(config, cell, { gpuFacts: noGpu, onPhase: (phase) => phases.push({ at: performance.now() - start, phase }) })
+    const timedOutAt = performance.now() - start
+    expect(record.cellFailure?.code).toBe('ENGINE_START_TIMEOUT')
+    expect(phaseRuns(phases.map((p) => p.phase))).toEqual(['launching', 'waiting'])
+    const waits = phases.flatMap(({ at, phase }) => (phase.phase === 'waiting' ? [{ at, ...phase }] : []))
+    // Polled every 200 ms or so, each saying how long so far, of what deadline, and where the log is.
+    expect(waits.length).toBeGreaterThanOrEqual(4)
+    expect(waits.every((w) => w.timeoutMs === 1500 && record.cellFailure?.message.includes(w.logPath) === true)).toBe(true)
+    expect(waits.map((w) => w.elapsedMs)).toEqual([...waits.map((w) => w.elapsedMs)].sort((a, b) => a - b))
+    expect(waits.some((w) => w.elapsedMs > 500 && w.elapsedMs < 1500 && w.at < timedOutAt)).toBe(true)
   })
 })
 

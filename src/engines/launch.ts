@@ -8,6 +8,7 @@ import { ServegateError } from '../errors.ts'
 import { parseBaseUrl } from '../loopback.ts'
 import type { ErrorInfo } from '../schema/run.ts'
 import type { Manifest } from '../schema/manifest.ts'
+import type { PhaseListener } from '../schema/progress.ts'
 import { ADAPTERS, parseVersionOutput, readinessPaths } from './adapters.ts'
 import { type EngineConfig, type LaunchedConfig, resolveEngineConfig } from './config.ts'
 import { absent, harnessFacts, hostFacts, known, modelFingerprint, redactArgv } from './manifest.ts'
@@ -94,13 +95,18 @@ function exitedError(kind: string, proc: EngineProcess, when: string): Servegate
   return new ServegateError('ENGINE_EXITED', `engine ${kind} exited ${when} with ${how}; log ${proc.logPath}; log tail:\n${proc.logTail()}`)
 }
 
-/** Polls the readiness paths until each answers 200, the process exits, or the deadline passes. */
-async function waitReady(config: LaunchedConfig, origin: string, proc: EngineProcess, signal?: AbortSignal): Promise<void> {
-  const deadline = performance.now() + config.startupTimeoutMs
+/**
+ * Polls the readiness paths until each answers 200, the process exits, or the deadline passes;
+ * tells `onPhase` how long it has waited at each poll.
+ */
+async function waitReady(config: LaunchedConfig, origin: string, proc: EngineProcess, signal?: AbortSignal, onPhase?: PhaseListener): Promise<void> {
+  const started = performance.now()
+  const deadline = started + config.startupTimeoutMs
   let exited = false
   void proc.exited.then(() => (exited = true))
   for (const path of readinessPaths(config)) {
     for (;;) {
+      onPhase?.({ phase: 'waiting', elapsedMs: performance.now() - started, timeoutMs: config.startupTimeoutMs, logPath: proc.logPath })
       if (exited) throw exitedError(config.kind, proc, 'during start-up')
       if (signal?.aborted) throw new ServegateError('REQUEST_ABORTED', `start-up of engine ${config.kind} was cancelled`)
       if (performance.now() > deadline) {
@@ -155,11 +161,12 @@ async function versionFacts(config: LaunchedConfig, origin: string, env: Record<
 
 /**
  * Launches an engine from its config (or connects to an external one), waits until it is
- * ready, and gathers its manifest. Nothing is left running when it throws.
+ * ready, and gathers its manifest. Nothing is left running when it throws. `onPhase` hears the
+ * wait for readiness (every poll) and the manifest's gathering.
  * @throws ServegateError ENGINE_NOT_FOUND, ENGINE_EXITED (with the exit code and log tail),
  *   ENGINE_START_TIMEOUT, CONFIG_INVALID
  */
-export async function launchEngine(input: EngineConfig, gpuFacts: GpuFactsProbe, signal?: AbortSignal): Promise<RunningEngine> {
+export async function launchEngine(input: EngineConfig, gpuFacts: GpuFactsProbe, signal?: AbortSignal, onPhase?: PhaseListener): Promise<RunningEngine> {
   const config = resolveEngineConfig(input)
   if (config.kind === 'node-llama-cpp') {
     throw new ServegateError('CONFIG_INVALID', 'engine.kind: node-llama-cpp runs in-process; use runEngineCell, which measures it through the in-process transport')
@@ -178,7 +185,8 @@ export async function launchEngine(input: EngineConfig, gpuFacts: GpuFactsProbe,
   const stamp = new Date().toISOString().replace(/[-:.]/g, '')
   const proc = await spawnEngine({ argv, env, logPath: join(config.logDir, `${config.kind}-${stamp}-${port}.log`), graceMs: config.shutdownGraceMs })
   try {
-    await waitReady(config, origin, proc, signal)
+    await waitReady(config, origin, proc, signal, onPhase)
+    onPhase?.({ phase: 'inspecting' })
     // Engines fork their workers before they are ready: know the whole tree now.
     await proc.track()
     const [versions, fingerprint, harness, gpus] = await Promise.all([

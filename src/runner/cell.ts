@@ -11,6 +11,7 @@ import { METHODOLOGY } from '../metrics/methodology.ts'
 import { deriveRequestMetrics, requestMetricFields } from '../metrics/request.ts'
 import type { Manifest } from '../schema/manifest.ts'
 import type { OpenLoopStats } from '../schema/load.ts'
+import type { CellProgress, PhaseListener } from '../schema/progress.ts'
 import { type ErrorInfo, type HarnessHealth, RUN_SCHEMA_ID, type RequestRecord, type RunRecord } from '../schema/run.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 import { bodyBytes, requestStreamSha256, stripModel } from '../workload/bytes.ts'
@@ -23,17 +24,16 @@ import { type CellOptions, type ResolvedCellOptions, resolveCellOptions } from '
 import { probeEndpoint } from './probe.ts'
 import { warmClientJit } from './warm.ts'
 
-export interface CellProgress {
-  done: number
-  total: number
-  ok: number
-  failed: number
-  elapsedMs: number
-}
+export type { CellProgress } from '../schema/progress.ts'
 
 export interface RunCellHooks {
   /** Called after each measured request ends. */
   onProgress?: (progress: CellProgress) => void
+  /**
+   * Called as the cell changes phase: calibrating, warm-up (each request), the measured requests
+   * (at each stage's start and after each request), and a sequential arm's wait for its turn.
+   */
+  onPhase?: PhaseListener
   /** Cancels the cell: requests in flight fail as REQUEST_ABORTED, the record is still returned. */
   signal?: AbortSignal
   /**
@@ -350,15 +350,25 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
     if (hooks.engine?.failure() !== null) stop.abort()
   })
   const stages = hooks.stages ?? null
+  const phase = hooks.onPhase
+  // A sequential arm says it waits before each stage's turn.
+  const turn = (s: CellStages, stage: number): Promise<boolean> => {
+    phase?.({ phase: 'turn', stage: stage + 1, stages: s.ends.length })
+    return s.turn(stage)
+  }
   try {
-    await stages?.turn(0)
+    if (stages !== null) await turn(stages, 0)
     const send = (bodies: Buffer[], captureChars: number, offset = 0) => (index: number) => transport.send(bodies[offset + index] as Buffer, captureChars, signal)
     // Drawn (or read) before anything is sent: a trace also sizes the requests.
     const arrivals = o.arrival === null ? null : await planArrivals(o.arrival, o.requests)
     const workload = await preparedFor(
       o.workload,
       { api: o.api, maxTokens: o.maxTokens, requests: o.requests, warmupRequests: o.warmupRequests, sizes: arrivals?.sizes ?? null },
-      async () => (o.calibrate ? transport.tokenizer() : null),
+      async () => {
+        if (!o.calibrate) return null
+        phase?.({ phase: 'calibrating' })
+        return transport.tokenizer()
+      },
     )
     const captureChars = workload.spec.canaries || workload.spec.kind === 'dataset' ? workload.spec.captureChars : 0
     const measuredBytes = workload.measured.map((r) => bodyBytes(o.model, r.body))
@@ -369,7 +379,12 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
     let ok = 0
     let failed = 0
     warmClientJit()
-    if (warmupBytes.length > 0) await closedLoop(warmupBytes.length, o.concurrency, send(warmupBytes, captureChars), () => {})
+    if (warmupBytes.length > 0) {
+      let warmed = 0
+      const total = warmupBytes.length
+      phase?.({ phase: 'warmup', done: 0, total })
+      await closedLoop(total, o.concurrency, send(warmupBytes, captureChars), () => phase?.({ phase: 'warmup', done: ++warmed, total }))
+    }
     await transport.warm?.(connectionsToWarm(o))
 
     await hooks.onMeasureStart?.()
@@ -382,10 +397,15 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
     const cellStart = performance.now()
     let openLoopStats: OpenLoopStats | null = null
     for (let stage = 0; stage < ends.length; stage++) {
-      if (stage > 0 && (stages === null || !(await stages.turn(stage)))) break
+      if (stage > 0 && (stages === null || !(await turn(stages, stage)))) break
       const end = Math.min(ends[stage] as number, measuredBytes.length)
       const offset = sent
       const before = slots.length
+      const stageOf = stages === null ? null : { index: stage + 1, of: ends.length }
+      const requestsPhase = (): void => {
+        phase?.({ phase: 'requests', done: slots.length, total: o.requests, ok, failed, elapsedMs: performance.now() - cellStart, stage: stageOf })
+      }
+      requestsPhase()
       loopDelay.enable()
       const cpuBefore = process.cpuUsage()
       const stageStart = performance.now()
@@ -394,6 +414,7 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
         if (slot.obs.error === null) ok++
         else failed++
         hooks.onProgress?.({ done: slots.length, total: o.requests, ok, failed, elapsedMs: performance.now() - cellStart })
+        requestsPhase()
       }
       openLoopStats = await measuredPhase(o, end - offset, arrivals, cellStart, signal, send(measuredBytes, captureChars, offset), onDone)
       activeMs += performance.now() - stageStart

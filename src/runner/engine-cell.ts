@@ -2,6 +2,7 @@ import { type EngineConfig, type ResolvedEngineConfig, resolveEngineConfig } fro
 import { type GpuFactsProbe, launchEngine, type RunningEngine } from '../engines/launch.ts'
 import { type InProcessEngine, startNodeLlamaCpp } from '../engines/node-llama-cpp.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
+import type { PhaseListener } from '../schema/progress.ts'
 import type { ErrorInfo, RunRecord } from '../schema/run.ts'
 import { type CellTransport, failedCellRecord, measureCell, runCell, type RunCellHooks } from './cell.ts'
 import { type CellOptions, resolveCellOptions } from './options.ts'
@@ -37,13 +38,15 @@ function startFailure(error: unknown, config: ResolvedEngineConfig): ErrorInfo |
 /**
  * Starts an engine from its config: launches it (or connects, or loads it in-process) and
  * waits until it is ready. Returns the failure instead of throwing when it does not start.
+ * `onPhase` hears `launching`, then the wait for readiness of a launched process.
  * @throws ServegateError CONFIG_INVALID for a bad config
  */
-export async function startEngine(input: EngineConfig, gpuFacts: GpuFactsProbe, signal?: AbortSignal): Promise<LiveEngine | { failure: ErrorInfo }> {
+export async function startEngine(input: EngineConfig, gpuFacts: GpuFactsProbe, signal?: AbortSignal, onPhase?: PhaseListener): Promise<LiveEngine | { failure: ErrorInfo }> {
   const config = resolveEngineConfig(input)
+  onPhase?.({ phase: 'launching' })
   try {
     if (config.kind === 'node-llama-cpp') return { shape: 'in-process', model: config.model.id, engine: await startNodeLlamaCpp(config, gpuFacts), config }
-    const engine = await launchEngine(config, gpuFacts, signal)
+    const engine = await launchEngine(config, gpuFacts, signal, onPhase)
     return { shape: 'http', model: engine.model, engine }
   } catch (error) {
     const failure = startFailure(error, config)
@@ -78,6 +81,7 @@ export async function measureOnEngine(live: LiveEngine, cell: EngineCellOptions,
       { ...cell, baseUrl: engine.baseUrl, model: engine.model },
       {
         onProgress: hooks.onProgress,
+        onPhase: hooks.onPhase,
         signal: hooks.signal,
         engine: { exited, failure: () => engine.failure() },
         onMeasureStart: () => telemetry?.markLoadStart(),
@@ -108,7 +112,7 @@ async function measureInProcess(live: Extract<LiveEngine, { shape: 'in-process' 
     tokenizer: async () => ({ tokenizer: live.engine.tokenizer, warning: null }),
     close: async () => {},
   }
-  const record = await measureCell(o, transport, 'in-process', { onProgress: hooks.onProgress, signal: hooks.signal, stages: hooks.stages })
+  const record = await measureCell(o, transport, 'in-process', { onProgress: hooks.onProgress, onPhase: hooks.onPhase, signal: hooks.signal, stages: hooks.stages })
   return { ...record, manifest: live.engine.manifest }
 }
 
@@ -124,11 +128,12 @@ export async function stopEngine(live: LiveEngine): Promise<void> {
  * @throws ServegateError CONFIG_INVALID for a bad engine or cell config
  */
 export async function runEngineCell(engineConfig: EngineConfig, cell: EngineCellOptions, hooks: EngineCellHooks): Promise<RunRecord> {
-  const started = await startEngine(engineConfig, hooks.gpuFacts, hooks.signal)
+  const started = await startEngine(engineConfig, hooks.gpuFacts, hooks.signal, hooks.onPhase)
   if ('failure' in started) return engineFailedRecord(cell, engineConfig.model.id, started.failure)
   try {
     return await measureOnEngine(started, cell, hooks)
   } finally {
+    hooks.onPhase?.({ phase: 'tearing-down' })
     await stopEngine(started)
   }
 }

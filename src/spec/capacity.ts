@@ -3,8 +3,10 @@ import type { EngineCellOptions } from '../runner/engine-cell.ts'
 import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
 import { type CapacityOptions, searchCapacity } from '../runner/capacity.ts'
 import type { CapacitySearch } from '../schema/capacity.ts'
+import type { RunRecord } from '../schema/run.ts'
 import { lazy, type Lazy, planId } from './cell.ts'
 import { type EngineHandle, registerTeardown, sharedEngine } from './engine.ts'
+import { PhaseFeed, progressChannel } from './progress.ts'
 import { cellThrew, declareCell, searchMeasured } from './registry.ts'
 
 /** A capacity search in a spec: the probe cell's options, the engine, and the search's own options (see `CapacityOptions`). */
@@ -24,16 +26,28 @@ export interface CapacitySpec extends Omit<EngineCellOptions, 'slo'>, Omit<Capac
 export function capacity(spec: CapacitySpec): Lazy<CapacitySearch> {
   registerTeardown()
   const { engine: h, id, slo, percentile, confidence, bracket, requestsPerProbe, probeSeconds, ...cell } = spec
-  const name = id ?? `${planId(h.name, cell)}-capacity-${bracket.axis ?? 'rate'}`
+  const axis = bracket.axis ?? 'rate'
+  const name = id ?? `${planId(h.name, cell)}-capacity-${axis}`
   const options: CapacityOptions = { cell, slo, percentile, confidence, bracket, requestsPerProbe, probeSeconds }
   // In the evidence the search is one pending cell until it runs, then its probes on one ladder.
   declareCell({ id: name, kind: 'cell', required: true, ladder: name, engines: { cell: h.name } })
   return lazy(async () => {
-    const started = await sharedEngine(h)
-    const probe =
-      'failure' in started
-        ? async (c: EngineCellOptions) => engineFailedRecord(c, h.config.model.id, started.failure)
-        : (c: EngineCellOptions) => measureOnEngine(started, c, { gpuFacts: nvidiaSmiGpuFacts() })
+    const feed = new PhaseFeed({ cell: name, arm: null, engine: h.name, step: null }, progressChannel())
+    const started = await sharedEngine(h, feed.phase)
+    let probes = 0
+    const probe = async (c: EngineCellOptions): Promise<RunRecord> => {
+      // Rate probes carry the probed rate in their arrival, concurrency probes run closed.
+      const value = c.arrival == null || c.arrival.kind === 'trace' ? (c.concurrency ?? 1) : c.arrival.ratePerS
+      const at = feed.at({ kind: 'probe', index: ++probes, value, axis })
+      try {
+        const record = 'failure' in started ? engineFailedRecord(c, h.config.model.id, started.failure) : await measureOnEngine(started, c, { gpuFacts: nvidiaSmiGpuFacts(), onPhase: at.phase })
+        at.done(record)
+        return record
+      } catch (error) {
+        at.threw(error)
+        throw error
+      }
+    }
     try {
       const search = await searchCapacity(options, probe, name)
       searchMeasured(name, search.records.map((record, k) => ({ suffix: `probe${k + 1}`, record })))

@@ -3,6 +3,7 @@ import { type EngineCellOptions, engineFailedRecord, measureOnEngine, stopEngine
 import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { type EngineHandle, freshEngine, registerTeardown, sharedEngine } from './engine.ts'
+import { PhaseFeed, progressChannel } from './progress.ts'
 import { declareCell, tracked } from './registry.ts'
 import { StagedPair, type StopEarly } from './sequential.ts'
 
@@ -96,15 +97,42 @@ export function cellId(engineName: string, o: EngineCellOptions): string {
   return `${planId(engineName, o)}-${load}`
 }
 
-/** Measures a cell on an engine, launched fresh or shared; an engine that fails makes a failed record. */
-export async function measure(h: EngineHandle, options: EngineCellOptions, fresh: boolean, stages?: CellStages): Promise<RunRecord> {
-  const started = await (fresh ? freshEngine(h) : sharedEngine(h))
+/**
+ * Measures a cell on an engine, launched fresh or shared; an engine that fails makes a failed
+ * record. `feed` hears every phase, from the launch to the measurement's end.
+ */
+export async function measure(h: EngineHandle, options: EngineCellOptions, fresh: boolean, stages?: CellStages, feed = PhaseFeed.silent): Promise<RunRecord> {
+  try {
+    const record = await measureOn(h, options, fresh, stages, feed)
+    feed.done(record)
+    return record
+  } catch (error) {
+    feed.threw(error)
+    throw error
+  }
+}
+
+async function measureOn(h: EngineHandle, options: EngineCellOptions, fresh: boolean, stages: CellStages | undefined, feed: PhaseFeed): Promise<RunRecord> {
+  const started = await (fresh ? freshEngine(h, feed.phase) : sharedEngine(h, feed.phase))
   if ('failure' in started) return engineFailedRecord(options, h.config.model.id, started.failure)
   try {
-    return await measureOnEngine(started, options, { gpuFacts: nvidiaSmiGpuFacts(), stages })
+    return await measureOnEngine(started, options, { gpuFacts: nvidiaSmiGpuFacts(), stages, onPhase: feed.phase })
   } finally {
-    if (fresh) await stopEngine(started)
+    if (fresh) {
+      feed.phase({ phase: 'tearing-down' })
+      await stopEngine(started)
+    }
   }
+}
+
+/** The feed of one arm (null for a cell) of a declared cell or pair. */
+function feedFor(id: string, arm: 'baseline' | 'candidate' | null, h: EngineHandle): PhaseFeed {
+  return new PhaseFeed({ cell: id, arm, engine: h.name, step: null }, progressChannel())
+}
+
+/** Launch k (0-based) of `repeats`, named on the feed when there is more than one. */
+function launchFeed(feed: PhaseFeed, k: number, repeats: number): PhaseFeed {
+  return repeats > 1 ? feed.at({ kind: 'launch', index: k + 1, of: repeats }) : feed
 }
 
 /** The A B B A order of `repeats` launches per arm. */
@@ -129,7 +157,8 @@ export function cell(spec: CellSpec): Lazy<CellResult> {
       name,
       async (): Promise<CellResult> => {
         const records: RunRecord[] = []
-        for (let i = 0; i < repeats; i++) records.push(await measure(h, options, repeats > 1))
+        const feed = feedFor(name, null, h)
+        for (let i = 0; i < repeats; i++) records.push(await measure(h, options, repeats > 1, undefined, launchFeed(feed, i, repeats)))
         return { kind: 'cell', id: name, record: records[0] as RunRecord, records }
       },
       (r) => ({ cell: [...r.records] }),
@@ -159,7 +188,11 @@ export function pair(spec: PairSpec): Lazy<PairResult> {
 async function measurePair(baseline: EngineHandle, candidate: EngineHandle, options: EngineCellOptions, repeats: number, name: string): Promise<PairResult> {
   const order = interleave(repeats)
   const arms = { baseline: [] as RunRecord[], candidate: [] as RunRecord[] }
-  for (const arm of order) arms[arm].push(await measure(arm === 'baseline' ? baseline : candidate, options, repeats > 1))
+  const feeds = { baseline: feedFor(name, 'baseline', baseline), candidate: feedFor(name, 'candidate', candidate) }
+  for (const arm of order) {
+    const h = arm === 'baseline' ? baseline : candidate
+    arms[arm].push(await measure(h, options, repeats > 1, undefined, launchFeed(feeds[arm], arms[arm].length, repeats)))
+  }
   return { kind: 'pair', id: name, baseline: arms.baseline, candidate: arms.candidate, launchOrder: order }
 }
 
@@ -167,7 +200,7 @@ async function measurePair(baseline: EngineHandle, candidate: EngineHandle, opti
 async function measureStaged(baseline: EngineHandle, candidate: EngineHandle, options: EngineCellOptions, staged: StagedPair, name: string): Promise<PairResult> {
   const arm = async (which: 'baseline' | 'candidate', h: EngineHandle) => {
     try {
-      return await measure(h, options, false, staged.stagesFor(which))
+      return await measure(h, options, false, staged.stagesFor(which), feedFor(name, which, h))
     } finally {
       staged.leave(which)
     }

@@ -7,8 +7,10 @@ import { requireNodeLlamaCpp } from '../engines/node-llama-cpp.ts'
 import { ServegateError } from '../errors.ts'
 import { type LiveEngine, startEngine, stopEngine } from '../runner/engine-cell.ts'
 import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
+import type { PhaseListener } from '../schema/progress.ts'
 import type { ErrorInfo } from '../schema/run.ts'
 import { resolveSimOptions, type SimOptions } from '../sim/options.ts'
+import { PhaseFeed, progressChannel } from './progress.ts'
 
 /** servegate's own CLI (the compiled one where the package is installed). */
 const SERVEGATE_BIN = fileURLToPath(new URL('../../bin/servegate.js', import.meta.url))
@@ -84,7 +86,7 @@ export const engine = {
 type Started = LiveEngine | { failure: ErrorInfo }
 
 /** Engines of this file (one vitest worker runs one file at a time): shared per config, stopped after the file. */
-const shared = new Map<string, Promise<Started>>()
+const shared = new Map<string, { name: string; started: Promise<Started> }>()
 let hookRegistered = false
 
 function gpuFacts(): GpuFactsProbe {
@@ -105,11 +107,19 @@ export function useFileTeardown(): void {
   fileHookInstalled = true
 }
 
-/** Stops every shared engine of this file (the whole process trees). */
+/** Stops every shared engine of this file (the whole process trees), each saying so. */
 export async function stopSharedEngines(): Promise<void> {
-  const started = [...shared.values()]
+  const engines = [...shared.values()]
   shared.clear()
-  for (const s of await Promise.all(started)) if (!('failure' in s)) await stopEngine(s)
+  const settled = await Promise.all(engines.map(async ({ name, started }) => ({ name, started: await started })))
+  const send = progressChannel()
+  for (const { name, started } of settled) {
+    if ('failure' in started) continue
+    const feed = new PhaseFeed({ cell: null, arm: null, engine: name, step: null }, send)
+    feed.phase({ phase: 'tearing-down' })
+    await stopEngine(started)
+    feed.phase({ phase: 'stopped' })
+  }
 }
 
 /**
@@ -125,17 +135,17 @@ export function registerTeardown(): void {
   })
 }
 
-/** The file's shared instance of an engine, launched on first use. */
-export function sharedEngine(h: EngineHandle): Promise<Started> {
-  let started = shared.get(h.id)
-  if (started === undefined) {
-    started = startEngine(h.config, gpuFacts())
-    shared.set(h.id, started)
+/** The file's shared instance of an engine, launched on first use; `onPhase` hears its start-up when this call launches it. */
+export function sharedEngine(h: EngineHandle, onPhase?: PhaseListener): Promise<Started> {
+  let entry = shared.get(h.id)
+  if (entry === undefined) {
+    entry = { name: h.name, started: startEngine(h.config, gpuFacts(), undefined, onPhase) }
+    shared.set(h.id, entry)
   }
-  return started
+  return entry.started
 }
 
 /** A fresh launch of an engine, for repeats (launch-to-launch variation needs new processes). */
-export function freshEngine(h: EngineHandle): Promise<Started> {
-  return startEngine(h.config, gpuFacts())
+export function freshEngine(h: EngineHandle, onPhase?: PhaseListener): Promise<Started> {
+  return startEngine(h.config, gpuFacts(), undefined, onPhase)
 }
