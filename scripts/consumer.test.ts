@@ -134,8 +134,12 @@ describe('installed from the packed tarball', () => {
       ui.stdout?.on('data', (b: Buffer) => (out += b.toString()))
       ui.stderr?.on('data', (b: Buffer) => (out += b.toString()))
       // The page needs the session token the URL carries.
-      const url = await waitFor(() => /UI started at (http:\/\/\S+\/__vitest__\/\S*)/.exec(out)?.[1] ?? null, 60_000, () => out)
-      const page = await fetch(url)
+      const url = await waitFor(() => /UI started at (http:\/\/[\w.:[\]-]+\/__vitest__\/\?token=[\w-]+)/.exec(out)?.[1] ?? null, 60_000, () => out)
+      // The token URL sets the session cookie and redirects to the page, which needs it.
+      const login = await fetch(url, { redirect: 'manual' })
+      expect(login.status).toBe(302)
+      const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
+      const page = await fetch(new URL(login.headers.get('location') ?? '/__vitest__/', url), { headers: { cookie } })
       expect(page.status).toBe(200)
       expect(await page.text()).toMatch(/<html/i)
       // The UI's run is the benchmark suite: its evidence is written as after `vitest bench --run`.

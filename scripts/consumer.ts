@@ -26,6 +26,7 @@ export function consumerEnv(extra: Record<string, string> = {}): Record<string, 
   }
   env.PATH = [dirname(process.execPath), process.env.PATH ?? ''].join(delimiter)
   env.FORCE_COLOR = '0'
+  env.NO_COLOR = '1'
   env.GITHUB_STEP_SUMMARY = ''
   return { ...env, ...extra }
 }
