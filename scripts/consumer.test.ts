@@ -65,6 +65,9 @@ describe('installed from the packed tarball', () => {
     for (const file of ['benchmarks/serving.bench.ts', '.github/workflows/servegate.yml', '.gitignore']) expect(existsSync(join(project, file)), file).toBe(true)
     const bench = await inProject(project, 'npx', ['vitest', 'bench', '--run'], { timeout: 300_000 })
     expect(bench.exitCode, `${bench.stdout.slice(-3000)}\n${bench.stderr.slice(-3000)}`).toBe(0)
+    // Each cell said what it was doing (plain lines: the output is not a terminal).
+    expect(bench.stdout).toMatch(/servegate .+: waiting for sim-baseline to become ready: \d+ s of 30 s, log \S+\.log/)
+    expect(bench.stdout).toMatch(/servegate .+ · candidate: measured: \d+ ok, 0 failed/)
     const index = JSON.parse(await readFile(join(project, 'evidence', 'index.json'), 'utf8')) as { promotion: { promotable: boolean }; cells: Array<{ file: string; disposition: string }> }
     expect(index.cells.map((c) => [c.file, c.disposition])).toEqual([['benchmarks/serving.bench.ts', 'accepted']])
     expect(index.promotion.promotable).toBe(true)

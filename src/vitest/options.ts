@@ -11,6 +11,8 @@ export const ServegateOptions = z.object({
   benchTimeoutMs: z.int().positive().default(3_600_000),
   /** Replace URLs and this machine's host name in the evidence (run records and index). @default false */
   redact: z.boolean().default(false),
+  /** Show each cell's phase while `vitest bench` runs (live lines on a terminal, a plain line every few seconds in CI). @default true */
+  progress: z.boolean().default(true),
   /** nvidia-smi to query and sample. @default 'nvidia-smi' */
   nvidiaSmi: z.string().min(1).optional(),
 })

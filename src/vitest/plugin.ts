@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url'
 import type { Plugin } from 'vitest/config'
+import { ServegateProgressReporter } from '../evidence/progress-reporter.ts'
 import { ServegateReporter } from '../evidence/reporter.ts'
 import { type ResolvedServegateOptions, resolveServegateOptions, type ServegateOptions } from './options.ts'
 
@@ -18,6 +19,9 @@ const SETUP = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './setup.t
  * `vitest --merge-reports`), and configures `vitest bench` to run `benchmarks/**\/*.bench.ts` one
  * file at a time with long timeouts (`benchTimeoutMs`: cells launch engines and measure for minutes).
  *
+ * Each cell's phase (launching, waiting for readiness with its log, calibrating, warm-up, n/N
+ * requests, tearing down) is shown while `vitest bench` runs, unless `progress: false`.
+ *
  * The evidence reporter is kept whatever reporters the config or the command line chose
  * (`--reporter=blob` on a shard, `--reporter=verbose`): it is added to vitest's resolved list
  * once, so the evidence of a run is never silently left stale.
@@ -28,6 +32,7 @@ const SETUP = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './setup.t
 export function servegate(input?: ServegateOptions): Plugin {
   const options: ResolvedServegateOptions = resolveServegateOptions(input)
   const reporter = new ServegateReporter({ evidenceDir: options.evidenceDir, redact: options.redact })
+  const progress = options.progress ? new ServegateProgressReporter() : null
   return {
     name: 'servegate',
     config() {
@@ -47,6 +52,8 @@ export function servegate(input?: ServegateOptions): Plugin {
     configureVitest({ vitest, project }) {
       const reporters = vitest.config.reporters
       if (!reporters.some((r) => r === reporter)) reporters.push(reporter)
+      // After vitest's own reporters: it wraps their output stream once the run starts.
+      if (progress !== null && !reporters.some((r) => r === progress)) reporters.push(progress)
       // The bench variant of a project (vitest 5 gives it at least 60 s per test, 120 s per
       // hook) gets the long timeouts cells need: a test awaiting a pair waits for engines to load.
       if (project.config.benchmark?.enabled === true) {
