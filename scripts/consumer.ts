@@ -11,7 +11,7 @@ import { execa, type Options } from 'execa'
 
 export const REPO = fileURLToPath(new URL('..', import.meta.url))
 
-/** The footprint target of `npm i -D servegate vitest`, bytes on disk (issue 11). */
+/** The footprint target of `npm i -D servegate vitest`, bytes on disk. */
 export const FOOTPRINT_TARGET_BYTES = 150 * 1024 * 1024
 
 /**

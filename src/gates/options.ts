@@ -16,7 +16,7 @@ export const DEFAULT_SEED = 1
  * Relative standard deviation of one launch's multiplicative effect (weights placement, clocks,
  * allocator state) assumed when a gate sees one launch per arm. Per-request statistics inside one
  * launch cannot see it, so it is added in quadrature to the log-ratio's standard error
- * (2·launchNoise² for two independent launches). 2% is a typical launch-to-launch variation on GPUs (docs/gates.md); set
+ * (2·launchNoise² for two independent launches). 2% is the variation servegate assumes by default (docs/gates.md), not a measured one; set
  * your own measured value, or `0` only when you have shown launches do not vary. Ignored when
  * the arms come with repeated launches (the launch-level test measures it).
  */
