@@ -38,17 +38,21 @@ describe.skipIf(binary === null)('the real llama-server under open-loop load', (
     const alone = await runEngineCell(engine(), { ...cell, requests: 4 }, { gpuFacts: noGpu })
     expect(alone.failures).toEqual({})
     const serviceS = (alone.metrics.distributions.e2eMs.p50 as number) / 1000
+    // Offered load as a multiple of the slot's capacity.
     const at = (load: number) => runEngineCell(engine(), { ...cell, requests: 12, arrival: { kind: 'constant', ratePerS: load / serviceS } }, { gpuFacts: noGpu })
 
     const below = await at(0.5)
     expect(below.failures).toEqual({})
     expect(median(ttfts(below).slice(-4))).toBeLessThan(2 * median(ttfts(below).slice(0, 4)) + 20)
 
-    const above = await at(2)
+    // This machine's speed drifts between runs by a third; the service time the queue grows by is
+    // the one just measured, with nothing queued.
+    const belowServiceMs = below.metrics.distributions.e2eMs.p50 as number
+    const above = await at(3)
     expect(above.failures).toEqual({})
     const t = ttfts(above)
-    // Twice the slot's capacity: each request waits about half a service time longer than the one before.
-    expect(median(t.slice(-4))).toBeGreaterThan(median(t.slice(0, 4)) + 3 * serviceS * 1000)
+    // Three times the slot's capacity: each request waits about two thirds of a service time longer than the one before.
+    expect(median(t.slice(-4))).toBeGreaterThan(median(t.slice(0, 4)) + 3 * belowServiceMs)
     expect(t[11] as number).toBeGreaterThan(t[6] as number)
     expect(t[6] as number).toBeGreaterThan(t[1] as number)
     // The delay is the engine's queue, not the client's: sends stayed on schedule, and llama-server deferred requests.
