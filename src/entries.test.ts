@@ -47,3 +47,31 @@ test.each(Object.keys(EXPECTED))('entry %s exports exactly its pinned names', as
   const module = (await import(source)) as Record<string, unknown>
   expect(Object.keys(module).sort()).toEqual([...(EXPECTED[name] ?? [])].sort())
 })
+
+/** Every module a file loads through static imports (type-only imports and `import()` excluded), packages by name. */
+async function staticGraph(entry: URL): Promise<{ files: Set<string>; packages: Set<string> }> {
+  const files = new Set<string>()
+  const packages = new Set<string>()
+  const visit = async (url: URL): Promise<void> => {
+    if (files.has(url.href)) return
+    files.add(url.href)
+    const text = await readFile(url, 'utf8')
+    for (const m of text.matchAll(/^(?:import|export)\s+(?!type\s)(?:[^'"]*?\sfrom\s+)?['"]([^'"]+)['"]/gm)) {
+      const spec = m[1] as string
+      if (spec.startsWith('.')) await visit(new URL(spec, url))
+      else if (!spec.startsWith('node:')) packages.add(spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : (spec.split('/')[0] as string))
+    }
+  }
+  await visit(entry)
+  return { files, packages }
+}
+
+test.each([
+  ['the setup file every vitest worker loads', './vitest/setup.ts'],
+  ['the plugin vitest.config.ts loads', './vitest/plugin.ts'],
+  ['the servegate entry', './index.ts'],
+])('%s loads neither the chart renderers nor node-llama-cpp until they are needed', async (_what, path) => {
+  const { packages } = await staticGraph(new URL(path, import.meta.url))
+  for (const heavy of ['vega', 'vega-lite', 'marked', 'node-llama-cpp']) expect([...packages]).not.toContain(heavy)
+  expect([...packages].length).toBeGreaterThan(0)
+})
