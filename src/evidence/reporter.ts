@@ -7,6 +7,7 @@ import { appendFile } from 'node:fs/promises'
 import { sep } from 'node:path'
 import { execa } from 'execa'
 import type { Reporter, TestModule, Vitest } from 'vitest/node'
+import { sanitizeMessage } from '../errors.ts'
 import { glanceLines } from './board.ts'
 import { buildEvidence, type SpecFileInput, type TestInput } from './build.ts'
 import { writeEvidence } from './write.ts'
@@ -23,9 +24,10 @@ export async function gitCommit(cwd: string): Promise<string | null> {
 }
 
 /** The spec files' cells and the tests' assertions, as the evidence builder takes them. */
-export function collectInputs(modules: ReadonlyArray<TestModule>): { files: SpecFileInput[]; tests: TestInput[] } {
+export function collectInputs(modules: ReadonlyArray<TestModule>): { files: SpecFileInput[]; tests: TestInput[]; failedToLoad: string[] } {
   const files: SpecFileInput[] = []
   const tests: TestInput[] = []
+  const failedToLoad: string[] = []
   for (const m of modules) {
     // Relative to the project as the shard saw it: a merge on another runner, checked out at
     // another path, names the same files.
@@ -35,8 +37,16 @@ export function collectInputs(modules: ReadonlyArray<TestModule>): { files: Spec
     for (const t of m.children.allTests()) {
       tests.push({ file, name: t.fullName, state: t.result().state, meta: t.meta().servegate })
     }
+    // A spec file that threw while loading (a bad declaration, a syntax error) ran none of its
+    // cells or tests: it counts as a failed test, so the evidence cannot be promoted without it.
+    const [error] = m.errors()
+    if (error !== undefined) {
+      const message = sanitizeMessage(error.message ?? String(error), 500)
+      tests.push({ file, name: `(the file failed to load: ${message})`, state: 'failed', meta: undefined })
+      failedToLoad.push(file)
+    }
   }
-  return { files, tests }
+  return { files, tests, failedToLoad }
 }
 
 /**
@@ -62,8 +72,10 @@ export class ServegateReporter implements Reporter {
     const bench = modules.some((m) => m.project.config.benchmark?.enabled === true)
     if (!(this.merging || bench) || this.vitest === null) return
     const root = this.vitest.config.root
-    const { files, tests } = collectInputs(modules)
-    if (files.length === 0) return
+    const { files, tests, failedToLoad } = collectInputs(modules)
+    // Nothing of servegate's ran, unless a spec file failed to load: then the evidence is written
+    // (not promotable) rather than leaving a previous run's in place.
+    if (files.length === 0 && failedToLoad.length === 0) return
     const dir = this.options.evidenceDir
     const shard = this.vitest.config.shard
     if (shard !== undefined && !this.merging) {
