@@ -5,6 +5,7 @@
  *
  *     node benchmarks/install-footprint.ts [--json FILE]
  */
+import { existsSync } from 'node:fs'
 import { readdir, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -13,11 +14,17 @@ import { diskUsage, emptyProject, FOOTPRINT_TARGET_BYTES, npmInstall, packTarbal
 const { values } = parseArgs({ options: { json: { type: 'string' } } })
 const MB = 1024 * 1024
 
+/** Packages installed, nested ones included (what npm's "added N packages" counts). */
 async function packages(modules: string): Promise<number> {
   let n = 0
   for (const name of await readdir(modules)) {
     if (name.startsWith('.')) continue
-    n += name.startsWith('@') ? (await readdir(join(modules, name))).length : 1
+    const dirs = name.startsWith('@') ? (await readdir(join(modules, name))).map((d) => join(modules, name, d)) : [join(modules, name)]
+    for (const dir of dirs) {
+      n++
+      const nested = join(dir, 'node_modules')
+      if (existsSync(nested)) n += await packages(nested)
+    }
   }
   return n
 }

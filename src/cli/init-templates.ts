@@ -43,8 +43,8 @@ import { engine, pair } from 'servegate'
 
 const gpu = process.env.SERVEGATE_ENGINES === 'gpu'
 
-// Both arms serve the same model, id and revision, or the pair is not matched. Set the revision
-// to a commit of the weights so the evidence records exactly what was served.
+// One model for both arms, so the comparison is fair. Set the revision to a commit of the weights
+// so the evidence records exactly what was served.
 const model = { id: 'Qwen/Qwen3-8B', revision: null }
 
 const baseline = gpu
@@ -232,4 +232,4 @@ export const GITIGNORE_END = '# <<< servegate'
  * (a CI artifact), vitest's blob reports and attachments. Anchored to the root, where
  * vitest.config.ts puts them.
  */
-export const GITIGNORE_LINES = ['/.servegate/', `/${EVIDENCE_DIR}/`, '/.vitest/'] as const
+export const GITIGNORE_LINES = ['/.servegate/', `/${EVIDENCE_DIR}/`, '/.vitest/', '/servegate-runs/'] as const

@@ -21,7 +21,8 @@ import type { CliIo } from './io.ts'
 export const INIT_HELP = `servegate init [--dir DIR] [--force]
 
   Sets up servegate in an existing repository (after npm i -D servegate vitest):
-    ${VITEST_CONFIG_PATH.padEnd(32)} the vitest config with the servegate plugin (evidence in ${EVIDENCE_DIR}/)
+    ${VITEST_CONFIG_PATH.padEnd(32)} the vitest config with the servegate plugin (evidence in ${EVIDENCE_DIR}/);
+    ${''.padEnd(32)} vitest.config.mts where package.json is not "type": "module"
     ${SPEC_PATH.padEnd(32)} a baseline-vs-candidate pair: vLLM against your engine with
     ${''.padEnd(32)} SERVEGATE_ENGINES=gpu, the simulated engine otherwise
     ${WORKFLOW_PATH.padEnd(32)} shards on self-hosted GPU runners, merged evidence, one PR comment

@@ -18,7 +18,7 @@ const HELP = `servegate ${SERVEGATE_VERSION} — LLM-serving benchmarks as asser
   servegate summarize FILE [--json]                 recompute a run record's distributions
   servegate import FILE --from FORMAT --out FILE    convert vLLM / SGLang / anvil results (servegate import --help)
   servegate sim [--port P ...]                      start the simulated engine (servegate sim --help)
-  servegate demo [--sim]                            run the example suite on the embedded engine and write evidence/
+  servegate demo [--sim]                            in a clone of servegate: its example suite on the embedded engine
   servegate verify EVIDENCE_DIR                     recompute every sha256 and summary of an evidence directory (servegate verify --help)
   servegate report EVIDENCE_DIR                     render the board, charts and index.html again
   servegate compare BASELINE_RUN CANDIDATE_RUN      pair checks and default gates on two run records
