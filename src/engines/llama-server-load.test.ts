@@ -35,11 +35,12 @@ describe.skipIf(binary === null)('the real llama-server under open-loop load', (
 
   test('beyond its one slot requests queue: the time to first token grows request after request, below it it does not', { timeout: 120_000 }, async () => {
     // The service time of one request with the slot to itself sets the slot's capacity.
-    const alone = await runEngineCell(engine(), { ...cell, requests: 4 }, { gpuFacts: noGpu })
+    // Warm (a fresh launch's first requests page the model in): the rates below are offered to a warm engine.
+    const alone = await runEngineCell(engine(), { ...cell, requests: 4, warmupRequests: 2 }, { gpuFacts: noGpu })
     expect(alone.failures).toEqual({})
     const serviceS = (alone.metrics.distributions.e2eMs.p50 as number) / 1000
     // Offered load as a multiple of the slot's capacity.
-    const at = (load: number) => runEngineCell(engine(), { ...cell, requests: 12, arrival: { kind: 'constant', ratePerS: load / serviceS } }, { gpuFacts: noGpu })
+    const at = (load: number, requests = 12) => runEngineCell(engine(), { ...cell, requests, arrival: { kind: 'constant', ratePerS: load / serviceS } }, { gpuFacts: noGpu })
 
     const below = await at(0.5)
     expect(below.failures).toEqual({})
@@ -48,7 +49,8 @@ describe.skipIf(binary === null)('the real llama-server under open-loop load', (
     // This machine's speed drifts between runs by a third; the service time the queue grows by is
     // the one just measured, with nothing queued.
     const belowServiceMs = below.metrics.distributions.e2eMs.p50 as number
-    const above = await at(3)
+    // 16 requests: twelve queueing steps between the medians compared below.
+    const above = await at(3, 16)
     expect(above.failures).toEqual({})
     const t = ttfts(above)
     // Three times the slot's capacity: each request waits about two thirds of a service time longer than the one before.
