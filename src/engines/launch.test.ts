@@ -121,7 +121,7 @@ describe('engine failures become failed cells with their reason', () => {
 
   test('an engine killed mid-cell: the measured requests stay, the rest fail, the cell failed, no orphans', async () => {
     const pids = await pidfile()
-    const env = { FAKE_ENGINE_PIDFILE: pids, FAKE_ENGINE_CRASH_AFTER_MS: '700', FAKE_ENGINE_DECODE_TOK_PER_S: '40' }
+    const env = { FAKE_ENGINE_PIDFILE: pids, FAKE_ENGINE_CRASH_AFTER_MS: '1500', FAKE_ENGINE_DECODE_TOK_PER_S: '40' }
     const record = await runEngineCell(fake('vllm', env), { ...cell, requests: 40, maxTokens: 12 }, { gpuFacts: noGpu })
     expect(record.cellFailure?.code).toBe('ENGINE_EXITED')
     expect(record.cellFailure?.message).toMatch(/exited mid-cell with code 1; log tail: .*illegal memory access/s)
