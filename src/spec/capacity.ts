@@ -39,14 +39,9 @@ export function capacity(spec: CapacitySpec): Lazy<CapacitySearch> {
       // Rate probes carry the probed rate in their arrival, concurrency probes run closed.
       const value = c.arrival == null || c.arrival.kind === 'trace' ? (c.concurrency ?? 1) : c.arrival.ratePerS
       const at = feed.at({ kind: 'probe', index: ++probes, value, axis })
-      try {
-        const record = 'failure' in started ? engineFailedRecord(c, h.config.model.id, started.failure) : await measureOnEngine(started, c, { gpuFacts: nvidiaSmiGpuFacts(), onPhase: at.phase })
-        at.done(record)
-        return record
-      } catch (error) {
-        at.threw(error)
-        throw error
-      }
+      return at.measuring(async () =>
+        'failure' in started ? engineFailedRecord(c, h.config.model.id, started.failure) : measureOnEngine(started, c, { gpuFacts: nvidiaSmiGpuFacts(), onPhase: at.phase }),
+      )
     }
     try {
       const search = await searchCapacity(options, probe, name)

@@ -101,15 +101,8 @@ export function cellId(engineName: string, o: EngineCellOptions): string {
  * Measures a cell on an engine, launched fresh or shared; an engine that fails makes a failed
  * record. `feed` hears every phase, from the launch to the measurement's end.
  */
-export async function measure(h: EngineHandle, options: EngineCellOptions, fresh: boolean, stages?: CellStages, feed = PhaseFeed.silent): Promise<RunRecord> {
-  try {
-    const record = await measureOn(h, options, fresh, stages, feed)
-    feed.done(record)
-    return record
-  } catch (error) {
-    feed.threw(error)
-    throw error
-  }
+export function measure(h: EngineHandle, options: EngineCellOptions, fresh: boolean, stages?: CellStages, feed = PhaseFeed.silent): Promise<RunRecord> {
+  return feed.measuring(() => measureOn(h, options, fresh, stages, feed))
 }
 
 async function measureOn(h: EngineHandle, options: EngineCellOptions, fresh: boolean, stages: CellStages | undefined, feed: PhaseFeed): Promise<RunRecord> {

@@ -111,15 +111,17 @@ export class PhaseFeed {
     }
   }
 
-  /** The measurement ended with this record. */
-  done(record: RunRecord): void {
-    this.phase(donePhase(record))
-  }
-
-  /** The measurement threw before it had a record. */
-  threw(error: unknown): void {
-    const message = failureLine(sanitizeMessage(error instanceof Error ? error.message : String(error)))
-    this.phase({ phase: 'done', completed: 0, failed: 0, failure: message })
+  /** Runs a measurement and reports how it ended: the record's counts, or why it threw before it had one. */
+  async measuring(work: () => Promise<RunRecord>): Promise<RunRecord> {
+    try {
+      const record = await work()
+      this.phase(donePhase(record))
+      return record
+    } catch (error) {
+      const message = failureLine(sanitizeMessage(error instanceof Error ? error.message : String(error)))
+      this.phase({ phase: 'done', completed: 0, failed: 0, failure: message })
+      throw error
+    }
   }
 
   /** The same cell at another step (the next launch, the next probe), on the same channel. */
