@@ -6,7 +6,7 @@ import { type ResolvedServegateOptions, resolveServegateOptions, type ServegateO
 
 declare module 'vitest' {
   interface ProvidedContext {
-    servegate: { evidenceDir: string; nvidiaSmi?: string }
+    servegate: { nvidiaSmi?: string }
   }
 }
 
@@ -40,7 +40,8 @@ export function servegate(input?: ServegateOptions): Plugin {
         test: {
           setupFiles: [SETUP],
           provide: {
-            servegate: { evidenceDir: options.evidenceDir, ...(options.nvidiaSmi === undefined ? {} : { nvidiaSmi: options.nvidiaSmi }) },
+            // What the workers read of the options: the GPU probe's nvidia-smi.
+            servegate: options.nvidiaSmi === undefined ? {} : { nvidiaSmi: options.nvidiaSmi },
           },
           // vitest 5 runs these as the "bench" variant of the project, one file at a time.
           benchmark: { include: options.benchInclude },
