@@ -69,7 +69,9 @@ describe('client bench (smoke, no timing thresholds)', () => {
 
   test('serverStamps reads the "t" of content chunks only, across any read split', () => {
     const head = chunkHead(3)
-    const body = Buffer.from(roleEvent(head) + tokenEvent(head, 0, null, 10.5) + tokenEvent(head, 1, 'length', 20.25) + usageEvent(head, 32, 2) + DONE_EVENT)
+    const body = Buffer.from(
+      roleEvent(head) + tokenEvent(head, 0, null, 10.5) + tokenEvent(head, 1, 'length', 20.25) + usageEvent(head, 32, 2) + DONE_EVENT,
+    )
     expect(serverStamps(body)).toEqual([10.5, 20.25])
   })
 

@@ -34,8 +34,26 @@ export interface BenchPlan {
 
 export function benchPlan(quick: boolean): BenchPlan {
   return quick
-    ? { quick, microTimeMs: 200, ingestTokens: 1000, ingestRepeats: 1, ingestRunS: 0.05, itlChunks: 50, itlRounds: () => 1, wakeSamples: 100 }
-    : { quick, microTimeMs: 1000, ingestTokens: 1000, ingestRepeats: 3, ingestRunS: 0.8, itlChunks: 200, itlRounds: (c) => (c === 256 ? 2 : 3), wakeSamples: 500 }
+    ? {
+        quick,
+        microTimeMs: 200,
+        ingestTokens: 1000,
+        ingestRepeats: 1,
+        ingestRunS: 0.05,
+        itlChunks: 50,
+        itlRounds: () => 1,
+        wakeSamples: 100,
+      }
+    : {
+        quick,
+        microTimeMs: 1000,
+        ingestTokens: 1000,
+        ingestRepeats: 3,
+        ingestRunS: 0.8,
+        itlChunks: 200,
+        itlRounds: (c) => (c === 256 ? 2 : 3),
+        wakeSamples: 500,
+      }
 }
 
 /** Requests for a run of about `seconds` at `tokPerS`: whole rounds of C, at least two. */
@@ -58,7 +76,9 @@ async function runIngest(plan: BenchPlan, cpu: number | null, log: (line: string
       const runs: IngestResult[] = []
       for (let i = 0; i < plan.ingestRepeats; i++) {
         const run = await measureIngest({ ...base, concurrency, requests })
-        log(`  ingest C=${concurrency} run ${i + 1}: ${Math.round(run.tokPerS)} tok/s, CPU ${(run.cpuShare * 100).toFixed(0)}%, ok ${run.okRequests}/${run.requests}`)
+        log(
+          `  ingest C=${concurrency} run ${i + 1}: ${Math.round(run.tokPerS)} tok/s, CPU ${(run.cpuShare * 100).toFixed(0)}%, ok ${run.okRequests}/${run.requests}`,
+        )
         runs.push(run)
       }
       levels.push(ingestLevel(runs, meter.stop()))
@@ -69,15 +89,27 @@ async function runIngest(plan: BenchPlan, cpu: number | null, log: (line: string
   }
 }
 
-async function runItl(plan: BenchPlan, cpu: number | null, log: (line: string) => void): Promise<{ levels: ItlLevel[]; serverCpu: number | null }> {
+async function runItl(
+  plan: BenchPlan,
+  cpu: number | null,
+  log: (line: string) => void,
+): Promise<{ levels: ItlLevel[]; serverCpu: number | null }> {
   const server = await startServerProcess('paced', ['--interval-ms', String(INTERVAL_MS)], { cpu })
   try {
     warmClientJit()
     const levels: ItlLevel[] = []
     for (const concurrency of ITL_LEVELS) {
       const meter = foreignCpu([server.pid])
-      const result = await measureItl({ origin: server.origin, intervalMs: INTERVAL_MS, concurrency, chunks: plan.itlChunks, rounds: plan.itlRounds(concurrency) })
-      log(`  ITL C=${concurrency}: error p99 ${result.itlErrorMs.p99?.toFixed(3)} ms, delivered ${(result.deliveredShare * 100).toFixed(2)}%`)
+      const result = await measureItl({
+        origin: server.origin,
+        intervalMs: INTERVAL_MS,
+        concurrency,
+        chunks: plan.itlChunks,
+        rounds: plan.itlRounds(concurrency),
+      })
+      log(
+        `  ITL C=${concurrency}: error p99 ${result.itlErrorMs.p99?.toFixed(3)} ms, delivered ${(result.deliveredShare * 100).toFixed(2)}%`,
+      )
       levels.push({ ...result, foreignCpuCores: meter.stop() })
     }
     return { levels, serverCpu: server.cpu }

@@ -18,7 +18,12 @@ const other = await writeTinyGguf(join(dir, 'tiny-18.gguf'), { seed: 18 })
 const model = { id: 'tiny-llama', path: tiny.path }
 const oneSlot = engine.nodeLlamaCpp({ name: 'nlc-1seq', model, sequences: 1, contextSize: 4096 })
 const fourSlots = engine.nodeLlamaCpp({ name: 'nlc-4seq', model, sequences: 4, contextSize: 4096 })
-const otherModel = engine.nodeLlamaCpp({ name: 'nlc-other', model: { id: 'tiny-llama', path: other.path }, sequences: 4, contextSize: 4096 })
+const otherModel = engine.nodeLlamaCpp({
+  name: 'nlc-other',
+  model: { id: 'tiny-llama', path: other.path },
+  sequences: 4,
+  contextSize: 4096,
+})
 
 const plan = {
   concurrency: 4,
@@ -57,13 +62,23 @@ describe('a sequential pair: stop at the first look that decides', () => {
   // on one thread decode each stream at well under half the speed of one: confidently not a decode
   // win, which an early look shows (the first, or on a busy machine the second), so both arms stop
   // well before 64 requests.
-  const staged = pair({ id: 'tiny-1seq-vs-4seq-c4-sequential', baseline: oneSlot, candidate: fourSlots, ...plan, stopEarly: { looks: [16, 32], gates: [{ gate: 'toWinDecode' }] } })
+  const staged = pair({
+    id: 'tiny-1seq-vs-4seq-c4-sequential',
+    baseline: oneSlot,
+    candidate: fourSlots,
+    ...plan,
+    stopEarly: { looks: [16, 32], gates: [{ gate: 'toWinDecode' }] },
+  })
   test('stops both arms at an early look once the decode gate decided', async () => {
     const p = await staged
     const stoppedAt = p.baseline[0]?.plan.sequential?.stoppedAt
     expect([16, 32]).toContain(stoppedAt)
     for (const r of [...p.baseline, ...p.candidate]) {
-      expect(r.plan.sequential).toMatchObject({ stoppedAt, plannedRequests: 64, reason: expect.stringMatching(/look [12] of 3 \((16|32) requests\): toWinDecode fail/) })
+      expect(r.plan.sequential).toMatchObject({
+        stoppedAt,
+        plannedRequests: 64,
+        reason: expect.stringMatching(/look [12] of 3 \((16|32) requests\): toWinDecode fail/),
+      })
       expect(r.completed).toBe(stoppedAt)
     }
     expect(p).not.toWinDecode()
@@ -73,6 +88,13 @@ describe('a sequential pair: stop at the first look that decides', () => {
 
 describe('an unfair pair', () => {
   // Not required: it is meant to fail the fairness check, which must not block promotion.
-  const unfair = pair({ id: 'tiny-vs-other-model-unfair', required: false, baseline: fourSlots, candidate: otherModel, ...plan, requests: 8 })
+  const unfair = pair({
+    id: 'tiny-vs-other-model-unfair',
+    required: false,
+    baseline: fourSlots,
+    candidate: otherModel,
+    ...plan,
+    requests: 8,
+  })
   test('another model file is not a matched pair', async () => expect(await unfair).not.toBeMatchedPair())
 })

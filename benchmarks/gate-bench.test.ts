@@ -67,7 +67,11 @@ describe('gate bench (smoke, quick mode, structural asserts only)', () => {
     const dir = await mkdtemp(join(tmpdir(), 'servegate-gate-bench-'))
     try {
       const file = join(dir, 'gate.json')
-      const { stdout } = await promisify(execFile)(process.execPath, [join(import.meta.dirname, 'gate-bench.ts'), '--quick', '--json', file], { timeout: 60_000 })
+      const { stdout } = await promisify(execFile)(
+        process.execPath,
+        [join(import.meta.dirname, 'gate-bench.ts'), '--quick', '--json', file],
+        { timeout: 60_000 },
+      )
       expect(stdout).toMatch(/targets:/)
       const json = JSON.parse(await readFile(file, 'utf8')) as { results: unknown[]; plan: { quick: boolean }; targets: unknown[] }
       expect(json.plan.quick).toBe(true)

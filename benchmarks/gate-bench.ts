@@ -1,5 +1,6 @@
 /**
- * `npm run bench:gate [-- --quick] [-- --json FILE] [-- --markdown]` (named `gate-bench.ts`, not `*.bench.ts`, so `vitest bench` does not collect it): calibrates the gates by
+ * `npm run bench:gate [-- --quick] [-- --json FILE] [-- --markdown]` (named `gate-bench.ts`, not `*.bench.ts`, so `vitest bench` does not
+ * collect it): calibrates the gates by
  * simulation. The real gates judge simulated matched pairs (log-normal decode and prefill with a
  * per-prompt effect shared by both arms, per-request noise, Pareto scheduler stalls in the time to
  * first output, and a per-launch speed effect) and the outcomes become A/A false-claim rates with
@@ -24,13 +25,22 @@ async function main(): Promise<void> {
   })
   const plan = calibrationPlan(values.quick === true)
   const started = performance.now()
-  const tasks: ScenarioTask[] = SCENARIOS.map((scenario, i) => ({ id: i, model: DEFAULT_NOISE, scenario, plan, seed: CALIBRATION_SEED + i }))
+  const tasks: ScenarioTask[] = SCENARIOS.map((scenario, i) => ({
+    id: i,
+    model: DEFAULT_NOISE,
+    scenario,
+    plan,
+    seed: CALIBRATION_SEED + i,
+  }))
   const results = await runPool(tasks, Math.max(1, Math.min(availableParallelism(), tasks.length)))
   const seconds = (performance.now() - started) / 1000
   console.log(renderText(DEFAULT_NOISE, results, seconds))
   if (values.markdown === true) console.log(`\n${renderMarkdown(results)}`)
   if (values.json !== undefined) {
-    await writeFile(values.json, `${JSON.stringify({ plan, noise: DEFAULT_NOISE, seed: CALIBRATION_SEED, seconds, results, targets: checkTargets(results) }, null, 2)}\n`)
+    await writeFile(
+      values.json,
+      `${JSON.stringify({ plan, noise: DEFAULT_NOISE, seed: CALIBRATION_SEED, seconds, results, targets: checkTargets(results) }, null, 2)}\n`,
+    )
   }
 }
 

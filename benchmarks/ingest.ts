@@ -48,7 +48,9 @@ export function chatBody(tokens: number, index: number): Buffer {
   return Buffer.from(
     JSON.stringify({
       model: MODEL,
-      messages: [{ role: 'user', content: `Request ${index}. Summarize the following notes in a few sentences: the client reads every chunk.` }],
+      messages: [
+        { role: 'user', content: `Request ${index}. Summarize the following notes in a few sentences: the client reads every chunk.` },
+      ],
       max_tokens: tokens,
       stream: true,
       stream_options: { include_usage: true },
@@ -85,7 +87,11 @@ export async function measureIngest(o: IngestOptions): Promise<IngestResult> {
       completionTokens += obs.usageCompletionTokens ?? 0
       if (okFor(obs, o.tokens)) okRequests++
       else if (failures.length < 5) {
-        failures.push(obs.error === null ? `contents: ${obs.contentChunks} chunks, usage ${obs.usageCompletionTokens}` : `${obs.error.code}: ${obs.error.message}`)
+        failures.push(
+          obs.error === null
+            ? `contents: ${obs.contentChunks} chunks, usage ${obs.usageCompletionTokens}`
+            : `${obs.error.code}: ${obs.error.message}`,
+        )
       }
     })
     const wallMs = performance.now() - t0

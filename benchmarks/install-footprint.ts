@@ -39,9 +39,20 @@ try {
   const modules = join(project, 'node_modules')
   const { bytes, files } = await diskUsage(modules)
   const tarballBytes = (await diskUsage(tarball)).bytes
-  const result = { bytes, files, packages: await packages(modules), installSeconds: seconds, tarballBytes, targetBytes: FOOTPRINT_TARGET_BYTES }
-  console.log(`npm i -D servegate vitest: ${(bytes / MB).toFixed(1)} MB on disk in ${files} files, ${result.packages} packages (target ≤ ${FOOTPRINT_TARGET_BYTES / MB} MB): ${bytes <= FOOTPRINT_TARGET_BYTES ? 'met' : 'MISSED'}`)
-  console.log(`servegate's tarball: ${(tarballBytes / 1024).toFixed(0)} KiB; install took ${seconds.toFixed(1)} s (network and npm cache dependent)`)
+  const result = {
+    bytes,
+    files,
+    packages: await packages(modules),
+    installSeconds: seconds,
+    tarballBytes,
+    targetBytes: FOOTPRINT_TARGET_BYTES,
+  }
+  console.log(
+    `npm i -D servegate vitest: ${(bytes / MB).toFixed(1)} MB on disk in ${files} files, ${result.packages} packages (target ≤ ${FOOTPRINT_TARGET_BYTES / MB} MB): ${bytes <= FOOTPRINT_TARGET_BYTES ? 'met' : 'MISSED'}`,
+  )
+  console.log(
+    `servegate's tarball: ${(tarballBytes / 1024).toFixed(0)} KiB; install took ${seconds.toFixed(1)} s (network and npm cache dependent)`,
+  )
   if (values.json !== undefined) await writeFile(values.json, `${JSON.stringify(result, null, 2)}\n`)
   process.exitCode = bytes <= FOOTPRINT_TARGET_BYTES ? 0 : 1
 } finally {

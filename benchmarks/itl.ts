@@ -158,7 +158,11 @@ export async function measureItl(o: ItlOptions): Promise<ItlResult> {
       deliveredTokens += at.length
       if (obs.error === null && at.length === o.chunks && stamps.length === o.chunks) okRequests++
       else if (failures.length < 5) {
-        failures.push(obs.error === null ? `${at.length} chunks timed, ${stamps.length} stamped, ${o.chunks} offered` : `${obs.error.code}: ${obs.error.message}`)
+        failures.push(
+          obs.error === null
+            ? `${at.length} chunks timed, ${stamps.length} stamped, ${o.chunks} offered`
+            : `${obs.error.code}: ${obs.error.message}`,
+        )
       }
       const n = Math.min(at.length, stamps.length)
       for (let k = 0; k < n; k++) {

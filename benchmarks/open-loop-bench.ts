@@ -49,18 +49,36 @@ function rowOf(ratePerS: number, r: RunRecord): Row {
 }
 
 const f = (v: number | null, digits = 2) => (v === null ? '—' : v.toFixed(digits))
-const server = await startServerProcess('sim', ['--model', 'm', '--decode-tok-per-s', '2000', '--prefill-tok-per-s', '1000000', '--batch-slowdown', '0'], { cpu: serverCpu() })
+const server = await startServerProcess(
+  'sim',
+  ['--model', 'm', '--decode-tok-per-s', '2000', '--prefill-tok-per-s', '1000000', '--batch-slowdown', '0'],
+  { cpu: serverCpu() },
+)
 const rows: Row[] = []
 try {
-  console.log(`simulated engine ${server.origin} (pid ${server.pid}, ${server.cpu === null ? 'unpinned' : `CPU ${server.cpu}`}); load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`)
+  console.log(
+    `simulated engine ${server.origin} (pid ${server.pid}, ${server.cpu === null ? 'unpinned' : `CPU ${server.cpu}`}); load average ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  )
   console.log('| rate req/s | requests | offered | send lag p50 | p99 | max | event-loop p99 | client CPU | harness |')
   console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
   for (const rate of RATES) {
     const requests = Math.max(200, Math.round(rate * SECONDS))
-    const record = await runCell({ baseUrl: server.origin, model: 'm', requests, warmupRequests: 8, maxTokens: 16, workload: { promptTokens: 64 }, arrival: { kind: 'poisson', ratePerS: rate, seed: 1 } })
+    const record = await runCell({
+      baseUrl: server.origin,
+      model: 'm',
+      requests,
+      warmupRequests: 8,
+      maxTokens: 16,
+      workload: { promptTokens: 64 },
+      arrival: { kind: 'poisson', ratePerS: rate, seed: 1 },
+    })
     const row = rowOf(rate, record)
     rows.push(row)
-    console.log(`| ${rate} | ${row.requests} | ${f(row.offeredRatePerS, 1)} | ${f(row.sendLagP50Ms, 3)} ms | ${f(row.sendLagP99Ms)} ms | ${f(row.sendLagMaxMs)} ms | ${f(row.eventLoopDelayP99Ms)} ms | ${f(row.clientCpuShare)} | ${row.harnessLimited ? `limited: ${row.reasons.join('; ')}` : 'ok'} |`)
+    console.log(
+      `| ${rate} | ${row.requests} | ${f(row.offeredRatePerS, 1)} | ${f(row.sendLagP50Ms, 3)} ms | ${f(row.sendLagP99Ms)} ms | ${f(row.sendLagMaxMs)} ms | ${f(row.eventLoopDelayP99Ms)} ms | ${f(row.clientCpuShare)} | ${row.harnessLimited ? `limited: ${row.reasons.join('; ')}` : 'ok'} |`,
+    )
   }
 } finally {
   await server.close()

@@ -152,7 +152,14 @@ export function renderReport(r: ClientBenchReport): string {
     '0. Hot paths (tinybench, medians)',
     table(
       ['task', 'ops/s', 'µs/op', 'per op', 'derived rate', 'samples'],
-      r.micro.map((m) => [m.name, Math.round(m.opsPerS).toLocaleString('en'), m.opUs.toFixed(1), `${m.itemsPerOp} ${m.itemLabel}`, `${(m.itemsPerS / 1e6).toFixed(2)} M ${m.itemLabel}/s`, String(m.samples)]),
+      r.micro.map((m) => [
+        m.name,
+        Math.round(m.opsPerS).toLocaleString('en'),
+        m.opUs.toFixed(1),
+        `${m.itemsPerOp} ${m.itemLabel}`,
+        `${(m.itemsPerS / 1e6).toFixed(2)} M ${m.itemLabel}/s`,
+        String(m.samples),
+      ]),
     ),
     '',
     `a. Ingest throughput (zero-delay server in a child process, 1000-token responses, closed loop; median of ${r.ingest[0]?.runs.length ?? 0} runs)`,
@@ -177,7 +184,22 @@ export function renderReport(r: ClientBenchReport): string {
     '',
     `b. ITL accuracy (paced server in a child process, ${r.itl[0]?.deadlineMs ?? 0} ms deadline = 1.5 × nominal; errors in ms, nearest-rank p99)`,
     table(
-      ['C', 'requests', 'ok', 'gaps', 'ITL err mean', 'ITL err p99', 'client err mean', 'client err p99', 'server err p99', 'arrival p50', 'arrival p99', 'delivered', 'client CPU', 'other load'],
+      [
+        'C',
+        'requests',
+        'ok',
+        'gaps',
+        'ITL err mean',
+        'ITL err p99',
+        'client err mean',
+        'client err p99',
+        'server err p99',
+        'arrival p50',
+        'arrival p99',
+        'delivered',
+        'client CPU',
+        'other load',
+      ],
       r.itl.map((x) => [
         String(x.concurrency),
         String(x.requests),
@@ -210,7 +232,10 @@ export function renderReport(r: ClientBenchReport): string {
       ORIENTATION.itlErrorP99Ms.map((o) => [`  ${o.client}`, o.c64, o.c256]),
     ),
   )
-  const failures = [...r.ingest.flatMap((l) => l.runs.flatMap((x) => x.failures.map((f) => `ingest C=${x.concurrency}: ${f}`))), ...r.itl.flatMap((x) => x.failures.map((f) => `ITL C=${x.concurrency}: ${f}`))]
+  const failures = [
+    ...r.ingest.flatMap((l) => l.runs.flatMap((x) => x.failures.map((f) => `ingest C=${x.concurrency}: ${f}`))),
+    ...r.itl.flatMap((x) => x.failures.map((f) => `ITL C=${x.concurrency}: ${f}`)),
+  ]
   if (failures.length > 0) out.push('', 'Failures (first few per run)', ...failures.map((f) => `  ${f}`))
   return out.join('\n')
 }

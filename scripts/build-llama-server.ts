@@ -15,9 +15,7 @@ import { fileURLToPath } from 'node:url'
 import { execa, type Options } from 'execa'
 
 /** The llama.cpp source node-llama-cpp ships: a git bundle with one head. */
-export const LLAMA_BUNDLE = fileURLToPath(
-  new URL('../node_modules/node-llama-cpp/llama/gitRelease.bundle', import.meta.url),
-)
+export const LLAMA_BUNDLE = fileURLToPath(new URL('../node_modules/node-llama-cpp/llama/gitRelease.bundle', import.meta.url))
 
 /**
  * CMake cache entries of the build, recorded beside the binary in `build-info.json`.

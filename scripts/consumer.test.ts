@@ -62,13 +62,17 @@ describe('installed from the packed tarball', () => {
   test('npx servegate init gives a suite that passes under vitest bench without a GPU, and its evidence verifies', async () => {
     const init = await inProject(project, 'npx', ['servegate', 'init'])
     expect(init.exitCode, init.stderr).toBe(0)
-    for (const file of ['benchmarks/serving.bench.ts', '.github/workflows/servegate.yml', '.gitignore']) expect(existsSync(join(project, file)), file).toBe(true)
+    for (const file of ['benchmarks/serving.bench.ts', '.github/workflows/servegate.yml', '.gitignore'])
+      expect(existsSync(join(project, file)), file).toBe(true)
     const bench = await inProject(project, 'npx', ['vitest', 'bench', '--run'], { timeout: 300_000 })
     expect(bench.exitCode, `${bench.stdout.slice(-3000)}\n${bench.stderr.slice(-3000)}`).toBe(0)
     // Each cell said what it was doing (plain lines: the output is not a terminal).
     expect(bench.stdout).toMatch(/servegate .+: waiting for sim-baseline to become ready: \d+ s of 30 s, log \S+\.log/)
     expect(bench.stdout).toMatch(/servegate .+ · candidate: measured: \d+ ok, 0 failed/)
-    const index = JSON.parse(await readFile(join(project, 'evidence', 'index.json'), 'utf8')) as { promotion: { promotable: boolean }; cells: Array<{ file: string; disposition: string }> }
+    const index = JSON.parse(await readFile(join(project, 'evidence', 'index.json'), 'utf8')) as {
+      promotion: { promotable: boolean }
+      cells: Array<{ file: string; disposition: string }>
+    }
     expect(index.cells.map((c) => [c.file, c.disposition])).toEqual([['benchmarks/serving.bench.ts', 'accepted']])
     expect(index.promotion.promotable).toBe(true)
     const verify = await inProject(project, 'npx', ['servegate', 'verify', 'evidence', '--require-promotable'])
@@ -91,7 +95,15 @@ describe('installed from the packed tarball', () => {
 
     await npmInstall(project, ['typescript@~6.0.3', '@types/node@^24'])
     const tsconfig = {
-      compilerOptions: { target: 'ES2023', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, types: ['node'], skipLibCheck: false },
+      compilerOptions: {
+        target: 'ES2023',
+        module: 'NodeNext',
+        moduleResolution: 'NodeNext',
+        strict: true,
+        noEmit: true,
+        types: ['node'],
+        skipLibCheck: false,
+      },
       include: ['benchmarks', 'vitest.config.*'],
     }
     await writeFile(join(project, 'tsconfig.json'), JSON.stringify(tsconfig, null, 2))
@@ -101,7 +113,15 @@ describe('installed from the packed tarball', () => {
 
   test('npx servegate run measures npx servegate sim, both from node_modules', async () => {
     // Its own process group: npx runs the bin in a child, and the whole tree must stop.
-    const sim = execa('npx', ['servegate', 'sim', '--port', '0', '--model', 'sim-model'], { cwd: project, env: consumerEnv(), extendEnv: false, cleanup: true, forceKillAfterDelay: 2000, reject: false, detached: true })
+    const sim = execa('npx', ['servegate', 'sim', '--port', '0', '--model', 'sim-model'], {
+      cwd: project,
+      env: consumerEnv(),
+      extendEnv: false,
+      cleanup: true,
+      forceKillAfterDelay: 2000,
+      reject: false,
+      detached: true,
+    })
     try {
       const url = await new Promise<string>((resolve, reject) => {
         let seen = ''
@@ -115,9 +135,27 @@ describe('installed from the packed tarball', () => {
           }
         })
       })
-      const run = await inProject(project, 'npx', ['servegate', 'run', '--base-url', url, '--model', 'sim-model', '--requests', '8', '--concurrency', '2', '--max-tokens', '16', '--out', 'run.json'])
+      const run = await inProject(project, 'npx', [
+        'servegate',
+        'run',
+        '--base-url',
+        url,
+        '--model',
+        'sim-model',
+        '--requests',
+        '8',
+        '--concurrency',
+        '2',
+        '--max-tokens',
+        '16',
+        '--out',
+        'run.json',
+      ])
       expect(run.exitCode, run.stderr).toBe(0)
-      const record = JSON.parse(await readFile(join(project, 'run.json'), 'utf8')) as { schema: string; requests: Array<{ status: string }> }
+      const record = JSON.parse(await readFile(join(project, 'run.json'), 'utf8')) as {
+        schema: string
+        requests: Array<{ status: string }>
+      }
       expect(record.schema).toBe('servegate.run/v1')
       expect(record.requests.filter((r) => r.status === 'ok')).toHaveLength(8)
     } finally {
@@ -130,14 +168,24 @@ describe('installed from the packed tarball', () => {
     await npmInstall(project, ['@vitest/ui@^5.1.2'])
     await rm(join(project, 'evidence'), { recursive: true, force: true })
     const ui = execa('npx', ['vitest', 'bench', '--ui', '--watch', '--open=false', '--api.port=0', 'benchmarks/serving.bench.ts'], {
-      cwd: project, env: consumerEnv(), extendEnv: false, cleanup: true, forceKillAfterDelay: 2000, reject: false, detached: true,
+      cwd: project,
+      env: consumerEnv(),
+      extendEnv: false,
+      cleanup: true,
+      forceKillAfterDelay: 2000,
+      reject: false,
+      detached: true,
     })
     try {
       let out = ''
       ui.stdout?.on('data', (b: Buffer) => (out += b.toString()))
       ui.stderr?.on('data', (b: Buffer) => (out += b.toString()))
       // The page needs the session token the URL carries.
-      const url = await waitFor(() => /UI started at (http:\/\/[\w.:[\]-]+\/__vitest__\/\?token=[\w-]+)/.exec(out)?.[1] ?? null, 60_000, () => out)
+      const url = await waitFor(
+        () => /UI started at (http:\/\/[\w.:[\]-]+\/__vitest__\/\?token=[\w-]+)/.exec(out)?.[1] ?? null,
+        60_000,
+        () => out,
+      )
       // The token URL sets the session cookie and redirects to the page, which needs it.
       const login = await fetch(url, { redirect: 'manual' })
       expect(login.status).toBe(302)
@@ -146,7 +194,11 @@ describe('installed from the packed tarball', () => {
       expect(page.status).toBe(200)
       expect(await page.text()).toMatch(/<html/i)
       // The UI's run is the benchmark suite: its evidence is written as after `vitest bench --run`.
-      await waitFor(() => (existsSync(join(project, 'evidence', 'index.json')) ? true : null), 120_000, () => out)
+      await waitFor(
+        () => (existsSync(join(project, 'evidence', 'index.json')) ? true : null),
+        120_000,
+        () => out,
+      )
       const index = JSON.parse(await readFile(join(project, 'evidence', 'index.json'), 'utf8')) as { cells: Array<{ file: string }> }
       expect(index.cells.map((c) => c.file)).toEqual(['benchmarks/serving.bench.ts'])
     } finally {

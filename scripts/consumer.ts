@@ -32,8 +32,22 @@ export function consumerEnv(extra: Record<string, string> = {}): Record<string, 
 }
 
 /** Runs a command of the consumer project (never through a shell); its whole output on failure. */
-export async function inProject(dir: string, file: string, args: string[], options: Pick<Options, 'timeout'> = {}): Promise<{ exitCode: number | undefined; stdout: string; stderr: string }> {
-  const result = await execa(file, args, { cwd: dir, env: consumerEnv(), extendEnv: false, reject: false, cleanup: true, forceKillAfterDelay: 5000, stdin: 'ignore', ...options })
+export async function inProject(
+  dir: string,
+  file: string,
+  args: string[],
+  options: Pick<Options, 'timeout'> = {},
+): Promise<{ exitCode: number | undefined; stdout: string; stderr: string }> {
+  const result = await execa(file, args, {
+    cwd: dir,
+    env: consumerEnv(),
+    extendEnv: false,
+    reject: false,
+    cleanup: true,
+    forceKillAfterDelay: 5000,
+    stdin: 'ignore',
+    ...options,
+  })
   return { exitCode: result.exitCode, stdout: String(result.stdout), stderr: String(result.stderr) }
 }
 
@@ -57,7 +71,8 @@ export async function emptyProject(prefix = 'servegate-consumer-'): Promise<stri
 /** `npm i -D ...packages` in the project, from the registry (and the tarball's path where given). */
 export async function npmInstall(dir: string, packages: string[]): Promise<void> {
   const installed = await inProject(dir, 'npm', ['install', '--save-dev', '--no-audit', '--no-fund', ...packages], { timeout: 600_000 })
-  if (installed.exitCode !== 0) throw new Error(`npm install ${packages.join(' ')} failed (${installed.exitCode}):\n${installed.stderr.slice(-3000)}`)
+  if (installed.exitCode !== 0)
+    throw new Error(`npm install ${packages.join(' ')} failed (${installed.exitCode}):\n${installed.stderr.slice(-3000)}`)
 }
 
 /** Bytes on disk (allocated blocks) and the number of files under a directory; links are not followed. */

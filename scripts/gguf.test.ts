@@ -21,7 +21,16 @@ describe('encodeGguf', () => {
     )
     const header = decodeGgufHeader(bytes)
     expect(header.version).toBe(3)
-    expect(header.metadata).toEqual({ 'general.alignment': 64, i: -3, f: 0.5, b: true, s: '\u2581h\u00e9', ss: ['a', ''], fs: [1.5, -2], is: [6, -1] })
+    expect(header.metadata).toEqual({
+      'general.alignment': 64,
+      i: -3,
+      f: 0.5,
+      b: true,
+      s: '\u2581h\u00e9',
+      ss: ['a', ''],
+      fs: [1.5, -2],
+      is: [6, -1],
+    })
     expect(header.tensors).toEqual([
       { name: 'a', shape: [3], type: 0, offset: 0 },
       { name: 'b', shape: [2, 2], type: 0, offset: 64 },
@@ -33,6 +42,8 @@ describe('encodeGguf', () => {
   })
 
   test('rejects a tensor whose data does not fill its shape', () => {
-    expect(() => encodeGguf({}, [{ name: 'x', shape: [2, 2], data: new Float32Array(3) }])).toThrow(/shape \[2, 2\] holds 4 values, data has 3/)
+    expect(() => encodeGguf({}, [{ name: 'x', shape: [2, 2], data: new Float32Array(3) }])).toThrow(
+      /shape \[2, 2\] holds 4 values, data has 3/,
+    )
   })
 })

@@ -199,19 +199,32 @@ export function decodeGgufHeader(bytes: Uint8Array): GgufHeader {
   }
   const scalar = (type: number): unknown => {
     switch (type) {
-      case GGUF_TYPE.UINT8: return view.getUint8((at += 1) - 1)
-      case GGUF_TYPE.INT8: return view.getInt8((at += 1) - 1)
-      case GGUF_TYPE.UINT16: return view.getUint16((at += 2) - 2, true)
-      case GGUF_TYPE.INT16: return view.getInt16((at += 2) - 2, true)
-      case GGUF_TYPE.UINT32: return u32()
-      case GGUF_TYPE.INT32: return view.getInt32((at += 4) - 4, true)
-      case GGUF_TYPE.FLOAT32: return view.getFloat32((at += 4) - 4, true)
-      case GGUF_TYPE.BOOL: return view.getUint8((at += 1) - 1) !== 0
-      case GGUF_TYPE.STRING: return string()
-      case GGUF_TYPE.UINT64: return u64()
-      case GGUF_TYPE.INT64: return Number(view.getBigInt64((at += 8) - 8, true))
-      case GGUF_TYPE.FLOAT64: return view.getFloat64((at += 8) - 8, true)
-      default: throw new Error(`GGUF value type ${type} at byte ${at} is not a scalar type`)
+      case GGUF_TYPE.UINT8:
+        return view.getUint8((at += 1) - 1)
+      case GGUF_TYPE.INT8:
+        return view.getInt8((at += 1) - 1)
+      case GGUF_TYPE.UINT16:
+        return view.getUint16((at += 2) - 2, true)
+      case GGUF_TYPE.INT16:
+        return view.getInt16((at += 2) - 2, true)
+      case GGUF_TYPE.UINT32:
+        return u32()
+      case GGUF_TYPE.INT32:
+        return view.getInt32((at += 4) - 4, true)
+      case GGUF_TYPE.FLOAT32:
+        return view.getFloat32((at += 4) - 4, true)
+      case GGUF_TYPE.BOOL:
+        return view.getUint8((at += 1) - 1) !== 0
+      case GGUF_TYPE.STRING:
+        return string()
+      case GGUF_TYPE.UINT64:
+        return u64()
+      case GGUF_TYPE.INT64:
+        return Number(view.getBigInt64((at += 8) - 8, true))
+      case GGUF_TYPE.FLOAT64:
+        return view.getFloat64((at += 8) - 8, true)
+      default:
+        throw new Error(`GGUF value type ${type} at byte ${at} is not a scalar type`)
     }
   }
   const magic = new TextDecoder().decode(bytes.subarray(0, 4))

@@ -35,7 +35,11 @@ describe.skipIf(binary === null)('llama-server with the tiny model', () => {
   let base: string
 
   const post = async (path: string, body: unknown) => {
-    const response = await fetch(base + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+    const response = await fetch(base + path, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    })
     return { status: response.status, text: await response.text() }
   }
 
@@ -70,9 +74,13 @@ describe.skipIf(binary === null)('llama-server with the tiny model', () => {
   })
 
   test('/tokenize and /apply-template use the model tokenizer and its ChatML template', async () => {
-    const tokenized = JSON.parse((await post('/tokenize', { content: 'Write the first story about the water' })).text) as { tokens: number[] }
+    const tokenized = JSON.parse((await post('/tokenize', { content: 'Write the first story about the water' })).text) as {
+      tokens: number[]
+    }
     expect(tokenized.tokens.length).toBeGreaterThan(7)
-    const applied = JSON.parse((await post('/apply-template', { messages: [{ role: 'user', content: 'Hello' }] })).text) as { prompt: string }
+    const applied = JSON.parse((await post('/apply-template', { messages: [{ role: 'user', content: 'Hello' }] })).text) as {
+      prompt: string
+    }
     expect(applied.prompt).toBe('<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n')
   })
 
@@ -87,7 +95,9 @@ describe.skipIf(binary === null)('llama-server with the tiny model', () => {
     const data = sseData(text)
     expect(data.at(-1)).toBe('[DONE]')
     const chunks = data.slice(0, -1).map((payload) => JSON.parse(payload) as ChatChunk)
-    const contents = chunks.flatMap((chunk) => chunk.choices.map((choice) => choice.delta.content)).filter((content) => typeof content === 'string')
+    const contents = chunks
+      .flatMap((chunk) => chunk.choices.map((choice) => choice.delta.content))
+      .filter((content) => typeof content === 'string')
     expect(contents).toHaveLength(16)
     for (const content of contents) expect(content).toMatch(/^ [A-Za-z]+$/)
     expect(chunks.flatMap((chunk) => chunk.choices.map((choice) => choice.finish_reason)).filter(Boolean)).toEqual(['length'])
@@ -100,8 +110,16 @@ describe.skipIf(binary === null)('llama-server with the tiny model', () => {
 
   test('per-request ignore_eos keeps generating past a forced EOS', async () => {
     const request = (ignoreEos: boolean) =>
-      post('/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8, logit_bias: { [EOS_ID]: 100 }, ignore_eos: ignoreEos })
-    const stopped = JSON.parse((await request(false)).text) as { choices: { finish_reason: string }[]; usage: { completion_tokens: number } }
+      post('/v1/chat/completions', {
+        messages: [{ role: 'user', content: 'Hi' }],
+        max_tokens: 8,
+        logit_bias: { [EOS_ID]: 100 },
+        ignore_eos: ignoreEos,
+      })
+    const stopped = JSON.parse((await request(false)).text) as {
+      choices: { finish_reason: string }[]
+      usage: { completion_tokens: number }
+    }
     expect(stopped.choices[0]?.finish_reason).toBe('stop')
     const ignored = JSON.parse((await request(true)).text) as typeof stopped
     expect(ignored.choices[0]?.finish_reason).toBe('length')

@@ -8,7 +8,10 @@ import { CHARTS, FIXTURES_DIR, drawChart, fixtureFiles, writeFixtures } from './
 
 async function listFiles(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { recursive: true, withFileTypes: true })
-  return entries.filter((e) => e.isFile()).map((e) => relative(dir, join(e.parentPath, e.name))).sort()
+  return entries
+    .filter((e) => e.isFile())
+    .map((e) => relative(dir, join(e.parentPath, e.name)))
+    .sort()
 }
 
 /** The RGB pixel at (x, y) of one of our PNGs (stored IDAT right after the IHDR chunk). */

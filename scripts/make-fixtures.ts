@@ -150,15 +150,56 @@ export function arithmeticRows(): DatasetRowInput[] {
     }
   }
   rows.push(
-    { id: 'div-01', prompt: 'What is 100 ÷ 7, rounded to two decimal places? Reply with the number only.', answer: 14.29, scorer: 'numeric', tolerance: 0.01 },
-    { id: 'seconds-per-day', prompt: 'How many seconds are there in one day? Reply with the number only.', answer: 86400, scorer: 'numeric', tolerancePct: 1 },
-    { id: 'exact-word', prompt: 'Write the number 19 as an English word, in lowercase. Reply with the word only.', answer: 'nineteen', scorer: 'exact' },
+    {
+      id: 'div-01',
+      prompt: 'What is 100 ÷ 7, rounded to two decimal places? Reply with the number only.',
+      answer: 14.29,
+      scorer: 'numeric',
+      tolerance: 0.01,
+    },
+    {
+      id: 'seconds-per-day',
+      prompt: 'How many seconds are there in one day? Reply with the number only.',
+      answer: 86400,
+      scorer: 'numeric',
+      tolerancePct: 1,
+    },
+    {
+      id: 'exact-word',
+      prompt: 'Write the number 19 as an English word, in lowercase. Reply with the word only.',
+      answer: 'nineteen',
+      scorer: 'exact',
+    },
     { id: 'exact-parity', prompt: 'Is 7 × 13 odd or even? Reply with one word.', answer: 'odd', scorer: 'exact' },
     { id: 'exact-compare', prompt: 'Which is larger, 0.5 or 0.45? Reply with the number only.', answer: '0.5', scorer: 'exact' },
-    { id: 'choice-largest', prompt: 'Which is largest? (A) 7 × 8 (B) 6 × 9 (C) 5 × 11 (D) 60 - 5. Answer with the letter.', answer: 'A', scorer: 'choice', choices: ['A', 'B', 'C', 'D'] },
-    { id: 'choice-prime', prompt: 'Which number is prime? (A) 21 (B) 27 (C) 29 (D) 33 (E) 39. Answer with the letter.', answer: 'C', scorer: 'choice' },
-    { id: 'regex-roman', prompt: 'Write 1000 in Roman numerals. Reply with the numeral only.', answer: 'M', scorer: 'regex', pattern: '^\\W*M\\W*$' },
-    { id: 'regex-percent', prompt: 'Write 3/4 as a percentage.', answer: '75%', scorer: 'regex', pattern: '\\b75(\\.0+)?\\s*(%|percent)', flags: 'i' },
+    {
+      id: 'choice-largest',
+      prompt: 'Which is largest? (A) 7 × 8 (B) 6 × 9 (C) 5 × 11 (D) 60 - 5. Answer with the letter.',
+      answer: 'A',
+      scorer: 'choice',
+      choices: ['A', 'B', 'C', 'D'],
+    },
+    {
+      id: 'choice-prime',
+      prompt: 'Which number is prime? (A) 21 (B) 27 (C) 29 (D) 33 (E) 39. Answer with the letter.',
+      answer: 'C',
+      scorer: 'choice',
+    },
+    {
+      id: 'regex-roman',
+      prompt: 'Write 1000 in Roman numerals. Reply with the numeral only.',
+      answer: 'M',
+      scorer: 'regex',
+      pattern: '^\\W*M\\W*$',
+    },
+    {
+      id: 'regex-percent',
+      prompt: 'Write 3/4 as a percentage.',
+      answer: '75%',
+      scorer: 'regex',
+      pattern: '\\b75(\\.0+)?\\s*(%|percent)',
+      flags: 'i',
+    },
   )
   return rows
 }
@@ -187,11 +228,25 @@ export function chartRows(): DatasetRowInput[] {
   }
   const tallest = (name: string) => {
     const c = chart(name)
-    rows.push({ id: `${name}-tallest`, prompt: `${c.intro} Which bar is tallest? Answer with its letter.`, answer: c.tallest, scorer: 'choice', choices: c.letters, images: [c.image] })
+    rows.push({
+      id: `${name}-tallest`,
+      prompt: `${c.intro} Which bar is tallest? Answer with its letter.`,
+      answer: c.tallest,
+      scorer: 'choice',
+      choices: c.letters,
+      images: [c.image],
+    })
   }
   const shortest = (name: string) => {
     const c = chart(name)
-    rows.push({ id: `${name}-shortest`, prompt: `${c.intro} Which bar is shortest? Answer with its letter.`, answer: c.shortest, scorer: 'choice', choices: c.letters, images: [c.image] })
+    rows.push({
+      id: `${name}-shortest`,
+      prompt: `${c.intro} Which bar is shortest? Answer with its letter.`,
+      answer: c.shortest,
+      scorer: 'choice',
+      choices: c.letters,
+      images: [c.image],
+    })
   }
   const value = (name: string, bar: string, relative = false) => {
     const c = chart(name)
@@ -229,7 +284,8 @@ export function chartRows(): DatasetRowInput[] {
   const [first, second] = [chart('chart-1'), chart('chart-5')]
   rows.push({
     id: 'two-charts-bar-a',
-    prompt: 'Two bar charts follow, each with its own y-axis scale and bars labelled from the left starting at A. Is the value of bar A larger in the first chart or in the second? Reply with one word: first or second.',
+    prompt:
+      'Two bar charts follow, each with its own y-axis scale and bars labelled from the left starting at A. Is the value of bar A larger in the first chart or in the second? Reply with one word: first or second.',
     answer: first.value('A') > second.value('A') ? 'first' : 'second',
     scorer: 'exact',
     images: [first.image, second.image],

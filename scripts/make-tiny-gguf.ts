@@ -89,12 +89,7 @@ tire bring yes distant fill east paint language among The A In It This We They H
   .split(/\s+/)
   .filter((word) => word.length > 0)
 
-const CHARACTERS = [
-  ...'abcdefghijklmnopqrstuvwxyz',
-  ...'ABCDEFGHIJKLMNOPQRSTUVWXYZ',
-  ...'0123456789',
-  ...'.,!?;:\'"()-',
-]
+const CHARACTERS = [...'abcdefghijklmnopqrstuvwxyz', ...'ABCDEFGHIJKLMNOPQRSTUVWXYZ', ...'0123456789', ...'.,!?;:\'"()-']
 
 /** A vocabulary entry as GGUF stores it in three parallel arrays. */
 type VocabEntry = { piece: string; score: number; type: number; generable: boolean }
@@ -125,7 +120,6 @@ export function tinyVocab(): VocabEntry[] {
   }
   return entries
 }
-
 
 /** Options of {@link writeTinyGguf}. */
 export type TinyGgufOptions = {
@@ -250,6 +244,8 @@ if (import.meta.main) {
     process.exitCode = 2
   } else {
     const written = await writeTinyGguf(out, { seed })
-    console.log(`${written.path}: ${written.bytes} bytes, ${written.vocabSize} tokens, context ${written.contextLength}, sha256 ${written.sha256}`)
+    console.log(
+      `${written.path}: ${written.bytes} bytes, ${written.vocabSize} tokens, context ${written.contextLength}, sha256 ${written.sha256}`,
+    )
   }
 }

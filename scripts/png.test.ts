@@ -12,7 +12,10 @@ function crc32Reference(bytes: Uint8Array): number {
   return (crc ^ 0xffffffff) >>> 0
 }
 
-interface Chunk { type: string; data: Buffer }
+interface Chunk {
+  type: string
+  data: Buffer
+}
 
 /** Splits a PNG into chunks, checking the signature and every chunk CRC. */
 function readChunks(png: Buffer): Chunk[] {

@@ -2,7 +2,10 @@ import { writeFile } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import { evidenceIndexJsonSchema, runRecordJsonSchema } from '../src/schema/json-schema.ts'
 
-for (const [file, render] of [['run.schema.json', runRecordJsonSchema], ['evidence.schema.json', evidenceIndexJsonSchema]] as const) {
+for (const [file, render] of [
+  ['run.schema.json', runRecordJsonSchema],
+  ['evidence.schema.json', evidenceIndexJsonSchema],
+] as const) {
   const target = fileURLToPath(new URL(`../schema/${file}`, import.meta.url))
   await writeFile(target, render())
   console.log(`wrote ${target}`)

@@ -13,19 +13,56 @@ const pkg = JSON.parse(await readFile(new URL('../package.json', import.meta.url
 
 const EXPECTED: Record<string, string[]> = {
   '.': [
-    'ERROR_CODES', 'SERVEGATE_VERSION', 'ServegateError', 'capacity', 'cell', 'engine', 'importRunFile', 'pair', 'readRunRecord',
-    'runCell', 'startSimServer', 'sweep',
+    'ERROR_CODES',
+    'SERVEGATE_VERSION',
+    'ServegateError',
+    'capacity',
+    'cell',
+    'engine',
+    'importRunFile',
+    'pair',
+    'readRunRecord',
+    'runCell',
+    'startSimServer',
+    'sweep',
   ],
   './vitest': ['servegate'],
-  './reporter': ['EVIDENCE_SCHEMA_ID', 'EvidenceIndex', 'ServegateReporter', 'readEvidence', 'readIndex', 'renderBoard', 'verifyEvidence', 'writeEvidence'],
+  './reporter': [
+    'EVIDENCE_SCHEMA_ID',
+    'EvidenceIndex',
+    'ServegateReporter',
+    'readEvidence',
+    'readIndex',
+    'renderBoard',
+    'verifyEvidence',
+    'writeEvidence',
+  ],
   './gates': [
-    'DEFAULT_CONFIDENCE', 'DEFAULT_LAUNCH_NOISE', 'DEFAULT_SEED', 'SUGGESTED_LOOKS', 'accuracyGapGate', 'bcaInterval', 'bootstrapPairedStatistic',
-    'bootstrapStatistic', 'groupSequentialBoundaries', 'holdLatencyGate', 'holmAdjust', 'mcnemarExact', 'percentileInterval', 'requestsHint',
-    'signedRankTest', 'sloGate', 'sustainGate', 'wilsonInterval', 'winGate',
+    'DEFAULT_CONFIDENCE',
+    'DEFAULT_LAUNCH_NOISE',
+    'DEFAULT_SEED',
+    'SUGGESTED_LOOKS',
+    'accuracyGapGate',
+    'bcaInterval',
+    'bootstrapPairedStatistic',
+    'bootstrapStatistic',
+    'groupSequentialBoundaries',
+    'holdLatencyGate',
+    'holmAdjust',
+    'mcnemarExact',
+    'percentileInterval',
+    'requestsHint',
+    'signedRankTest',
+    'sloGate',
+    'sustainGate',
+    'wilsonInterval',
+    'winGate',
   ],
 }
 
-const codeEntries = Object.entries(pkg.exports).filter((e): e is [string, { types: string; import: string; default: string }] => typeof e[1] === 'object')
+const codeEntries = Object.entries(pkg.exports).filter(
+  (e): e is [string, { types: string; import: string; default: string }] => typeof e[1] === 'object',
+)
 
 test('every code entry has types and import conditions into dist/, built from an index of src/', () => {
   expect(codeEntries.map(([name]) => name).sort()).toEqual(Object.keys(EXPECTED).sort())
@@ -59,7 +96,8 @@ async function staticGraph(entry: URL): Promise<{ files: Set<string>; packages: 
     for (const m of text.matchAll(/^(?:import|export)\s+(?!type\s)(?:[^'"]*?\sfrom\s+)?['"]([^'"]+)['"]/gm)) {
       const spec = m[1] as string
       if (spec.startsWith('.')) await visit(new URL(spec, url))
-      else if (!spec.startsWith('node:')) packages.add(spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : (spec.split('/')[0] as string))
+      else if (!spec.startsWith('node:'))
+        packages.add(spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : (spec.split('/')[0] as string))
     }
   }
   await visit(entry)

@@ -17,7 +17,12 @@ export type { GateDecision, GateOutcome } from './schema/gate.ts'
 export type { CapacitySearch } from './schema/capacity.ts'
 export type { Manifest } from './schema/manifest.ts'
 export type {
-  HoldLatencyMatcherOptions, MeetSloOptions, SustainMoreThanOptions, WinDecodeOptions, WinPrefillOptions, WinThroughputOptions,
+  HoldLatencyMatcherOptions,
+  MeetSloOptions,
+  SustainMoreThanOptions,
+  WinDecodeOptions,
+  WinPrefillOptions,
+  WinThroughputOptions,
 } from './matchers/index.ts'
 export type { AccuracyGapOptions } from './gates/options.ts'
 export { ERROR_CODES, type ErrorCode, ServegateError } from './errors.ts'

@@ -19,7 +19,10 @@ export function parseBaseUrl(raw: string): { origin: string; display: string } {
     throw new ServegateError('CONFIG_INVALID', `baseUrl: protocol ${url.protocol} is not supported; use http:// or https://`)
   }
   if (!isLoopbackHost(url.hostname)) {
-    throw new ServegateError('CONFIG_INVALID', `baseUrl: ${url.hostname} is not a loopback address; servegate only targets engines on this host (127.0.0.1, ::1, localhost): run it on the engine's machine`)
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `baseUrl: ${url.hostname} is not a loopback address; servegate only targets engines on this host (127.0.0.1, ::1, localhost): run it on the engine's machine`,
+    )
   }
   const path = url.pathname.replace(/\/+$/, '')
   if (path !== '' && path !== '/v1') {
@@ -27,4 +30,3 @@ export function parseBaseUrl(raw: string): { origin: string; display: string } {
   }
   return { origin: url.origin, display: url.origin }
 }
-

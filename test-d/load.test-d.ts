@@ -1,4 +1,5 @@
-// Type tests of the load-shape spec API and matchers: checked by `tsc -p test-d` (npm run typecheck:dist) against the built .d.ts, as a consumer compiles them, never run.
+// Type tests of the load-shape spec API and matchers: checked by `tsc -p test-d` (npm run typecheck:dist) against the built .d.ts, as a
+// consumer compiles them, never run.
 import { expect, expectTypeOf } from 'vitest'
 import { capacity, type CapacitySearch, engine, sweep } from 'servegate'
 import type { CellResult, Lazy, PairResult, SweepResult } from 'servegate'

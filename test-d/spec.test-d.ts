@@ -1,4 +1,5 @@
-// Type tests of the spec API and matchers: checked by `tsc -p test-d` (npm run typecheck:dist) against the built .d.ts, as a consumer compiles them, never run.
+// Type tests of the spec API and matchers: checked by `tsc -p test-d` (npm run typecheck:dist) against the built .d.ts, as a consumer
+// compiles them, never run.
 import { expect, expectTypeOf } from 'vitest'
 import { cell, engine, pair } from 'servegate'
 import type { CellResult, PairResult } from 'servegate'

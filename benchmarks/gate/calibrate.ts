@@ -60,11 +60,56 @@ export function calibrationPlan(quick: boolean): CalibrationPlan {
 }
 
 export const SCENARIOS: readonly Scenario[] = [
-  { name: 'no launch variation (launchNoise 0)', launchSd: 0, launchNoise: 0, launches: 1, requestsPerLaunch: REQUESTS, power: true, hold: true, targets: true },
-  { name: '2% launch variation, one launch per arm (default launchNoise 0.02)', launchSd: 0.02, launchNoise: null, launches: 1, requestsPerLaunch: REQUESTS, power: true, hold: true, targets: true },
-  { name: '2% launch variation, one launch per arm, launchNoise 0 (no floor)', launchSd: 0.02, launchNoise: 0, launches: 1, requestsPerLaunch: REQUESTS, power: false, hold: false, targets: false },
-  { name: '2% launch variation, 4 launches per arm × 32 requests (launch level)', launchSd: 0.02, launchNoise: null, launches: 4, requestsPerLaunch: 32, power: true, hold: true, targets: true },
-  { name: '2% launch variation, 8 launches per arm × 32 requests (launch level)', launchSd: 0.02, launchNoise: null, launches: 8, requestsPerLaunch: 32, power: true, hold: false, targets: true },
+  {
+    name: 'no launch variation (launchNoise 0)',
+    launchSd: 0,
+    launchNoise: 0,
+    launches: 1,
+    requestsPerLaunch: REQUESTS,
+    power: true,
+    hold: true,
+    targets: true,
+  },
+  {
+    name: '2% launch variation, one launch per arm (default launchNoise 0.02)',
+    launchSd: 0.02,
+    launchNoise: null,
+    launches: 1,
+    requestsPerLaunch: REQUESTS,
+    power: true,
+    hold: true,
+    targets: true,
+  },
+  {
+    name: '2% launch variation, one launch per arm, launchNoise 0 (no floor)',
+    launchSd: 0.02,
+    launchNoise: 0,
+    launches: 1,
+    requestsPerLaunch: REQUESTS,
+    power: false,
+    hold: false,
+    targets: false,
+  },
+  {
+    name: '2% launch variation, 4 launches per arm × 32 requests (launch level)',
+    launchSd: 0.02,
+    launchNoise: null,
+    launches: 4,
+    requestsPerLaunch: 32,
+    power: true,
+    hold: true,
+    targets: true,
+  },
+  {
+    name: '2% launch variation, 8 launches per arm × 32 requests (launch level)',
+    launchSd: 0.02,
+    launchNoise: null,
+    launches: 8,
+    requestsPerLaunch: 32,
+    power: true,
+    hold: false,
+    targets: true,
+  },
 ]
 
 /** A count of events with its rate and Clopper–Pearson 95% interval. */
@@ -185,7 +230,13 @@ class HoldCounter {
  * Runs one scenario: A/A trials (one simulated pair judged by every gate), then per gate and
  * effect its own trials. Deterministic: trial t of a block uses seed mixSeed(block, t).
  */
-export function runScenario(model: NoiseModel, scenario: Scenario, plan: CalibrationPlan, seed: number, progress: (line: string) => void = () => {}): ScenarioResult {
+export function runScenario(
+  model: NoiseModel,
+  scenario: Scenario,
+  plan: CalibrationPlan,
+  seed: number,
+  progress: (line: string) => void = () => {},
+): ScenarioResult {
   const world = { ...model, launchSd: scenario.launchSd }
   const launchLevel = scenario.launches > 1
   const simulate = (effect: TrueEffect, blockSeed: number, t: number) =>
@@ -208,7 +259,8 @@ export function runScenario(model: NoiseModel, scenario: Scenario, plan: Calibra
     if (scenario.power) {
       EFFECTS.forEach((delta, e) => {
         const counter = new WinCounter(launchLevel)
-        for (let t = 0; t < plan.powerTrials; t++) counter.add(gate, simulate(winEffect(gate, delta), mixSeed(seed, 100 + 10 * g + e), t), scenario.launchNoise)
+        for (let t = 0; t < plan.powerTrials; t++)
+          counter.add(gate, simulate(winEffect(gate, delta), mixSeed(seed, 100 + 10 * g + e), t), scenario.launchNoise)
         power.push({ effect: delta, figures: counter.figures() })
       })
       progress(`  ${gate}: power done at ${((performance.now() - started) / 1000).toFixed(1)} s`)
@@ -220,11 +272,14 @@ export function runScenario(model: NoiseModel, scenario: Scenario, plan: Calibra
       const tolerance = 1 + h.options.notWorseThanPct / 100
       const run = (ratio: number, block: number, trials: number) => {
         const counter = new HoldCounter()
-        for (let t = 0; t < trials; t++) counter.add(h.options, simulate(holdEffect(h.options.metric, ratio), mixSeed(seed, block), t), scenario.launchNoise, launchLevel)
+        for (let t = 0; t < trials; t++)
+          counter.add(h.options, simulate(holdEffect(h.options.metric, ratio), mixSeed(seed, block), t), scenario.launchNoise, launchLevel)
         return counter.figures()
       }
       const edge = run(tolerance, 200 + 10 * g, plan.edgeTrials)
-      const power = scenario.power ? EFFECTS.map((delta, e) => ({ effect: delta, figures: run(tolerance * (1 + delta), 201 + 10 * g + e, plan.powerTrials) })) : []
+      const power = scenario.power
+        ? EFFECTS.map((delta, e) => ({ effect: delta, figures: run(tolerance * (1 + delta), 201 + 10 * g + e, plan.powerTrials) }))
+        : []
       result.hold.push({ gate: h.name, aa: (aaHold[g] as HoldCounter).figures(), edge, power })
     })
     progress(`  latency gates done at ${((performance.now() - started) / 1000).toFixed(1)} s`)

@@ -29,21 +29,46 @@ export function checkTargets(results: readonly ScenarioResult[]): TargetCheck[] 
     for (const w of r.win) {
       const aa = [w.aa.fixed64?.pass, w.aa.fixedAll.pass, w.aa.sequential?.pass].filter((x): x is Rate => x !== undefined)
       const worst = aa.reduce((a, b) => (b.rate > a.rate ? b : a))
-      checks.push({ target: `${w.gate} A/A false win ≤ 1% (upper ≤ 2%)`, scenario, figure: withUpper(worst), met: worst.rate <= 0.01 && worst.cpHigh <= 0.02 })
+      checks.push({
+        target: `${w.gate} A/A false win ≤ 1% (upper ≤ 2%)`,
+        scenario,
+        figure: withUpper(worst),
+        met: worst.rate <= 0.01 && worst.cpHigh <= 0.02,
+      })
       if (!r.scenario.power || !single) continue
       const five = w.power.find((p) => p.effect === 0.05)?.figures
       const ten = w.power.find((p) => p.effect === 0.1)?.figures
       if (five !== undefined) {
         const within64 = Math.max(five.fixed64?.pass.rate ?? 0, five.sequential?.passBy64.rate ?? 0)
-        checks.push({ target: `${w.gate} power ≥ 80% at +5% within 64 paired requests`, scenario, figure: pct(within64), met: within64 >= 0.8 })
+        checks.push({
+          target: `${w.gate} power ≥ 80% at +5% within 64 paired requests`,
+          scenario,
+          figure: pct(within64),
+          met: within64 >= 0.8,
+        })
       }
       if (ten?.sequential) {
-        checks.push({ target: `${w.gate} ≤ 32 paired requests on average at +10% (sequential)`, scenario, figure: ten.sequential.meanRequests.toFixed(1), met: ten.sequential.meanRequests <= 32 })
+        checks.push({
+          target: `${w.gate} ≤ 32 paired requests on average at +10% (sequential)`,
+          scenario,
+          figure: ten.sequential.meanRequests.toFixed(1),
+          met: ten.sequential.meanRequests <= 32,
+        })
       }
     }
     for (const h of r.hold) {
-      checks.push({ target: `${h.gate} A/A false fail ≤ 1% (upper ≤ 2%)`, scenario, figure: withUpper(h.aa.fail), met: h.aa.fail.rate <= 0.01 && h.aa.fail.cpHigh <= 0.02 })
-      checks.push({ target: `${h.gate} false fail at the tolerance ≤ 1% (upper ≤ 2%)`, scenario, figure: withUpper(h.edge.fail), met: h.edge.fail.rate <= 0.01 && h.edge.fail.cpHigh <= 0.02 })
+      checks.push({
+        target: `${h.gate} A/A false fail ≤ 1% (upper ≤ 2%)`,
+        scenario,
+        figure: withUpper(h.aa.fail),
+        met: h.aa.fail.rate <= 0.01 && h.aa.fail.cpHigh <= 0.02,
+      })
+      checks.push({
+        target: `${h.gate} false fail at the tolerance ≤ 1% (upper ≤ 2%)`,
+        scenario,
+        figure: withUpper(h.edge.fail),
+        met: h.edge.fail.rate <= 0.01 && h.edge.fail.cpHigh <= 0.02,
+      })
     }
   }
   return checks
@@ -53,7 +78,10 @@ function winLines(f: WinFigures): string {
   const parts: string[] = []
   if (f.fixed64) parts.push(`fixed 64: pass ${withUpper(f.fixed64.pass)} fail ${pct(f.fixed64.fail.rate)}`)
   parts.push(`${f.fixed64 ? 'fixed 128' : 'launch level'}: pass ${withUpper(f.fixedAll.pass)} fail ${pct(f.fixedAll.fail.rate)}`)
-  if (f.sequential) parts.push(`sequential: pass ${withUpper(f.sequential.pass)} (by 64: ${pct(f.sequential.passBy64.rate)}) fail ${pct(f.sequential.fail.rate)}, mean ${f.sequential.meanRequests.toFixed(1)} requests`)
+  if (f.sequential)
+    parts.push(
+      `sequential: pass ${withUpper(f.sequential.pass)} (by 64: ${pct(f.sequential.passBy64.rate)}) fail ${pct(f.sequential.fail.rate)}, mean ${f.sequential.meanRequests.toFixed(1)} requests`,
+    )
   return parts.join(' | ')
 }
 
@@ -67,7 +95,10 @@ export function renderText(model: NoiseModel, results: readonly ScenarioResult[]
   lines.push(`noise model: ${JSON.stringify(model)}`)
   for (const r of results) {
     const s = r.scenario
-    lines.push('', `== ${s.name} (simulated launch sd ${pct(s.launchSd)}, ${s.launches} launch(es) × ${s.requestsPerLaunch} requests per arm)`)
+    lines.push(
+      '',
+      `== ${s.name} (simulated launch sd ${pct(s.launchSd)}, ${s.launches} launch(es) × ${s.requestsPerLaunch} requests per arm)`,
+    )
     for (const w of r.win) {
       lines.push(`${w.gate}`, `  A/A          ${winLines(w.aa)}`)
       for (const p of w.power) lines.push(`  +${pct(p.effect).padEnd(10)} ${winLines(p.figures)}`)
@@ -107,20 +138,28 @@ export function renderMarkdown(results: readonly ScenarioResult[]): string {
         const aa = `${withUpper(w.aa.fixed64?.pass as Rate)} / ${withUpper(w.aa.fixedAll.pass)} / ${withUpper(w.aa.sequential?.pass as Rate)}`
         const at = (e: number) => {
           const f = w.power.find((p) => p.effect === e)?.figures
-          return f ? `${pct(f.fixed64?.pass.rate ?? 0)} / ${pct(f.fixedAll.pass.rate)} / ${pct(f.sequential?.pass.rate ?? 0)} (by 64: ${pct(f.sequential?.passBy64.rate ?? 0)})` : '–'
+          return f
+            ? `${pct(f.fixed64?.pass.rate ?? 0)} / ${pct(f.fixedAll.pass.rate)} / ${pct(f.sequential?.pass.rate ?? 0)} (by 64: ${pct(f.sequential?.passBy64.rate ?? 0)})`
+            : '–'
         }
         const used = w.power.length > 0 ? w.power.map((p) => p.figures.sequential?.meanRequests.toFixed(0) ?? '–').join(' / ') : '–'
         lines.push(`| ${w.gate} | ${aa} | ${at(0.03)} | ${at(0.05)} | ${at(0.1)} | ${used} |`)
       }
     }
     if (r.hold.length > 0) {
-      lines.push('', '| latency gate | A/A false fail | false fail at the tolerance | fail at tolerance × 1.03 | × 1.05 | × 1.10 | pass under A/A |', '| --- | --- | --- | --- | --- | --- | --- |')
+      lines.push(
+        '',
+        '| latency gate | A/A false fail | false fail at the tolerance | fail at tolerance × 1.03 | × 1.05 | × 1.10 | pass under A/A |',
+        '| --- | --- | --- | --- | --- | --- | --- |',
+      )
       for (const h of r.hold) {
         const at = (e: number) => {
           const f = h.power.find((p) => p.effect === e)?.figures
           return f ? pct(f.fail.rate) : '–'
         }
-        lines.push(`| ${h.gate} | ${withUpper(h.aa.fail)} | ${withUpper(h.edge.fail)} | ${at(0.03)} | ${at(0.05)} | ${at(0.1)} | ${pct(h.aa.pass.rate)} |`)
+        lines.push(
+          `| ${h.gate} | ${withUpper(h.aa.fail)} | ${withUpper(h.edge.fail)} | ${at(0.03)} | ${at(0.05)} | ${at(0.1)} | ${pct(h.aa.pass.rate)} |`,
+        )
       }
     }
   }

@@ -67,7 +67,10 @@ interface Prompt {
 
 function prompts(model: NoiseModel, count: number, random: () => number): Prompt[] {
   return Array.from({ length: count }, () => ({
-    completionTokens: Math.max(16, Math.min(2048, Math.round(model.completionTokens * Math.exp(model.completionSd * normalVariate(random))))),
+    completionTokens: Math.max(
+      16,
+      Math.min(2048, Math.round(model.completionTokens * Math.exp(model.completionSd * normalVariate(random)))),
+    ),
     decodeTokPerS: model.decodeTokPerS * Math.exp(model.decodePromptSd * normalVariate(random)),
     prefillTokPerS: model.prefillTokPerS * Math.exp(model.prefillPromptSd * normalVariate(random)),
   }))

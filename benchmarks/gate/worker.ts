@@ -13,6 +13,8 @@ export interface ScenarioTask {
 }
 
 parentPort?.on('message', (task: ScenarioTask) => {
-  const result = runScenario(task.model, task.scenario, task.plan, task.seed, (line) => parentPort?.postMessage({ id: task.id, progress: `${task.scenario.name}: ${line.trim()}` }))
+  const result = runScenario(task.model, task.scenario, task.plan, task.seed, (line) =>
+    parentPort?.postMessage({ id: task.id, progress: `${task.scenario.name}: ${line.trim()}` }),
+  )
   parentPort?.postMessage({ id: task.id, result })
 })

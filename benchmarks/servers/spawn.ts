@@ -32,7 +32,11 @@ const START_TIMEOUT_MS = 10_000
  * const server = await startServerProcess('zeroDelay')
  * try { … } finally { await server.close() }
  */
-export async function startServerProcess(kind: keyof typeof SERVER_SCRIPTS, args: readonly string[] = [], options: { cpu?: number | null } = {}): Promise<ServerProcess> {
+export async function startServerProcess(
+  kind: keyof typeof SERVER_SCRIPTS,
+  args: readonly string[] = [],
+  options: { cpu?: number | null } = {},
+): Promise<ServerProcess> {
   const child = execa(process.execPath, [SERVER_SCRIPTS[kind], ...args], {
     stdin: 'pipe',
     stdout: 'pipe',
@@ -54,7 +58,10 @@ export async function startServerProcess(kind: keyof typeof SERVER_SCRIPTS, args
   try {
     const port = await new Promise<number>((resolve, reject) => {
       const lines = createInterface({ input: child.stdout })
-      const timeout = setTimeout(() => reject(new Error(`the ${kind} server printed no "listening <port>" within ${START_TIMEOUT_MS} ms`)), START_TIMEOUT_MS)
+      const timeout = setTimeout(
+        () => reject(new Error(`the ${kind} server printed no "listening <port>" within ${START_TIMEOUT_MS} ms`)),
+        START_TIMEOUT_MS,
+      )
       lines.on('line', (line) => {
         const match = /^listening (\d+)$/.exec(line)
         if (match === null) return

@@ -9,7 +9,18 @@ import { type EngineCellOptions, engineFailedRecord, measureOnEngine, startEngin
 import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
 import type { CapacityProbe, CapacitySearch } from '../schema/capacity.ts'
 import {
-  LOAD_FLAGS, cellFromFlags, givenFlag, numberFlag, oneOf, RATE_SHAPE_FLAGS, rateArrival, readEngineConfig, requireTarget, sloFlag, TARGET_FLAGS, WORKLOAD_FLAGS,
+  LOAD_FLAGS,
+  cellFromFlags,
+  givenFlag,
+  numberFlag,
+  oneOf,
+  RATE_SHAPE_FLAGS,
+  rateArrival,
+  readEngineConfig,
+  requireTarget,
+  sloFlag,
+  TARGET_FLAGS,
+  WORKLOAD_FLAGS,
 } from './cell-flags.ts'
 import { intFlag, parseFlags } from './flags.ts'
 import type { CliIo } from './io.ts'
@@ -65,13 +76,20 @@ type CapacityFlags = ReturnType<typeof parseFlags<typeof FLAGS>>['values']
 /** The search part of the flags; the cell part comes from the shared cell flags. */
 function searchOptions(values: CapacityFlags, cell: EngineCellOptions): CapacityOptions {
   const slo = sloFlag(values.slo)
-  if (slo === undefined) throw new ServegateError('CONFIG_INVALID', '--slo is required; pass the objectives of one request, e.g. --slo ttft=500,tpot=50')
+  if (slo === undefined)
+    throw new ServegateError('CONFIG_INVALID', '--slo is required; pass the objectives of one request, e.g. --slo ttft=500,tpot=50')
   const axis = oneOf('--axis', values.axis, ['rate', 'concurrency'] as const) ?? 'rate'
   const start = numberFlag('--start', values.start, Number.MIN_VALUE, 100_000)
-  if (start === undefined) throw new ServegateError('CONFIG_INVALID', `--start is required; pass the first ${axis === 'rate' ? 'rate (requests/s)' : 'concurrency'} to probe, e.g. --start 4`)
+  if (start === undefined)
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `--start is required; pass the first ${axis === 'rate' ? 'rate (requests/s)' : 'concurrency'} to probe, e.g. --start 4`,
+    )
   if (axis === 'concurrency') {
-    const stray = givenFlag(values, [...RATE_SHAPE_FLAGS, 'max-in-flight']) ?? (values['probe-seconds'] === undefined ? undefined : '--probe-seconds')
-    if (stray !== undefined) throw new ServegateError('CONFIG_INVALID', `${stray}: a concurrency search runs closed-loop probes; drop it, or pass --axis rate`)
+    const stray =
+      givenFlag(values, [...RATE_SHAPE_FLAGS, 'max-in-flight']) ?? (values['probe-seconds'] === undefined ? undefined : '--probe-seconds')
+    if (stray !== undefined)
+      throw new ServegateError('CONFIG_INVALID', `${stray}: a concurrency search runs closed-loop probes; drop it, or pass --axis rate`)
   }
   const { requests, ...probeCell } = cell
   return {
@@ -102,9 +120,15 @@ function probeRow(index: number, axis: CapacitySearch['axis'], p: CapacityProbe)
 }
 
 /** A probe measured on an endpoint that is up, or on one launch of an engine that stays up for the whole search. */
-async function withMeasure<T>(values: CapacityFlags, signal: AbortSignal | undefined, run: (measure: MeasureProbe) => Promise<T>): Promise<T> {
+async function withMeasure<T>(
+  values: CapacityFlags,
+  signal: AbortSignal | undefined,
+  run: (measure: MeasureProbe) => Promise<T>,
+): Promise<T> {
   if (values.engine === undefined) {
-    return run((cell, probeSignal) => runCell({ ...cell, baseUrl: values['base-url'] as string, model: values.model as string }, { signal: probeSignal }))
+    return run((cell, probeSignal) =>
+      runCell({ ...cell, baseUrl: values['base-url'] as string, model: values.model as string }, { signal: probeSignal }),
+    )
   }
   const config = await readEngineConfig(values.engine)
   const started = await startEngine(config, nvidiaSmiGpuFacts(), signal)
@@ -129,7 +153,10 @@ export async function capacityCommand(argv: string[], io: CliIo, signal?: AbortS
   const name = values.engine === undefined ? (values.model as string).replace(/[^A-Za-z0-9._-]+/g, '_') : 'engine'
   const id = `${name}-capacity-${axis}`
   const level = `${percent(options.confidence ?? DEFAULT_CONFIDENCE)} interval`
-  if (values.json !== true) io.stdout.write(`probe  ${(axis === 'rate' ? 'req/s' : 'streams').padStart(9)}  ${'good'.padStart(9)}  ${'share'.padStart(6)}  ${level.padStart(16)}  ${'send lag p99'.padStart(12)}  verdict\n`)
+  if (values.json !== true)
+    io.stdout.write(
+      `probe  ${(axis === 'rate' ? 'req/s' : 'streams').padStart(9)}  ${'good'.padStart(9)}  ${'share'.padStart(6)}  ${level.padStart(16)}  ${'send lag p99'.padStart(12)}  verdict\n`,
+    )
   let index = 0
   const search = await withMeasure(values, signal, (measure) =>
     searchCapacity(options, measure, id, {

@@ -75,7 +75,8 @@ export function numberFlag(flag: string, value: string | undefined, min: number,
 function prefixCacheFlag(value: string | undefined): WorkloadSpec['prefixCache'] {
   if (value === undefined || value === 'unique') return undefined
   const shared = /^shared:(\d+)$/.exec(value)
-  if (shared === null) throw new ServegateError('CONFIG_INVALID', `--prefix-cache: "${value}" is not valid; pass unique or shared:N (N shared prefix tokens)`)
+  if (shared === null)
+    throw new ServegateError('CONFIG_INVALID', `--prefix-cache: "${value}" is not valid; pass unique or shared:N (N shared prefix tokens)`)
   return { mode: 'shared', tokens: intFlag('--prefix-cache shared:N', shared[1], 1) as number }
 }
 
@@ -104,7 +105,13 @@ function workloadFlags(values: CellFlagValues): WorkloadSpec {
   }
 }
 
-const SLO_KEYS: Record<string, keyof Slo> = { ttft: 'ttftMs', tpot: 'tpotMs', e2e: 'e2eMs', itl: 'itlMs', 'itl-percentile': 'itlPercentile' }
+const SLO_KEYS: Record<string, keyof Slo> = {
+  ttft: 'ttftMs',
+  tpot: 'tpotMs',
+  e2e: 'e2eMs',
+  itl: 'itlMs',
+  'itl-percentile': 'itlPercentile',
+}
 
 /**
  * `--slo ttft=500,tpot=50,e2e=20000,itl=100,itl-percentile=99` (ms) as an SLO.
@@ -117,8 +124,13 @@ export function sloFlag(value: string | undefined): Slo | undefined {
     const [key = '', raw = ''] = part.split('=').map((s) => s.trim())
     const field = SLO_KEYS[key]
     const n = Number(raw)
-    if (field === undefined) throw new ServegateError('CONFIG_INVALID', `--slo: unknown objective "${key}"; use ${Object.keys(SLO_KEYS).join(', ')}, e.g. --slo ttft=500,tpot=50`)
-    if (raw === '' || !Number.isFinite(n) || n <= 0) throw new ServegateError('CONFIG_INVALID', `--slo: ${key}=${raw} is not valid; pass a number of ms > 0, e.g. ${key}=500`)
+    if (field === undefined)
+      throw new ServegateError(
+        'CONFIG_INVALID',
+        `--slo: unknown objective "${key}"; use ${Object.keys(SLO_KEYS).join(', ')}, e.g. --slo ttft=500,tpot=50`,
+      )
+    if (raw === '' || !Number.isFinite(n) || n <= 0)
+      throw new ServegateError('CONFIG_INVALID', `--slo: ${key}=${raw} is not valid; pass a number of ms > 0, e.g. ${key}=500`)
     slo[field] = n
   }
   if (slo.ttftMs === undefined && slo.tpotMs === undefined && slo.e2eMs === undefined && slo.itlMs === undefined) {
@@ -145,22 +157,34 @@ export function maxInFlightFlag(values: CellFlagValues): number | null {
  * The arrival process of the flags at a rate: `--arrival` (default poisson, as vLLM's
  * benchmark; gamma when only `--burstiness` is given), seed, ramp-up and in-flight cap.
  */
-export function rateArrival(values: CellFlagValues, ratePerS: number, fallback: 'poisson' | 'constant'): Exclude<ArrivalSpec, { kind: 'trace' }> {
+export function rateArrival(
+  values: CellFlagValues,
+  ratePerS: number,
+  fallback: 'poisson' | 'constant',
+): Exclude<ArrivalSpec, { kind: 'trace' }> {
   const burstiness = numberFlag('--burstiness', values.burstiness, Number.MIN_VALUE, 1000)
-  const kind = oneOf('--arrival', values.arrival, ['constant', 'poisson', 'gamma'] as const) ?? (burstiness === undefined ? fallback : 'gamma')
-  if (burstiness !== undefined && kind !== 'gamma') throw new ServegateError('CONFIG_INVALID', `--burstiness: only gamma arrivals have one; pass --arrival gamma or drop --burstiness`)
-  if (kind === 'gamma' && burstiness === undefined) throw new ServegateError('CONFIG_INVALID', '--arrival gamma needs --burstiness B (1 is Poisson; below 1 burstier, above 1 more regular)')
+  const kind =
+    oneOf('--arrival', values.arrival, ['constant', 'poisson', 'gamma'] as const) ?? (burstiness === undefined ? fallback : 'gamma')
+  if (burstiness !== undefined && kind !== 'gamma')
+    throw new ServegateError('CONFIG_INVALID', `--burstiness: only gamma arrivals have one; pass --arrival gamma or drop --burstiness`)
+  if (kind === 'gamma' && burstiness === undefined)
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      '--arrival gamma needs --burstiness B (1 is Poisson; below 1 burstier, above 1 more regular)',
+    )
   const seed = intFlag('--arrival-seed', values['arrival-seed'], 0)
   const rampS = numberFlag('--ramp-up-s', values['ramp-up-s'], Number.MIN_VALUE, 86_400)
   const from = numberFlag('--ramp-up-from', values['ramp-up-from'], 0, 100_000)
-  if (from !== undefined && rampS === undefined) throw new ServegateError('CONFIG_INVALID', '--ramp-up-from needs --ramp-up-s S (the ramp length)')
+  if (from !== undefined && rampS === undefined)
+    throw new ServegateError('CONFIG_INVALID', '--ramp-up-from needs --ramp-up-s S (the ramp length)')
   const shared = {
     ratePerS,
     rampUp: rampS === undefined ? null : { durationS: rampS, fromRatePerS: from ?? 0 },
     maxInFlight: maxInFlightFlag(values),
   }
   if (kind === 'constant') {
-    if (seed !== undefined) throw new ServegateError('CONFIG_INVALID', '--arrival-seed: constant arrivals draw nothing; drop it or pass --arrival poisson|gamma')
+    if (seed !== undefined)
+      throw new ServegateError('CONFIG_INVALID', '--arrival-seed: constant arrivals draw nothing; drop it or pass --arrival poisson|gamma')
     return { kind, ...shared }
   }
   return kind === 'gamma' ? { kind, burstiness: burstiness as number, seed, ...shared } : { kind, seed, ...shared }
@@ -169,12 +193,16 @@ export function rateArrival(values: CellFlagValues, ratePerS: number, fallback: 
 /** The cell options shared by every command that measures (everything but where and the model). */
 export function cellFromFlags(values: CellFlagValues): EngineCellOptions {
   const api = values.api ?? 'chat'
-  if (api !== 'chat' && api !== 'completions') throw new ServegateError('CONFIG_INVALID', `--api: "${api}" is not valid; pass chat or completions`)
+  if (api !== 'chat' && api !== 'completions')
+    throw new ServegateError('CONFIG_INVALID', `--api: "${api}" is not valid; pass chat or completions`)
   let apiKey: string | undefined
   if (values['api-key-env'] !== undefined) {
     apiKey = process.env[values['api-key-env']]
     if (apiKey === undefined || apiKey === '') {
-      throw new ServegateError('CONFIG_INVALID', `--api-key-env: environment variable ${values['api-key-env']} is not set; export it or drop the flag`)
+      throw new ServegateError(
+        'CONFIG_INVALID',
+        `--api-key-env: environment variable ${values['api-key-env']} is not set; export it or drop the flag`,
+      )
     }
   }
   return {
@@ -195,12 +223,19 @@ export function cellFromFlags(values: CellFlagValues): EngineCellOptions {
 /** Where to measure: exactly one of `--base-url` (with `--model`) and `--engine`. */
 export function requireTarget(values: CellFlagValues): void {
   if (values['base-url'] !== undefined && values.engine !== undefined) {
-    throw new ServegateError('CONFIG_INVALID', '--base-url and --engine are exclusive; pass --base-url for an engine that is up, or --engine FILE to launch one')
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      '--base-url and --engine are exclusive; pass --base-url for an engine that is up, or --engine FILE to launch one',
+    )
   }
   if (values['base-url'] === undefined && values.engine === undefined) {
-    throw new ServegateError('CONFIG_INVALID', '--base-url is required; pass e.g. --base-url http://127.0.0.1:8000 (or --engine FILE to launch an engine)')
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      '--base-url is required; pass e.g. --base-url http://127.0.0.1:8000 (or --engine FILE to launch an engine)',
+    )
   }
-  if (values.engine === undefined && values.model === undefined) throw new ServegateError('CONFIG_INVALID', '--model is required; pass the model name the server serves (see GET /v1/models)')
+  if (values.engine === undefined && values.model === undefined)
+    throw new ServegateError('CONFIG_INVALID', '--model is required; pass the model name the server serves (see GET /v1/models)')
 }
 
 export async function readEngineConfig(path: string): Promise<EngineConfig> {

@@ -12,7 +12,6 @@ import { cli } from '../../fixtures/cli.ts'
 const BIN = fileURLToPath(new URL('../../bin/servegate.js', import.meta.url))
 const REFERENCE = fileURLToPath(new URL('../../fixtures/reference/anvil-serving-run-rtx5090.json', import.meta.url))
 
-
 let dir = ''
 let sim: SimServer
 beforeAll(async () => {
@@ -27,7 +26,23 @@ afterAll(async () => {
 describe('servegate run', () => {
   test('runs a cell, prints the summary table and writes a valid run record', async () => {
     const out = join(dir, 'run.json')
-    const r = await cli(['run', '--base-url', sim.url, '--model', 'm', '--concurrency', '2', '--requests', '6', '--max-tokens', '8', '--prompt-tokens', '32', '--out', out])
+    const r = await cli([
+      'run',
+      '--base-url',
+      sim.url,
+      '--model',
+      'm',
+      '--concurrency',
+      '2',
+      '--requests',
+      '6',
+      '--max-tokens',
+      '8',
+      '--prompt-tokens',
+      '32',
+      '--out',
+      out,
+    ])
     expect(r.stderr).toBe('')
     expect(r.code).toBe(0)
     expect(r.stdout).toMatch(/6 requests: 6 ok, 0 failed/)
@@ -43,20 +58,47 @@ describe('servegate run', () => {
   })
 
   test.each([
-    [['run', '--model', 'm'], /^servegate: --base-url is required; pass e\.g\. --base-url http:\/\/127\.0\.0\.1:8000 \(or --engine FILE to launch an engine\)\n$/],
+    [
+      ['run', '--model', 'm'],
+      /^servegate: --base-url is required; pass e\.g\. --base-url http:\/\/127\.0\.0\.1:8000 \(or --engine FILE to launch an engine\)\n$/,
+    ],
     [['run', '--base-url', 'http://127.0.0.1:1', '--engine', 'e.json'], /^servegate: --base-url and --engine are exclusive/],
-    [['run', '--engine', '/nonexistent/engine.json'], /^servegate: --engine: cannot read \/nonexistent\/engine\.json; pass the path of a JSON engine config\n$/],
+    [
+      ['run', '--engine', '/nonexistent/engine.json'],
+      /^servegate: --engine: cannot read \/nonexistent\/engine\.json; pass the path of a JSON engine config\n$/,
+    ],
     [['run', '--base-url', 'http://127.0.0.1:1'], /^servegate: --model is required/],
-    [['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--concurrency', 'four'], /^servegate: --concurrency: "four" is not valid; pass an integer from 1 to 4096\n$/],
+    [
+      ['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--concurrency', 'four'],
+      /^servegate: --concurrency: "four" is not valid; pass an integer from 1 to 4096\n$/,
+    ],
     [['run', '--bogus'], /^servegate: unknown flag --bogus; see servegate run --help\n$/],
     [['run', '--base-url'], /^servegate: --base-url needs a value/],
-    [['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--api', 'grpc'], /^servegate: --api: "grpc" is not valid; pass chat or completions\n$/],
+    [
+      ['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--api', 'grpc'],
+      /^servegate: --api: "grpc" is not valid; pass chat or completions\n$/,
+    ],
     [['frobnicate'], /^servegate: unknown command "frobnicate"; run servegate --help\n$/],
-    [['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--workload', 'chatty'], /^servegate: --workload: "chatty" is not valid; pass one of synthetic-summary, synthetic-repeated-code, shared-prefix, dataset\n$/],
-    [['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--prefix-cache', 'shared'], /^servegate: --prefix-cache: "shared" is not valid; pass unique or shared:N \(N shared prefix tokens\)\n$/],
-    [['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--temperature', '3'], /^servegate: --temperature: "3" is not valid; pass a number from 0 to 2\n$/],
-    [['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--thinking', 'maybe'], /^servegate: --thinking: "maybe" is not valid; pass one of on, off\n$/],
-    [['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--output-control', 'exact'], /^servegate: --output-control: "exact" is not valid; pass one of none, observe, strict\n$/],
+    [
+      ['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--workload', 'chatty'],
+      /^servegate: --workload: "chatty" is not valid; pass one of synthetic-summary, synthetic-repeated-code, shared-prefix, dataset\n$/,
+    ],
+    [
+      ['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--prefix-cache', 'shared'],
+      /^servegate: --prefix-cache: "shared" is not valid; pass unique or shared:N \(N shared prefix tokens\)\n$/,
+    ],
+    [
+      ['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--temperature', '3'],
+      /^servegate: --temperature: "3" is not valid; pass a number from 0 to 2\n$/,
+    ],
+    [
+      ['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--thinking', 'maybe'],
+      /^servegate: --thinking: "maybe" is not valid; pass one of on, off\n$/,
+    ],
+    [
+      ['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--output-control', 'exact'],
+      /^servegate: --output-control: "exact" is not valid; pass one of none, observe, strict\n$/,
+    ],
   ])('bad input %j gets one line naming the problem and exit 2', async (argv, message) => {
     const r = await cli(argv)
     expect(r.code).toBe(2)
@@ -75,15 +117,44 @@ describe('servegate run with workload flags', () => {
   test('canaries, shared prefix, observed output control and sampling reach the record', async () => {
     const out = join(dir, 'workload.json')
     const r = await cli([
-      'run', '--base-url', sim.url, '--model', 'm', '--requests', '4', '--max-tokens', '6', '--prompt-tokens', '120', '--seed', '77',
-      '--canaries', '--prefix-cache', 'shared:40', '--output-control', 'observe', '--output-knob', 'min_tokens', '--temperature', '0.2', '--thinking', 'off', '--out', out,
+      'run',
+      '--base-url',
+      sim.url,
+      '--model',
+      'm',
+      '--requests',
+      '4',
+      '--max-tokens',
+      '6',
+      '--prompt-tokens',
+      '120',
+      '--seed',
+      '77',
+      '--canaries',
+      '--prefix-cache',
+      'shared:40',
+      '--output-control',
+      'observe',
+      '--output-knob',
+      'min_tokens',
+      '--temperature',
+      '0.2',
+      '--thinking',
+      'off',
+      '--out',
+      out,
     ])
     expect(r.stderr).toBe('')
     expect(r.stdout).toMatch(/canaries 4\/4 passed · output control observe \(min_tokens\): 4\/4 exact/)
     expect(r.stdout).toMatch(/· shared prefix \d+ tokens · seed 77 · request stream [0-9a-f]{12}… \(wire bytes match\)/)
     expect(r.stdout).not.toMatch(/below the floor/)
     const record = RunRecord.parse(JSON.parse(await readFile(out, 'utf8')))
-    expect(record.plan.workload).toMatchObject({ kind: 'synthetic-summary', seed: 77, canaries: true, outputControl: { mode: 'observe', knob: 'min_tokens' } })
+    expect(record.plan.workload).toMatchObject({
+      kind: 'synthetic-summary',
+      seed: 77,
+      canaries: true,
+      outputControl: { mode: 'observe', knob: 'min_tokens' },
+    })
     expect(record.plan.workload.sampling?.thinking).toMatchObject({ sent: true, effective: false })
   })
 
@@ -102,7 +173,10 @@ describe('servegate run --engine', () => {
 
   test('launches the engine from its config, measures, writes the manifest, tears it down', async () => {
     const config = join(dir, 'engine.json')
-    await writeFile(config, JSON.stringify({ kind: 'vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, logDir: join(dir, 'logs') }))
+    await writeFile(
+      config,
+      JSON.stringify({ kind: 'vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, logDir: join(dir, 'logs') }),
+    )
     const out = join(dir, 'engine-run.json')
     const r = await cli(['run', '--engine', config, '--requests', '3', '--max-tokens', '4', '--prompt-tokens', '32', '--out', out])
     expect(r.stderr).toBe('')
@@ -118,7 +192,16 @@ describe('servegate run --engine', () => {
 
   test('an engine that dies at start-up: the record is written, the cell fails with exit 1 and one line', async () => {
     const config = join(dir, 'dying.json')
-    await writeFile(config, JSON.stringify({ kind: 'vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, env: { FAKE_ENGINE_EXIT_ON_START: '7' }, logDir: join(dir, 'logs') }))
+    await writeFile(
+      config,
+      JSON.stringify({
+        kind: 'vllm',
+        executable: join(FAKES, 'vllm'),
+        model: { id: 'fake/m' },
+        env: { FAKE_ENGINE_EXIT_ON_START: '7' },
+        logDir: join(dir, 'logs'),
+      }),
+    )
     const out = join(dir, 'dying-run.json')
     const r = await cli(['run', '--engine', config, '--out', out])
     expect(r.code).toBe(1)
@@ -130,10 +213,19 @@ describe('servegate run --engine', () => {
     const pids = join(dir, 'ctrlc-pids.txt')
     const config = join(dir, 'slow.json')
     const env = { FAKE_ENGINE_PIDFILE: pids, FAKE_ENGINE_DECODE_TOK_PER_S: '20' }
-    await writeFile(config, JSON.stringify({ kind: 'vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, env, logDir: join(dir, 'logs') }))
+    await writeFile(
+      config,
+      JSON.stringify({ kind: 'vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, env, logDir: join(dir, 'logs') }),
+    )
     const out = join(dir, 'ctrlc-run.json')
-    const child = execa(process.execPath, [BIN, 'run', '--engine', config, '--requests', '20', '--max-tokens', '40', '--prompt-tokens', '32', '--out', out], { reject: false })
-    await expect.poll(async () => (await readFile(pids, 'utf8').catch(() => '')).split('\n').filter(Boolean).length, { timeout: 20_000 }).toBe(3)
+    const child = execa(
+      process.execPath,
+      [BIN, 'run', '--engine', config, '--requests', '20', '--max-tokens', '40', '--prompt-tokens', '32', '--out', out],
+      { reject: false },
+    )
+    await expect
+      .poll(async () => (await readFile(pids, 'utf8').catch(() => '')).split('\n').filter(Boolean).length, { timeout: 20_000 })
+      .toBe(3)
     await new Promise((r) => setTimeout(r, 1500))
     child.kill('SIGINT')
     const result = await child
@@ -169,9 +261,31 @@ describe('servegate summarize', () => {
     expect(r.code).toBe(0)
     const { metrics } = JSON.parse(r.stdout) as { metrics: Record<string, Record<string, number>> }
     expect(Object.keys(metrics)).toEqual([
-      'ttftMs', 'timeToFirstOutputMs', 'e2eMs', 'generationMs', 'tpotMs', 'decodeTokPerS', 'effectivePrefillTokPerS', 'promptTokens', 'completionTokens',
+      'ttftMs',
+      'timeToFirstOutputMs',
+      'e2eMs',
+      'generationMs',
+      'tpotMs',
+      'decodeTokPerS',
+      'effectivePrefillTokPerS',
+      'promptTokens',
+      'completionTokens',
     ])
-    expect(Object.keys(metrics.ttftMs as object)).toEqual(['samples', 'mean', 'stddev', 'ci95Low', 'ci95High', 'min', 'p25', 'p50', 'p75', 'p90', 'p95', 'p99', 'max'])
+    expect(Object.keys(metrics.ttftMs as object)).toEqual([
+      'samples',
+      'mean',
+      'stddev',
+      'ci95Low',
+      'ci95High',
+      'min',
+      'p25',
+      'p50',
+      'p75',
+      'p90',
+      'p95',
+      'p99',
+      'max',
+    ])
     expect(metrics.ttftMs?.p50).toBe(27812.978400001157)
     expect(metrics.decodeTokPerS?.mean).toBeCloseTo(88.63771760159608, 9)
   })
@@ -183,7 +297,10 @@ describe('servegate summarize', () => {
   })
 
   test.each([
-    [['summarize', '/nonexistent/x.json'], /^servegate: cannot read \/nonexistent\/x\.json \(no such file\); pass the path of a run record JSON file\n$/],
+    [
+      ['summarize', '/nonexistent/x.json'],
+      /^servegate: cannot read \/nonexistent\/x\.json \(no such file\); pass the path of a run record JSON file\n$/,
+    ],
     [['summarize'], /^servegate: summarize takes one run record file, got 0/],
     [['summarize', BIN], /^servegate: .*servegate\.js is not JSON/],
   ])('%j gets one line and a non-zero exit', async (argv, message) => {
@@ -195,7 +312,9 @@ describe('servegate summarize', () => {
 
 describe('the servegate bin', () => {
   test('prints one line and no stack trace for bad input, in a real process', async () => {
-    const r = await execa(process.execPath, [BIN, 'run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--requests=-1'], { reject: false })
+    const r = await execa(process.execPath, [BIN, 'run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--requests=-1'], {
+      reject: false,
+    })
     expect(r.exitCode).toBe(2)
     expect(r.stderr).toBe('servegate: --requests: "-1" is not valid; pass an integer ≥ 1')
     expect(r.stderr).not.toMatch(/at .*\.ts:\d+/)

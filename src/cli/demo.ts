@@ -20,10 +20,24 @@ const LISTENING = /servegate sim listening on (http:\/\/\S+)/
 
 /** Simulated engine flags of the demo: a small batching engine with two injected faults. */
 const SIM_ARGS = [
-  '--port', '0', '--model', 'sim-demo',
-  '--prefill-tok-per-s', '20000', '--decode-tok-per-s', '150', '--batch-slowdown', '0.15',
-  '--tokens-per-chunk', '2', '--reasoning-tokens', '16',
-  '--fault', 'http500:9', '--fault', 'drop:21',
+  '--port',
+  '0',
+  '--model',
+  'sim-demo',
+  '--prefill-tok-per-s',
+  '20000',
+  '--decode-tok-per-s',
+  '150',
+  '--batch-slowdown',
+  '0.15',
+  '--tokens-per-chunk',
+  '2',
+  '--reasoning-tokens',
+  '16',
+  '--fault',
+  'http500:9',
+  '--fault',
+  'drop:21',
 ]
 
 export const DEMO_HELP = `servegate demo [--sim [--out FILE]]
@@ -48,7 +62,7 @@ export async function demoCommand(argv: string[], io: CliIo, signal?: AbortSigna
   if (!existsSync(join(ROOT, DEMO_SUITE))) {
     throw new ServegateError(
       'CONFIG_INVALID',
-      'the suite demo runs servegate\'s own example suite, which only a clone of the servegate repository has (npm ci && npm run demo there); ' +
+      "the suite demo runs servegate's own example suite, which only a clone of the servegate repository has (npm ci && npm run demo there); " +
         'in your project, `npx servegate init` then `npx vitest bench --run` runs a pair on the simulated engine, and `npx servegate demo --sim` measures one cell now',
     )
   }
@@ -73,8 +87,14 @@ export async function demoCommand(argv: string[], io: CliIo, signal?: AbortSigna
   const verified = await verifyEvidence(dir)
   io.stdout.write('\nAt a glance\n')
   for (const line of glanceLines(index)) io.stdout.write(`  ${line}\n`)
-  io.stdout.write(`\nBoard    ${EVIDENCE}/README.md\nCharts   ${EVIDENCE}/charts/\nPage     ${EVIDENCE}/index.html\nIndex    ${EVIDENCE}/index.json (run records in ${EVIDENCE}/runs/)\n`)
-  io.stdout.write(verified.problems.length === 0 ? `Verified ${verified.files} files and ${verified.records} run records (servegate verify ${EVIDENCE})\n` : `VERIFY FAILED: ${verified.problems.join('; ')}\n`)
+  io.stdout.write(
+    `\nBoard    ${EVIDENCE}/README.md\nCharts   ${EVIDENCE}/charts/\nPage     ${EVIDENCE}/index.html\nIndex    ${EVIDENCE}/index.json (run records in ${EVIDENCE}/runs/)\n`,
+  )
+  io.stdout.write(
+    verified.problems.length === 0
+      ? `Verified ${verified.files} files and ${verified.records} run records (servegate verify ${EVIDENCE})\n`
+      : `VERIFY FAILED: ${verified.problems.join('; ')}\n`,
+  )
   return result.exitCode === 0 && verified.problems.length === 0 ? 0 : 1
 }
 
@@ -94,7 +114,10 @@ async function simDemo(out: string | undefined, io: CliIo, signal?: AbortSignal)
   try {
     const baseUrl = await new Promise<string>((resolve, reject) => {
       let seen = ''
-      const timer = setTimeout(() => reject(new ServegateError('INTERNAL', `the simulated engine did not start within 10 s: ${seen.slice(-300)}`)), 10_000)
+      const timer = setTimeout(
+        () => reject(new ServegateError('INTERNAL', `the simulated engine did not start within 10 s: ${seen.slice(-300)}`)),
+        10_000,
+      )
       sim.stdout.on('data', (bytes: Buffer) => {
         seen += bytes.toString()
         const match = LISTENING.exec(seen)
@@ -109,12 +132,30 @@ async function simDemo(out: string | undefined, io: CliIo, signal?: AbortSignal)
         reject(new ServegateError('INTERNAL', `the simulated engine exited (code ${result.exitCode}): ${seen.slice(-300)}`))
       })
     })
-    io.stdout.write(`simulated engine at ${baseUrl} (two faults injected: its 10th request gets HTTP 500, its 22nd drops mid-stream; warm-ups count)\n\n`)
+    io.stdout.write(
+      `simulated engine at ${baseUrl} (two faults injected: its 10th request gets HTTP 500, its 22nd drops mid-stream; warm-ups count)\n\n`,
+    )
     return await runCommand(
       [
-        '--base-url', baseUrl, '--model', 'sim-demo', '--concurrency', '4', '--requests', '48', '--warmup', '4',
-        '--prompt-tokens', '512', '--max-tokens', '64', '--canaries', '--output-control', 'observe',
-        '--out', out ?? 'servegate-runs/demo.json',
+        '--base-url',
+        baseUrl,
+        '--model',
+        'sim-demo',
+        '--concurrency',
+        '4',
+        '--requests',
+        '48',
+        '--warmup',
+        '4',
+        '--prompt-tokens',
+        '512',
+        '--max-tokens',
+        '64',
+        '--canaries',
+        '--output-control',
+        'observe',
+        '--out',
+        out ?? 'servegate-runs/demo.json',
       ],
       io,
       signal,

@@ -27,11 +27,32 @@ beforeAll(async () => {
   records.slow = await measure(200)
   records.fast = await measure(400)
   for (const [name, r] of Object.entries(records)) await writeFile(join(dir, `${name}.json`), JSON.stringify(r))
-  const meta = { cells: [{ id: 'p', kind: 'pair' as const, required: true, ladder: null, engines: { baseline: 'slow', candidate: 'fast' }, status: 'measured' as const, error: null, records: { baseline: [records.slow], candidate: [records.fast] } }] }
-  await writeEvidence(join(dir, 'evidence'), buildEvidence([{ file: 'a.bench.ts', meta }], [], { suiteCommit: null, redact: false }), DEFAULT_RENDERERS)
+  const meta = {
+    cells: [
+      {
+        id: 'p',
+        kind: 'pair' as const,
+        required: true,
+        ladder: null,
+        engines: { baseline: 'slow', candidate: 'fast' },
+        status: 'measured' as const,
+        error: null,
+        records: { baseline: [records.slow], candidate: [records.fast] },
+      },
+    ],
+  }
+  await writeEvidence(
+    join(dir, 'evidence'),
+    buildEvidence([{ file: 'a.bench.ts', meta }], [], { suiteCommit: null, redact: false }),
+    DEFAULT_RENDERERS,
+  )
   // The same cell with a failed test: intact evidence that is not promotable.
   const failed = [{ file: 'a.bench.ts', name: 'p > wins decode', state: 'failed' as const, meta: undefined }]
-  await writeEvidence(join(dir, 'not-promotable'), buildEvidence([{ file: 'a.bench.ts', meta }], failed, { suiteCommit: null, redact: false }), DEFAULT_RENDERERS)
+  await writeEvidence(
+    join(dir, 'not-promotable'),
+    buildEvidence([{ file: 'a.bench.ts', meta }], failed, { suiteCommit: null, redact: false }),
+    DEFAULT_RENDERERS,
+  )
 }, 60_000)
 
 afterAll(async () => {
@@ -67,8 +88,12 @@ describe('servegate verify and report', () => {
     const refused = await cli(['verify', join(dir, 'not-promotable'), '--require-promotable'])
     expect(refused.code).toBe(1)
     expect(refused.stdout).toMatch(/^verified .*: \d+ files, 2 run records/m)
-    expect(refused.stderr).toBe(`servegate verify: ${join(dir, 'not-promotable')} is not promotable:\n  - test "p > wins decode" in a.bench.ts failed\n`)
-    expect((await cli(['verify', join(dir, 'evidence'), '--require-promotion'])).stderr).toMatch(/^servegate: unknown flag --require-promotion; see servegate verify --help$/m)
+    expect(refused.stderr).toBe(
+      `servegate verify: ${join(dir, 'not-promotable')} is not promotable:\n  - test "p > wins decode" in a.bench.ts failed\n`,
+    )
+    expect((await cli(['verify', join(dir, 'evidence'), '--require-promotion'])).stderr).toMatch(
+      /^servegate: unknown flag --require-promotion; see servegate verify --help$/m,
+    )
   })
 
   test('a directory that is not evidence is a one-line error', async () => {

@@ -27,7 +27,13 @@ export const COMPARE_HELP = `servegate compare BASELINE_RUN CANDIDATE_RUN [--all
   --allow-unmatched   report pair-check mismatches without failing (imported records lack manifests)`
 
 /** The evidence directory a command was given and the boolean flags set, or null when it printed its help. */
-function directoryArgument(command: string, help: string, argv: string[], io: CliIo, booleans: readonly string[] = []): { dir: string; set: ReadonlySet<string> } | null {
+function directoryArgument(
+  command: string,
+  help: string,
+  argv: string[],
+  io: CliIo,
+  booleans: readonly string[] = [],
+): { dir: string; set: ReadonlySet<string> } | null {
   const options: Record<string, { type: 'boolean'; short?: string }> = { help: { type: 'boolean', short: 'h' } }
   for (const name of booleans) options[name] = { type: 'boolean' }
   const { positionals, ...parsed } = parseFlags(command, argv, options, true)
@@ -36,7 +42,11 @@ function directoryArgument(command: string, help: string, argv: string[], io: Cl
     io.stdout.write(`${help}\n`)
     return null
   }
-  if (positionals.length !== 1) throw new ServegateError('CONFIG_INVALID', `${command} takes one evidence directory, got ${positionals.length}; run servegate ${command} EVIDENCE_DIR`)
+  if (positionals.length !== 1)
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `${command} takes one evidence directory, got ${positionals.length}; run servegate ${command} EVIDENCE_DIR`,
+    )
   return { dir: positionals[0] as string, set: new Set(booleans.filter((name) => values[name] === true)) }
 }
 
@@ -84,17 +94,27 @@ export async function compareCommand(argv: string[], io: CliIo): Promise<number>
   const { values, positionals } = parseFlags(
     'compare',
     argv,
-    { 'allow-unmatched': { type: 'boolean' }, 'require-win': { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+    {
+      'allow-unmatched': { type: 'boolean' },
+      'require-win': { type: 'string' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
     true,
   )
   if (values.help === true) {
     io.stdout.write(`${COMPARE_HELP}\n`)
     return 0
   }
-  if (positionals.length !== 2) throw new ServegateError('CONFIG_INVALID', `compare takes two run record files, got ${positionals.length}; run servegate compare BASELINE_RUN CANDIDATE_RUN`)
+  if (positionals.length !== 2)
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `compare takes two run record files, got ${positionals.length}; run servegate compare BASELINE_RUN CANDIDATE_RUN`,
+    )
   const required = (values['require-win'] ?? '').split(',').filter(Boolean)
   for (const name of required) {
-    if (!(name in WIN_GATES)) throw new ServegateError('CONFIG_INVALID', `--require-win: unknown gate "${name}"; use any of decode, prefill, throughput`)
+    if (!(name in WIN_GATES))
+      throw new ServegateError('CONFIG_INVALID', `--require-win: unknown gate "${name}"; use any of decode, prefill, throughput`)
   }
   const baseline = await readRunRecord(positionals[0] as string)
   const candidate = await readRunRecord(positionals[1] as string)
@@ -111,14 +131,22 @@ export async function compareCommand(argv: string[], io: CliIo): Promise<number>
   ]
   const unmatched = mismatches.length > 0 && values['allow-unmatched'] !== true
   if (values.json === true) {
-    io.stdout.write(`${JSON.stringify({ matched: mismatches.length === 0, mismatches, gates: [...counted, ...wins.map((w) => w.decision)] }, null, 2)}\n`)
+    io.stdout.write(
+      `${JSON.stringify({ matched: mismatches.length === 0, mismatches, gates: [...counted, ...wins.map((w) => w.decision)] }, null, 2)}\n`,
+    )
   } else {
-    io.stdout.write(mismatches.length === 0 ? 'pair checks: matched\n' : `pair checks: ${mismatches.length} mismatch(es)${unmatched ? '' : ' (allowed)'}\n${mismatches.map((m) => `  - ${m}\n`).join('')}`)
+    io.stdout.write(
+      mismatches.length === 0
+        ? 'pair checks: matched\n'
+        : `pair checks: ${mismatches.length} mismatch(es)${unmatched ? '' : ' (allowed)'}\n${mismatches.map((m) => `  - ${m}\n`).join('')}`,
+    )
     for (const d of counted) io.stdout.write(`${verdictLine(d)}\n`)
     for (const w of wins) io.stdout.write(`${verdictLine(w.decision)}${required.includes(w.name) ? '' : ' (reported, not required)'}\n`)
   }
   if (unmatched || failedGates.length > 0) {
-    io.stderr.write(`servegate compare: ${[unmatched ? 'the pair is not matched' : '', ...failedGates.map((d) => `${d.gate} ${d.outcome}`)].filter(Boolean).join('; ')}\n`)
+    io.stderr.write(
+      `servegate compare: ${[unmatched ? 'the pair is not matched' : '', ...failedGates.map((d) => `${d.gate} ${d.outcome}`)].filter(Boolean).join('; ')}\n`,
+    )
     return 1
   }
   return 0

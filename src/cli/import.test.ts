@@ -12,7 +12,6 @@ const VLLM_SUMMARY = fixture('import/vllm-save-result.json')
 const SGLANG = fixture('import/sglang-bench-serving.jsonl')
 const ANVIL = fixture('reference/anvil-serving-run-rtx5090.json')
 
-
 async function readRecord(path: string): Promise<RunRecord> {
   return RunRecord.parse(JSON.parse(await readFile(path, 'utf8')))
 }
@@ -46,7 +45,9 @@ describe('servegate import', () => {
     const out = join(dir, 'vllm-summary.json')
     const r = await cli(['import', VLLM_SUMMARY, '--from', 'vllm', '--out', out])
     expect(r.code).toBe(0)
-    expect(r.stdout).toBe(`imported vllm.save-result from ${VLLM_SUMMARY}: summary-only (no per-request data; 8 completed, 0 failed); wrote ${out}\n`)
+    expect(r.stdout).toBe(
+      `imported vllm.save-result from ${VLLM_SUMMARY}: summary-only (no per-request data; 8 completed, 0 failed); wrote ${out}\n`,
+    )
     const record = await readRecord(out)
     expect(record.requests).toEqual([])
 
@@ -66,13 +67,20 @@ describe('servegate import', () => {
     const r2 = await cli(['import', SGLANG, '--from', 'sglang', '--out', last])
     expect(r2.stdout).toBe(`imported sglang.bench-serving from ${SGLANG}: per-request: 5 requests, 4 ok, 1 failed; wrote ${last}\n`)
     const r1 = await cli(['import', SGLANG, '--from', 'sglang', '--line', '1', '--model', 'Qwen/Qwen3-8B', '--out', first])
-    expect(r1.stdout).toBe(`imported sglang.bench-serving from ${SGLANG} line 1: summary-only (no per-request data; 10 completed, 0 failed); wrote ${first}\n`)
+    expect(r1.stdout).toBe(
+      `imported sglang.bench-serving from ${SGLANG} line 1: summary-only (no per-request data; 10 completed, 0 failed); wrote ${first}\n`,
+    )
     expect((await readRecord(first)).plan.model).toBe('Qwen/Qwen3-8B')
     expect((await readRecord(last)).failures).toEqual({ HTTP_STATUS: 1 })
   })
 
   test('--from auto recognizes each format, anvil included', async () => {
-    for (const [file, schema] of [[VLLM_DETAILED, 'vllm.save-result'], [VLLM_SUMMARY, 'vllm.save-result'], [SGLANG, 'sglang.bench-serving'], [ANVIL, 'anvil-serving.benchmark/v1']] as const) {
+    for (const [file, schema] of [
+      [VLLM_DETAILED, 'vllm.save-result'],
+      [VLLM_SUMMARY, 'vllm.save-result'],
+      [SGLANG, 'sglang.bench-serving'],
+      [ANVIL, 'anvil-serving.benchmark/v1'],
+    ] as const) {
       const out = join(dir, 'auto.json')
       const r = await cli(['import', file, '--from', 'auto', '--out', out])
       expect(r.code, file).toBe(0)
@@ -84,7 +92,11 @@ describe('servegate import', () => {
 })
 
 describe('servegate summarize reads vLLM and SGLang files directly', () => {
-  test.each([[VLLM_DETAILED, 5], [VLLM_SUMMARY, 8], [SGLANG, 4]])('%s', async (file, samples) => {
+  test.each([
+    [VLLM_DETAILED, 5],
+    [VLLM_SUMMARY, 8],
+    [SGLANG, 4],
+  ])('%s', async (file, samples) => {
     const r = await cli(['summarize', file, '--json'])
     expect(r.stderr).toBe('')
     const { metrics } = JSON.parse(r.stdout) as { metrics: Record<string, { samples: number }> }
@@ -100,16 +112,52 @@ describe('bad import input gets one line', () => {
   })
 
   test.each([
-    [['import', VLLM_DETAILED, '--out', 'x.json'], 2, /^servegate: --from is required; pass --from with one of auto, vllm, sglang, anvil\n$/],
-    [['import', VLLM_DETAILED, '--from', 'tgi', '--out', 'x.json'], 2, /^servegate: --from: "tgi" is not valid; pass one of auto, vllm, sglang, anvil\n$/],
-    [['import', VLLM_DETAILED, '--from', 'vllm'], 2, /^servegate: --out is required; pass --out FILE, the servegate\.run\/v1 record to write\n$/],
-    [['import', SGLANG, '--from', 'sglang', '--line', 'two', '--out', 'x.json'], 2, /^servegate: --line: "two" is not valid; pass an integer ≥ 1\n$/],
-    [['import', SGLANG, '--from', 'sglang', '--line', '7', '--out', 'x.json'], 2, /^servegate: --line 7: .*sglang-bench-serving\.jsonl has no run on that line \(its runs are on lines 1, 2\); pass one of those line numbers\n$/],
+    [
+      ['import', VLLM_DETAILED, '--out', 'x.json'],
+      2,
+      /^servegate: --from is required; pass --from with one of auto, vllm, sglang, anvil\n$/,
+    ],
+    [
+      ['import', VLLM_DETAILED, '--from', 'tgi', '--out', 'x.json'],
+      2,
+      /^servegate: --from: "tgi" is not valid; pass one of auto, vllm, sglang, anvil\n$/,
+    ],
+    [
+      ['import', VLLM_DETAILED, '--from', 'vllm'],
+      2,
+      /^servegate: --out is required; pass --out FILE, the servegate\.run\/v1 record to write\n$/,
+    ],
+    [
+      ['import', SGLANG, '--from', 'sglang', '--line', 'two', '--out', 'x.json'],
+      2,
+      /^servegate: --line: "two" is not valid; pass an integer ≥ 1\n$/,
+    ],
+    [
+      ['import', SGLANG, '--from', 'sglang', '--line', '7', '--out', 'x.json'],
+      2,
+      /^servegate: --line 7: .*sglang-bench-serving\.jsonl has no run on that line \(its runs are on lines 1, 2\); pass one of those line numbers\n$/,
+    ],
     [['import', '--from', 'vllm', '--out', 'x.json'], 2, /^servegate: import takes one results file, got 0;/],
-    [['import', VLLM_DETAILED, '--from', 'vllm', '--out', 'x.json', '--bogus'], 2, /^servegate: unknown flag --bogus; see servegate import --help\n$/],
-    [['import', SGLANG, '--from', 'vllm', '--out', 'x.json'], 1, /^servegate: .*sglang-bench-serving\.jsonl line 2: field "model_id" is missing and the keys are SGLang's .*; pass --from sglang\n$/],
-    [['import', VLLM_SUMMARY, '--from', 'anvil', '--out', 'x.json'], 1, /^servegate: .*vllm-save-result\.json: field "schema" is undefined; expected "anvil-serving\.benchmark\/v1" for --from anvil\n$/],
-    [['import', '/nonexistent/r.json', '--from', 'vllm', '--out', 'x.json'], 1, /^servegate: cannot read \/nonexistent\/r\.json \(no such file\);/],
+    [
+      ['import', VLLM_DETAILED, '--from', 'vllm', '--out', 'x.json', '--bogus'],
+      2,
+      /^servegate: unknown flag --bogus; see servegate import --help\n$/,
+    ],
+    [
+      ['import', SGLANG, '--from', 'vllm', '--out', 'x.json'],
+      1,
+      /^servegate: .*sglang-bench-serving\.jsonl line 2: field "model_id" is missing and the keys are SGLang's .*; pass --from sglang\n$/,
+    ],
+    [
+      ['import', VLLM_SUMMARY, '--from', 'anvil', '--out', 'x.json'],
+      1,
+      /^servegate: .*vllm-save-result\.json: field "schema" is undefined; expected "anvil-serving\.benchmark\/v1" for --from anvil\n$/,
+    ],
+    [
+      ['import', '/nonexistent/r.json', '--from', 'vllm', '--out', 'x.json'],
+      1,
+      /^servegate: cannot read \/nonexistent\/r\.json \(no such file\);/,
+    ],
   ])('%j exits %i', async (argv, code, message) => {
     const r = await cli(argv)
     expect(r.code).toBe(code)
@@ -121,7 +169,9 @@ describe('bad import input gets one line', () => {
   test('a JSONL line that is not JSON is named by its number', async () => {
     const r = await cli(['import', notJsonl, '--from', 'sglang', '--out', join(dir, 'x.json')])
     expect(r.code).toBe(1)
-    expect(r.stderr).toMatch(/^servegate: .*broken\.jsonl: line 3 is not JSON \(.+\); pass the JSONL that sglang\.bench_serving --output-file writes\n$/)
+    expect(r.stderr).toMatch(
+      /^servegate: .*broken\.jsonl: line 3 is not JSON \(.+\); pass the JSONL that sglang\.bench_serving --output-file writes\n$/,
+    )
   })
 
   test('--help prints the formats', async () => {

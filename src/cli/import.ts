@@ -19,19 +19,27 @@ hold only the figures the source summarized.`
 
 /** `servegate import`: reads another harness's results, writes a servegate.run/v1 record, prints one line. */
 export async function importCommand(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseFlags('import', argv, {
-    from: { type: 'string' },
-    out: { type: 'string' },
-    line: { type: 'string' },
-    model: { type: 'string' },
-    help: { type: 'boolean', short: 'h' },
-  }, true)
+  const { values, positionals } = parseFlags(
+    'import',
+    argv,
+    {
+      from: { type: 'string' },
+      out: { type: 'string' },
+      line: { type: 'string' },
+      model: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    true,
+  )
   if (values.help === true) {
     io.stdout.write(`${IMPORT_HELP}\n`)
     return 0
   }
   if (positionals.length !== 1) {
-    throw new ServegateError('CONFIG_INVALID', `import takes one results file, got ${positionals.length}; run servegate import FILE --from vllm|sglang|anvil|auto --out FILE`)
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `import takes one results file, got ${positionals.length}; run servegate import FILE --from vllm|sglang|anvil|auto --out FILE`,
+    )
   }
   const formats = IMPORT_FORMATS.join(', ')
   if (values.from === undefined) throw new ServegateError('CONFIG_INVALID', `--from is required; pass --from with one of ${formats}`)
@@ -48,9 +56,10 @@ export async function importCommand(argv: string[], io: CliIo): Promise<number> 
   await writeJsonAtomic(values.out, record)
 
   const from = record.importedFrom?.schema ?? record.schema
-  const shape = record.importedFrom?.perRequest === false
-    ? `summary-only (no per-request data; ${record.completed} completed, ${record.failed} failed)`
-    : `per-request: ${record.requests.length} requests, ${record.completed} ok, ${record.failed} failed`
+  const shape =
+    record.importedFrom?.perRequest === false
+      ? `summary-only (no per-request data; ${record.completed} completed, ${record.failed} failed)`
+      : `per-request: ${record.requests.length} requests, ${record.completed} ok, ${record.failed} failed`
   const where = line === undefined ? '' : ` line ${line}`
   io.stdout.write(`imported ${from} from ${file}${where}: ${shape}; wrote ${values.out}\n`)
   return 0

@@ -36,8 +36,16 @@ afterEach(async () => {
 })
 
 const read = (path: string) => readFile(join(dir, path), 'utf8')
-const exists = (path: string) => read(path).then(() => true, () => false)
-const esmPackage = (extra: object = {}) => writeFile(join(dir, 'package.json'), JSON.stringify({ name: 'engine', type: 'module', devDependencies: { servegate: '*', vitest: '*' }, ...extra }))
+const exists = (path: string) =>
+  read(path).then(
+    () => true,
+    () => false,
+  )
+const esmPackage = (extra: object = {}) =>
+  writeFile(
+    join(dir, 'package.json'),
+    JSON.stringify({ name: 'engine', type: 'module', devDependencies: { servegate: '*', vitest: '*' }, ...extra }),
+  )
 
 describe('servegate init', () => {
   test('writes the config, the spec, the workflow and the .gitignore into an empty repository, and says what to do next', async () => {
@@ -48,7 +56,8 @@ describe('servegate init', () => {
     expect(await read(SPEC_PATH)).toBe(SERVING_SPEC)
     expect(await read(WORKFLOW_PATH)).toBe(WORKFLOW)
     expect(await read('.gitignore')).toBe(`${GITIGNORE_BEGIN}\n/.servegate/\n/evidence/\n/.vitest/\n/servegate-runs/\n${GITIGNORE_END}\n`)
-    for (const path of ['vitest.config.ts', SPEC_PATH, WORKFLOW_PATH, '.gitignore']) expect(r.stdout).toMatch(new RegExp(`^ {2}written +${path.replaceAll('.', '\\.')}$`, 'm'))
+    for (const path of ['vitest.config.ts', SPEC_PATH, WORKFLOW_PATH, '.gitignore'])
+      expect(r.stdout).toMatch(new RegExp(`^ {2}written +${path.replaceAll('.', '\\.')}$`, 'm'))
     expect(r.stdout).toMatch(/^ {2}npx vitest bench --run$/m)
     expect(r.stdout).toMatch(/^ {2}SERVEGATE_ENGINES=gpu npx vitest bench --run$/m)
     expect(r.stdout).toMatch(/^ {2}npx servegate verify evidence --require-promotable$/m)
@@ -89,26 +98,38 @@ describe('servegate init', () => {
     expect(await read(SPEC_PATH)).toBe(SERVING_SPEC)
     expect(await read(WORKFLOW_PATH)).toBe(WORKFLOW)
     expect(await read('vitest.config.ts')).toBe(VITEST_CONFIG)
-    for (const path of ['vitest.config.ts', SPEC_PATH, WORKFLOW_PATH]) expect(forced.stdout).toMatch(new RegExp(`^ {2}overwritten +${path.replaceAll('.', '\\.')}$`, 'm'))
+    for (const path of ['vitest.config.ts', SPEC_PATH, WORKFLOW_PATH])
+      expect(forced.stdout).toMatch(new RegExp(`^ {2}overwritten +${path.replaceAll('.', '\\.')}$`, 'm'))
   })
 
   test.each([
     ['vitest.config.js', `import { defineConfig } from 'vitest/config'\nexport default defineConfig({ test: { include: ['x'] } })\n`],
-    ['vite.config.ts', `import { defineConfig } from 'vite'\nexport default defineConfig({ plugins: [], test: { environment: 'node' } })\n`],
+    [
+      'vite.config.ts',
+      `import { defineConfig } from 'vite'\nexport default defineConfig({ plugins: [], test: { environment: 'node' } })\n`,
+    ],
     ['vite.config.mjs', `export default {\n  test: {},\n}\n`],
-  ])('leaves an existing vitest config it did not write (%s) alone, also with --force, and prints the lines to add', async (path, content) => {
-    await esmPackage()
-    await writeFile(join(dir, path), content)
-    for (const flags of [[], ['--force']]) {
-      const r = await cli(['init', '--dir', dir, ...flags])
-      expect(r.code).toBe(0)
-      expect(await read(path)).toBe(content)
-      expect(await exists('vitest.config.ts')).toBe(false)
-      expect(r.stdout).toMatch(new RegExp(`^ {2}printed +${path.replaceAll('.', '\\.')} configures vitest already and was left as it is; add servegate to it:$`, 'm'))
-      expect(r.stdout).toContain(`\n${' '.repeat(16)}${CONFIG_IMPORT_LINE}\n`)
-      expect(r.stdout).toContain(`\n${' '.repeat(16)}${CONFIG_PLUGIN_LINE}`)
-    }
-  })
+  ])(
+    'leaves an existing vitest config it did not write (%s) alone, also with --force, and prints the lines to add',
+    async (path, content) => {
+      await esmPackage()
+      await writeFile(join(dir, path), content)
+      for (const flags of [[], ['--force']]) {
+        const r = await cli(['init', '--dir', dir, ...flags])
+        expect(r.code).toBe(0)
+        expect(await read(path)).toBe(content)
+        expect(await exists('vitest.config.ts')).toBe(false)
+        expect(r.stdout).toMatch(
+          new RegExp(
+            `^ {2}printed +${path.replaceAll('.', '\\.')} configures vitest already and was left as it is; add servegate to it:$`,
+            'm',
+          ),
+        )
+        expect(r.stdout).toContain(`\n${' '.repeat(16)}${CONFIG_IMPORT_LINE}\n`)
+        expect(r.stdout).toContain(`\n${' '.repeat(16)}${CONFIG_PLUGIN_LINE}`)
+      }
+    },
+  )
 
   test('writes vitest.config.ts beside a vite.config.ts without a test block, and says vitest now reads it', async () => {
     await esmPackage()
@@ -117,7 +138,9 @@ describe('servegate init', () => {
     const r = await cli(['init', '--dir', dir])
     expect(await read('vitest.config.ts')).toBe(VITEST_CONFIG)
     expect(await read('vite.config.ts')).toBe(vite)
-    expect(r.stdout).toMatch(/^ {2}printed +vite\.config\.ts has no test block and was left as it is; vitest now reads vitest\.config\.ts instead/m)
+    expect(r.stdout).toMatch(
+      /^ {2}printed +vite\.config\.ts has no test block and was left as it is; vitest now reads vitest\.config\.ts instead/m,
+    )
   })
 
   test('appends to an existing .gitignore only the lines it lacks, in a marked block, once', async () => {
@@ -126,17 +149,27 @@ describe('servegate init', () => {
     const first = await cli(['init', '--dir', dir])
     const once = await read('.gitignore')
     expect(once).toBe(`node_modules/\nevidence\n\n${GITIGNORE_BEGIN}\n/.servegate/\n/.vitest/\n/servegate-runs/\n${GITIGNORE_END}\n`)
-    expect(first.stdout).toMatch(/^ {2}appended +\.gitignore \(\/\.servegate\/, \/\.vitest\/, \/servegate-runs\/, in the servegate block\)$/m)
+    expect(first.stdout).toMatch(
+      /^ {2}appended +\.gitignore \(\/\.servegate\/, \/\.vitest\/, \/servegate-runs\/, in the servegate block\)$/m,
+    )
     const second = await cli(['init', '--dir', dir])
     expect(await read('.gitignore')).toBe(once)
-    expect(second.stdout).toMatch(/^ {2}skipped +\.gitignore \(already ignores \/\.servegate\/, \/evidence\/, \/\.vitest\/, \/servegate-runs\/\)$/m)
+    expect(second.stdout).toMatch(
+      /^ {2}skipped +\.gitignore \(already ignores \/\.servegate\/, \/evidence\/, \/\.vitest\/, \/servegate-runs\/\)$/m,
+    )
   })
 
   test('bad flags are one line naming the flag and the fix', async () => {
-    expect(await cli(['init', '--dir', dir, '--forse'])).toMatchObject({ code: 2, stdout: '', stderr: 'servegate: unknown flag --forse; see servegate init --help\n' })
+    expect(await cli(['init', '--dir', dir, '--forse'])).toMatchObject({
+      code: 2,
+      stdout: '',
+      stderr: 'servegate: unknown flag --forse; see servegate init --help\n',
+    })
     expect((await cli(['init', dir])).stderr).toBe(`servegate: init takes no arguments, got "${dir}"; pass the repository as --dir DIR\n`)
     expect((await cli(['init', '--dir'])).stderr).toMatch(/^servegate: --dir needs a value .*; see servegate init --help\n$/)
-    expect((await cli(['init', '--dir', join(dir, 'missing')])).stderr).toBe(`servegate: --dir: ${join(dir, 'missing')} is not a directory; pass an existing repository's root\n`)
+    expect((await cli(['init', '--dir', join(dir, 'missing')])).stderr).toBe(
+      `servegate: --dir: ${join(dir, 'missing')} is not a directory; pass an existing repository's root\n`,
+    )
     expect((await cli(['init', '--help'])).stdout).toMatch(/^servegate init \[--dir DIR\] \[--force\]/)
     expect((await cli(['--help'])).stdout).toMatch(/^ {2}servegate init \[--dir DIR\] \[--force\] /m)
   })
@@ -146,11 +179,16 @@ describe('gitignoreWith', () => {
   test('adds a lacking line inside the block it finds, and nothing once every line is there', () => {
     const partial = `dist/\n${GITIGNORE_BEGIN}\n/.servegate/\n${GITIGNORE_END}\n`
     const next = gitignoreWith(partial)
-    expect(next).toEqual({ text: `dist/\n${GITIGNORE_BEGIN}\n/.servegate/\n/evidence/\n/.vitest/\n/servegate-runs/\n${GITIGNORE_END}\n`, added: ['/evidence/', '/.vitest/', '/servegate-runs/'] })
+    expect(next).toEqual({
+      text: `dist/\n${GITIGNORE_BEGIN}\n/.servegate/\n/evidence/\n/.vitest/\n/servegate-runs/\n${GITIGNORE_END}\n`,
+      added: ['/evidence/', '/.vitest/', '/servegate-runs/'],
+    })
     expect(gitignoreWith(next?.text ?? '')).toBeNull()
     // Lines that name the same directory count, wherever they are; a comment does not.
     expect(gitignoreWith('/.servegate\n.vitest/\n# evidence/\n')?.added).toEqual(['/evidence/', '/servegate-runs/'])
-    expect(gitignoreWith('no-newline')?.text).toBe(`no-newline\n\n${GITIGNORE_BEGIN}\n/.servegate/\n/evidence/\n/.vitest/\n/servegate-runs/\n${GITIGNORE_END}\n`)
+    expect(gitignoreWith('no-newline')?.text).toBe(
+      `no-newline\n\n${GITIGNORE_BEGIN}\n/.servegate/\n/evidence/\n/.vitest/\n/servegate-runs/\n${GITIGNORE_END}\n`,
+    )
   })
 })
 
@@ -174,7 +212,11 @@ interface Job {
 }
 
 describe('the workflow', () => {
-  const workflow = parse(WORKFLOW) as { on: Record<string, unknown>; permissions: Record<string, string>; jobs: { bench: Job; evidence: Job } }
+  const workflow = parse(WORKFLOW) as {
+    on: Record<string, unknown>
+    permissions: Record<string, string>
+    jobs: { bench: Job; evidence: Job }
+  }
   const { bench, evidence } = workflow.jobs
   const runs = (job: Job) => job.steps.flatMap((s) => (s.run === undefined ? [] : [s.run]))
   const uses = (job: Job, action: string) => job.steps.filter((s) => s.uses?.startsWith(`${action}@`) === true)
@@ -185,7 +227,9 @@ describe('the workflow', () => {
     expect(bench.env).toEqual({ SERVEGATE_ENGINES: 'gpu' })
     expect(bench.strategy).toEqual({ 'fail-fast': false, matrix: { shard: [1, 2] } })
     const shard = runs(bench).find((r) => r.startsWith('npx vitest bench'))
-    expect(shard).toBe(`npx vitest bench --run --passWithNoTests --shard=\${{ matrix.shard }}/\${{ strategy.job-total }} --reporter=default --reporter=blob --outputFile=${BLOB_DIR}/blob-\${{ matrix.shard }}-\${{ strategy.job-total }}.json`)
+    expect(shard).toBe(
+      `npx vitest bench --run --passWithNoTests --shard=\${{ matrix.shard }}/\${{ strategy.job-total }} --reporter=default --reporter=blob --outputFile=${BLOB_DIR}/blob-\${{ matrix.shard }}-\${{ strategy.job-total }}.json`,
+    )
     const [upload] = uses(bench, 'actions/upload-artifact')
     expect(upload?.uses).toBe('actions/upload-artifact@v4')
     expect(upload?.if).toBe('${{ !cancelled() }}')
@@ -230,7 +274,9 @@ describe('the workflow', () => {
 
   test('every npx command of its run steps is in docs/ci.md verbatim', async () => {
     const docs = await readFile(join(ROOT, 'docs', 'ci.md'), 'utf8')
-    const commands = [...runs(bench), ...runs(evidence)].flatMap((r) => r.split('\n')).filter((line) => /^npx (servegate|vitest) /.test(line))
+    const commands = [...runs(bench), ...runs(evidence)]
+      .flatMap((r) => r.split('\n'))
+      .filter((line) => /^npx (servegate|vitest) /.test(line))
     expect(commands).toHaveLength(4)
     for (const command of commands) expect(docs, command).toContain(command)
   })
@@ -249,8 +295,10 @@ describe("the workflow's comment script", () => {
       rest: {
         issues: {
           listComments: async () => comments,
-          createComment: async (p: { body: string; issue_number: number }) => void calls.push({ call: `create #${p.issue_number}`, body: p.body }),
-          updateComment: async (p: { body: string; comment_id: number }) => void calls.push({ call: 'update', id: p.comment_id, body: p.body }),
+          createComment: async (p: { body: string; issue_number: number }) =>
+            void calls.push({ call: `create #${p.issue_number}`, body: p.body }),
+          updateComment: async (p: { body: string; comment_id: number }) =>
+            void calls.push({ call: 'update', id: p.comment_id, body: p.body }),
         },
       },
     }
@@ -265,8 +313,13 @@ describe("the workflow's comment script", () => {
   test('creates the comment, then updates the one with its marker; a long board is cut to the limit', async () => {
     const [created] = await post('# servegate evidence\n', [{ id: 1, body: `quoting ${COMMENT_MARKER}`, user: { type: 'User' } }])
     expect(created?.call).toBe('create #7')
-    expect(created?.body).toMatch(new RegExp(`^${COMMENT_MARKER}\n# servegate evidence\n\n\n---\n.*\\(https://github\\.com/team/engine/actions/runs/42\\)\\.$`))
-    const updated = await post('# board\n', [{ id: 1, body: 'lgtm', user: { type: 'User' } }, { id: 9, body: `${COMMENT_MARKER}\nold`, user: { type: 'Bot' } }])
+    expect(created?.body).toMatch(
+      new RegExp(`^${COMMENT_MARKER}\n# servegate evidence\n\n\n---\n.*\\(https://github\\.com/team/engine/actions/runs/42\\)\\.$`),
+    )
+    const updated = await post('# board\n', [
+      { id: 1, body: 'lgtm', user: { type: 'User' } },
+      { id: 9, body: `${COMMENT_MARKER}\nold`, user: { type: 'Bot' } },
+    ])
     expect(updated).toEqual([{ call: 'update', id: 9, body: expect.stringMatching(/^<!-- servegate-evidence -->\n# board\n/) }])
     const [long] = await post('x'.repeat(2 * COMMENT_LIMIT), [])
     expect(long?.body.length).toBe(COMMENT_LIMIT)
@@ -280,53 +333,75 @@ describe("the workflow's comment script", () => {
 })
 
 describe('the generated spec', () => {
-  test('type-checks strictly and passes on the simulated engine: evidence written, verified and promotable', { timeout: 180_000 }, async () => {
-    // Inside this repository, so that vitest, typescript and the sources resolve; its own
-    // package.json keeps Node from resolving 'servegate' to the repository itself.
-    await mkdir(join(ROOT, '.servegate'), { recursive: true })
-    const project = await mkdtemp(join(ROOT, '.servegate', 'init-e2e-'))
-    try {
-      await writeFile(join(project, 'package.json'), JSON.stringify({ name: 'engine', private: true, type: 'module', devDependencies: { servegate: '*', vitest: '*' } }))
-      // 'servegate' is the sources, as the package's exports would give them.
-      const pkg = join(project, 'node_modules', 'servegate')
-      await mkdir(pkg, { recursive: true })
-      await writeFile(join(pkg, 'package.json'), JSON.stringify({ name: 'servegate', type: 'module', exports: { '.': './src/index.ts', './vitest': './src/vitest/index.ts' } }))
-      await symlink(join(ROOT, 'src'), join(pkg, 'src'))
-      await symlink(join(ROOT, 'bin'), join(pkg, 'bin'))
-      expect((await cli(['init', '--dir', project])).code).toBe(0)
+  test(
+    'type-checks strictly and passes on the simulated engine: evidence written, verified and promotable',
+    { timeout: 180_000 },
+    async () => {
+      // Inside this repository, so that vitest, typescript and the sources resolve; its own
+      // package.json keeps Node from resolving 'servegate' to the repository itself.
+      await mkdir(join(ROOT, '.servegate'), { recursive: true })
+      const project = await mkdtemp(join(ROOT, '.servegate', 'init-e2e-'))
+      try {
+        await writeFile(
+          join(project, 'package.json'),
+          JSON.stringify({ name: 'engine', private: true, type: 'module', devDependencies: { servegate: '*', vitest: '*' } }),
+        )
+        // 'servegate' is the sources, as the package's exports would give them.
+        const pkg = join(project, 'node_modules', 'servegate')
+        await mkdir(pkg, { recursive: true })
+        await writeFile(
+          join(pkg, 'package.json'),
+          JSON.stringify({ name: 'servegate', type: 'module', exports: { '.': './src/index.ts', './vitest': './src/vitest/index.ts' } }),
+        )
+        await symlink(join(ROOT, 'src'), join(pkg, 'src'))
+        await symlink(join(ROOT, 'bin'), join(pkg, 'bin'))
+        expect((await cli(['init', '--dir', project])).code).toBe(0)
 
-      const compilerOptions = {
-        target: 'ES2023', module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2023'], types: ['node'], strict: true,
-        noUncheckedIndexedAccess: true, verbatimModuleSyntax: true, allowImportingTsExtensions: true, skipLibCheck: true, noEmit: true,
+        const compilerOptions = {
+          target: 'ES2023',
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          lib: ['ES2023'],
+          types: ['node'],
+          strict: true,
+          noUncheckedIndexedAccess: true,
+          verbatimModuleSyntax: true,
+          allowImportingTsExtensions: true,
+          skipLibCheck: true,
+          noEmit: true,
+        }
+        await writeFile(join(project, 'tsconfig.json'), JSON.stringify({ compilerOptions, include: [SPEC_PATH, 'vitest.config.ts'] }))
+        const tsc = join(dirname(createRequire(import.meta.url).resolve('typescript/package.json')), 'bin', 'tsc')
+        const checked = await execa(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: project, reject: false })
+        expect(checked.stdout, 'tsc').toBe('')
+
+        const vitest = join(dirname(createRequire(import.meta.url).resolve('vitest/package.json')), 'vitest.mjs')
+        const started = performance.now()
+        const run = await execa(process.execPath, [vitest, 'bench', '--run'], {
+          cwd: project,
+          env: { SERVEGATE_ENGINES: '', GITHUB_STEP_SUMMARY: '', FORCE_COLOR: '0' },
+          reject: false,
+          timeout: 120_000,
+          cleanup: true,
+        })
+        expect(run.exitCode, `${run.stdout.slice(-3000)}\n${run.stderr.slice(-2000)}`).toBe(0)
+        expect(performance.now() - started).toBeLessThan(60_000)
+        expect(stripVTControlCharacters(run.stdout)).toMatch(/Tests +3 passed \(3\)/)
+
+        const verified = await cli(['verify', join(project, 'evidence'), '--require-promotable'])
+        expect(verified).toMatchObject({ code: 0, stderr: '' })
+        const index = JSON.parse(await readFile(join(project, 'evidence', 'index.json'), 'utf8')) as {
+          cells: Array<{ disposition: string }>
+          gates: Array<{ decision: { gate: string; outcome: string } }>
+        }
+        expect(index.cells.map((c) => c.disposition)).toEqual(['accepted'])
+        expect(index.gates.map((g) => [g.decision.gate, g.decision.outcome]).sort()).toEqual([
+          ['toHoldLatency', 'pass'],
+          ['toWinDecode', 'pass'],
+        ])
+      } finally {
+        await rm(project, { recursive: true, force: true })
       }
-      await writeFile(join(project, 'tsconfig.json'), JSON.stringify({ compilerOptions, include: [SPEC_PATH, 'vitest.config.ts'] }))
-      const tsc = join(dirname(createRequire(import.meta.url).resolve('typescript/package.json')), 'bin', 'tsc')
-      const checked = await execa(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: project, reject: false })
-      expect(checked.stdout, 'tsc').toBe('')
-
-      const vitest = join(dirname(createRequire(import.meta.url).resolve('vitest/package.json')), 'vitest.mjs')
-      const started = performance.now()
-      const run = await execa(process.execPath, [vitest, 'bench', '--run'], {
-        cwd: project,
-        env: { SERVEGATE_ENGINES: '', GITHUB_STEP_SUMMARY: '', FORCE_COLOR: '0' },
-        reject: false,
-        timeout: 120_000,
-        cleanup: true,
-      })
-      expect(run.exitCode, `${run.stdout.slice(-3000)}\n${run.stderr.slice(-2000)}`).toBe(0)
-      expect(performance.now() - started).toBeLessThan(60_000)
-      expect(stripVTControlCharacters(run.stdout)).toMatch(/Tests +3 passed \(3\)/)
-
-      const verified = await cli(['verify', join(project, 'evidence'), '--require-promotable'])
-      expect(verified).toMatchObject({ code: 0, stderr: '' })
-      const index = JSON.parse(await readFile(join(project, 'evidence', 'index.json'), 'utf8')) as {
-        cells: Array<{ disposition: string }>
-        gates: Array<{ decision: { gate: string; outcome: string } }>
-      }
-      expect(index.cells.map((c) => c.disposition)).toEqual(['accepted'])
-      expect(index.gates.map((g) => [g.decision.gate, g.decision.outcome]).sort()).toEqual([['toHoldLatency', 'pass'], ['toWinDecode', 'pass']])
-    } finally {
-      await rm(project, { recursive: true, force: true })
-    }
-  })
+    },
+  )
 })

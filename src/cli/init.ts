@@ -140,7 +140,14 @@ async function writeConfig(dir: string, force: boolean, pkg: { type?: unknown } 
   if (existing !== null && !(force && OWN_CONFIGS.includes(existing.path))) {
     if (existing.usesServegate) return [{ path: existing.path, action: 'skipped', reason: 'already uses servegate/vitest' }]
     const reason = 'configures vitest already and was left as it is; add servegate to it:'
-    return [{ path: existing.path, action: 'printed', reason, lines: [CONFIG_IMPORT_LINE, `${CONFIG_PLUGIN_LINE}   // in defineConfig({ ... }), beside its other plugins`] }]
+    return [
+      {
+        path: existing.path,
+        action: 'printed',
+        reason,
+        lines: [CONFIG_IMPORT_LINE, `${CONFIG_PLUGIN_LINE}   // in defineConfig({ ... }), beside its other plugins`],
+      },
+    ]
   }
   const target = existing === null ? configPath(pkg) : { path: existing.path }
   const written = await writeFresh(dir, target.path, VITEST_CONFIG, force)
@@ -156,7 +163,8 @@ async function writeConfig(dir: string, force: boolean, pkg: { type?: unknown } 
 /** What to install first when package.json lacks servegate or vitest; null when it has both. */
 export function installHint(pkg: { dependencies?: unknown; devDependencies?: unknown } | null): string | null {
   if (pkg === null) return 'no package.json here: run npm init -y, then npm i -D servegate vitest'
-  const has = (name: string) => [pkg.dependencies, pkg.devDependencies].some((deps) => deps !== null && typeof deps === 'object' && name in deps)
+  const has = (name: string) =>
+    [pkg.dependencies, pkg.devDependencies].some((deps) => deps !== null && typeof deps === 'object' && name in deps)
   const missing = ['servegate', 'vitest'].filter((name) => !has(name))
   return missing.length === 0 ? null : `package.json lacks ${missing.join(' and ')}: run npm i -D ${missing.join(' ')}`
 }
@@ -213,16 +221,24 @@ Next
 
 /** `servegate init`: writes the config, the example spec, the workflow and the .gitignore block. */
 export async function initCommand(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseFlags('init', argv, { dir: { type: 'string' }, force: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, true)
+  const { values, positionals } = parseFlags(
+    'init',
+    argv,
+    { dir: { type: 'string' }, force: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+    true,
+  )
   if (values.help === true) {
     io.stdout.write(`${INIT_HELP}\n`)
     return 0
   }
-  if (positionals.length > 0) throw new ServegateError('CONFIG_INVALID', `init takes no arguments, got "${positionals[0]}"; pass the repository as --dir DIR`)
-  if (values.dir === '') throw new ServegateError('CONFIG_INVALID', '--dir needs a directory; pass --dir DIR, or leave it out for the current directory')
+  if (positionals.length > 0)
+    throw new ServegateError('CONFIG_INVALID', `init takes no arguments, got "${positionals[0]}"; pass the repository as --dir DIR`)
+  if (values.dir === '')
+    throw new ServegateError('CONFIG_INVALID', '--dir needs a directory; pass --dir DIR, or leave it out for the current directory')
   const dir = resolve(values.dir ?? '.')
   const kind = await stat(dir).catch(() => null)
-  if (kind === null || !kind.isDirectory()) throw new ServegateError('CONFIG_INVALID', `--dir: ${dir} is not a directory; pass an existing repository's root`)
+  if (kind === null || !kind.isDirectory())
+    throw new ServegateError('CONFIG_INVALID', `--dir: ${dir} is not a directory; pass an existing repository's root`)
   const outcomes = await initProject(dir, values.force === true)
   io.stdout.write(`servegate init: ${dir}\n${outcomes.flatMap(outcomeLines).join('\n')}\n`)
   const hint = installHint(await readPackage(dir))

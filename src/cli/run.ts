@@ -6,7 +6,17 @@ import { runCell } from '../runner/cell.ts'
 import { type EngineCellOptions, runEngineCell } from '../runner/engine-cell.ts'
 import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
 import {
-  LOAD_FLAGS, cellFromFlags, givenFlag, maxInFlightFlag, numberFlag, RATE_SHAPE_FLAGS, rateArrival, readEngineConfig, requireTarget, TARGET_FLAGS, traceRows,
+  LOAD_FLAGS,
+  cellFromFlags,
+  givenFlag,
+  maxInFlightFlag,
+  numberFlag,
+  RATE_SHAPE_FLAGS,
+  rateArrival,
+  readEngineConfig,
+  requireTarget,
+  TARGET_FLAGS,
+  traceRows,
   WORKLOAD_FLAGS,
 } from './cell-flags.ts'
 import { intFlag, parseFlags } from './flags.ts'
@@ -79,18 +89,26 @@ function loadFlags(values: RunFlags): Pick<EngineCellOptions, 'concurrency' | 'a
   const open = [rate !== undefined && '--rate', values.trace !== undefined && '--trace'].filter((f): f is string => f !== false)
   if (open.length > 1) throw new ServegateError('CONFIG_INVALID', '--rate and --trace are exclusive; a trace sets its own arrival times')
   if (open.length > 0 && concurrency !== undefined) {
-    throw new ServegateError('CONFIG_INVALID', `${open[0]} and --concurrency are exclusive (open loop vs closed loop); to cap the requests in flight pass --max-in-flight N`)
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `${open[0]} and --concurrency are exclusive (open loop vs closed loop); to cap the requests in flight pass --max-in-flight N`,
+    )
   }
   if (values.trace !== undefined) {
     const stray = givenFlag(values, RATE_SHAPE_FLAGS)
-    if (stray !== undefined) throw new ServegateError('CONFIG_INVALID', `${stray}: a trace sets its own arrival times; drop it, or pass --rate R instead of --trace`)
+    if (stray !== undefined)
+      throw new ServegateError(
+        'CONFIG_INVALID',
+        `${stray}: a trace sets its own arrival times; drop it, or pass --rate R instead of --trace`,
+      )
     const timeScale = numberFlag('--trace-time-scale', values['trace-time-scale'], Number.MIN_VALUE, 1000)
     return { arrival: { kind: 'trace', path: values.trace, timeScale, maxInFlight: maxInFlightFlag(values) } }
   }
   if (values['trace-time-scale'] !== undefined) throw new ServegateError('CONFIG_INVALID', '--trace-time-scale needs --trace FILE')
   if (rate !== undefined) return { arrival: rateArrival(values, rate, 'poisson') }
   const stray = givenFlag(values, [...RATE_SHAPE_FLAGS, 'max-in-flight'])
-  if (stray !== undefined) throw new ServegateError('CONFIG_INVALID', `${stray} shapes open-loop arrivals; pass --rate R (requests/s) with it`)
+  if (stray !== undefined)
+    throw new ServegateError('CONFIG_INVALID', `${stray} shapes open-loop arrivals; pass --rate R (requests/s) with it`)
   return { concurrency }
 }
 
@@ -120,11 +138,15 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
   }
   if (signal?.aborted === true) {
     io.stdout.write(`${renderSummary(record, out)}\n`)
-    io.stderr.write('servegate: interrupted; the requests measured so far are in the record, the cancelled ones failed as REQUEST_ABORTED\n')
+    io.stderr.write(
+      'servegate: interrupted; the requests measured so far are in the record, the cancelled ones failed as REQUEST_ABORTED\n',
+    )
     return 130
   }
   if (values.json === true) {
-    io.stdout.write(`${JSON.stringify({ metrics: record.metrics, completed: record.completed, failed: record.failed, failures: record.failures, harness: record.harness, record: out }, null, 2)}\n`)
+    io.stdout.write(
+      `${JSON.stringify({ metrics: record.metrics, completed: record.completed, failed: record.failed, failures: record.failures, harness: record.harness, record: out }, null, 2)}\n`,
+    )
   } else {
     io.stdout.write(`${renderSummary(record, out)}\n`)
   }

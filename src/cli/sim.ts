@@ -1,12 +1,6 @@
 import { parseArgs } from 'node:util'
 import { ServegateError } from '../errors.ts'
-import {
-  describeSimOptionsError,
-  FAULT_KINDS,
-  SimOptions,
-  type ResolvedSimOptions,
-  type SimOptionName,
-} from '../sim/options.ts'
+import { describeSimOptionsError, FAULT_KINDS, SimOptions, type ResolvedSimOptions, type SimOptionName } from '../sim/options.ts'
 import { startSimServer } from '../sim/server.ts'
 
 type FlagValue = 'number' | 'string' | 'boolean' | 'list' | 'fault'
@@ -26,21 +20,61 @@ const FLAGS: readonly Flag[] = [
   { name: 'prefill-tok-per-s', option: 'prefillTokPerS', value: 'number', help: 'prefill lane speed, prompt tokens/s (default 20000)' },
   { name: 'decode-tok-per-s', option: 'decodeTokPerS', value: 'number', help: 'decode speed of one stream alone, tokens/s (default 50)' },
   { name: 'batch-slowdown', option: 'batchSlowdown', value: 'number', help: 'step slowdown per extra stream in the batch (default 0.1)' },
-  { name: 'max-batch', option: 'maxBatch', value: 'number', help: 'requests admitted at once; more wait in a FIFO queue (default: no limit)' },
-  { name: 'kv-budget-tokens', option: 'kvBudgetTokens', value: 'number', help: 'KV tokens; each request reserves prompt + output (default: no limit)' },
+  {
+    name: 'max-batch',
+    option: 'maxBatch',
+    value: 'number',
+    help: 'requests admitted at once; more wait in a FIFO queue (default: no limit)',
+  },
+  {
+    name: 'kv-budget-tokens',
+    option: 'kvBudgetTokens',
+    value: 'number',
+    help: 'KV tokens; each request reserves prompt + output (default: no limit)',
+  },
   { name: 'tokens-per-chunk', option: 'tokensPerChunk', value: 'number', help: 'tokens per streamed chunk (default 1)' },
-  { name: 'reasoning-tokens', option: 'reasoningTokens', value: 'number', help: 'leading tokens sent as reasoning_content, chat only (default 0)' },
+  {
+    name: 'reasoning-tokens',
+    option: 'reasoningTokens',
+    value: 'number',
+    help: 'leading tokens sent as reasoning_content, chat only (default 0)',
+  },
   { name: 'output-tokens', option: 'outputTokens', value: 'number', help: 'natural output length, tokens (default: until max_tokens)' },
   { name: 'max-model-len', option: 'maxModelLen', value: 'number', help: 'context window, tokens (default 32768)' },
-  { name: 'fault', option: 'faults', value: 'fault', help: `KIND:IDX[,IDX...] inject KIND at those request indices; repeatable. KIND: ${FAULT_KINDS.join(', ')}` },
+  {
+    name: 'fault',
+    option: 'faults',
+    value: 'fault',
+    help: `KIND:IDX[,IDX...] inject KIND at those request indices; repeatable. KIND: ${FAULT_KINDS.join(', ')}`,
+  },
   { name: 'fault-rate', option: 'faultRate', value: 'number', help: 'probability 0..1 that a request gets a fault (default 0)' },
-  { name: 'fault-kinds', option: 'faultKinds', value: 'list', help: 'kinds used round-robin by --fault-rate, comma-separated (default all)' },
+  {
+    name: 'fault-kinds',
+    option: 'faultKinds',
+    value: 'list',
+    help: 'kinds used round-robin by --fault-rate, comma-separated (default all)',
+  },
   { name: 'seed', option: 'seed', value: 'number', help: 'seed of fault draws and output words (default 0)' },
   { name: 'keepalive-ms', option: 'keepaliveMs', value: 'number', help: 'send ": keep-alive" after this many ms of silence (default off)' },
   { name: 'crlf', option: 'crlf', value: 'boolean', help: 'end SSE lines with \\r\\n' },
-  { name: 'no-tokenize', option: 'noTokenize', value: 'boolean', help: 'answer POST /tokenize with 404 (an engine without a tokenizer endpoint)' },
-  { name: 'ignore-output-knobs', option: 'ignoreOutputKnobs', value: 'boolean', help: 'ignore ignore_eos and min_tokens (an engine that drops unknown fields)' },
-  { name: 'dialect', option: 'dialect', value: 'string', help: 'Prometheus names and version endpoint of vllm (default), sglang or llama-server' },
+  {
+    name: 'no-tokenize',
+    option: 'noTokenize',
+    value: 'boolean',
+    help: 'answer POST /tokenize with 404 (an engine without a tokenizer endpoint)',
+  },
+  {
+    name: 'ignore-output-knobs',
+    option: 'ignoreOutputKnobs',
+    value: 'boolean',
+    help: 'ignore ignore_eos and min_tokens (an engine that drops unknown fields)',
+  },
+  {
+    name: 'dialect',
+    option: 'dialect',
+    value: 'string',
+    help: 'Prometheus names and version endpoint of vllm (default), sglang or llama-server',
+  },
   { name: 'version', option: 'version', value: 'string', help: 'version the version endpoint reports (default servegate-sim)' },
 ]
 
@@ -119,7 +153,10 @@ function optionsJson(raw: FlagValues[string]): Record<string, unknown> {
   try {
     parsed = JSON.parse(String(raw))
   } catch {
-    throw new ServegateError('CONFIG_INVALID', '--options: not JSON; pass one JSON object of sim options, e.g. --options \'{"decodeTokPerS":100}\'')
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      '--options: not JSON; pass one JSON object of sim options, e.g. --options \'{"decodeTokPerS":100}\'',
+    )
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
     throw new ServegateError('CONFIG_INVALID', '--options: must be a JSON object of sim options, e.g. {"decodeTokPerS":100}')

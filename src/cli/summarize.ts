@@ -20,19 +20,26 @@ export async function summarizeCommand(argv: string[], io: CliIo): Promise<numbe
     return 0
   }
   if (positionals.length !== 1) {
-    throw new ServegateError('CONFIG_INVALID', `summarize takes one run record file, got ${positionals.length}; run servegate summarize FILE [--json]`)
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `summarize takes one run record file, got ${positionals.length}; run servegate summarize FILE [--json]`,
+    )
   }
   const stored = await readRunRecord(positionals[0] as string)
   // A summary-only import has no requests to recompute from: its stored summary is all there is.
   const summaryOnly = stored.importedFrom?.perRequest === false
   // Goodput is recomputed under the SLO the record was judged by; open-loop dispatch facts are kept as measured.
-  const recomputed = () => ({ ...computeCellMetrics(stored.requests, stored.metrics.wallClockMs, stored.metrics.goodput?.slo ?? null), openLoop: stored.metrics.openLoop })
+  const recomputed = () => ({
+    ...computeCellMetrics(stored.requests, stored.metrics.wallClockMs, stored.metrics.goodput?.slo ?? null),
+    openLoop: stored.metrics.openLoop,
+  })
   const record = summaryOnly ? stored : { ...stored, metrics: recomputed() }
   if (values.json === true) {
     const metrics = Object.fromEntries(REQUEST_METRIC_NAMES.map((name) => [name, record.metrics.distributions[name]]))
     io.stdout.write(`${JSON.stringify({ metrics }, null, 2)}\n`)
   } else {
-    if (summaryOnly) io.stdout.write(`summary-only import from ${stored.importedFrom?.schema}: figures as the source summarized them, not recomputed\n`)
+    if (summaryOnly)
+      io.stdout.write(`summary-only import from ${stored.importedFrom?.schema}: figures as the source summarized them, not recomputed\n`)
     io.stdout.write(`${renderSummary(record)}\n`)
   }
   return 0

@@ -35,25 +35,38 @@ function engineLines(record: RunRecord): string[] {
   const lines: string[] = []
   const m = record.manifest
   if (m !== null) {
-    const gpus = m.gpus.status === 'ok' ? m.gpus.devices.map((d) => `${d.name ?? '?'} (driver ${d.driverVersion ?? '?'})`).join(', ') : `no GPU facts (${m.gpus.reason})`
-    lines.push('', `engine ${m.engine.kind} ${m.engine.version.value ?? `version unknown (${m.engine.version.reason})`} · ${m.engine.shape} · model ${m.model.id}${m.model.revision === null ? '' : `@${m.model.revision}`} · ${gpus}`)
+    const gpus =
+      m.gpus.status === 'ok'
+        ? m.gpus.devices.map((d) => `${d.name ?? '?'} (driver ${d.driverVersion ?? '?'})`).join(', ')
+        : `no GPU facts (${m.gpus.reason})`
+    lines.push(
+      '',
+      `engine ${m.engine.kind} ${m.engine.version.value ?? `version unknown (${m.engine.version.reason})`} · ${m.engine.shape} · model ${m.model.id}${m.model.revision === null ? '' : `@${m.model.revision}`} · ${gpus}`,
+    )
   }
   const t = record.telemetry
   if (t === null) return lines
   if (t.gpu.status === 'ok' && t.gpu.summary.status === 'ok') {
     const w = t.gpu.summary.worst
-    lines.push(`GPU (worst device): active power mean ${num(w.activePowerMeanW.value)} W, p95 ${num(w.activePowerP95W.value)} W · temperature p95 ${num(w.temperatureP95C.value)} °C · peak memory ${num(w.peakMemoryUsedMiB.value, 0)} MiB · ${num(w.idleSubtractedJPerOutputToken.value, 3)} J per output token above idle`)
+    lines.push(
+      `GPU (worst device): active power mean ${num(w.activePowerMeanW.value)} W, p95 ${num(w.activePowerP95W.value)} W · temperature p95 ${num(w.temperatureP95C.value)} °C · peak memory ${num(w.peakMemoryUsedMiB.value, 0)} MiB · ${num(w.idleSubtractedJPerOutputToken.value, 3)} J per output token above idle`,
+    )
   }
   if (t.engine.status === 'ok') {
     const o = t.engine.occupancy
-    const reached = t.engine.concurrency === null ? '' : ` · concurrency ${t.engine.concurrency.reached === true ? 'reached' : t.engine.concurrency.reached === false ? 'NOT reached' : 'unknown'} (${t.engine.concurrency.reason})`
+    const reached =
+      t.engine.concurrency === null
+        ? ''
+        : ` · concurrency ${t.engine.concurrency.reached === true ? 'reached' : t.engine.concurrency.reached === false ? 'NOT reached' : 'unknown'} (${t.engine.concurrency.reason})`
     lines.push(`engine metrics: running max ${o.runningMax ?? '—'}, waiting max ${o.waitingMax ?? '—'}${reached}`)
   } else {
     lines.push(`engine metrics: absent (${t.engine.reason})`)
   }
   if (t.timingAgreement.status === 'ok') {
     for (const c of t.timingAgreement.comparisons) {
-      lines.push(`engine vs client ${c.metric}: ${c.verdict} (${c.engineSource} vs ${c.clientSource}; median gap ${num(c.medianGapMs)} ms over ${c.samples})`)
+      lines.push(
+        `engine vs client ${c.metric}: ${c.verdict} (${c.engineSource} vs ${c.clientSource}; median gap ${num(c.medianGapMs)} ms over ${c.samples})`,
+      )
     }
   }
   return lines
@@ -66,9 +79,11 @@ function arrivalLine(record: RunRecord): string | null {
   const a = record.plan.arrival
   if (a === null) return null
   const trace = a.trace === null ? '' : ` · ${a.trace.replayed} of ${a.trace.rows} rows of ${a.trace.path}`
-  const offered = a.offeredRatePerS === null ? '' : ` · offered ${fmt(a.offeredRatePerS)} req/s over ${(a.scheduledSpanMs / 1000).toFixed(2)} s`
+  const offered =
+    a.offeredRatePerS === null ? '' : ` · offered ${fmt(a.offeredRatePerS)} req/s over ${(a.scheduledSpanMs / 1000).toFixed(2)} s`
   const o = record.metrics.openLoop
-  const cap = a.maxInFlight === null ? 'no in-flight cap' : `in-flight cap ${a.maxInFlight}, ${o?.cappedRequests ?? 0} request(s) waited for it`
+  const cap =
+    a.maxInFlight === null ? 'no in-flight cap' : `in-flight cap ${a.maxInFlight}, ${o?.cappedRequests ?? 0} request(s) waited for it`
   return `open loop: ${describeArrival(a)}${trace}${offered} · in flight at most ${o?.inFlightMax ?? '—'} · ${cap} · schedule ${a.scheduleSha256.slice(0, 12)}…`
 }
 
@@ -76,7 +91,9 @@ function arrivalLine(record: RunRecord): string | null {
 function goodputLine(record: RunRecord): string | null {
   const g = record.metrics.goodput
   if (g === null) return null
-  const missed = Object.entries(g.missed).filter(([, n]) => n > 0).map(([what, n]) => `${what.replace(/Ms$/, '')} ${n}`)
+  const missed = Object.entries(g.missed)
+    .filter(([, n]) => n > 0)
+    .map(([what, n]) => `${what.replace(/Ms$/, '')} ${n}`)
   return `goodput (${describeSlo(g.slo)}): ${g.good}/${g.samples} good = ${pct(g.fraction)} [${pct(g.wilson95Low)}, ${pct(g.wilson95High)}] (Wilson 95%) · ${fmt(g.goodputReqPerS)} good req/s${missed.length > 0 ? ` · missed: ${missed.join(', ')}` : ''}`
 }
 
@@ -92,15 +109,27 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
       ` · output ${fmt(metrics.outputThroughputTokPerS)} tok/s · ${fmt(metrics.requestRateReqPerS)} req/s`,
   )
   const w = plan.workload
-  const hash = w.requestStreamSha256 === null ? '' : ` · request stream ${w.requestStreamSha256.slice(0, 12)}…${w.wireMatchesPlan === true ? ' (wire bytes match)' : w.wireMatchesPlan === false ? ' (WIRE BYTES DIFFER FROM PLAN)' : ''}`
-  const sizing = w.calibration === null ? '' : w.calibration.method === 'engine-tokenizer' ? ` (engine tokenizer, ±${w.calibration.toleranceTokens})` : w.calibration.method === 'estimate' ? ' (estimated)' : ''
+  const hash =
+    w.requestStreamSha256 === null
+      ? ''
+      : ` · request stream ${w.requestStreamSha256.slice(0, 12)}…${w.wireMatchesPlan === true ? ' (wire bytes match)' : w.wireMatchesPlan === false ? ' (WIRE BYTES DIFFER FROM PLAN)' : ''}`
+  const sizing =
+    w.calibration === null
+      ? ''
+      : w.calibration.method === 'engine-tokenizer'
+        ? ` (engine tokenizer, ±${w.calibration.toleranceTokens})`
+        : w.calibration.method === 'estimate'
+          ? ' (estimated)'
+          : ''
   const prefix = w.prefixCache.mode === 'shared' ? `shared prefix ${w.prefixCache.tokens ?? '?'} tokens` : `prefix ${w.prefixCache.mode}`
   lines.push(`workload ${w.kind} · prompt ${w.promptTokens} tokens planned${sizing} · ${prefix} · seed ${w.seed ?? 'unknown'}${hash}`)
   const checks: string[] = []
   if (metrics.canaries !== null) checks.push(`canaries ${metrics.canaries.passed}/${metrics.canaries.samples} passed`)
   if (metrics.outputControl !== null) {
     const oc = metrics.outputControl
-    checks.push(`output control ${w.outputControl.mode} (${w.outputControl.knob}): ${oc.exact}/${oc.samples} exact${oc.unobservable > 0 ? `, ${oc.unobservable} without usage` : ''}`)
+    checks.push(
+      `output control ${w.outputControl.mode} (${w.outputControl.knob}): ${oc.exact}/${oc.samples} exact${oc.unobservable > 0 ? `, ${oc.unobservable} without usage` : ''}`,
+    )
   }
   if (metrics.accuracy !== null) {
     const a = metrics.accuracy
@@ -110,7 +139,9 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
   for (const line of [arrivalLine(record), goodputLine(record)]) if (line !== null) lines.push(line)
   if (w.calibration?.warning) lines.push(`warning: ${w.calibration.warning}`)
   if (w.floorMet === false) {
-    lines.push(`warning: ${plan.requests} requests at concurrency ${plan.concurrency} is below the floor of ${w.requestsPerSlotFloor} per slot; ramp-up and drain dominate this cell`)
+    lines.push(
+      `warning: ${plan.requests} requests at concurrency ${plan.concurrency} is below the floor of ${w.requestsPerSlotFloor} per slot; ramp-up and drain dominate this cell`,
+    )
   }
   const sources = Object.entries(metrics.completionTokenSources).filter(([, n]) => n > 0)
   if (sources.length > 0) lines.push(`completion tokens from ${sources.map(([s, n]) => `${s} (${n})`).join(', ')}`)
@@ -125,7 +156,9 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
     const half = d.ci95High !== null && d.mean !== null ? d.ci95High - d.mean : null
     const mark = p99IsDescriptive(d) ? '*' : ''
     descriptive ||= mark !== ''
-    return [[LABELS[name] ?? name, String(d.samples), fmt(d.mean), fmt(half), fmt(d.p50), fmt(d.p90), fmt(d.p95), fmt(d.p99) + mark, fmt(d.max)]]
+    return [
+      [LABELS[name] ?? name, String(d.samples), fmt(d.mean), fmt(half), fmt(d.p50), fmt(d.p90), fmt(d.p95), fmt(d.p99) + mark, fmt(d.max)],
+    ]
   })
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)))
   lines.push(pad(header, widths))
@@ -145,7 +178,11 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
   if (harness.clientCpuShare !== null) {
     lines.push('')
     const figures = `client CPU ${harness.clientCpuShare.toFixed(2)} core · send lag p99 ${fmt(harness.sendLagP99Ms)} ms · event-loop delay p99 ${fmt(harness.eventLoopDelayP99Ms)} ms`
-    lines.push(harness.harnessLimited ? `HARNESS-LIMITED (${harness.reasons.join('; ')}): the client was the bottleneck, these latencies are not the engine's · ${figures}` : `harness ok · ${figures}`)
+    lines.push(
+      harness.harnessLimited
+        ? `HARNESS-LIMITED (${harness.reasons.join('; ')}): the client was the bottleneck, these latencies are not the engine's · ${figures}`
+        : `harness ok · ${figures}`,
+    )
   }
   if (recordPath !== undefined) lines.push(`run record: ${recordPath}`)
   return lines.join('\n')

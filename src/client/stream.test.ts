@@ -22,7 +22,9 @@ async function dropping(drops: number): Promise<string> {
         return
       }
       res.writeHead(200, { 'content-type': 'text/event-stream' })
-      res.end('data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":1}}\n\ndata: [DONE]\n\n')
+      res.end(
+        'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":1}}\n\ndata: [DONE]\n\n',
+      )
     })
   })
   await new Promise<void>((r) => server?.listen(0, '127.0.0.1', r))

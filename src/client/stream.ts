@@ -175,7 +175,12 @@ function streamOnce(dispatcher: Dispatcher, origin: string, req: StreamRequest):
       if (obs.sentAt < 0) obs.sentAt = obs.dispatchedAt
       obs.endAt = at
       if (error === null && obs.firstOutputAt === null) {
-        error = { code: 'EMPTY_COMPLETION', message: 'the stream finished without a non-empty delta', httpStatus: obs.httpStatus, retryAfterS: null }
+        error = {
+          code: 'EMPTY_COMPLETION',
+          message: 'the stream finished without a non-empty delta',
+          httpStatus: obs.httpStatus,
+          retryAfterS: null,
+        }
       }
       obs.error = error
       resolve(obs)
@@ -300,7 +305,8 @@ function streamOnce(dispatcher: Dispatcher, origin: string, req: StreamRequest):
         const at = performance.now()
         if (settled) return
         const code = (err as { code?: string }).code ?? ''
-        const connectFailed = obs.httpStatus === null && /ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ECONNRESET|UND_ERR_CONNECT/.test(`${code} ${err.message}`)
+        const connectFailed =
+          obs.httpStatus === null && /ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ECONNRESET|UND_ERR_CONNECT/.test(`${code} ${err.message}`)
         if (connectFailed && obs.sentAt < 0) {
           fail('CONNECT_FAILED', `cannot connect to ${origin}: ${code || err.message}`, at)
         } else if (obs.httpStatus === null) {

@@ -76,7 +76,9 @@ export async function probeTokenizer(
   const sample = 'Hello there, tokenizer.'
   const post = (path: string, body: Json) => postJson(origin, path, body, timeoutMs)
   try {
-    const chatCount = sampleCount(await post('/tokenize', { model, messages: [{ role: 'user', content: sample }], add_generation_prompt: true }))
+    const chatCount = sampleCount(
+      await post('/tokenize', { model, messages: [{ role: 'user', content: sample }], add_generation_prompt: true }),
+    )
     const textCount = sampleCount(await post('/tokenize', { model, prompt: sample, add_special_tokens: true }))
     if (textCount !== null) {
       const countText = async (prompt: string): Promise<number> => {
@@ -126,7 +128,10 @@ export async function probeTokenizer(
     }
     return { tokenizer: null, warning: `the engine at ${origin} exposes no usable POST /tokenize; prompt sizes are estimated` }
   } catch (err) {
-    return { tokenizer: null, warning: `the engine's tokenizer endpoint failed (${sanitizeMessage((err as Error).message, 120)}); prompt sizes are estimated` }
+    return {
+      tokenizer: null,
+      warning: `the engine's tokenizer endpoint failed (${sanitizeMessage((err as Error).message, 120)}); prompt sizes are estimated`,
+    }
   }
 }
 

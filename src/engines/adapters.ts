@@ -25,16 +25,23 @@ export interface EngineAdapter {
 
 const str = (v: unknown): string | null => (typeof v === 'string' && v.length > 0 ? v : null)
 
-const optional = (flag: string, value: string | number | null | undefined): string[] => (value === null || value === undefined ? [] : [flag, String(value)])
+const optional = (flag: string, value: string | number | null | undefined): string[] =>
+  value === null || value === undefined ? [] : [flag, String(value)]
 
 /** vLLM: `vllm serve MODEL`; `/health`, `/version`, `/tokenize`, `/metrics`. */
 const vllm: EngineAdapter = {
   argv: (c, port) => [
-    c.kind === 'vllm' ? c.executable : 'vllm', 'serve', c.model.path ?? c.model.id,
-    '--host', '127.0.0.1', '--port', String(port),
+    c.kind === 'vllm' ? c.executable : 'vllm',
+    'serve',
+    c.model.path ?? c.model.id,
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(port),
     ...(c.model.path !== undefined ? ['--served-model-name', c.model.id] : []),
     ...optional('--revision', c.model.path === undefined ? c.model.revision : null),
-    '--tensor-parallel-size', String(c.tensorParallel),
+    '--tensor-parallel-size',
+    String(c.tensorParallel),
     ...optional('--max-model-len', c.maxContext),
     ...c.extraArgs,
   ],
@@ -48,12 +55,19 @@ const vllm: EngineAdapter = {
 /** SGLang: `python -m sglang.launch_server`; `/health`, `/get_server_info`, `/metrics` with `--enable-metrics`. */
 const sglang: EngineAdapter = {
   argv: (c, port) => [
-    c.kind === 'sglang' ? c.python : 'python', '-m', 'sglang.launch_server',
-    '--model-path', c.model.path ?? c.model.id,
+    c.kind === 'sglang' ? c.python : 'python',
+    '-m',
+    'sglang.launch_server',
+    '--model-path',
+    c.model.path ?? c.model.id,
     ...(c.model.path !== undefined ? ['--served-model-name', c.model.id] : []),
     ...optional('--revision', c.model.path === undefined ? c.model.revision : null),
-    '--host', '127.0.0.1', '--port', String(port),
-    '--tp-size', String(c.tensorParallel),
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--tp-size',
+    String(c.tensorParallel),
     ...optional('--context-length', c.maxContext),
     '--enable-metrics',
     ...c.extraArgs,
@@ -75,10 +89,18 @@ const llamaServer: EngineAdapter = {
     const threads = c.kind === 'llama-server' ? c.threads : 1
     return [
       c.kind === 'llama-server' ? c.executable : 'llama-server',
-      '-m', c.model.path ?? c.model.id,
-      '--alias', c.model.id,
-      '--host', '127.0.0.1', '--port', String(port),
-      '-np', String(slots), '-t', String(threads),
+      '-m',
+      c.model.path ?? c.model.id,
+      '--alias',
+      c.model.id,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '-np',
+      String(slots),
+      '-t',
+      String(threads),
       // llama-server divides -c among its slots: each slot gets maxContext.
       ...optional('-c', c.maxContext === null ? null : c.maxContext * slots),
       '--metrics',
@@ -95,9 +117,14 @@ const llamaServer: EngineAdapter = {
 /** TensorRT-LLM: `trtllm-serve MODEL`; `/health`, `/version`, `/metrics`. */
 const trtllm: EngineAdapter = {
   argv: (c, port) => [
-    c.kind === 'trtllm' ? c.executable : 'trtllm-serve', c.model.path ?? c.model.id,
-    '--host', '127.0.0.1', '--port', String(port),
-    '--tp_size', String(c.tensorParallel),
+    c.kind === 'trtllm' ? c.executable : 'trtllm-serve',
+    c.model.path ?? c.model.id,
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--tp_size',
+    String(c.tensorParallel),
     ...optional('--max_seq_len', c.maxContext),
     ...c.extraArgs,
   ],
@@ -113,12 +140,16 @@ const trtllm: EngineAdapter = {
 const command: EngineAdapter = {
   argv: (c, port) => {
     if (c.kind !== 'command') throw new Error('command adapter on a non-command config')
-    return c.argv.map((a) => a.replaceAll('{port}', String(port)).replaceAll('{host}', '127.0.0.1').replaceAll('{modelId}', c.model.id).replaceAll('{modelPath}', c.model.path ?? ''))
+    return c.argv.map((a) =>
+      a
+        .replaceAll('{port}', String(port))
+        .replaceAll('{host}', '127.0.0.1')
+        .replaceAll('{modelId}', c.model.id)
+        .replaceAll('{modelPath}', c.model.path ?? ''),
+    )
   },
   readiness: [],
-  versionHttp: [
-    { path: '/version', read: (j) => ({ version: str(j.version), commit: str(j.commit) }) },
-  ],
+  versionHttp: [{ path: '/version', read: (j) => ({ version: str(j.version), commit: str(j.commit) }) }],
   versionArgv: (c) => (c.kind === 'command' ? (c.versionArgv ?? null) : null),
   tokenizerPath: '/tokenize',
   metricsPath: '/metrics',

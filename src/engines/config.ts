@@ -14,8 +14,21 @@ export type ModelRef = z.infer<typeof ModelRef>
 
 /** Environment variables passed through from servegate's own environment by default. */
 export const DEFAULT_INHERITED_ENV = [
-  'PATH', 'HOME', 'USER', 'LANG', 'LC_ALL', 'TMPDIR', 'LD_LIBRARY_PATH', 'CUDA_HOME',
-  'HF_HOME', 'HF_HUB_CACHE', 'HF_TOKEN', 'HUGGING_FACE_HUB_TOKEN', 'XDG_CACHE_HOME', 'VIRTUAL_ENV', 'PYTHONPATH',
+  'PATH',
+  'HOME',
+  'USER',
+  'LANG',
+  'LC_ALL',
+  'TMPDIR',
+  'LD_LIBRARY_PATH',
+  'CUDA_HOME',
+  'HF_HOME',
+  'HF_HUB_CACHE',
+  'HF_TOKEN',
+  'HUGGING_FACE_HUB_TOKEN',
+  'XDG_CACHE_HOME',
+  'VIRTUAL_ENV',
+  'PYTHONPATH',
 ]
 
 const launched = {
@@ -63,11 +76,17 @@ export const EngineConfig = z.discriminatedUnion('kind', [
      * served name, `model.id`) and `{modelPath}` (the local weights, `model.path`, which must then
      * be set). The ambiguous `{model}` is refused.
      */
-    argv: z.array(z.string()).min(1).superRefine((argv, ctx) => {
-      if (argv.some((a) => a.includes('{model}'))) {
-        ctx.addIssue({ code: 'custom', message: '{model} is ambiguous; use {modelId} for the served name or {modelPath} for the local weights' })
-      }
-    }),
+    argv: z
+      .array(z.string())
+      .min(1)
+      .superRefine((argv, ctx) => {
+        if (argv.some((a) => a.includes('{model}'))) {
+          ctx.addIssue({
+            code: 'custom',
+            message: '{model} is ambiguous; use {modelId} for the served name or {modelPath} for the local weights',
+          })
+        }
+      }),
     /** Readiness path polled until it answers 200. @default '/health' */
     healthPath: z.string().startsWith('/').default('/health'),
     /** An argv that prints the engine's version, run once. */
@@ -110,7 +129,10 @@ export function resolveEngineConfig(input: unknown, source = 'engine'): Resolved
   }
   const config = result.data
   if (config.kind === 'command' && config.model.path === undefined && config.argv.some((a) => a.includes('{modelPath}'))) {
-    throw new ServegateError('CONFIG_INVALID', `invalid engine config: ${source}.argv: uses {modelPath} but ${source}.model.path is not set; set model.path to the local weights or use {modelId}`)
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `invalid engine config: ${source}.argv: uses {modelPath} but ${source}.model.path is not set; set model.path to the local weights or use {modelId}`,
+    )
   }
   return config
 }

@@ -56,7 +56,13 @@ async function expectNoOrphans(path: string): Promise<void> {
 }
 
 function fake(kind: 'vllm' | 'sglang' | 'llama-server' | 'trtllm', env: Record<string, string>): EngineConfig {
-  const common = { model: { id: 'fake/model-7b', revision: 'abc123' }, env, logDir: join(dir, 'logs'), startupTimeoutMs: 20_000, shutdownGraceMs: 3000 }
+  const common = {
+    model: { id: 'fake/model-7b', revision: 'abc123' },
+    env,
+    logDir: join(dir, 'logs'),
+    startupTimeoutMs: 20_000,
+    shutdownGraceMs: 3000,
+  }
   switch (kind) {
     case 'vllm':
       return { kind, executable: join(FAKES, 'vllm'), ...common }
@@ -71,9 +77,21 @@ function fake(kind: 'vllm' | 'sglang' | 'llama-server' | 'trtllm', env: Record<s
 
 describe('each launched adapter against its fake executable', () => {
   test.each([
-    ['vllm', { value: '0.11.0', source: 'GET /version' }, ['serve', 'fake/model-7b', '--host', '127.0.0.1', '--revision', 'abc123', '--tensor-parallel-size', '1']],
-    ['sglang', { value: '0.5.3', source: 'GET /get_server_info' }, ['-m', 'sglang.launch_server', '--model-path', 'fake/model-7b', '--tp-size', '1', '--enable-metrics']],
-    ['llama-server', { value: 'b6543-d8cfd8d1', source: 'GET /props' }, ['-m', 'fake/model-7b', '--alias', 'fake/model-7b', '-np', '2', '-t', '1', '--metrics']],
+    [
+      'vllm',
+      { value: '0.11.0', source: 'GET /version' },
+      ['serve', 'fake/model-7b', '--host', '127.0.0.1', '--revision', 'abc123', '--tensor-parallel-size', '1'],
+    ],
+    [
+      'sglang',
+      { value: '0.5.3', source: 'GET /get_server_info' },
+      ['-m', 'sglang.launch_server', '--model-path', 'fake/model-7b', '--tp-size', '1', '--enable-metrics'],
+    ],
+    [
+      'llama-server',
+      { value: 'b6543-d8cfd8d1', source: 'GET /props' },
+      ['-m', 'fake/model-7b', '--alias', 'fake/model-7b', '-np', '2', '-t', '1', '--metrics'],
+    ],
     ['trtllm', { value: '1.0.0', source: 'GET /version' }, ['fake/model-7b', '--host', '127.0.0.1', '--tp_size', '1']],
   ] as const)('%s: launches, measures a cell, reports its manifest, and leaves no process behind', async (kind, version, argvPart) => {
     const pids = await pidfile()
@@ -86,7 +104,11 @@ describe('each launched adapter against its fake executable', () => {
     expect(m.engine.shape).toBe('http')
     expect(m.engine.version).toMatchObject(version)
     for (const part of argvPart) expect(m.engine.argv).toContain(part)
-    expect(m.model).toMatchObject({ id: 'fake/model-7b', revision: 'abc123', fingerprint: { value: null, reason: expect.stringMatching(/no local path/) } })
+    expect(m.model).toMatchObject({
+      id: 'fake/model-7b',
+      revision: 'abc123',
+      fingerprint: { value: null, reason: expect.stringMatching(/no local path/) },
+    })
     expect(m.gpus).toEqual({ status: 'absent', reason: 'test: no GPU probe' })
     expect(m.harness.hash).toMatch(/^[0-9a-f]{64}$/)
     expect(m.engine.envNames).toContain('FAKE_ENGINE_PIDFILE')
@@ -103,7 +125,17 @@ describe('each launched adapter against its fake executable', () => {
     }
     const record = await runEngineCell(config, { ...cell, requests: 2 }, { gpuFacts: noGpu })
     expect(record.completed).toBe(2)
-    expect(record.manifest?.engine.argv).toEqual([process.execPath, sim, 'sim', '--port', expect.stringMatching(/^\d+$/), '--model', 'cmd-model', '--dialect', 'sglang'])
+    expect(record.manifest?.engine.argv).toEqual([
+      process.execPath,
+      sim,
+      'sim',
+      '--port',
+      expect.stringMatching(/^\d+$/),
+      '--model',
+      'cmd-model',
+      '--dialect',
+      'sglang',
+    ])
     expect(record.manifest?.engine.version).toEqual({ value: null, source: null, reason: 'no version from GET /version' })
   })
 })
@@ -111,7 +143,9 @@ describe('each launched adapter against its fake executable', () => {
 describe('engine failures become failed cells with their reason', () => {
   test('an engine that exits during start-up: ENGINE_EXITED with the code and the log tail, no orphans', async () => {
     const pids = await pidfile()
-    const record = await runEngineCell(fake('vllm', { FAKE_ENGINE_PIDFILE: pids, FAKE_ENGINE_EXIT_ON_START: '3' }), cell, { gpuFacts: noGpu })
+    const record = await runEngineCell(fake('vllm', { FAKE_ENGINE_PIDFILE: pids, FAKE_ENGINE_EXIT_ON_START: '3' }), cell, {
+      gpuFacts: noGpu,
+    })
     expect(record.cellFailure?.code).toBe('ENGINE_EXITED')
     expect(record.cellFailure?.message).toMatch(/^engine vllm exited during start-up with code 3; log .*; log tail: .*CUDA out of memory/s)
     expect(record.requests).toEqual([])
@@ -137,14 +171,20 @@ describe('engine failures become failed cells with their reason', () => {
     const config = { ...fake('sglang', { FAKE_ENGINE_PIDFILE: pids, FAKE_ENGINE_NEVER_READY: '1' }), startupTimeoutMs: 1200 }
     const record = await runEngineCell(config, cell, { gpuFacts: noGpu })
     expect(record.cellFailure?.code).toBe('ENGINE_START_TIMEOUT')
-    expect(record.cellFailure?.message).toMatch(/^engine sglang was not ready \(GET \/health → 200\) within 1200 ms; raise startupTimeoutMs/)
+    expect(record.cellFailure?.message).toMatch(
+      /^engine sglang was not ready \(GET \/health → 200\) within 1200 ms; raise startupTimeoutMs/,
+    )
     await expectNoOrphans(pids)
   })
 
   test('a missing executable: ENGINE_NOT_FOUND naming the field to fix', async () => {
-    const record = await runEngineCell({ kind: 'vllm', executable: join(dir, 'no-such-vllm'), model: { id: 'm' } }, cell, { gpuFacts: noGpu })
+    const record = await runEngineCell({ kind: 'vllm', executable: join(dir, 'no-such-vllm'), model: { id: 'm' } }, cell, {
+      gpuFacts: noGpu,
+    })
     expect(record.cellFailure?.code).toBe('ENGINE_NOT_FOUND')
-    expect(record.cellFailure?.message).toMatch(/no-such-vllm is not an executable on the engine's PATH; install it or set engine\.executable/)
+    expect(record.cellFailure?.message).toMatch(
+      /no-such-vllm is not an executable on the engine's PATH; install it or set engine\.executable/,
+    )
   })
 })
 
@@ -161,7 +201,10 @@ describe('a cell reports its phases as it goes', () => {
     expect(record.completed).toBe(6)
     expect(phaseRuns(phases)).toEqual(['launching', 'waiting', 'inspecting', 'calibrating', 'warmup', 'requests', 'tearing-down'])
     const waiting = phases.find((p) => p.phase === 'waiting')
-    expect(waiting).toMatchObject({ timeoutMs: 20_000, logPath: expect.stringMatching(new RegExp(`^${join(dir, 'logs')}/vllm-\\w+-\\d+\\.log$`)) })
+    expect(waiting).toMatchObject({
+      timeoutMs: 20_000,
+      logPath: expect.stringMatching(new RegExp(`^${join(dir, 'logs')}/vllm-\\w+-\\d+\\.log$`)),
+    })
     expect(await readFile((waiting as { logPath: string }).logPath, 'utf8')).toMatch(/INFO fake vllm starting/)
     expect(phases.filter((p) => p.phase === 'warmup').map((p) => p.done)).toEqual([0, 1, 2])
     const requests = phases.flatMap((p) => (p.phase === 'requests' ? [p] : []))
@@ -173,7 +216,10 @@ describe('a cell reports its phases as it goes', () => {
     const phases: Array<{ at: number; phase: CellPhase }> = []
     const start = performance.now()
     const config = { ...fake('vllm', { FAKE_ENGINE_NEVER_READY: '1' }), startupTimeoutMs: 1500 }
-    const record = await runEngineCell(config, cell, { gpuFacts: noGpu, onPhase: (phase) => phases.push({ at: performance.now() - start, phase }) })
+    const record = await runEngineCell(config, cell, {
+      gpuFacts: noGpu,
+      onPhase: (phase) => phases.push({ at: performance.now() - start, phase }),
+    })
     const timedOutAt = performance.now() - start
     expect(record.cellFailure?.code).toBe('ENGINE_START_TIMEOUT')
     expect(phaseRuns(phases.map((p) => p.phase))).toEqual(['launching', 'waiting'])
@@ -199,7 +245,12 @@ describe('manifests', () => {
   test('a GGUF model path is fingerprinted by its sha256', async () => {
     const model = join(dir, 'tiny.gguf')
     await writeFile(model, 'GGUF fake bytes')
-    const config: EngineConfig = { kind: 'llama-server', executable: join(FAKES, 'llama-server'), model: { id: 'tiny', path: model }, logDir: join(dir, 'logs') }
+    const config: EngineConfig = {
+      kind: 'llama-server',
+      executable: join(FAKES, 'llama-server'),
+      model: { id: 'tiny', path: model },
+      logDir: join(dir, 'logs'),
+    }
     const record = await runEngineCell(config, { ...cell, requests: 1 }, { gpuFacts: noGpu })
     expect(record.manifest?.model.fingerprint).toEqual({
       value: createHash('sha256').update('GGUF fake bytes').digest('hex'),
@@ -211,7 +262,17 @@ describe('manifests', () => {
   test('only the configured environment reaches the engine', async () => {
     process.env.SERVEGATE_TEST_SECRET = 'do-not-pass'
     try {
-      const engine = await launchEngine({ kind: 'vllm', executable: join(FAKES, 'vllm'), model: { id: 'm' }, env: { EXTRA: '1' }, inheritEnv: ['PATH'], logDir: join(dir, 'logs') }, noGpu)
+      const engine = await launchEngine(
+        {
+          kind: 'vllm',
+          executable: join(FAKES, 'vllm'),
+          model: { id: 'm' },
+          env: { EXTRA: '1' },
+          inheritEnv: ['PATH'],
+          logDir: join(dir, 'logs'),
+        },
+        noGpu,
+      )
       try {
         expect(engine.manifest.engine.envNames).toEqual(['EXTRA', 'PATH'])
       } finally {
@@ -236,8 +297,12 @@ describe('manifests', () => {
   })
 
   test('bad configs name the field', async () => {
-    await expect(launchEngine({ kind: 'tgi' } as unknown as EngineConfig, noGpu)).rejects.toThrow(/engine\.kind: must be one of vllm, sglang, llama-server, trtllm, command, external, node-llama-cpp/)
+    await expect(launchEngine({ kind: 'tgi' } as unknown as EngineConfig, noGpu)).rejects.toThrow(
+      /engine\.kind: must be one of vllm, sglang, llama-server, trtllm, command, external, node-llama-cpp/,
+    )
     await expect(launchEngine({ kind: 'llama-server', model: { id: 'm' }, slots: 0 }, noGpu)).rejects.toThrow(/engine\.slots: /)
-    await expect(launchEngine({ kind: 'external', baseUrl: 'http://10.1.2.3:8000', model: { id: 'm' } }, noGpu)).rejects.toThrow(/not a loopback address/)
+    await expect(launchEngine({ kind: 'external', baseUrl: 'http://10.1.2.3:8000', model: { id: 'm' } }, noGpu)).rejects.toThrow(
+      /not a loopback address/,
+    )
   })
 })

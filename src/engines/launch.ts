@@ -55,7 +55,13 @@ export async function freePort(): Promise<number> {
  * @example await onPath('chromium', process.env.PATH) // '/usr/bin/chromium'
  */
 export async function onPath(file: string, pathVar: string | undefined): Promise<string | null> {
-  const candidates = isAbsolute(file) || file.includes('/') ? [file] : (pathVar ?? '').split(delimiter).filter(Boolean).map((d) => join(d, file))
+  const candidates =
+    isAbsolute(file) || file.includes('/')
+      ? [file]
+      : (pathVar ?? '')
+          .split(delimiter)
+          .filter(Boolean)
+          .map((d) => join(d, file))
   for (const candidate of candidates) {
     try {
       await access(candidate, constants.X_OK)
@@ -83,7 +89,10 @@ async function getJson(url: string, timeoutMs: number): Promise<{ status: number
   const text = await res.body.text()
   try {
     const json = JSON.parse(text) as unknown
-    return { status: res.statusCode, json: json !== null && typeof json === 'object' && !Array.isArray(json) ? (json as Record<string, unknown>) : null }
+    return {
+      status: res.statusCode,
+      json: json !== null && typeof json === 'object' && !Array.isArray(json) ? (json as Record<string, unknown>) : null,
+    }
   } catch {
     return { status: res.statusCode, json: null }
   }
@@ -99,7 +108,13 @@ function exitedError(kind: string, proc: EngineProcess, when: string): Servegate
  * Polls the readiness paths until each answers 200, the process exits, or the deadline passes;
  * tells `onPhase` how long it has waited at each poll.
  */
-async function waitReady(config: LaunchedConfig, origin: string, proc: EngineProcess, signal?: AbortSignal, onPhase?: PhaseListener): Promise<void> {
+async function waitReady(
+  config: LaunchedConfig,
+  origin: string,
+  proc: EngineProcess,
+  signal?: AbortSignal,
+  onPhase?: PhaseListener,
+): Promise<void> {
   const started = performance.now()
   const deadline = started + config.startupTimeoutMs
   let exited = false
@@ -110,7 +125,10 @@ async function waitReady(config: LaunchedConfig, origin: string, proc: EnginePro
       if (exited) throw exitedError(config.kind, proc, 'during start-up')
       if (signal?.aborted) throw new ServegateError('REQUEST_ABORTED', `start-up of engine ${config.kind} was cancelled`)
       if (performance.now() > deadline) {
-        throw new ServegateError('ENGINE_START_TIMEOUT', `engine ${config.kind} was not ready (GET ${path} → 200) within ${config.startupTimeoutMs} ms; raise startupTimeoutMs or check the log ${proc.logPath}; log tail:\n${proc.logTail()}`)
+        throw new ServegateError(
+          'ENGINE_START_TIMEOUT',
+          `engine ${config.kind} was not ready (GET ${path} → 200) within ${config.startupTimeoutMs} ms; raise startupTimeoutMs or check the log ${proc.logPath}; log tail:\n${proc.logTail()}`,
+        )
       }
       try {
         const res = await request(`${origin}${path}`, { method: 'GET', signal: AbortSignal.timeout(2000) })
@@ -166,10 +184,18 @@ async function versionFacts(config: LaunchedConfig, origin: string, env: Record<
  * @throws ServegateError ENGINE_NOT_FOUND, ENGINE_EXITED (with the exit code and log tail),
  *   ENGINE_START_TIMEOUT, CONFIG_INVALID
  */
-export async function launchEngine(input: EngineConfig, gpuFacts: GpuFactsProbe, signal?: AbortSignal, onPhase?: PhaseListener): Promise<RunningEngine> {
+export async function launchEngine(
+  input: EngineConfig,
+  gpuFacts: GpuFactsProbe,
+  signal?: AbortSignal,
+  onPhase?: PhaseListener,
+): Promise<RunningEngine> {
   const config = resolveEngineConfig(input)
   if (config.kind === 'node-llama-cpp') {
-    throw new ServegateError('CONFIG_INVALID', 'engine.kind: node-llama-cpp runs in-process; use runEngineCell, which measures it through the in-process transport')
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      'engine.kind: node-llama-cpp runs in-process; use runEngineCell, which measures it through the in-process transport',
+    )
   }
   if (config.kind === 'external') return connectExternal(config, gpuFacts)
 
@@ -180,10 +206,18 @@ export async function launchEngine(input: EngineConfig, gpuFacts: GpuFactsProbe,
   const executable = argv[0] as string
   if ((await onPath(executable, env.PATH)) === null) {
     const field = config.kind === 'sglang' ? 'python' : config.kind === 'command' ? 'argv[0]' : 'executable'
-    throw new ServegateError('ENGINE_NOT_FOUND', `engine ${config.kind}: ${executable} is not an executable on the engine's PATH; install it or set engine.${field} to its path`)
+    throw new ServegateError(
+      'ENGINE_NOT_FOUND',
+      `engine ${config.kind}: ${executable} is not an executable on the engine's PATH; install it or set engine.${field} to its path`,
+    )
   }
   const stamp = new Date().toISOString().replace(/[-:.]/g, '')
-  const proc = await spawnEngine({ argv, env, logPath: join(config.logDir, `${config.kind}-${stamp}-${port}.log`), graceMs: config.shutdownGraceMs })
+  const proc = await spawnEngine({
+    argv,
+    env,
+    logPath: join(config.logDir, `${config.kind}-${stamp}-${port}.log`),
+    graceMs: config.shutdownGraceMs,
+  })
   try {
     await waitReady(config, origin, proc, signal, onPhase)
     onPhase?.({ phase: 'inspecting' })
@@ -223,7 +257,12 @@ export async function launchEngine(input: EngineConfig, gpuFacts: GpuFactsProbe,
         const exit = proc.exit()
         if (exit === null || exit.requested) return null
         const how = exit.signal ? `signal ${exit.signal}` : `code ${exit.code ?? 'unknown'}`
-        return { code: 'ENGINE_EXITED', message: `engine ${config.kind} exited mid-cell with ${how}; log tail: ${proc.logTail()}`, httpStatus: null, retryAfterS: null }
+        return {
+          code: 'ENGINE_EXITED',
+          message: `engine ${config.kind} exited mid-cell with ${how}; log tail: ${proc.logTail()}`,
+          httpStatus: null,
+          retryAfterS: null,
+        }
       },
       stop: async () => {
         await proc.stop()
@@ -235,10 +274,17 @@ export async function launchEngine(input: EngineConfig, gpuFacts: GpuFactsProbe,
   }
 }
 
-async function connectExternal(config: Extract<ReturnType<typeof resolveEngineConfig>, { kind: 'external' }>, gpuFacts: GpuFactsProbe): Promise<RunningEngine> {
+async function connectExternal(
+  config: Extract<ReturnType<typeof resolveEngineConfig>, { kind: 'external' }>,
+  gpuFacts: GpuFactsProbe,
+): Promise<RunningEngine> {
   const { origin } = parseBaseUrl(config.baseUrl)
   let version: Fact = absent('no version endpoint answered (tried GET /version, /get_server_info, /props)')
-  for (const [path, key] of [['/version', 'version'], ['/get_server_info', 'version'], ['/props', 'build_info']] as const) {
+  for (const [path, key] of [
+    ['/version', 'version'],
+    ['/get_server_info', 'version'],
+    ['/props', 'build_info'],
+  ] as const) {
     try {
       const { status, json } = await getJson(`${origin}${path}`, 3000)
       const value = json?.[key]
@@ -257,8 +303,14 @@ async function connectExternal(config: Extract<ReturnType<typeof resolveEngineCo
     model: config.model.id,
     manifest: {
       engine: {
-        kind: 'external', shape: 'http', version, commit: absent('an external endpoint reports no commit'),
-        argv: null, envNames: [], visibleDevices: null, tensorParallel: null,
+        kind: 'external',
+        shape: 'http',
+        version,
+        commit: absent('an external endpoint reports no commit'),
+        argv: null,
+        envNames: [],
+        visibleDevices: null,
+        tensorParallel: null,
       },
       model: { id: config.model.id, revision: config.model.revision, fingerprint },
       gpus,

@@ -35,26 +35,33 @@ describe.skipIf(binary === null)('the real llama-server, launched through its ad
     startupTimeoutMs: 60_000,
   })
 
-  test('prompts are calibrated with its own tokenizer and chat template; prefill time grows with prompt length', { timeout: 120_000 }, async () => {
-    const cell = (promptTokens: number) => ({ requests: 6, maxTokens: 4, workload: { promptTokens, seed: promptTokens } })
-    const short = await runEngineCell(engine(1), cell(128), { gpuFacts: noGpu })
-    const long = await runEngineCell(engine(1), cell(3000), { gpuFacts: noGpu })
-    for (const [record, planned] of [[short, 128], [long, 3000]] as const) {
-      expect(RunRecord.parse(record).cellFailure).toBeNull()
-      expect(record.completed).toBe(6)
-      expect(record.plan.workload.calibration).toMatchObject({ method: 'engine-tokenizer', outsideTolerance: 0 })
-      expect(record.plan.workload.calibration?.tokenizer).toMatch(/apply-template/)
-      const tolerance = Math.max(8, Math.ceil(planned * 0.005))
-      for (const r of record.requests) expect(Math.abs((r.promptTokens as number) - planned)).toBeLessThanOrEqual(tolerance)
-    }
-    const ttfo = (r: RunRecord) => r.metrics.distributions.timeToFirstOutputMs.p50 as number
-    expect(ttfo(long)).toBeGreaterThan(2 * ttfo(short))
-    const m = long.manifest as Manifest
-    expect(m.engine.kind).toBe('llama-server')
-    expect(m.engine.version.value).toMatch(/^b\d+-[0-9a-f]+$/)
-    expect(m.engine.argv).toEqual(expect.arrayContaining(['--alias', 'tiny-llama', '-np', '1', '-t', '1', '--metrics', '-c', '4096']))
-    expect(m.model.fingerprint.value).toBe(model.sha256)
-  })
+  test(
+    'prompts are calibrated with its own tokenizer and chat template; prefill time grows with prompt length',
+    { timeout: 120_000 },
+    async () => {
+      const cell = (promptTokens: number) => ({ requests: 6, maxTokens: 4, workload: { promptTokens, seed: promptTokens } })
+      const short = await runEngineCell(engine(1), cell(128), { gpuFacts: noGpu })
+      const long = await runEngineCell(engine(1), cell(3000), { gpuFacts: noGpu })
+      for (const [record, planned] of [
+        [short, 128],
+        [long, 3000],
+      ] as const) {
+        expect(RunRecord.parse(record).cellFailure).toBeNull()
+        expect(record.completed).toBe(6)
+        expect(record.plan.workload.calibration).toMatchObject({ method: 'engine-tokenizer', outsideTolerance: 0 })
+        expect(record.plan.workload.calibration?.tokenizer).toMatch(/apply-template/)
+        const tolerance = Math.max(8, Math.ceil(planned * 0.005))
+        for (const r of record.requests) expect(Math.abs((r.promptTokens as number) - planned)).toBeLessThanOrEqual(tolerance)
+      }
+      const ttfo = (r: RunRecord) => r.metrics.distributions.timeToFirstOutputMs.p50 as number
+      expect(ttfo(long)).toBeGreaterThan(2 * ttfo(short))
+      const m = long.manifest as Manifest
+      expect(m.engine.kind).toBe('llama-server')
+      expect(m.engine.version.value).toMatch(/^b\d+-[0-9a-f]+$/)
+      expect(m.engine.argv).toEqual(expect.arrayContaining(['--alias', 'tiny-llama', '-np', '1', '-t', '1', '--metrics', '-c', '4096']))
+      expect(m.model.fingerprint.value).toBe(model.sha256)
+    },
+  )
 
   test('ignore_eos gives exactly max_tokens completion tokens, one token per chunk', { timeout: 60_000 }, async () => {
     const record = await runEngineCell(

@@ -33,7 +33,10 @@ export async function modelFingerprint(model: ModelRef): Promise<Fact> {
   }
   if (info.isFile()) return known(await sha256File(model.path), `sha256 of the model file ${model.path}`)
   const names = await readdir(model.path)
-  const index = names.find((n) => n.endsWith('.safetensors.index.json')) ?? names.find((n) => n === 'model.safetensors') ?? names.find((n) => n === 'config.json')
+  const index =
+    names.find((n) => n.endsWith('.safetensors.index.json')) ??
+    names.find((n) => n === 'model.safetensors') ??
+    names.find((n) => n === 'config.json')
   if (index === undefined) return absent(`no weights index, model.safetensors or config.json in ${model.path}`)
   return known(await sha256File(join(model.path, index)), `sha256 of ${index} in ${model.path}`)
 }

@@ -75,7 +75,12 @@ function promptOf(body: RequestBody): string | null {
   return parts.join('\n')
 }
 
-const failure = (code: ErrorInfo['code'], message: string): ErrorInfo => ({ code, message: sanitizeMessage(message), httpStatus: null, retryAfterS: null })
+const failure = (code: ErrorInfo['code'], message: string): ErrorInfo => ({
+  code,
+  message: sanitizeMessage(message),
+  httpStatus: null,
+  retryAfterS: null,
+})
 
 /**
  * Loads a GGUF model with node-llama-cpp (prebuilt CPU binaries, never a build, `threads`
@@ -117,7 +122,9 @@ export async function startNodeLlamaCpp(config: Config, gpuFacts: GpuFactsProbe)
       kind: 'node-llama-cpp',
       shape: 'in-process',
       version: known(`node-llama-cpp ${pkg.version}`, 'node-llama-cpp package.json'),
-      commit: release_.release ? known(`${release_.repo}@${release_.release}`, 'llama.llamaCppRelease') : absent('node-llama-cpp reports no llama.cpp release'),
+      commit: release_.release
+        ? known(`${release_.repo}@${release_.release}`, 'llama.llamaCppRelease')
+        : absent('node-llama-cpp reports no llama.cpp release'),
       argv: null,
       envNames: [],
       visibleDevices: null,
@@ -132,9 +139,24 @@ export async function startNodeLlamaCpp(config: Config, gpuFacts: GpuFactsProbe)
   async function send(body: Buffer, captureChars: number, signal: AbortSignal, deadlineMs: number): Promise<StreamObservation> {
     const sentAt = performance.now()
     const obs: StreamObservation = {
-      dispatchedAt: sentAt, sentAt, firstOutputAt: null, firstContentAt: null, endAt: null, outputChunkAt: [],
-      reasoningChunks: 0, contentChunks: 0, usagePromptTokens: null, usageCompletionTokens: null, finishReason: null,
-      httpStatus: null, content: '', contentTruncated: false, sentChunks: [body], engineTimings: null, attempts: 1, error: null,
+      dispatchedAt: sentAt,
+      sentAt,
+      firstOutputAt: null,
+      firstContentAt: null,
+      endAt: null,
+      outputChunkAt: [],
+      reasoningChunks: 0,
+      contentChunks: 0,
+      usagePromptTokens: null,
+      usageCompletionTokens: null,
+      finishReason: null,
+      httpStatus: null,
+      content: '',
+      contentTruncated: false,
+      sentChunks: [body],
+      engineTimings: null,
+      attempts: 1,
+      error: null,
     }
     let parsed: RequestBody
     try {
@@ -191,7 +213,8 @@ export async function startNodeLlamaCpp(config: Config, gpuFacts: GpuFactsProbe)
       }
       obs.usageCompletionTokens = generated
       obs.endAt = performance.now()
-      if (obs.error === null && obs.firstOutputAt === null) obs.error = failure('EMPTY_COMPLETION', 'the engine generated no non-empty token')
+      if (obs.error === null && obs.firstOutputAt === null)
+        obs.error = failure('EMPTY_COMPLETION', 'the engine generated no non-empty token')
     } catch (error) {
       obs.endAt = performance.now()
       obs.error = failure('INTERNAL', `node-llama-cpp failed: ${(error as Error).message}`)

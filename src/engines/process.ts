@@ -195,7 +195,14 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
   const proc: EngineProcess = {
     pid,
     logPath: o.logPath,
-    logTail: () => sanitizeMessage([...tail, partial].filter((l) => l !== '').slice(-TAIL_LINES).join('\n'), 4000),
+    logTail: () =>
+      sanitizeMessage(
+        [...tail, partial]
+          .filter((l) => l !== '')
+          .slice(-TAIL_LINES)
+          .join('\n'),
+        4000,
+      ),
     exited,
     exit: () => exitInfo,
     track: snapshot,

@@ -45,10 +45,14 @@ const pairs = (index: EvidenceIndex) => index.cells.filter((c) => c.kind === 'pa
 export function glanceLines(index: EvidenceIndex): string[] {
   const s = index.statistics
   const lines = [
-    index.promotion.promotable ? 'Promotable: every required cell accepted and every gate passed.' : `Not promotable: ${index.promotion.reasons.length} reason(s), first: ${index.promotion.reasons[0] ?? ''}`,
+    index.promotion.promotable
+      ? 'Promotable: every required cell accepted and every gate passed.'
+      : `Not promotable: ${index.promotion.reasons.length} reason(s), first: ${index.promotion.reasons[0] ?? ''}`,
     `Cells: ${s.accepted} accepted, ${s.failed} failed, ${s.blocked} blocked, ${s.pending} pending of ${s.planned} planned (${s.required} required).`,
   ]
-  const matchedCells = pairs(index).filter(isMatchedPair).map((c) => c.id)
+  const matchedCells = pairs(index)
+    .filter(isMatchedPair)
+    .map((c) => c.id)
   for (const m of WIN_METRICS) {
     const judged = index.gates.filter((g) => g.decision.gate === m.gate && matchedCells.includes(g.cell))
     if (judged.length === 0) continue
@@ -58,7 +62,9 @@ export function glanceLines(index: EvidenceIndex): string[] {
   const nonWins = index.findings.filter((f) => f.kind === 'non-win' || f.kind === 'inconclusive' || f.kind === 'regression')
   if (nonWins.length > 0) lines.push(`Not wins or not held: ${nonWins.map((f) => `${f.cell} (${f.message.split(':')[0]})`).join(', ')}.`)
   const checks = index.cells.flatMap((c) => c.checks)
-  lines.push(`Pair checks: ${checks.filter((k) => k.passed).length} passed, ${checks.filter((k) => !k.passed).length} failed; ${s.matchedPairs} matched pair(s) of ${pairs(index).length}.`)
+  lines.push(
+    `Pair checks: ${checks.filter((k) => k.passed).length} passed, ${checks.filter((k) => !k.passed).length} failed; ${s.matchedPairs} matched pair(s) of ${pairs(index).length}.`,
+  )
   const quality = index.findings.filter((f) => f.kind === 'quality').length
   lines.push(`Gates: ${s.gates.pass} pass, ${s.gates.fail} fail, ${s.gates.inconclusive} inconclusive; quality warnings: ${quality}.`)
   return lines
@@ -70,16 +76,47 @@ function metricTables(index: EvidenceIndex): string[] {
     pairs(index).map((c) => {
       const b = armOf(c, 'baseline')
       const k = armOf(c, 'candidate')
-      return [c.id, num(b === undefined ? null : of(b).p50), num(k === undefined ? null : of(k).p50), effect(index.gates.find((g) => g.cell === c.id && g.decision.gate === gate))]
+      return [
+        c.id,
+        num(b === undefined ? null : of(b).p50),
+        num(k === undefined ? null : of(k).p50),
+        effect(index.gates.find((g) => g.cell === c.id && g.decision.gate === gate)),
+      ]
     })
-  out.push('### Decode tok/s (p50 per request)', '', ...table(['cell', 'baseline', 'candidate', 'candidate/baseline [interval]'], rows('toWinDecode', (a) => a.timings.decodeTokPerS)), '')
-  out.push('### Effective prefill tok/s (p50 per request)', '', ...table(['cell', 'baseline', 'candidate', 'candidate/baseline [interval]'], rows('toWinPrefill', (a) => a.timings.effectivePrefillTokPerS)), '')
+  out.push(
+    '### Decode tok/s (p50 per request)',
+    '',
+    ...table(
+      ['cell', 'baseline', 'candidate', 'candidate/baseline [interval]'],
+      rows('toWinDecode', (a) => a.timings.decodeTokPerS),
+    ),
+    '',
+  )
+  out.push(
+    '### Effective prefill tok/s (p50 per request)',
+    '',
+    ...table(
+      ['cell', 'baseline', 'candidate', 'candidate/baseline [interval]'],
+      rows('toWinPrefill', (a) => a.timings.effectivePrefillTokPerS),
+    ),
+    '',
+  )
   const throughput = pairs(index).map((c) => {
     const b = armOf(c, 'baseline')
     const k = armOf(c, 'candidate')
-    return [c.id, num(b?.outputThroughputTokPerS), num(k?.outputThroughputTokPerS), effect(index.gates.find((g) => g.cell === c.id && g.decision.gate === 'toWinThroughput'))]
+    return [
+      c.id,
+      num(b?.outputThroughputTokPerS),
+      num(k?.outputThroughputTokPerS),
+      effect(index.gates.find((g) => g.cell === c.id && g.decision.gate === 'toWinThroughput')),
+    ]
   })
-  out.push('### Output throughput tok/s (cell aggregate; the gate judges tokens per service second per request)', '', ...table(['cell', 'baseline', 'candidate', 'candidate/baseline [interval]'], throughput), '')
+  out.push(
+    '### Output throughput tok/s (cell aggregate; the gate judges tokens per service second per request)',
+    '',
+    ...table(['cell', 'baseline', 'candidate', 'candidate/baseline [interval]'], throughput),
+    '',
+  )
   return out
 }
 
@@ -89,7 +126,9 @@ function armLabel(c: EvidenceCell, a: ArmSummary): string {
 
 function latencyTable(index: EvidenceIndex): string[] {
   const p = (x: Percentiles) => `${num(x.p50)} / ${num(x.p95)} / ${num(x.p99)}${x.samples < 100 && x.p99 !== null ? '*' : ''}`
-  const rows = index.cells.flatMap((c) => c.arms.map((a) => [armLabel(c, a), p(a.timings.ttftMs), p(a.timings.tpotMs), p(a.timings.e2eMs), num(a.itlJitterMs)]))
+  const rows = index.cells.flatMap((c) =>
+    c.arms.map((a) => [armLabel(c, a), p(a.timings.ttftMs), p(a.timings.tpotMs), p(a.timings.e2eMs), num(a.itlJitterMs)]),
+  )
   return [
     '## Latency (ms, p50 / p95 / p99; * p99 on fewer than 100 samples is descriptive only)',
     '',
@@ -125,19 +164,37 @@ function loadTable(index: EvidenceIndex): string[] {
 
 function concurrencyTable(index: EvidenceIndex): string[] {
   const rows = index.cells.flatMap((c) =>
-    c.arms.map((a) => [armLabel(c, a), String(a.concurrency.requested), String(a.concurrency.clientObservedMax), num(a.concurrency.engineRunningMax), num(a.concurrency.engineWaitingMax)]),
+    c.arms.map((a) => [
+      armLabel(c, a),
+      String(a.concurrency.requested),
+      String(a.concurrency.clientObservedMax),
+      num(a.concurrency.engineRunningMax),
+      num(a.concurrency.engineWaitingMax),
+    ]),
   )
-  return ['## Achieved concurrency', '', ...table(['arm', 'requested', 'client in flight (max)', 'engine running (max)', 'engine waiting (max)'], rows), '']
+  return [
+    '## Achieved concurrency',
+    '',
+    ...table(['arm', 'requested', 'client in flight (max)', 'engine running (max)', 'engine waiting (max)'], rows),
+    '',
+  ]
 }
 
 function qualityAudit(index: EvidenceIndex): string[] {
   const accuracy = index.gates.filter((g) => g.decision.gate === 'toStayWithinAccuracyGap')
-  const canaries = index.cells.flatMap((c) => c.checks.filter((k) => k.check === 'toPassCanaries').map((k) => [c.id, k.passed ? 'passed' : `failed: ${k.findings.slice(0, 2).join('; ')}`]))
+  const canaries = index.cells.flatMap((c) =>
+    c.checks
+      .filter((k) => k.check === 'toPassCanaries')
+      .map((k) => [c.id, k.passed ? 'passed' : `failed: ${k.findings.slice(0, 2).join('; ')}`]),
+  )
   const warnings = index.findings.filter((f) => f.kind === 'quality').map((f) => [f.cell, f.message])
   return [
     '## Quality audit',
     '',
-    ...table(['cell', 'accuracy gap', 'rule'], accuracy.map((g) => [g.cell, effect(g), g.decision.rule])),
+    ...table(
+      ['cell', 'accuracy gap', 'rule'],
+      accuracy.map((g) => [g.cell, effect(g), g.decision.rule]),
+    ),
     '',
     ...table(['cell', 'canaries'], canaries),
     '',
@@ -148,7 +205,15 @@ function qualityAudit(index: EvidenceIndex): string[] {
 
 function gpuTable(index: EvidenceIndex): string[] {
   const rows = index.cells.flatMap((c) =>
-    c.arms.map((a) => [armLabel(c, a), num(a.memory.peakVramMiB), num(a.memory.vramGrowthMiB), num(a.gpu.activePowerMeanW), num(a.gpu.temperatureP95C), num(a.gpu.joulesPerToken), num(a.memory.hostPeakMiB)]),
+    c.arms.map((a) => [
+      armLabel(c, a),
+      num(a.memory.peakVramMiB),
+      num(a.memory.vramGrowthMiB),
+      num(a.gpu.activePowerMeanW),
+      num(a.gpu.temperatureP95C),
+      num(a.gpu.joulesPerToken),
+      num(a.memory.hostPeakMiB),
+    ]),
   )
   return [
     '## GPU operating characteristics (worst device; — where not observed)',
@@ -159,7 +224,14 @@ function gpuTable(index: EvidenceIndex): string[] {
 }
 
 function gateTable(index: EvidenceIndex): string[] {
-  const rows = index.gates.map((g) => [g.cell, g.decision.gate, g.decision.outcome, effect(g), `${g.decision.samples.paired} paired`, g.testPassed ? 'passed' : 'FAILED'])
+  const rows = index.gates.map((g) => [
+    g.cell,
+    g.decision.gate,
+    g.decision.outcome,
+    effect(g),
+    `${g.decision.samples.paired} paired`,
+    g.testPassed ? 'passed' : 'FAILED',
+  ])
   return ['## Every gate', '', ...table(['cell', 'gate', 'outcome', 'effect [interval]', 'samples', 'test'], rows), '']
 }
 
@@ -169,17 +241,26 @@ function cellTable(index: EvidenceIndex): string[] {
     c.ladder ?? '',
     c.kind,
     c.disposition + (c.required ? '' : ' (optional)'),
-    c.plan === null ? '—' : `${c.plan.workload} ctx${c.plan.promptTokens} ${c.plan.arrivalRatePerS === null ? `c${c.plan.concurrency}` : `${c.plan.arrivalRatePerS} req/s`} × ${c.plan.requests}`,
-    Object.entries(c.engines).map(([arm, e]) => `${arm}: ${e}`).join('; '),
+    c.plan === null
+      ? '—'
+      : `${c.plan.workload} ctx${c.plan.promptTokens} ${c.plan.arrivalRatePerS === null ? `c${c.plan.concurrency}` : `${c.plan.arrivalRatePerS} req/s`} × ${c.plan.requests}`,
+    Object.entries(c.engines)
+      .map(([arm, e]) => `${arm}: ${e}`)
+      .join('; '),
     c.reason ?? '',
   ])
-  return ['## Cells (a sweep or capacity search keeps its cells together on one ladder)', '', ...table(['cell', 'ladder', 'kind', 'disposition', 'plan', 'engines', 'reason'], rows), '']
+  return [
+    '## Cells (a sweep or capacity search keeps its cells together on one ladder)',
+    '',
+    ...table(['cell', 'ladder', 'kind', 'disposition', 'plan', 'engines', 'reason'], rows),
+    '',
+  ]
 }
 
 const METHODOLOGY = [
   '## Methodology',
   '',
-  '- Timings are taken on the client per streamed read (monotonic clock); TTFT, TPOT, ITL, e2e, decode and effective prefill per request as servegate\'s docs/metrics.md defines them; percentiles are nearest-rank.',
+  "- Timings are taken on the client per streamed read (monotonic clock); TTFT, TPOT, ITL, e2e, decode and effective prefill per request as servegate's docs/metrics.md defines them; percentiles are nearest-rank.",
   '- Both arms of a pair receive the same request bytes (planned and wire sha256 per record); gates compare per prompt (paired by request index).',
   '- Win gates pass only when proven at the stated confidence and margin (one-sided 99% by default) with a launch-noise floor; non-regression gates fail only on a confident regression.',
   '- Run records are in `runs/`; `servegate verify` recomputes every hash and summary from them.',
@@ -187,7 +268,15 @@ const METHODOLOGY = [
 ]
 
 function inventory(files: readonly FileRef[]): string[] {
-  return ['## Artifacts', '', ...table(['file', 'bytes', 'sha256'], files.map((f) => [f.path, String(f.bytes), `${f.sha256.slice(0, 16)}…`])), '']
+  return [
+    '## Artifacts',
+    '',
+    ...table(
+      ['file', 'bytes', 'sha256'],
+      files.map((f) => [f.path, String(f.bytes), `${f.sha256.slice(0, 16)}…`]),
+    ),
+    '',
+  ]
 }
 
 /** The board as Markdown; `files` are the run records and artifacts to list in its inventory. */
@@ -198,10 +287,12 @@ export function renderBoard(index: EvidenceIndex, files: readonly FileRef[]): st
     '',
     ...glanceLines(index).map((l) => `- ${l}`),
     '',
-    ...(index.promotion.reasons.length > 0 ? ['### Why not promotable', '', ...index.promotion.reasons.map((r) => `- ${cell(r)}`), ''] : []),
-    ...index.findings.filter((f) => f.kind !== 'descriptive-p99').length > 0
+    ...(index.promotion.reasons.length > 0
+      ? ['### Why not promotable', '', ...index.promotion.reasons.map((r) => `- ${cell(r)}`), '']
+      : []),
+    ...(index.findings.filter((f) => f.kind !== 'descriptive-p99').length > 0
       ? ['### Findings', '', ...index.findings.map((f) => `- **${f.kind}** ${f.cell}: ${cell(f.message)}`), '']
-      : [],
+      : []),
     ...metricTables(index),
     ...latencyTable(index),
     ...concurrencyTable(index),
@@ -216,4 +307,3 @@ export function renderBoard(index: EvidenceIndex, files: readonly FileRef[]): st
     ...inventory(files),
   ].join('\n')
 }
-

@@ -16,7 +16,8 @@ import { renderHtml } from './html.ts'
 
 const SCREENSHOT = resolve('test-artifacts', 'evidence-index.png')
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
-const MISSING = "no Chromium found (SERVEGATE_CHROMIUM, or chromium / chromium-browser on PATH): install Debian's chromium (apt-get install chromium)"
+const MISSING =
+  "no Chromium found (SERVEGATE_CHROMIUM, or chromium / chromium-browser on PATH): install Debian's chromium (apt-get install chromium)"
 
 /** `SERVEGATE_CHROMIUM` (a path or a name), else `chromium` or `chromium-browser` on PATH. */
 async function findChromium(): Promise<string | null> {
@@ -43,18 +44,32 @@ function boardOf(index: EvidenceIndex): string {
  * naming `home`: its crash handlers detach from the group, and HOME keeps their database in it.
  */
 async function runChromium(executable: string, home: string, args: readonly string[]): Promise<string> {
-  const child = execa(executable, ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--no-default-browser-check', '--disable-extensions', `--user-data-dir=${join(home, 'profile')}`, ...args], {
-    env: { HOME: home },
-    detached: true,
-    cleanup: true,
-    forceKillAfterDelay: 2_000,
-    timeout: 60_000,
-    reject: false,
-    stdin: 'ignore',
-  })
+  const child = execa(
+    executable,
+    [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--no-first-run',
+      '--no-default-browser-check',
+      '--disable-extensions',
+      `--user-data-dir=${join(home, 'profile')}`,
+      ...args,
+    ],
+    {
+      env: { HOME: home },
+      detached: true,
+      cleanup: true,
+      forceKillAfterDelay: 2_000,
+      timeout: 60_000,
+      reject: false,
+      stdin: 'ignore',
+    },
+  )
   try {
     const result = await child
-    if (result.exitCode !== 0) throw new Error(`chromium ${args.join(' ')} exited with ${result.exitCode ?? result.signal}: ${result.stderr.slice(-2000)}`)
+    if (result.exitCode !== 0)
+      throw new Error(`chromium ${args.join(' ')} exited with ${result.exitCode ?? result.signal}: ${result.stderr.slice(-2000)}`)
     return result.stdout
   } finally {
     if (child.pid !== undefined) kill(-child.pid)
@@ -108,7 +123,9 @@ describe.skipIf(skipped)(`the evidence page in headless Chromium${skipped ? ` (s
     expect(dom).toMatch(/<table>\s*<thead>\s*<tr>\s*<th>cell<\/th>\s*<th>disposition<\/th>/)
     expect(dom.match(/<tr>/g)).toHaveLength(1 + sampleEvidence().cells.length)
     expect(dom).toContain('<code>qwen3-8b-summary-ctx8192-c16</code>')
-    const figures = [...dom.matchAll(/<figure id="(chart-[a-z-]+)">\s*<svg [^>]*>[\s\S]*?<\/svg>\s*<figcaption>([^<]*)<\/figcaption>/g)].map((m) => [m[1], m[2]])
+    const figures = [
+      ...dom.matchAll(/<figure id="(chart-[a-z-]+)">\s*<svg [^>]*>[\s\S]*?<\/svg>\s*<figcaption>([^<]*)<\/figcaption>/g),
+    ].map((m) => [m[1], m[2]])
     expect(figures).toEqual([
       ['chart-throughput-by-concurrency', 'Output throughput by concurrency'],
       ['chart-decode-ratio-heatmap', 'Decode tok/s p50, candidate ÷ baseline'],
@@ -122,7 +139,12 @@ describe.skipIf(skipped)(`the evidence page in headless Chromium${skipped ? ` (s
   test(`a screenshot of it lands in ${join('test-artifacts', 'evidence-index.png')}`, { timeout: 90_000 }, async () => {
     await mkdir(resolve('test-artifacts'), { recursive: true })
     await rm(SCREENSHOT, { force: true })
-    await runChromium(chromium as string, join(dir, 'chromium-shot'), ['--hide-scrollbars', '--window-size=1280,2000', `--screenshot=${SCREENSHOT}`, page])
+    await runChromium(chromium as string, join(dir, 'chromium-shot'), [
+      '--hide-scrollbars',
+      '--window-size=1280,2000',
+      `--screenshot=${SCREENSHOT}`,
+      page,
+    ])
     const png = await readFile(SCREENSHOT)
     expect(png.subarray(0, 8)).toEqual(PNG_SIGNATURE)
     // IHDR: width and height, big-endian, right after the signature and the chunk header.

@@ -5,7 +5,14 @@
 import { createHash } from 'node:crypto'
 import { hostname } from 'node:os'
 import {
-  type ArmSummary, type Disposition, EVIDENCE_SCHEMA_ID, type EvidenceCell, type EvidenceIndex, type Finding, type GateEntry, type PairCheck,
+  type ArmSummary,
+  type Disposition,
+  EVIDENCE_SCHEMA_ID,
+  type EvidenceCell,
+  type EvidenceIndex,
+  type Finding,
+  type GateEntry,
+  type PairCheck,
 } from '../schema/evidence.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
@@ -94,11 +101,14 @@ function evidenceIds(files: readonly SpecFileInput[]): Map<string, string> {
 }
 
 function disposition(cell: DeclaredCell, checks: readonly PairCheck[]): { disposition: Disposition; reason: string | null } {
-  if (cell.status === 'pending') return { disposition: 'pending', reason: 'declared but not run: no test awaited it, or the run ended first' }
-  if (cell.status === 'threw') return { disposition: 'blocked', reason: `its measurement threw before a record existed: ${cell.error ?? 'unknown error'}` }
+  if (cell.status === 'pending')
+    return { disposition: 'pending', reason: 'declared but not run: no test awaited it, or the run ended first' }
+  if (cell.status === 'threw')
+    return { disposition: 'blocked', reason: `its measurement threw before a record existed: ${cell.error ?? 'unknown error'}` }
   for (const arm of ARMS) {
     for (const r of cell.records[arm] ?? []) {
-      if (r.cellFailure !== null) return { disposition: 'failed', reason: `${arm}: ${r.cellFailure.code}: ${r.cellFailure.message.split('\n')[0]}` }
+      if (r.cellFailure !== null)
+        return { disposition: 'failed', reason: `${arm}: ${r.cellFailure.code}: ${r.cellFailure.message.split('\n')[0]}` }
     }
   }
   const unmatched = checks.find((c) => c.check === 'toBeMatchedPair' && !c.passed)
@@ -114,33 +124,55 @@ function cellFindings(cell: EvidenceCell, gates: readonly GateEntry[]): Finding[
   for (const c of cell.checks) if (!c.passed) add('check-failed', `${c.check}: ${c.findings.slice(0, 3).join('; ') || 'failed'}`)
   for (const g of gates) {
     const d = g.decision
-    if (d.kind === 'superiority' && d.outcome !== 'pass') add(d.outcome === 'fail' ? 'non-win' : 'inconclusive', `${d.gate} ${d.outcome}: ${d.metric}${d.moreRequestsHint === null ? '' : ` (about ${d.moreRequestsHint} paired requests would likely decide it)`}`)
+    if (d.kind === 'superiority' && d.outcome !== 'pass')
+      add(
+        d.outcome === 'fail' ? 'non-win' : 'inconclusive',
+        `${d.gate} ${d.outcome}: ${d.metric}${d.moreRequestsHint === null ? '' : ` (about ${d.moreRequestsHint} paired requests would likely decide it)`}`,
+      )
     if (d.kind === 'non-regression' && d.outcome === 'fail') add('regression', `${d.gate}: confident regression of ${d.metric}`)
-    if (d.kind === 'non-regression' && d.outcome === 'inconclusive') add('inconclusive', `${d.gate}: ${d.metric} not shown to hold (passes with a warning)`)
+    if (d.kind === 'non-regression' && d.outcome === 'inconclusive')
+      add('inconclusive', `${d.gate}: ${d.metric} not shown to hold (passes with a warning)`)
     if (d.gate === 'toStayWithinAccuracyGap') for (const w of d.warnings) add('quality', w)
   }
   const label = (a: ArmSummary) => (a.arm === 'cell' ? `launch ${a.launch}` : `${a.arm}${a.launch > 1 ? ` launch ${a.launch}` : ''}`)
   const descriptive = [...new Set(cell.arms.flatMap((a) => a.p99DescriptiveOnly))]
-  if (descriptive.length > 0) add('descriptive-p99', `p99 of ${descriptive.join(', ')} rests on fewer samples than a p99 needs (${cell.arms.filter((a) => a.p99DescriptiveOnly.length > 0).map(label).join(', ')}): descriptive only`)
+  if (descriptive.length > 0)
+    add(
+      'descriptive-p99',
+      `p99 of ${descriptive.join(', ')} rests on fewer samples than a p99 needs (${cell.arms
+        .filter((a) => a.p99DescriptiveOnly.length > 0)
+        .map(label)
+        .join(', ')}): descriptive only`,
+    )
   const limited = cell.arms.filter((a) => a.harnessLimited)
-  if (limited.length > 0) add('harness-limited', `${limited.map(label).join(', ')}: the client, not the engine, may have limited this cell (see harness.reasons in the run records)`)
+  if (limited.length > 0)
+    add(
+      'harness-limited',
+      `${limited.map(label).join(', ')}: the client, not the engine, may have limited this cell (see harness.reasons in the run records)`,
+    )
   return out
 }
 
 /** Builds the index and the run-record files from the spec files' cells and the tests' assertions. */
 export function buildEvidence(files: readonly SpecFileInput[], tests: readonly TestInput[], options: BuildOptions): BuiltEvidence {
   const sortedFiles = [...files].sort((a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0))
-  const sortedTests = [...tests].sort((a, b) => (a.file === b.file ? (a.name < b.name ? -1 : a.name > b.name ? 1 : 0) : a.file < b.file ? -1 : 1))
+  const sortedTests = [...tests].sort((a, b) =>
+    a.file === b.file ? (a.name < b.name ? -1 : a.name > b.name ? 1 : 0) : a.file < b.file ? -1 : 1,
+  )
   const ids = evidenceIds(sortedFiles)
   const idOf = (file: string, cell: string) => ids.get(`${file}\u0000${cell}`) ?? cell
 
   const gates: GateEntry[] = []
   const checksByCell = new Map<string, PairCheck[]>()
   for (const t of sortedTests) {
-    for (const d of t.meta?.decisions ?? []) gates.push({ cell: idOf(t.file, d.cell), test: t.name, testPassed: t.state === 'passed', decision: d.decision })
+    for (const d of t.meta?.decisions ?? [])
+      gates.push({ cell: idOf(t.file, d.cell), test: t.name, testPassed: t.state === 'passed', decision: d.decision })
     for (const c of t.meta?.checks ?? []) {
       const id = idOf(t.file, c.cell)
-      checksByCell.set(id, [...(checksByCell.get(id) ?? []), { check: c.check, passed: c.passed, findings: c.findings, test: t.name, testPassed: t.state === 'passed' }])
+      checksByCell.set(id, [
+        ...(checksByCell.get(id) ?? []),
+        { check: c.check, passed: c.passed, findings: c.findings, test: t.name, testPassed: t.state === 'passed' },
+      ])
     }
   }
 
@@ -181,11 +213,21 @@ export function buildEvidence(files: readonly SpecFileInput[], tests: readonly T
     }
   }
 
-  const findings = cells.flatMap((c) => cellFindings(c, gates.filter((g) => g.cell === c.id)))
+  const findings = cells.flatMap((c) =>
+    cellFindings(
+      c,
+      gates.filter((g) => g.cell === c.id),
+    ),
+  )
   const index: EvidenceIndex = {
     schema: EVIDENCE_SCHEMA_ID,
     generatedAt: finishedAt.length === 0 ? null : finishedAt.reduce((a, b) => (a > b ? a : b)),
-    provenance: { servegateVersion: SERVEGATE_VERSION, harnessHashes: [...harnessHashes].sort(), suiteCommit: options.suiteCommit, redacted: options.redact },
+    provenance: {
+      servegateVersion: SERVEGATE_VERSION,
+      harnessHashes: [...harnessHashes].sort(),
+      suiteCommit: options.suiteCommit,
+      redacted: options.redact,
+    },
     cells,
     gates,
     findings,
@@ -227,11 +269,14 @@ export function statisticsOf(cells: readonly EvidenceCell[], gates: readonly Gat
 function promotion(cells: readonly EvidenceCell[], gates: readonly GateEntry[], tests: readonly TestInput[]): EvidenceIndex['promotion'] {
   const reasons: string[] = []
   for (const t of tests) {
-    if (t.state === 'failed' && (t.meta?.decisions.length ?? 0) === 0 && (t.meta?.checks.length ?? 0) === 0) reasons.push(`test "${t.name}" in ${t.file} failed`)
+    if (t.state === 'failed' && (t.meta?.decisions.length ?? 0) === 0 && (t.meta?.checks.length ?? 0) === 0)
+      reasons.push(`test "${t.name}" in ${t.file} failed`)
   }
   if (cells.length === 0) reasons.push('no cells were planned')
-  for (const c of cells) if (c.required && c.disposition !== 'accepted') reasons.push(`required cell ${c.id} is ${c.disposition}: ${c.reason ?? ''}`)
-  for (const g of gates) if (!g.testPassed) reasons.push(`${g.decision.gate} on ${g.cell} did not pass (${g.decision.outcome}) in "${g.test}"`)
+  for (const c of cells)
+    if (c.required && c.disposition !== 'accepted') reasons.push(`required cell ${c.id} is ${c.disposition}: ${c.reason ?? ''}`)
+  for (const g of gates)
+    if (!g.testPassed) reasons.push(`${g.decision.gate} on ${g.cell} did not pass (${g.decision.outcome}) in "${g.test}"`)
   for (const c of cells) for (const k of c.checks) if (!k.testPassed) reasons.push(`${k.check} on ${c.id} did not pass in "${k.test}"`)
   return { promotable: reasons.length === 0, reasons }
 }

@@ -3,7 +3,13 @@ import type { EvidenceIndex } from '../schema/evidence.ts'
 import { cellChart, renderCharts } from './charts.ts'
 import { SAMPLE_ENGINES, sampleEvidence } from './fixture.ts'
 
-const FILES = ['charts/throughput-by-concurrency.svg', 'charts/decode-ratio-heatmap.svg', 'charts/prefill-by-concurrency.svg', 'charts/serving-tradeoff.svg', 'charts/goodput-by-rate.svg']
+const FILES = [
+  'charts/throughput-by-concurrency.svg',
+  'charts/decode-ratio-heatmap.svg',
+  'charts/prefill-by-concurrency.svg',
+  'charts/serving-tradeoff.svg',
+  'charts/goodput-by-rate.svg',
+]
 const CLOSED_LOOP_FILES = FILES.slice(0, 4)
 
 /**
@@ -77,7 +83,11 @@ describe('renderCharts', () => {
   test('the same index gives byte-identical SVG, whatever was drawn before, alongside or in which order the cells come', async () => {
     const index = sampleEvidence()
     const first = await renderCharts(index)
-    const [again, , concurrent] = await Promise.all([renderCharts(index), cellChart(index.cells[0] as EvidenceIndex['cells'][number]), renderCharts(index)])
+    const [again, , concurrent] = await Promise.all([
+      renderCharts(index),
+      cellChart(index.cells[0] as EvidenceIndex['cells'][number]),
+      renderCharts(index),
+    ])
     const reversed = await renderCharts({ ...index, cells: [...index.cells].reverse() })
     for (const other of [again, concurrent, reversed]) expect(other.map((c) => c.svg)).toEqual(first.map((c) => c.svg))
   })
@@ -105,7 +115,8 @@ describe('cellChart', () => {
     const cell = sampleEvidence().cells[0] as EvidenceIndex['cells'][number]
     const svg = await cellChart(cell)
     expect(svg).toMatch(/^<svg /)
-    for (const text of [cell.id, 'TTFT', 'TPOT', 'p50', 'p95', SAMPLE_ENGINES.baseline, SAMPLE_ENGINES.candidate]) expect(svg).toContain(`>${text}<`)
+    for (const text of [cell.id, 'TTFT', 'TPOT', 'p50', 'p95', SAMPLE_ENGINES.baseline, SAMPLE_ENGINES.candidate])
+      expect(svg).toContain(`>${text}<`)
     expect(await cellChart(cell)).toBe(svg)
   })
 

@@ -124,24 +124,32 @@ export async function cellChart(cell: EvidenceCell): Promise<string> {
     ),
   )
   if (rows.length === 0) return toSvg(noDataSpec(noDataTitle(cell.id)), 'cell')
-  return toSvg({
-    title: { text: cell.id, fontSize: 12 },
-    data: { values: rows },
-    facet: { column: { field: 'metric', type: 'nominal', title: null, sort: LATENCIES.map((l) => l.metric) } },
-    resolve: { scale: { y: 'independent' } },
-    spec: {
-      width: 150,
-      height: 120,
-      mark: 'bar',
-      encoding: {
-        x: { field: 'engine', type: 'nominal', title: null, sort: null, axis: { labelAngle: -20 } },
-        xOffset: { field: 'percentile', type: 'nominal' },
-        y: { field: 'value', type: 'quantitative', title: 'ms' },
-        color: { field: 'percentile', type: 'nominal', title: 'percentile', scale: { domain: ['p50', 'p95'], range: ['#9ecae9', '#2f6b9a'] } },
+  return toSvg(
+    {
+      title: { text: cell.id, fontSize: 12 },
+      data: { values: rows },
+      facet: { column: { field: 'metric', type: 'nominal', title: null, sort: LATENCIES.map((l) => l.metric) } },
+      resolve: { scale: { y: 'independent' } },
+      spec: {
+        width: 150,
+        height: 120,
+        mark: 'bar',
+        encoding: {
+          x: { field: 'engine', type: 'nominal', title: null, sort: null, axis: { labelAngle: -20 } },
+          xOffset: { field: 'percentile', type: 'nominal' },
+          y: { field: 'value', type: 'quantitative', title: 'ms' },
+          color: {
+            field: 'percentile',
+            type: 'nominal',
+            title: 'percentile',
+            scale: { domain: ['p50', 'p95'], range: ['#9ecae9', '#2f6b9a'] },
+          },
+        },
       },
+      config: CONFIG,
     },
-    config: CONFIG,
-  }, 'cell')
+    'cell',
+  )
 }
 
 function noDataTitle(title: string): string {
@@ -213,7 +221,10 @@ function mergeLaunches(cell: Pick<EvidenceCell, 'arms' | 'engines'>): { arm: Arm
 function plottedCells(index: EvidenceIndex, loop: 'closed' | 'open' = 'closed'): (EvidenceCell & { plan: CellPlanSummary })[] {
   return index.cells.filter(
     (c): c is EvidenceCell & { plan: CellPlanSummary } =>
-      (c.disposition === 'accepted' || c.disposition === 'failed') && c.plan !== null && c.arms.length > 0 && (c.plan.arrival === 'closed') === (loop === 'closed'),
+      (c.disposition === 'accepted' || c.disposition === 'failed') &&
+      c.plan !== null &&
+      c.arms.length > 0 &&
+      (c.plan.arrival === 'closed') === (loop === 'closed'),
   )
 }
 
@@ -236,7 +247,16 @@ function ratePoints(index: EvidenceIndex): RatePoint[] {
           const good = medianOf(arms.map((a) => a.load.goodFraction))
           if (good === null) return []
           const one = arms.length === 1 ? arms[0] : undefined
-          return [{ group: cell.ladder ?? workloadLabel(cell.plan), engine, rate: cell.plan.arrivalRatePerS as number, good, low: one?.load.goodFractionLow ?? null, high: one?.load.goodFractionHigh ?? null }]
+          return [
+            {
+              group: cell.ladder ?? workloadLabel(cell.plan),
+              engine,
+              rate: cell.plan.arrivalRatePerS as number,
+              good,
+              low: one?.load.goodFractionLow ?? null,
+              high: one?.load.goodFractionHigh ?? null,
+            },
+          ]
         }),
   )
   return points.sort((a, b) => a.group.localeCompare(b.group, 'en') || a.engine.localeCompare(b.engine, 'en') || a.rate - b.rate)
@@ -264,7 +284,18 @@ function goodByRate(index: EvidenceIndex, title: string): TopLevelSpec | null {
     },
     layer: [
       { mark: { type: 'rule' }, encoding: { y: { field: 'low', type: 'quantitative' }, y2: { field: 'high' } } },
-      { mark: { type: 'line', point: true }, encoding: { y: { field: 'good', type: 'quantitative', title: 'good share (meets every SLO)', scale: { domain: [0, 1] }, axis: { format: '%' } } } },
+      {
+        mark: { type: 'line', point: true },
+        encoding: {
+          y: {
+            field: 'good',
+            type: 'quantitative',
+            title: 'good share (meets every SLO)',
+            scale: { domain: [0, 1] },
+            axis: { format: '%' },
+          },
+        },
+      },
     ],
   })
 }
@@ -282,7 +313,9 @@ function armPoints(index: EvidenceIndex): ArmPoint[] {
       prefillTokPerSP50: medianOf(arms.map((a) => a.timings.effectivePrefillTokPerS.p50)),
     })),
   )
-  return points.sort((a, b) => a.workload.localeCompare(b.workload, 'en') || a.engine.localeCompare(b.engine, 'en') || a.concurrency - b.concurrency)
+  return points.sort(
+    (a, b) => a.workload.localeCompare(b.workload, 'en') || a.engine.localeCompare(b.engine, 'en') || a.concurrency - b.concurrency,
+  )
 }
 
 /** The colour of each engine: baselines first, so a suite's baseline keeps the first colour. */
@@ -292,7 +325,12 @@ function engineColor(points: readonly ArmPoint[]) {
 }
 
 /** A line per engine over concurrency, one panel per workload. */
-function byConcurrency(points: readonly ArmPoint[], field: 'outputTokPerS' | 'prefillTokPerSP50', yTitle: string, title: string): TopLevelSpec | null {
+function byConcurrency(
+  points: readonly ArmPoint[],
+  field: 'outputTokPerS' | 'prefillTokPerSP50',
+  yTitle: string,
+  title: string,
+): TopLevelSpec | null {
   const rows = points.filter((p) => p[field] !== null)
   return panels(title, rows, 'workload', {
     mark: { type: 'line', point: true },
@@ -306,7 +344,9 @@ function byConcurrency(points: readonly ArmPoint[], field: 'outputTokPerS' | 'pr
 
 /** Per-user decode speed against aggregate throughput: a line per engine, points labelled by concurrency. */
 function tradeOff(points: readonly ArmPoint[], title: string): TopLevelSpec | null {
-  const rows = points.filter((p) => p.decodeTokPerSP50 !== null && p.outputTokPerS !== null).map((p) => ({ ...p, label: `c${p.concurrency}` }))
+  const rows = points
+    .filter((p) => p.decodeTokPerSP50 !== null && p.outputTokPerS !== null)
+    .map((p) => ({ ...p, label: `c${p.concurrency}` }))
   return panels(title, rows, 'workload', {
     encoding: {
       x: { field: 'decodeTokPerSP50', type: 'quantitative', title: 'decode tok/s per user (p50)', scale: { zero: false } },
@@ -332,7 +372,13 @@ function decodeRatios(index: EvidenceIndex): { row: string; concurrency: number;
       const b = medianOf(baseline.arms.map((a) => a.timings.decodeTokPerS.p50))
       const c = medianOf(candidate.arms.map((a) => a.timings.decodeTokPerS.p50))
       if (b === null || c === null || b <= 0) return []
-      return [{ row: `${candidate.engine} ÷ ${baseline.engine}${ROW_SEPARATOR}${workloadLabel(cell.plan)}`, concurrency: cell.plan.concurrency, ratio: c / b }]
+      return [
+        {
+          row: `${candidate.engine} ÷ ${baseline.engine}${ROW_SEPARATOR}${workloadLabel(cell.plan)}`,
+          concurrency: cell.plan.concurrency,
+          ratio: c / b,
+        },
+      ]
     })
     .sort((a, b) => a.row.localeCompare(b.row, 'en') || a.concurrency - b.concurrency)
 }
@@ -356,11 +402,21 @@ function ratioHeatmap(index: EvidenceIndex, title: string): TopLevelSpec | null 
     layer: [
       {
         mark: 'rect',
-        encoding: { color: { field: 'ratio', type: 'quantitative', title: 'candidate ÷ baseline', scale: { scheme: 'redblue', domain: [1 - spread, 1 + spread], domainMid: 1 } } },
+        encoding: {
+          color: {
+            field: 'ratio',
+            type: 'quantitative',
+            title: 'candidate ÷ baseline',
+            scale: { scheme: 'redblue', domain: [1 - spread, 1 + spread], domainMid: 1 },
+          },
+        },
       },
       {
         mark: { type: 'text', fontSize: 12 },
-        encoding: { text: { field: 'label', type: 'nominal' }, color: { condition: { test: 'datum.strong', value: 'white' }, value: 'black' } },
+        encoding: {
+          text: { field: 'label', type: 'nominal' },
+          color: { condition: { test: 'datum.strong', value: 'white' }, value: 'black' },
+        },
       },
     ],
     config: CONFIG,

@@ -22,7 +22,15 @@ let candidate: RunRecord
 async function measure(decodeTokPerS: number): Promise<RunRecord> {
   const sim = await startSimServer({ model: 'm', prefillTokPerS: 40_000, decodeTokPerS, seed: 3 })
   try {
-    return await runCell({ baseUrl: sim.url, model: 'm', concurrency: 2, requests: 12, maxTokens: 16, apiKey: SECRET, workload: { promptTokens: 64, canaries: true } })
+    return await runCell({
+      baseUrl: sim.url,
+      model: 'm',
+      concurrency: 2,
+      requests: 12,
+      maxTokens: 16,
+      apiKey: SECRET,
+      workload: { promptTokens: 64, canaries: true },
+    })
   } finally {
     await sim.close()
   }
@@ -39,12 +47,25 @@ afterAll(async () => {
 })
 
 function declared(id: string, over: Partial<DeclaredCell> = {}): DeclaredCell {
-  return { id, kind: 'pair', required: true, ladder: null, engines: { baseline: 'sim-300', candidate: 'sim-600' }, status: 'measured', error: null, records: { baseline: [baseline], candidate: [candidate] }, ...over }
+  return {
+    id,
+    kind: 'pair',
+    required: true,
+    ladder: null,
+    engines: { baseline: 'sim-300', candidate: 'sim-600' },
+    status: 'measured',
+    error: null,
+    records: { baseline: [baseline], candidate: [candidate] },
+    ...over,
+  }
 }
 
 /** A suite: a won pair, a pair whose candidate engine failed, one that threw, one never run, and their tests. */
 function suite(): { files: SpecFileInput[]; tests: TestInput[] } {
-  const crashed = failedCellRecord({ baseUrl: 'http://127.0.0.1:1', model: 'm' }, { code: 'ENGINE_EXITED', message: 'engine vllm exited during start-up with code 3', httpStatus: null, retryAfterS: null })
+  const crashed = failedCellRecord(
+    { baseUrl: 'http://127.0.0.1:1', model: 'm' },
+    { code: 'ENGINE_EXITED', message: 'engine vllm exited during start-up with code 3', httpStatus: null, retryAfterS: null },
+  )
   const files: SpecFileInput[] = [
     {
       file: 'benchmarks/a.bench.ts',
@@ -60,8 +81,18 @@ function suite(): { files: SpecFileInput[]; tests: TestInput[] } {
   ]
   const win = winGate({ baseline, candidate }, { gate: 'toWinDecode', launchNoise: 0 })
   const tests: TestInput[] = [
-    { file: 'benchmarks/a.bench.ts', name: 'won > wins decode', state: win.outcome === 'pass' ? 'passed' : 'failed', meta: { decisions: [{ cell: 'won', decision: win }], checks: [] } },
-    { file: 'benchmarks/a.bench.ts', name: 'won > is matched', state: 'passed', meta: { decisions: [], checks: [{ cell: 'won', check: 'toBeMatchedPair', passed: true, findings: [] }] } },
+    {
+      file: 'benchmarks/a.bench.ts',
+      name: 'won > wins decode',
+      state: win.outcome === 'pass' ? 'passed' : 'failed',
+      meta: { decisions: [{ cell: 'won', decision: win }], checks: [] },
+    },
+    {
+      file: 'benchmarks/a.bench.ts',
+      name: 'won > is matched',
+      state: 'passed',
+      meta: { decisions: [], checks: [{ cell: 'won', check: 'toBeMatchedPair', passed: true, findings: [] }] },
+    },
   ]
   return { files, tests }
 }
@@ -71,27 +102,63 @@ describe('buildEvidence', () => {
     const { files, tests } = suite()
     const { index, runs } = buildEvidence(files, tests, { suiteCommit: 'a'.repeat(40), redact: false })
     expect(EvidenceIndex.parse(index)).toEqual(index)
-    expect(index.cells.map((c) => [c.id, c.disposition])).toEqual([['won', 'accepted'], ['crashed', 'failed'], ['threw', 'blocked'], ['never', 'pending']])
+    expect(index.cells.map((c) => [c.id, c.disposition])).toEqual([
+      ['won', 'accepted'],
+      ['crashed', 'failed'],
+      ['threw', 'blocked'],
+      ['never', 'pending'],
+    ])
     expect(index.cells[1]?.reason).toBe('candidate: ENGINE_EXITED: engine vllm exited during start-up with code 3')
     expect(index.cells[2]?.reason).toMatch(/threw before a record existed: cell failed unexpectedly: boom/)
-    expect(index.gates).toEqual([expect.objectContaining({ cell: 'won', test: 'won > wins decode', testPassed: true, decision: expect.objectContaining({ gate: 'toWinDecode', outcome: 'pass' }) })])
-    expect(index.statistics).toEqual({ planned: 4, required: 3, accepted: 1, failed: 1, blocked: 1, pending: 1, matchedPairs: 1, gates: { pass: 1, fail: 0, inconclusive: 0 } })
+    expect(index.gates).toEqual([
+      expect.objectContaining({
+        cell: 'won',
+        test: 'won > wins decode',
+        testPassed: true,
+        decision: expect.objectContaining({ gate: 'toWinDecode', outcome: 'pass' }),
+      }),
+    ])
+    expect(index.statistics).toEqual({
+      planned: 4,
+      required: 3,
+      accepted: 1,
+      failed: 1,
+      blocked: 1,
+      pending: 1,
+      matchedPairs: 1,
+      gates: { pass: 1, fail: 0, inconclusive: 0 },
+    })
     expect(index.promotion.promotable).toBe(false)
-    expect(index.promotion.reasons).toEqual([expect.stringMatching(/^required cell crashed is failed/), expect.stringMatching(/^required cell threw is blocked/)])
+    expect(index.promotion.reasons).toEqual([
+      expect.stringMatching(/^required cell crashed is failed/),
+      expect.stringMatching(/^required cell threw is blocked/),
+    ])
     // One run record per arm per launch, referenced from the arm summaries.
-    expect(runs.map((r) => r.path)).toEqual(['runs/baseline/won.json', 'runs/candidate/won.json', 'runs/baseline/crashed.json', 'runs/candidate/crashed.json'])
+    expect(runs.map((r) => r.path)).toEqual([
+      'runs/baseline/won.json',
+      'runs/candidate/won.json',
+      'runs/baseline/crashed.json',
+      'runs/candidate/crashed.json',
+    ])
     const won = index.cells[0]
-    expect(won?.arms.map((a) => [a.arm, a.completed, a.concurrency.clientObservedMax])).toEqual([['baseline', 12, 2], ['candidate', 12, 2]])
+    expect(won?.arms.map((a) => [a.arm, a.completed, a.concurrency.clientObservedMax])).toEqual([
+      ['baseline', 12, 2],
+      ['candidate', 12, 2],
+    ])
     expect(won?.arms[1]?.timings.decodeTokPerS.p50 as number).toBeGreaterThan(won?.arms[0]?.timings.decodeTokPerS.p50 as number)
     expect(index.findings.map((f) => f.kind)).toContain('descriptive-p99')
   })
 
   test('promotable only when every required cell is accepted and every test passed', () => {
     const { files, tests } = suite()
-    const onlyWon = [{ ...files[0], meta: { cells: files[0]?.meta.cells.filter((c) => c.id === 'won' || c.id === 'never') ?? [] } }] as SpecFileInput[]
+    const onlyWon = [
+      { ...files[0], meta: { cells: files[0]?.meta.cells.filter((c) => c.id === 'won' || c.id === 'never') ?? [] } },
+    ] as SpecFileInput[]
     expect(buildEvidence(onlyWon, tests, { suiteCommit: null, redact: false }).index.promotion).toEqual({ promotable: true, reasons: [] })
     const failing = [...tests, { file: 'benchmarks/a.bench.ts', name: 'won > something else', state: 'failed' as const, meta: undefined }]
-    expect(buildEvidence(onlyWon, failing, { suiteCommit: null, redact: false }).index.promotion.reasons).toEqual(['test "won > something else" in benchmarks/a.bench.ts failed'])
+    expect(buildEvidence(onlyWon, failing, { suiteCommit: null, redact: false }).index.promotion.reasons).toEqual([
+      'test "won > something else" in benchmarks/a.bench.ts failed',
+    ])
   })
 
   test('the same id in two files gets a suffix; the order of inputs does not matter', () => {
@@ -110,7 +177,16 @@ describe('an evidence directory', () => {
     const { files, tests } = suite()
     await writeEvidence(out, buildEvidence(files, tests, { suiteCommit: null, redact: false }), DEFAULT_RENDERERS)
     const names = (await readdir(out, { recursive: true })).map(String).sort()
-    expect(names).toEqual(expect.arrayContaining(['README.md', SUMS_FILE, 'index.html', 'index.json', 'runs/baseline/won.json', 'charts/throughput-by-concurrency.svg']))
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'README.md',
+        SUMS_FILE,
+        'index.html',
+        'index.json',
+        'runs/baseline/won.json',
+        'charts/throughput-by-concurrency.svg',
+      ]),
+    )
     for (const name of names.filter((n) => n.includes('.'))) {
       const text = await readFile(join(out, name), 'utf8')
       expect(text, name).not.toContain(SECRET)
@@ -143,9 +219,15 @@ describe('an evidence directory', () => {
   test('a record whose metrics differ from its requests is named', async () => {
     const out = join(dir, 'metrics')
     const edited = { ...candidate, metrics: { ...candidate.metrics, totalCompletionTokens: candidate.metrics.totalCompletionTokens + 1 } }
-    const built = buildEvidence([{ file: 'a', meta: { cells: [declared('won', { records: { baseline: [baseline], candidate: [edited] } })] } }], [], { suiteCommit: null, redact: false })
+    const built = buildEvidence(
+      [{ file: 'a', meta: { cells: [declared('won', { records: { baseline: [baseline], candidate: [edited] } })] } }],
+      [],
+      { suiteCommit: null, redact: false },
+    )
     await writeEvidence(out, built, DEFAULT_RENDERERS)
-    expect((await verifyEvidence(out)).problems).toEqual(['runs/candidate/won.json: metrics.totalCompletionTokens differs from what its requests give'])
+    expect((await verifyEvidence(out)).problems).toEqual([
+      'runs/candidate/won.json: metrics.totalCompletionTokens differs from what its requests give',
+    ])
   })
 
   test('a crash while writing leaves the previous evidence intact; report renders it again identically', async () => {
@@ -153,9 +235,25 @@ describe('an evidence directory', () => {
     const { files, tests } = suite()
     await writeEvidence(out, buildEvidence(files, tests, { suiteCommit: null, redact: false }), DEFAULT_RENDERERS)
     const before = await readFile(join(out, 'index.json'), 'utf8')
-    const crashing: Renderers = { ...DEFAULT_RENDERERS, html: () => { throw new Error('renderer crashed') } }
-    await expect(writeEvidence(out, buildEvidence(files.slice(0, 0), tests, { suiteCommit: null, redact: false }), crashing)).rejects.toThrow('renderer crashed')
-    await expect(writeEvidence(out, { index: { ...buildEvidence(files, [], { suiteCommit: null, redact: false }).index }, runs: [{ path: '../escape.json', content: '{}' }] }, DEFAULT_RENDERERS)).rejects.toThrow(/escapes the directory/)
+    const crashing: Renderers = {
+      ...DEFAULT_RENDERERS,
+      html: () => {
+        throw new Error('renderer crashed')
+      },
+    }
+    await expect(
+      writeEvidence(out, buildEvidence(files.slice(0, 0), tests, { suiteCommit: null, redact: false }), crashing),
+    ).rejects.toThrow('renderer crashed')
+    await expect(
+      writeEvidence(
+        out,
+        {
+          index: { ...buildEvidence(files, [], { suiteCommit: null, redact: false }).index },
+          runs: [{ path: '../escape.json', content: '{}' }],
+        },
+        DEFAULT_RENDERERS,
+      ),
+    ).rejects.toThrow(/escapes the directory/)
     expect(await readFile(join(out, 'index.json'), 'utf8')).toBe(before)
     expect((await readdir(dir)).filter((n) => n.includes('staging'))).toEqual([])
     expect(await verifyEvidence(out)).toMatchObject({ problems: [] })
@@ -186,11 +284,28 @@ describe('an evidence directory', () => {
     const sim = await startSimServer({ model: 'm', prefillTokPerS: 40_000, decodeTokPerS: 400, seed: 4 })
     let record: RunRecord
     try {
-      record = await runCell({ baseUrl: sim.url, model: 'm', requests: 16, maxTokens: 8, workload: { promptTokens: 32 }, arrival: { kind: 'poisson', ratePerS: 40 }, slo: { ttftMs: 1000 } })
+      record = await runCell({
+        baseUrl: sim.url,
+        model: 'm',
+        requests: 16,
+        maxTokens: 8,
+        workload: { promptTokens: 32 },
+        arrival: { kind: 'poisson', ratePerS: 40 },
+        slo: { ttftMs: 1000 },
+      })
     } finally {
       await sim.close()
     }
-    const built = buildEvidence([{ file: 'a', meta: { cells: [declared('open', { kind: 'cell', engines: { cell: 'sim' }, ladder: 'sweep', records: { cell: [record] } })] } }], [], { suiteCommit: null, redact: false })
+    const built = buildEvidence(
+      [
+        {
+          file: 'a',
+          meta: { cells: [declared('open', { kind: 'cell', engines: { cell: 'sim' }, ladder: 'sweep', records: { cell: [record] } })] },
+        },
+      ],
+      [],
+      { suiteCommit: null, redact: false },
+    )
     const cell = built.index.cells[0]
     expect(cell?.plan).toMatchObject({ arrival: 'poisson', arrivalRatePerS: 40 })
     expect(cell?.arms[0]?.load).toMatchObject({ goodFraction: record.metrics.goodput?.fraction, sendLagP99Ms: record.harness.sendLagP99Ms })

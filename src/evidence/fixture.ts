@@ -7,7 +7,15 @@
 import { createHash } from 'node:crypto'
 import type { GateDecision } from '../schema/gate.ts'
 import {
-  type ArmSummary, type EvidenceCell, EVIDENCE_SCHEMA_ID, type EvidenceIndex, type FileRef, type Finding, type GateEntry, type PairCheck, type Percentiles,
+  type ArmSummary,
+  type EvidenceCell,
+  EVIDENCE_SCHEMA_ID,
+  type EvidenceIndex,
+  type FileRef,
+  type Finding,
+  type GateEntry,
+  type PairCheck,
+  type Percentiles,
 } from '../schema/evidence.ts'
 import { statisticsOf } from './build.ts'
 import { P99_MIN_SAMPLES } from '../schema/constants.ts'
@@ -46,7 +54,8 @@ const GRID: readonly SampleCell[] = [
   { promptTokens: 8192, concurrency: 64, state: 'pending', decodeRatio: 1, ttftRatio: 1, halfWidth: 0 },
 ]
 
-const CANDIDATE_FAILURE = 'ENGINE_EXITED: photon exited with code 1 before the first request completed (CUDA out of memory allocating the KV cache)'
+const CANDIDATE_FAILURE =
+  'ENGINE_EXITED: photon exited with code 1 before the first request completed (CUDA out of memory allocating the KV cache)'
 
 /**
  * The sample evidence index: schema-valid, deterministic, consistent (statistics, findings and
@@ -61,7 +70,12 @@ export function sampleEvidence(): EvidenceIndex {
   return {
     schema: EVIDENCE_SCHEMA_ID,
     generatedAt: '2025-11-28T14:03:12.000Z',
-    provenance: { servegateVersion: SERVEGATE_VERSION, harnessHashes: [sha256('harness')], suiteCommit: sha256('suite').slice(0, 40), redacted: true },
+    provenance: {
+      servegateVersion: SERVEGATE_VERSION,
+      harnessHashes: [sha256('harness')],
+      suiteCommit: sha256('suite').slice(0, 40),
+      redacted: true,
+    },
     cells,
     gates,
     findings,
@@ -101,7 +115,17 @@ function cellOf(g: SampleCell): EvidenceCell {
     disposition: g.state,
     reason,
     ladder: null,
-    plan: { api: 'chat', concurrency: g.concurrency, arrival: 'closed', arrivalRatePerS: null, requests: requestsOf(g), maxTokens: MAX_TOKENS, workload: WORKLOAD, promptTokens: g.promptTokens, requestStreamSha256: sha256(`stream-${cellId(g)}`) },
+    plan: {
+      api: 'chat',
+      concurrency: g.concurrency,
+      arrival: 'closed',
+      arrivalRatePerS: null,
+      requests: requestsOf(g),
+      maxTokens: MAX_TOKENS,
+      workload: WORKLOAD,
+      promptTokens: g.promptTokens,
+      requestStreamSha256: sha256(`stream-${cellId(g)}`),
+    },
     engines: { ...SAMPLE_ENGINES },
     arms: g.state === 'pending' ? [] : [armOf(g, 'baseline'), armOf(g, 'candidate')],
     checks: g.state === 'pending' ? [] : checksOf(g),
@@ -125,7 +149,7 @@ function armOf(g: SampleCell, arm: 'baseline' | 'candidate'): ArmSummary {
   const n = dead ? 0 : requests
   const longContext = g.promptTokens > 4096
   const decode = (72 / (1 + 0.09 * (g.concurrency - 1))) * (longContext ? 0.82 : 1) * (candidate ? g.decodeRatio : 1)
-  const prefill = ((longContext ? 8200 : 11000) / (1 + 0.12 * (g.concurrency - 1))) / (candidate ? g.ttftRatio : 1)
+  const prefill = (longContext ? 8200 : 11000) / (1 + 0.12 * (g.concurrency - 1)) / (candidate ? g.ttftRatio : 1)
   const ttftMs = (1000 * g.promptTokens) / prefill
   const tpotMs = 1000 / decode
   const e2eMs = ttftMs + (MAX_TOKENS - 1) * tpotMs
@@ -152,12 +176,33 @@ function armOf(g: SampleCell, arm: 'baseline' | 'candidate'): ArmSummary {
     },
     outputThroughputTokPerS: value(round2(throughput)),
     itlJitterMs: value(round2(tpotMs * 0.21)),
-    concurrency: { requested: g.concurrency, clientObservedMax: dead ? 0 : g.concurrency, engineRunningMax: value(g.concurrency), engineWaitingMax: value(0) },
-    memory: { peakVramMiB: dead ? 79_872 : candidate ? 61_440 + 0.5 * g.promptTokens : 72_530, vramGrowthMiB: value(candidate ? 96 : 12), hostPeakMiB: candidate ? 5_120 : 9_830 },
-    gpu: { activePowerMeanW: value(power), temperatureP95C: value(61 + g.concurrency / 2), joulesPerToken: value(round2(power / throughput)) },
-    load: { goodFraction: null, goodFractionLow: null, goodFractionHigh: null, goodputReqPerS: null, sendLagP99Ms: value(0.4), inFlightMax: null },
+    concurrency: {
+      requested: g.concurrency,
+      clientObservedMax: dead ? 0 : g.concurrency,
+      engineRunningMax: value(g.concurrency),
+      engineWaitingMax: value(0),
+    },
+    memory: {
+      peakVramMiB: dead ? 79_872 : candidate ? 61_440 + 0.5 * g.promptTokens : 72_530,
+      vramGrowthMiB: value(candidate ? 96 : 12),
+      hostPeakMiB: candidate ? 5_120 : 9_830,
+    },
+    gpu: {
+      activePowerMeanW: value(power),
+      temperatureP95C: value(61 + g.concurrency / 2),
+      joulesPerToken: value(round2(power / throughput)),
+    },
+    load: {
+      goodFraction: null,
+      goodFractionLow: null,
+      goodFractionHigh: null,
+      goodputReqPerS: null,
+      sendLagP99Ms: value(0.4),
+      inFlightMax: null,
+    },
     harnessLimited: false,
-    p99DescriptiveOnly: n > 0 && n < P99_MIN_SAMPLES ? ['ttftMs', 'timeToFirstOutputMs', 'tpotMs', 'e2eMs', 'decodeTokPerS', 'effectivePrefillTokPerS'] : [],
+    p99DescriptiveOnly:
+      n > 0 && n < P99_MIN_SAMPLES ? ['ttftMs', 'timeToFirstOutputMs', 'tpotMs', 'e2eMs', 'decodeTokPerS', 'effectivePrefillTokPerS'] : [],
     sequential: null,
     record: recordRef(`runs/${cellId(g)}/${arm}-1.json`, requests),
   }
@@ -169,9 +214,19 @@ function recordRef(path: string, requests: number): FileRef {
 
 function checksOf(g: SampleCell): PairCheck[] {
   const failed = g.state === 'failed'
-  const check = (check: string, what: string, findings: string[]): PairCheck => ({ check, passed: findings.length === 0, findings, test: testName(g, what), testPassed: findings.length === 0 })
+  const check = (check: string, what: string, findings: string[]): PairCheck => ({
+    check,
+    passed: findings.length === 0,
+    findings,
+    test: testName(g, what),
+    testPassed: findings.length === 0,
+  })
   return [
-    check('toBeMatchedPair', 'is a matched pair', failed ? ['candidate: no measured requests, so its request stream and input tokens cannot be compared'] : []),
+    check(
+      'toBeMatchedPair',
+      'is a matched pair',
+      failed ? ['candidate: no measured requests, so its request stream and input tokens cannot be compared'] : [],
+    ),
     check('toPassCanaries', 'passes canaries', []),
     check('toReachConcurrency', 'reaches concurrency', failed ? [`candidate: reached 0 of ${g.concurrency} requests in flight`] : []),
   ]
@@ -185,22 +240,57 @@ function outcomeOf(low: number, high: number, bound: number, kind: GateDecision[
 function gatesOf(g: SampleCell): GateEntry[] {
   const requests = requestsOf(g)
   const samples = { baseline: requests, candidate: requests, paired: requests }
-  const decision = (gate: string, kind: GateDecision['kind'], metric: string, estimate: number, bound: number, rule: string): GateDecision => {
+  const decision = (
+    gate: string,
+    kind: GateDecision['kind'],
+    metric: string,
+    estimate: number,
+    bound: number,
+    rule: string,
+  ): GateDecision => {
     const low = round2(estimate - g.halfWidth)
     const high = round2(estimate + g.halfWidth)
     const outcome = outcomeOf(low, high, bound, kind)
     return {
-      gate, outcome, kind, metric,
-      effect: { estimate, low, high, unit: 'ratio', confidence: 0.95, method: `geometric mean of ${requests} paired ratios (mean log-ratio), BCa bootstrap (2000 resamples, seed 1)` },
-      samples, rule,
+      gate,
+      outcome,
+      kind,
+      metric,
+      effect: {
+        estimate,
+        low,
+        high,
+        unit: 'ratio',
+        confidence: 0.95,
+        method: `geometric mean of ${requests} paired ratios (mean log-ratio), BCa bootstrap (2000 resamples, seed 1)`,
+      },
+      samples,
+      rule,
       moreRequestsHint: outcome === 'inconclusive' && kind === 'superiority' ? requests * 3 : null,
-      warnings: outcome === 'inconclusive' && kind === 'non-regression' ? [`inconclusive: the 95% interval [${low.toFixed(3)}, ${high.toFixed(3)}] straddles the tolerance ${bound.toFixed(3)}; passes with this annotation, more requests would settle it`] : [],
+      warnings:
+        outcome === 'inconclusive' && kind === 'non-regression'
+          ? [
+              `inconclusive: the 95% interval [${low.toFixed(3)}, ${high.toFixed(3)}] straddles the tolerance ${bound.toFixed(3)}; passes with this annotation, more requests would settle it`,
+            ]
+          : [],
     }
   }
-  const win = decision('toWinDecode', 'superiority', 'decodeTokPerS', g.decodeRatio, 1 + WIN_MARGIN,
-    `pass if the lower bound of the 95% interval of candidate/baseline decode tok/s exceeds ${(1 + WIN_MARGIN).toFixed(3)}; fail if its upper bound is below it; otherwise inconclusive`)
-  const hold = decision('toHoldLatency', 'non-regression', 'ttftMs p95', g.ttftRatio, HOLD_TOLERANCE,
-    `fail if the lower bound of the 95% interval of candidate/baseline TTFT p95 exceeds ${HOLD_TOLERANCE.toFixed(3)}; pass if its upper bound is at most ${HOLD_TOLERANCE.toFixed(3)}; otherwise inconclusive, which passes with a warning`)
+  const win = decision(
+    'toWinDecode',
+    'superiority',
+    'decodeTokPerS',
+    g.decodeRatio,
+    1 + WIN_MARGIN,
+    `pass if the lower bound of the 95% interval of candidate/baseline decode tok/s exceeds ${(1 + WIN_MARGIN).toFixed(3)}; fail if its upper bound is below it; otherwise inconclusive`,
+  )
+  const hold = decision(
+    'toHoldLatency',
+    'non-regression',
+    'ttftMs p95',
+    g.ttftRatio,
+    HOLD_TOLERANCE,
+    `fail if the lower bound of the 95% interval of candidate/baseline TTFT p95 exceeds ${HOLD_TOLERANCE.toFixed(3)}; pass if its upper bound is at most ${HOLD_TOLERANCE.toFixed(3)}; otherwise inconclusive, which passes with a warning`,
+  )
   return [
     { cell: cellId(g), test: testName(g, 'wins decode by 5%'), testPassed: win.outcome === 'pass', decision: win },
     { cell: cellId(g), test: testName(g, 'holds p95 TTFT'), testPassed: hold.outcome !== 'fail', decision: hold },
@@ -211,16 +301,27 @@ function findingsOf(g: SampleCell, cell: EvidenceCell, gates: readonly GateEntry
   const findings: Finding[] = []
   for (const { decision: d } of gates.filter((e) => e.cell === cell.id)) {
     const interval = `${d.effect.estimate?.toFixed(2)}× (95% CI ${d.effect.low?.toFixed(2)}–${d.effect.high?.toFixed(2)})`
-    if (d.outcome === 'fail') findings.push({ kind: d.kind === 'superiority' ? 'non-win' : 'regression', cell: cell.id, message: `${d.gate}: ${d.metric} ${interval}` })
-    if (d.outcome === 'inconclusive') findings.push({ kind: 'inconclusive', cell: cell.id, message: `${d.gate}: ${d.metric} ${interval}, not decided` })
+    if (d.outcome === 'fail')
+      findings.push({
+        kind: d.kind === 'superiority' ? 'non-win' : 'regression',
+        cell: cell.id,
+        message: `${d.gate}: ${d.metric} ${interval}`,
+      })
+    if (d.outcome === 'inconclusive')
+      findings.push({ kind: 'inconclusive', cell: cell.id, message: `${d.gate}: ${d.metric} ${interval}, not decided` })
   }
   if (cell.arms.some((a) => a.p99DescriptiveOnly.length > 0)) {
-    findings.push({ kind: 'descriptive-p99', cell: cell.id, message: `p99 over ${requestsOf(g)} requests per arm is descriptive only (fewer than ${P99_MIN_SAMPLES})` })
+    findings.push({
+      kind: 'descriptive-p99',
+      cell: cell.id,
+      message: `p99 over ${requestsOf(g)} requests per arm is descriptive only (fewer than ${P99_MIN_SAMPLES})`,
+    })
   }
   for (const check of cell.checks.filter((c) => !c.passed)) {
     findings.push({ kind: 'check-failed', cell: cell.id, message: `${check.check}: ${check.findings.join('; ')}` })
   }
-  if (cell.disposition !== 'accepted') findings.push({ kind: 'cell-not-accepted', cell: cell.id, message: `${cell.disposition}: ${cell.reason}` })
+  if (cell.disposition !== 'accepted')
+    findings.push({ kind: 'cell-not-accepted', cell: cell.id, message: `${cell.disposition}: ${cell.reason}` })
   return findings
 }
 

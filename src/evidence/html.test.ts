@@ -17,7 +17,11 @@ const BOARD = [
   '<img src=x onerror=alert(1)>',
 ].join('\n')
 const CHARTS: Chart[] = [
-  { file: 'charts/a.svg', title: 'Throughput <by> "concurrency"', svg: '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><text>A</text></svg>' },
+  {
+    file: 'charts/a.svg',
+    title: 'Throughput <by> "concurrency"',
+    svg: '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><text>A</text></svg>',
+  },
   { file: 'charts/b.svg', title: 'Ratio', svg: '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><text>B</text></svg>' },
 ]
 
@@ -28,10 +32,14 @@ describe('renderHtml', () => {
     expect(html).toContain('<title>servegate evidence: not promotable</title>')
     expect(html).toContain('<p class="promotion not-promotable">Not promotable</p>')
     expect(html).toContain('<li>required cell qwen3-8b-summary-ctx8192-c64 is pending: declared but never run in this run</li>')
-    expect(html).toContain('7 cells planned (7 required): 5 accepted, 1 failed, 0 blocked, 1 pending · 5 matched pairs · gates: 7 pass, 1 fail, 2 inconclusive')
+    expect(html).toContain(
+      '7 cells planned (7 required): 5 accepted, 1 failed, 0 blocked, 1 pending · 5 matched pairs · gates: 7 pass, 1 fail, 2 inconclusive',
+    )
     expect(html).toMatch(/<table>\n<thead>\n<tr>\n<th>cell<\/th>/)
     expect(html).toContain('<td>qwen3-8b-summary-ctx1024-c1</td>')
-    expect(html).toContain(`<figure id="chart-a">\n${CHARTS[0]?.svg}\n<figcaption>Throughput &lt;by&gt; &quot;concurrency&quot;</figcaption>\n</figure>`)
+    expect(html).toContain(
+      `<figure id="chart-a">\n${CHARTS[0]?.svg}\n<figcaption>Throughput &lt;by&gt; &quot;concurrency&quot;</figcaption>\n</figure>`,
+    )
     expect(html).toContain('<figure id="chart-b">')
     expect(html).not.toMatch(/<script|<link|(src|href)=["']?(https?:)?\/\//)
     expect(renderHtml(sampleEvidence(), BOARD, CHARTS)).toBe(html)

@@ -81,7 +81,8 @@ function header(index: EvidenceIndex): string {
   const status = promotion.promotable
     ? '<p class="promotion promotable">Promotable: every required cell is accepted and every gate passed</p>'
     : '<p class="promotion not-promotable">Not promotable</p>'
-  const reasons = promotion.reasons.length === 0 ? [] : ['<ul class="reasons">', ...promotion.reasons.map((r) => `<li>${escapeHtml(r)}</li>`), '</ul>']
+  const reasons =
+    promotion.reasons.length === 0 ? [] : ['<ul class="reasons">', ...promotion.reasons.map((r) => `<li>${escapeHtml(r)}</li>`), '</ul>']
   const counts =
     `${s.planned} cells planned (${s.required} required): ${s.accepted} accepted, ${s.failed} failed, ${s.blocked} blocked, ${s.pending} pending` +
     ` · ${s.matchedPairs} matched pairs · gates: ${s.gates.pass} pass, ${s.gates.fail} fail, ${s.gates.inconclusive} inconclusive`
@@ -106,7 +107,9 @@ function header(index: EvidenceIndex): string {
 /** The charts inline: their SVG is Vega's, which escapes the text it draws. */
 function chartSection(charts: readonly Chart[]): string {
   if (charts.length === 0) return ''
-  const figures = charts.map((c) => `<figure id="${escapeHtml(figureId(c))}">\n${c.svg}\n<figcaption>${escapeHtml(c.title)}</figcaption>\n</figure>`)
+  const figures = charts.map(
+    (c) => `<figure id="${escapeHtml(figureId(c))}">\n${c.svg}\n<figcaption>${escapeHtml(c.title)}</figcaption>\n</figure>`,
+  )
   return ['<section class="charts">', '<h2>Charts</h2>', ...figures, '</section>'].join('\n')
 }
 

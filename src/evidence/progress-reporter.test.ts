@@ -15,8 +15,20 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const VITEST = join(dirname(createRequire(import.meta.url).resolve('vitest/package.json')), 'vitest.mjs')
 
 const ESC = '\u001b['
-const waiting = (elapsedMs: number): CellPhase => ({ phase: 'waiting', elapsedMs, timeoutMs: 900_000, logPath: '.servegate/logs/vllm-1.log' })
-const event = (phase: CellPhase, atMs: number): ProgressEvent => ({ cell: 'never', arm: null, engine: 'vllm:Qwen/Qwen3-8B', step: null, phase, atMs })
+const waiting = (elapsedMs: number): CellPhase => ({
+  phase: 'waiting',
+  elapsedMs,
+  timeoutMs: 900_000,
+  logPath: '.servegate/logs/vllm-1.log',
+})
+const event = (phase: CellPhase, atMs: number): ProgressEvent => ({
+  cell: 'never',
+  arm: null,
+  engine: 'vllm:Qwen/Qwen3-8B',
+  step: null,
+  phase,
+  atMs,
+})
 
 /** A reporter on a fake output, at a clock the test moves. */
 function reporter(live: boolean) {
@@ -88,7 +100,9 @@ describe('live lines (a terminal)', () => {
     other.write(' ✓ a.bench.ts\n')
     expect(written).toEqual([`${ESC}1A\r${ESC}J`, '<other> ✓ a.bench.ts\n'])
     vi.advanceTimersByTime(50)
-    expect(written[2]).toBe('servegate never: waiting for vllm:Qwen/Qwen3-8B to become ready: 0 s of 900 s, log .servegate/logs/vllm-1.log\n')
+    expect(written[2]).toBe(
+      'servegate never: waiting for vllm:Qwen/Qwen3-8B to become ready: 0 s of 900 s, log .servegate/logs/vllm-1.log\n',
+    )
     // The tick refreshes the figures in place.
     clock.now = 3000
     vi.advanceTimersByTime(1000)
@@ -114,7 +128,8 @@ describe('a vitest bench run of the fixture suite (fake vLLM engines) without a 
       timeout: 120_000,
       cleanup: true,
     })
-    if (result.exitCode !== 0) throw new Error(`vitest bench exited ${result.exitCode}:\n${result.stdout.slice(-3000)}\n${result.stderr.slice(-2000)}`)
+    if (result.exitCode !== 0)
+      throw new Error(`vitest bench exited ${result.exitCode}:\n${result.stdout.slice(-3000)}\n${result.stderr.slice(-2000)}`)
     lines = result.stdout.split('\n').filter((line) => line.startsWith('servegate'))
   }, 180_000)
 
@@ -135,10 +150,29 @@ describe('a vitest bench run of the fixture suite (fake vLLM engines) without a 
     const phases = (prefix: string) =>
       lines
         .filter((l) => l.startsWith(prefix))
-        .map((l) => (/: (launching|waiting|\S+ is ready|calibrating|0\/4 requests|tearing down|measured)/.exec(l.slice(prefix.length - 2)) ?? [])[1])
+        .map(
+          (l) =>
+            (/: (launching|waiting|\S+ is ready|calibrating|0\/4 requests|tearing down|measured)/.exec(l.slice(prefix.length - 2)) ??
+              [])[1],
+        )
         .filter((name, i, all) => name !== undefined && name !== all[i - 1])
-    expect(phases('servegate repeated · launch 1/2: ')).toEqual(['launching', 'waiting', 'base is ready', 'calibrating', '0/4 requests', 'tearing down', 'measured'])
-    expect(phases('servegate repeated · launch 2/2: ')).toEqual(['launching', 'waiting', 'base is ready', '0/4 requests', 'tearing down', 'measured'])
+    expect(phases('servegate repeated · launch 1/2: ')).toEqual([
+      'launching',
+      'waiting',
+      'base is ready',
+      'calibrating',
+      '0/4 requests',
+      'tearing down',
+      'measured',
+    ])
+    expect(phases('servegate repeated · launch 2/2: ')).toEqual([
+      'launching',
+      'waiting',
+      'base is ready',
+      '0/4 requests',
+      'tearing down',
+      'measured',
+    ])
     for (const arm of ['baseline', 'candidate']) {
       const own = lines.filter((l) => l.startsWith(`servegate staged · ${arm}: `))
       expect(own.some((l) => l.includes('waiting for its turn at stage 1 of 2'))).toBe(true)

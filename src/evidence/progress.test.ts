@@ -3,12 +3,22 @@ import type { ProgressEvent } from '../schema/progress.ts'
 import { eraseRows, isLiveTerminal, LineThrottle, phaseText, progressLine, redraw, rowsOf } from './progress.ts'
 
 const still = { sinceEventMs: 0, inPhaseMs: 0 }
-const event = (phase: ProgressEvent['phase'], over: Partial<ProgressEvent> = {}): ProgressEvent => ({ cell: 'alpha', arm: 'baseline', engine: 'vllm:Qwen/Qwen3-8B', step: null, phase, atMs: 0, ...over })
+const event = (phase: ProgressEvent['phase'], over: Partial<ProgressEvent> = {}): ProgressEvent => ({
+  cell: 'alpha',
+  arm: 'baseline',
+  engine: 'vllm:Qwen/Qwen3-8B',
+  step: null,
+  phase,
+  atMs: 0,
+  ...over,
+})
 
 describe('progress text', () => {
   test('a wait for readiness says how long so far, of what deadline, and where the log is', () => {
     const waiting = { phase: 'waiting', elapsedMs: 45_400, timeoutMs: 900_000, logPath: '.servegate/logs/vllm-1.log' } as const
-    expect(phaseText(waiting, 'vllm:Qwen/Qwen3-8B', still)).toBe('waiting for vllm:Qwen/Qwen3-8B to become ready: 45 s of 900 s, log .servegate/logs/vllm-1.log')
+    expect(phaseText(waiting, 'vllm:Qwen/Qwen3-8B', still)).toBe(
+      'waiting for vllm:Qwen/Qwen3-8B to become ready: 45 s of 900 s, log .servegate/logs/vllm-1.log',
+    )
     // Between events the wait runs on.
     expect(phaseText(waiting, 'vllm:Qwen/Qwen3-8B', { sinceEventMs: 5000, inPhaseMs: 0 })).toMatch(/: 50 s of 900 s,/)
   })
@@ -16,17 +26,28 @@ describe('progress text', () => {
   test('requests show n/N with the stage of a sequential arm; a finished count stops its clock', () => {
     const requests = { phase: 'requests', done: 5, total: 12, ok: 4, failed: 1, elapsedMs: 1234, stage: { index: 2, of: 3 } } as const
     expect(phaseText(requests, 'e', still)).toBe('5/12 requests, 4 ok, 1 failed, 1.2 s, stage 2 of 3')
-    expect(phaseText({ ...requests, done: 12, ok: 12, failed: 0, stage: null }, 'e', { sinceEventMs: 9000, inPhaseMs: 0 })).toBe('12/12 requests, 12 ok, 0 failed, 1.2 s')
+    expect(phaseText({ ...requests, done: 12, ok: 12, failed: 0, stage: null }, 'e', { sinceEventMs: 9000, inPhaseMs: 0 })).toBe(
+      '12/12 requests, 12 ok, 0 failed, 1.2 s',
+    )
   })
 
   test('a line names the cell, the arm and the launch or probe', () => {
-    expect(progressLine(event({ phase: 'launching' }), { sinceEventMs: 0, inPhaseMs: 3000 })).toBe('servegate alpha · baseline: launching vllm:Qwen/Qwen3-8B (3 s)')
+    expect(progressLine(event({ phase: 'launching' }), { sinceEventMs: 0, inPhaseMs: 3000 })).toBe(
+      'servegate alpha · baseline: launching vllm:Qwen/Qwen3-8B (3 s)',
+    )
     expect(progressLine(event({ phase: 'tearing-down' }, { arm: 'candidate', step: { kind: 'launch', index: 2, of: 4 } }), still)).toBe(
       'servegate alpha · candidate · launch 2/4: tearing down vllm:Qwen/Qwen3-8B (0 s)',
     )
-    expect(progressLine(event({ phase: 'calibrating' }, { cell: 'cap', arm: null, step: { kind: 'probe', index: 3, value: 8, axis: 'rate' } }), still)).toMatch(/^servegate cap · probe 3 at 8\.00 req\/s: calibrating/)
+    expect(
+      progressLine(
+        event({ phase: 'calibrating' }, { cell: 'cap', arm: null, step: { kind: 'probe', index: 3, value: 8, axis: 'rate' } }),
+        still,
+      ),
+    ).toMatch(/^servegate cap · probe 3 at 8\.00 req\/s: calibrating/)
     expect(progressLine(event({ phase: 'stopped' }, { cell: null, arm: null }), still)).toBe('servegate: vllm:Qwen/Qwen3-8B stopped')
-    expect(progressLine(event({ phase: 'done', completed: 0, failed: 0, failure: 'ENGINE_START_TIMEOUT: not ready' }), still)).toBe('servegate alpha · baseline: failed: ENGINE_START_TIMEOUT: not ready')
+    expect(progressLine(event({ phase: 'done', completed: 0, failed: 0, failure: 'ENGINE_START_TIMEOUT: not ready' }), still)).toBe(
+      'servegate alpha · baseline: failed: ENGINE_START_TIMEOUT: not ready',
+    )
   })
 })
 

@@ -21,7 +21,8 @@ function wholeSeconds(ms: number): string {
 
 /**
  * One phase in words; `engine` is the engine's name in the spec (or the CLI's config).
- * @example phaseText({ phase: 'waiting', elapsedMs: 45_000, timeoutMs: 900_000, logPath: 'x.log' }, 'vllm:Qwen/Qwen3-8B', { sinceEventMs: 0, inPhaseMs: 0 })
+ * @example phaseText({ phase: 'waiting', elapsedMs: 45_000, timeoutMs: 900_000, logPath: 'x.log' }, 'vllm:Qwen/Qwen3-8B', { sinceEventMs:
+ * 0, inPhaseMs: 0 })
  * // 'waiting for vllm:Qwen/Qwen3-8B to become ready: 45 s of 900 s, log x.log'
  */
 export function phaseText(p: CellPhase, engine: string, t: PhaseClock): string {

@@ -39,7 +39,9 @@ test('beside a file that measured its cells, a file that failed to load blocks p
   const index = await readIndex(dir)
   expect(index.cells.map((c) => [c.file, c.disposition])).toEqual([['ok.bench.ts', 'accepted']])
   expect(index.promotion.promotable).toBe(false)
-  expect(index.promotion.reasons.join('\n')).toMatch(/broken\.bench\.ts.*failed to load.*\{model\} is ambiguous|failed to load.*\{model\} is ambiguous.*broken\.bench\.ts/)
+  expect(index.promotion.reasons.join('\n')).toMatch(
+    /broken\.bench\.ts.*failed to load.*\{model\} is ambiguous|failed to load.*\{model\} is ambiguous.*broken\.bench\.ts/,
+  )
   expect(await verifyEvidence(dir)).toMatchObject({ problems: [] })
 }, 120_000)
 

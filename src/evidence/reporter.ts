@@ -79,7 +79,9 @@ export class ServegateReporter implements Reporter {
     const dir = this.options.evidenceDir
     const shard = this.vitest.config.shard
     if (shard !== undefined && !this.merging) {
-      this.vitest.logger.log(`\nservegate: shard ${shard.index}/${shard.count} wrote no evidence; merge the shards' blob reports (vitest --merge-reports) to write ${dir}/`)
+      this.vitest.logger.log(
+        `\nservegate: shard ${shard.index}/${shard.count} wrote no evidence; merge the shards' blob reports (vitest --merge-reports) to write ${dir}/`,
+      )
       return
     }
     const built = buildEvidence(files, tests, { suiteCommit: await gitCommit(root), redact: this.options.redact })

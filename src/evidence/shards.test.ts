@@ -26,13 +26,21 @@ async function vitest(args: string[], evidence: string, env: Record<string, stri
     timeout: 120_000,
     cleanup: true,
   })
-  if (result.exitCode !== 0) throw new Error(`vitest ${args.join(' ')} exited ${result.exitCode}:\n${result.stdout.slice(-2000)}\n${result.stderr.slice(-2000)}`)
+  if (result.exitCode !== 0)
+    throw new Error(`vitest ${args.join(' ')} exited ${result.exitCode}:\n${result.stdout.slice(-2000)}\n${result.stderr.slice(-2000)}`)
 }
 
 /** What must not depend on how the run was split: everything but the measured figures. */
 function structure(index: EvidenceIndex) {
   return {
-    cells: index.cells.map((c) => ({ id: c.id, file: c.file, disposition: c.disposition, engines: c.engines, arms: c.arms.map((a) => [a.arm, a.completed, a.record.path]), checks: c.checks })),
+    cells: index.cells.map((c) => ({
+      id: c.id,
+      file: c.file,
+      disposition: c.disposition,
+      engines: c.engines,
+      arms: c.arms.map((a) => [a.arm, a.completed, a.record.path]),
+      checks: c.checks,
+    })),
     gates: index.gates.map((g) => [g.cell, g.test, g.testPassed, g.decision.gate, g.decision.outcome]),
     statistics: index.statistics,
     promotion: index.promotion,
@@ -43,7 +51,11 @@ function structure(index: EvidenceIndex) {
 beforeAll(async () => {
   tmp = await mkdtemp(join(tmpdir(), 'servegate-shards-'))
   await vitest(['bench', '--run'], join(tmp, 'single'), { GITHUB_STEP_SUMMARY: join(tmp, 'step-summary.md') })
-  for (const i of [1, 2]) await vitest(['bench', '--run', `--shard=${i}/2`, '--reporter=blob', `--outputFile=${join(tmp, 'blobs', `blob-${i}.json`)}`], join(tmp, 'unused'))
+  for (const i of [1, 2])
+    await vitest(
+      ['bench', '--run', `--shard=${i}/2`, '--reporter=blob', `--outputFile=${join(tmp, 'blobs', `blob-${i}.json`)}`],
+      join(tmp, 'unused'),
+    )
   await vitest([`--merge-reports=${join(tmp, 'blobs')}`], join(tmp, 'merged'))
   await vitest([`--merge-reports=${join(tmp, 'blobs')}`], join(tmp, 'merged-again'))
   await vitest(['bench', '--run', '--reporter=dot', 'a.bench.ts'], join(tmp, 'dot'))
@@ -76,5 +88,6 @@ test('a --reporter on the command line keeps the evidence reporter: the run stil
 
 test('merging the same blobs again gives byte-identical evidence', async () => {
   const files = await listFiles(join(tmp, 'merged'))
-  for (const f of files) expect(await readFile(join(tmp, 'merged-again', f), 'utf8'), f).toBe(await readFile(join(tmp, 'merged', f), 'utf8'))
+  for (const f of files)
+    expect(await readFile(join(tmp, 'merged-again', f), 'utf8'), f).toBe(await readFile(join(tmp, 'merged', f), 'utf8'))
 })

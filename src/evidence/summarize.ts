@@ -101,7 +101,10 @@ export function armSummary(record: RunRecord, arm: ArmSummary['arm'], launch: nu
     },
     harnessLimited: record.harness.harnessLimited,
     p99DescriptiveOnly: [...record.metrics.p99DescriptiveOnly],
-    sequential: sequential === null ? null : { stoppedAt: sequential.stoppedAt, plannedRequests: sequential.plannedRequests, reason: sequential.reason },
+    sequential:
+      sequential === null
+        ? null
+        : { stoppedAt: sequential.stoppedAt, plannedRequests: sequential.plannedRequests, reason: sequential.reason },
     record: ref,
   }
 }

@@ -28,14 +28,21 @@ export async function readIndex(dir: string): Promise<EvidenceIndex> {
     throw new ServegateError('FILE_INVALID', `${path}: not JSON (${(error as Error).message})`)
   }
   const parsed = EvidenceIndex.safeParse(value)
-  if (!parsed.success) throw new ServegateError('FILE_INVALID', `${path}: not a valid servegate.evidence/v1 index: ${z.prettifyError(parsed.error).split('\n').slice(0, 4).join('; ')}`)
+  if (!parsed.success)
+    throw new ServegateError(
+      'FILE_INVALID',
+      `${path}: not a valid servegate.evidence/v1 index: ${z.prettifyError(parsed.error).split('\n').slice(0, 4).join('; ')}`,
+    )
   return parsed.data
 }
 
 /** Every file under a directory, relative and `/`-separated, sorted. */
 export async function listFiles(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { recursive: true, withFileTypes: true })
-  return entries.filter((e) => e.isFile()).map((e) => relative(dir, join(e.parentPath, e.name)).split(sep).join('/')).sort()
+  return entries
+    .filter((e) => e.isFile())
+    .map((e) => relative(dir, join(e.parentPath, e.name)).split(sep).join('/'))
+    .sort()
 }
 
 /** The SHA256SUMS lines as path → hash; malformed lines are problems. */
@@ -58,7 +65,10 @@ async function readBytes(dir: string, path: string): Promise<Buffer | null> {
 async function checkRef(dir: string, ref: FileRef, where: string, problems: string[]): Promise<Buffer | null> {
   const bytes = await readBytes(dir, ref.path)
   if (bytes === null) problems.push(`${ref.path}: missing (listed in ${where})`)
-  else if (bytes.length !== ref.bytes || sha256(bytes) !== ref.sha256) problems.push(`${ref.path}: sha256 ${sha256(bytes).slice(0, 16)}… (${bytes.length} bytes) ≠ ${ref.sha256.slice(0, 16)}… (${ref.bytes} bytes) in ${where}`)
+  else if (bytes.length !== ref.bytes || sha256(bytes) !== ref.sha256)
+    problems.push(
+      `${ref.path}: sha256 ${sha256(bytes).slice(0, 16)}… (${bytes.length} bytes) ≠ ${ref.sha256.slice(0, 16)}… (${ref.bytes} bytes) in ${where}`,
+    )
   return bytes
 }
 
@@ -79,7 +89,10 @@ export function firstDifference(a: unknown, b: unknown, path = ''): string | nul
 function checkRecordMetrics(record: RunRecord, path: string, problems: string[]): void {
   if (record.importedFrom?.perRequest === false) return
   // The dispatcher's own counts (in flight, capped) are not in the requests: they are kept as recorded.
-  const recomputed = { ...computeCellMetrics(record.requests, record.metrics.wallClockMs, record.metrics.goodput?.slo ?? null), openLoop: record.metrics.openLoop }
+  const recomputed = {
+    ...computeCellMetrics(record.requests, record.metrics.wallClockMs, record.metrics.goodput?.slo ?? null),
+    openLoop: record.metrics.openLoop,
+  }
   const stored = Object.fromEntries(Object.keys(recomputed).map((k) => [k, (record.metrics as Record<string, unknown>)[k]]))
   const differs = firstDifference(recomputed, stored)
   if (differs !== null) problems.push(`${path}: metrics.${differs} differs from what its requests give`)
@@ -126,7 +139,10 @@ export async function verifyEvidence(dir: string): Promise<{ problems: string[];
       records++
       checkRecordMetrics(record, arm.record.path, problems)
       const differs = firstDifference(armSummary(record, arm.arm, arm.launch, arm.record), arm)
-      if (differs !== null) problems.push(`index.json: cell ${cell.id} ${arm.arm} launch ${arm.launch}: ${differs} differs from its run record ${arm.record.path}`)
+      if (differs !== null)
+        problems.push(
+          `index.json: cell ${cell.id} ${arm.arm} launch ${arm.launch}: ${differs} differs from its run record ${arm.record.path}`,
+        )
     }
   }
   const differs = firstDifference(statisticsOf(index.cells, index.gates), index.statistics)
@@ -137,8 +153,12 @@ export async function verifyEvidence(dir: string): Promise<{ problems: string[];
     index.cells.every((c) => c.checks.every((k) => k.testPassed)) &&
     index.cells.length > 0
   // Other failed tests also block promotion; they are not in the index, so only a promotion the cells forbid is caught.
-  if (index.promotion.promotable && !promotable) problems.push(`index.json: promotion.promotable is ${index.promotion.promotable}, the cells and gates give ${promotable}`)
-  if (index.promotion.promotable !== (index.promotion.reasons.length === 0)) problems.push(`index.json: promotion.promotable is ${index.promotion.promotable} with ${index.promotion.reasons.length} reason(s) against it`)
+  if (index.promotion.promotable && !promotable)
+    problems.push(`index.json: promotion.promotable is ${index.promotion.promotable}, the cells and gates give ${promotable}`)
+  if (index.promotion.promotable !== (index.promotion.reasons.length === 0))
+    problems.push(
+      `index.json: promotion.promotable is ${index.promotion.promotable} with ${index.promotion.reasons.length} reason(s) against it`,
+    )
   return { problems, files: present.length, records }
 }
 

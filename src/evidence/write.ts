@@ -35,7 +35,10 @@ export function sumsOf(files: readonly EvidenceFile[]): string {
  * Every file of an evidence directory, in memory: the run records, the charts, the board
  * (`README.md`), `index.html`, `index.json` listing the artifacts, and `SHA256SUMS` over all.
  */
-export async function renderEvidence(built: BuiltEvidence, renderers: Renderers): Promise<{ index: EvidenceIndex; files: EvidenceFile[]; board: string }> {
+export async function renderEvidence(
+  built: BuiltEvidence,
+  renderers: Renderers,
+): Promise<{ index: EvidenceIndex; files: EvidenceFile[]; board: string }> {
   const charts = await renderers.charts(built.index)
   const chartFiles = charts.map((c) => ({ path: c.file, content: c.svg }))
   const board = renderBoard(built.index, [...built.runs, ...chartFiles].map(ref))
@@ -86,13 +89,18 @@ async function removeStale(parent: string, name: string): Promise<void> {
   const previous = entries.filter((e) => e.startsWith(`.${name}.previous-`))
   if (previous.length > 0 && !entries.includes(name)) await rename(join(parent, previous[0] as string), join(parent, name))
   for (const entry of entries) {
-    if (entry.startsWith(`.${name}.staging-`) || (entry.startsWith(`.${name}.previous-`) && entry !== previous[0])) await rm(join(parent, entry), { recursive: true, force: true })
+    if (entry.startsWith(`.${name}.staging-`) || (entry.startsWith(`.${name}.previous-`) && entry !== previous[0]))
+      await rm(join(parent, entry), { recursive: true, force: true })
   }
   if (previous.length > 0 && entries.includes(name)) await rm(join(parent, previous[0] as string), { recursive: true, force: true })
 }
 
 /** Renders and writes a whole evidence directory; returns the index as written. */
-export async function writeEvidence(dir: string, built: BuiltEvidence, renderers: Renderers): Promise<{ index: EvidenceIndex; board: string }> {
+export async function writeEvidence(
+  dir: string,
+  built: BuiltEvidence,
+  renderers: Renderers,
+): Promise<{ index: EvidenceIndex; board: string }> {
   const { index, files, board } = await renderEvidence(built, renderers)
   await writeDirectoryAtomically(dir, files)
   return { index, board }

@@ -7,7 +7,9 @@ import { failedRequest, okRequest } from './fixture.ts'
 /** A launch that answered question i right when right(i); every reply `tokens` long. */
 function answers(n: number, right: (i: number) => boolean, tokens = 100): GateRecord {
   return {
-    requests: Array.from({ length: n }, (_, i) => okRequest(i, { completionTokens: tokens, score: { correct: right(i), extracted: null, reason: 'test' } })),
+    requests: Array.from({ length: n }, (_, i) =>
+      okRequest(i, { completionTokens: tokens, score: { correct: right(i), extracted: null, reason: 'test' } }),
+    ),
   }
 }
 
@@ -17,11 +19,19 @@ describe('accuracyGapGate', () => {
     const candidate = answers(200, (i) => i % 10 < 6)
     const d = accuracyGapGate({ baseline, candidate })
     expect(GateDecision.parse(d)).toEqual(d)
-    expect(d).toMatchObject({ gate: 'toStayWithinAccuracyGap', outcome: 'fail', kind: 'non-regression', metric: 'accuracy', moreRequestsHint: null })
+    expect(d).toMatchObject({
+      gate: 'toStayWithinAccuracyGap',
+      outcome: 'fail',
+      kind: 'non-regression',
+      metric: 'accuracy',
+      moreRequestsHint: null,
+    })
     expect(d.effect.estimate).toBeCloseTo(-20, 10)
     expect(d.effect.high as number).toBeLessThan(-2)
     expect(d.effect.unit).toBe('points')
-    expect(d.effect.method).toMatch(/paired difference over 200 questions \(0 right on the candidate only, 40 on the baseline only\): Newcombe's hybrid score interval \(method 10\), exact McNemar p = /)
+    expect(d.effect.method).toMatch(
+      /paired difference over 200 questions \(0 right on the candidate only, 40 on the baseline only\): Newcombe's hybrid score interval \(method 10\), exact McNemar p = /,
+    )
     expect(d.samples).toEqual({ baseline: 200, candidate: 200, paired: 200 })
   })
 
@@ -33,9 +43,14 @@ describe('accuracyGapGate', () => {
   })
 
   test('a 20% longer output is a warning, never a failure on its own', () => {
-    const d = accuracyGapGate({ baseline: answers(2000, () => true, 100), candidate: answers(2000, () => true, 120) }, { outputLengthPct: 10 })
+    const d = accuracyGapGate(
+      { baseline: answers(2000, () => true, 100), candidate: answers(2000, () => true, 120) },
+      { outputLengthPct: 10 },
+    )
     expect(d.outcome).toBe('pass')
-    expect(d.warnings.join(' ')).toMatch(/mean output length differs by 20\.0% \(candidate 120\.0 vs baseline 100\.0 completion tokens over 2000 paired questions\)/)
+    expect(d.warnings.join(' ')).toMatch(
+      /mean output length differs by 20\.0% \(candidate 120\.0 vs baseline 100\.0 completion tokens over 2000 paired questions\)/,
+    )
     expect(accuracyGapGate({ baseline: answers(2000, () => true, 100), candidate: answers(2000, () => true, 105) }).warnings).toEqual([])
   })
 
@@ -52,12 +67,17 @@ describe('accuracyGapGate', () => {
   })
 
   test('repeats pair the i-th launch of each arm and say so', () => {
-    const d = accuracyGapGate({ baseline: [answers(100, () => true), answers(100, () => true)], candidate: [answers(100, () => true), answers(100, () => true)] })
+    const d = accuracyGapGate({
+      baseline: [answers(100, () => true), answers(100, () => true)],
+      candidate: [answers(100, () => true), answers(100, () => true)],
+    })
     expect(d.samples.paired).toBe(200)
     expect(d.warnings.join(' ')).toMatch(/2 launches per arm pooled/)
   })
 
   test('a points threshold that is not positive is refused, naming the gate', () => {
-    expect(() => accuracyGapGate({ baseline: answers(2, () => true), candidate: answers(2, () => true) }, { points: 0 })).toThrow(/toStayWithinAccuracyGap: invalid options[\s\S]*points/)
+    expect(() => accuracyGapGate({ baseline: answers(2, () => true), candidate: answers(2, () => true) }, { points: 0 })).toThrow(
+      /toStayWithinAccuracyGap: invalid options[\s\S]*points/,
+    )
   })
 })

@@ -9,7 +9,8 @@ interface Scored {
   completionTokens: number | null
 }
 
-const scoredOf = (r: OkRequest): Scored | null => (r.score === null ? null : { correct: r.score.correct, completionTokens: r.completionTokens })
+const scoredOf = (r: OkRequest): Scored | null =>
+  r.score === null ? null : { correct: r.score.correct, completionTokens: r.completionTokens }
 
 /**
  * A non-regression gate on accuracy over the same questions: requests scored on both arms, paired
@@ -61,13 +62,16 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}
   const side = percent(1 - (1 - o.confidence) / 2)
   const rule = `fail if the candidate is worse with exact McNemar p < ${Number((1 - o.confidence).toFixed(4))} and the upper bound of the ${percent(o.confidence)} interval of candidate − baseline accuracy (a one-sided ${side} bound, Newcombe's paired method) is below −${o.points} points; pass if its lower bound is above −${o.points} points; otherwise inconclusive, which passes with a warning; a mean output-length gap of ${o.outputLengthPct}% or more is a warning only`
   const warnings: string[] = []
-  if (baseline.length !== candidate.length) warnings.push(`${baseline.length} baseline and ${candidate.length} candidate launches: only the first ${launches} of each were paired`)
+  if (baseline.length !== candidate.length)
+    warnings.push(`${baseline.length} baseline and ${candidate.length} candidate launches: only the first ${launches} of each were paired`)
   if (launches > 1) warnings.push(`${launches} launches per arm pooled: a question asked in every launch counts once per launch`)
 
   if (lengthPairs > 0 && tokensB > 0) {
     const gap = tokensC / tokensB - 1
     if (Math.abs(gap) * 100 >= o.outputLengthPct) {
-      warnings.push(`mean output length differs by ${(gap * 100).toFixed(1)}% (candidate ${(tokensC / lengthPairs).toFixed(1)} vs baseline ${(tokensB / lengthPairs).toFixed(1)} completion tokens over ${lengthPairs} paired questions), at or beyond ${o.outputLengthPct}%: review verbosity or truncation`)
+      warnings.push(
+        `mean output length differs by ${(gap * 100).toFixed(1)}% (candidate ${(tokensC / lengthPairs).toFixed(1)} vs baseline ${(tokensB / lengthPairs).toFixed(1)} completion tokens over ${lengthPairs} paired questions), at or beyond ${o.outputLengthPct}%: review verbosity or truncation`,
+      )
     }
   }
 
@@ -77,7 +81,14 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}
       outcome: 'inconclusive',
       kind: 'non-regression',
       metric: 'accuracy',
-      effect: { estimate: null, low: null, high: null, unit: 'points', confidence: null, method: 'not estimable: no question scored on both arms' },
+      effect: {
+        estimate: null,
+        low: null,
+        high: null,
+        unit: 'points',
+        confidence: null,
+        method: 'not estimable: no question scored on both arms',
+      },
       samples,
       rule,
       moreRequestsHint: null,
@@ -90,7 +101,9 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}
   const significant = result.p < 1 - o.confidence && table.secondOnly > table.firstOnly
   const outcome: GateDecision['outcome'] = significant && high < -o.points ? 'fail' : low > -o.points ? 'pass' : 'inconclusive'
   if (outcome === 'inconclusive') {
-    warnings.push(`inconclusive: the ${percent(o.confidence)} interval [${low.toFixed(1)}, ${high.toFixed(1)}] points includes a drop of ${o.points} points or more (McNemar p = ${result.p.toPrecision(3)}); passes with this annotation`)
+    warnings.push(
+      `inconclusive: the ${percent(o.confidence)} interval [${low.toFixed(1)}, ${high.toFixed(1)}] points includes a drop of ${o.points} points or more (McNemar p = ${result.p.toPrecision(3)}); passes with this annotation`,
+    )
   }
   return {
     gate: o.gate,

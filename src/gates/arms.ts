@@ -31,7 +31,10 @@ export function launchesOf(arm: ArmInput): readonly GateRecord[] {
  * floor) or repeats on both arms (launch-level statistics). A TypeError for one launch against
  * several, which neither test can use honestly.
  */
-export function launchLayout(gate: string, pair: GatePair): { baseline: readonly GateRecord[]; candidate: readonly GateRecord[]; repeated: boolean } {
+export function launchLayout(
+  gate: string,
+  pair: GatePair,
+): { baseline: readonly GateRecord[]; candidate: readonly GateRecord[]; repeated: boolean } {
   const baseline = launchesOf(pair.baseline)
   const candidate = launchesOf(pair.candidate)
   if (baseline.length === 0 || candidate.length === 0) throw new TypeError(`${gate}: each arm needs at least one run record`)
@@ -53,7 +56,10 @@ export function rateOf(metric: RateMetric): (r: OkRequest) => number | null {
       return (r) => (r.effectivePrefillTokPerS !== null && r.effectivePrefillTokPerS > 0 ? r.effectivePrefillTokPerS : null)
     case 'throughputTokPerS':
       // Output tokens per second of service: completion tokens over the request's e2e time.
-      return (r) => (r.completionTokens !== null && r.completionTokens > 0 && r.e2eMs !== null && r.e2eMs > 0 ? r.completionTokens / (r.e2eMs / 1000) : null)
+      return (r) =>
+        r.completionTokens !== null && r.completionTokens > 0 && r.e2eMs !== null && r.e2eMs > 0
+          ? r.completionTokens / (r.e2eMs / 1000)
+          : null
   }
 }
 
@@ -121,6 +127,7 @@ export function launchSamples<T>(
   const b = baseline.map((r) => valuesByIndex(r, value))
   const c = candidate.map((r) => valuesByIndex(r, value))
   let paired = 0
-  for (let i = 0; i < Math.min(b.length, c.length); i++) paired += pairByIndex(b[i] as Map<number, T>, c[i] as Map<number, T>).indices.length
+  for (let i = 0; i < Math.min(b.length, c.length); i++)
+    paired += pairByIndex(b[i] as Map<number, T>, c[i] as Map<number, T>).indices.length
   return { baseline: b.reduce((s, m) => s + m.size, 0), candidate: c.reduce((s, m) => s + m.size, 0), paired }
 }

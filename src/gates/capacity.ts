@@ -6,7 +6,10 @@ import { percent, ratio } from './interval.ts'
 import { parseOptions, type ResolvedSustainGateOptions, SustainGateOptions } from './options.ts'
 
 /** What the capacity comparison reads of a search. */
-export type CapacityInput = Pick<CapacitySearch, 'id' | 'axis' | 'slo' | 'requiredFraction' | 'confidence' | 'bracket' | 'status' | 'probes' | 'warnings'>
+export type CapacityInput = Pick<
+  CapacitySearch,
+  'id' | 'axis' | 'slo' | 'requiredFraction' | 'confidence' | 'bracket' | 'status' | 'probes' | 'warnings'
+>
 
 /** A bracket with its open ends made explicit: no passing probe is a capacity of at least 0, no failing one at most ∞. */
 function bounds(s: CapacityInput): { low: number; high: number } {
@@ -29,8 +32,12 @@ function requireComparable(gate: string, candidate: CapacityInput, baseline: Cap
   const differs: string[] = []
   if (candidate.axis !== baseline.axis) differs.push(`axis ${candidate.axis} ≠ ${baseline.axis}`)
   if (!isDeepStrictEqual(candidate.slo, baseline.slo)) differs.push(`SLO ${describeSlo(candidate.slo)} ≠ ${describeSlo(baseline.slo)}`)
-  if (candidate.requiredFraction !== baseline.requiredFraction) differs.push(`required share ${candidate.requiredFraction} ≠ ${baseline.requiredFraction}`)
-  if (differs.length > 0) throw new TypeError(`${gate}: the two capacity searches are not comparable (${differs.join('; ')}); search both arms on the same axis under the same SLO and percentile`)
+  if (candidate.requiredFraction !== baseline.requiredFraction)
+    differs.push(`required share ${candidate.requiredFraction} ≠ ${baseline.requiredFraction}`)
+  if (differs.length > 0)
+    throw new TypeError(
+      `${gate}: the two capacity searches are not comparable (${differs.join('; ')}); search both arms on the same axis under the same SLO and percentile`,
+    )
 }
 
 /**
@@ -47,13 +54,23 @@ export function sustainGate(candidate: CapacityInput, baseline: CapacityInput, o
   const c = bounds(candidate)
   const b = bounds(baseline)
   const factor = 1 + o.by
-  const outcome: GateDecision['outcome'] = c.low > 0 && c.low >= factor * b.high ? 'pass' : c.high <= factor * b.low ? 'fail' : 'inconclusive'
+  const outcome: GateDecision['outcome'] =
+    c.low > 0 && c.low >= factor * b.high ? 'pass' : c.high <= factor * b.low ? 'fail' : 'inconclusive'
   const warnings: string[] = []
-  for (const [arm, s] of [['candidate', candidate], ['baseline', baseline]] as const) {
+  for (const [arm, s] of [
+    ['candidate', candidate],
+    ['baseline', baseline],
+  ] as const) {
     for (const w of s.warnings) warnings.push(`${arm} search: ${w}`)
-    if (s.status !== 'bracketed') warnings.push(`${arm} search ${s.status}: its bracket ${showBracket(s)} is ${s.bracket.low === null || s.bracket.high === null ? 'open at one end' : 'wider than its resolution'}`)
+    if (s.status !== 'bracketed')
+      warnings.push(
+        `${arm} search ${s.status}: its bracket ${showBracket(s)} is ${s.bracket.low === null || s.bracket.high === null ? 'open at one end' : 'wider than its resolution'}`,
+      )
   }
-  if (outcome === 'inconclusive') warnings.push(`inconclusive: the brackets overlap (candidate ${showBracket(candidate)}, baseline ${showBracket(baseline)}); narrow them with more probes or a smaller resolution`)
+  if (outcome === 'inconclusive')
+    warnings.push(
+      `inconclusive: the brackets overlap (candidate ${showBracket(candidate)}, baseline ${showBracket(baseline)}); narrow them with more probes or a smaller resolution`,
+    )
   const finite = [c.low, c.high, b.low, b.high].every((v) => v > 0 && Number.isFinite(v))
   const lowRatio = Number.isFinite(b.high) && b.high > 0 ? c.low / b.high : null
   const highRatio = Number.isFinite(c.high) && b.low > 0 ? c.high / b.low : null

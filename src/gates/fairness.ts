@@ -28,15 +28,23 @@ interface Check {
   of: (r: RunRecord) => unknown
 }
 
-const gpus = (m: Manifest | null) => (m === null ? null : m.gpus.status === 'ok' ? m.gpus.devices.map((d) => ({ name: d.name, memoryTotalMiB: d.memoryTotalMiB })) : 'absent')
-const drivers = (m: Manifest | null) => (m === null ? null : m.gpus.status === 'ok' ? [...new Set(m.gpus.devices.map((d) => d.driverVersion))] : 'absent')
+const gpus = (m: Manifest | null) =>
+  m === null ? null : m.gpus.status === 'ok' ? m.gpus.devices.map((d) => ({ name: d.name, memoryTotalMiB: d.memoryTotalMiB })) : 'absent'
+const drivers = (m: Manifest | null) =>
+  m === null ? null : m.gpus.status === 'ok' ? [...new Set(m.gpus.devices.map((d) => d.driverVersion))] : 'absent'
 
 const CHECKS: Check[] = [
   { name: 'request stream sha256', of: (r) => r.plan.workload.requestStreamSha256 },
   { name: 'request count', of: (r) => r.plan.requests },
   { name: 'concurrency', of: (r) => r.plan.concurrency },
   // Open loop: the same send schedule (and cap, and trace file) on both arms; null for the closed loop.
-  { name: 'arrivals', of: (r) => (r.plan.arrival === null ? null : { schedule: r.plan.arrival.scheduleSha256, maxInFlight: r.plan.arrival.maxInFlight, trace: r.plan.arrival.trace?.sha256 ?? null }) },
+  {
+    name: 'arrivals',
+    of: (r) =>
+      r.plan.arrival === null
+        ? null
+        : { schedule: r.plan.arrival.scheduleSha256, maxInFlight: r.plan.arrival.maxInFlight, trace: r.plan.arrival.trace?.sha256 ?? null },
+  },
   { name: 'max tokens', of: (r) => r.plan.maxTokens },
   { name: 'sampling parameters', of: (r) => r.plan.workload.sampling },
   { name: 'output control', of: (r) => r.plan.workload.outputControl },
@@ -61,14 +69,16 @@ export function pairMismatches(p: FairnessPair): string[] {
   }
   for (const [label, r] of all.map((r, i) => [i < p.baseline.length ? 'baseline' : 'candidate', r] as const)) {
     if (r.plan.workload.requestStreamSha256 === null) out.push(`${label}: no request stream hash recorded`)
-    if (r.plan.workload.wireMatchesPlan === false) out.push(`${label}: the bytes written to the socket differ from the planned request stream`)
+    if (r.plan.workload.wireMatchesPlan === false)
+      out.push(`${label}: the bytes written to the socket differ from the planned request stream`)
     if (r.manifest === null) out.push(`${label}: no manifest (engine, model, GPU and harness facts are unknown)`)
   }
   // Model fingerprints are compared where both arms have one (engine-side files).
   const prints = all.map((r) => r.manifest?.model.fingerprint.value ?? null).filter((v): v is string => v !== null)
   if (new Set(prints).size > 1) out.push(`model fingerprint: ${[...new Set(prints)].map((v) => v.slice(0, 12)).join(' ≠ ')}`)
   // Same prompts, same tokens: per request, the engines' own prompt token counts.
-  const tokens = (r: RunRecord) => new Map(r.requests.flatMap((q) => (q.status === 'ok' && q.promptTokens !== null ? [[q.index, q.promptTokens] as const] : [])))
+  const tokens = (r: RunRecord) =>
+    new Map(r.requests.flatMap((q) => (q.status === 'ok' && q.promptTokens !== null ? [[q.index, q.promptTokens] as const] : [])))
   const base = tokens(first)
   for (const r of all.slice(1)) {
     const other = tokens(r)
@@ -81,4 +91,3 @@ export function pairMismatches(p: FairnessPair): string[] {
   }
   return [...new Set(out)]
 }
-

@@ -9,11 +9,31 @@ export function okRequest(index: number, fields: Partial<Omit<Ok, 'status' | 'in
   return {
     status: 'ok',
     index,
-    queueDelayMs: null, sendLagMs: null, startOffsetMs: null, ttftMs: null, timeToFirstOutputMs: null, e2eMs: null,
-    generationMs: null, tpotMs: null, decodeTokPerS: null, effectivePrefillTokPerS: null, promptTokens: null,
-    completionTokens: null, completionTokenSource: null, reasoningChunks: null, contentChunks: null, itlMs: null,
-    finishReason: null, plannedPromptTokens: null, wireSha256: null, canary: null, outputAdherence: null, score: null,
-    engineTimings: null, sendAttempts: 1, scheduledOffsetMs: null,
+    queueDelayMs: null,
+    sendLagMs: null,
+    startOffsetMs: null,
+    ttftMs: null,
+    timeToFirstOutputMs: null,
+    e2eMs: null,
+    generationMs: null,
+    tpotMs: null,
+    decodeTokPerS: null,
+    effectivePrefillTokPerS: null,
+    promptTokens: null,
+    completionTokens: null,
+    completionTokenSource: null,
+    reasoningChunks: null,
+    contentChunks: null,
+    itlMs: null,
+    finishReason: null,
+    plannedPromptTokens: null,
+    wireSha256: null,
+    canary: null,
+    outputAdherence: null,
+    score: null,
+    engineTimings: null,
+    sendAttempts: 1,
+    scheduledOffsetMs: null,
     ...fields,
   }
 }
@@ -28,7 +48,10 @@ export function failedRequest(index: number): RequestRecord {
 }
 
 /** A launch whose i-th request has `field` = values[i]. */
-export function launchOf(field: 'decodeTokPerS' | 'effectivePrefillTokPerS' | 'ttftMs' | 'tpotMs' | 'e2eMs' | 'timeToFirstOutputMs', values: readonly number[]): GateRecord {
+export function launchOf(
+  field: 'decodeTokPerS' | 'effectivePrefillTokPerS' | 'ttftMs' | 'tpotMs' | 'e2eMs' | 'timeToFirstOutputMs',
+  values: readonly number[],
+): GateRecord {
   return { requests: values.map((v, i) => okRequest(i, { [field]: v })) }
 }
 

@@ -6,30 +6,58 @@ import { holdLatencyGate } from './hold-latency.ts'
 const N = 120
 const baselineTtft = launchOf('ttftMs', around(200, N, 0.3))
 /** The baseline's TTFTs scaled by `ratio`, with a little noise of their own. */
-const candidateTtft = (ratio: number, noise = 0.02) => launchOf('ttftMs', around(200, N, 0.3).map((v, i) => v * ratio * (1 + noise * Math.cos(2.3 * i))))
+const candidateTtft = (ratio: number, noise = 0.02) =>
+  launchOf(
+    'ttftMs',
+    around(200, N, 0.3).map((v, i) => v * ratio * (1 + noise * Math.cos(2.3 * i))),
+  )
 
 describe('holdLatencyGate: notWorseThanPct', () => {
   test('a 50% slower p95 TTFT fails, with the ratio of nearest-rank percentiles and its interval', () => {
-    const d = holdLatencyGate({ baseline: baselineTtft, candidate: candidateTtft(1.5) }, { metric: 'ttft', percentile: 95, notWorseThanPct: 10, launchNoise: 0 })
+    const d = holdLatencyGate(
+      { baseline: baselineTtft, candidate: candidateTtft(1.5) },
+      { metric: 'ttft', percentile: 95, notWorseThanPct: 10, launchNoise: 0 },
+    )
     expect(GateDecision.parse(d)).toEqual(d)
-    expect(d).toMatchObject({ gate: 'toHoldLatency', outcome: 'fail', kind: 'non-regression', metric: 'ttftMs p95', moreRequestsHint: null })
+    expect(d).toMatchObject({
+      gate: 'toHoldLatency',
+      outcome: 'fail',
+      kind: 'non-regression',
+      metric: 'ttftMs p95',
+      moreRequestsHint: null,
+    })
     expect(d.effect.estimate).toBeCloseTo(1.5, 1)
     expect(d.effect.low as number).toBeGreaterThan(1.1)
-    expect(d.effect.method).toMatch(/ratio of percentiles over 120 paired requests \(pairs resampled together\), nearest-rank p95, BCa bootstrap/)
+    expect(d.effect.method).toMatch(
+      /ratio of percentiles over 120 paired requests \(pairs resampled together\), nearest-rank p95, BCa bootstrap/,
+    )
     expect(d.rule).toBe(
       'fail if the lower bound of the 98% interval of candidate/baseline TTFT p95 (a one-sided 99% bound) exceeds 1.100 (a regression beyond 10%); pass if its upper bound is at most 1.100; otherwise inconclusive, which passes with a warning',
     )
   })
 
   test('a faster candidate passes; a regression near the tolerance is inconclusive with a warning', () => {
-    expect(holdLatencyGate({ baseline: baselineTtft, candidate: candidateTtft(0.9) }, { metric: 'ttft', percentile: 95, notWorseThanPct: 10, launchNoise: 0 }).outcome).toBe('pass')
-    const d = holdLatencyGate({ baseline: baselineTtft, candidate: candidateTtft(1.1, 0.1) }, { metric: 'ttft', percentile: 50, notWorseThanPct: 10 })
+    expect(
+      holdLatencyGate(
+        { baseline: baselineTtft, candidate: candidateTtft(0.9) },
+        { metric: 'ttft', percentile: 95, notWorseThanPct: 10, launchNoise: 0 },
+      ).outcome,
+    ).toBe('pass')
+    const d = holdLatencyGate(
+      { baseline: baselineTtft, candidate: candidateTtft(1.1, 0.1) },
+      { metric: 'ttft', percentile: 50, notWorseThanPct: 10 },
+    )
     expect(d.outcome).toBe('inconclusive')
-    expect(d.warnings.join(' ')).toMatch(/inconclusive: the 98% interval \[\d\.\d{3}, \d\.\d{3}\] straddles the tolerance 1\.100; passes with this annotation/)
+    expect(d.warnings.join(' ')).toMatch(
+      /inconclusive: the 98% interval \[\d\.\d{3}, \d\.\d{3}\] straddles the tolerance 1\.100; passes with this annotation/,
+    )
   })
 
   test('p99 over fewer than 100 samples is flagged as descriptive only', () => {
-    const d = holdLatencyGate({ baseline: baselineTtft, candidate: candidateTtft(1) }, { metric: 'ttft', percentile: 99, notWorseThanPct: 10 })
+    const d = holdLatencyGate(
+      { baseline: baselineTtft, candidate: candidateTtft(1) },
+      { metric: 'ttft', percentile: 99, notWorseThanPct: 10 },
+    )
     expect(d.warnings.join(' ')).not.toMatch(/descriptive only/)
     const small = holdLatencyGate(
       { baseline: launchOf('ttftMs', around(200, 40, 0.3)), candidate: launchOf('ttftMs', around(200, 40, 0.3)) },
@@ -40,7 +68,10 @@ describe('holdLatencyGate: notWorseThanPct', () => {
 
   test('arms with no prompts in common are resampled independently, with a warning', () => {
     const shifted = { requests: candidateTtft(1.5).requests.map((r) => ({ ...r, index: r.index + 1000 })) }
-    const d = holdLatencyGate({ baseline: baselineTtft, candidate: shifted }, { metric: 'ttft', percentile: 50, notWorseThanPct: 10, launchNoise: 0 })
+    const d = holdLatencyGate(
+      { baseline: baselineTtft, candidate: shifted },
+      { metric: 'ttft', percentile: 50, notWorseThanPct: 10, launchNoise: 0 },
+    )
     expect(d.samples.paired).toBe(0)
     expect(d.effect.method).toMatch(/independent/)
     expect(d.warnings.join(' ')).toMatch(/resampled independently/)
@@ -48,8 +79,13 @@ describe('holdLatencyGate: notWorseThanPct', () => {
   })
 
   test('ITL: whole requests (their gaps) are resampled; the percentile is over pooled gaps', () => {
-    const gaps = (scale: number) => ({ requests: Array.from({ length: 40 }, (_, i) => okRequest(i, { itlMs: around(20 * scale, 30, 0.2, i) })) })
-    const d = holdLatencyGate({ baseline: gaps(1), candidate: gaps(1.3) }, { metric: 'itl', percentile: 90, notWorseThanPct: 5, launchNoise: 0 })
+    const gaps = (scale: number) => ({
+      requests: Array.from({ length: 40 }, (_, i) => okRequest(i, { itlMs: around(20 * scale, 30, 0.2, i) })),
+    })
+    const d = holdLatencyGate(
+      { baseline: gaps(1), candidate: gaps(1.3) },
+      { metric: 'itl', percentile: 90, notWorseThanPct: 5, launchNoise: 0 },
+    )
     expect(d.metric).toBe('itlMs p90')
     expect(d.effect.estimate).toBeCloseTo(1.3, 6)
     expect(d.outcome).toBe('fail')
@@ -57,7 +93,10 @@ describe('holdLatencyGate: notWorseThanPct', () => {
   })
 
   test('too few requests: not estimable, passes with an annotation', () => {
-    const d = holdLatencyGate({ baseline: launchOf('tpotMs', [1, 2]), candidate: launchOf('tpotMs', [1, 2]) }, { metric: 'tpot', notWorseThanPct: 5 })
+    const d = holdLatencyGate(
+      { baseline: launchOf('tpotMs', [1, 2]), candidate: launchOf('tpotMs', [1, 2]) },
+      { metric: 'tpot', notWorseThanPct: 5 },
+    )
     expect(d.outcome).toBe('inconclusive')
     expect(d.effect.estimate).toBeNull()
     expect(d.warnings.join(' ')).toMatch(/not estimable/)
@@ -70,8 +109,12 @@ describe('holdLatencyGate: atMostMs', () => {
     expect(pass).toMatchObject({ outcome: 'pass', metric: 'ttftMs p50' })
     expect(pass.effect.unit).toBe('ms')
     expect(pass.effect.method).toMatch(/candidate only/)
-    expect(holdLatencyGate({ baseline: baselineTtft, candidate: candidateTtft(1) }, { metric: 'ttft', percentile: 50, atMostMs: 100 }).outcome).toBe('fail')
-    expect(holdLatencyGate({ baseline: baselineTtft, candidate: candidateTtft(1) }, { metric: 'ttft', percentile: 50, atMostMs: 200 }).outcome).toBe('inconclusive')
+    expect(
+      holdLatencyGate({ baseline: baselineTtft, candidate: candidateTtft(1) }, { metric: 'ttft', percentile: 50, atMostMs: 100 }).outcome,
+    ).toBe('fail')
+    expect(
+      holdLatencyGate({ baseline: baselineTtft, candidate: candidateTtft(1) }, { metric: 'ttft', percentile: 50, atMostMs: 200 }).outcome,
+    ).toBe('inconclusive')
   })
 })
 
@@ -88,9 +131,14 @@ describe('holdLatencyGate: repeated launches', () => {
 
 describe('holdLatencyGate: options', () => {
   test('exactly one of notWorseThanPct or atMostMs, else a TypeError naming the gate', () => {
-    expect(() => holdLatencyGate({ baseline: baselineTtft, candidate: baselineTtft }, { metric: 'ttft' })).toThrow(/toHoldLatency: invalid options[\s\S]*exactly one/)
-    expect(() => holdLatencyGate({ baseline: baselineTtft, candidate: baselineTtft }, { metric: 'ttft', notWorseThanPct: 5, atMostMs: 10 })).toThrow(TypeError)
+    expect(() => holdLatencyGate({ baseline: baselineTtft, candidate: baselineTtft }, { metric: 'ttft' })).toThrow(
+      /toHoldLatency: invalid options[\s\S]*exactly one/,
+    )
+    expect(() =>
+      holdLatencyGate({ baseline: baselineTtft, candidate: baselineTtft }, { metric: 'ttft', notWorseThanPct: 5, atMostMs: 10 }),
+    ).toThrow(TypeError)
+    const arms = { baseline: baselineTtft, candidate: baselineTtft }
     // @ts-expect-error percentile 80 is not offered
-    expect(() => holdLatencyGate({ baseline: baselineTtft, candidate: baselineTtft }, { metric: 'ttft', percentile: 80, notWorseThanPct: 5 })).toThrow(/percentile/)
+    expect(() => holdLatencyGate(arms, { metric: 'ttft', percentile: 80, notWorseThanPct: 5 })).toThrow(/percentile/)
   })
 })

@@ -1,12 +1,35 @@
 import { nearestRank } from '../metrics/distribution.ts'
 import { P99_MIN_SAMPLES } from '../schema/constants.ts'
 import type { GateDecision } from '../schema/gate.ts'
-import { bcaInterval, bootstrapPercentile, bootstrapRatioOfPercentiles, type BootstrapDistribution, percentileInterval } from '../stats/bootstrap.ts'
 import {
-  type GatePair, type GateRecord, LATENCY_FIELD, latencyOf, launchLayout, launchSamples, MIN_PAIRED_REQUESTS, type OkRequest, pairByIndex, valuesByIndex,
+  bcaInterval,
+  bootstrapPercentile,
+  bootstrapRatioOfPercentiles,
+  type BootstrapDistribution,
+  percentileInterval,
+} from '../stats/bootstrap.ts'
+import {
+  type GatePair,
+  type GateRecord,
+  LATENCY_FIELD,
+  latencyOf,
+  launchLayout,
+  launchSamples,
+  MIN_PAIRED_REQUESTS,
+  type OkRequest,
+  pairByIndex,
+  valuesByIndex,
 } from './arms.ts'
 import {
-  launchLevelInterval, launchLevelOneSample, launchNoiseClause, logEffect, type LogInterval, noLaunchNoiseWarning, percent, ratio, widen,
+  launchLevelInterval,
+  launchLevelOneSample,
+  launchNoiseClause,
+  logEffect,
+  type LogInterval,
+  noLaunchNoiseWarning,
+  percent,
+  ratio,
+  widen,
 } from './interval.ts'
 import { HoldLatencyOptions, parseOptions, type ResolvedHoldLatencyOptions } from './options.ts'
 
@@ -58,7 +81,9 @@ function countValues(values: Iterable<Latency>): number {
 
 function p99Warning(o: ResolvedHoldLatencyOptions, samples: number): string[] {
   return o.percentile === 99 && samples < P99_MIN_SAMPLES
-    ? [`p99 over ${samples} < ${P99_MIN_SAMPLES} samples is descriptive only (it is the max or near it): the interval is not a dependable bound`]
+    ? [
+        `p99 over ${samples} < ${P99_MIN_SAMPLES} samples is descriptive only (it is the max or near it): the interval is not a dependable bound`,
+      ]
     : []
 }
 
@@ -89,7 +114,17 @@ function regressionDecision(
 ): GateDecision {
   const outcome = judge(interval, bound)
   if (outcome === 'inconclusive') warnings.push(inconclusiveWarning(interval, o, bound, unit))
-  return { gate: o.gate, outcome, kind: 'non-regression', metric: metricName(o), effect: logEffect(interval, unit, o.confidence, method), samples, rule, moreRequestsHint: null, warnings }
+  return {
+    gate: o.gate,
+    outcome,
+    kind: 'non-regression',
+    metric: metricName(o),
+    effect: logEffect(interval, unit, o.confidence, method),
+    samples,
+    rule,
+    moreRequestsHint: null,
+    warnings,
+  }
 }
 
 function notEstimable(o: ResolvedHoldLatencyOptions, samples: GateDecision['samples'], reason: string, warnings: string[]): GateDecision {
@@ -98,7 +133,14 @@ function notEstimable(o: ResolvedHoldLatencyOptions, samples: GateDecision['samp
     outcome: 'inconclusive',
     kind: 'non-regression',
     metric: metricName(o),
-    effect: { estimate: null, low: null, high: null, unit: o.notWorseThanPct !== undefined ? 'ratio' : 'ms', confidence: null, method: `not estimable: ${reason}` },
+    effect: {
+      estimate: null,
+      low: null,
+      high: null,
+      unit: o.notWorseThanPct !== undefined ? 'ratio' : 'ms',
+      confidence: null,
+      method: `not estimable: ${reason}`,
+    },
     samples,
     rule: ruleOf(o),
     moreRequestsHint: null,
@@ -112,12 +154,14 @@ function requestLevelHold(o: ResolvedHoldLatencyOptions, baseline: GateRecord, c
   const c = valuesByIndex<Latency>(candidate, value)
   const boot = { p: o.percentile, seed: o.seed, resamples: o.resamples }
   const warnings = noLaunchNoiseWarning(o.launchNoise)
-  const method = (what: string) => `${what}, nearest-rank p${o.percentile}, BCa bootstrap (${o.resamples} resamples, seed ${o.seed}), each side at least the percentile interval's${o.metric === 'itl' ? ' over whole requests (clusters of gaps)' : ''}${launchNoiseClause(o.launchNoise)}`
+  const method = (what: string) =>
+    `${what}, nearest-rank p${o.percentile}, BCa bootstrap (${o.resamples} resamples, seed ${o.seed}), each side at least the percentile interval's${o.metric === 'itl' ? ' over whole requests (clusters of gaps)' : ''}${launchNoiseClause(o.launchNoise)}`
 
   if (o.atMostMs !== undefined) {
     const samples = { baseline: b.size, candidate: c.size, paired: pairByIndex(b, c).indices.length }
     warnings.push(...p99Warning(o, countValues(c.values())))
-    if (c.size < MIN_PAIRED_REQUESTS) return notEstimable(o, samples, `only ${c.size} candidate request(s) with ${LATENCY_FIELD[o.metric]}`, warnings)
+    if (c.size < MIN_PAIRED_REQUESTS)
+      return notEstimable(o, samples, `only ${c.size} candidate request(s) with ${LATENCY_FIELD[o.metric]}`, warnings)
     const dist = bootstrapPercentile([...c.values()] as number[] | number[][], boot)
     return decide(o, dist, samples, o.launchNoise ** 2, o.atMostMs, 'ms', method('candidate only'), warnings)
   }
@@ -130,11 +174,17 @@ function requestLevelHold(o: ResolvedHoldLatencyOptions, baseline: GateRecord, c
   if (paired.indices.length >= MIN_PAIRED_REQUESTS) {
     const unpaired = Math.max(b.size, c.size) - paired.indices.length
     if (unpaired > 0) warnings.push(`${unpaired} request(s) with ${LATENCY_FIELD[o.metric]} on one arm only were left out of the pairing`)
-    dist = bootstrapRatioOfPercentiles(paired.candidate as number[] | number[][], paired.baseline as number[] | number[][], { ...boot, paired: true })
+    dist = bootstrapRatioOfPercentiles(paired.candidate as number[] | number[][], paired.baseline as number[] | number[][], {
+      ...boot,
+      paired: true,
+    })
     what = `ratio of percentiles over ${paired.indices.length} paired requests (pairs resampled together)`
   } else if (b.size >= MIN_PAIRED_REQUESTS && c.size >= MIN_PAIRED_REQUESTS) {
     warnings.push('the arms share too few prompts to pair: the arms were resampled independently')
-    dist = bootstrapRatioOfPercentiles([...c.values()] as number[] | number[][], [...b.values()] as number[] | number[][], { ...boot, paired: false })
+    dist = bootstrapRatioOfPercentiles([...c.values()] as number[] | number[][], [...b.values()] as number[] | number[][], {
+      ...boot,
+      paired: false,
+    })
     what = `ratio of percentiles of ${c.size} candidate and ${b.size} baseline requests (independent)`
   } else {
     return notEstimable(o, samples, `too few requests with ${LATENCY_FIELD[o.metric]} (${b.size} baseline, ${c.size} candidate)`, warnings)
@@ -177,7 +227,10 @@ function logPercentile(record: GateRecord, value: (r: OkRequest) => Latency | nu
     else pooled.push(...v)
   }
   if (pooled.length === 0) return null
-  const x = nearestRank(pooled.sort((a, b) => a - b), p)
+  const x = nearestRank(
+    pooled.sort((a, b) => a - b),
+    p,
+  )
   return x > 0 ? Math.log(x) : null
 }
 
@@ -187,7 +240,8 @@ function launchLevelHold(o: ResolvedHoldLatencyOptions, baseline: readonly GateR
   const c = candidate.map((r) => logPercentile(r, value, o.percentile)).filter((v): v is number => v !== null)
   const samples = launchSamples(baseline, candidate, value)
   const warnings: string[] = []
-  if (b.length < baseline.length || c.length < candidate.length) warnings.push(`launches without a positive ${LATENCY_FIELD[o.metric]} p${o.percentile} were left out`)
+  if (b.length < baseline.length || c.length < candidate.length)
+    warnings.push(`launches without a positive ${LATENCY_FIELD[o.metric]} p${o.percentile} were left out`)
   const absolute = o.atMostMs !== undefined
   if (c.length < 2 || (!absolute && b.length < 2)) {
     return notEstimable(o, samples, 'fewer than two launches with values per arm', warnings)
@@ -198,5 +252,14 @@ function launchLevelHold(o: ResolvedHoldLatencyOptions, baseline: readonly GateR
   const method = absolute
     ? `launch level: per-launch nearest-rank p${o.percentile}, t-interval of the mean log over ${c.length} candidate launches (df ${interval.df.toFixed(1)})`
     : `launch level: per-launch nearest-rank p${o.percentile}, Welch t-interval of the mean log over ${c.length} candidate and ${b.length} baseline launches (df ${interval.df.toFixed(1)})`
-  return regressionDecision(o, interval, bound, unit, method, samples, warnings, ruleOf(o, 'launch level (geometric mean of per-launch percentiles): '))
+  return regressionDecision(
+    o,
+    interval,
+    bound,
+    unit,
+    method,
+    samples,
+    warnings,
+    ruleOf(o, 'launch level (geometric mean of per-launch percentiles): '),
+  )
 }

@@ -29,10 +29,15 @@ describe('holmAdjust', () => {
   test('gates: the step-down on intervals decides what Holm on their p-values decides', () => {
     // Family 95%: one-sided p of each gate = (1 − limit)/2 → p = 0.002, 0.01, 0.02 (two-sided 0.004, 0.02, 0.04).
     const limits = [0.996, 0.98, 0.96]
-    const decisions = holmAdjust(limits.map((l) => gateDecisiveUpTo(l)), 0.95)
+    const decisions = holmAdjust(
+      limits.map((l) => gateDecisiveUpTo(l)),
+      0.95,
+    )
     // Holm on two-sided p (0.004, 0.02, 0.04) at 0.05: 0.004 ≤ 0.05/3, 0.02 ≤ 0.05/2, 0.04 ≤ 0.05/1 → all rejected.
     expect(decisions.map((d) => d.outcome)).toEqual(['pass', 'pass', 'pass'])
-    expect(decisions[0]?.rule).toMatch(/Holm-adjusted across 3 gates \(family 95%\): decided at step 1, 3 gate\(s\) open, confidence 98\.3%/)
+    expect(decisions[0]?.rule).toMatch(
+      /Holm-adjusted across 3 gates \(family 95%\): decided at step 1, 3 gate\(s\) open, confidence 98\.3%/,
+    )
     expect(decisions[1]?.rule).toMatch(/decided at step 2, 2 gate\(s\) open, confidence 97\.5%/)
     expect(decisions[2]?.rule).toMatch(/decided at step 3, 1 gate\(s\) open, confidence 95%/)
     expect(holmAdjust([0.004, 0.02, 0.04]).every((p) => p <= 0.05)).toBe(true)

@@ -21,11 +21,16 @@ export type HolmGate = (confidence: number) => GateDecision
  */
 export function holmAdjust(pValues: readonly number[]): number[]
 export function holmAdjust(gates: readonly HolmGate[], familyConfidence?: number): GateDecision[]
-export function holmAdjust(input: readonly number[] | readonly HolmGate[], familyConfidence: number = DEFAULT_CONFIDENCE): number[] | GateDecision[] {
+export function holmAdjust(
+  input: readonly number[] | readonly HolmGate[],
+  familyConfidence: number = DEFAULT_CONFIDENCE,
+): number[] | GateDecision[] {
   if (input.length === 0) return []
   if (input.every((x) => typeof x === 'number')) return holmAdjustPValues(input as readonly number[])
-  if (!input.every((x) => typeof x === 'function')) throw new TypeError('holmAdjust: pass p-values or gates (functions of the confidence), not a mix')
-  if (!(familyConfidence > 0 && familyConfidence < 1)) throw new TypeError(`holmAdjust: familyConfidence must be in (0, 1), got ${familyConfidence}`)
+  if (!input.every((x) => typeof x === 'function'))
+    throw new TypeError('holmAdjust: pass p-values or gates (functions of the confidence), not a mix')
+  if (!(familyConfidence > 0 && familyConfidence < 1))
+    throw new TypeError(`holmAdjust: familyConfidence must be in (0, 1), got ${familyConfidence}`)
   const gates = input as readonly HolmGate[]
   const m = gates.length
   const out = new Array<GateDecision | undefined>(m)

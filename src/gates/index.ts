@@ -4,8 +4,18 @@ export type { ArmInput, GatePair, GateRecord } from './arms.ts'
 export { holdLatencyGate } from './hold-latency.ts'
 export { type HolmGate, holmAdjust } from './holm.ts'
 export {
-  type AccuracyGapOptions, DEFAULT_CONFIDENCE, DEFAULT_LAUNCH_NOISE, DEFAULT_SEED, type HoldLatencyOptions, type LatencyMetric,
-  type RateMetric, type SloGateOptions, SUGGESTED_LOOKS, type SustainGateOptions, type WinGateName, type WinGateOptions,
+  type AccuracyGapOptions,
+  DEFAULT_CONFIDENCE,
+  DEFAULT_LAUNCH_NOISE,
+  DEFAULT_SEED,
+  type HoldLatencyOptions,
+  type LatencyMetric,
+  type RateMetric,
+  type SloGateOptions,
+  SUGGESTED_LOOKS,
+  type SustainGateOptions,
+  type WinGateName,
+  type WinGateOptions,
 } from './options.ts'
 export { sloGate, type SloRecord } from './slo.ts'
 export { requestsHint, winGate } from './win.ts'

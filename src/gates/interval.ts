@@ -10,7 +10,12 @@ export interface LogInterval {
 }
 
 /** A decision's effect from a log-scale interval: the value (a ratio, or ms) with its bounds. */
-export function logEffect(interval: LogInterval, unit: GateDecision['effect']['unit'], confidence: number, method: string): GateDecision['effect'] {
+export function logEffect(
+  interval: LogInterval,
+  unit: GateDecision['effect']['unit'],
+  confidence: number,
+  method: string,
+): GateDecision['effect'] {
   return { estimate: Math.exp(interval.estimate), low: Math.exp(interval.low), high: Math.exp(interval.high), unit, confidence, method }
 }
 
@@ -48,7 +53,11 @@ export function atLeastStudentT(interval: LogInterval, sd: number, n: number, co
 }
 
 /** Welch's t-interval for the difference of mean log-statistics over launches (candidate − baseline). */
-export function launchLevelInterval(candidate: readonly number[], baseline: readonly number[], confidence: number): LogInterval & { df: number; sd: number } {
+export function launchLevelInterval(
+  candidate: readonly number[],
+  baseline: readonly number[],
+  confidence: number,
+): LogInterval & { df: number; sd: number } {
   const result = welchTTest(candidate, baseline, confidence)
   const pooled = Math.sqrt((variance(candidate) + variance(baseline)) / 2)
   return { estimate: result.estimate, low: result.low, high: result.high, df: result.df, sd: pooled }
@@ -106,5 +115,7 @@ export function launchNoiseClause(launchNoise: number): string {
 export function noLaunchNoiseWarning(launchNoise: number): string[] {
   return launchNoise > 0
     ? []
-    : ['launchNoise is 0: the interval covers request-to-request noise within one launch per arm only; if launches differ (2% is common), it overstates certainty. Repeat launches or set launchNoise.']
+    : [
+        'launchNoise is 0: the interval covers request-to-request noise within one launch per arm only; if launches differ (2% is common), it overstates certainty. Repeat launches or set launchNoise.',
+      ]
 }

@@ -4,15 +4,31 @@ import { failedRequest, okRequest } from './fixture.ts'
 import { sloGate, sloRequestsHint } from './slo.ts'
 
 const record = (ttfts: readonly number[], failed = 0) => ({
-  requests: [...ttfts.map((ttftMs, i) => okRequest(i, { ttftMs })), ...Array.from({ length: failed }, (_, i) => failedRequest(ttfts.length + i))],
-  harness: { clientCpuMs: null, clientCpuShare: null, eventLoopDelayP99Ms: null, eventLoopDelayMaxMs: null, sendLagP99Ms: null, harnessLimited: false, reasons: [] },
+  requests: [
+    ...ttfts.map((ttftMs, i) => okRequest(i, { ttftMs })),
+    ...Array.from({ length: failed }, (_, i) => failedRequest(ttfts.length + i)),
+  ],
+  harness: {
+    clientCpuMs: null,
+    clientCpuShare: null,
+    eventLoopDelayP99Ms: null,
+    eventLoopDelayMaxMs: null,
+    sendLagP99Ms: null,
+    harnessLimited: false,
+    reasons: [],
+  },
   metrics: { wallClockMs: 4000 },
 })
 
 describe('sloGate', () => {
   test("the good share's Wilson interval at the gate's confidence decides; failed requests count as not good", () => {
     const d = sloGate(record(new Array(95).fill(100), 5), { ttftMs: 200, percentile: 80 })
-    expect(d).toMatchObject({ outcome: 'pass', kind: 'superiority', metric: 'good fraction (ttft ≤ 200 ms)', samples: { baseline: 0, candidate: 100, paired: 0 } })
+    expect(d).toMatchObject({
+      outcome: 'pass',
+      kind: 'superiority',
+      metric: 'good fraction (ttft ≤ 200 ms)',
+      samples: { baseline: 0, candidate: 100, paired: 0 },
+    })
     const z = 2.3263478740408408
     expect(d.effect).toMatchObject({ estimate: 0.95, unit: 'fraction', confidence: 0.98 })
     expect(d.effect.low).toBeCloseTo(wilsonInterval(95, 100, z).low as number, 12)
@@ -27,7 +43,11 @@ describe('sloGate', () => {
   })
 
   test('an empty record is inconclusive without a hint', () => {
-    expect(sloGate(record([]), { ttftMs: 200 })).toMatchObject({ outcome: 'inconclusive', moreRequestsHint: null, effect: { estimate: null } })
+    expect(sloGate(record([]), { ttftMs: 200 })).toMatchObject({
+      outcome: 'inconclusive',
+      moreRequestsHint: null,
+      effect: { estimate: null },
+    })
   })
 })
 

@@ -91,7 +91,8 @@ export function sloGate(records: SloRecord | readonly SloRecord[], options: SloG
   const required = o.percentile / 100
   const { low, high } = wilsonInterval(good, samples, zOf(o.confidence))
   const warnings: string[] = []
-  if (launches.length > 1) warnings.push(`${launches.length} launches pooled: the interval covers request-to-request variation, not launch-to-launch variation`)
+  if (launches.length > 1)
+    warnings.push(`${launches.length} launches pooled: the interval covers request-to-request variation, not launch-to-launch variation`)
   if (failed > 0) warnings.push(`${failed} failed request(s) counted as not good`)
   let outcome: Outcome = low === null || high === null ? 'inconclusive' : judge(low, high, required)
   const limited = launches.flatMap((r) => (r.harness.harnessLimited ? [r.harness.reasons.join('; ')] : []))
@@ -99,9 +100,14 @@ export function sloGate(records: SloRecord | readonly SloRecord[], options: SloG
     outcome = 'inconclusive'
     warnings.push(`not judged: the harness was the bottleneck (${limited.join(' | ')}), so these latencies are not the engine's`)
   } else if (outcome === 'inconclusive' && samples > 0) {
-    warnings.push(`inconclusive: the ${percent(o.confidence)} interval [${(low as number).toFixed(3)}, ${(high as number).toFixed(3)}] straddles ${required.toFixed(3)}`)
+    warnings.push(
+      `inconclusive: the ${percent(o.confidence)} interval [${(low as number).toFixed(3)}, ${(high as number).toFixed(3)}] straddles ${required.toFixed(3)}`,
+    )
   }
-  const goodput = wallClockMs > 0 ? ` over ${(wallClockMs / 1000).toFixed(2)} s of wall clock: ${(good / (wallClockMs / 1000)).toFixed(2)} good req/s` : ''
+  const goodput =
+    wallClockMs > 0
+      ? ` over ${(wallClockMs / 1000).toFixed(2)} s of wall clock: ${(good / (wallClockMs / 1000)).toFixed(2)} good req/s`
+      : ''
   return {
     gate: o.gate,
     outcome,

@@ -24,4 +24,3 @@ export function verdictLine(d: GateDecision): string {
   const ci = e.confidence === null ? bounds : `${bounds} at ${(e.confidence * 100).toFixed(0)}%`
   return `${d.gate} ${d.outcome.toUpperCase()}: ${d.metric} ${fmt(e.estimate, e.unit)}${ci}, ${samplesText(d.samples)}`
 }
-

@@ -7,7 +7,11 @@ import { MAX_REQUESTS_HINT, requestsHint, winGate } from './win.ts'
 const N = 64
 const baseline = launchOf('decodeTokPerS', around(50, N, 0.1))
 /** The baseline's prompts, `ratio` times as fast, with a little per-request noise of its own. */
-const candidate = (ratio: number, noise = 0.02, n = N) => launchOf('decodeTokPerS', around(50, n, 0.1).map((v, i) => v * ratio * (1 + noise * Math.cos(2.3 * i))))
+const candidate = (ratio: number, noise = 0.02, n = N) =>
+  launchOf(
+    'decodeTokPerS',
+    around(50, n, 0.1).map((v, i) => v * ratio * (1 + noise * Math.cos(2.3 * i))),
+  )
 
 describe('winGate', () => {
   test('a clear 10% decode win passes, with the effect, its interval, the rule and the method', () => {
@@ -49,7 +53,9 @@ describe('winGate', () => {
     expect(d.effect.method).toMatch(/launch noise 2% per launch added in quadrature/)
     // The floor widens the log interval to at least z·√(2·0.02²) on each side.
     const z = normalQuantile(0.99)
-    expect(Math.log(d.effect.high as number) - Math.log(d.effect.estimate as number)).toBeGreaterThanOrEqual(z * Math.sqrt(2) * 0.02 - 1e-12)
+    expect(Math.log(d.effect.high as number) - Math.log(d.effect.estimate as number)).toBeGreaterThanOrEqual(
+      z * Math.sqrt(2) * 0.02 - 1e-12,
+    )
   })
 
   test('pairs by index: failed requests and requests on one arm only are left out', () => {
@@ -61,28 +67,53 @@ describe('winGate', () => {
   })
 
   test('too few pairs: inconclusive without an interval, asking for at least 16', () => {
-    const d = winGate({ baseline: launchOf('decodeTokPerS', [1, 2, 3]), candidate: launchOf('decodeTokPerS', [2, 3, 4]) }, { gate: 'toWinDecode' })
+    const d = winGate(
+      { baseline: launchOf('decodeTokPerS', [1, 2, 3]), candidate: launchOf('decodeTokPerS', [2, 3, 4]) },
+      { gate: 'toWinDecode' },
+    )
     expect(d.outcome).toBe('inconclusive')
     expect(d.effect).toMatchObject({ estimate: null, low: null, high: null, confidence: null })
     expect(d.moreRequestsHint).toBe(16)
   })
 
   test('prefill and throughput read their own metrics; throughput is completion tokens per second of e2e', () => {
-    const requests = (ratio: number) => Array.from({ length: 32 }, (_, i) => okRequest(i, { completionTokens: 100 + i, e2eMs: ((1000 + 10 * i) / ratio) * (1 + 0.01 * Math.sin(i)), effectivePrefillTokPerS: 5000 * ratio }))
-    const d = winGate({ baseline: { requests: requests(1) }, candidate: { requests: requests(1.2) } }, { gate: 'toWinThroughput', launchNoise: 0 })
+    const requests = (ratio: number) =>
+      Array.from({ length: 32 }, (_, i) =>
+        okRequest(i, {
+          completionTokens: 100 + i,
+          e2eMs: ((1000 + 10 * i) / ratio) * (1 + 0.01 * Math.sin(i)),
+          effectivePrefillTokPerS: 5000 * ratio,
+        }),
+      )
+    const d = winGate(
+      { baseline: { requests: requests(1) }, candidate: { requests: requests(1.2) } },
+      { gate: 'toWinThroughput', launchNoise: 0 },
+    )
     expect(d.metric).toBe('throughputTokPerS')
     expect(d.effect.estimate).toBeCloseTo(1.2, 2)
-    expect(winGate({ baseline: { requests: requests(1) }, candidate: { requests: requests(1.2) } }, { gate: 'toWinPrefill', launchNoise: 0 }).effect.estimate).toBeCloseTo(1.2, 10)
+    expect(
+      winGate({ baseline: { requests: requests(1) }, candidate: { requests: requests(1.2) } }, { gate: 'toWinPrefill', launchNoise: 0 })
+        .effect.estimate,
+    ).toBeCloseTo(1.2, 10)
   })
 
   test('prefill is judged by the Hodges–Lehmann pseudo-median: stalls on one arm do not hide a 10% win', () => {
     const b = launchOf('effectivePrefillTokPerS', around(5000, N, 0.1))
     // 10% faster, except four requests that hit a scheduler stall and took four times as long.
-    const c = launchOf('effectivePrefillTokPerS', b.requests.map((r, i) => (r as { effectivePrefillTokPerS: number }).effectivePrefillTokPerS * 1.1 * (1 + 0.02 * Math.cos(2.3 * i)) / (i % 16 === 5 ? 4 : 1)))
+    const c = launchOf(
+      'effectivePrefillTokPerS',
+      b.requests.map(
+        (r, i) =>
+          ((r as { effectivePrefillTokPerS: number }).effectivePrefillTokPerS * 1.1 * (1 + 0.02 * Math.cos(2.3 * i))) /
+          (i % 16 === 5 ? 4 : 1),
+      ),
+    )
     const robust = winGate({ baseline: b, candidate: c }, { gate: 'toWinPrefill', margin: 0.05, launchNoise: 0 })
     expect(robust.outcome).toBe('pass')
     expect(robust.effect.estimate).toBeCloseTo(1.1, 2)
-    expect(robust.effect.method).toMatch(/^Hodges–Lehmann pseudo-median of 64 paired log-ratios with the Wilcoxon signed-rank interval \(exact;/)
+    expect(robust.effect.method).toMatch(
+      /^Hodges–Lehmann pseudo-median of 64 paired log-ratios with the Wilcoxon signed-rank interval \(exact;/,
+    )
     const mean = winGate({ baseline: b, candidate: c }, { gate: 'toWinPrefill', margin: 0.05, launchNoise: 0, estimator: 'geometric-mean' })
     expect(mean.effect.estimate as number).toBeLessThan(1.02)
     expect(mean.outcome).not.toBe('pass')
@@ -90,7 +121,10 @@ describe('winGate', () => {
 
   test('an inconclusive Hodges–Lehmann gate sizes more requests from its own interval', () => {
     const b = launchOf('effectivePrefillTokPerS', around(5000, 32, 0.1))
-    const c = launchOf('effectivePrefillTokPerS', b.requests.map((r, i) => (r as { effectivePrefillTokPerS: number }).effectivePrefillTokPerS * 1.02 * (1 + 0.1 * Math.cos(2.3 * i))))
+    const c = launchOf(
+      'effectivePrefillTokPerS',
+      b.requests.map((r, i) => (r as { effectivePrefillTokPerS: number }).effectivePrefillTokPerS * 1.02 * (1 + 0.1 * Math.cos(2.3 * i))),
+    )
     const d = winGate({ baseline: b, candidate: c }, { gate: 'toWinPrefill', launchNoise: 0 })
     expect(d.outcome).toBe('inconclusive')
     expect(d.moreRequestsHint as number).toBeGreaterThan(32)
@@ -109,7 +143,10 @@ describe('winGate', () => {
 
   test('sequential looks: with no effect it runs to the last look, at all the paired requests', () => {
     const b = launchOf('decodeTokPerS', around(50, 100, 0.1))
-    const c = launchOf('decodeTokPerS', around(50, 100, 0.1).map((v, i) => v * (1 + 0.05 * Math.cos(2.3 * i))))
+    const c = launchOf(
+      'decodeTokPerS',
+      around(50, 100, 0.1).map((v, i) => v * (1 + 0.05 * Math.cos(2.3 * i))),
+    )
     const d = winGate({ baseline: b, candidate: c }, { gate: 'toWinDecode', launchNoise: 0, looks: [16, 32, 64, 128] })
     expect(d.outcome).toBe('inconclusive')
     expect(d.rule).toMatch(/looks at 16, 32, 64, 100 requests of the plan .* undecided after look 4 of 4 \(100 paired requests\)/)
@@ -122,7 +159,8 @@ describe('winGate', () => {
   })
 
   test('repeated launches: the launch-level Welch test on per-launch medians', () => {
-    const launches = (ratio: number, k: number) => Array.from({ length: k }, (_, j) => launchOf('decodeTokPerS', around(50 * ratio * (1 + 0.01 * Math.sin(j * 2.1)), 32, 0.1)))
+    const launches = (ratio: number, k: number) =>
+      Array.from({ length: k }, (_, j) => launchOf('decodeTokPerS', around(50 * ratio * (1 + 0.01 * Math.sin(j * 2.1)), 32, 0.1)))
     const d = winGate({ baseline: launches(1, 4), candidate: launches(1.15, 4) }, { gate: 'toWinDecode', looks: [16] })
     expect(d.outcome).toBe('pass')
     expect(d.effect.estimate).toBeCloseTo(1.15, 2)
@@ -135,9 +173,13 @@ describe('winGate', () => {
   })
 
   test('one launch against several is refused; so are bad options, naming the gate and the field', () => {
-    expect(() => winGate({ baseline, candidate: [baseline, baseline] }, { gate: 'toWinDecode' })).toThrow(/toWinDecode: the launch-level test needs at least two launches per arm/)
+    expect(() => winGate({ baseline, candidate: [baseline, baseline] }, { gate: 'toWinDecode' })).toThrow(
+      /toWinDecode: the launch-level test needs at least two launches per arm/,
+    )
     expect(() => winGate({ baseline, candidate: baseline }, { gate: 'toWinDecode', confidence: 1.5 })).toThrow(TypeError)
-    expect(() => winGate({ baseline, candidate: baseline }, { gate: 'toWinDecode', confidence: 1.5 })).toThrow(/toWinDecode: invalid options[\s\S]*confidence/)
+    expect(() => winGate({ baseline, candidate: baseline }, { gate: 'toWinDecode', confidence: 1.5 })).toThrow(
+      /toWinDecode: invalid options[\s\S]*confidence/,
+    )
     // @ts-expect-error a gate that is not a win gate
     expect(() => winGate({ baseline, candidate: baseline }, { gate: 'toWinLatency' })).toThrow(/gate/)
   })
@@ -163,7 +205,9 @@ describe('requestsHint', () => {
 describe('winGate on a sequential design the records carry', () => {
   const design = (stoppedAt: number) => ({ looks: [16, 32, 64], plannedRequests: 64, stopWhen: [], stoppedAt, reason: 'test' })
   const arm = (ratio: number, n: number, failedBelow = 0) => ({
-    requests: around(50, n, 0.1).map((v, i) => (i < failedBelow ? failedRequest(i) : okRequest(i, { decodeTokPerS: v * ratio * (1 + 0.02 * Math.cos(2.3 * i)) }))),
+    requests: around(50, n, 0.1).map((v, i) =>
+      i < failedBelow ? failedRequest(i) : okRequest(i, { decodeTokPerS: v * ratio * (1 + 0.02 * Math.cos(2.3 * i)) }),
+    ),
     plan: { sequential: design(n) },
   })
 
@@ -171,7 +215,9 @@ describe('winGate on a sequential design the records carry', () => {
     const d = winGate({ baseline: arm(1, 10), candidate: arm(1.5, 10) }, { gate: 'toWinDecode', launchNoise: 0 })
     expect(d.outcome).toBe('inconclusive')
     expect(d.effect.estimate).toBeNull()
-    expect(d.warnings.join(' ')).toMatch(/only 10 paired request\(s\) with decodeTokPerS and the records end before the design's first look at 16/)
+    expect(d.warnings.join(' ')).toMatch(
+      /only 10 paired request\(s\) with decodeTokPerS and the records end before the design's first look at 16/,
+    )
   })
 
   test('a look with too few pairs is passed over; the next one decides and keeps its place in the design', () => {

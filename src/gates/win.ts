@@ -4,14 +4,37 @@ import { bcaInterval, bootstrapMeanOf } from '../stats/bootstrap.ts'
 import { normalQuantile } from '../stats/distributions.ts'
 import { groupSequentialBoundaries, lookConfidence } from '../stats/sequential.ts'
 import {
-  type GatePair, type GateRecord, launchLayout, launchSamples, MIN_PAIRED_REQUESTS, type OkRequest, pairByIndex, rateOf, valuesByIndex,
+  type GatePair,
+  type GateRecord,
+  launchLayout,
+  launchSamples,
+  MIN_PAIRED_REQUESTS,
+  type OkRequest,
+  pairByIndex,
+  rateOf,
+  valuesByIndex,
 } from './arms.ts'
 import {
-  atLeastStudentT, launchLevelInterval, logEffect, launchNoiseClause, type LogInterval, noLaunchNoiseWarning, percent, ratio, sampleSd, widen,
+  atLeastStudentT,
+  launchLevelInterval,
+  logEffect,
+  launchNoiseClause,
+  type LogInterval,
+  noLaunchNoiseWarning,
+  percent,
+  ratio,
+  sampleSd,
+  widen,
 } from './interval.ts'
 import { EXACT_SIGNED_RANK_MAX_N, signedRankTest } from '../stats/signed-rank.ts'
 import {
-  DEFAULT_WIN_ESTIMATOR, parseOptions, type RateMetric, type ResolvedWinGateOptions, type WinEstimator, type WinGateName, WinGateOptions,
+  DEFAULT_WIN_ESTIMATOR,
+  parseOptions,
+  type RateMetric,
+  type ResolvedWinGateOptions,
+  type WinEstimator,
+  type WinGateName,
+  WinGateOptions,
 } from './options.ts'
 
 /** The largest `moreRequestsHint` a gate gives. */
@@ -138,7 +161,10 @@ function requestsReached(baseline: GateRecord, candidate: GateRecord): number {
 
 /** The request counts of a design's looks, as the rule states them. */
 export function lookCounts(design: LookDesign): number[] {
-  return [...[...new Set(design.looks)].sort((a, b) => a - b).filter((k) => k < design.plannedRequests && k >= MIN_PAIRED_REQUESTS), design.plannedRequests]
+  return [
+    ...[...new Set(design.looks)].sort((a, b) => a - b).filter((k) => k < design.plannedRequests && k >= MIN_PAIRED_REQUESTS),
+    design.plannedRequests,
+  ]
 }
 
 function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline: GateRecord, candidate: GateRecord): GateDecision {
@@ -165,7 +191,10 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
     samples,
     rule: baseRule(o.confidence),
     moreRequestsHint: Math.max(MIN_PAIRED_REQUESTS, o.looks?.[0] ?? 16),
-    warnings: [...warnings, `only ${judged} paired request(s) with ${metric}${why}; at least ${MIN_PAIRED_REQUESTS} are needed for an interval`],
+    warnings: [
+      ...warnings,
+      `only ${judged} paired request(s) with ${metric}${why}; at least ${MIN_PAIRED_REQUESTS} are needed for an interval`,
+    ],
   })
   if (n < MIN_PAIRED_REQUESTS) return tooFew(n, '')
 
@@ -180,7 +209,12 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
   const looks = planLooksResult.looks.filter((l) => l.n >= MIN_PAIRED_REQUESTS)
   if (looks.length === 0) {
     const taken = planLooksResult.looks.at(-1)
-    return tooFew(taken?.n ?? n, taken === undefined ? ` and the records end before the design's first look at ${lookCounts(design as LookDesign)[0]}` : ' at the looks the records reach')
+    return tooFew(
+      taken?.n ?? n,
+      taken === undefined
+        ? ` and the records end before the design's first look at ${lookCounts(design as LookDesign)[0]}`
+        : ' at the looks the records reach',
+    )
   }
   const logThreshold = Math.log(threshold)
 
@@ -209,9 +243,17 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
   let moreRequestsHint: number | null = null
   if (outcome === 'inconclusive') {
     const unwidened = requestInterval(estimator, logRatios.subarray(0, look.n), look.confidence, o)
-    moreRequestsHint = requestsHint(interval.estimate - logThreshold, equivalentSd(unwidened, look.n, look.confidence), look.confidence, launchVariance, look.n)
+    moreRequestsHint = requestsHint(
+      interval.estimate - logThreshold,
+      equivalentSd(unwidened, look.n, look.confidence),
+      look.confidence,
+      launchVariance,
+      look.n,
+    )
     if (moreRequestsHint === null && Math.abs(interval.estimate - logThreshold) > 0 && launchVariance > 0) {
-      warnings.push(`the launch-noise floor (${percent(o.launchNoise)} per launch) alone is wider than the gap to ${ratio(threshold)}: more requests cannot decide this; repeat launches on both arms (A B B A) for the launch-level test`)
+      warnings.push(
+        `the launch-noise floor (${percent(o.launchNoise)} per launch) alone is wider than the gap to ${ratio(threshold)}: more requests cannot decide this; repeat launches on both arms (A B B A) for the launch-level test`,
+      )
     }
   }
   return {
@@ -219,7 +261,12 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
     outcome,
     kind: 'superiority',
     metric,
-    effect: logEffect(interval, 'ratio', look.confidence, `${ESTIMATOR_METHOD[estimator](look.n, o)}${launchNoiseClause(o.launchNoise)}${sequential}`),
+    effect: logEffect(
+      interval,
+      'ratio',
+      look.confidence,
+      `${ESTIMATOR_METHOD[estimator](look.n, o)}${launchNoiseClause(o.launchNoise)}${sequential}`,
+    ),
     samples,
     rule,
     moreRequestsHint,
@@ -271,7 +318,12 @@ function logMedian(record: GateRecord, value: (r: OkRequest) => number | null): 
   return values.length === 0 ? null : Math.log(nearestRank(values, 50))
 }
 
-function launchLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline: readonly GateRecord[], candidate: readonly GateRecord[]): GateDecision {
+function launchLevelWin(
+  o: ResolvedWinGateOptions,
+  metric: RateMetric,
+  baseline: readonly GateRecord[],
+  candidate: readonly GateRecord[],
+): GateDecision {
   const value = rateOf(metric)
   const threshold = 1 + o.margin
   const words = METRIC_WORDS[metric]
@@ -284,9 +336,22 @@ function launchLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline:
   const rule = `launch level: pass if the lower bound of the ${percent(o.confidence)} Welch t-interval of candidate/baseline ${words} (ratio of the geometric means of per-launch medians) exceeds ${ratio(threshold)}; fail if its upper bound is below ${ratio(threshold)}; otherwise inconclusive`
   if (b.length < 2 || c.length < 2) {
     return {
-      gate: o.gate, outcome: 'inconclusive', kind: 'superiority', metric,
-      effect: { estimate: null, low: null, high: null, unit: 'ratio', confidence: null, method: 'not estimable: fewer than two launches with values per arm' },
-      samples, rule, moreRequestsHint: null, warnings: [...warnings, 'the launch-level test needs at least two launches with values per arm'],
+      gate: o.gate,
+      outcome: 'inconclusive',
+      kind: 'superiority',
+      metric,
+      effect: {
+        estimate: null,
+        low: null,
+        high: null,
+        unit: 'ratio',
+        confidence: null,
+        method: 'not estimable: fewer than two launches with values per arm',
+      },
+      samples,
+      rule,
+      moreRequestsHint: null,
+      warnings: [...warnings, 'the launch-level test needs at least two launches with values per arm'],
     }
   }
   const interval = launchLevelInterval(c, b, o.confidence)
@@ -298,7 +363,9 @@ function launchLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline:
       // Launches per arm for a Welch half-width below the gap, with the normal quantile (a floor).
       const z = normalQuantile(1 - (1 - o.confidence) / 2)
       const launches = Math.ceil(2 * ((z * interval.sd) / gap) ** 2)
-      warnings.push(`about ${Math.max(launches, Math.max(b.length, c.length) + 1)} launches per arm would likely decide it (launch-to-launch sd ${percent(interval.sd)})`)
+      warnings.push(
+        `about ${Math.max(launches, Math.max(b.length, c.length) + 1)} launches per arm would likely decide it (launch-to-launch sd ${percent(interval.sd)})`,
+      )
     }
   }
   return {

@@ -25,8 +25,19 @@ const ANVIL_KEYS: Record<RequestMetricName, [stem: string, unit: string]> = {
   completionTokens: ['completion_tokens', ''],
 }
 const STAT_KEYS: Record<keyof Distribution, string> = {
-  samples: 'samples', mean: 'mean', stddev: 'stddev', ci95Low: 'mean_ci95_low', ci95High: 'mean_ci95_high',
-  min: 'min', p25: 'p25', p50: 'p50', p75: 'p75', p90: 'p90', p95: 'p95', p99: 'p99', max: 'max',
+  samples: 'samples',
+  mean: 'mean',
+  stddev: 'stddev',
+  ci95Low: 'mean_ci95_low',
+  ci95High: 'mean_ci95_high',
+  min: 'min',
+  p25: 'p25',
+  p50: 'p50',
+  p75: 'p75',
+  p90: 'p90',
+  p95: 'p95',
+  p99: 'p99',
+  max: 'max',
 }
 
 function expectRelClose(actual: number | null, expected: number, label: string): void {
@@ -93,6 +104,8 @@ describe('importing the anvil-serving reference run', () => {
   })
 
   test('an unknown schema is refused naming the field', () => {
-    expect(() => parseRunRecord({ schema: 'other/v9' }, 'x.json')).toThrow(/x\.json: field "schema" is "other\/v9"; expected "servegate\.run\/v1"/)
+    expect(() => parseRunRecord({ schema: 'other/v9' }, 'x.json')).toThrow(
+      /x\.json: field "schema" is "other\/v9"; expected "servegate\.run\/v1"/,
+    )
   })
 })

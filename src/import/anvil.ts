@@ -88,7 +88,12 @@ function timingRecord(t: z.infer<typeof AnvilTiming>): RequestRecord {
     ...NO_REQUEST_CHECKS,
   }
   if (t.request_canary?.passed === false) {
-    const error = { code: 'CONTRACT_INVALID' as const, message: 'request canary failed in the source harness', httpStatus: null, retryAfterS: null }
+    const error = {
+      code: 'CONTRACT_INVALID' as const,
+      message: 'request canary failed in the source harness',
+      httpStatus: null,
+      retryAfterS: null,
+    }
     return { status: 'failed', error, ...common }
   }
   return { status: 'ok', ...common }
@@ -102,10 +107,24 @@ function failureRecord(f: z.infer<typeof AnvilFailure>, fallbackIndex: number): 
     status: 'failed',
     error: { code, message, httpStatus: f.status ?? null, retryAfterS: null },
     index: f.request_index ?? fallbackIndex,
-    queueDelayMs: null, sendLagMs: null, startOffsetMs: null, ttftMs: null, timeToFirstOutputMs: null,
-    e2eMs: null, generationMs: null, tpotMs: null, decodeTokPerS: null, effectivePrefillTokPerS: null,
-    promptTokens: null, completionTokens: null, completionTokenSource: null, reasoningChunks: null,
-    contentChunks: null, itlMs: null, finishReason: null, ...NO_REQUEST_CHECKS,
+    queueDelayMs: null,
+    sendLagMs: null,
+    startOffsetMs: null,
+    ttftMs: null,
+    timeToFirstOutputMs: null,
+    e2eMs: null,
+    generationMs: null,
+    tpotMs: null,
+    decodeTokPerS: null,
+    effectivePrefillTokPerS: null,
+    promptTokens: null,
+    completionTokens: null,
+    completionTokenSource: null,
+    reasoningChunks: null,
+    contentChunks: null,
+    itlMs: null,
+    finishReason: null,
+    ...NO_REQUEST_CHECKS,
   }
 }
 
@@ -144,13 +163,27 @@ export function importAnvilRun(input: AnvilRun): RunRecord {
     requests: records,
     metrics: computeCellMetrics(records, input.wall_clock_ms),
     harness: {
-      clientCpuMs: null, clientCpuShare: null, eventLoopDelayP99Ms: null, eventLoopDelayMaxMs: null,
-      sendLagP99Ms: null, harnessLimited: false, reasons: [],
+      clientCpuMs: null,
+      clientCpuShare: null,
+      eventLoopDelayP99Ms: null,
+      eventLoopDelayMaxMs: null,
+      sendLagP99Ms: null,
+      harnessLimited: false,
+      reasons: [],
     },
-    methodology: { ...METHODOLOGY, import: `imported from ${ANVIL_SCHEMA_ID}; per-request values as recorded there, distributions recomputed by servegate` },
+    methodology: {
+      ...METHODOLOGY,
+      import: `imported from ${ANVIL_SCHEMA_ID}; per-request values as recorded there, distributions recomputed by servegate`,
+    },
     manifest: null,
     telemetry: null,
     cellFailure: null,
-    importedFrom: { schema: ANVIL_SCHEMA_ID, runId: input.run_id ?? null, engine: input.engine ?? null, gpu: input.gpu ?? null, perRequest: true },
+    importedFrom: {
+      schema: ANVIL_SCHEMA_ID,
+      runId: input.run_id ?? null,
+      engine: input.engine ?? null,
+      gpu: input.gpu ?? null,
+      perRequest: true,
+    },
   }
 }

@@ -221,8 +221,19 @@ export function readNumpySummary(value: Record<string, unknown>, stems: readonly
 }
 
 const EMPTY: Distribution = {
-  samples: 0, mean: null, stddev: null, ci95Low: null, ci95High: null,
-  min: null, p25: null, p50: null, p75: null, p90: null, p95: null, p99: null, max: null,
+  samples: 0,
+  mean: null,
+  stddev: null,
+  ci95Low: null,
+  ci95High: null,
+  min: null,
+  p25: null,
+  p50: null,
+  p75: null,
+  p90: null,
+  p95: null,
+  p99: null,
+  max: null,
 }
 
 /**
@@ -257,10 +268,20 @@ export function meanOnlyDistribution(total: number | null, samples: number): Dis
 }
 
 const HTTP_REASONS: ReadonlyArray<[string, number]> = [
-  ['Bad Request', 400], ['Unauthorized', 401], ['Forbidden', 403], ['Not Found', 404],
-  ['Method Not Allowed', 405], ['Request Timeout', 408], ['Payload Too Large', 413],
-  ['Request Entity Too Large', 413], ['Unprocessable Entity', 422], ['Too Many Requests', 429],
-  ['Internal Server Error', 500], ['Bad Gateway', 502], ['Service Unavailable', 503], ['Gateway Timeout', 504],
+  ['Bad Request', 400],
+  ['Unauthorized', 401],
+  ['Forbidden', 403],
+  ['Not Found', 404],
+  ['Method Not Allowed', 405],
+  ['Request Timeout', 408],
+  ['Payload Too Large', 413],
+  ['Request Entity Too Large', 413],
+  ['Unprocessable Entity', 422],
+  ['Too Many Requests', 429],
+  ['Internal Server Error', 500],
+  ['Bad Gateway', 502],
+  ['Service Unavailable', 503],
+  ['Gateway Timeout', 504],
 ]
 
 /**
@@ -277,8 +298,13 @@ export function classifyError(raw: string): { code: ErrorCode; message: string; 
   if (/Never received a valid chunk/i.test(text)) return { code: 'EMPTY_COMPLETION', message, httpStatus: null }
   if (traceback) {
     if (/TimeoutError|ServerTimeoutError/.test(last)) return { code: 'REQUEST_DEADLINE', message, httpStatus: null }
-    if (/ClientConnectorError|ConnectionRefusedError|Cannot connect to host/.test(last)) return { code: 'CONNECT_FAILED', message, httpStatus: null }
-    if (/ServerDisconnectedError|ClientPayloadError|ConnectionResetError|TransferEncodingError|ContentLengthError|Connection closed/.test(last)) {
+    if (/ClientConnectorError|ConnectionRefusedError|Cannot connect to host/.test(last))
+      return { code: 'CONNECT_FAILED', message, httpStatus: null }
+    if (
+      /ServerDisconnectedError|ClientPayloadError|ConnectionResetError|TransferEncodingError|ContentLengthError|Connection closed/.test(
+        last,
+      )
+    ) {
       return { code: 'STREAM_DROPPED', message, httpStatus: null }
     }
     if (/JSONDecodeError/.test(last)) return { code: 'STREAM_PROTOCOL', message, httpStatus: null }
@@ -316,7 +342,10 @@ export function checkListLengths(lists: Record<string, readonly unknown[] | null
   const [firstName, first] = entries[0] as [string, readonly unknown[]]
   for (const [name, list] of entries) {
     if (list.length !== first.length) {
-      throw new ServegateError('FILE_INVALID', `${source}: field "${name}" has ${list.length} entries but "${firstName}" has ${first.length}; every per-request list holds one entry per request; ${fix}`)
+      throw new ServegateError(
+        'FILE_INVALID',
+        `${source}: field "${name}" has ${list.length} entries but "${firstName}" has ${first.length}; every per-request list holds one entry per request; ${fix}`,
+      )
     }
   }
   return first.length
@@ -435,7 +464,7 @@ export function summaryOnlyMethodology(tool: string): Record<string, string> {
       `summary-only: each distribution holds only what ${tool} summarized — mean, stddev, p50 (numpy median) and the ` +
       'pNN keys it wrote; min and max only from p0/p100 (or max_*) keys; ci95, and p25/p75 unless written, are null. ' +
       `The percentiles are numpy's linear interpolation, not servegate's ${PERCENTILE_METHOD} (percentileMethod says so). ` +
-      'stddev is numpy\'s population std (ddof 0) × √(n/(n−1)) with n = samples. samples = completed requests: exact for ttft and e2e, ' +
+      "stddev is numpy's population std (ddof 0) × √(n/(n−1)) with n = samples. samples = completed requests: exact for ttft and e2e, " +
       'an upper bound for tpot (only requests with more than one output token have one) and a lower bound for itl (every gap of every request is pooled). ' +
       'promptTokens and completionTokens hold only their exact mean (total ÷ completed). generation, decode and effective prefill have no summary and stay empty',
     p99: `descriptive only below ${P99_MIN_SAMPLES} samples; in a summary-only import it is ${tool}'s interpolated p99`,
@@ -498,8 +527,13 @@ export function assembleRunRecord(run: ImportedRun): RunRecord {
     requests: records,
     metrics,
     harness: {
-      clientCpuMs: null, clientCpuShare: null, eventLoopDelayP99Ms: null, eventLoopDelayMaxMs: null,
-      sendLagP99Ms: null, harnessLimited: false, reasons: [],
+      clientCpuMs: null,
+      clientCpuShare: null,
+      eventLoopDelayP99Ms: null,
+      eventLoopDelayMaxMs: null,
+      sendLagP99Ms: null,
+      harnessLimited: false,
+      reasons: [],
     },
     methodology: { ...METHODOLOGY, ...run.methodology },
     manifest: null,
@@ -531,8 +565,9 @@ export function describeTraffic(requestRate: unknown, maxConcurrency: number | n
       : requestRate === 'trace'
         ? 'arrivals replayed from trace timestamps'
         : `open-loop arrivals at ${String(requestRate)} req/s (${burstiness !== undefined && burstiness !== null && burstiness !== 1 ? `gamma, burstiness ${burstiness}` : 'Poisson'})`
-  const limit = maxConcurrency === null || maxConcurrency === undefined
-    ? 'no client concurrency limit, so plan.concurrency is the request count (an upper bound)'
-    : `at most ${maxConcurrency} in flight (max_concurrency)`
+  const limit =
+    maxConcurrency === null || maxConcurrency === undefined
+      ? 'no client concurrency limit, so plan.concurrency is the request count (an upper bound)'
+      : `at most ${maxConcurrency} in flight (max_concurrency)`
   return `${rate}; ${limit}`
 }

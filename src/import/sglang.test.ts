@@ -9,7 +9,10 @@ import { SGLANG_FORMAT_ID } from './sglang.ts'
 
 const FIXTURE = fileURLToPath(new URL('../../fixtures/import/sglang-bench-serving.jsonl', import.meta.url))
 const text = await readFile(FIXTURE, 'utf8')
-const [oldLine, recentLine] = text.trimEnd().split('\n').map((l) => JSON.parse(normalizePythonJson(l)) as Record<string, unknown>) as [
+const [oldLine, recentLine] = text
+  .trimEnd()
+  .split('\n')
+  .map((l) => JSON.parse(normalizePythonJson(l)) as Record<string, unknown>) as [
   Record<string, number | null>,
   Record<string, unknown> & { ttfts: number[]; itls: number[][]; input_lens: number[]; output_lens: number[]; errors: string[] },
 ]
@@ -73,11 +76,11 @@ describe('an SGLang bench_serving --output-details line (the last line, by defau
     expect(d.ttftMs.samples).toBe(4)
     expect(d.promptTokens.samples).toBe(4)
     expectRelClose(d.ttftMs.mean, recentNum('mean_ttft_ms'), 'mean_ttft_ms')
-    expectRelClose(d.itlMs.mean, recentNum('mean_itl_ms'), 'mean_itl_ms (SGLang apportions a multi-token chunk\'s gap)')
+    expectRelClose(d.itlMs.mean, recentNum('mean_itl_ms'), "mean_itl_ms (SGLang apportions a multi-token chunk's gap)")
     expect(record.metrics.totalCompletionTokens).toBe(recentLine.total_output_tokens)
   })
 
-  test('e2e ends at the last text chunk, a little before SGLang\'s own latency (which runs to [DONE])', () => {
+  test("e2e ends at the last text chunk, a little before SGLang's own latency (which runs to [DONE])", () => {
     const mean = record.metrics.distributions.e2eMs.mean as number
     expect(mean).toBeLessThan(recentNum('mean_e2e_latency_ms'))
     expect(recentNum('mean_e2e_latency_ms') - mean).toBeLessThan(1)
@@ -94,8 +97,19 @@ describe('a 2024-shaped SGLang line (no per-request lists, bare Infinity request
     expect(record.importedFrom?.perRequest).toBe(false)
     expect(record.requests).toEqual([])
     expect(d.ttftMs).toEqual({
-      samples: 10, mean: null, stddev: null, ci95Low: null, ci95High: null,
-      min: null, p25: null, p50: oldLine.median_ttft_ms, p75: null, p90: null, p95: null, p99: null, max: null,
+      samples: 10,
+      mean: null,
+      stddev: null,
+      ci95Low: null,
+      ci95High: null,
+      min: null,
+      p25: null,
+      p50: oldLine.median_ttft_ms,
+      p75: null,
+      p90: null,
+      p95: null,
+      p99: null,
+      max: null,
     })
     expect(d.e2eMs).toMatchObject({ samples: 10, mean: oldLine.mean_e2e_latency_ms, p50: oldLine.median_e2e_latency_ms, stddev: null })
     expect(d.itlMs).toMatchObject({ samples: 10, p50: oldLine.median_itl_ms, mean: null })
@@ -115,16 +129,32 @@ describe('a 2024-shaped SGLang line (no per-request lists, bare Infinity request
 describe('key spellings across SGLang versions', () => {
   const canonical = importLine(recentLine)
 
-  test('metrics.py\'s __dict__ spelling with nested details imports to the same record', () => {
-    const { total_input_tokens, total_output_tokens, total_output_tokens_retokenized, input_lens, output_lens, ttfts, itls, generated_texts, errors, ...rest } = recentLine
+  test("metrics.py's __dict__ spelling with nested details imports to the same record", () => {
+    const {
+      total_input_tokens,
+      total_output_tokens,
+      total_output_tokens_retokenized,
+      input_lens,
+      output_lens,
+      ttfts,
+      itls,
+      generated_texts,
+      errors,
+      ...rest
+    } = recentLine
     const variant = {
-      ...rest, total_input: total_input_tokens, total_output: total_output_tokens, total_output_retokenized: total_output_tokens_retokenized,
+      ...rest,
+      total_input: total_input_tokens,
+      total_output: total_output_tokens,
+      total_output_retokenized: total_output_tokens_retokenized,
       details: { input_lens, output_lens, ttfts, itls, generated_texts, errors },
     }
     const r = importLine(variant)
     expect(r.requests).toEqual(canonical.requests)
     expect(r.metrics).toEqual(canonical.metrics)
-    expect(r.methodology.import).toMatch(/key spellings mapped: total_input → total_input_tokens, total_output → total_output_tokens, total_output_retokenized → total_output_tokens_retokenized, details\.\* → top level/)
+    expect(r.methodology.import).toMatch(
+      /key spellings mapped: total_input → total_input_tokens, total_output → total_output_tokens, total_output_retokenized → total_output_tokens_retokenized, details\.\* → top level/,
+    )
   })
 
   test('vLLM-style *_e2el_ms keys read as the e2e latency', () => {
@@ -138,7 +168,12 @@ describe('key spellings across SGLang versions', () => {
     const { input_lens: _a, output_lens: _b, ttfts: _c, itls: _d, generated_texts: _e, errors: _f, ...summary } = recentLine
     const r = importLine(summary)
     expect(r.importedFrom?.perRequest).toBe(false)
-    expect(r.metrics.distributions.ttftMs).toMatchObject({ samples: 4, p90: recentLine.p90_ttft_ms, p95: recentLine.p95_ttft_ms, p99: recentLine.p99_ttft_ms })
+    expect(r.metrics.distributions.ttftMs).toMatchObject({
+      samples: 4,
+      p90: recentLine.p90_ttft_ms,
+      p95: recentLine.p95_ttft_ms,
+      p99: recentLine.p99_ttft_ms,
+    })
     expectRelClose(r.metrics.distributions.ttftMs.stddev, recentNum('std_ttft_ms') * Math.sqrt(4 / 3), 'std → sample sd')
     expect(r.metrics.completionTokenSources).toEqual({ usage: 4, 'client-count': 0 })
   })
@@ -160,7 +195,9 @@ describe('bad SGLang input', () => {
   test('a missing field is named with the line', () => {
     const { duration: _d, ...noDuration } = oldLine
     const e = thrown(() => parseRunText(`${JSON.stringify(recentLine)}\n${JSON.stringify(noDuration)}\n`, 'runs.jsonl', { from: 'sglang' }))
-    expect(e.message).toMatch(/^runs\.jsonl line 2: field "duration" is missing; pass a line of the JSONL that `python -m sglang\.bench_serving --output-file` appends/)
+    expect(e.message).toMatch(
+      /^runs\.jsonl line 2: field "duration" is missing; pass a line of the JSONL that `python -m sglang\.bench_serving --output-file` appends/,
+    )
   })
 
   test('a --line with no run names the lines there are', () => {
@@ -170,13 +207,27 @@ describe('bad SGLang input', () => {
   })
 
   test('a vLLM result given as SGLang says so', () => {
-    const vllm = { date: '20260112-141503', backend: 'openai', model_id: 'm', num_prompts: 1, duration: 1, completed: 1, total_input_tokens: 1, total_output_tokens: 1, mean_ttft_ms: 1 }
-    expect(thrown(() => importLine(vllm)).message).toMatch(/^x\.jsonl: field "total_output_tokens_retokenized" is missing and the keys are vLLM's .*; pass --from vllm$/)
+    const vllm = {
+      date: '20260112-141503',
+      backend: 'openai',
+      model_id: 'm',
+      num_prompts: 1,
+      duration: 1,
+      completed: 1,
+      total_input_tokens: 1,
+      total_output_tokens: 1,
+      mean_ttft_ms: 1,
+    }
+    expect(thrown(() => importLine(vllm)).message).toMatch(
+      /^x\.jsonl: field "total_output_tokens_retokenized" is missing and the keys are vLLM's .*; pass --from vllm$/,
+    )
   })
 
   test('per-request lists must come together and agree with completed', () => {
     const { itls: _i, ...noItls } = recentLine
     expect(thrown(() => importLine(noItls)).message).toMatch(/^x\.jsonl: field "itls" is missing; an --output-details line holds/)
-    expect(thrown(() => importLine({ ...recentLine, completed: 5 })).message).toMatch(/^x\.jsonl: field "completed" is 5 but the per-request lists hold 4/)
+    expect(thrown(() => importLine({ ...recentLine, completed: 5 })).message).toMatch(
+      /^x\.jsonl: field "completed" is 5 but the per-request lists hold 4/,
+    )
   })
 })

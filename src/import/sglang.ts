@@ -27,13 +27,20 @@ const FIX = 'pass a line of the JSONL that `python -m sglang.bench_serving --out
  * `--output-file`) and its successor `python/sglang/benchmark/serving.py`; the variant that
  * dumps `BenchmarkMetrics.__dict__` is `save_results()` in `python/sglang/benchmark/metrics.py`.
  *
- * | canonical (servegate reads)        | other spelling                 | where the other spelling appears                                   |
- * | ---------------------------------- | ------------------------------ | ------------------------------------------------------------------ |
- * | `total_input_tokens`               | `total_input`                  | `metrics.py` `save_results()` (`**metrics.__dict__`)               |
- * | `total_output_tokens`              | `total_output`                 | same                                                               |
- * | `total_output_tokens_retokenized`  | `total_output_retokenized`     | same                                                               |
- * | `<stat>_e2e_latency_ms`            | `<stat>_e2el_ms`               | vLLM's spelling; not seen in SGLang's source, accepted defensively |
- * | top-level `input_lens`, `output_lens`, `ttfts`, `itls`, `errors` | the same under `details` | `metrics.py` `save_results()` with `--output-details`   |
+ * | canonical (servegate reads)        | other spelling                 | where the other spelling appears
+ * |
+ * | ---------------------------------- | ------------------------------ |
+ * ------------------------------------------------------------------ |
+ * | `total_input_tokens`               | `total_input`                  | `metrics.py` `save_results()` (`**metrics.__dict__`)
+ * |
+ * | `total_output_tokens`              | `total_output`                 | same
+ * |
+ * | `total_output_tokens_retokenized`  | `total_output_retokenized`     | same
+ * |
+ * | `<stat>_e2e_latency_ms`            | `<stat>_e2el_ms`               | vLLM's spelling; not seen in SGLang's source, accepted
+ * defensively |
+ * | top-level `input_lens`, `output_lens`, `ttfts`, `itls`, `errors` | the same under `details` | `metrics.py` `save_results()` with
+ * `--output-details`   |
  *
  * Keys that only some versions write (all optional here): 2024 lines hold `backend`,
  * `dataset_name`, `request_rate`, token totals, `mean_/median_e2e_latency_ms`, `median_ttft_ms`,
@@ -128,7 +135,11 @@ export function normalizeSglangKeys(value: unknown): { value: unknown; spellings
 export function looksLikeSglang(value: unknown): boolean {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return false
   const keys = Object.keys(value)
-  return keys.includes('total_output_tokens_retokenized') || keys.includes('total_output_retokenized') || keys.some((k) => /_e2e_latency_ms$/.test(k))
+  return (
+    keys.includes('total_output_tokens_retokenized') ||
+    keys.includes('total_output_retokenized') ||
+    keys.some((k) => /_e2e_latency_ms$/.test(k))
+  )
 }
 
 /** vLLM writes these keys and SGLang never does; SGLang always writes a retokenized total. */
@@ -151,7 +162,10 @@ function str(v: unknown): string | null {
 /** Validates one parsed SGLang line (either key spelling) and imports it; a wrong shape throws naming the field. */
 export function parseSglangResult(value: unknown, options: BenchImportOptions): RunRecord {
   if (isVllmShaped(value)) {
-    throw new ServegateError('FILE_INVALID', `${describeSource(options)}: field "total_output_tokens_retokenized" is missing and the keys are vLLM's (model_id, date, num_prompts); pass --from vllm`)
+    throw new ServegateError(
+      'FILE_INVALID',
+      `${describeSource(options)}: field "total_output_tokens_retokenized" is missing and the keys are vLLM's (model_id, date, num_prompts); pass --from vllm`,
+    )
   }
   const normalized = normalizeSglangKeys(value)
   const result = SglangResult.safeParse(normalized.value)
@@ -190,22 +204,28 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
     wallClockMs,
   }
   const methodology: Record<string, string> = {
-    clock: 'SGLang\'s client clock: time.perf_counter() in one asyncio process (python/sglang/bench_serving.py, later python/sglang/benchmark/serving.py)',
-    requestStart: 'SGLang\'s st = time.perf_counter() taken just before session.post(): before the request is on the socket, connection setup included',
-    ttft: 'SGLang\'s ttft: send to the first chunk with non-empty text (native /generate: cumulative text; OpenAI chat: delta.content, recent versions also reasoning_content)',
-    timeToFirstOutput: 'the same number as ttft: SGLang does not time reasoning and content separately (older chat clients ignore reasoning deltas, so there it is the first content)',
-    itl: 'SGLang\'s itl: gaps between chunks with non-empty text; for the native backend a chunk\'s gap is divided evenly over the tokens it added (meta_info.completion_tokens)',
+    clock:
+      "SGLang's client clock: time.perf_counter() in one asyncio process (python/sglang/bench_serving.py, later python/sglang/benchmark/serving.py)",
+    requestStart:
+      "SGLang's st = time.perf_counter() taken just before session.post(): before the request is on the socket, connection setup included",
+    ttft: "SGLang's ttft: send to the first chunk with non-empty text (native /generate: cumulative text; OpenAI chat: delta.content, recent versions also reasoning_content)",
+    timeToFirstOutput:
+      'the same number as ttft: SGLang does not time reasoning and content separately (older chat clients ignore reasoning deltas, so there it is the first content)',
+    itl: "SGLang's itl: gaps between chunks with non-empty text; for the native backend a chunk's gap is divided evenly over the tokens it added (meta_info.completion_tokens)",
     completionTokens:
       `SGLang's output_lens: native backends take meta_info.completion_tokens (recorded as usage when the line carries server_info, i.e. a recent client); ` +
       'OpenAI backends take usage.completion_tokens when the server put usage in a chunk and otherwise keep the requested max tokens; trt and truss always the requested length. ' +
       `This line is recorded as ${tokenSource}; total_output_tokens_retokenized${input.total_output_tokens_retokenized === undefined || input.total_output_tokens_retokenized === null ? ' (not in this line)' : ` = ${input.total_output_tokens_retokenized}`} is SGLang's re-tokenized cross-check`,
-    effectivePrefill: 'input_lens / time to first output; input_lens is the dataset\'s planned prompt length (recent versions: the server\'s prompt_tokens when reported)',
-    throughput: 'total completion tokens of ok requests / SGLang\'s duration (from the first request to the end, recent versions including the post-run /server_info request)',
+    effectivePrefill:
+      "input_lens / time to first output; input_lens is the dataset's planned prompt length (recent versions: the server's prompt_tokens when reported)",
+    throughput:
+      "total completion tokens of ok requests / SGLang's duration (from the first request to the end, recent versions including the post-run /server_info request)",
     queueDelay: 'not recorded by SGLang',
     sendLag: 'not recorded by SGLang',
     startOffset: 'not recorded by SGLang',
-    warmup: 'SGLang\'s --warmup-requests is not recorded in the line; plan.warmupRequests is null',
-    failures: 'a request failed when errors[i] is non-empty (HTTP reason phrase and body, or a Python traceback reduced to its last line); the code is derived from that text; timings SGLang kept before the failure stay, outside every distribution',
+    warmup: "SGLang's --warmup-requests is not recorded in the line; plan.warmupRequests is null",
+    failures:
+      'a request failed when errors[i] is non-empty (HTTP reason phrase and body, or a Python traceback reduced to its last line); the code is derived from that text; timings SGLang kept before the failure stay, outside every distribution',
     plan:
       `plan.model ${options.model !== undefined ? 'given on import' : info !== null ? 'from server_info' : 'is not recorded by SGLang ("unknown"; pass --model)'}; ` +
       `plan.maxTokens ${plannedOutput ? `is the line's ${random ? 'random_output_len' : 'sharegpt_output_len'}` : 'is not recorded (null)'}; ` +
@@ -216,7 +236,10 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
   if (!detailed) {
     const completed = input.completed
     if (completed === 0) {
-      throw new ServegateError('FILE_INVALID', `${source}: field "completed" is 0 and the line has no per-request lists, so there is nothing to import; ${FIX}`)
+      throw new ServegateError(
+        'FILE_INVALID',
+        `${source}: field "completed" is 0 and the line has no per-request lists, so there is nothing to import; ${FIX}`,
+      )
     }
     const record = input as Record<string, unknown>
     return assembleRunRecord({
@@ -225,7 +248,9 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
       requests: completed,
       maxTokens: plannedOutput === null || plannedOutput === undefined ? null : positiveInt(plannedOutput, 1),
       promptTokens: positiveInt(plannedInput ?? input.total_input_tokens / completed, 1),
-      promptTokensEstimator: plannedInput ? 'SGLang random_input_len (the upper end when random_range_ratio < 1)' : 'SGLang total_input_tokens ÷ completed (mean prompt tokens)',
+      promptTokensEstimator: plannedInput
+        ? 'SGLang random_input_len (the upper end when random_range_ratio < 1)'
+        : 'SGLang total_input_tokens ÷ completed (mean prompt tokens)',
       records: null,
       summary: summaryMetrics({
         stats: {
@@ -248,7 +273,7 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
       methodology: {
         ...methodology,
         ...summaryOnlyMethodology('SGLang'),
-        e2e: 'SGLang\'s e2e latency: send to the last chunk read, [DONE] included',
+        e2e: "SGLang's e2e latency: send to the last chunk read, [DONE] included",
         failures: 'SGLang lines without --output-details record no failed count: failed 0 means unknown, and failures is empty',
         import: `summary-only import of SGLang bench_serving${lineNote} written without --output-details; ${traffic}; plan.requests is completed (SGLang records no request count); requests is empty and nothing per-request is invented${spellingNote}`,
       },
@@ -257,12 +282,16 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
 
   for (const field of PER_REQUEST_FIELDS) {
     if (input[field] === undefined) {
-      throw new ServegateError('FILE_INVALID', `${source}: field "${field}" is missing; an --output-details line holds ${PER_REQUEST_FIELDS.join(', ')} together; ${FIX}`)
+      throw new ServegateError(
+        'FILE_INVALID',
+        `${source}: field "${field}" is missing; an --output-details line holds ${PER_REQUEST_FIELDS.join(', ')} together; ${FIX}`,
+      )
     }
   }
   const n = checkListLengths(
     { ttfts: input.ttfts, itls: input.itls, input_lens: input.input_lens, output_lens: input.output_lens, errors: input.errors },
-    `${source}`, FIX,
+    `${source}`,
+    FIX,
   )
   if (n === 0) throw new ServegateError('FILE_INVALID', `${source}: field "ttfts" is empty, so the run has no requests to import; ${FIX}`)
   const records = buildRequests(
@@ -292,14 +321,16 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
     requests: n,
     maxTokens: plannedOutput === null || plannedOutput === undefined ? null : positiveInt(plannedOutput, 1),
     promptTokens: positiveInt(plannedInput ?? inputs.reduce((a, b) => a + b, 0) / inputs.length, 1),
-    promptTokensEstimator: plannedInput ? 'SGLang random_input_len (the upper end when random_range_ratio < 1)' : 'mean of SGLang input_lens',
+    promptTokensEstimator: plannedInput
+      ? 'SGLang random_input_len (the upper end when random_range_ratio < 1)'
+      : 'mean of SGLang input_lens',
     records,
     summary: null,
     completed,
     failed: n - completed,
     methodology: {
       ...methodology,
-      e2e: 'ttft + Σ itl: the arrival of the last chunk with text (SGLang\'s own per-request latency, to [DONE], is not in the line)',
+      e2e: "ttft + Σ itl: the arrival of the last chunk with text (SGLang's own per-request latency, to [DONE], is not in the line)",
       import: `imported from SGLang bench_serving --output-details${lineNote}; ${traffic}; per-request values converted seconds → ms, distributions recomputed by servegate's rules over the ok requests${spellingNote}`,
     },
   })

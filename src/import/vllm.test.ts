@@ -12,8 +12,14 @@ const detailedText = await readFile(DETAILED, 'utf8')
 const summaryText = await readFile(SUMMARY, 'utf8')
 
 type Raw = Record<string, unknown> & {
-  ttfts: number[]; itls: number[][]; latencies: number[]; queue_times: number[]; start_times: number[]
-  input_lens: number[]; output_lens: number[]; errors: string[]
+  ttfts: number[]
+  itls: number[][]
+  latencies: number[]
+  queue_times: number[]
+  start_times: number[]
+  input_lens: number[]
+  output_lens: number[]
+  errors: string[]
 }
 const raw = JSON.parse(detailedText) as Raw
 const rawSummary = JSON.parse(summaryText) as Record<string, number>
@@ -39,10 +45,19 @@ describe('a vLLM --save-result --save-detailed file', () => {
     expect(record.requests).toHaveLength(6)
     expect([record.completed, record.failed]).toEqual([5, 1])
     // vLLM records no planned output length, warm-up count or seed: null, never a guess.
-    expect(record.plan).toMatchObject({ api: 'chat', model: 'Qwen/Qwen3-8B', concurrency: 2, requests: 6, maxTokens: null, warmupRequests: null })
+    expect(record.plan).toMatchObject({
+      api: 'chat',
+      model: 'Qwen/Qwen3-8B',
+      concurrency: 2,
+      requests: 6,
+      maxTokens: null,
+      warmupRequests: null,
+    })
     expect(record.plan.workload.seed).toBeNull()
     expect(record.finishedAt).toBe('2026-01-12T14:15:03.000Z')
-    expect(Math.abs(Date.parse(record.finishedAt as string) - Date.parse(record.startedAt as string) - num('duration') * 1000)).toBeLessThan(1)
+    expect(
+      Math.abs(Date.parse(record.finishedAt as string) - Date.parse(record.startedAt as string) - num('duration') * 1000),
+    ).toBeLessThan(1)
   })
 
   test('converts every per-request time from seconds to ms exactly', () => {
@@ -75,7 +90,7 @@ describe('a vLLM --save-result --save-detailed file', () => {
     expect(record.failures).toEqual({ STREAM_DROPPED: 1 })
   })
 
-  test('excludes the failed request from every distribution and agrees with vLLM\'s own summary', () => {
+  test("excludes the failed request from every distribution and agrees with vLLM's own summary", () => {
     const d = record.metrics.distributions
     expect(d.ttftMs.samples).toBe(5)
     expect(d.itlMs.samples).toBe(ok.reduce((n, i) => n + (raw.itls[i] as number[]).length, 0))
@@ -124,8 +139,19 @@ describe('a vLLM --save-result file without --save-detailed', () => {
   test('holds exactly the figures vLLM wrote and invents none', () => {
     const std = (key: string): number => num(key, rawSummary) * Math.sqrt(8 / 7)
     expect(d.ttftMs).toEqual({
-      samples: 8, mean: rawSummary.mean_ttft_ms, stddev: std('std_ttft_ms'), ci95Low: null, ci95High: null,
-      min: null, p25: null, p50: rawSummary.median_ttft_ms, p75: null, p90: rawSummary.p90_ttft_ms, p95: null, p99: rawSummary.p99_ttft_ms, max: null,
+      samples: 8,
+      mean: rawSummary.mean_ttft_ms,
+      stddev: std('std_ttft_ms'),
+      ci95Low: null,
+      ci95High: null,
+      min: null,
+      p25: null,
+      p50: rawSummary.median_ttft_ms,
+      p75: null,
+      p90: rawSummary.p90_ttft_ms,
+      p95: null,
+      p99: rawSummary.p99_ttft_ms,
+      max: null,
     })
     expect(d.timeToFirstOutputMs).toEqual(d.ttftMs)
     expect(d.e2eMs.mean).toBe(rawSummary.mean_e2el_ms)
@@ -143,7 +169,7 @@ describe('a vLLM --save-result file without --save-detailed', () => {
     expect(record.metrics.p99DescriptiveOnly).toEqual(['ttftMs', 'timeToFirstOutputMs', 'e2eMs', 'tpotMs'])
   })
 
-  test('says its percentiles are numpy\'s, not nearest-rank', () => {
+  test("says its percentiles are numpy's, not nearest-rank", () => {
     expect(record.methodology.distributions).toMatch(/summary-only.*linear interpolation, not servegate's nearest-rank/)
     expect(record.methodology.import).toMatch(/^summary-only import of a vLLM --save-result file/)
   })
@@ -154,7 +180,13 @@ describe('a vLLM --save-result file without --save-detailed', () => {
   })
 
   test('reads a client_queue_time summary as the queue delay', () => {
-    const r = importText({ ...rawSummary, mean_client_queue_time_ms: 12.5, median_client_queue_time_ms: 10, std_client_queue_time_ms: 2, p99_client_queue_time_ms: 30 })
+    const r = importText({
+      ...rawSummary,
+      mean_client_queue_time_ms: 12.5,
+      median_client_queue_time_ms: 10,
+      std_client_queue_time_ms: 2,
+      p99_client_queue_time_ms: 30,
+    })
     expect(r.metrics.distributions.queueDelayMs).toMatchObject({ samples: 8, mean: 12.5, p50: 10, p99: 30 })
   })
 })
@@ -177,11 +209,35 @@ describe('a file of the wrong shape for --from vllm', () => {
     ['a missing summary field', noDuration, /^x\.json: field "duration" is missing; pass the JSON that `vllm bench serve --save-result`/],
     ['a mistyped list', { ...raw, ttfts: 'fast' }, /^x\.json: field "ttfts" is the string "fast"; expected array;/],
     ['a mistyped entry', { ...raw, itls: [[0.1], ['x']] }, /^x\.json: field "itls\[1\]\[0\]" is the string "x"; expected number;/],
-    ['a missing per-request list', noItls, /^x\.json: field "itls" is missing; a --save-detailed file holds input_lens, output_lens, ttfts, itls, errors together;/],
+    [
+      'a missing per-request list',
+      noItls,
+      /^x\.json: field "itls" is missing; a --save-detailed file holds input_lens, output_lens, ttfts, itls, errors together;/,
+    ],
     ['lists of different lengths', { ...raw, errors: ['', ''] }, /^x\.json: field "errors" has 2 entries but "ttfts" has 6;/],
-    ['a completed count the lists contradict', { ...raw, completed: 6 }, /^x\.json: field "completed" is 6 but the per-request lists hold 5 requests with an empty errors\[i\]/],
-    ['no requests at all', { ...noDuration, duration: 1, completed: 0, failed: null, num_prompts: null }, /^x\.json: field "num_prompts" is missing and "completed" is 0/],
-    ['an SGLang line', { backend: 'sglang', duration: 1, completed: 1, total_input_tokens: 1, total_output_tokens: 1, total_output_tokens_retokenized: 1, mean_e2e_latency_ms: 1 }, /^x\.json: field "model_id" is missing and the keys are SGLang's .*; pass --from sglang$/],
+    [
+      'a completed count the lists contradict',
+      { ...raw, completed: 6 },
+      /^x\.json: field "completed" is 6 but the per-request lists hold 5 requests with an empty errors\[i\]/,
+    ],
+    [
+      'no requests at all',
+      { ...noDuration, duration: 1, completed: 0, failed: null, num_prompts: null },
+      /^x\.json: field "num_prompts" is missing and "completed" is 0/,
+    ],
+    [
+      'an SGLang line',
+      {
+        backend: 'sglang',
+        duration: 1,
+        completed: 1,
+        total_input_tokens: 1,
+        total_output_tokens: 1,
+        total_output_tokens_retokenized: 1,
+        mean_e2e_latency_ms: 1,
+      },
+      /^x\.json: field "model_id" is missing and the keys are SGLang's .*; pass --from sglang$/,
+    ],
     ['a JSON array', [1, 2], /^x\.json: is an array, not a JSON object;/],
   ])('%s throws FILE_INVALID naming the field', (_name, value, message) => {
     let caught: unknown
@@ -197,6 +253,8 @@ describe('a file of the wrong shape for --from vllm', () => {
   })
 
   test('a file that is not JSON names it', async () => {
-    await expect(importRunFile(fileURLToPath(import.meta.url), 'vllm')).rejects.toThrow(/vllm\.test\.ts is not JSON \(.*\); pass the JSON that vllm bench serve --save-result writes$/)
+    await expect(importRunFile(fileURLToPath(import.meta.url), 'vllm')).rejects.toThrow(
+      /vllm\.test\.ts is not JSON \(.*\); pass the JSON that vllm bench serve --save-result writes$/,
+    )
   })
 })

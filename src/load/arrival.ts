@@ -82,7 +82,8 @@ export function arrivalPlan(spec: ResolvedArrivalSpec, offsetsMs: readonly numbe
 
 /** A short description for ids and summaries: `poisson 8.0 req/s`, `trace (×0.5)`. */
 export function describeArrival(plan: ArrivalPlan): string {
-  if (plan.kind === 'trace') return `trace replay${plan.trace !== null && plan.trace.timeScale !== 1 ? ` (time ×${plan.trace.timeScale})` : ''}`
+  if (plan.kind === 'trace')
+    return `trace replay${plan.trace !== null && plan.trace.timeScale !== 1 ? ` (time ×${plan.trace.timeScale})` : ''}`
   const shape = plan.kind === 'gamma' ? ` burstiness ${plan.burstiness}` : ''
   const ramp = plan.rampUp === null ? '' : `, ramp-up ${plan.rampUp.durationS} s from ${plan.rampUp.fromRatePerS} req/s`
   return `${plan.kind}${shape} ${plan.ratePerS} req/s${plan.seed === null ? '' : ` (seed ${plan.seed})`}${ramp}`

@@ -8,7 +8,10 @@ const options = (o: Parameters<typeof resolveBracketOptions>[0]): ResolvedBracke
 }
 
 /** An engine that meets its SLO up to `capacity` exactly. */
-const threshold = (capacity: number) => async (value: number) => ({ verdict: { outcome: value <= capacity ? 'pass' : 'fail', invalid: null } as ProbeVerdict, probe: value })
+const threshold = (capacity: number) => async (value: number) => ({
+  verdict: { outcome: value <= capacity ? 'pass' : 'fail', invalid: null } as ProbeVerdict,
+  probe: value,
+})
 
 describe('bracketSearch', () => {
   test('doubles up to the first failure, then bisects geometrically until high/low ≤ 1 + resolution', async () => {
@@ -37,7 +40,10 @@ describe('bracketSearch', () => {
     const unresolved = await bracketSearch(options({ start: 1, max: 1000, maxProbes: 5, resolution: 0.01 }), threshold(10))
     expect(unresolved).toMatchObject({ status: 'unresolved', bracket: { low: 8, high: 16 } })
     const limited = await bracketSearch(options({ start: 4 }), async (value) => ({
-      verdict: { outcome: 'pass', invalid: value > 8 ? { status: 'harness-limited', reason: 'send lag p99 9 ms > 5 ms' } : null } as ProbeVerdict,
+      verdict: {
+        outcome: 'pass',
+        invalid: value > 8 ? { status: 'harness-limited', reason: 'send lag p99 9 ms > 5 ms' } : null,
+      } as ProbeVerdict,
       probe: value,
     }))
     expect(limited).toMatchObject({ status: 'harness-limited', bracket: { low: 8, high: null } })
@@ -45,21 +51,30 @@ describe('bracketSearch', () => {
 
   test('a cancelled search stops before its next probe, keeping the ones it ran', async () => {
     const controller = new AbortController()
-    const r = await bracketSearch(options({ start: 4 }), async (value) => {
-      controller.abort()
-      return { verdict: { outcome: 'pass', invalid: null } as ProbeVerdict, probe: value }
-    }, controller.signal)
+    const r = await bracketSearch(
+      options({ start: 4 }),
+      async (value) => {
+        controller.abort()
+        return { verdict: { outcome: 'pass', invalid: null } as ProbeVerdict, probe: value }
+      },
+      controller.signal,
+    )
     expect(r).toMatchObject({ status: 'interrupted', bracket: { low: 4, high: null } })
     expect(r.probes).toHaveLength(1)
   })
 
   test('an inconclusive probe is not shown to meet the SLO: it bounds the bracket from above', async () => {
-    const r = await bracketSearch(options({ start: 10, maxProbes: 2 }), async (value) => ({ verdict: { outcome: value > 10 ? 'inconclusive' : 'pass', invalid: null } as ProbeVerdict, probe: value }))
+    const r = await bracketSearch(options({ start: 10, maxProbes: 2 }), async (value) => ({
+      verdict: { outcome: value > 10 ? 'inconclusive' : 'pass', invalid: null } as ProbeVerdict,
+      probe: value,
+    }))
     expect(r.bracket).toEqual({ low: 10, high: 20 })
   })
 
   test('a range that does not hold its start is refused', () => {
     expect(resolveBracketOptions({ start: 10, min: 20 })).toEqual({ error: 'start: 10 must lie within [min 20, max 160]' })
-    expect(resolveBracketOptions({ axis: 'concurrency', start: 2.5 })).toEqual({ error: 'start: a concurrency search starts at an integer' })
+    expect(resolveBracketOptions({ axis: 'concurrency', start: 2.5 })).toEqual({
+      error: 'start: a concurrency search starts at an integer',
+    })
   })
 })

@@ -40,7 +40,10 @@ function refuse(message: string): never {
  */
 export function expandLadder<T extends LadderOptions>(input: Ladder, base: T): Array<Rung<T>> {
   const parsed = Ladder.safeParse(input)
-  if (!parsed.success) refuse(`${parsed.error.issues.map((i) => `${i.path.join('.') || 'ladder'}: ${i.message}`).join('; ')}; give { rates: [...] } or { concurrencies: [...] }`)
+  if (!parsed.success)
+    refuse(
+      `${parsed.error.issues.map((i) => `${i.path.join('.') || 'ladder'}: ${i.message}`).join('; ')}; give { rates: [...] } or { concurrencies: [...] }`,
+    )
   const ladder = parsed.data
   const values = 'rates' in ladder ? ladder.rates : ladder.concurrencies
   const repeated = values.find((v, i) => values.indexOf(v) !== i)
@@ -51,13 +54,22 @@ export function expandLadder<T extends LadderOptions>(input: Ladder, base: T): A
     return ladder.rates.map((value) => ({
       axis: 'rate',
       value,
-      options: { ...base, arrival: { ...arrival, ratePerS: value }, requests: ladder.durationS === undefined ? base.requests : Math.max(1, Math.round(value * ladder.durationS)) },
+      options: {
+        ...base,
+        arrival: { ...arrival, ratePerS: value },
+        requests: ladder.durationS === undefined ? base.requests : Math.max(1, Math.round(value * ladder.durationS)),
+      },
     }))
   }
-  if (base.arrival !== undefined && base.arrival !== null) refuse('concurrencies: a concurrency ladder runs closed-loop cells; drop arrival, or ladder the rates')
+  if (base.arrival !== undefined && base.arrival !== null)
+    refuse('concurrencies: a concurrency ladder runs closed-loop cells; drop arrival, or ladder the rates')
   return ladder.concurrencies.map((value) => ({
     axis: 'concurrency',
     value,
-    options: { ...base, concurrency: value, requests: ladder.requestsPerSlot === undefined ? base.requests : ladder.requestsPerSlot * value },
+    options: {
+      ...base,
+      concurrency: value,
+      requests: ladder.requestsPerSlot === undefined ? base.requests : ladder.requestsPerSlot * value,
+    },
   }))
 }

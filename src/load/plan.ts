@@ -32,12 +32,19 @@ export async function planArrivals(spec: ResolvedArrivalSpec, requests: number):
   }
   const trace = await loadTrace(spec.path)
   if (requests > trace.rows.length) {
-    throw new ServegateError('CONFIG_INVALID', `requests: ${requests} but the trace ${spec.path} has ${trace.rows.length} rows; pass requests ≤ ${trace.rows.length} (its first rows are replayed)`)
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `requests: ${requests} but the trace ${spec.path} has ${trace.rows.length} rows; pass requests ≤ ${trace.rows.length} (its first rows are replayed)`,
+    )
   }
   const rows = trace.rows.slice(0, requests)
   const offsetsMs = rows.map((r) => r.offsetMs * spec.timeScale)
   const facts = { path: trace.path, sha256: trace.sha256, rows: trace.rows.length, replayed: rows.length, timeScale: spec.timeScale }
-  return { offsetsMs, sizes: rows.map((r) => ({ promptTokens: r.promptTokens, maxTokens: r.outputTokens })), plan: arrivalPlan(spec, offsetsMs, facts) }
+  return {
+    offsetsMs,
+    sizes: rows.map((r) => ({ promptTokens: r.promptTokens, maxTokens: r.outputTokens })),
+    plan: arrivalPlan(spec, offsetsMs, facts),
+  }
 }
 
 /**

@@ -12,7 +12,10 @@ const rateShared = {
    * Ramp the rate linearly from `fromRatePerS` up to `ratePerS` over the first `durationS`
    * seconds (the draws are time-warped, so a Poisson process stays Poisson). @default null
    */
-  rampUp: z.object({ durationS: z.number().positive(), fromRatePerS: z.number().min(0).default(0) }).nullable().default(null),
+  rampUp: z
+    .object({ durationS: z.number().positive(), fromRatePerS: z.number().min(0).default(0) })
+    .nullable()
+    .default(null),
   /**
    * Cap on requests in flight. A request due while the cap is reached waits for a free place
    * (recorded as its queueDelayMs; the cell counts them); the cell is then no longer open loop
@@ -39,7 +42,10 @@ export const ArrivalSpec = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('gamma'), ...rateShared, burstiness: z.number().positive().max(1000), seed }),
   z.object({
     kind: z.literal('trace'),
-    /** JSONL, one request per line: `{"timestamp": ms, "input_length": n, "output_length": n}` (Mooncake's shape) or `{"offsetMs", "promptTokens", "outputTokens"}`. */
+    /**
+     * JSONL, one request per line: `{"timestamp": ms, "input_length": n, "output_length": n}` (Mooncake's
+     * shape) or `{"offsetMs", "promptTokens", "outputTokens"}`.
+     */
     path: z.string().min(1),
     /** Multiplies every offset: 0.5 replays twice as fast. @default 1 */
     timeScale: z.number().positive().default(1),

@@ -39,7 +39,8 @@ function fail(path: string, line: number, message: string): never {
 /** The value of a field under whichever spelling the row uses; exactly one must be present. */
 function field(object: Record<string, unknown>, name: keyof typeof FIELDS, path: string, line: number): unknown {
   const present = FIELDS[name].filter((key) => key in object)
-  if (present.length === 0) fail(path, line, `missing field \`${FIELDS[name][1]}\` (or \`${FIELDS[name][0]}\`); write one object per line, e.g. ${EXAMPLE}`)
+  if (present.length === 0)
+    fail(path, line, `missing field \`${FIELDS[name][1]}\` (or \`${FIELDS[name][0]}\`); write one object per line, e.g. ${EXAMPLE}`)
   if (present.length > 1) fail(path, line, `both \`${present[0]}\` and \`${present[1]}\` are set; keep one`)
   return object[present[0] as string]
 }
@@ -72,7 +73,8 @@ export function parseTrace(text: string, path: string): TraceRow[] {
     } catch (error) {
       fail(path, line, `not valid JSON (${(error as Error).message}); write one object per line, e.g. ${EXAMPLE}`)
     }
-    if (value === null || typeof value !== 'object' || Array.isArray(value)) fail(path, line, `not a JSON object; write one object per line, e.g. ${EXAMPLE}`)
+    if (value === null || typeof value !== 'object' || Array.isArray(value))
+      fail(path, line, `not a JSON object; write one object per line, e.g. ${EXAMPLE}`)
     const object = value as Record<string, unknown>
     const at = number(field(object, 'offsetMs', path, line), 'timestamp', false, 0, path, line)
     if (at < previous) fail(path, line, `time ${at} ms is before the previous row's ${previous} ms; sort the trace by arrival time`)
@@ -100,7 +102,10 @@ export async function loadTrace(path: string): Promise<LoadedTrace> {
   try {
     bytes = await readFile(absolute)
   } catch (error) {
-    throw new ServegateError('FILE_INVALID', `trace ${path}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); pass the path of a JSONL trace`)
+    throw new ServegateError(
+      'FILE_INVALID',
+      `trace ${path}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); pass the path of a JSONL trace`,
+    )
   }
   return { path: absolute, sha256: createHash('sha256').update(bytes).digest('hex'), rows: parseTrace(bytes.toString('utf8'), path) }
 }

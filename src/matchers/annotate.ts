@@ -12,8 +12,22 @@ import type { Subject } from './subject.ts'
 export function subjectCell(s: Subject): EvidenceCell {
   const declared = declaredCell(s.id)
   const records = s.kind === 'cell' ? { cell: [...s.records] } : { baseline: [...s.baseline], candidate: [...s.candidate] }
-  const engines = declared?.engines ?? Object.fromEntries(Object.entries(records).map(([arm, list]) => [arm, list[0]?.manifest?.engine.kind ?? arm]))
-  const meta = { cells: [{ id: s.id, kind: s.kind, required: declared?.required ?? true, ladder: declared?.ladder ?? null, engines, status: 'measured' as const, error: null, records }] }
+  const engines =
+    declared?.engines ?? Object.fromEntries(Object.entries(records).map(([arm, list]) => [arm, list[0]?.manifest?.engine.kind ?? arm]))
+  const meta = {
+    cells: [
+      {
+        id: s.id,
+        kind: s.kind,
+        required: declared?.required ?? true,
+        ladder: declared?.ladder ?? null,
+        engines,
+        status: 'measured' as const,
+        error: null,
+        records,
+      },
+    ],
+  }
   return buildEvidence([{ file: '', meta }], [], { suiteCommit: null, redact: false }).index.cells[0] as EvidenceCell
 }
 
@@ -27,7 +41,10 @@ export function keyFigures(cell: EvidenceCell): string {
 }
 
 /** Annotates a cell's key figures and attaches its chart; never fails the test over a drawing. */
-export function annotateCell(annotate: (message: string, type: string, attachment?: { body: string; contentType: string }) => Promise<unknown>, s: Subject): void {
+export function annotateCell(
+  annotate: (message: string, type: string, attachment?: { body: string; contentType: string }) => Promise<unknown>,
+  s: Subject,
+): void {
   const cell = subjectCell(s)
   void annotate(keyFigures(cell), 'servegate-figures').catch(() => {})
   // Vega loads only when a test first reads a cell, not in every worker.

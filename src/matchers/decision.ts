@@ -18,7 +18,8 @@ function testMeta(subject: Subject | undefined): { meta: TestMeta; annotate: (me
   const test = TestRunner.getCurrentTest()
   if (test === undefined) return null
   test.meta.servegate ??= { decisions: [], checks: [] }
-  const annotate = (message: string, type: string, attachment?: { body: string; contentType: string }) => Promise.resolve(test.context.annotate(message, type, attachment))
+  const annotate = (message: string, type: string, attachment?: { body: string; contentType: string }) =>
+    Promise.resolve(test.context.annotate(message, type, attachment))
   const seen = annotated.get(test) ?? new Set<string>()
   annotated.set(test, seen)
   if (subject !== undefined && !seen.has(subject.id) && recordsOf(subject).every(({ record }) => record.requests.length > 0)) {
@@ -45,19 +46,35 @@ export function recordCheck(subject: Subject, check: string, passed: boolean, fi
   const test = testMeta(subject)
   if (test === null) return
   test.meta.checks.push({ cell: subject.id, check, passed, findings: [...findings] })
-  test.annotate(`${check} ${passed ? 'PASS' : 'FAIL'}${findings.length > 0 ? `: ${findings.length} finding(s), first: ${findings[0]}` : ''}`, 'servegate')
+  test.annotate(
+    `${check} ${passed ? 'PASS' : 'FAIL'}${findings.length > 0 ? `: ${findings.length} finding(s), first: ${findings[0]}` : ''}`,
+    'servegate',
+  )
 }
 
 /**
  * The matcher result of a gate: `passes` says which outcomes pass (superiority: only `pass`;
  * non-regression: `pass` and `inconclusive`). A failed cell fails the gate with its reason.
  */
-export function gateResult(state: MatcherState, matcher: string, subject: Subject, decide: () => GateDecision, passes: ReadonlyArray<GateDecision['outcome']>) {
+export function gateResult(
+  state: MatcherState,
+  matcher: string,
+  subject: Subject,
+  decide: () => GateDecision,
+  passes: ReadonlyArray<GateDecision['outcome']>,
+) {
   const failures = cellFailures(subject)
   if (failures.length > 0) {
     return {
       pass: false,
-      message: () => message(state, matcher, [['Expected', 'both arms measured']], [['Received', `${failures.length} failed cell(s)`]], failures.map((f) => `- ${f}`)),
+      message: () =>
+        message(
+          state,
+          matcher,
+          [['Expected', 'both arms measured']],
+          [['Received', `${failures.length} failed cell(s)`]],
+          failures.map((f) => `- ${f}`),
+        ),
     }
   }
   return decisionResult(state, matcher, decide(), passes, subject.id, subject)
@@ -67,12 +84,20 @@ export function gateResult(state: MatcherState, matcher: string, subject: Subjec
  * The matcher result of a decision on a cell, recorded on the running test (with the cell's
  * figures and chart when `subject` is given): passes when its outcome is one of `passes`.
  */
-export function decisionResult(state: MatcherState, matcher: string, d: GateDecision, passes: ReadonlyArray<GateDecision['outcome']>, cell: string, subject?: Subject) {
+export function decisionResult(
+  state: MatcherState,
+  matcher: string,
+  d: GateDecision,
+  passes: ReadonlyArray<GateDecision['outcome']>,
+  cell: string,
+  subject?: Subject,
+) {
   record(cell, d, subject)
   const pass = passes.includes(d.outcome)
   const e = d.effect
   const detail = [...d.warnings.map((w) => `warning: ${w}`)]
-  if (d.moreRequestsHint !== null) detail.push(`about ${d.moreRequestsHint} ${d.samples.baseline === 0 ? 'requests' : 'paired requests per arm'} would likely decide it`)
+  if (d.moreRequestsHint !== null)
+    detail.push(`about ${d.moreRequestsHint} ${d.samples.baseline === 0 ? 'requests' : 'paired requests per arm'} would likely decide it`)
   return {
     pass,
     message: () =>
@@ -81,8 +106,16 @@ export function decisionResult(state: MatcherState, matcher: string, d: GateDeci
         matcher,
         [['Expected', state.isNot ? `not: ${d.rule}` : d.rule]],
         [
-          ['Received', `${d.outcome}: ${fmt(e.estimate, e.unit)} [${fmt(e.low, e.unit)}, ${fmt(e.high, e.unit)}]${e.confidence === null ? '' : ` (${(e.confidence * 100).toFixed(0)}% interval)`}`],
-          ['Samples', d.samples.paired > 0 ? `${d.samples.paired} paired; baseline ${d.samples.baseline}, candidate ${d.samples.candidate}` : samplesText(d.samples)],
+          [
+            'Received',
+            `${d.outcome}: ${fmt(e.estimate, e.unit)} [${fmt(e.low, e.unit)}, ${fmt(e.high, e.unit)}]${e.confidence === null ? '' : ` (${(e.confidence * 100).toFixed(0)}% interval)`}`,
+          ],
+          [
+            'Samples',
+            d.samples.paired > 0
+              ? `${d.samples.paired} paired; baseline ${d.samples.baseline}, candidate ${d.samples.candidate}`
+              : samplesText(d.samples),
+          ],
           ['Method', e.method],
         ],
         detail,

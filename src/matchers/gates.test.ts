@@ -13,7 +13,10 @@ function arm(n: number, scale: { decode?: number; ttftMs?: number }, noise: numb
   const prompt = createRandom(7)
   const own = createRandom(seed)
   const gauss = (r: () => number) => Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r())
-  const base = failedCellRecord({ baseUrl: 'http://127.0.0.1:1', model: 'm', requests: n }, { code: 'INTERNAL', message: 'x', httpStatus: null, retryAfterS: null })
+  const base = failedCellRecord(
+    { baseUrl: 'http://127.0.0.1:1', model: 'm', requests: n },
+    { code: 'INTERNAL', message: 'x', httpStatus: null, retryAfterS: null },
+  )
   const requests = Array.from({ length: n }, (_, index) => {
     const difficulty = Math.exp(0.2 * gauss(prompt))
     const jitter = () => Math.exp(noise * gauss(own))
@@ -22,9 +25,25 @@ function arm(n: number, scale: { decode?: number; ttftMs?: number }, noise: numb
     const completionTokens = 64
     const generationMs = ((completionTokens - 1) / decodeTokPerS) * 1000
     return RunRecord.shape.requests.element.parse({
-      status: 'ok', index, queueDelayMs: 0, sendLagMs: 0, startOffsetMs: 0, ttftMs, timeToFirstOutputMs: ttftMs, e2eMs: ttftMs + generationMs,
-      generationMs, tpotMs: generationMs / (completionTokens - 1), decodeTokPerS, effectivePrefillTokPerS: 512 / (ttftMs / 1000),
-      promptTokens: 512, completionTokens, completionTokenSource: 'usage', reasoningChunks: 0, contentChunks: completionTokens, itlMs: null, finishReason: 'length',
+      status: 'ok',
+      index,
+      queueDelayMs: 0,
+      sendLagMs: 0,
+      startOffsetMs: 0,
+      ttftMs,
+      timeToFirstOutputMs: ttftMs,
+      e2eMs: ttftMs + generationMs,
+      generationMs,
+      tpotMs: generationMs / (completionTokens - 1),
+      decodeTokPerS,
+      effectivePrefillTokPerS: 512 / (ttftMs / 1000),
+      promptTokens: 512,
+      completionTokens,
+      completionTokenSource: 'usage',
+      reasoningChunks: 0,
+      contentChunks: completionTokens,
+      itlMs: null,
+      finishReason: 'length',
     })
   })
   return { ...base, cellFailure: null, requests, completed: n }
@@ -38,7 +57,9 @@ describe('toWinDecode', () => {
   test('pass: a clear 30% win over 64 paired prompts (launch noise 2% included)', () => {
     const p = pairOf(arm(64, { decode: 100 }, 0.05, 1), arm(64, { decode: 130 }, 0.05, 2))
     expect(p).toWinDecode({ margin: 0.05 })
-    expect(failureOf(() => expect(p).not.toWinDecode({ margin: 0.05 }))).toMatch(/^expect\(result\)\.not\.toWinDecode\(\)\n\nExpected: not: pass if the lower bound .* exceeds 1\.050/)
+    expect(failureOf(() => expect(p).not.toWinDecode({ margin: 0.05 }))).toMatch(
+      /^expect\(result\)\.not\.toWinDecode\(\)\n\nExpected: not: pass if the lower bound .* exceeds 1\.050/,
+    )
   })
 
   test('fail: the candidate is confidently slower', () => {
@@ -56,8 +77,13 @@ describe('toWinDecode', () => {
   })
 
   test('a failed cell fails the gate with its reason', () => {
-    const failed = failedCellRecord({ baseUrl: 'http://127.0.0.1:1', model: 'm' }, { code: 'ENGINE_EXITED', message: 'engine vllm exited during start-up with code 3', httpStatus: null, retryAfterS: null })
-    expect(failureOf(() => expect(pairOf(arm(16, {}, 0.05, 1), failed)).toWinDecode())).toMatch(/- candidate: ENGINE_EXITED: engine vllm exited during start-up with code 3/)
+    const failed = failedCellRecord(
+      { baseUrl: 'http://127.0.0.1:1', model: 'm' },
+      { code: 'ENGINE_EXITED', message: 'engine vllm exited during start-up with code 3', httpStatus: null, retryAfterS: null },
+    )
+    expect(failureOf(() => expect(pairOf(arm(16, {}, 0.05, 1), failed)).toWinDecode())).toMatch(
+      /- candidate: ENGINE_EXITED: engine vllm exited during start-up with code 3/,
+    )
   })
 
   test('a wrong argument is a TypeError naming the matcher', () => {
@@ -74,13 +100,17 @@ describe('toHoldLatency', () => {
 
   test('fail: a confident 40% regression of p50 TTFT', () => {
     const p = pairOf(arm(128, { ttftMs: 200 }, 0.1, 1), arm(128, { ttftMs: 280 }, 0.1, 2))
-    expect(failureOf(() => expect(p).toHoldLatency({ metric: 'ttft', percentile: 50, notWorseThanPct: 10 }))).toMatch(/Received: fail: 1\.\d+×/)
+    expect(failureOf(() => expect(p).toHoldLatency({ metric: 'ttft', percentile: 50, notWorseThanPct: 10 }))).toMatch(
+      /Received: fail: 1\.\d+×/,
+    )
   })
 
   test('inconclusive passes (with a warning annotation), and .not then fails', () => {
     const p = pairOf(arm(12, { ttftMs: 200 }, 0.3, 1), arm(12, { ttftMs: 215 }, 0.3, 2))
     expect(p).toHoldLatency({ metric: 'ttft', percentile: 50, notWorseThanPct: 5 })
-    expect(failureOf(() => expect(p).not.toHoldLatency({ metric: 'ttft', percentile: 50, notWorseThanPct: 5 }))).toMatch(/Received: inconclusive: /)
+    expect(failureOf(() => expect(p).not.toHoldLatency({ metric: 'ttft', percentile: 50, notWorseThanPct: 5 }))).toMatch(
+      /Received: inconclusive: /,
+    )
   })
 
   test('a wrong argument is a TypeError naming the matcher', () => {
@@ -98,8 +128,12 @@ describe('toWinPrefill and toWinThroughput', () => {
     expect(faster).toWinThroughput({ margin: 0.1 })
     expect(slower).not.toWinPrefill()
     expect(slower).not.toWinThroughput()
-    expect(failureOf(() => expect(slower).toWinPrefill())).toMatch(/^expect\(result\)\.toWinPrefill\(\)\n\nExpected: pass if .*\nReceived: fail: /)
-    expect(failureOf(() => expect(faster).not.toWinThroughput({ margin: 0.1 }))).toMatch(/^expect\(result\)\.not\.toWinThroughput\(\)\n\nExpected: not: pass if .*\nReceived: pass: /)
+    expect(failureOf(() => expect(slower).toWinPrefill())).toMatch(
+      /^expect\(result\)\.toWinPrefill\(\)\n\nExpected: pass if .*\nReceived: fail: /,
+    )
+    expect(failureOf(() => expect(faster).not.toWinThroughput({ margin: 0.1 }))).toMatch(
+      /^expect\(result\)\.not\.toWinThroughput\(\)\n\nExpected: not: pass if .*\nReceived: pass: /,
+    )
   })
 })
 
@@ -108,7 +142,11 @@ describe('toStayWithinAccuracyGap', () => {
     const r = createRandom(seed)
     return {
       ...record,
-      requests: record.requests.map((q) => ({ ...q, completionTokens: tokens, score: { correct: r() < pCorrect, extracted: 'x', reason: 'test' } })),
+      requests: record.requests.map((q) => ({
+        ...q,
+        completionTokens: tokens,
+        score: { correct: r() < pCorrect, extracted: 'x', reason: 'test' },
+      })),
     }
   }
 
@@ -117,7 +155,9 @@ describe('toStayWithinAccuracyGap', () => {
     const same = pairOf(scored(base, 0.8, 11), scored(arm(200, {}, 0.05, 2), 0.8, 11))
     expect(same).toStayWithinAccuracyGap()
     const worse = pairOf(scored(base, 0.8, 11), scored(arm(200, {}, 0.05, 2), 0.55, 12))
-    expect(failureOf(() => expect(worse).toStayWithinAccuracyGap({ points: 2 }))).toMatch(/^expect\(result\)\.toStayWithinAccuracyGap\(\)\n\nExpected: .*\nReceived: fail: /)
+    expect(failureOf(() => expect(worse).toStayWithinAccuracyGap({ points: 2 }))).toMatch(
+      /^expect\(result\)\.toStayWithinAccuracyGap\(\)\n\nExpected: .*\nReceived: fail: /,
+    )
     expect(failureOf(() => expect(same).not.toStayWithinAccuracyGap())).toMatch(/^expect\(result\)\.not\.toStayWithinAccuracyGap\(\)/)
   })
 
@@ -128,7 +168,9 @@ describe('toStayWithinAccuracyGap', () => {
 })
 
 describe('what a reviewer sees in @vitest/ui', () => {
-  test('a gate leaves its verdict, the cell key figures and the cell chart (SVG) on the test, and its decision in the meta', async ({ task }) => {
+  test('a gate leaves its verdict, the cell key figures and the cell chart (SVG) on the test, and its decision in the meta', async ({
+    task,
+  }) => {
     const p = pairOf(arm(32, { decode: 100 }, 0.05, 1), arm(32, { decode: 150 }, 0.05, 2))
     expect(p).toWinDecode({ margin: 0.1 })
     expect(p).toWinDecode({ margin: 0.2 })
@@ -138,10 +180,15 @@ describe('what a reviewer sees in @vitest/ui', () => {
     expect(types.filter((t) => t === 'servegate')).toHaveLength(2)
     expect(types.filter((t) => t === 'servegate-figures')).toHaveLength(1)
     expect(task.annotations.find((a) => a.type === 'servegate')?.message).toMatch(/^toWinDecode PASS: decodeTokPerS 1\.\d+× \[/)
-    expect(task.annotations.find((a) => a.type === 'servegate-figures')?.message).toMatch(/^p: baseline: decode p50 .*; candidate: decode p50/)
+    expect(task.annotations.find((a) => a.type === 'servegate-figures')?.message).toMatch(
+      /^p: baseline: decode p50 .*; candidate: decode p50/,
+    )
     const chart = task.annotations.find((a) => a.type === 'servegate-chart')
     expect(chart?.attachment?.contentType).toBe('image/svg+xml')
     expect(String(chart?.attachment?.body)).toMatch(/^<svg/)
-    expect(task.meta.servegate?.decisions.map((d) => [d.cell, d.decision.gate])).toEqual([['p', 'toWinDecode'], ['p', 'toWinDecode']])
+    expect(task.meta.servegate?.decisions.map((d) => [d.cell, d.decision.gate])).toEqual([
+      ['p', 'toWinDecode'],
+      ['p', 'toWinDecode'],
+    ])
   })
 })

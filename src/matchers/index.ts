@@ -45,7 +45,10 @@ declare module 'vitest' {
     toHoldLatency(options: HoldLatencyMatcherOptions): R
     /** No confident accuracy drop on the same questions beyond `points`. */
     toStayWithinAccuracyGap(options?: AccuracyGapOptions): R
-    /** At least `percentile`% of requests (default 90) are shown to meet every objective; a cell, a pair's candidate, a sweep step or a capacity probe (`atRate`). */
+    /**
+     * At least `percentile`% of requests (default 90) are shown to meet every objective; a cell, a pair's
+     * candidate, a sweep step or a capacity probe (`atRate`).
+     */
     toMeetSLO(options: MeetSloOptions): R
     /** This capacity search's bracket is above (1 + `by`) × the baseline search's: the candidate sustains more. */
     toSustainMoreThan(baseline: CapacitySearch, options?: SustainMoreThanOptions): R

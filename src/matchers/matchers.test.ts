@@ -12,7 +12,16 @@ let sim: SimServer
 let base: RunRecord
 
 const manifest = (over: Partial<Manifest['model']> = {}, gpu = 'NVIDIA H100 80GB HBM3'): Manifest => ({
-  engine: { kind: 'vllm', shape: 'http', version: { value: '0.11.0', source: 'GET /version', reason: null }, commit: { value: null, source: null, reason: 'none' }, argv: [], envNames: [], visibleDevices: '0', tensorParallel: 1 },
+  engine: {
+    kind: 'vllm',
+    shape: 'http',
+    version: { value: '0.11.0', source: 'GET /version', reason: null },
+    commit: { value: null, source: null, reason: 'none' },
+    argv: [],
+    envNames: [],
+    visibleDevices: '0',
+    tensorParallel: 1,
+  },
   model: { id: 'm', revision: 'abc', fingerprint: { value: null, source: null, reason: 'no local path' }, ...over },
   gpus: { status: 'ok', devices: [{ index: 0, name: gpu, uuid: 'GPU-1', driverVersion: '550.54.15', memoryTotalMiB: 81559 }] },
   host: hostFacts(),
@@ -60,12 +69,26 @@ describe('toBeMatchedPair', () => {
   })
 
   test('a failed cell is never a matched pair', () => {
-    const failed = { ...withManifest(base), cellFailure: { code: 'ENGINE_EXITED' as const, message: 'engine vllm exited mid-cell with code 1', httpStatus: null, retryAfterS: null } }
-    expect(failureOf(() => expect(pairOf(withManifest(base), failed)).toBeMatchedPair())).toMatch(/a cell failed, so nothing can be compared: candidate: ENGINE_EXITED: engine vllm exited mid-cell with code 1/)
+    const failed = {
+      ...withManifest(base),
+      cellFailure: {
+        code: 'ENGINE_EXITED' as const,
+        message: 'engine vllm exited mid-cell with code 1',
+        httpStatus: null,
+        retryAfterS: null,
+      },
+    }
+    expect(failureOf(() => expect(pairOf(withManifest(base), failed)).toBeMatchedPair())).toMatch(
+      /a cell failed, so nothing can be compared: candidate: ENGINE_EXITED: engine vllm exited mid-cell with code 1/,
+    )
   })
 
   test('a wrong argument is a TypeError naming the matcher', () => {
-    expect(() => expect({ kind: 'cell' }).toBeMatchedPair()).toThrow(new TypeError('toBeMatchedPair: expected a measured pair (await pair({ baseline, candidate, … })), received an object of kind "cell"'))
+    expect(() => expect({ kind: 'cell' }).toBeMatchedPair()).toThrow(
+      new TypeError(
+        'toBeMatchedPair: expected a measured pair (await pair({ baseline, candidate, … })), received an object of kind "cell"',
+      ),
+    )
   })
 })
 
@@ -84,7 +107,11 @@ describe('toPassCanaries', () => {
   test('fails naming the request whose reply crossed streams', () => {
     const crossed: RunRecord = {
       ...base,
-      requests: base.requests.map((r, i) => (i === 2 && r.canary !== null ? { ...r, canary: { ...r.canary, passed: false, reason: "the reply contains another request's marker (SGREQ-5-00003)" } } : r)),
+      requests: base.requests.map((r, i) =>
+        i === 2 && r.canary !== null
+          ? { ...r, canary: { ...r.canary, passed: false, reason: "the reply contains another request's marker (SGREQ-5-00003)" } }
+          : r,
+      ),
       metrics: { ...base.metrics, canaries: { samples: 4, passed: 3 } },
     }
     const c = { kind: 'cell' as const, id: 'c', record: crossed, records: [crossed] }

@@ -10,8 +10,14 @@ import type { CellSubject, SweepSubject } from './subject.ts'
 
 /** A measured cell whose i-th request took ttfts[i] ms to its first token, over 10 s of wall clock. */
 function cellOf(ttfts: readonly number[], options: { ratePerS?: number; harnessLimited?: boolean } = {}): CellSubject {
-  const base = failedCellRecord({ baseUrl: 'http://127.0.0.1:1', model: 'm', requests: ttfts.length }, { code: 'INTERNAL', message: 'x', httpStatus: null, retryAfterS: null })
-  const arrival = options.ratePerS === undefined ? null : arrivalPlanUnread(ArrivalSpec.parse({ kind: 'constant', ratePerS: options.ratePerS }), ttfts.length)
+  const base = failedCellRecord(
+    { baseUrl: 'http://127.0.0.1:1', model: 'm', requests: ttfts.length },
+    { code: 'INTERNAL', message: 'x', httpStatus: null, retryAfterS: null },
+  )
+  const arrival =
+    options.ratePerS === undefined
+      ? null
+      : arrivalPlanUnread(ArrivalSpec.parse({ kind: 'constant', ratePerS: options.ratePerS }), ttfts.length)
   const record: RunRecord = {
     ...base,
     cellFailure: null,
@@ -26,7 +32,6 @@ function cellOf(ttfts: readonly number[], options: { ratePerS?: number; harnessL
 
 /** n requests of which `bad` missed a 500 ms TTFT. */
 const ttfts = (n: number, bad: number): number[] => Array.from({ length: n }, (_, i) => (i < bad ? 900 : 200))
-
 
 describe('toMeetSLO', () => {
   test('pass: 200 of 200 good shows at least 95% at 98% confidence; .not fails with the figures', () => {
@@ -67,7 +72,9 @@ describe('toMeetSLO', () => {
   test('a harness-limited cell is not judged: inconclusive with the reason, so it fails', () => {
     const message = failureOf(() => expect(cellOf(ttfts(200, 0), { harnessLimited: true })).toMeetSLO({ ttftMs: 500 }))
     expect(message).toMatch(/Received: inconclusive: 100\.0%/)
-    expect(message).toMatch(/warning: not judged: the harness was the bottleneck \(send lag p99 9\.00 ms > 5 ms\), so these latencies are not the engine's/)
+    expect(message).toMatch(
+      /warning: not judged: the harness was the bottleneck \(send lag p99 9\.00 ms > 5 ms\), so these latencies are not the engine's/,
+    )
   })
 
   test('atRate picks the step of a sweep, or the probe of a capacity search', () => {
@@ -82,12 +89,16 @@ describe('toMeetSLO', () => {
     }
     expect(sweep).toMeetSLO({ ttftMs: 500, atRate: 2 })
     expect(sweep).not.toMeetSLO({ ttftMs: 500, atRate: 8 })
-    expect(() => expect(sweep).toMeetSLO({ ttftMs: 500 })).toThrow(new TypeError('toMeetSLO: sweep s has several rates; pass atRate: one of 2, 8'))
+    expect(() => expect(sweep).toMeetSLO({ ttftMs: 500 })).toThrow(
+      new TypeError('toMeetSLO: sweep s has several rates; pass atRate: one of 2, 8'),
+    )
     expect(() => expect(sweep).toMeetSLO({ ttftMs: 500, atRate: 4 })).toThrow(/^toMeetSLO: sweep s has no atRate 4; pass one of 2, 8$/)
     const search = searchOf([4, 8], [cellOf(ttfts(200, 0)).record, cellOf(ttfts(200, 100)).record])
     expect(search).toMeetSLO({ ttftMs: 500, atRate: 4 })
     expect(search).not.toMeetSLO({ ttftMs: 500, atRate: 8 })
-    expect(() => expect(cellOf(ttfts(10, 0), { ratePerS: 2 })).toMeetSLO({ ttftMs: 500, atRate: 3 })).toThrow(/the cell c ran at 2 req\/s, not atRate 3/)
+    expect(() => expect(cellOf(ttfts(10, 0), { ratePerS: 2 })).toMeetSLO({ ttftMs: 500, atRate: 3 })).toThrow(
+      /the cell c ran at 2 req\/s, not atRate 3/,
+    )
   })
 
   test('a wrong argument is a TypeError naming the matcher', () => {
@@ -99,7 +110,12 @@ describe('toMeetSLO', () => {
 })
 
 /** A capacity search whose probes ran at `values`, with these records and this bracket. */
-function searchOf(values: number[], records: RunRecord[], bracket: CapacitySearch['bracket'] = { low: null, high: null }, status: CapacitySearch['status'] = 'bracketed'): CapacitySearch {
+function searchOf(
+  values: number[],
+  records: RunRecord[],
+  bracket: CapacitySearch['bracket'] = { low: null, high: null },
+  status: CapacitySearch['status'] = 'bracketed',
+): CapacitySearch {
   return {
     schema: CAPACITY_SCHEMA_ID,
     id: 'search',
@@ -108,7 +124,18 @@ function searchOf(values: number[], records: RunRecord[], bracket: CapacitySearc
     requiredFraction: 0.9,
     confidence: 0.98,
     search: { start: 4, min: 1, max: 64, maxProbes: 8, resolution: 0.1, requestsPerProbe: 98, probeSeconds: null },
-    probes: values.map((value, i) => ({ value, outcome: 'pass', samples: 1, good: 1, fraction: 1, low: 0.9, high: 1, sendLagP99Ms: 1, invalid: null, runId: records[i]?.runId ?? `r${i}` })),
+    probes: values.map((value, i) => ({
+      value,
+      outcome: 'pass',
+      samples: 1,
+      good: 1,
+      fraction: 1,
+      low: 0.9,
+      high: 1,
+      sendLagP99Ms: 1,
+      invalid: null,
+      runId: records[i]?.runId ?? `r${i}`,
+    })),
     bracket,
     status,
     summary: '',
@@ -119,7 +146,8 @@ function searchOf(values: number[], records: RunRecord[], bracket: CapacitySearc
 }
 
 describe('toSustainMoreThan', () => {
-  const bracket = (low: number | null, high: number | null, status: CapacitySearch['status'] = 'bracketed') => searchOf([1, 2, 3], [], { low, high }, status)
+  const bracket = (low: number | null, high: number | null, status: CapacitySearch['status'] = 'bracketed') =>
+    searchOf([1, 2, 3], [], { low, high }, status)
 
   test('pass: the brackets are apart by more than the margin; .not fails with both brackets', () => {
     const candidate = bracket(48, 52)
@@ -139,7 +167,9 @@ describe('toSustainMoreThan', () => {
     expect(failureOf(() => expect(bracket(20, 24)).toSustainMoreThan(bracket(30, 33)))).toMatch(/Received: fail: 0\.\d+×/)
     const overlapping = failureOf(() => expect(bracket(30, 40)).toSustainMoreThan(bracket(28, 33)))
     expect(overlapping).toMatch(/Received: inconclusive: /)
-    expect(overlapping).toMatch(/warning: inconclusive: the brackets overlap \(candidate \[30\.00, 40\.00\) req\/s .*, baseline \[28\.00, 33\.00\) req\/s .*\); narrow them/)
+    expect(overlapping).toMatch(
+      /warning: inconclusive: the brackets overlap \(candidate \[30\.00, 40\.00\) req\/s .*, baseline \[28\.00, 33\.00\) req\/s .*\); narrow them/,
+    )
     expect(bracket(30, 40)).not.toSustainMoreThan(bracket(28, 33))
   })
 
@@ -151,8 +181,12 @@ describe('toSustainMoreThan', () => {
 
   test('searches that asked different questions, or a wrong argument, are TypeErrors naming the matcher', () => {
     const other = { ...bracket(1, 2), slo: { ...bracket(1, 2).slo, ttftMs: 200 } }
-    expect(() => expect(bracket(1, 2)).toSustainMoreThan(other)).toThrow(/^toSustainMoreThan: the two capacity searches are not comparable \(SLO ttft ≤ 500 ms ≠ ttft ≤ 200 ms\)/)
-    expect(() => expect(cellOf([1])).toSustainMoreThan(bracket(1, 2))).toThrow(/^toSustainMoreThan: expected a capacity search .* as received, received an object of kind "cell"$/)
+    expect(() => expect(bracket(1, 2)).toSustainMoreThan(other)).toThrow(
+      /^toSustainMoreThan: the two capacity searches are not comparable \(SLO ttft ≤ 500 ms ≠ ttft ≤ 200 ms\)/,
+    )
+    expect(() => expect(cellOf([1])).toSustainMoreThan(bracket(1, 2))).toThrow(
+      /^toSustainMoreThan: expected a capacity search .* as received, received an object of kind "cell"$/,
+    )
     // @ts-expect-error: the baseline must be a capacity search
     expect(() => expect(bracket(1, 2)).toSustainMoreThan({})).toThrow(/as the baseline, received an object that is not a servegate result/)
   })
@@ -163,6 +197,8 @@ describe('toBeMatchedPair and open-loop arms', () => {
     const a = cellOf(ttfts(10, 0), { ratePerS: 2 }).record
     const b = cellOf(ttfts(10, 0), { ratePerS: 3 }).record
     const message = failureOf(() => expect({ kind: 'pair', id: 'p', baseline: [a], candidate: [b] }).toBeMatchedPair())
-    expect(message).toMatch(/- arrivals: baseline \{"schedule":"[0-9a-f]{64}","maxInFlight":null,"trace":null\} ≠ \{"schedule":"[0-9a-f]{64}","maxInFlight":null,"trace":null\}/)
+    expect(message).toMatch(
+      /- arrivals: baseline \{"schedule":"[0-9a-f]{64}","maxInFlight":null,"trace":null\} ≠ \{"schedule":"[0-9a-f]{64}","maxInFlight":null,"trace":null\}/,
+    )
   })
 })

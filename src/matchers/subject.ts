@@ -20,13 +20,21 @@ export type SweepSubject = {
 }
 
 function isRecordList(v: unknown): v is RunRecord[] {
-  return Array.isArray(v) && v.every((r) => typeof r === 'object' && r !== null && (r as { schema?: unknown }).schema === 'servegate.run/v1')
+  return (
+    Array.isArray(v) && v.every((r) => typeof r === 'object' && r !== null && (r as { schema?: unknown }).schema === 'servegate.run/v1')
+  )
 }
 
 /** Throws a TypeError naming the matcher when `received` is not a measured pair. */
 export function asPair(matcher: string, received: unknown): PairSubject {
   const p = received as Partial<PairSubject> | null
-  if (p?.kind !== 'pair' || !isRecordList(p.baseline) || !isRecordList(p.candidate) || p.baseline.length === 0 || p.candidate.length === 0) {
+  if (
+    p?.kind !== 'pair' ||
+    !isRecordList(p.baseline) ||
+    !isRecordList(p.candidate) ||
+    p.baseline.length === 0 ||
+    p.candidate.length === 0
+  ) {
     throw new TypeError(`${matcher}: expected a measured pair (await pair({ baseline, candidate, … })), received ${describe(received)}`)
   }
   return p as PairSubject
@@ -44,7 +52,9 @@ export function asSubject(matcher: string, received: unknown): Subject {
 export function asCapacity(matcher: string, received: unknown, what = 'received'): CapacitySearch {
   const s = received as Partial<CapacitySearch> | null
   if (s?.schema !== CAPACITY_SCHEMA_ID || !Array.isArray(s.probes) || !Array.isArray(s.records) || typeof s.bracket !== 'object') {
-    throw new TypeError(`${matcher}: expected a capacity search (await capacity({ … }), or a servegate.capacity/v1 record) as ${what}, received ${describe(received)}`)
+    throw new TypeError(
+      `${matcher}: expected a capacity search (await capacity({ … }), or a servegate.capacity/v1 record) as ${what}, received ${describe(received)}`,
+    )
   }
   return s as CapacitySearch
 }
@@ -58,7 +68,14 @@ export interface At {
 const same = (a: number, b: number): boolean => Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b))
 
 /** The value asked for on an axis, or a TypeError naming the matcher and the values there are. */
-function pick<T>(matcher: string, axis: 'rate' | 'concurrency', at: At, items: readonly T[], valueOf: (item: T) => number, where: string): T {
+function pick<T>(
+  matcher: string,
+  axis: 'rate' | 'concurrency',
+  at: At,
+  items: readonly T[],
+  valueOf: (item: T) => number,
+  where: string,
+): T {
   const wanted = axis === 'rate' ? at.atRate : at.atConcurrency
   const option = axis === 'rate' ? 'atRate' : 'atConcurrency'
   const values = items.map((i) => valueOf(i)).join(', ')
@@ -92,7 +109,9 @@ export function singleArm(matcher: string, received: unknown, at: At): CellSubje
   if (s.kind === 'pair') return { kind: 'cell', id: `${s.id} candidate`, record: s.candidate[0] as RunRecord, records: s.candidate }
   const rate = s.record.plan.arrival?.ratePerS ?? null
   if (at.atRate !== undefined && (rate === null || !same(rate, at.atRate))) {
-    throw new TypeError(`${matcher}: the cell ${s.id} ran ${rate === null ? 'without a rate (closed loop or trace)' : `at ${rate} req/s`}, not atRate ${at.atRate}; drop atRate or pass the cell that ran at it`)
+    throw new TypeError(
+      `${matcher}: the cell ${s.id} ran ${rate === null ? 'without a rate (closed loop or trace)' : `at ${rate} req/s`}, not atRate ${at.atRate}; drop atRate or pass the cell that ran at it`,
+    )
   }
   return s
 }

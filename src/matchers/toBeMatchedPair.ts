@@ -26,7 +26,12 @@ export function toBeMatchedPair(this: MatcherState, received: unknown) {
         'toBeMatchedPair',
         [['Expected', this.isNot ? 'the pair to differ in some fairness fact' : 'every fairness fact equal on both arms']],
         [
-          ['Received', pass ? `a matched pair (${p.baseline.length}+${p.candidate.length} launches)` : `${mismatches.length} mismatch${mismatches.length === 1 ? '' : 'es'}`],
+          [
+            'Received',
+            pass
+              ? `a matched pair (${p.baseline.length}+${p.candidate.length} launches)`
+              : `${mismatches.length} mismatch${mismatches.length === 1 ? '' : 'es'}`,
+          ],
           ['GPU UUIDs', `baseline ${uuids(p.baseline)}; candidate ${uuids(p.candidate)} (reported, not required)`],
         ],
         mismatches.map((m) => `- ${m}`),

@@ -12,7 +12,15 @@ export type HoldLatencyMatcherOptions = Omit<HoldLatencyOptions, 'gate'>
 export function toHoldLatency(this: MatcherState, received: unknown, options: HoldLatencyMatcherOptions) {
   const p = asPair('toHoldLatency', received)
   if (options === null || typeof options !== 'object' || typeof (options as { metric?: unknown }).metric !== 'string') {
-    throw new TypeError("toHoldLatency: pass { metric: 'ttft' | 'tpot' | 'e2e' | 'itl' | 'timeToFirstOutput', percentile, notWorseThanPct | atMostMs }")
+    throw new TypeError(
+      "toHoldLatency: pass { metric: 'ttft' | 'tpot' | 'e2e' | 'itl' | 'timeToFirstOutput', percentile, notWorseThanPct | atMostMs }",
+    )
   }
-  return gateResult(this, 'toHoldLatency', p, () => holdLatencyGate({ baseline: p.baseline, candidate: p.candidate }, { ...options, gate: 'toHoldLatency' }), ['pass', 'inconclusive'])
+  return gateResult(
+    this,
+    'toHoldLatency',
+    p,
+    () => holdLatencyGate({ baseline: p.baseline, candidate: p.candidate }, { ...options, gate: 'toHoldLatency' }),
+    ['pass', 'inconclusive'],
+  )
 }

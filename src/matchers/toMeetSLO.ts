@@ -15,7 +15,10 @@ export type MeetSloOptions = Omit<SloGateOptions, 'gate'> & At
  * (`atRate` / `atConcurrency`).
  */
 export function toMeetSLO(this: MatcherState, received: unknown, options: MeetSloOptions) {
-  if (options === null || typeof options !== 'object') throw new TypeError('toMeetSLO: pass { ttftMs?, tpotMs?, e2eMs?, itlMs?, percentile?, atRate? } with at least one objective, e.g. { ttftMs: 500, tpotMs: 50, percentile: 95 }')
+  if (options === null || typeof options !== 'object')
+    throw new TypeError(
+      'toMeetSLO: pass { ttftMs?, tpotMs?, e2eMs?, itlMs?, percentile?, atRate? } with at least one objective, e.g. { ttftMs: 500, tpotMs: 50, percentile: 95 }',
+    )
   const { atRate, atConcurrency, ...gate } = options
   const subject = singleArm('toMeetSLO', received, { atRate, atConcurrency })
   return gateResult(this, 'toMeetSLO', subject, () => sloGate(subject.records, { ...gate, gate: 'toMeetSLO' }), ['pass'])

@@ -9,6 +9,10 @@ import { asPair } from './subject.ts'
  */
 export function toStayWithinAccuracyGap(this: MatcherState, received: unknown, options: AccuracyGapOptions = {}) {
   const p = asPair('toStayWithinAccuracyGap', received)
-  if (options === null || typeof options !== 'object') throw new TypeError('toStayWithinAccuracyGap: options must be an object, e.g. { points: 2, outputLengthPct: 10 }')
-  return gateResult(this, 'toStayWithinAccuracyGap', p, () => accuracyGapGate({ baseline: p.baseline, candidate: p.candidate }, options), ['pass', 'inconclusive'])
+  if (options === null || typeof options !== 'object')
+    throw new TypeError('toStayWithinAccuracyGap: options must be an object, e.g. { points: 2, outputLengthPct: 10 }')
+  return gateResult(this, 'toStayWithinAccuracyGap', p, () => accuracyGapGate({ baseline: p.baseline, candidate: p.candidate }, options), [
+    'pass',
+    'inconclusive',
+  ])
 }

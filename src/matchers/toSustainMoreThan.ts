@@ -16,5 +16,11 @@ export function toSustainMoreThan(this: MatcherState, received: unknown, baselin
   const candidate = asCapacity('toSustainMoreThan', received)
   const base = asCapacity('toSustainMoreThan', baseline, 'the baseline')
   if (options === null || typeof options !== 'object') throw new TypeError('toSustainMoreThan: options must be an object, e.g. { by: 0.1 }')
-  return decisionResult(this, 'toSustainMoreThan', sustainGate(candidate, base, { ...options, gate: 'toSustainMoreThan' }), ['pass'], candidate.id)
+  return decisionResult(
+    this,
+    'toSustainMoreThan',
+    sustainGate(candidate, base, { ...options, gate: 'toSustainMoreThan' }),
+    ['pass'],
+    candidate.id,
+  )
 }

@@ -14,5 +14,11 @@ export type WinDecodeOptions = Omit<WinGateOptions, 'gate' | 'metric'>
 export function toWinDecode(this: MatcherState, received: unknown, options: WinDecodeOptions = {}) {
   const p = asPair('toWinDecode', received)
   if (options === null || typeof options !== 'object') throw new TypeError('toWinDecode: options must be an object, e.g. { margin: 0.05 }')
-  return gateResult(this, 'toWinDecode', p, () => winGate({ baseline: p.baseline, candidate: p.candidate }, { ...options, gate: 'toWinDecode' }), ['pass'])
+  return gateResult(
+    this,
+    'toWinDecode',
+    p,
+    () => winGate({ baseline: p.baseline, candidate: p.candidate }, { ...options, gate: 'toWinDecode' }),
+    ['pass'],
+  )
 }

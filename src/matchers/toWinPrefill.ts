@@ -14,5 +14,11 @@ export type WinPrefillOptions = Omit<WinGateOptions, 'gate' | 'metric'>
 export function toWinPrefill(this: MatcherState, received: unknown, options: WinPrefillOptions = {}) {
   const p = asPair('toWinPrefill', received)
   if (options === null || typeof options !== 'object') throw new TypeError('toWinPrefill: options must be an object, e.g. { margin: 0.05 }')
-  return gateResult(this, 'toWinPrefill', p, () => winGate({ baseline: p.baseline, candidate: p.candidate }, { ...options, gate: 'toWinPrefill' }), ['pass'])
+  return gateResult(
+    this,
+    'toWinPrefill',
+    p,
+    () => winGate({ baseline: p.baseline, candidate: p.candidate }, { ...options, gate: 'toWinPrefill' }),
+    ['pass'],
+  )
 }

@@ -13,6 +13,13 @@ export type WinThroughputOptions = Omit<WinGateOptions, 'gate' | 'metric'>
  */
 export function toWinThroughput(this: MatcherState, received: unknown, options: WinThroughputOptions = {}) {
   const p = asPair('toWinThroughput', received)
-  if (options === null || typeof options !== 'object') throw new TypeError('toWinThroughput: options must be an object, e.g. { margin: 0.05 }')
-  return gateResult(this, 'toWinThroughput', p, () => winGate({ baseline: p.baseline, candidate: p.candidate }, { ...options, gate: 'toWinThroughput' }), ['pass'])
+  if (options === null || typeof options !== 'object')
+    throw new TypeError('toWinThroughput: options must be an object, e.g. { margin: 0.05 }')
+  return gateResult(
+    this,
+    'toWinThroughput',
+    p,
+    () => winGate({ baseline: p.baseline, candidate: p.candidate }, { ...options, gate: 'toWinThroughput' }),
+    ['pass'],
+  )
 }

@@ -1,10 +1,4 @@
-import {
-  type CellMetrics,
-  PERCENTILE_METHOD,
-  P99_MIN_SAMPLES,
-  REQUEST_METRIC_NAMES,
-  type RequestRecord,
-} from '../schema/run.ts'
+import { type CellMetrics, PERCENTILE_METHOD, P99_MIN_SAMPLES, REQUEST_METRIC_NAMES, type RequestRecord } from '../schema/run.ts'
 import type { ResolvedSlo } from '../schema/load.ts'
 import { wilsonInterval } from '../stats/wilson.ts'
 import { distribution, p99IsDescriptive } from './distribution.ts'

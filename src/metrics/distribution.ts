@@ -21,8 +21,19 @@ export function nearestRank(sorted: ArrayLike<number>, p: number): number {
 }
 
 const EMPTY: Distribution = {
-  samples: 0, mean: null, stddev: null, ci95Low: null, ci95High: null,
-  min: null, p25: null, p50: null, p75: null, p90: null, p95: null, p99: null, max: null,
+  samples: 0,
+  mean: null,
+  stddev: null,
+  ci95Low: null,
+  ci95High: null,
+  min: null,
+  p25: null,
+  p50: null,
+  p75: null,
+  p90: null,
+  p95: null,
+  p99: null,
+  max: null,
 }
 
 /**

@@ -3,7 +3,8 @@ import { failedRequest, okRequest } from '../gates/fixture.ts'
 import { computeGoodput, describeSlo, missedObjectives, resolveSlo } from './goodput.ts'
 
 type Ok = Parameters<typeof missedObjectives>[0]
-const ok = (fields: Parameters<typeof okRequest>[1]) => okRequest(0, { ttftMs: 100, tpotMs: 20, e2eMs: 1000, itlMs: [20, 20, 20], ...fields }) as Ok
+const ok = (fields: Parameters<typeof okRequest>[1]) =>
+  okRequest(0, { ttftMs: 100, tpotMs: 20, e2eMs: 1000, itlMs: [20, 20, 20], ...fields }) as Ok
 
 describe('missedObjectives', () => {
   const slo = resolveSlo({ ttftMs: 200, tpotMs: 30, e2eMs: 2000, itlMs: 50, itlPercentile: 90 })
@@ -31,7 +32,13 @@ describe('computeGoodput', () => {
     const slo = resolveSlo({ ttftMs: 150 })
     const records = [ok({}), ok({ ttftMs: 120 }), ok({ ttftMs: 300 }), failedRequest(3)]
     const g = computeGoodput(records, 2000, slo)
-    expect(g).toMatchObject({ samples: 4, good: 2, fraction: 0.5, goodputReqPerS: 1, missed: { ttftMs: 1, tpotMs: 0, e2eMs: 0, itlMs: 0, failed: 1 } })
+    expect(g).toMatchObject({
+      samples: 4,
+      good: 2,
+      fraction: 0.5,
+      goodputReqPerS: 1,
+      missed: { ttftMs: 1, tpotMs: 0, e2eMs: 0, itlMs: 0, failed: 1 },
+    })
     // Wilson 95% for 2/4 (R: prop.test(2, 4, correct = FALSE)$conf.int → 0.1500, 0.8500).
     expect(g.wilson95Low).toBeCloseTo(0.15, 4)
     expect(g.wilson95High).toBeCloseTo(0.85, 4)

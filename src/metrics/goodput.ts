@@ -53,7 +53,10 @@ export function missedObjectives(r: OkRequest, slo: ResolvedSlo): SloObjective[]
 }
 
 /** Good requests among all measured ones (failed ones are never good), with misses by objective. */
-export function countGood(records: readonly RequestRecord[], slo: ResolvedSlo): { samples: number; good: number; missed: Goodput['missed'] } {
+export function countGood(
+  records: readonly RequestRecord[],
+  slo: ResolvedSlo,
+): { samples: number; good: number; missed: Goodput['missed'] } {
   const missed = { ...(Object.fromEntries(SLO_OBJECTIVES.map((o) => [o, 0])) as Record<SloObjective, number>), failed: 0 }
   let good = 0
   for (const r of records) {

@@ -69,8 +69,17 @@ export function deriveRequestMetrics(t: RequestTimings): RequestMetrics {
     itlMs.push((t.outputChunkAt[i] as number) - (t.outputChunkAt[i - 1] as number))
   }
   return {
-    ttftMs, timeToFirstOutputMs, e2eMs, generationMs, tpotMs, decodeTokPerS, effectivePrefillTokPerS,
-    promptTokens: t.usagePromptTokens, completionTokens, completionTokenSource, itlMs,
+    ttftMs,
+    timeToFirstOutputMs,
+    e2eMs,
+    generationMs,
+    tpotMs,
+    decodeTokPerS,
+    effectivePrefillTokPerS,
+    promptTokens: t.usagePromptTokens,
+    completionTokens,
+    completionTokenSource,
+    itlMs,
   }
 }
 

@@ -25,18 +25,27 @@ export function parseRunRecord(value: unknown, source: string): RunRecord {
   if (schema === RUN_SCHEMA_ID) {
     const result = RunRecord.safeParse(value)
     if (!result.success) {
-      throw new ServegateError('FILE_INVALID', `${source}: not a valid ${RUN_SCHEMA_ID} record: ${z.prettifyError(result.error).split('\n').slice(0, 4).join('; ')}`)
+      throw new ServegateError(
+        'FILE_INVALID',
+        `${source}: not a valid ${RUN_SCHEMA_ID} record: ${z.prettifyError(result.error).split('\n').slice(0, 4).join('; ')}`,
+      )
     }
     return result.data
   }
   if (schema === ANVIL_SCHEMA_ID) {
     const result = AnvilRun.safeParse(value)
     if (!result.success) {
-      throw new ServegateError('FILE_INVALID', `${source}: not a valid ${ANVIL_SCHEMA_ID} record: ${z.prettifyError(result.error).split('\n').slice(0, 4).join('; ')}`)
+      throw new ServegateError(
+        'FILE_INVALID',
+        `${source}: not a valid ${ANVIL_SCHEMA_ID} record: ${z.prettifyError(result.error).split('\n').slice(0, 4).join('; ')}`,
+      )
     }
     return importAnvilRun(result.data)
   }
-  throw new ServegateError('FILE_INVALID', `${source}: field "schema" is ${JSON.stringify(schema)}; expected "${RUN_SCHEMA_ID}" or "${ANVIL_SCHEMA_ID}"`)
+  throw new ServegateError(
+    'FILE_INVALID',
+    `${source}: field "schema" is ${JSON.stringify(schema)}; expected "${RUN_SCHEMA_ID}" or "${ANVIL_SCHEMA_ID}"`,
+  )
 }
 
 /** The formats `readRunRecord` / `importRunFile` read; `auto` recognizes each by its shape. */
@@ -59,7 +68,13 @@ export interface ReadRunRecordOptions {
 
 const ANY_FIX = 'pass a servegate.run/v1 or anvil-serving.benchmark/v1 record, a vLLM --save-result JSON or an SGLang bench_serving JSONL'
 
-function parseBenchmarkRun(run: BenchmarkLine, from: 'vllm' | 'sglang', path: string, runs: number, options: ReadRunRecordOptions): RunRecord {
+function parseBenchmarkRun(
+  run: BenchmarkLine,
+  from: 'vllm' | 'sglang',
+  path: string,
+  runs: number,
+  options: ReadRunRecordOptions,
+): RunRecord {
   const line = runs > 1 || options.line !== undefined ? run.line : undefined
   const opts = { source: path, line, model: options.model }
   return from === 'vllm' ? parseVllmResult(run.value, opts) : parseSglangResult(run.value, opts)
@@ -76,16 +91,26 @@ export function parseRunText(text: string, path: string, options: ReadRunRecordO
     try {
       value = JSON.parse(text)
     } catch (err) {
-      throw new ServegateError('FILE_INVALID', `${path} is not JSON (${(err as Error).message}); pass an anvil-serving.benchmark/v1 JSON file`, { cause: err })
+      throw new ServegateError(
+        'FILE_INVALID',
+        `${path} is not JSON (${(err as Error).message}); pass an anvil-serving.benchmark/v1 JSON file`,
+        { cause: err },
+      )
     }
     const schema = (value as { schema?: unknown } | null)?.schema
     if (schema !== ANVIL_SCHEMA_ID) {
-      throw new ServegateError('FILE_INVALID', `${path}: field "schema" is ${JSON.stringify(schema)}; expected "${ANVIL_SCHEMA_ID}" for --from anvil`)
+      throw new ServegateError(
+        'FILE_INVALID',
+        `${path}: field "schema" is ${JSON.stringify(schema)}; expected "${ANVIL_SCHEMA_ID}" for --from anvil`,
+      )
     }
     return parseRunRecord(value, path)
   }
   if (from === 'vllm' || from === 'sglang') {
-    const fix = from === 'vllm' ? 'pass the JSON that vllm bench serve --save-result writes' : 'pass the JSONL that sglang.bench_serving --output-file writes'
+    const fix =
+      from === 'vllm'
+        ? 'pass the JSON that vllm bench serve --save-result writes'
+        : 'pass the JSONL that sglang.bench_serving --output-file writes'
     const runs = parseBenchmarkLines(text, path, fix)
     return parseBenchmarkRun(pickLine(runs, path, options.line), from, path, runs.length, options)
   }

@@ -47,7 +47,9 @@ describe('searchCapacity against the simulated engine', () => {
     const tolerance = search.overloadTolerance as number
     const seconds = Math.max(49, Math.ceil(1.5 * low)) / low
     expect(tolerance).toBeCloseTo(0.15 / (0.9 * seconds), 9)
-    expect(search.warnings[0]).toMatch(/^a \d+\.\d s probe cannot see an overload below about \d+\.\d% \(a 150 ms bound over 90% of its length\)/)
+    expect(search.warnings[0]).toMatch(
+      /^a \d+\.\d s probe cannot see an overload below about \d+\.\d% \(a 150 ms bound over 90% of its length\)/,
+    )
     expect(low).toBeLessThanOrEqual((known?.ratePerS as number) * (1 + tolerance))
     expect(high).toBeGreaterThan(known?.ratePerS as number)
     expect(high / low).toBeLessThanOrEqual(1.25)
@@ -58,7 +60,9 @@ describe('searchCapacity against the simulated engine', () => {
       expect(record.metrics.goodput?.slo.ttftMs).toBe(150)
       expect(record.requests).toHaveLength(Math.max(49, Math.ceil(1.5 * (search.probes[i]?.value as number))))
     }
-    expect(search.summary).toMatch(/^capacity in \[\d+\.\d\d, \d+\.\d\d\) req\/s \(×1\.\d\d\) under ttft ≤ 150 ms for 90% of requests; bracketed after \d probe\(s\)$/)
+    expect(search.summary).toMatch(
+      /^capacity in \[\d+\.\d\d, \d+\.\d\d\) req\/s \(×1\.\d\d\) under ttft ≤ 150 ms for 90% of requests; bracketed after \d probe\(s\)$/,
+    )
   })
 
   test('a concurrency search brackets the seats: beyond 4 streams requests queue', async () => {
@@ -74,24 +78,44 @@ describe('searchCapacity against the simulated engine', () => {
   })
 
   test('a probe whose client cannot send on time ends the search: nothing is claimed beyond it', async () => {
-    const search = await searchCapacity({ cell: { ...CELL, sendLagLimitMs: 1e-9 }, slo: { ttftMs: 40 }, bracket: { start: 200 }, requestsPerProbe: 49, probeSeconds: 0.1 }, measure, 'limited')
+    const search = await searchCapacity(
+      { cell: { ...CELL, sendLagLimitMs: 1e-9 }, slo: { ttftMs: 40 }, bracket: { start: 200 }, requestsPerProbe: 49, probeSeconds: 0.1 },
+      measure,
+      'limited',
+    )
     expect(search).toMatchObject({ status: 'harness-limited', bracket: { low: null, high: null } })
     expect(search.probes[0]?.invalid).toMatch(/^send lag p99 .* > 1e-9 ms/)
     expect(search.summary).toMatch(/capacity not found .*; harness-limited after 1 probe\(s\): send lag p99/)
   })
 
   test('a failed probe cell ends it too; bad options are refused before any probe', async () => {
-    const failed = async () => failedCellRecord({ baseUrl: 'http://127.0.0.1:1', model: 'm' }, { code: 'ENGINE_EXITED', message: 'engine exited with code 1', httpStatus: null, retryAfterS: null })
+    const failed = async () =>
+      failedCellRecord(
+        { baseUrl: 'http://127.0.0.1:1', model: 'm' },
+        { code: 'ENGINE_EXITED', message: 'engine exited with code 1', httpStatus: null, retryAfterS: null },
+      )
     expect((await searchCapacity({ cell: CELL, slo: { ttftMs: 40 }, bracket: { start: 4 } }, failed, 'x')).status).toBe('cell-failed')
     expect(fewestPassingRequests(0.9, 0.98)).toBe(49)
-    const never = () => { throw new Error('no probe should run') }
-    await expect(searchCapacity({ cell: CELL, slo: { ttftMs: 40 }, bracket: { start: 4 }, requestsPerProbe: 20 }, never, 'x')).rejects.toThrow(
+    const never = () => {
+      throw new Error('no probe should run')
+    }
+    await expect(
+      searchCapacity({ cell: CELL, slo: { ttftMs: 40 }, bracket: { start: 4 }, requestsPerProbe: 20 }, never, 'x'),
+    ).rejects.toThrow(
       /^invalid capacity search: requestsPerProbe: 20 requests can never show 90% good at 0\.98 confidence .*; use at least 49$/,
     )
-    await expect(searchCapacity({ cell: CELL, slo: {}, bracket: { start: 4 } }, never, 'x')).rejects.toThrow(/slo\.ttftMs: give at least one objective/)
-    await expect(searchCapacity({ cell: { ...CELL, arrival: { kind: 'poisson', ratePerS: 1 } }, slo: { ttftMs: 1 }, bracket: { axis: 'concurrency', start: 4 } }, never, 'x')).rejects.toThrow(
-      /cell\.arrival: a concurrency search runs closed-loop probes/,
+    await expect(searchCapacity({ cell: CELL, slo: {}, bracket: { start: 4 } }, never, 'x')).rejects.toThrow(
+      /slo\.ttftMs: give at least one objective/,
     )
-    await expect(searchCapacity({ cell: CELL, slo: { ttftMs: 1 }, bracket: { start: 4, min: 8 } }, never, 'x')).rejects.toThrow(/bracket\.start: 4 must lie within \[min 8, max 64\]/)
+    await expect(
+      searchCapacity(
+        { cell: { ...CELL, arrival: { kind: 'poisson', ratePerS: 1 } }, slo: { ttftMs: 1 }, bracket: { axis: 'concurrency', start: 4 } },
+        never,
+        'x',
+      ),
+    ).rejects.toThrow(/cell\.arrival: a concurrency search runs closed-loop probes/)
+    await expect(searchCapacity({ cell: CELL, slo: { ttftMs: 1 }, bracket: { start: 4, min: 8 } }, never, 'x')).rejects.toThrow(
+      /bracket\.start: 4 must lie within \[min 8, max 64\]/,
+    )
   })
 })

@@ -1,7 +1,13 @@
 import { ServegateError } from '../errors.ts'
 import { DEFAULT_CONFIDENCE } from '../gates/options.ts'
 import { sloGate } from '../gates/slo.ts'
-import { type BracketOptions, bracketSearch, type ProbeVerdict, type ResolvedBracketOptions, resolveBracketOptions } from '../load/capacity.ts'
+import {
+  type BracketOptions,
+  bracketSearch,
+  type ProbeVerdict,
+  type ResolvedBracketOptions,
+  resolveBracketOptions,
+} from '../load/capacity.ts'
 import type { ArrivalSpec } from '../load/spec.ts'
 import { describeSlo, resolveSlo } from '../metrics/goodput.ts'
 import { CAPACITY_SCHEMA_ID, type CapacityProbe, type CapacitySearch } from '../schema/capacity.ts'
@@ -22,7 +28,10 @@ export interface CapacityOptions {
   /** Two-sided confidence of each probe's Wilson interval. @default 0.98 */
   confidence?: number
   bracket: BracketOptions
-  /** Requests per probe (rate probes: at least this many). @default twice the fewest with which an all-good probe can pass (concurrency); the fewest (rate) */
+  /**
+   * Requests per probe (rate probes: at least this many). @default twice the fewest with which an all-
+   * good probe can pass (concurrency); the fewest (rate)
+   */
   requestsPerProbe?: number
   /**
    * Rate probes: at least rate × probeSeconds requests, so each lasts about this long. A probe of
@@ -80,14 +89,18 @@ function resolveCapacityOptions(o: CapacityOptions): Resolved {
   const bracket = resolveBracketOptions(o.bracket)
   if ('error' in bracket) invalid(`bracket.${bracket.error}`)
   const arrival = o.cell.arrival ?? null
-  if (bracket.axis === 'concurrency' && arrival !== null) invalid('cell.arrival: a concurrency search runs closed-loop probes; drop arrival, or search the rate axis')
-  if (arrival?.kind === 'trace') invalid('cell.arrival: a trace sets its own times, so it has no rate to search; use constant, poisson or gamma arrivals')
+  if (bracket.axis === 'concurrency' && arrival !== null)
+    invalid('cell.arrival: a concurrency search runs closed-loop probes; drop arrival, or search the rate axis')
+  if (arrival?.kind === 'trace')
+    invalid('cell.arrival: a trace sets its own times, so it has no rate to search; use constant, poisson or gamma arrivals')
   const required = percentile / 100
   const fewest = fewestPassingRequests(required, confidence)
   const seconds = bracket.axis === 'rate' ? (o.probeSeconds ?? DEFAULT_PROBE_SECONDS) : 0
   const requestsPerProbe = o.requestsPerProbe ?? (bracket.axis === 'rate' ? fewest : 2 * fewest)
   if (requestsPerProbe < fewest) {
-    invalid(`requestsPerProbe: ${requestsPerProbe} requests can never show ${percentile}% good at ${confidence} confidence (even all good, the Wilson bound stays below ${required}); use at least ${fewest}`)
+    invalid(
+      `requestsPerProbe: ${requestsPerProbe} requests can never show ${percentile}% good at ${confidence} confidence (even all good, the Wilson bound stays below ${required}); use at least ${fewest}`,
+    )
   }
   return {
     seconds,
@@ -110,7 +123,11 @@ function probeCell(o: CapacityOptions, r: Resolved, value: number): EngineCellOp
 
 function verdictOf(record: RunRecord, outcome: ProbeVerdict['outcome'], signal: AbortSignal | undefined): ProbeVerdict {
   if (signal?.aborted === true) return { outcome, invalid: { status: 'interrupted', reason: 'the search was cancelled during this probe' } }
-  if (record.cellFailure !== null) return { outcome, invalid: { status: 'cell-failed', reason: `${record.cellFailure.code}: ${record.cellFailure.message.split('\n')[0]}` } }
+  if (record.cellFailure !== null)
+    return {
+      outcome,
+      invalid: { status: 'cell-failed', reason: `${record.cellFailure.code}: ${record.cellFailure.message.split('\n')[0]}` },
+    }
   if (record.harness.harnessLimited) return { outcome, invalid: { status: 'harness-limited', reason: record.harness.reasons.join('; ') } }
   return { outcome, invalid: null }
 }
@@ -126,7 +143,8 @@ function blindness(r: Resolved, low: number | null): { overloadTolerance: number
   if (r.bracket.axis !== 'rate') return { overloadTolerance: null, warnings: [] }
   const bounds = [r.slo.ttftMs, r.slo.e2eMs].filter((b): b is number => b !== null)
   if (bounds.length === 0) {
-    const why = "the SLO bounds neither ttft nor e2e, so waiting in the engine's queue never counts against it: the search finds where decode (tpot, itl) degrades, not where requests start to queue"
+    const why =
+      "the SLO bounds neither ttft nor e2e, so waiting in the engine's queue never counts against it: the search finds where decode (tpot, itl) degrades, not where requests start to queue"
     return { overloadTolerance: null, warnings: [why] }
   }
   const bound = Math.max(...bounds)
@@ -164,32 +182,42 @@ function summaryOf(r: Resolved, result: Awaited<ReturnType<typeof bracketSearch>
  * gate (pass: the share of good requests is shown to reach the percentile). Every probe and its
  * run record is kept; the answer is the bracket [low, high) with how the search ended.
  * @throws ServegateError `CONFIG_INVALID` for bad options, before any probe runs
- * @example await searchCapacity({ cell: { workload: { promptTokens: 512 } }, slo: { ttftMs: 500 }, bracket: { start: 4 } }, (cell) => runCell({ ...cell, baseUrl, model }), 'candidate')
+ * @example await searchCapacity({ cell: { workload: { promptTokens: 512 } }, slo: { ttftMs: 500 }, bracket: { start: 4 } }, (cell) =>
+ * runCell({ ...cell, baseUrl, model }), 'candidate')
  */
-export async function searchCapacity(o: CapacityOptions, measure: MeasureProbe, id: string, hooks: CapacityHooks = {}): Promise<CapacitySearch> {
+export async function searchCapacity(
+  o: CapacityOptions,
+  measure: MeasureProbe,
+  id: string,
+  hooks: CapacityHooks = {},
+): Promise<CapacitySearch> {
   const r = resolveCapacityOptions(o)
   const records: RunRecord[] = []
-  const result = await bracketSearch(r.bracket, async (value) => {
-    const record = await measure(probeCell(o, r, value), hooks.signal)
-    records.push(record)
-    const d = sloGate(record, { ...r.slo, percentile: r.percentile, confidence: r.confidence, gate: 'capacity probe' })
-    const verdict = verdictOf(record, d.outcome, hooks.signal)
-    const goodput = record.metrics.goodput
-    const probe: CapacityProbe = {
-      value,
-      outcome: d.outcome,
-      samples: goodput?.samples ?? 0,
-      good: goodput?.good ?? 0,
-      fraction: d.effect.estimate,
-      low: d.effect.low,
-      high: d.effect.high,
-      sendLagP99Ms: record.harness.sendLagP99Ms,
-      invalid: verdict.invalid?.reason ?? null,
-      runId: record.runId,
-    }
-    hooks.onProbe?.(probe)
-    return { verdict, probe }
-  }, hooks.signal)
+  const result = await bracketSearch(
+    r.bracket,
+    async (value) => {
+      const record = await measure(probeCell(o, r, value), hooks.signal)
+      records.push(record)
+      const d = sloGate(record, { ...r.slo, percentile: r.percentile, confidence: r.confidence, gate: 'capacity probe' })
+      const verdict = verdictOf(record, d.outcome, hooks.signal)
+      const goodput = record.metrics.goodput
+      const probe: CapacityProbe = {
+        value,
+        outcome: d.outcome,
+        samples: goodput?.samples ?? 0,
+        good: goodput?.good ?? 0,
+        fraction: d.effect.estimate,
+        low: d.effect.low,
+        high: d.effect.high,
+        sendLagP99Ms: record.harness.sendLagP99Ms,
+        invalid: verdict.invalid?.reason ?? null,
+        runId: record.runId,
+      }
+      hooks.onProbe?.(probe)
+      return { verdict, probe }
+    },
+    hooks.signal,
+  )
   return {
     schema: CAPACITY_SCHEMA_ID,
     id,

@@ -71,12 +71,35 @@ describe('runCell against the simulated engine', () => {
         { kind: 'empty', requests: [6] },
       ],
     })
-    const record = await runCell({ baseUrl: s.url, model: 'm', requests: 8, maxTokens: 16, workload: { promptTokens: 32 }, requestTimeoutMs: 1500 })
+    const record = await runCell({
+      baseUrl: s.url,
+      model: 'm',
+      requests: 8,
+      maxTokens: 16,
+      workload: { promptTokens: 32 },
+      requestTimeoutMs: 1500,
+    })
     const codes = record.requests.map((r) => (r.status === 'failed' ? r.error.code : 'ok'))
-    expect(codes).toEqual(['ok', 'HTTP_STATUS', 'HTTP_RATE_LIMITED', 'STREAM_DROPPED', 'STREAM_PROTOCOL', 'REQUEST_DEADLINE', 'EMPTY_COMPLETION', 'ok'])
+    expect(codes).toEqual([
+      'ok',
+      'HTTP_STATUS',
+      'HTTP_RATE_LIMITED',
+      'STREAM_DROPPED',
+      'STREAM_PROTOCOL',
+      'REQUEST_DEADLINE',
+      'EMPTY_COMPLETION',
+      'ok',
+    ])
     expect(record.completed).toBe(2)
     expect(record.failed).toBe(6)
-    expect(record.failures).toEqual({ HTTP_STATUS: 1, HTTP_RATE_LIMITED: 1, STREAM_DROPPED: 1, STREAM_PROTOCOL: 1, REQUEST_DEADLINE: 1, EMPTY_COMPLETION: 1 })
+    expect(record.failures).toEqual({
+      HTTP_STATUS: 1,
+      HTTP_RATE_LIMITED: 1,
+      STREAM_DROPPED: 1,
+      STREAM_PROTOCOL: 1,
+      REQUEST_DEADLINE: 1,
+      EMPTY_COMPLETION: 1,
+    })
     for (const name of ['ttftMs', 'e2eMs', 'decodeTokPerS', 'completionTokens'] as const) {
       expect(record.metrics.distributions[name].samples).toBe(2)
     }
@@ -93,7 +116,10 @@ describe('runCell against the simulated engine', () => {
     const s = await start({ decodeTokPerS: 20 })
     const controller = new AbortController()
     setTimeout(() => controller.abort(), 300)
-    const record = await runCell({ baseUrl: s.url, model: 'm', requests: 4, concurrency: 2, maxTokens: 100, workload: { promptTokens: 32 } }, { signal: controller.signal })
+    const record = await runCell(
+      { baseUrl: s.url, model: 'm', requests: 4, concurrency: 2, maxTokens: 100, workload: { promptTokens: 32 } },
+      { signal: controller.signal },
+    )
     expect(record.requests).toHaveLength(4)
     expect(record.failures.REQUEST_ABORTED).toBe(4)
     await expect.poll(() => s.stats().active).toBe(0)
@@ -101,7 +127,14 @@ describe('runCell against the simulated engine', () => {
 
   test('the API key is sent but never recorded', async () => {
     const s = await start()
-    const record = await runCell({ baseUrl: `${s.url}/v1`, model: 'm', requests: 1, maxTokens: 4, workload: { promptTokens: 16 }, apiKey: 'sk-test-secret-123456' })
+    const record = await runCell({
+      baseUrl: `${s.url}/v1`,
+      model: 'm',
+      requests: 1,
+      maxTokens: 4,
+      workload: { promptTokens: 16 },
+      apiKey: 'sk-test-secret-123456',
+    })
     expect(record.completed).toBe(1)
     expect(JSON.stringify(record)).not.toContain('sk-test-secret')
   })
@@ -118,7 +151,14 @@ describe('runCell against the simulated engine', () => {
 
   test('warm-up requests run first and are not recorded', async () => {
     const s = await start()
-    const record = await runCell({ baseUrl: s.url, model: 'm', requests: 3, warmupRequests: 2, maxTokens: 2, workload: { promptTokens: 16 } })
+    const record = await runCell({
+      baseUrl: s.url,
+      model: 'm',
+      requests: 3,
+      warmupRequests: 2,
+      maxTokens: 2,
+      workload: { promptTokens: 16 },
+    })
     expect(s.stats().requests).toBe(5)
     expect(record.requests).toHaveLength(3)
     expect(record.plan.warmupRequests).toBe(2)
@@ -138,7 +178,14 @@ describe('runCell against the simulated engine', () => {
 
   test('the completions API streams text', async () => {
     const s = await start()
-    const record = await runCell({ baseUrl: s.url, model: 'm', api: 'completions', requests: 2, maxTokens: 5, workload: { promptTokens: 16 } })
+    const record = await runCell({
+      baseUrl: s.url,
+      model: 'm',
+      api: 'completions',
+      requests: 2,
+      maxTokens: 5,
+      workload: { promptTokens: 16 },
+    })
     expect(record.completed).toBe(2)
     expect(record.requests[0]?.contentChunks).toBe(5)
   })
@@ -157,7 +204,9 @@ describe('runCell refuses before sending load', () => {
 
   test('a model the server does not serve', async () => {
     const s = await start()
-    await expect(runCell({ baseUrl: s.url, model: 'other' })).rejects.toThrow(/model "other" is not served .* \(it serves: m\); fix --model/)
+    await expect(runCell({ baseUrl: s.url, model: 'other' })).rejects.toThrow(
+      /model "other" is not served .* \(it serves: m\); fix --model/,
+    )
   })
 
   test('bad options name the field', async () => {

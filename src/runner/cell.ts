@@ -84,7 +84,13 @@ function toRecord(slot: Slot, cellStart: number, planned: PreparedRequest, workl
 
   const control = workload.spec.outputControl.mode
   const outputAdherence: RequestRecord['outputAdherence'] =
-    control === 'none' || !answered ? null : obs.usageCompletionTokens === null ? 'unobservable' : obs.usageCompletionTokens === planned.maxTokens ? 'exact' : 'inexact'
+    control === 'none' || !answered
+      ? null
+      : obs.usageCompletionTokens === null
+        ? 'unobservable'
+        : obs.usageCompletionTokens === planned.maxTokens
+          ? 'exact'
+          : 'inexact'
   if (control === 'strict' && error === null && outputAdherence !== 'exact') {
     error = contractInvalid(
       outputAdherence === 'unobservable'
@@ -182,7 +188,11 @@ function cellPlan(
   const calibration = workload?.calibration ?? null
   const sharedTokens = calibration?.sharedPrefixTokens ?? (spec.prefixCache.mode === 'shared' ? spec.prefixCache.tokens : null)
   const plannedSha =
-    workload === null ? null : sent >= workload.measured.length ? workload.requestStreamSha256 : requestStreamSha256(workload.measured.slice(0, sent).map((r) => r.body))
+    workload === null
+      ? null
+      : sent >= workload.measured.length
+        ? workload.requestStreamSha256
+        : requestStreamSha256(workload.measured.slice(0, sent).map((r) => r.body))
   return {
     api: o.api,
     model: o.model,
@@ -195,7 +205,10 @@ function cellPlan(
       kind: spec.kind,
       promptTokens: spec.promptTokens,
       seed: spec.seed,
-      prefixCache: spec.prefixCache.mode === 'shared' || spec.kind === 'shared-prefix' ? { mode: 'shared', tokens: sharedTokens } : { mode: 'unique', tokens: null },
+      prefixCache:
+        spec.prefixCache.mode === 'shared' || spec.kind === 'shared-prefix'
+          ? { mode: 'shared', tokens: sharedTokens }
+          : { mode: 'unique', tokens: null },
       canaries: spec.canaries,
       outputControl: { mode: spec.outputControl.mode, knob: spec.outputControl.mode === 'none' ? null : spec.outputControl.knob },
       sampling: workload?.extras.sampling ?? null,
@@ -241,7 +254,15 @@ export function failedCellRecord(input: CellOptions, cellFailure: ErrorInfo, man
     failures: {},
     requests: [],
     metrics: computeCellMetrics([], 0),
-    harness: { clientCpuMs: null, clientCpuShare: null, eventLoopDelayP99Ms: null, eventLoopDelayMaxMs: null, sendLagP99Ms: null, harnessLimited: false, reasons: [] },
+    harness: {
+      clientCpuMs: null,
+      clientCpuShare: null,
+      eventLoopDelayP99Ms: null,
+      eventLoopDelayMaxMs: null,
+      sendLagP99Ms: null,
+      harnessLimited: false,
+      reasons: [],
+    },
     methodology: { ...METHODOLOGY },
     manifest,
     telemetry: null,
@@ -251,7 +272,10 @@ export function failedCellRecord(input: CellOptions, cellFailure: ErrorInfo, man
 }
 
 function runId(startedAt: Date): string {
-  return `run-${startedAt.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z')}-${randomBytes(3).toString('hex')}`
+  return `run-${startedAt
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d+Z$/, 'Z')}-${randomBytes(3).toString('hex')}`
 }
 
 /**
@@ -273,7 +297,10 @@ export interface CellTransport {
   close(): Promise<void>
 }
 
-/** Connections an open-loop cell without an in-flight cap opens before it starts (more open as the load needs them, their cost counted as send lag). */
+/**
+ * Connections an open-loop cell without an in-flight cap opens before it starts (more open as the load
+ * needs them, their cost counted as send lag).
+ */
 const OPEN_LOOP_WARM_CONNECTIONS = 4
 
 /** The connections the measured phase will use from its first request: the concurrency, or the in-flight cap. */
@@ -293,7 +320,15 @@ function httpTransport(o: ResolvedCellOptions, origin: string): CellTransport {
   // one single-token request whose usage.prompt_tokens is compared with the text's count.
   const measureChatOverhead = async (countText: (text: string) => Promise<number>): Promise<number | null> => {
     const content = 'Hello there, tokenizer.'
-    const body = Buffer.from(JSON.stringify({ model: o.model, messages: [{ role: 'user', content }], max_tokens: 1, stream: true, stream_options: { include_usage: true } }))
+    const body = Buffer.from(
+      JSON.stringify({
+        model: o.model,
+        messages: [{ role: 'user', content }],
+        max_tokens: 1,
+        stream: true,
+        stream_options: { include_usage: true },
+      }),
+    )
     const obs = await send(body, 0, AbortSignal.timeout(o.requestTimeoutMs))
     return obs.usagePromptTokens === null ? null : obs.usagePromptTokens - (await countText(content))
   }
@@ -343,7 +378,12 @@ async function measuredPhase(
 }
 
 /** The measuring core shared by every transport; closes the transport when done. */
-export async function measureCell(o: ResolvedCellOptions, transport: CellTransport, target: string, hooks: RunCellHooks = {}): Promise<RunRecord> {
+export async function measureCell(
+  o: ResolvedCellOptions,
+  transport: CellTransport,
+  target: string,
+  hooks: RunCellHooks = {},
+): Promise<RunRecord> {
   const stop = new AbortController()
   const signal = hooks.signal === undefined ? stop.signal : AbortSignal.any([hooks.signal, stop.signal])
   void hooks.engine?.exited.then(() => {
@@ -358,7 +398,10 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
   }
   try {
     if (stages !== null) await turn(stages, 0)
-    const send = (bodies: Buffer[], captureChars: number, offset = 0) => (index: number) => transport.send(bodies[offset + index] as Buffer, captureChars, signal)
+    const send =
+      (bodies: Buffer[], captureChars: number, offset = 0) =>
+      (index: number) =>
+        transport.send(bodies[offset + index] as Buffer, captureChars, signal)
     // Drawn (or read) before anything is sent: a trace also sizes the requests.
     const arrivals = o.arrival === null ? null : await planArrivals(o.arrival, o.requests)
     const workload = await preparedFor(
@@ -403,7 +446,15 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
       const before = slots.length
       const stageOf = stages === null ? null : { index: stage + 1, of: ends.length }
       const requestsPhase = (): void => {
-        phase?.({ phase: 'requests', done: slots.length, total: o.requests, ok, failed, elapsedMs: performance.now() - cellStart, stage: stageOf })
+        phase?.({
+          phase: 'requests',
+          done: slots.length,
+          total: o.requests,
+          ok,
+          failed,
+          elapsedMs: performance.now() - cellStart,
+          stage: stageOf,
+        })
       }
       requestsPhase()
       loopDelay.enable()
@@ -424,7 +475,9 @@ export async function measureCell(o: ResolvedCellOptions, transport: CellTranspo
       wallClockMs += busySpanMs(slots.slice(before))
       sent = end
       if (stages !== null) {
-        const records = slots.map((s) => toRecord(s, cellStart, workload.measured[s.index] as PreparedRequest, workload)).sort((a, b) => a.index - b.index)
+        const records = slots
+          .map((s) => toRecord(s, cellStart, workload.measured[s.index] as PreparedRequest, workload))
+          .sort((a, b) => a.index - b.index)
         stages.done(stage, records, signal.aborted || hooks.engine?.failure() != null)
       }
     }

@@ -5,9 +5,24 @@ import { openLoop, type Slot } from './dispatch.ts'
 /** An observation of a request that was sent at `sentAt` and ended now. */
 function observed(sentAt: number): StreamObservation {
   return {
-    dispatchedAt: sentAt, sentAt, firstOutputAt: null, firstContentAt: null, endAt: performance.now(), outputChunkAt: [], reasoningChunks: 0, contentChunks: 0,
-    usagePromptTokens: null, usageCompletionTokens: null, finishReason: 'stop', httpStatus: 200, content: '', contentTruncated: false, sentChunks: [],
-    engineTimings: null, attempts: 1, error: null,
+    dispatchedAt: sentAt,
+    sentAt,
+    firstOutputAt: null,
+    firstContentAt: null,
+    endAt: performance.now(),
+    outputChunkAt: [],
+    reasoningChunks: 0,
+    contentChunks: 0,
+    usagePromptTokens: null,
+    usageCompletionTokens: null,
+    finishReason: 'stop',
+    httpStatus: 200,
+    content: '',
+    contentTruncated: false,
+    sentChunks: [],
+    engineTimings: null,
+    attempts: 1,
+    error: null,
   }
 }
 
@@ -28,7 +43,9 @@ describe('openLoop', () => {
     const slots: Slot[] = []
     const startAt = performance.now()
     const offsetsMs = Array.from({ length: 10 }, (_, i) => i * 20)
-    const stats = await openLoop({ offsetsMs, maxInFlight: null, startAt, signal: new AbortController().signal }, send, (s) => slots.push(s))
+    const stats = await openLoop({ offsetsMs, maxInFlight: null, startAt, signal: new AbortController().signal }, send, (s) =>
+      slots.push(s),
+    )
     expect(stats).toEqual({ inFlightMax: 10, cappedRequests: 0 })
     for (let i = 0; i < 10; i++) {
       const late = (calledAt[i] as number) - (startAt + (offsetsMs[i] as number))
@@ -47,7 +64,11 @@ describe('openLoop', () => {
     const { send, calledAt } = slowSend(60)
     const slots: Slot[] = []
     const startAt = performance.now()
-    const stats = await openLoop({ offsetsMs: [0, 5, 10, 15, 200], maxInFlight: 2, startAt, signal: new AbortController().signal }, send, (s) => slots.push(s))
+    const stats = await openLoop(
+      { offsetsMs: [0, 5, 10, 15, 200], maxInFlight: 2, startAt, signal: new AbortController().signal },
+      send,
+      (s) => slots.push(s),
+    )
     expect(stats).toEqual({ inFlightMax: 2, cappedRequests: 2 })
     const byIndex = new Map(slots.map((s) => [s.index, s]))
     // Requests 2 and 3 were due at 10 and 15 ms but went when 0 and 1 ended, about 60 ms in.

@@ -107,7 +107,10 @@ export function openLoop(o: OpenLoopOptions, send: Send, onDone: (slot: Slot) =>
 
     const arm = (): void => {
       const wait = scheduledAt(next) - performance.now()
-      timer = wait > POLL_WINDOW_MS ? { kind: 'timeout', handle: setTimeout(tick, wait - POLL_WINDOW_MS) } : { kind: 'immediate', handle: setImmediate(tick) }
+      timer =
+        wait > POLL_WINDOW_MS
+          ? { kind: 'timeout', handle: setTimeout(tick, wait - POLL_WINDOW_MS) }
+          : { kind: 'immediate', handle: setImmediate(tick) }
     }
 
     function onAbort(): void {

@@ -41,11 +41,17 @@ function startFailure(error: unknown, config: ResolvedEngineConfig): ErrorInfo |
  * `onPhase` hears `launching`, then the wait for readiness of a launched process.
  * @throws ServegateError CONFIG_INVALID for a bad config
  */
-export async function startEngine(input: EngineConfig, gpuFacts: GpuFactsProbe, signal?: AbortSignal, onPhase?: PhaseListener): Promise<LiveEngine | { failure: ErrorInfo }> {
+export async function startEngine(
+  input: EngineConfig,
+  gpuFacts: GpuFactsProbe,
+  signal?: AbortSignal,
+  onPhase?: PhaseListener,
+): Promise<LiveEngine | { failure: ErrorInfo }> {
   const config = resolveEngineConfig(input)
   onPhase?.({ phase: 'launching' })
   try {
-    if (config.kind === 'node-llama-cpp') return { shape: 'in-process', model: config.model.id, engine: await startNodeLlamaCpp(config, gpuFacts), config }
+    if (config.kind === 'node-llama-cpp')
+      return { shape: 'in-process', model: config.model.id, engine: await startNodeLlamaCpp(config, gpuFacts), config }
     const engine = await launchEngine(config, gpuFacts, signal, onPhase)
     return { shape: 'http', model: engine.model, engine }
   } catch (error) {
@@ -105,14 +111,23 @@ export async function measureOnEngine(live: LiveEngine, cell: EngineCellOptions,
  * An in-process engine measured by the same core as HTTP ones: the same bodies, the same
  * observation per request, the same record; only the transport differs (and is recorded).
  */
-async function measureInProcess(live: Extract<LiveEngine, { shape: 'in-process' }>, cell: EngineCellOptions, hooks: EngineCellHooks): Promise<RunRecord> {
+async function measureInProcess(
+  live: Extract<LiveEngine, { shape: 'in-process' }>,
+  cell: EngineCellOptions,
+  hooks: EngineCellHooks,
+): Promise<RunRecord> {
   const o = resolveCellOptions({ ...cell, baseUrl: NO_ORIGIN, model: live.model })
   const transport: CellTransport = {
     send: (body, captureChars, signal) => live.engine.send(body, captureChars, signal, o.requestTimeoutMs),
     tokenizer: async () => ({ tokenizer: live.engine.tokenizer, warning: null }),
     close: async () => {},
   }
-  const record = await measureCell(o, transport, 'in-process', { onProgress: hooks.onProgress, onPhase: hooks.onPhase, signal: hooks.signal, stages: hooks.stages })
+  const record = await measureCell(o, transport, 'in-process', {
+    onProgress: hooks.onProgress,
+    onPhase: hooks.onPhase,
+    signal: hooks.signal,
+    stages: hooks.stages,
+  })
   return { ...record, manifest: live.engine.manifest }
 }
 

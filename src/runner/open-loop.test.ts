@@ -15,7 +15,10 @@ afterEach(async () => {
   sim = null
 })
 
-/** A transport with no engine behind it: each reply is 8 tokens, answered at once; `blockMs` of synchronous work per send plays a client that cannot keep up. */
+/**
+ * A transport with no engine behind it: each reply is 8 tokens, answered at once; `blockMs` of
+ * synchronous work per send plays a client that cannot keep up.
+ */
 function instantTransport(blockMs: number): CellTransport {
   return {
     send: async () => {
@@ -27,9 +30,24 @@ function instantTransport(blockMs: number): CellTransport {
       await new Promise((resolve) => setTimeout(resolve, 2))
       const at = performance.now()
       const obs: StreamObservation = {
-        dispatchedAt: sentAt, sentAt, firstOutputAt: at, firstContentAt: at, endAt: at, outputChunkAt: [at], reasoningChunks: 0, contentChunks: 1,
-        usagePromptTokens: 16, usageCompletionTokens: 1, finishReason: 'stop', httpStatus: 200, content: 'x', contentTruncated: false, sentChunks: [],
-        engineTimings: null, attempts: 1, error: null,
+        dispatchedAt: sentAt,
+        sentAt,
+        firstOutputAt: at,
+        firstContentAt: at,
+        endAt: at,
+        outputChunkAt: [at],
+        reasoningChunks: 0,
+        contentChunks: 1,
+        usagePromptTokens: 16,
+        usageCompletionTokens: 1,
+        finishReason: 'stop',
+        httpStatus: 200,
+        content: 'x',
+        contentTruncated: false,
+        sentChunks: [],
+        engineTimings: null,
+        attempts: 1,
+        error: null,
       }
       return obs
     },
@@ -39,13 +57,30 @@ function instantTransport(blockMs: number): CellTransport {
 }
 
 const offline = (ratePerS: number, requests: number, limits: { sendLagLimitMs?: number; eventLoopDelayLimitMs?: number } = {}) =>
-  resolveCellOptions({ baseUrl: 'http://127.0.0.1:1', model: 'm', requests, maxTokens: 1, calibrate: false, workload: { promptTokens: 16 }, arrival: { kind: 'constant', ratePerS }, ...limits })
+  resolveCellOptions({
+    baseUrl: 'http://127.0.0.1:1',
+    model: 'm',
+    requests,
+    maxTokens: 1,
+    calibrate: false,
+    workload: { promptTokens: 16 },
+    arrival: { kind: 'constant', ratePerS },
+    ...limits,
+  })
 
 describe('open-loop cells', () => {
   test('each request records its scheduled time and its send lag from it; the plan records the schedule; goodput under the SLO', async () => {
     sim = await startSimServer({ model: 'm', decodeTokPerS: 400, prefillTokPerS: 50_000 })
     const arrival = { kind: 'poisson', ratePerS: 40, seed: 4 } as const
-    const cell = { baseUrl: sim.url, model: 'm', requests: 40, maxTokens: 6, workload: { promptTokens: 32 }, arrival, slo: { ttftMs: 1000, tpotMs: 1000 } }
+    const cell = {
+      baseUrl: sim.url,
+      model: 'm',
+      requests: 40,
+      maxTokens: 6,
+      workload: { promptTokens: 32 },
+      arrival,
+      slo: { ttftMs: 1000, tpotMs: 1000 },
+    }
     const record = RunRecord.parse(await runCell(cell))
     expect(record.completed).toBe(40)
     const schedule = arrivalSchedule({ ...arrival, rampUp: null, maxInFlight: null }, 40)
@@ -61,7 +96,12 @@ describe('open-loop cells', () => {
     expect(record.metrics.openLoop?.cappedRequests).toBe(0)
     expect(record.metrics.distributions.sendLagMs.samples).toBe(40)
     expect(record.harness.sendLagP99Ms).toBe(record.metrics.distributions.sendLagMs.p99)
-    expect(record.metrics.goodput).toMatchObject({ samples: 40, good: 40, fraction: 1, missed: { ttftMs: 0, tpotMs: 0, e2eMs: 0, itlMs: 0, failed: 0 } })
+    expect(record.metrics.goodput).toMatchObject({
+      samples: 40,
+      good: 40,
+      fraction: 1,
+      missed: { ttftMs: 0, tpotMs: 0, e2eMs: 0, itlMs: 0, failed: 0 },
+    })
     expect(record.plan.workload.floorMet).toBeNull()
 
     const again = await runCell(cell)
@@ -88,9 +128,20 @@ describe('open-loop cells', () => {
     const dir = await mkdtemp(join(tmpdir(), 'servegate-trace-cell-'))
     try {
       const path = join(dir, 'trace.jsonl')
-      const rows = [[1000, 40, 3], [1050, 200, 5], [1050, 90, 2], [1400, 64, 4]]
+      const rows = [
+        [1000, 40, 3],
+        [1050, 200, 5],
+        [1050, 90, 2],
+        [1400, 64, 4],
+      ]
       await writeFile(path, rows.map(([t, i, o]) => JSON.stringify({ timestamp: t, input_length: i, output_length: o })).join('\n'))
-      const cell = { baseUrl: sim.url, model: 'm', requests: 4, workload: { promptTokens: 32 }, arrival: { kind: 'trace', path, timeScale: 0.5 } } as const
+      const cell = {
+        baseUrl: sim.url,
+        model: 'm',
+        requests: 4,
+        workload: { promptTokens: 32 },
+        arrival: { kind: 'trace', path, timeScale: 0.5 },
+      } as const
       const a = await runCell(cell)
       const b = await runCell(cell)
       expect(a.completed).toBe(4)

@@ -16,7 +16,12 @@ export async function probeEndpoint(origin: string, model: string, signal?: Abor
     })
   } catch (err) {
     const code = (err as { code?: string }).code
-    const why = code === 'ECONNREFUSED' ? 'connection refused' : timeout.aborted ? `no answer within ${timeoutMs} ms` : (code ?? (err as Error).message)
+    const why =
+      code === 'ECONNREFUSED'
+        ? 'connection refused'
+        : timeout.aborted
+          ? `no answer within ${timeoutMs} ms`
+          : (code ?? (err as Error).message)
     throw new ServegateError('CONNECT_FAILED', `cannot reach ${origin} (${why}); start the engine there or fix --base-url`, { cause: err })
   }
   const text = await res.body.text()

@@ -34,10 +34,17 @@ const SCRAPED_KINDS = new Set<string>(['vllm', 'sglang', 'llama-server', 'trtllm
 export function startTelemetry(engine: RunningEngine, concurrency: number, options: TelemetryOptions = {}): TelemetrySession {
   const gpu =
     engine.manifest.gpus.status === 'ok'
-      ? startGpuSampler({ executable: options.nvidiaSmi, intervalMs: options.gpuIntervalMs ?? 500, visibleDevices: engine.manifest.engine.visibleDevices })
+      ? startGpuSampler({
+          executable: options.nvidiaSmi,
+          intervalMs: options.gpuIntervalMs ?? 500,
+          visibleDevices: engine.manifest.engine.visibleDevices,
+        })
       : null
   const kind = SCRAPED_KINDS.has(engine.kind) ? (engine.kind as EngineKind) : null
-  const scraper = kind !== null && engine.metricsUrl !== null ? startMetricsScraper({ url: engine.metricsUrl, kind, intervalMs: options.metricsIntervalMs ?? 250, modelName: engine.model }) : null
+  const scraper =
+    kind !== null && engine.metricsUrl !== null
+      ? startMetricsScraper({ url: engine.metricsUrl, kind, intervalMs: options.metricsIntervalMs ?? 250, modelName: engine.model })
+      : null
   const memory = startHostMemorySampler()
   let loadStartedAt: number | null = null
 
@@ -67,12 +74,18 @@ export function startTelemetry(engine: RunningEngine, concurrency: number, optio
         occupancy === null
           ? { status: 'absent', reason: `no Prometheus names are known for a ${engine.kind} engine` }
           : // An open-loop cell requests a rate, not a concurrency: there is nothing to have reached.
-            { status: 'ok', occupancy, concurrency: record.plan.arrival === null ? reachedConcurrency(occupancy, record.plan.concurrency) : null }
+            {
+              status: 'ok',
+              occupancy,
+              concurrency: record.plan.arrival === null ? reachedConcurrency(occupancy, record.plan.concurrency) : null,
+            }
       let agreement: CellTelemetry['timingAgreement']
       if (engine.kind === 'llama-server') {
         agreement = {
           status: 'ok',
-          comparisons: compareLlamaServerTimings(ok.map((r) => ({ timings: r.engineTimings, timeToFirstOutputMs: r.timeToFirstOutputMs, generationMs: r.generationMs }))),
+          comparisons: compareLlamaServerTimings(
+            ok.map((r) => ({ timings: r.engineTimings, timeToFirstOutputMs: r.timeToFirstOutputMs, generationMs: r.generationMs })),
+          ),
         }
       } else if (occupancy !== null) {
         agreement = {

@@ -1,7 +1,9 @@
 import { createSseParser } from '../client/sse.ts'
 
 const SAMPLE = Buffer.from(
-  'data: {"id":"warm","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" warm"},"finish_reason":null}]}\n\n'.repeat(64),
+  'data: {"id":"warm","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" warm"},"finish_reason":null}]}\n\n'.repeat(
+    64,
+  ),
 )
 
 /**

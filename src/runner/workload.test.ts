@@ -76,9 +76,21 @@ describe('context calibration with the engine tokenizer', () => {
     ['chat', 'shared-prefix', 900],
   ] as const)('%s %s %i tokens: every prompt within ±0.5%% or ±8 tokens by the engine’s own count', async (api, kind, promptTokens) => {
     const s = await sim()
-    const r = await runCell({ baseUrl: s.url, model: 'm', api, requests: 5, maxTokens: 2, workload: { kind, promptTokens, seed: nextSeed() } })
+    const r = await runCell({
+      baseUrl: s.url,
+      model: 'm',
+      api,
+      requests: 5,
+      maxTokens: 2,
+      workload: { kind, promptTokens, seed: nextSeed() },
+    })
     const tolerance = Math.max(8, Math.ceil(promptTokens * 0.005))
-    expect(r.plan.workload.calibration).toMatchObject({ method: 'engine-tokenizer', toleranceTokens: tolerance, outsideTolerance: 0, warning: null })
+    expect(r.plan.workload.calibration).toMatchObject({
+      method: 'engine-tokenizer',
+      toleranceTokens: tolerance,
+      outsideTolerance: 0,
+      warning: null,
+    })
     for (const req of r.requests) {
       expect(Math.abs((req.promptTokens as number) - promptTokens)).toBeLessThanOrEqual(tolerance)
       expect(req.plannedPromptTokens).toBe(req.promptTokens)
@@ -99,10 +111,22 @@ describe('context calibration with the engine tokenizer', () => {
 
   test('shared-prefix: every prompt begins with the same calibrated block; unique prompts share no first line', async () => {
     const s = await sim()
-    const shared = await runCell({ baseUrl: s.url, model: 'm', requests: 4, maxTokens: 2, workload: { kind: 'shared-prefix', promptTokens: 400, seed: nextSeed(), prefixCache: { mode: 'shared', tokens: 200 } } })
+    const shared = await runCell({
+      baseUrl: s.url,
+      model: 'm',
+      requests: 4,
+      maxTokens: 2,
+      workload: { kind: 'shared-prefix', promptTokens: 400, seed: nextSeed(), prefixCache: { mode: 'shared', tokens: 200 } },
+    })
     expect(shared.plan.workload.prefixCache.mode).toBe('shared')
     expect(Math.abs((shared.plan.workload.prefixCache.tokens as number) - 200)).toBeLessThanOrEqual(8)
-    const unique = await runCell({ baseUrl: s.url, model: 'm', requests: 4, maxTokens: 2, workload: { promptTokens: 400, seed: nextSeed() } })
+    const unique = await runCell({
+      baseUrl: s.url,
+      model: 'm',
+      requests: 4,
+      maxTokens: 2,
+      workload: { promptTokens: 400, seed: nextSeed() },
+    })
     expect(unique.plan.workload.prefixCache).toEqual({ mode: 'unique', tokens: null })
   })
 })
@@ -110,15 +134,33 @@ describe('context calibration with the engine tokenizer', () => {
 describe('request canaries', () => {
   test('every reply starts with its own marker: all pass', async () => {
     const s = await sim()
-    const r = await runCell({ baseUrl: s.url, model: 'm', requests: 6, concurrency: 3, maxTokens: 6, workload: { canaries: true, promptTokens: 64, seed: nextSeed() } })
+    const r = await runCell({
+      baseUrl: s.url,
+      model: 'm',
+      requests: 6,
+      concurrency: 3,
+      maxTokens: 6,
+      workload: { canaries: true, promptTokens: 64, seed: nextSeed() },
+    })
     expect(r.completed).toBe(6)
     expect(r.metrics.canaries).toEqual({ samples: 6, passed: 6 })
-    expect(r.requests[2]?.canary).toMatchObject({ marker: `SGREQ-${r.plan.workload.seed}-00002`, atStart: true, foreignMarkers: [], passed: true })
+    expect(r.requests[2]?.canary).toMatchObject({
+      marker: `SGREQ-${r.plan.workload.seed}-00002`,
+      atStart: true,
+      foreignMarkers: [],
+      passed: true,
+    })
   })
 
   test('an engine that crosses streams is caught: the reply with another request’s marker is contract-invalid and excluded', async () => {
     const s = await sim({ faults: [{ kind: 'cross', requests: [2] }] })
-    const r = await runCell({ baseUrl: s.url, model: 'm', requests: 5, maxTokens: 6, workload: { canaries: true, promptTokens: 64, seed: nextSeed() } })
+    const r = await runCell({
+      baseUrl: s.url,
+      model: 'm',
+      requests: 5,
+      maxTokens: 6,
+      workload: { canaries: true, promptTokens: 64, seed: nextSeed() },
+    })
     const crossed = r.requests[2]
     expect(crossed?.status).toBe('failed')
     expect(crossed?.status === 'failed' && crossed.error).toMatchObject({ code: 'CONTRACT_INVALID' })
@@ -130,7 +172,13 @@ describe('request canaries', () => {
 
   test('a reply longer than the capture bound fails closed', async () => {
     const s = await sim()
-    const r = await runCell({ baseUrl: s.url, model: 'm', requests: 1, maxTokens: 200, workload: { canaries: true, captureChars: 256, promptTokens: 64, seed: nextSeed() } })
+    const r = await runCell({
+      baseUrl: s.url,
+      model: 'm',
+      requests: 1,
+      maxTokens: 200,
+      workload: { canaries: true, captureChars: 256, promptTokens: 64, seed: nextSeed() },
+    })
     expect(r.requests[0]?.canary).toMatchObject({ captureComplete: false, passed: false })
     expect(r.failures).toEqual({ CONTRACT_INVALID: 1 })
   })
@@ -139,7 +187,13 @@ describe('request canaries', () => {
 describe('controlled output length', () => {
   test('observe records adherence; the knob is in the body and the record', async () => {
     const s = await sim({ outputTokens: 3 })
-    const r = await runCell({ baseUrl: s.url, model: 'm', requests: 3, maxTokens: 12, workload: { outputControl: { mode: 'observe', knob: 'min_tokens' }, promptTokens: 64, seed: nextSeed() } })
+    const r = await runCell({
+      baseUrl: s.url,
+      model: 'm',
+      requests: 3,
+      maxTokens: 12,
+      workload: { outputControl: { mode: 'observe', knob: 'min_tokens' }, promptTokens: 64, seed: nextSeed() },
+    })
     expect(r.plan.workload.outputControl).toEqual({ mode: 'observe', knob: 'min_tokens' })
     expect(r.metrics.outputControl).toEqual({ samples: 3, exact: 3, rate: 1, unobservable: 0 })
     expect(r.requests.every((q) => q.completionTokens === 12)).toBe(true)
@@ -147,7 +201,13 @@ describe('controlled output length', () => {
 
   test('observe on an engine that ignores the knob: inexact, recorded, still measured', async () => {
     const s = await sim({ outputTokens: 3, ignoreOutputKnobs: true })
-    const r = await runCell({ baseUrl: s.url, model: 'm', requests: 3, maxTokens: 12, workload: { outputControl: { mode: 'observe' }, promptTokens: 64, seed: nextSeed() } })
+    const r = await runCell({
+      baseUrl: s.url,
+      model: 'm',
+      requests: 3,
+      maxTokens: 12,
+      workload: { outputControl: { mode: 'observe' }, promptTokens: 64, seed: nextSeed() },
+    })
     expect(r.completed).toBe(3)
     expect(r.metrics.outputControl).toEqual({ samples: 3, exact: 0, rate: 0, unobservable: 0 })
     expect(r.requests.map((q) => q.outputAdherence)).toEqual(['inexact', 'inexact', 'inexact'])
@@ -155,7 +215,13 @@ describe('controlled output length', () => {
 
   test('strict on the same engine: every non-exact completion is contract-invalid with the reason', async () => {
     const s = await sim({ outputTokens: 3, ignoreOutputKnobs: true })
-    const r = await runCell({ baseUrl: s.url, model: 'm', requests: 3, maxTokens: 12, workload: { outputControl: { mode: 'strict' }, promptTokens: 64, seed: nextSeed() } })
+    const r = await runCell({
+      baseUrl: s.url,
+      model: 'm',
+      requests: 3,
+      maxTokens: 12,
+      workload: { outputControl: { mode: 'strict' }, promptTokens: 64, seed: nextSeed() },
+    })
     expect(r.failures).toEqual({ CONTRACT_INVALID: 3 })
     const first = r.requests[0]
     expect(first?.status === 'failed' && first.error.message).toBe('output control strict: 3 completion tokens, expected exactly 12')
@@ -167,7 +233,13 @@ describe('sampling parameters', () => {
   test('are sent identically and recorded as requested, sent and effective', async () => {
     const s = await sim()
     const sampling = { temperature: 0.6, topP: 0.95, seed: 3, reasoningEffort: 'low', thinking: 'disabled' } as const
-    const chat = await runCell({ baseUrl: s.url, model: 'm', requests: 1, maxTokens: 2, workload: { sampling, promptTokens: 32, seed: nextSeed() } })
+    const chat = await runCell({
+      baseUrl: s.url,
+      model: 'm',
+      requests: 1,
+      maxTokens: 2,
+      workload: { sampling, promptTokens: 32, seed: nextSeed() },
+    })
     expect(chat.plan.workload.sampling).toEqual({
       temperature: { requested: 0.6, sent: true, field: 'temperature', effective: 0.6, note: null },
       topP: { requested: 0.95, sent: true, field: 'top_p', effective: 0.95, note: null },
@@ -175,8 +247,21 @@ describe('sampling parameters', () => {
       reasoningEffort: { requested: 'low', sent: true, field: 'reasoning_effort', effective: 'low', note: null },
       thinking: { requested: 'disabled', sent: true, field: 'chat_template_kwargs.enable_thinking', effective: false, note: null },
     })
-    const completions = await runCell({ baseUrl: s.url, model: 'm', api: 'completions', requests: 1, maxTokens: 2, workload: { sampling, promptTokens: 32, seed: nextSeed() } })
-    expect(completions.plan.workload.sampling?.thinking).toMatchObject({ requested: 'disabled', sent: false, field: null, effective: null, note: expect.stringMatching(/not sent/) })
+    const completions = await runCell({
+      baseUrl: s.url,
+      model: 'm',
+      api: 'completions',
+      requests: 1,
+      maxTokens: 2,
+      workload: { sampling, promptTokens: 32, seed: nextSeed() },
+    })
+    expect(completions.plan.workload.sampling?.thinking).toMatchObject({
+      requested: 'disabled',
+      sent: false,
+      field: null,
+      effective: null,
+      note: expect.stringMatching(/not sent/),
+    })
     expect(completions.plan.workload.sampling?.temperature?.sent).toBe(true)
   })
 })
@@ -186,7 +271,14 @@ describe('scored datasets', () => {
     const s = await sim({ reasoningTokens: 4 })
     const lines = (await readFile(ARITHMETIC, 'utf8')).trim().split('\n')
     const rows = lines.length
-    const r = await runCell({ baseUrl: s.url, model: 'm', requests: rows, concurrency: 3, maxTokens: 12, workload: { kind: 'dataset', datasetPath: ARITHMETIC, canaries: true, seed: nextSeed() } })
+    const r = await runCell({
+      baseUrl: s.url,
+      model: 'm',
+      requests: rows,
+      concurrency: 3,
+      maxTokens: 12,
+      workload: { kind: 'dataset', datasetPath: ARITHMETIC, canaries: true, seed: nextSeed() },
+    })
     expect(r.completed).toBe(rows)
     expect(r.plan.workload.dataset).toMatchObject({ rows, sha256: expect.stringMatching(/^[0-9a-f]{64}$/) })
     const accuracy = r.metrics.accuracy
@@ -232,9 +324,23 @@ describe('scored datasets', () => {
 describe('the requests-per-slot floor', () => {
   test('is declared, and a cell below it is flagged', async () => {
     const s = await sim()
-    const below = await runCell({ baseUrl: s.url, model: 'm', requests: 4, concurrency: 2, maxTokens: 2, workload: { promptTokens: 32, seed: nextSeed() } })
+    const below = await runCell({
+      baseUrl: s.url,
+      model: 'm',
+      requests: 4,
+      concurrency: 2,
+      maxTokens: 2,
+      workload: { promptTokens: 32, seed: nextSeed() },
+    })
     expect(below.plan.workload).toMatchObject({ requestsPerSlotFloor: 4, floorMet: false })
-    const met = await runCell({ baseUrl: s.url, model: 'm', requests: 8, concurrency: 2, maxTokens: 2, workload: { promptTokens: 32, seed: nextSeed() } })
+    const met = await runCell({
+      baseUrl: s.url,
+      model: 'm',
+      requests: 8,
+      concurrency: 2,
+      maxTokens: 2,
+      workload: { promptTokens: 32, seed: nextSeed() },
+    })
     expect(met.plan.workload.floorMet).toBe(true)
   })
 })

@@ -17,7 +17,16 @@ export const CAPACITY_SCHEMA_ID = 'servegate.capacity/v1'
  * - `cell-failed`: a probe's cell failed (the engine did not start or exited);
  * - `interrupted`: the search was cancelled (Ctrl-C); the probes before it stand.
  */
-export const CapacityStatus = z.enum(['bracketed', 'unresolved', 'unbracketed', 'above-max', 'below-min', 'harness-limited', 'cell-failed', 'interrupted'])
+export const CapacityStatus = z.enum([
+  'bracketed',
+  'unresolved',
+  'unbracketed',
+  'above-max',
+  'below-min',
+  'harness-limited',
+  'cell-failed',
+  'interrupted',
+])
 export type CapacityStatus = z.infer<typeof CapacityStatus>
 
 /** One probe cell of a search: the value, the SLO gate's verdict there, and the evidence. */

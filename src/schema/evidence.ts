@@ -17,7 +17,12 @@ export const FileRef = z.object({ path: z.string(), bytes: z.int().nonnegative()
 export type FileRef = z.infer<typeof FileRef>
 
 /** Nearest-rank percentiles of one metric over one arm's ok requests; null when it had none. */
-export const Percentiles = z.object({ p50: z.number().nullable(), p95: z.number().nullable(), p99: z.number().nullable(), samples: z.int().nonnegative() })
+export const Percentiles = z.object({
+  p50: z.number().nullable(),
+  p95: z.number().nullable(),
+  p99: z.number().nullable(),
+  samples: z.int().nonnegative(),
+})
 export type Percentiles = z.infer<typeof Percentiles>
 
 /** One measured launch of one arm, summarized from its run record. */
@@ -142,7 +147,16 @@ export type EvidenceCell = z.infer<typeof EvidenceCell>
 
 /** What a reviewer should look at that is not a plain pass: each names its cell. */
 export const Finding = z.object({
-  kind: z.enum(['non-win', 'regression', 'inconclusive', 'quality', 'descriptive-p99', 'harness-limited', 'check-failed', 'cell-not-accepted']),
+  kind: z.enum([
+    'non-win',
+    'regression',
+    'inconclusive',
+    'quality',
+    'descriptive-p99',
+    'harness-limited',
+    'check-failed',
+    'cell-not-accepted',
+  ]),
   cell: z.string(),
   message: z.string(),
 })

@@ -7,7 +7,9 @@ test('the published schema/run.schema.json is the one derived from the zod schem
   expect(published).toBe(runRecordJsonSchema())
   const parsed = JSON.parse(published) as { title: string; properties: Record<string, unknown>; required: string[] }
   expect(parsed.title).toBe('servegate.run/v1')
-  expect(parsed.required).toEqual(expect.arrayContaining(['plan', 'requests', 'completed', 'failed', 'metrics', 'methodology', 'servegateVersion']))
+  expect(parsed.required).toEqual(
+    expect.arrayContaining(['plan', 'requests', 'completed', 'failed', 'metrics', 'methodology', 'servegateVersion']),
+  )
 })
 
 test('the published schema/evidence.schema.json is the one derived from the zod schema (run npm run schema)', async () => {
@@ -15,5 +17,7 @@ test('the published schema/evidence.schema.json is the one derived from the zod 
   expect(published).toBe(evidenceIndexJsonSchema())
   const parsed = JSON.parse(published) as { title: string; required: string[] }
   expect(parsed.title).toBe('servegate.evidence/v1')
-  expect(parsed.required).toEqual(expect.arrayContaining(['cells', 'gates', 'findings', 'statistics', 'provenance', 'promotion', 'artifacts']))
+  expect(parsed.required).toEqual(
+    expect.arrayContaining(['cells', 'gates', 'findings', 'statistics', 'provenance', 'promotion', 'artifacts']),
+  )
 })

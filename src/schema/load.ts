@@ -75,7 +75,13 @@ export const ArrivalPlan = z.object({
   maxInFlight: z.int().positive().nullable(),
   /** The replayed trace: its file, sha256, rows in the file and replayed, and the time scale applied. */
   trace: z
-    .object({ path: z.string(), sha256: z.string(), rows: z.int().positive(), replayed: z.int().positive(), timeScale: z.number().positive() })
+    .object({
+      path: z.string(),
+      sha256: z.string(),
+      rows: z.int().positive(),
+      replayed: z.int().positive(),
+      timeScale: z.number().positive(),
+    })
     .nullable(),
   /** sha256 of the scheduled offsets (µs, decimal, one per line): equal on both arms of a matched pair. */
   scheduleSha256: z.string(),

@@ -83,7 +83,12 @@ export const ProgressEvent = z.object({
   step: z
     .discriminatedUnion('kind', [
       z.object({ kind: z.literal('launch'), index: z.int().positive(), of: z.int().positive() }),
-      z.object({ kind: z.literal('probe'), index: z.int().positive(), value: z.number().positive(), axis: z.enum(['rate', 'concurrency']) }),
+      z.object({
+        kind: z.literal('probe'),
+        index: z.int().positive(),
+        value: z.number().positive(),
+        axis: z.enum(['rate', 'concurrency']),
+      }),
     ])
     .nullable(),
   phase: CellPhase,

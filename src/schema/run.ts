@@ -272,12 +272,23 @@ export const CellMetrics = z.object({
   canaries: z.object({ samples: z.int().nonnegative(), passed: z.int().nonnegative() }).nullable().default(null),
   /** Output control on: completions with exactly max_tokens tokens among those observable. */
   outputControl: z
-    .object({ samples: z.int().nonnegative(), exact: z.int().nonnegative(), rate: z.number().nullable(), unobservable: z.int().nonnegative() })
+    .object({
+      samples: z.int().nonnegative(),
+      exact: z.int().nonnegative(),
+      rate: z.number().nullable(),
+      unobservable: z.int().nonnegative(),
+    })
     .nullable()
     .default(null),
   /** Dataset workloads: correct replies among scored ones, with a Wilson 95% interval. */
   accuracy: z
-    .object({ samples: z.int().nonnegative(), correct: z.int().nonnegative(), rate: z.number().nullable(), wilson95Low: z.number().nullable(), wilson95High: z.number().nullable() })
+    .object({
+      samples: z.int().nonnegative(),
+      correct: z.int().nonnegative(),
+      rate: z.number().nullable(),
+      wilson95Low: z.number().nullable(),
+      wilson95High: z.number().nullable(),
+    })
     .nullable()
     .default(null),
   /** Cells run with an SLO: the good requests, their share (Wilson 95%) and rate. */

@@ -24,8 +24,24 @@ const gpuSamples = {
 }
 
 function occupancy(): EngineOccupancy {
-  const before = { atMs: 0, reading: readEngineMetrics(parseExposition('vllm:num_requests_running{engine="0"} 0\nvllm:request_prefill_time_seconds_sum 0\nvllm:request_prefill_time_seconds_count 0'), 'vllm') }
-  const after = { atMs: 1000, reading: readEngineMetrics(parseExposition('vllm:num_requests_running{engine="0"} 4\nvllm:request_prefill_time_seconds_sum 0.4\nvllm:request_prefill_time_seconds_count 4'), 'vllm') }
+  const before = {
+    atMs: 0,
+    reading: readEngineMetrics(
+      parseExposition(
+        'vllm:num_requests_running{engine="0"} 0\nvllm:request_prefill_time_seconds_sum 0\nvllm:request_prefill_time_seconds_count 0',
+      ),
+      'vllm',
+    ),
+  }
+  const after = {
+    atMs: 1000,
+    reading: readEngineMetrics(
+      parseExposition(
+        'vllm:num_requests_running{engine="0"} 4\nvllm:request_prefill_time_seconds_sum 0.4\nvllm:request_prefill_time_seconds_count 4',
+      ),
+      'vllm',
+    ),
+  }
   const deltas = timingDeltas(before, after, 'vllm')
   return {
     kind: 'vllm',
@@ -56,7 +72,15 @@ describe('CellTelemetry', () => {
       hostMemory: { status: 'absent', reason: 'not Linux' },
       timingAgreement: {
         status: 'ok',
-        comparisons: [compareHistogramTotals({ metric: 'prefill', engineSource: 'e', clientSource: 'c', engine: engine.timings.prefill, clientMs: [120, 130, 110, 140] })],
+        comparisons: [
+          compareHistogramTotals({
+            metric: 'prefill',
+            engineSource: 'e',
+            clientSource: 'c',
+            engine: engine.timings.prefill,
+            clientMs: [120, 130, 110, 140],
+          }),
+        ],
       },
     }
     const parsed = CellTelemetry.parse(block)

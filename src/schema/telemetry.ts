@@ -272,9 +272,6 @@ export const CellTelemetry = z.object({
     Absent,
   ]),
   hostMemory: HostMemory,
-  timingAgreement: z.discriminatedUnion('status', [
-    z.object({ status: z.literal('ok'), comparisons: z.array(TimingAgreement) }),
-    Absent,
-  ]),
+  timingAgreement: z.discriminatedUnion('status', [z.object({ status: z.literal('ok'), comparisons: z.array(TimingAgreement) }), Absent]),
 })
 export type CellTelemetry = z.infer<typeof CellTelemetry>

@@ -13,19 +13,31 @@ afterEach(async () => {
 
 describe('simCapacity', () => {
   test('seats / (output tokens × step): 4 seats, 10 ms steps, 8 tokens → 50 req/s, exact', () => {
-    expect(simCapacity({ maxBatch: 4, decodeTokPerS: 100, batchSlowdown: 0, prefillTokPerS: 200_000 }, { promptTokens: 64, outputTokens: 8 })).toMatchObject({
-      seats: 4, stepMs: 10, seatMs: 80, ratePerS: 50, exact: true,
+    expect(
+      simCapacity({ maxBatch: 4, decodeTokPerS: 100, batchSlowdown: 0, prefillTokPerS: 200_000 }, { promptTokens: 64, outputTokens: 8 }),
+    ).toMatchObject({
+      seats: 4,
+      stepMs: 10,
+      seatMs: 80,
+      ratePerS: 50,
+      exact: true,
     })
   })
 
   test('the KV budget limits the seats when it holds fewer requests than the batch', () => {
-    const c = simCapacity({ maxBatch: 16, kvBudgetTokens: 300, decodeTokPerS: 100, batchSlowdown: 0, prefillTokPerS: 200_000 }, { promptTokens: 64, outputTokens: 8 })
+    const c = simCapacity(
+      { maxBatch: 16, kvBudgetTokens: 300, decodeTokPerS: 100, batchSlowdown: 0, prefillTokPerS: 200_000 },
+      { promptTokens: 64, outputTokens: 8 },
+    )
     expect(c?.seats).toBe(4)
     expect(c?.ratePerS).toBe(50)
   })
 
   test('an approximation is said to be one; no limit, no capacity; a request larger than the budget is an error', () => {
-    const slowdown = simCapacity({ maxBatch: 4, decodeTokPerS: 100, batchSlowdown: 0.1, prefillTokPerS: 200_000 }, { promptTokens: 64, outputTokens: 8 })
+    const slowdown = simCapacity(
+      { maxBatch: 4, decodeTokPerS: 100, batchSlowdown: 0.1, prefillTokPerS: 200_000 },
+      { promptTokens: 64, outputTokens: 8 },
+    )
     expect(slowdown?.exact).toBe(false)
     expect(slowdown?.reason).toMatch(/batchSlowdown 0\.1/)
     expect(simCapacity({ decodeTokPerS: 100 }, { promptTokens: 64, outputTokens: 8 })).toBeNull()
@@ -42,7 +54,14 @@ function completionRate(record: RunRecord): number {
 describe('the capacity model against an open-loop load', () => {
   const options: SimOptions = { model: 'm', maxBatch: 4, decodeTokPerS: 100, batchSlowdown: 0, prefillTokPerS: 200_000 }
   const at = (ratePerS: number) =>
-    runCell({ baseUrl: (sim as SimServer).url, model: 'm', requests: 90, maxTokens: 8, workload: { promptTokens: 64, outputControl: { mode: 'observe' } }, arrival: { kind: 'constant', ratePerS } })
+    runCell({
+      baseUrl: (sim as SimServer).url,
+      model: 'm',
+      requests: 90,
+      maxTokens: 8,
+      workload: { promptTokens: 64, outputControl: { mode: 'observe' } },
+      arrival: { kind: 'constant', ratePerS },
+    })
 
   test('below capacity nothing queues; above it the engine completes at its capacity and the queueing delay grows request after request', async () => {
     sim = await startSimServer(options)
@@ -68,14 +87,27 @@ describe('the capacity model against an open-loop load', () => {
 
   test('the KV budget admits what fits and queues the rest; a request that can never fit gets a 400', async () => {
     sim = await startSimServer({ ...options, maxBatch: null, kvBudgetTokens: 2 * (64 + 16) })
-    const record = await runCell({ baseUrl: sim.url, model: 'm', requests: 8, concurrency: 4, maxTokens: 8, calibrate: false, workload: { promptTokens: 40, outputControl: { mode: 'observe' } } })
+    const record = await runCell({
+      baseUrl: sim.url,
+      model: 'm',
+      requests: 8,
+      concurrency: 4,
+      maxTokens: 8,
+      calibrate: false,
+      workload: { promptTokens: 40, outputControl: { mode: 'observe' } },
+    })
     expect(record.completed).toBe(8)
     expect(sim.stats().maxRunning).toBeLessThanOrEqual(2)
     expect(sim.stats().maxQueued).toBeGreaterThan(0)
     const metrics = await (await fetch(`${sim.url}/metrics`)).text()
     expect(metrics).toMatch(/^vllm:kv_cache_usage_perc\{model_name="m"\} 0$/m)
-    const huge = await fetch(`${sim.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'a b c', max_tokens: 500, stream: true }) })
+    const huge = await fetch(`${sim.url}/v1/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ prompt: 'a b c', max_tokens: 500, stream: true }),
+    })
     expect(huge.status).toBe(400)
-    expect(await huge.text()).toMatch(/needs 503 KV tokens \(3 prompt \+ 500 output\) but the KV budget is 160 tokens; it could never be scheduled/)
+    expect(await huge.text()).toMatch(
+      /needs 503 KV tokens \(3 prompt \+ 500 output\) but the KV budget is 160 tokens; it could never be scheduled/,
+    )
   })
 })

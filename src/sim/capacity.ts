@@ -34,14 +34,19 @@ export function simCapacity(options: SimOptions, request: { promptTokens: number
   const byKv = o.kvBudgetTokens === null ? Infinity : Math.floor(o.kvBudgetTokens / (request.promptTokens + request.outputTokens))
   const seats = Math.min(o.maxBatch ?? Infinity, byKv)
   if (!Number.isFinite(seats)) return null
-  if (seats < 1) throw new RangeError(`simCapacity: one request of ${request.promptTokens + request.outputTokens} KV tokens does not fit the budget of ${o.kvBudgetTokens}`)
+  if (seats < 1)
+    throw new RangeError(
+      `simCapacity: one request of ${request.promptTokens + request.outputTokens} KV tokens does not fit the budget of ${o.kvBudgetTokens}`,
+    )
   const stepMs = (1000 / o.decodeTokPerS) * (1 + o.batchSlowdown * (seats - 1))
   const seatMs = request.outputTokens * stepMs
   // A prefill timer fires no sooner than a millisecond, however short the modelled prefill.
   const prefillMs = Math.max(1, (request.promptTokens / o.prefillTokPerS) * 1000)
   const reasons: string[] = []
-  if (o.batchSlowdown !== 0) reasons.push(`batchSlowdown ${o.batchSlowdown} makes steps with fewer streams shorter (the step of a full batch was used)`)
-  if (seats * prefillMs >= stepMs) reasons.push(`${seats} prefills of ${prefillMs.toFixed(2)} ms do not fit in one ${stepMs.toFixed(2)} ms step`)
+  if (o.batchSlowdown !== 0)
+    reasons.push(`batchSlowdown ${o.batchSlowdown} makes steps with fewer streams shorter (the step of a full batch was used)`)
+  if (seats * prefillMs >= stepMs)
+    reasons.push(`${seats} prefills of ${prefillMs.toFixed(2)} ms do not fit in one ${stepMs.toFixed(2)} ms step`)
   if (request.outputTokens < 2) reasons.push('a one-token reply leaves at its prefill, not at a step boundary')
   return {
     seats,
@@ -49,6 +54,7 @@ export function simCapacity(options: SimOptions, request: { promptTokens: number
     seatMs,
     ratePerS: (seats / seatMs) * 1000,
     exact: reasons.length === 0,
-    reason: reasons.length === 0 ? `${seats} seats × 1 request per ${request.outputTokens} steps of ${stepMs.toFixed(2)} ms` : reasons.join('; '),
+    reason:
+      reasons.length === 0 ? `${seats} seats × 1 request per ${request.outputTokens} steps of ${stepMs.toFixed(2)} ms` : reasons.join('; '),
   }
 }

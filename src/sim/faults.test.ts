@@ -1,13 +1,15 @@
 import { describe, expect, test } from 'vitest'
 import { createFaultPlan } from './faults.ts'
 
-const draw = (plan: ReturnType<typeof createFaultPlan>, requests: number) =>
-  Array.from({ length: requests }, (_, index) => plan(index))
+const draw = (plan: ReturnType<typeof createFaultPlan>, requests: number) => Array.from({ length: requests }, (_, index) => plan(index))
 
 describe('createFaultPlan', () => {
   test('listed requests take their kind; the rest are clean at rate 0', () => {
     const plan = createFaultPlan({
-      faults: [{ kind: 'drop', requests: [1, 3] }, { kind: 'empty', requests: [3, 4] }],
+      faults: [
+        { kind: 'drop', requests: [1, 3] },
+        { kind: 'empty', requests: [3, 4] },
+      ],
       faultRate: 0,
       faultKinds: ['stall'],
       seed: 0,

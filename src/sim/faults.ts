@@ -14,9 +14,7 @@ const FAULT_STREAM = 0x66_61_75_6c
  * plan(0) // null
  * plan(1) // 'drop'
  */
-export function createFaultPlan(
-  options: Pick<ResolvedSimOptions, 'faults' | 'faultRate' | 'faultKinds' | 'seed'>,
-): FaultPlan {
+export function createFaultPlan(options: Pick<ResolvedSimOptions, 'faults' | 'faultRate' | 'faultKinds' | 'seed'>): FaultPlan {
   const listed = new Map<number, FaultKind>()
   for (const { kind, requests } of options.faults) {
     for (const index of requests) if (!listed.has(index)) listed.set(index, kind)

@@ -52,7 +52,13 @@ const NAMES: Record<MetricsDialect, Record<keyof SimCounters, [name: string, typ
 
 function histogram(name: string, help: string, labels: string, count: number, sum: number): string[] {
   const withLe = labels === '' ? '{le="+Inf"}' : `${labels.slice(0, -1)},le="+Inf"}`
-  return [`# HELP ${name} ${help}`, `# TYPE ${name} histogram`, `${name}_bucket${withLe} ${count}`, `${name}_sum${labels} ${sum}`, `${name}_count${labels} ${count}`]
+  return [
+    `# HELP ${name} ${help}`,
+    `# TYPE ${name} histogram`,
+    `${name}_bucket${withLe} ${count}`,
+    `${name}_sum${labels} ${sum}`,
+    `${name}_count${labels} ${count}`,
+  ]
 }
 
 /** The engine's timing metrics: vLLM's histograms, llama.cpp's second counters. */
@@ -60,21 +66,42 @@ function timingLines(dialect: MetricsDialect, labels: string, t: SimTimings): st
   if (dialect === 'vllm') {
     return [
       ...histogram('vllm:time_to_first_token_seconds', 'Histogram of time to first token in seconds.', labels, t.count, t.ttftSecondsSum),
-      ...histogram('vllm:request_prefill_time_seconds', 'Histogram of time spent in PREFILL phase for request.', labels, t.count, t.prefillSecondsSum),
-      ...histogram('vllm:request_decode_time_seconds', 'Histogram of time spent in DECODE phase for request.', labels, t.count, t.decodeSecondsSum),
+      ...histogram(
+        'vllm:request_prefill_time_seconds',
+        'Histogram of time spent in PREFILL phase for request.',
+        labels,
+        t.count,
+        t.prefillSecondsSum,
+      ),
+      ...histogram(
+        'vllm:request_decode_time_seconds',
+        'Histogram of time spent in DECODE phase for request.',
+        labels,
+        t.count,
+        t.decodeSecondsSum,
+      ),
     ]
   }
   if (dialect === 'llama-server') {
     return [
-      '# HELP llamacpp:prompt_seconds_total Prompt process time', '# TYPE llamacpp:prompt_seconds_total counter', `llamacpp:prompt_seconds_total ${t.prefillSecondsSum}`,
-      '# HELP llamacpp:tokens_predicted_seconds_total Predict process time', '# TYPE llamacpp:tokens_predicted_seconds_total counter', `llamacpp:tokens_predicted_seconds_total ${t.decodeSecondsSum}`,
+      '# HELP llamacpp:prompt_seconds_total Prompt process time',
+      '# TYPE llamacpp:prompt_seconds_total counter',
+      `llamacpp:prompt_seconds_total ${t.prefillSecondsSum}`,
+      '# HELP llamacpp:tokens_predicted_seconds_total Predict process time',
+      '# TYPE llamacpp:tokens_predicted_seconds_total counter',
+      `llamacpp:tokens_predicted_seconds_total ${t.decodeSecondsSum}`,
     ]
   }
   return []
 }
 
 /** The sim's counters in an engine's Prometheus text format (`# HELP`, `# TYPE`, samples). */
-export function renderMetrics(dialect: MetricsDialect, model: string, c: SimCounters, t: SimTimings = { count: 0, ttftSecondsSum: 0, prefillSecondsSum: 0, decodeSecondsSum: 0 }): string {
+export function renderMetrics(
+  dialect: MetricsDialect,
+  model: string,
+  c: SimCounters,
+  t: SimTimings = { count: 0, ttftSecondsSum: 0, prefillSecondsSum: 0, decodeSecondsSum: 0 },
+): string {
   const labels = dialect === 'llama-server' ? '' : `{model_name="${model.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"}`
   const lines: string[] = []
   for (const key of Object.keys(NAMES[dialect]) as Array<keyof SimCounters>) {

@@ -82,7 +82,10 @@ export const SimOptions = z.strictObject({
   /** Probability (0..1) that a request draws a fault from `faultKinds`. @default 0 */
   faultRate: z.number().min(0).max(1).default(0),
   /** Kinds used round-robin when `faultRate` hits. @default all of FAULT_KINDS */
-  faultKinds: z.array(FaultKind).min(1).default(() => [...FAULT_KINDS]),
+  faultKinds: z
+    .array(FaultKind)
+    .min(1)
+    .default(() => [...FAULT_KINDS]),
   /** Seed of the fault draws and of the output words of requests that send no `seed`. @default 0 */
   seed: z.int().default(0),
   /** Send `: keep-alive` SSE comments after this many ms without a write; null: never. @default null */

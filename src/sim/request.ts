@@ -108,9 +108,7 @@ const TokenizeBody = z.union([
  * `messages` through the chat template (template tokens get id 0), so its count equals the
  * prompt_tokens a chat completion of those messages reports.
  */
-export function parseTokenizeRequest(
-  body: unknown,
-): { ok: true; model: string | null; tokens: number[] } | { ok: false; message: string } {
+export function parseTokenizeRequest(body: unknown): { ok: true; model: string | null; tokens: number[] } | { ok: false; message: string } {
   const parsed = TokenizeBody.safeParse(body)
   if (!parsed.success) return invalid(parsed.error)
   const b = parsed.data

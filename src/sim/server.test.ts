@@ -148,7 +148,13 @@ describe('stream format', () => {
     const server = await sim()
     const messages = [
       { role: 'system', content: 'you are  terse' },
-      { role: 'user', content: [{ type: 'text', text: 'read this chart' }, { type: 'image_url', image_url: { url: 'data:,' } }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'read this chart' },
+          { type: 'image_url', image_url: { url: 'data:,' } },
+        ],
+      },
       { role: 'assistant', content: null },
       { role: 'user', content: '\nand answer\tnow ' },
     ]
@@ -163,7 +169,9 @@ describe('stream format', () => {
     const server = await sim()
     const text = async () => {
       const res = await post(server, '/v1/chat/completions', chat({ seed: 42, max_tokens: 100, max_completion_tokens: 12 }))
-      return chunks(res.text).map((chunk) => chunk.choices[0]?.delta?.content ?? '').join('')
+      return chunks(res.text)
+        .map((chunk) => chunk.choices[0]?.delta?.content ?? '')
+        .join('')
     }
     const first = await text()
     expect(words(first)).toBe(12)
@@ -201,9 +209,7 @@ describe('timing model', () => {
   test('four streams in one batch each run slower than one alone', async () => {
     const server = await sim({ decodeTokPerS: 200, batchSlowdown: 0.5 })
     const alone = await post(server, '/v1/completions', completion({ max_tokens: 40 }))
-    const together = await Promise.all(
-      Array.from({ length: 4 }, () => post(server, '/v1/completions', completion({ max_tokens: 40 }))),
-    )
+    const together = await Promise.all(Array.from({ length: 4 }, () => post(server, '/v1/completions', completion({ max_tokens: 40 }))))
     // Each step takes 1 + 0.5·3 = 2.5× as long with four streams in the batch.
     for (const res of together) expect(res.e2eMs / alone.e2eMs).toBeGreaterThan(1.6)
     expect(server.stats()).toMatchObject({ maxRunning: 4, maxActive: 4, active: 0, requests: 5 })
@@ -296,7 +302,11 @@ describe('faults', () => {
     controller.abort()
     const res = await pending
     expect(res.error).toBeTruthy()
-    expect(chunks(res.text).slice(1).map((chunk) => words(chunk.choices[0]?.delta?.content ?? ''))).toEqual([1, 1, 1])
+    expect(
+      chunks(res.text)
+        .slice(1)
+        .map((chunk) => words(chunk.choices[0]?.delta?.content ?? '')),
+    ).toEqual([1, 1, 1])
     await expect.poll(() => server.stats().active).toBe(0)
   })
 

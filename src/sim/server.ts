@@ -66,7 +66,8 @@ const ROUTES: Record<string, { method: 'GET' | 'POST'; api?: SimApi }> = {
  *   port already in use.
  * @example
  * const sim = await startSimServer({ decodeTokPerS: 100, faults: [{ kind: 'http429', requests: [0] }] })
- * await fetch(`${sim.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 8, stream: true }) })
+ * await fetch(`${sim.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }],
+ * max_tokens: 8, stream: true }) })
  * await sim.close()
  */
 export async function startSimServer(options: SimOptions = {}): Promise<SimServer> {

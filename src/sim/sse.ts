@@ -12,11 +12,7 @@ export interface ChunkHeader {
 }
 
 /** One chat delta, in vLLM's field names. */
-export type ChatDelta =
-  | { role: 'assistant'; content: '' }
-  | { reasoning_content: string }
-  | { content: string }
-  | Record<string, never>
+export type ChatDelta = { role: 'assistant'; content: '' } | { reasoning_content: string } | { content: string } | Record<string, never>
 
 /** Token counts of a stream's `usage` chunk. */
 export interface Usage {
@@ -51,7 +47,8 @@ export function malformedEvent(eol: Eol): string {
 /**
  * A chat chunk exactly as vLLM serializes it.
  * @example chatChunk(header, { content: ' the' }, null)
- * // {"id":"chatcmpl-…","object":"chat.completion.chunk","created":…,"model":"sim-model","choices":[{"index":0,"delta":{"content":" the"},"logprobs":null,"finish_reason":null}]}
+ * // {"id":"chatcmpl-…","object":"chat.completion.chunk","created":…,"model":"sim-model","choices":[{"index":0,"delta":{"content":"
+ * the"},"logprobs":null,"finish_reason":null}]}
  */
 export function chatChunk(header: ChunkHeader, delta: ChatDelta, finishReason: string | null): string {
   return JSON.stringify({

@@ -64,8 +64,7 @@ export class SimStream implements EngineJob {
     this.#plan = plan
     this.#onEnd = onEnd
     const n = plan.outputTokens
-    this.#faultAt =
-      plan.fault === 'drop' ? Math.floor(n / 2) : plan.fault ? Math.min(FAULT_AFTER_TOKENS, Math.max(0, n - 1)) : -1
+    this.#faultAt = plan.fault === 'drop' ? Math.floor(n / 2) : plan.fault ? Math.min(FAULT_AFTER_TOKENS, Math.max(0, n - 1)) : -1
   }
 
   /** Sends the headers and, for chat, the role chunk (vLLM sends it on accept, before prefill). */
@@ -149,8 +148,7 @@ export class SimStream implements EngineJob {
 
   #writeChunk(delta: ChatDelta, text: string, finishReason: string | null): void {
     const { header, eol } = this.#plan
-    const json =
-      header.api === 'chat' ? chatChunk(header, delta, finishReason) : completionChunk(header, text, finishReason)
+    const json = header.api === 'chat' ? chatChunk(header, delta, finishReason) : completionChunk(header, text, finishReason)
     this.#write(dataEvent(json, eol))
   }
 

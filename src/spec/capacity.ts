@@ -20,7 +20,8 @@ export interface CapacitySpec extends Omit<EngineCellOptions, 'slo'>, Omit<Capac
  * Declares a capacity search on one engine: the highest rate (or concurrency) at which it still
  * meets the SLO, found by a bracketing search of probe cells on the file's shared engine. Runs
  * once, lazily; the result is a `servegate.capacity/v1` record with every probe.
- * @example const c = capacity({ engine: candidate, slo: { ttftMs: 500, tpotMs: 50 }, bracket: { start: 4 }, workload: { promptTokens: 1024 } })
+ * @example const c = capacity({ engine: candidate, slo: { ttftMs: 500, tpotMs: 50 }, bracket: { start: 4 }, workload: { promptTokens: 1024
+ * } })
  * test('sustains 10% more than vLLM', async () => expect(await c).toSustainMoreThan(await b, { by: 0.1 }))
  */
 export function capacity(spec: CapacitySpec): Lazy<CapacitySearch> {
@@ -40,12 +41,17 @@ export function capacity(spec: CapacitySpec): Lazy<CapacitySearch> {
       const value = c.arrival == null || c.arrival.kind === 'trace' ? (c.concurrency ?? 1) : c.arrival.ratePerS
       const at = feed.at({ kind: 'probe', index: ++probes, value, axis })
       return at.measuring(async () =>
-        'failure' in started ? engineFailedRecord(c, h.config.model.id, started.failure) : measureOnEngine(started, c, { gpuFacts: nvidiaSmiGpuFacts(), onPhase: at.phase }),
+        'failure' in started
+          ? engineFailedRecord(c, h.config.model.id, started.failure)
+          : measureOnEngine(started, c, { gpuFacts: nvidiaSmiGpuFacts(), onPhase: at.phase }),
       )
     }
     try {
       const search = await searchCapacity(options, probe, name)
-      searchMeasured(name, search.records.map((record, k) => ({ suffix: `probe${k + 1}`, record })))
+      searchMeasured(
+        name,
+        search.records.map((record, k) => ({ suffix: `probe${k + 1}`, record })),
+      )
       return search
     } catch (error) {
       cellThrew(name, error)

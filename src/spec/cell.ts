@@ -101,11 +101,23 @@ export function cellId(engineName: string, o: EngineCellOptions): string {
  * Measures a cell on an engine, launched fresh or shared; an engine that fails makes a failed
  * record. `feed` hears every phase, from the launch to the measurement's end.
  */
-export function measure(h: EngineHandle, options: EngineCellOptions, fresh: boolean, stages?: CellStages, feed = PhaseFeed.silent): Promise<RunRecord> {
+export function measure(
+  h: EngineHandle,
+  options: EngineCellOptions,
+  fresh: boolean,
+  stages?: CellStages,
+  feed = PhaseFeed.silent,
+): Promise<RunRecord> {
   return feed.measuring(() => measureOn(h, options, fresh, stages, feed))
 }
 
-async function measureOn(h: EngineHandle, options: EngineCellOptions, fresh: boolean, stages: CellStages | undefined, feed: PhaseFeed): Promise<RunRecord> {
+async function measureOn(
+  h: EngineHandle,
+  options: EngineCellOptions,
+  fresh: boolean,
+  stages: CellStages | undefined,
+  feed: PhaseFeed,
+): Promise<RunRecord> {
   const started = await (fresh ? freshEngine(h, feed.phase) : sharedEngine(h, feed.phase))
   if ('failure' in started) return engineFailedRecord(options, h.config.model.id, started.failure)
   try {
@@ -131,7 +143,8 @@ function launchFeed(feed: PhaseFeed, k: number, repeats: number): PhaseFeed {
 /** The A B B A order of `repeats` launches per arm. */
 export function interleave(repeats: number): Array<'baseline' | 'candidate'> {
   const order: Array<'baseline' | 'candidate'> = []
-  for (let i = 0; i < repeats; i++) order.push(...(i % 2 === 0 ? (['baseline', 'candidate'] as const) : (['candidate', 'baseline'] as const)))
+  for (let i = 0; i < repeats; i++)
+    order.push(...(i % 2 === 0 ? (['baseline', 'candidate'] as const) : (['candidate', 'baseline'] as const)))
   return order
 }
 
@@ -169,16 +182,29 @@ export function pair(spec: PairSpec): Lazy<PairResult> {
   registerTeardown()
   const { baseline, candidate, id, repeats = 1, stopEarly, required = true, ...options } = spec
   const name = id ?? cellId(`${baseline.name}-vs-${candidate.name}`, options)
-  if (stopEarly !== undefined && repeats > 1) throw new TypeError('pair: stopEarly needs one launch per arm (repeats 1); the launch-level test of repeated launches has no looks')
-  if (stopEarly !== undefined && options.arrival != null) throw new TypeError('pair: stopEarly needs the closed loop (no `arrival`): an open-loop schedule cannot be cut into stages that take turns')
+  if (stopEarly !== undefined && repeats > 1)
+    throw new TypeError('pair: stopEarly needs one launch per arm (repeats 1); the launch-level test of repeated launches has no looks')
+  if (stopEarly !== undefined && options.arrival != null)
+    throw new TypeError(
+      'pair: stopEarly needs the closed loop (no `arrival`): an open-loop schedule cannot be cut into stages that take turns',
+    )
   const staged = stopEarly === undefined ? null : new StagedPair(stopEarly, options.requests ?? 32)
   declareCell({ id: name, kind: 'pair', required, ladder: null, engines: { baseline: baseline.name, candidate: candidate.name } })
-  const work = staged === null ? () => measurePair(baseline, candidate, options, repeats, name) : () => measureStaged(baseline, candidate, options, staged, name)
+  const work =
+    staged === null
+      ? () => measurePair(baseline, candidate, options, repeats, name)
+      : () => measureStaged(baseline, candidate, options, staged, name)
   return lazy(() => tracked(name, work, (r) => ({ baseline: [...r.baseline], candidate: [...r.candidate] })))
 }
 
 /** Both arms of a pair, launch after launch (A B B A with repeats). */
-async function measurePair(baseline: EngineHandle, candidate: EngineHandle, options: EngineCellOptions, repeats: number, name: string): Promise<PairResult> {
+async function measurePair(
+  baseline: EngineHandle,
+  candidate: EngineHandle,
+  options: EngineCellOptions,
+  repeats: number,
+  name: string,
+): Promise<PairResult> {
   const order = interleave(repeats)
   const arms = { baseline: [] as RunRecord[], candidate: [] as RunRecord[] }
   const feeds = { baseline: feedFor(name, 'baseline', baseline), candidate: feedFor(name, 'candidate', candidate) }
@@ -190,7 +216,13 @@ async function measurePair(baseline: EngineHandle, candidate: EngineHandle, opti
 }
 
 /** Both arms of a sequential pair, in stages taking turns, stopped at the deciding look. */
-async function measureStaged(baseline: EngineHandle, candidate: EngineHandle, options: EngineCellOptions, staged: StagedPair, name: string): Promise<PairResult> {
+async function measureStaged(
+  baseline: EngineHandle,
+  candidate: EngineHandle,
+  options: EngineCellOptions,
+  staged: StagedPair,
+  name: string,
+): Promise<PairResult> {
   const arm = async (which: 'baseline' | 'candidate', h: EngineHandle) => {
     try {
       return await measure(h, options, false, staged.stagesFor(which), feedFor(name, which, h))

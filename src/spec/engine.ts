@@ -70,7 +70,8 @@ export const engine = {
     const model = { id: c.model?.id ?? 'sim-model', revision: c.model?.revision ?? null }
     const options = { ...(c.sim ?? {}) }
     for (const key of ['host', 'port', 'model'] as const) {
-      if (key in options) throw new ServegateError('CONFIG_INVALID', `engine.sim: sim.${key} is set by the cell; remove it (the model name goes in model.id)`)
+      if (key in options)
+        throw new ServegateError('CONFIG_INVALID', `engine.sim: sim.${key} is set by the cell; remove it (the model name goes in model.id)`)
     }
     resolveSimOptions({ ...options, model: model.id })
     return handle({

@@ -28,7 +28,12 @@ const two = vllm(2)
 const eight = vllm(8)
 // This spec tests the wiring (ids, shared launches, ladders, matchers); the harness check is tested
 // in the runner. Here the client shares two cores with other work, so only gross lateness stops it.
-const cell = { maxTokens: 8, workload: { promptTokens: 32, outputControl: { mode: 'observe' as const } }, sendLagLimitMs: 100, eventLoopDelayLimitMs: 200 }
+const cell = {
+  maxTokens: 8,
+  workload: { promptTokens: 32, outputControl: { mode: 'observe' as const } },
+  sendLagLimitMs: 100,
+  eventLoopDelayLimitMs: 200,
+}
 const slo = { ttftMs: 150 }
 // A coarse search (stop at high/low ≤ 2) keeps every probe far from the capacities, so a busy
 // machine cannot flip a verdict; each probe lasts at least a second so a growing queue shows.

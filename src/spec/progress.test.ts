@@ -22,19 +22,28 @@ describe('a feed sends phases without flooding the socket', () => {
     vi.useFakeTimers()
     let now = 1_000_000
     const sent: ProgressEvent[] = []
-    const feed = new PhaseFeed(context, (e) => sent.push(e), 500, () => now)
+    const feed = new PhaseFeed(
+      context,
+      (e) => sent.push(e),
+      500,
+      () => now,
+    )
     const wait = (ms: number) => {
       now += ms
       vi.advanceTimersByTime(ms)
     }
-    const requests = (done: number) => feed.phase({ phase: 'requests', done, total: 10, ok: done, failed: 0, elapsedMs: done * 10, stage: null })
+    const requests = (done: number) =>
+      feed.phase({ phase: 'requests', done, total: 10, ok: done, failed: 0, elapsedMs: done * 10, stage: null })
     feed.phase({ phase: 'calibrating' })
     requests(0)
     for (const done of [1, 2, 3]) {
       wait(100)
       requests(done)
     }
-    expect(sent.map((e) => [e.phase.phase, 'done' in e.phase ? e.phase.done : null])).toEqual([['calibrating', null], ['requests', 0]])
+    expect(sent.map((e) => [e.phase.phase, 'done' in e.phase ? e.phase.done : null])).toEqual([
+      ['calibrating', null],
+      ['requests', 0],
+    ])
     wait(199)
     expect(sent).toHaveLength(2)
     wait(1)
@@ -58,13 +67,18 @@ describe('a feed sends phases without flooding the socket', () => {
   })
 
   test("a failed measurement's line says what failed, not the log tail behind it", () => {
-    const message = 'engine vllm was not ready (GET /health → 200) within 900000 ms; raise startupTimeoutMs or check the log x.log; log tail:\nINFO loading weights'
-    const record = failedCellRecord({ baseUrl: 'http://127.0.0.1:1', model: 'm' }, { code: 'ENGINE_START_TIMEOUT', message, httpStatus: null, retryAfterS: null })
+    const message =
+      'engine vllm was not ready (GET /health → 200) within 900000 ms; raise startupTimeoutMs or check the log x.log; log tail:\nINFO loading weights'
+    const record = failedCellRecord(
+      { baseUrl: 'http://127.0.0.1:1', model: 'm' },
+      { code: 'ENGINE_START_TIMEOUT', message, httpStatus: null, retryAfterS: null },
+    )
     expect(donePhase(record)).toEqual({
       phase: 'done',
       completed: 0,
       failed: 0,
-      failure: 'ENGINE_START_TIMEOUT: engine vllm was not ready (GET /health → 200) within 900000 ms; raise startupTimeoutMs or check the log x.log',
+      failure:
+        'ENGINE_START_TIMEOUT: engine vllm was not ready (GET /health → 200) within 900000 ms; raise startupTimeoutMs or check the log x.log',
     })
   })
 })
@@ -73,11 +87,21 @@ describe('a spec cell reports every phase with who it is', () => {
   test('a fresh launch against the fake vLLM: launching, waiting, calibrating, requests, tearing down, done', async () => {
     const sent: ProgressEvent[] = []
     const h = engine.vllm({ name: 'fake-vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, logDir: join(dir, 'logs') })
-    const record = await measure(h, { concurrency: 2, requests: 4, maxTokens: 4, workload: { promptTokens: 32 } }, true, undefined, new PhaseFeed(context, (e) => sent.push(e), 0))
+    const record = await measure(
+      h,
+      { concurrency: 2, requests: 4, maxTokens: 4, workload: { promptTokens: 32 } },
+      true,
+      undefined,
+      new PhaseFeed(context, (e) => sent.push(e), 0),
+    )
     expect(record.completed).toBe(4)
     const runs = sent.map((e) => e.phase.phase).filter((name, i, all) => name !== all[i - 1])
     expect(runs).toEqual(['launching', 'waiting', 'inspecting', 'calibrating', 'requests', 'tearing-down', 'done'])
-    expect(sent.every((e) => e.cell === 'alpha' && e.arm === 'candidate' && e.engine === 'fake-vllm' && e.step?.kind === 'launch' && e.step.index === 2)).toBe(true)
+    expect(
+      sent.every(
+        (e) => e.cell === 'alpha' && e.arm === 'candidate' && e.engine === 'fake-vllm' && e.step?.kind === 'launch' && e.step.index === 2,
+      ),
+    ).toBe(true)
     expect(sent.at(-1)?.phase).toEqual({ phase: 'done', completed: 4, failed: 0, failure: null })
   })
 })

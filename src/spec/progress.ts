@@ -100,7 +100,12 @@ export class PhaseFeed {
   readonly phase = (phase: CellPhase): void => {
     if (this.send === null) return
     const now = this.clock()
-    if (this.last === null || this.last.phase !== phase.phase || FINAL_PHASES.has(phase.phase) || now - this.last.atMs >= this.minIntervalMs) {
+    if (
+      this.last === null ||
+      this.last.phase !== phase.phase ||
+      FINAL_PHASES.has(phase.phase) ||
+      now - this.last.atMs >= this.minIntervalMs
+    ) {
       this.emit(phase, now)
       return
     }

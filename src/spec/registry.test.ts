@@ -2,7 +2,11 @@ import { expect, test } from 'vitest'
 import { failedCellRecord } from '../runner/cell.ts'
 import { cellMeasured, cellThrew, declareCell, joinLadder, searchMeasured, takeFileMeta } from './registry.ts'
 
-const record = (requests: number) => failedCellRecord({ baseUrl: 'http://127.0.0.1:1', model: 'm', requests }, { code: 'INTERNAL', message: 'x', httpStatus: null, retryAfterS: null })
+const record = (requests: number) =>
+  failedCellRecord(
+    { baseUrl: 'http://127.0.0.1:1', model: 'm', requests },
+    { code: 'INTERNAL', message: 'x', httpStatus: null, retryAfterS: null },
+  )
 const base = { kind: 'cell' as const, required: true, ladder: null, engines: { cell: 'e' } }
 
 test('the file meta keeps declaration order: sweep rungs on their ladder, a capacity search replaced by its probes in place', () => {
@@ -13,7 +17,10 @@ test('the file meta keeps declaration order: sweep rungs on their ladder, a capa
   declareCell({ ...base, id: 'last' })
   cellMeasured('first', { cell: [record(1)] })
   cellThrew('last', new Error('boom'))
-  searchMeasured('search', [{ suffix: 'probe1', record: record(2) }, { suffix: 'probe2', record: record(3) }])
+  searchMeasured('search', [
+    { suffix: 'probe1', record: record(2) },
+    { suffix: 'probe2', record: record(3) },
+  ])
   const meta = takeFileMeta()
   expect(meta.cells.map((c) => [c.id, c.ladder, c.status])).toEqual([
     ['first', null, 'measured'],

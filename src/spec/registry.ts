@@ -33,7 +33,16 @@ export function searchMeasured(id: string, probes: ReadonlyArray<{ suffix: strin
   declared.clear()
   for (const [key, cell] of entries) {
     if (key !== id) declared.set(key, cell)
-    else for (const p of probes) declared.set(`${id}-${p.suffix}`, { ...search, id: `${id}-${p.suffix}`, ladder: id, status: 'measured', error: null, records: { cell: [p.record] } })
+    else
+      for (const p of probes)
+        declared.set(`${id}-${p.suffix}`, {
+          ...search,
+          id: `${id}-${p.suffix}`,
+          ladder: id,
+          status: 'measured',
+          error: null,
+          records: { cell: [p.record] },
+        })
   }
 }
 
@@ -46,7 +55,8 @@ export function cellMeasured(id: string, records: DeclaredCell['records']): void
 /** Marks a declared cell as having thrown before it had records. */
 export function cellThrew(id: string, error: unknown): void {
   const cell = declared.get(id)
-  if (cell !== undefined) Object.assign(cell, { status: 'threw', error: sanitizeMessage(error instanceof Error ? error.message : String(error)) })
+  if (cell !== undefined)
+    Object.assign(cell, { status: 'threw', error: sanitizeMessage(error instanceof Error ? error.message : String(error)) })
 }
 
 /** Runs a cell's measurement, recording its outcome in the registry either way. */
@@ -72,4 +82,3 @@ export function takeFileMeta(): FileMeta {
   declared.clear()
   return { cells }
 }
-

@@ -12,7 +12,13 @@ import { StagedPair } from './sequential.ts'
 const FAKES = fileURLToPath(new URL('../../fixtures/fakes/', import.meta.url))
 const dir = mkdtempSync(join(tmpdir(), 'servegate-sequential-'))
 const fakeAt = (decodeTokPerS: number) =>
-  engine.vllm({ name: `fake-${decodeTokPerS}`, executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, env: { FAKE_ENGINE_DECODE_TOK_PER_S: String(decodeTokPerS) }, logDir: join(dir, 'logs') })
+  engine.vllm({
+    name: `fake-${decodeTokPerS}`,
+    executable: join(FAKES, 'vllm'),
+    model: { id: 'fake/m' },
+    env: { FAKE_ENGINE_DECODE_TOK_PER_S: String(decodeTokPerS) },
+    logDir: join(dir, 'logs'),
+  })
 
 const slow = fakeAt(100)
 const fast = fakeAt(200)
@@ -45,15 +51,23 @@ describe('a sequential pair measured in stages', () => {
   })
 
   test('bad designs are refused, naming the field', () => {
-    expect(() => pair({ baseline: slow, candidate: fast, ...plan, stopEarly: { looks: [4], gates: [{ gate: 'toWinDecode' }] } })).toThrow(/stopEarly[\s\S]*looks/)
-    expect(() => pair({ baseline: slow, candidate: fast, ...plan, stopEarly: { looks: [16], gates: [{ gate: 'toWinDecode', looks: [16] }] } })).toThrow(/set `looks` on stopEarly, not on its gates/)
+    expect(() => pair({ baseline: slow, candidate: fast, ...plan, stopEarly: { looks: [4], gates: [{ gate: 'toWinDecode' }] } })).toThrow(
+      /stopEarly[\s\S]*looks/,
+    )
+    expect(() =>
+      pair({ baseline: slow, candidate: fast, ...plan, stopEarly: { looks: [16], gates: [{ gate: 'toWinDecode', looks: [16] }] } }),
+    ).toThrow(/set `looks` on stopEarly, not on its gates/)
     expect(() => pair({ baseline: slow, candidate: fast, ...plan, repeats: 2, stopEarly })).toThrow(/stopEarly needs one launch per arm/)
   })
 })
 
 describe('StagedPair', () => {
   /** Drives both arms through the coordinator as cells would, logging who ran which stage. */
-  async function drive(staged: StagedPair, values: { baseline: number; candidate: number }, breakAt: { arm: 'baseline' | 'candidate'; stage: number } | null = null) {
+  async function drive(
+    staged: StagedPair,
+    values: { baseline: number; candidate: number },
+    breakAt: { arm: 'baseline' | 'candidate'; stage: number } | null = null,
+  ) {
     const log: string[] = []
     const arm = async (which: 'baseline' | 'candidate') => {
       const stages = staged.stagesFor(which)
@@ -63,7 +77,8 @@ describe('StagedPair', () => {
         log.push(`${which[0]}${stage}`)
         await new Promise((resolve) => setTimeout(resolve, which === 'baseline' ? 3 : 1))
         const from = records.length
-        for (let i = from; i < (stages.ends[stage] as number); i++) records.push(okRequest(i, { decodeTokPerS: values[which] * (1 + 0.05 * Math.sin(i)) }))
+        for (let i = from; i < (stages.ends[stage] as number); i++)
+          records.push(okRequest(i, { decodeTokPerS: values[which] * (1 + 0.05 * Math.sin(i)) }))
         stages.done(stage, records, breakAt?.arm === which && breakAt.stage === stage)
       }
       staged.leave(which)
@@ -73,21 +88,33 @@ describe('StagedPair', () => {
   }
 
   test('arms take turns A B B A and stop together at the deciding look', async () => {
-    const none = await drive(new StagedPair({ looks: [8, 16, 24], gates: [{ gate: 'toWinDecode', margin: 0.05 }] }, 32), { baseline: 50, candidate: 50 })
+    const none = await drive(new StagedPair({ looks: [8, 16, 24], gates: [{ gate: 'toWinDecode', margin: 0.05 }] }, 32), {
+      baseline: 50,
+      candidate: 50,
+    })
     expect(none.log).toEqual(['b0', 'c0', 'c1', 'b1', 'b2', 'c2', 'c3', 'b3'])
     expect(none.plan).toMatchObject({ looks: [8, 16, 24, 32], stoppedAt: 32 })
-    const win = await drive(new StagedPair({ looks: [8, 16, 24], gates: [{ gate: 'toWinDecode', margin: 0.05 }] }, 32), { baseline: 50, candidate: 80 })
+    const win = await drive(new StagedPair({ looks: [8, 16, 24], gates: [{ gate: 'toWinDecode', margin: 0.05 }] }, 32), {
+      baseline: 50,
+      candidate: 80,
+    })
     expect(win.log).toEqual(['b0', 'c0'])
     expect(win.plan).toMatchObject({ stoppedAt: 8 })
   })
 
   test('an arm that cannot go on stops the pair after the last stage both finished', async () => {
-    const { log, plan } = await drive(new StagedPair({ looks: [8, 16], gates: [{ gate: 'toWinDecode' }] }, 32), { baseline: 50, candidate: 50 }, { arm: 'candidate', stage: 1 })
+    const { log, plan } = await drive(
+      new StagedPair({ looks: [8, 16], gates: [{ gate: 'toWinDecode' }] }, 32),
+      { baseline: 50, candidate: 50 },
+      { arm: 'candidate', stage: 1 },
+    )
     expect(log).toEqual(['b0', 'c0', 'c1'])
     expect(plan).toMatchObject({ stoppedAt: 8, reason: expect.stringMatching(/the candidate arm cannot go on after stage 2/) })
   })
 })
 
 test('stopEarly needs the closed loop', () => {
-  expect(() => pair({ baseline: slow, candidate: fast, ...plan, arrival: { kind: 'poisson', ratePerS: 4 }, stopEarly })).toThrow(/stopEarly needs the closed loop/)
+  expect(() => pair({ baseline: slow, candidate: fast, ...plan, arrival: { kind: 'poisson', ratePerS: 4 }, stopEarly })).toThrow(
+    /stopEarly needs the closed loop/,
+  )
 })

@@ -16,7 +16,9 @@ export const StopEarly = z.object({
   gates: z
     .array(WinGateOptions)
     .min(1)
-    .refine((gates) => gates.every((g) => g.looks === null), { message: 'set `looks` on stopEarly, not on its gates: the gates take the pair\'s design' }),
+    .refine((gates) => gates.every((g) => g.looks === null), {
+      message: "set `looks` on stopEarly, not on its gates: the gates take the pair's design",
+    }),
 })
 export type StopEarly = z.input<typeof StopEarly>
 
@@ -47,7 +49,11 @@ export class StagedPair {
     this.gates = parsed.data.gates
     this.plannedRequests = plannedRequests
     this.ends = lookCounts({ looks: parsed.data.looks, plannedRequests })
-    this.ends.forEach((_, stage) => this.order.push(...(stage % 2 === 0 ? ['baseline', 'candidate'] : ['candidate', 'baseline']).map((arm) => ({ arm: arm as Arm, stage }))))
+    this.ends.forEach((_, stage) =>
+      this.order.push(
+        ...(stage % 2 === 0 ? ['baseline', 'candidate'] : ['candidate', 'baseline']).map((arm) => ({ arm: arm as Arm, stage })),
+      ),
+    )
   }
 
   /** The stage hooks one arm's cell measures with. */
@@ -64,7 +70,10 @@ export class StagedPair {
   leave(arm: Arm): void {
     this.left.add(arm)
     if (this.stop === null && this.stagesDone[arm] < this.ends.length) {
-      this.stop = { at: this.reached, reason: `the ${arm} arm ended after ${this.stagesDone[arm]} of ${this.ends.length} stages (see its cellFailure)` }
+      this.stop = {
+        at: this.reached,
+        reason: `the ${arm} arm ended after ${this.stagesDone[arm]} of ${this.ends.length} stages (see its cellFailure)`,
+      }
     }
     this.advance()
   }
@@ -81,7 +90,11 @@ export class StagedPair {
     this.stagesDone[arm] = stage + 1
     this.position++
     if (this.stagesDone.baseline === stage + 1 && this.stagesDone.candidate === stage + 1) this.reached = this.ends[stage] as number
-    if (broken && this.stop === null) this.stop = { at: this.reached, reason: `the ${arm} arm cannot go on after stage ${stage + 1} (its engine exited or the run was aborted)` }
+    if (broken && this.stop === null)
+      this.stop = {
+        at: this.reached,
+        reason: `the ${arm} arm cannot go on after stage ${stage + 1} (its engine exited or the run was aborted)`,
+      }
     else if (this.stop === null && this.reached === this.ends[stage] && stage < this.ends.length - 1) this.judge(stage)
     this.advance()
   }
@@ -90,11 +103,20 @@ export class StagedPair {
   private judge(stage: number): void {
     const design = this.plan()
     const decisions = this.gates.map((g) =>
-      winGate({ baseline: { requests: this.records.baseline, plan: { sequential: design } }, candidate: { requests: this.records.candidate, plan: { sequential: design } } }, g),
+      winGate(
+        {
+          baseline: { requests: this.records.baseline, plan: { sequential: design } },
+          candidate: { requests: this.records.candidate, plan: { sequential: design } },
+        },
+        g,
+      ),
     )
     if (decisions.every((d) => d.outcome !== 'inconclusive')) {
       const verdicts = decisions.map((d) => `${d.gate} ${d.outcome}`).join(', ')
-      this.stop = { at: this.reached, reason: `every stopping gate decided at look ${stage + 1} of ${this.ends.length} (${this.reached} requests): ${verdicts}` }
+      this.stop = {
+        at: this.reached,
+        reason: `every stopping gate decided at look ${stage + 1} of ${this.ends.length} (${this.reached} requests): ${verdicts}`,
+      }
     }
   }
 
@@ -130,7 +152,9 @@ export class StagedPair {
       plannedRequests: this.plannedRequests,
       stopWhen: this.gates.map((g) => ({ gate: g.gate, options: { ...g } })),
       stoppedAt: this.stop?.at ?? this.reached,
-      reason: this.stop?.reason ?? (this.reached >= this.plannedRequests ? `ran every stage: no look before the last decided every stopping gate` : 'running'),
+      reason:
+        this.stop?.reason ??
+        (this.reached >= this.plannedRequests ? `ran every stage: no look before the last decided every stopping gate` : 'running'),
     }
   }
 }

@@ -13,9 +13,24 @@ const dir = mkdtempSync(join(tmpdir(), 'servegate-spec-'))
 const pids = join(dir, 'pids.txt')
 const launches = (): number => readFileSync(pids, 'utf8').split('\n').filter(Boolean).length / 3
 
-const fake = engine.vllm({ executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, env: { FAKE_ENGINE_PIDFILE: pids, FAKE_ENGINE_DECODE_TOK_PER_S: '40' }, logDir: join(dir, 'logs') })
-const sameConfig = engine.vllm({ executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, env: { FAKE_ENGINE_PIDFILE: pids, FAKE_ENGINE_DECODE_TOK_PER_S: '40' }, logDir: join(dir, 'logs') })
-const dying = engine.vllm({ executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, env: { FAKE_ENGINE_EXIT_ON_START: '3' }, logDir: join(dir, 'logs') })
+const fake = engine.vllm({
+  executable: join(FAKES, 'vllm'),
+  model: { id: 'fake/m' },
+  env: { FAKE_ENGINE_PIDFILE: pids, FAKE_ENGINE_DECODE_TOK_PER_S: '40' },
+  logDir: join(dir, 'logs'),
+})
+const sameConfig = engine.vllm({
+  executable: join(FAKES, 'vllm'),
+  model: { id: 'fake/m' },
+  env: { FAKE_ENGINE_PIDFILE: pids, FAKE_ENGINE_DECODE_TOK_PER_S: '40' },
+  logDir: join(dir, 'logs'),
+})
+const dying = engine.vllm({
+  executable: join(FAKES, 'vllm'),
+  model: { id: 'fake/m' },
+  env: { FAKE_ENGINE_EXIT_ON_START: '3' },
+  logDir: join(dir, 'logs'),
+})
 
 const first = cell({ engine: fake, concurrency: 4, requests: 8, maxTokens: 12, workload: { promptTokens: 32 } })
 const second = cell({ engine: sameConfig, concurrency: 2, requests: 4, maxTokens: 4, workload: { promptTokens: 32 } })

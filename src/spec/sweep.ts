@@ -1,6 +1,18 @@
 import { expandLadder, type Ladder } from '../load/ladder.ts'
 import { joinLadder } from './registry.ts'
-import { cell, type CellResult, type CellSpec, cellId, type LadderStep, lazy, type Lazy, pair, type PairResult, type PairSpec, planId } from './cell.ts'
+import {
+  cell,
+  type CellResult,
+  type CellSpec,
+  cellId,
+  type LadderStep,
+  lazy,
+  type Lazy,
+  pair,
+  type PairResult,
+  type PairSpec,
+  planId,
+} from './cell.ts'
 
 /** A measured sweep: every rung's result, in ladder order. */
 export interface SweepResult<R extends CellResult | PairResult> {
@@ -46,7 +58,10 @@ export function sweep(spec: CellSweepSpec | PairSweepSpec): Sweep<CellResult> | 
   const steps = rungs.map((rung, index) => {
     const stepId = cellId(name, rung.options)
     const place: LadderStep = { sweep: sweepId, axis, value: rung.value, index, of: rungs.length }
-    const result = 'engine' in rung.options ? withLadder(cell({ ...(rung.options as CellSpec), id: stepId }), place) : withLadder(pair({ ...(rung.options as PairSpec), id: stepId }), place)
+    const result =
+      'engine' in rung.options
+        ? withLadder(cell({ ...(rung.options as CellSpec), id: stepId }), place)
+        : withLadder(pair({ ...(rung.options as PairSpec), id: stepId }), place)
     joinLadder(stepId, sweepId)
     return { id: stepId, value: rung.value, result }
   })

@@ -2,8 +2,18 @@ import { describe, expect, test } from 'vitest'
 import { nearestRank } from '../metrics/distribution.ts'
 import { createRandom } from '../random.ts'
 import {
-  bcaInterval, bootstrapMeanLogRatio, bootstrapMeanOf, bootstrapPairedStatistic, bootstrapPercentile, bootstrapRatioOfMeans,
-  bootstrapRatioOfPercentiles, bootstrapStatistic, jackknifeAcceleration, nearestRankPosition, percentileInterval, Resampler,
+  bcaInterval,
+  bootstrapMeanLogRatio,
+  bootstrapMeanOf,
+  bootstrapPairedStatistic,
+  bootstrapPercentile,
+  bootstrapRatioOfMeans,
+  bootstrapRatioOfPercentiles,
+  bootstrapStatistic,
+  jackknifeAcceleration,
+  nearestRankPosition,
+  percentileInterval,
+  Resampler,
 } from './bootstrap.ts'
 import { normalQuantile, studentTQuantile } from './distributions.ts'
 
@@ -89,7 +99,9 @@ describe('BCa and percentile intervals', () => {
     const expanded = percentileInterval(dist, 0.95, { expandForN: 8 })
     const factor = (Math.sqrt(8 / 7) * studentTQuantile(0.975, 7)) / normalQuantile(0.975)
     expect((expanded.high - expanded.low) / (plain.high - plain.low)).toBeCloseTo(factor, 1)
-    expect(bcaInterval(dist, 0.95, { expandForN: 8 }).high - bcaInterval(dist, 0.95, { expandForN: 8 }).low).toBeGreaterThan(bcaInterval(dist, 0.95).high - bcaInterval(dist, 0.95).low)
+    expect(bcaInterval(dist, 0.95, { expandForN: 8 }).high - bcaInterval(dist, 0.95, { expandForN: 8 }).low).toBeGreaterThan(
+      bcaInterval(dist, 0.95).high - bcaInterval(dist, 0.95).low,
+    )
   })
 
   test('the same seed gives the same interval; another seed another one', () => {
@@ -151,7 +163,15 @@ describe('statistics', () => {
     for (const p of [50, 90, 95, 99]) {
       for (const paired of [true, false]) {
         const dist = bootstrapRatioOfPercentiles(c, b, { p, paired, seed: 3 })
-        const expected = nearestRank([...c].sort((x, y) => x - y), p) / nearestRank([...b].sort((x, y) => x - y), p)
+        const expected =
+          nearestRank(
+            [...c].sort((x, y) => x - y),
+            p,
+          ) /
+          nearestRank(
+            [...b].sort((x, y) => x - y),
+            p,
+          )
         expect(Math.exp(dist.estimate)).toBeCloseTo(expected, 14)
         expect(dist.dropped).toBe(0)
       }

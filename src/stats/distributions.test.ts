@@ -1,6 +1,14 @@
 import { describe, expect, test } from 'vitest'
 import {
-  betaQuantile, binomialCdf, erfc, logGamma, normalCdf, normalQuantile, regularizedIncompleteBeta, studentTCdf, studentTQuantile,
+  betaQuantile,
+  binomialCdf,
+  erfc,
+  logGamma,
+  normalCdf,
+  normalQuantile,
+  regularizedIncompleteBeta,
+  studentTCdf,
+  studentTQuantile,
 } from './distributions.ts'
 
 /** |actual − expected| ≤ rel·|expected|. */
@@ -95,7 +103,8 @@ describe('regularizedIncompleteBeta and betaQuantile', () => {
   test('closed forms: I_x(2, 3) = P(Bin(4, x) ≥ 2); I_x(½, ½) = (2/π)·asin √x (arcsine law)', () => {
     // I_0.4(2, 3) = 6·0.4²·0.6² + 4·0.4³·0.6 + 0.4⁴ = 0.5248
     expectRelative(regularizedIncompleteBeta(0.4, 2, 3), 0.5248, 1e-13)
-    for (const x of [0.01, 0.2, 0.5, 0.93]) expectRelative(regularizedIncompleteBeta(x, 0.5, 0.5), (2 / Math.PI) * Math.asin(Math.sqrt(x)), 1e-13)
+    for (const x of [0.01, 0.2, 0.5, 0.93])
+      expectRelative(regularizedIncompleteBeta(x, 0.5, 0.5), (2 / Math.PI) * Math.asin(Math.sqrt(x)), 1e-13)
     // I_x(a, 1) = x^a
     expectRelative(regularizedIncompleteBeta(0.3, 7.5, 1), 0.3 ** 7.5, 1e-13)
   })
@@ -105,7 +114,13 @@ describe('regularizedIncompleteBeta and betaQuantile', () => {
   })
 
   test('betaQuantile inverts it', () => {
-    for (const [a, b] of [[1, 1], [0.5, 2], [3, 7], [682, 244], [20, 0.7]] as const) {
+    for (const [a, b] of [
+      [1, 1],
+      [0.5, 2],
+      [3, 7],
+      [682, 244],
+      [20, 0.7],
+    ] as const) {
       for (const p of [1e-6, 0.025, 0.5, 0.975, 1 - 1e-6]) expectRelative(regularizedIncompleteBeta(betaQuantile(p, a, b), a, b), p, 1e-9)
     }
     expect(betaQuantile(0, 2, 3)).toBe(0)

@@ -31,7 +31,7 @@ function erfcNonNegative(x: number): number {
       sum += term
       if (term < sum * EPS) break
     }
-    return 1 - ((2 / SQRT_PI) * Math.exp(-x * x) * sum)
+    return 1 - (2 / SQRT_PI) * Math.exp(-x * x) * sum
   }
   // erfc(x) = e^{−x²}/√π · 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + …)))), by the modified Lentz method.
   let f = x
@@ -111,7 +111,7 @@ export function normalQuantile(p: number): number {
   for (let i = 0; i < 2; i++) {
     // Work on the smaller tail so the residual keeps its relative precision.
     // Φ(x) − p; above the median as (1 − p) − Φ(−x), exact by Sterbenz for p ≥ ½.
-    const e = x < 0 ? normalCdf(x) - p : (1 - p) - normalCdf(-x)
+    const e = x < 0 ? normalCdf(x) - p : 1 - p - normalCdf(-x)
     const u = e * Math.sqrt(2 * Math.PI) * Math.exp(0.5 * x * x)
     x -= u / (1 + 0.5 * x * u)
   }
@@ -119,8 +119,8 @@ export function normalQuantile(p: number): number {
 }
 
 const LANCZOS = [
-  0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059,
-  12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7,
+  0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059, 12.507343278686905,
+  -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7,
 ]
 
 /**

@@ -73,7 +73,12 @@ describe('mcnemarMidP', () => {
   })
 
   test('is never above the exact p-value', () => {
-    for (const [b, c] of [[0, 4], [3, 9], [20, 35], [50, 50]] as const) {
+    for (const [b, c] of [
+      [0, 4],
+      [3, 9],
+      [20, 35],
+      [50, 50],
+    ] as const) {
       expect(mcnemarMidP(b, c)).toBeLessThanOrEqual(mcnemarExact(b, c))
     }
   })

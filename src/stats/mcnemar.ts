@@ -8,7 +8,10 @@
  * @example mcnemarExact(1, 7) // 0.0703125 (Fagerland et al. 2013, BMC Med Res Methodol 13:91)
  */
 export function mcnemarExact(b: number, c: number): number {
-  for (const [name, value] of [['b', b], ['c', c]] as const) {
+  for (const [name, value] of [
+    ['b', b],
+    ['c', c],
+  ] as const) {
     if (!Number.isInteger(value) || value < 0) {
       throw new RangeError(`mcnemarExact: ${name} must be a non-negative integer, got ${value}`)
     }

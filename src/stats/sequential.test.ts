@@ -44,7 +44,7 @@ describe('spentAlpha', () => {
 describe('groupSequentialBoundaries', () => {
   // Lan & DeMets (1983) spending, five equally spaced looks, one-sided α = 0.025 (two-sided 0.05): the
   // published boundaries (DeMets & Lan 1994, Stat Med 13:1341; also printed by R's ldbounds and gsDesign).
-  test('O\'Brien–Fleming type, K = 5, α = 0.025: 4.877, 3.357, 2.680, 2.290, 2.031 (ldbounds)', () => {
+  test("O'Brien–Fleming type, K = 5, α = 0.025: 4.877, 3.357, 2.680, 2.290, 2.031 (ldbounds)", () => {
     const z = groupSequentialBoundaries([0.2, 0.4, 0.6, 0.8, 1], 0.025, 'obrien-fleming').map((l) => l.z)
     ;[4.877, 3.357, 2.68, 2.29, 2.031].forEach((expected, i) => expect(z[i]).toBeCloseTo(expected, 3))
   })
@@ -60,12 +60,21 @@ describe('groupSequentialBoundaries', () => {
     expect(lookConfidence(look?.z as number)).toBeCloseTo(0.98, 12)
   })
 
-  test('by simulation (fixed seed): the overall type-I error at the boundaries stays ≤ α (servegate\'s looks 16/32/64/128)', () => {
+  test("by simulation (fixed seed): the overall type-I error at the boundaries stays ≤ α (servegate's looks 16/32/64/128)", () => {
     const fractions = [16 / 128, 32 / 128, 64 / 128, 1]
     const paths = 200_000
-    for (const [alpha, spending] of [[0.01, 'pocock'], [0.025, 'pocock'], [0.01, 'obrien-fleming']] as const) {
+    for (const [alpha, spending] of [
+      [0.01, 'pocock'],
+      [0.025, 'pocock'],
+      [0.01, 'obrien-fleming'],
+    ] as const) {
       const looks = groupSequentialBoundaries(fractions, alpha, spending)
-      const crossed = simulatedCrossing(fractions, looks.map((l) => l.z), paths, 20_240_601)
+      const crossed = simulatedCrossing(
+        fractions,
+        looks.map((l) => l.z),
+        paths,
+        20_240_601,
+      )
       // The 99.9% Clopper–Pearson lower bound of the simulated rate must not exceed α…
       expect(clopperPearson(crossed, paths, 0.998).low).toBeLessThanOrEqual(alpha)
       // …and the design spends nearly all of it (not a uselessly conservative boundary).

@@ -84,7 +84,8 @@ const cache = new Map<string, SequentialLook[]>()
  * The one-sided efficacy boundaries of a group-sequential design with α spent by a Lan–DeMets
  * function (Lan & DeMets 1983), by the Armitage–McPherson–Rowe recursion: the sub-density of
  * the score statistic S_k = Z_k√t_k over the region where no earlier look stopped is carried
- * forward by numerical integration (Simpson, 201 points: the published boundaries agree to 4 decimals; Jennison & Turnbull 2000, ch. 19), and
+ * forward by numerical integration (Simpson, 201 points: the published boundaries agree to 4 decimals; Jennison & Turnbull 2000, ch. 19),
+ * and
  * each boundary solves P(first crossing at look k) = α(t_k) − α(t_{k−1}) by bisection.
  * The statistic is assumed to have the canonical joint distribution (independent increments),
  * corr(Z_j, Z_k) = √(t_j/t_k) — true of a mean over nested samples.
@@ -101,7 +102,10 @@ export function groupSequentialBoundaries(
   if (informationFractions.length === 0) throw new RangeError('groupSequentialBoundaries: no looks')
   let previousT = 0
   for (const t of informationFractions) {
-    if (!(t > previousT && t <= 1)) throw new RangeError(`groupSequentialBoundaries: information fractions must increase within (0, 1], got ${informationFractions.join(', ')}`)
+    if (!(t > previousT && t <= 1))
+      throw new RangeError(
+        `groupSequentialBoundaries: information fractions must increase within (0, 1], got ${informationFractions.join(', ')}`,
+      )
     previousT = t
   }
   const key = `${spending}|${alpha}|${informationFractions.join(',')}`

@@ -52,7 +52,15 @@ export function welchTTest(x: readonly number[], y: readonly number[], confidenc
   const se = Math.sqrt(vx + vy)
   const estimate = a.mean - b.mean
   if (se === 0) {
-    return { estimate, t: estimate === 0 ? 0 : Math.sign(estimate) * Infinity, df: x.length + y.length - 2, p: estimate === 0 ? 1 : 0, low: estimate, high: estimate, confidence }
+    return {
+      estimate,
+      t: estimate === 0 ? 0 : Math.sign(estimate) * Infinity,
+      df: x.length + y.length - 2,
+      p: estimate === 0 ? 1 : 0,
+      low: estimate,
+      high: estimate,
+      confidence,
+    }
   }
   const df = (vx + vy) ** 2 / (vx ** 2 / (x.length - 1) + vy ** 2 / (y.length - 1))
   const t = estimate / se
@@ -87,7 +95,7 @@ function midranks(values: readonly number[]): { ranks: Float64Array; ties: numbe
   const order = values.map((v, i) => [v, i] as const).sort((p, q) => p[0] - q[0])
   const ranks = new Float64Array(values.length)
   const ties: number[] = []
-  for (let i = 0; i < order.length; ) {
+  for (let i = 0; i < order.length;) {
     let j = i
     while (j + 1 < order.length && (order[j + 1] as readonly [number, number])[0] === (order[i] as readonly [number, number])[0]) j++
     const rank = (i + j) / 2 + 1

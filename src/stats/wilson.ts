@@ -11,11 +11,7 @@ export const Z95_EXACT = 1.959963984540054
  * @returns the bounds as proportions in [0, 1]; both null when n = 0
  * @example wilsonInterval(81, 263) // { low: 0.2553…, high: 0.3662… } (Newcombe 1998)
  */
-export function wilsonInterval(
-  successes: number,
-  n: number,
-  z: number = Z95_EXACT,
-): { low: number | null; high: number | null } {
+export function wilsonInterval(successes: number, n: number, z: number = Z95_EXACT): { low: number | null; high: number | null } {
   if (!Number.isInteger(n) || n < 0) throw new RangeError(`wilsonInterval: n must be a non-negative integer, got ${n}`)
   if (!Number.isInteger(successes) || successes < 0 || successes > n) {
     throw new RangeError(`wilsonInterval: successes must be an integer in [0, ${n}], got ${successes}`)

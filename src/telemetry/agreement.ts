@@ -32,7 +32,7 @@ export interface ComparisonLabel {
   clientSource: string
 }
 
-const EXPECTATION = 'engine ≤ client expected: the client\'s time also holds queueing, network and scheduling'
+const EXPECTATION = "engine ≤ client expected: the client's time also holds queueing, network and scheduling"
 
 function allowance(clientMs: number, tolerance: AgreementTolerance): number {
   return Math.max(tolerance.ms, tolerance.fraction * clientMs)
@@ -42,7 +42,8 @@ function allowance(clientMs: number, tolerance: AgreementTolerance): number {
  * Compares per-request engine and client durations. Pure. Gap = client − engine (positive is
  * expected); the verdict is `engine-slower-than-client` when any request's engine time exceeds
  * its client time by more than the tolerance, which only a harness bug explains.
- * @example compareTimings({ metric: 'prefill', engineSource: 'e', clientSource: 'c', pairs: [{ engineMs: 40, clientMs: 52 }] }).verdict // 'agree'
+ * @example compareTimings({ metric: 'prefill', engineSource: 'e', clientSource: 'c', pairs: [{ engineMs: 40, clientMs: 52 }] }).verdict //
+ * 'agree'
  */
 export function compareTimings(input: ComparisonLabel & { pairs: readonly TimingPair[]; tolerance?: AgreementTolerance }): TimingAgreement {
   const tolerance = input.tolerance ?? DEFAULT_TOLERANCE
@@ -96,7 +97,10 @@ export interface LlamaServerRequestTimings {
  * client's time to first output, and `predicted_ms` (first → last generated token) vs the client's
  * generation time. A request without a valid `timings` object is skipped. Pure.
  */
-export function compareLlamaServerTimings(requests: readonly LlamaServerRequestTimings[], tolerance?: AgreementTolerance): TimingAgreement[] {
+export function compareLlamaServerTimings(
+  requests: readonly LlamaServerRequestTimings[],
+  tolerance?: AgreementTolerance,
+): TimingAgreement[] {
   const parsed = requests.map((r) => ({ ...r, engine: LlamaServerTimings.safeParse(r.timings) }))
   const withTolerance = tolerance === undefined ? {} : { tolerance }
   return [
@@ -124,7 +128,12 @@ export function compareLlamaServerTimings(requests: readonly LlamaServerRequestT
  * request's did. The counts must match, or the windows do not cover the same requests. Pure.
  */
 export function compareHistogramTotals(
-  input: ComparisonLabel & { engine: TimingDelta | null; engineMissingReason?: string; clientMs: readonly number[]; tolerance?: AgreementTolerance },
+  input: ComparisonLabel & {
+    engine: TimingDelta | null
+    engineMissingReason?: string
+    clientMs: readonly number[]
+    tolerance?: AgreementTolerance
+  },
 ): TimingAgreement {
   const tolerance = input.tolerance ?? DEFAULT_TOLERANCE
   const client = input.clientMs.filter((v) => Number.isFinite(v))
@@ -141,12 +150,21 @@ export function compareHistogramTotals(
     toleranceFraction: tolerance.fraction,
   }
   const engine = input.engine
-  if (engine === null) return { ...base, verdict: 'insufficient-data', note: input.engineMissingReason ?? 'the engine reported no total for this window' }
+  if (engine === null)
+    return { ...base, verdict: 'insufficient-data', note: input.engineMissingReason ?? 'the engine reported no total for this window' }
   if (engine.count === null) {
-    return { ...base, verdict: 'insufficient-data', note: 'the engine keeps a plain counter without a request count; compare its per-request timings instead' }
+    return {
+      ...base,
+      verdict: 'insufficient-data',
+      note: 'the engine keeps a plain counter without a request count; compare its per-request timings instead',
+    }
   }
   if (engine.count === 0 || client.length === 0) {
-    return { ...base, verdict: 'insufficient-data', note: `nothing to compare: the engine counted ${engine.count} requests, the client measured ${client.length}` }
+    return {
+      ...base,
+      verdict: 'insufficient-data',
+      note: `nothing to compare: the engine counted ${engine.count} requests, the client measured ${client.length}`,
+    }
   }
   if (engine.count !== client.length) {
     return {
@@ -167,12 +185,21 @@ export function compareHistogramTotals(
       note: `engine mean ${input.metric} ${engineMeanMs.toFixed(1)} ms exceeds the client's mean ${clientMeanMs.toFixed(1)} ms beyond max(${tolerance.ms} ms, ${tolerance.fraction * 100}%): at least one request's engine time exceeded the client's; a harness timing bug is likely`,
     }
   }
-  return { ...common, verdict: 'agree', note: `${EXPECTATION}; mean gap ${gap.toFixed(1)} ms over ${engine.count} requests (histogram totals: no per-request gaps)` }
+  return {
+    ...common,
+    verdict: 'agree',
+    note: `${EXPECTATION}; mean gap ${gap.toFixed(1)} ms over ${engine.count} requests (histogram totals: no per-request gaps)`,
+  }
 }
 
 function sourceName(source: MetricSource): string {
   if (source.name === null) return 'not exposed'
-  const match = source.match === undefined ? '' : `{${Object.entries(source.match).map(([k, v]) => `${k}="${v}"`).join(',')}}`
+  const match =
+    source.match === undefined
+      ? ''
+      : `{${Object.entries(source.match)
+          .map(([k, v]) => `${k}="${v}"`)
+          .join(',')}}`
   return `${source.name}${match} (sum/count)`
 }
 

@@ -48,10 +48,15 @@ interface FakeHost {
 }
 
 /** Writes a fake /proc/self/cgroup and mountinfo whose mount points live under a temp dir. */
-async function fakeHost(procCgroup: string, mounts: Array<{ root?: string; at: string; fsType: 'cgroup' | 'cgroup2'; options: string }>): Promise<FakeHost> {
+async function fakeHost(
+  procCgroup: string,
+  mounts: Array<{ root?: string; at: string; fsType: 'cgroup' | 'cgroup2'; options: string }>,
+): Promise<FakeHost> {
   const root = await mkdtemp(join(tmpdir(), 'sg-cgroup-'))
   dirs.push(root)
-  const lines = mounts.map((m, i) => `${40 + i} 31 0:${40 + i} ${m.root ?? '/'} ${join(root, m.at)} rw,relatime - ${m.fsType} ${m.fsType} ${m.options}`)
+  const lines = mounts.map(
+    (m, i) => `${40 + i} 31 0:${40 + i} ${m.root ?? '/'} ${join(root, m.at)} rw,relatime - ${m.fsType} ${m.fsType} ${m.options}`,
+  )
   await writeFile(join(root, 'cgroup'), procCgroup)
   await writeFile(join(root, 'mountinfo'), `${lines.join('\n')}\n`)
   return { root, procCgroupPath: join(root, 'cgroup'), mountinfoPath: join(root, 'mountinfo') }
@@ -96,7 +101,10 @@ describe('findMemoryCgroup', () => {
 
   test('no memory cgroup files: absent, naming what was tried', async () => {
     const host = await fakeHost('0::/x\n', [{ at: 'cg', fsType: 'cgroup2', options: 'rw' }])
-    expect(await findMemoryCgroup(host)).toEqual({ status: 'absent', reason: `no memory cgroup files (tried ${join(host.root, 'cg/x')}/memory.current)` })
+    expect(await findMemoryCgroup(host)).toEqual({
+      status: 'absent',
+      reason: `no memory cgroup files (tried ${join(host.root, 'cg/x')}/memory.current)`,
+    })
   })
 
   test('no cgroup hierarchy mounted, or no /proc: absent with the reason', async () => {
@@ -157,7 +165,11 @@ describe('startHostMemorySampler', () => {
   test('cgroup v1: max_usage_in_bytes, and the page-counter maximum means no limit', async () => {
     const host = await fakeHost(HYBRID_PROC_CGROUP, [{ at: 'memory', fsType: 'cgroup', options: 'rw,memory' }])
     const dir = join(host.root, 'memory/process_api/a0566e7e')
-    await files(dir, { 'memory.usage_in_bytes': '7749632\n', 'memory.max_usage_in_bytes': '41390080\n', 'memory.limit_in_bytes': '9223372036854771712\n' })
+    await files(dir, {
+      'memory.usage_in_bytes': '7749632\n',
+      'memory.max_usage_in_bytes': '41390080\n',
+      'memory.limit_in_bytes': '9223372036854771712\n',
+    })
     const memory = await startHostMemorySampler({ ...host, intervalMs: 5 }).stop()
     expect(memory).toMatchObject({
       status: 'ok',
@@ -175,12 +187,24 @@ describe('startHostMemorySampler', () => {
     dirs.push(dir)
     await files(dir, { 'memory.current': 'garbage\n', 'memory.peak': '10\n', 'memory.max': 'max\n' })
     const memory = await startHostMemorySampler({ cgroup: { status: 'ok', version: 'v2', dir }, intervalMs: 5 }).stop()
-    const why = expect.stringMatching(/^no read of memory\.current succeeded \(\d+ failed; last: memory\.current holds "garbage", not a byte count\)$/)
-    expect(memory).toMatchObject({ status: 'ok', samples: 0, sampledPeakBytes: null, firstBytes: null, lastBytes: null, reasons: { sampledPeakBytes: why, firstBytes: why, lastBytes: why } })
+    const why = expect.stringMatching(
+      /^no read of memory\.current succeeded \(\d+ failed; last: memory\.current holds "garbage", not a byte count\)$/,
+    )
+    expect(memory).toMatchObject({
+      status: 'ok',
+      samples: 0,
+      sampledPeakBytes: null,
+      firstBytes: null,
+      lastBytes: null,
+      reasons: { sampledPeakBytes: why, firstBytes: why, lastBytes: why },
+    })
   })
 
   test('no cgroup: absent', async () => {
-    expect(await startHostMemorySampler({ cgroup: { status: 'absent', reason: 'not Linux' } }).stop()).toEqual({ status: 'absent', reason: 'not Linux' })
+    expect(await startHostMemorySampler({ cgroup: { status: 'absent', reason: 'not Linux' } }).stop()).toEqual({
+      status: 'absent',
+      reason: 'not Linux',
+    })
   })
 
   test('this machine: its own cgroup is found and read, or absent with the reason', async () => {

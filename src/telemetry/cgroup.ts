@@ -95,7 +95,10 @@ export async function findMemoryCgroup(location: CgroupLocation = {}): Promise<M
     lines = parseProcCgroup(await readFile(procPath, 'utf8'))
     mounts = parseMountinfo(await readFile(mountinfoPath, 'utf8'))
   } catch (error) {
-    return { status: 'absent', reason: `cannot read ${procPath} or ${mountinfoPath} (not Linux?): ${sanitizeMessage(error instanceof Error ? error.message : String(error))}` }
+    return {
+      status: 'absent',
+      reason: `cannot read ${procPath} or ${mountinfoPath} (not Linux?): ${sanitizeMessage(error instanceof Error ? error.message : String(error))}`,
+    }
   }
   const tried: string[] = []
   const unified = lines.find((l) => l.hierarchy === '0' && l.controllers.length === 0)
@@ -120,7 +123,10 @@ export async function findMemoryCgroup(location: CgroupLocation = {}): Promise<M
   }
   return {
     status: 'absent',
-    reason: tried.length === 0 ? `no memory cgroup: ${procPath} names no cgroup2 or v1 memory hierarchy that is mounted` : `no memory cgroup files (tried ${tried.join(', ')})`,
+    reason:
+      tried.length === 0
+        ? `no memory cgroup: ${procPath} names no cgroup2 or v1 memory hierarchy that is mounted`
+        : `no memory cgroup files (tried ${tried.join(', ')})`,
   }
 }
 
@@ -220,7 +226,9 @@ export function startHostMemorySampler(options: HostMemorySamplerOptions = {}): 
         const peak = await readBytes(cgroup.dir, files.peak)
         if (peak.bytes === null) {
           reasons.lifetimePeakBytes =
-            cgroup.version === 'v2' && peak.reason.endsWith('does not exist') ? 'memory.peak does not exist: the kernel predates Linux 5.19' : peak.reason
+            cgroup.version === 'v2' && peak.reason.endsWith('does not exist')
+              ? 'memory.peak does not exist: the kernel predates Linux 5.19'
+              : peak.reason
         }
         const limit = await readBytes(cgroup.dir, files.limit)
         if (limit.bytes === null) reasons.limitBytes = limit.reason

@@ -24,7 +24,11 @@ describe('parseSampleValue', () => {
 
 describe('parseSampleLine', () => {
   test('labels with escapes, spaces and a trailing comma', () => {
-    expect(parseSampleLine('msdos_file_access_time_seconds{path="C:\\\\DIR\\\\FILE.TXT",error="Cannot find file:\\n\\"FILE.TXT\\"",} 1.458255915e9')).toEqual({
+    expect(
+      parseSampleLine(
+        'msdos_file_access_time_seconds{path="C:\\\\DIR\\\\FILE.TXT",error="Cannot find file:\\n\\"FILE.TXT\\"",} 1.458255915e9',
+      ),
+    ).toEqual({
       name: 'msdos_file_access_time_seconds',
       labels: { path: 'C:\\DIR\\FILE.TXT', error: 'Cannot find file:\n"FILE.TXT"' },
       value: 1458255915,
@@ -38,11 +42,19 @@ describe('parseSampleLine', () => {
       labels: { method: 'post', code: '200' },
       value: 1027,
     })
-    expect(parseSampleLine('foo_bucket{le="0.5"} 3 # {trace_id="abc"} 0.4 1.6e9')).toEqual({ name: 'foo_bucket', labels: { le: '0.5' }, value: 3 })
+    expect(parseSampleLine('foo_bucket{le="0.5"} 3 # {trace_id="abc"} 0.4 1.6e9')).toEqual({
+      name: 'foo_bucket',
+      labels: { le: '0.5' },
+      value: 3,
+    })
   })
 
   test('names with colons (engine namespaces) and no labels', () => {
-    expect(parseSampleLine('llamacpp:prompt_seconds_total 12.8456')).toEqual({ name: 'llamacpp:prompt_seconds_total', labels: {}, value: 12.8456 })
+    expect(parseSampleLine('llamacpp:prompt_seconds_total 12.8456')).toEqual({
+      name: 'llamacpp:prompt_seconds_total',
+      labels: {},
+      value: 12.8456,
+    })
   })
 
   test.each(['{a="1"} 2', 'a{b=1} 2', 'a{b="1" 2', 'a 1 2 3', 'a', 'a{b="1"}'])('%j is not a sample', (line) => {
@@ -71,8 +83,13 @@ describe('parseExposition', () => {
   })
 
   test('an empty HELP, CRLF endings, # EOF and a broken line do not lose the scrape', () => {
-    const parsed = parseExposition('# HELP llamacpp:n_tokens_max\r\n# TYPE llamacpp:n_tokens_max counter\r\nllamacpp:n_tokens_max 2688\r\nbroken{ 1\r\ng NaN\r\n# EOF\r\n')
-    expect(parsed.samples.map((s) => [s.name, s.value])).toEqual([['llamacpp:n_tokens_max', 2688], ['g', Number.NaN]])
+    const parsed = parseExposition(
+      '# HELP llamacpp:n_tokens_max\r\n# TYPE llamacpp:n_tokens_max counter\r\nllamacpp:n_tokens_max 2688\r\nbroken{ 1\r\ng NaN\r\n# EOF\r\n',
+    )
+    expect(parsed.samples.map((s) => [s.name, s.value])).toEqual([
+      ['llamacpp:n_tokens_max', 2688],
+      ['g', Number.NaN],
+    ])
     expect(parsed.types.get('llamacpp:n_tokens_max')).toBe('counter')
     expect(parsed.invalidLines).toEqual(['broken{ 1'])
     expect(parsed.invalidLineCount).toBe(1)

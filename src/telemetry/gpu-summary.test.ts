@@ -2,12 +2,30 @@ import { describe, expect, test } from 'vitest'
 import type { GpuSample, GpuSamples } from '../schema/telemetry.ts'
 import { integrateEnergy, summarizeGpu } from './gpu-summary.ts'
 
-function sample(index: number, timestampMs: number, powerW: number | null, memoryUsedMiB: number | null, temperatureC = 40, utilizationPct = 0): GpuSample {
+function sample(
+  index: number,
+  timestampMs: number,
+  powerW: number | null,
+  memoryUsedMiB: number | null,
+  temperatureC = 40,
+  utilizationPct = 0,
+): GpuSample {
   return { index, timestampMs, powerW, memoryUsedMiB, temperatureC, utilizationPct }
 }
 
 function samples(list: GpuSample[], devices = [0]): GpuSamples {
-  return { status: 'ok', intervalMs: 500, devices, samples: list, startedAt: 0, stoppedAt: 4000, loadStartedAt: 1000, polls: list.length, pollErrors: 0, lastPollError: null }
+  return {
+    status: 'ok',
+    intervalMs: 500,
+    devices,
+    samples: list,
+    startedAt: 0,
+    stoppedAt: 4000,
+    loadStartedAt: 1000,
+    polls: list.length,
+    pollErrors: 0,
+    lastPollError: null,
+  }
 }
 
 /** Idle 70 W / 500 MiB at t = 0 and 500 ms; 600 W from 1000 to 3000 ms; idle again at 3500. */
@@ -24,15 +42,37 @@ const oneGpu = [
 
 describe('integrateEnergy', () => {
   test('trapezoids clipped to the window by interpolation', () => {
-    const points = [{ t: 1000, w: 100 }, { t: 2000, w: 300 }, { t: 3000, w: 100 }]
+    const points = [
+      { t: 1000, w: 100 },
+      { t: 2000, w: 300 },
+      { t: 3000, w: 100 },
+    ]
     // 1250 → 2000: 150 → 300 W over 0.75 s; 2000 → 2750: 300 → 150 W over 0.75 s.
     expect(integrateEnergy(points, 1250, 2750)).toEqual({ joules: 337.5, coverage: 1 })
   })
 
   test('coverage counts only the part of the window the samples span', () => {
-    expect(integrateEnergy([{ t: 0, w: 100 }, { t: 1000, w: 100 }], 500, 2500)).toEqual({ joules: 50, coverage: 0.25 })
+    expect(
+      integrateEnergy(
+        [
+          { t: 0, w: 100 },
+          { t: 1000, w: 100 },
+        ],
+        500,
+        2500,
+      ),
+    ).toEqual({ joules: 50, coverage: 0.25 })
     expect(integrateEnergy([{ t: 0, w: 100 }], 0, 1000)).toEqual({ joules: 0, coverage: 0 })
-    expect(integrateEnergy([{ t: 0, w: 100 }, { t: 10, w: 100 }], 5, 5)).toEqual({ joules: 0, coverage: 0 })
+    expect(
+      integrateEnergy(
+        [
+          { t: 0, w: 100 },
+          { t: 10, w: 100 },
+        ],
+        5,
+        5,
+      ),
+    ).toEqual({ joules: 0, coverage: 0 })
   })
 })
 
@@ -70,13 +110,7 @@ describe('summarizeGpu', () => {
   })
 
   test('two GPUs: the worst single device per figure, never a sum', () => {
-    const two = [
-      ...oneGpu,
-      sample(1, 0, 65, 400),
-      sample(1, 1000, 500, 70000),
-      sample(1, 2000, 500, 70000),
-      sample(1, 3000, 500, 70000),
-    ]
+    const two = [...oneGpu, sample(1, 0, 65, 400), sample(1, 1000, 500, 70000), sample(1, 2000, 500, 70000), sample(1, 3000, 500, 70000)]
     const summary = summarizeGpu(samples(two, [0, 1]), { outputTokens: 1000, loadStartedAt: 500, loadEndedAt: 3000 })
     if (summary.status !== 'ok') throw new Error('expected ok')
     expect(summary.devices.map((d) => d.index)).toEqual([0, 1])
@@ -123,7 +157,13 @@ describe('summarizeGpu', () => {
     if (summary.status !== 'ok') throw new Error('expected ok')
     const d = summary.devices[0]
     const why = 'no sample before the load started: start the sampler at least one interval earlier'
-    expect(d).toMatchObject({ idlePowerW: null, peakProcessVramEstimateMiB: null, energyJ: 1200, idleSubtractedEnergyJ: null, activePowerMeanW: 600 })
+    expect(d).toMatchObject({
+      idlePowerW: null,
+      peakProcessVramEstimateMiB: null,
+      energyJ: 1200,
+      idleSubtractedEnergyJ: null,
+      activePowerMeanW: 600,
+    })
     expect(d?.reasons).toEqual({
       idlePowerW: why,
       peakProcessVramEstimateMiB: why,
@@ -136,14 +176,21 @@ describe('summarizeGpu', () => {
     const summary = summarizeGpu(samples(oneGpu), { outputTokens: 10, loadStartedAt: 1100, loadEndedAt: 1400 })
     if (summary.status !== 'ok') throw new Error('expected ok')
     const why = 'no sample inside the load window: it was shorter than the sampling interval'
-    expect(summary.devices[0]).toMatchObject({ loadSamples: 0, activePowerMeanW: null, energyJ: 180, reasons: { activePowerMeanW: why, temperatureP95C: why } })
+    expect(summary.devices[0]).toMatchObject({
+      loadSamples: 0,
+      activePowerMeanW: null,
+      energyJ: 180,
+      reasons: { activePowerMeanW: why, temperatureP95C: why },
+    })
   })
 
   test('samples that stop early do not cover the window: no energy', () => {
     const summary = summarizeGpu(samples(oneGpu.slice(0, 4)), { outputTokens: 10, loadStartedAt: 1000, loadEndedAt: 3000 })
     if (summary.status !== 'ok') throw new Error('expected ok')
     expect(summary.devices[0]?.energyJ).toBeNull()
-    expect(summary.devices[0]?.reasons.energyJ).toBe('power samples cover 25% of the load window (need 95%): the sampler started late or stopped early')
+    expect(summary.devices[0]?.reasons.energyJ).toBe(
+      'power samples cover 25% of the load window (need 95%): the sampler started late or stopped early',
+    )
   })
 
   test.each([
@@ -152,7 +199,11 @@ describe('summarizeGpu', () => {
   ])('outputTokens %j: no joules per token', (outputTokens, reason) => {
     const summary = summarizeGpu(samples(oneGpu), { outputTokens, loadStartedAt: 1000, loadEndedAt: 3000 })
     if (summary.status !== 'ok') throw new Error('expected ok')
-    expect(summary.devices[0]).toMatchObject({ idleSubtractedEnergyJ: 1060, idleSubtractedJPerOutputToken: null, reasons: { idleSubtractedJPerOutputToken: reason } })
+    expect(summary.devices[0]).toMatchObject({
+      idleSubtractedEnergyJ: 1060,
+      idleSubtractedJPerOutputToken: null,
+      reasons: { idleSubtractedJPerOutputToken: reason },
+    })
   })
 
   test('a load end before its start, and a device with no samples', () => {
@@ -163,6 +214,9 @@ describe('summarizeGpu', () => {
   })
 
   test('absent samples stay absent', () => {
-    expect(summarizeGpu({ status: 'absent', reason: 'no driver' }, { outputTokens: 1, loadStartedAt: 0, loadEndedAt: 1 })).toEqual({ status: 'absent', reason: 'no driver' })
+    expect(summarizeGpu({ status: 'absent', reason: 'no driver' }, { outputTokens: 1, loadStartedAt: 0, loadEndedAt: 1 })).toEqual({
+      status: 'absent',
+      reason: 'no driver',
+    })
   })
 })

@@ -42,7 +42,11 @@ function values(samples: readonly GpuSample[], pick: (s: GpuSample) => number | 
  * ∫ power dt over [start, end] in joules: trapezoids between consecutive samples, clipped to the
  * window by linear interpolation. `coverage` is the share of the window the samples span.
  */
-export function integrateEnergy(points: ReadonlyArray<{ t: number; w: number }>, start: number, end: number): { joules: number; coverage: number } {
+export function integrateEnergy(
+  points: ReadonlyArray<{ t: number; w: number }>,
+  start: number,
+  end: number,
+): { joules: number; coverage: number } {
   if (!(end > start)) return { joules: 0, coverage: 0 }
   let joules = 0
   let covered = 0
@@ -79,10 +83,13 @@ function summarizeDevice(index: number, all: readonly GpuSample[], window: GpuLo
   const baseline = start === null ? [] : all.filter((s) => s.timestampMs < start)
   const load = windowKnown ? all.filter((s) => s.timestampMs >= start && s.timestampMs <= end) : []
   const noWindow =
-    start === null ? 'the load start was not marked (markLoadStart), so baseline and load cannot be told apart'
-    : end === null ? 'the load end is unknown'
-    : end < start ? 'the load ended before it started'
-    : null
+    start === null
+      ? 'the load start was not marked (markLoadStart), so baseline and load cannot be told apart'
+      : end === null
+        ? 'the load end is unknown'
+        : end < start
+          ? 'the load ended before it started'
+          : null
   const noBaseline = noWindow ?? 'no sample before the load started: start the sampler at least one interval earlier'
   const noLoad = noWindow ?? 'no sample inside the load window: it was shorter than the sampling interval'
   const absentField = (what: string): string => `nvidia-smi reported no ${what} for this GPU ([N/A] or [Not Supported])`
@@ -123,7 +130,8 @@ function summarizeDevice(index: number, all: readonly GpuSample[], window: GpuLo
   else {
     const { joules, coverage } = integrateEnergy(powerPoints, start as number, end as number)
     if (coverage >= MIN_ENERGY_COVERAGE) out.energyJ = joules
-    else reasons.energyJ = `power samples cover ${(coverage * 100).toFixed(0)}% of the load window (need ${MIN_ENERGY_COVERAGE * 100}%): the sampler started late or stopped early`
+    else
+      reasons.energyJ = `power samples cover ${(coverage * 100).toFixed(0)}% of the load window (need ${MIN_ENERGY_COVERAGE * 100}%): the sampler started late or stopped early`
   }
 
   if (out.energyJ === null) reasons.idleSubtractedEnergyJ = `no energy: ${reasons.energyJ}`
@@ -148,7 +156,8 @@ function worstOf(devices: readonly GpuDeviceSummary[]): Record<Figure, GpuWorstV
       if (v !== null && (best === null || v > (best[figure] as number))) best = d
     }
     if (best !== null) return [figure, { value: best[figure], deviceIndex: best.index, reason: null }]
-    const reason = devices.length === 0 ? 'no GPU was sampled' : [...new Set(devices.map((d) => d.reasons[figure] ?? 'no value'))].join('; ')
+    const reason =
+      devices.length === 0 ? 'no GPU was sampled' : [...new Set(devices.map((d) => d.reasons[figure] ?? 'no value'))].join('; ')
     return [figure, { value: null, deviceIndex: null, reason }]
   })
   return Object.fromEntries(entries) as Record<Figure, GpuWorstValue>

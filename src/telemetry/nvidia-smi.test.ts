@@ -40,8 +40,22 @@ describe('parsing nvidia-smi output', () => {
   test('samples: every field parsed, [N/A] power is null', () => {
     const out = '0, 2024/05/14 10:32:11.123, 68.52, 534, 33, 0\n1, 2024/05/14 10:32:11.124, [N/A], 71234, 64, 97\n'
     expect(parseGpuSamples(out, 0).samples).toEqual([
-      { index: 0, timestampMs: new Date(2024, 4, 14, 10, 32, 11, 123).getTime(), powerW: 68.52, memoryUsedMiB: 534, temperatureC: 33, utilizationPct: 0 },
-      { index: 1, timestampMs: new Date(2024, 4, 14, 10, 32, 11, 124).getTime(), powerW: null, memoryUsedMiB: 71234, temperatureC: 64, utilizationPct: 97 },
+      {
+        index: 0,
+        timestampMs: new Date(2024, 4, 14, 10, 32, 11, 123).getTime(),
+        powerW: 68.52,
+        memoryUsedMiB: 534,
+        temperatureC: 33,
+        utilizationPct: 0,
+      },
+      {
+        index: 1,
+        timestampMs: new Date(2024, 4, 14, 10, 32, 11, 124).getTime(),
+        powerW: null,
+        memoryUsedMiB: 71234,
+        temperatureC: 64,
+        utilizationPct: 97,
+      },
     ])
   })
 })
@@ -58,7 +72,10 @@ describe('queryGpuFacts', () => {
 
   test('two GPUs, all kept when CUDA_VISIBLE_DEVICES is not given', async () => {
     const facts = await queryGpuFacts({ executable: NVIDIA_SMI, env: { ...TWO, CUDA_VISIBLE_DEVICES: undefined }, visibleDevices: null })
-    expect(facts.status === 'ok' && facts.gpus.map((g) => [g.index, g.uuid])).toEqual([[0, UUID0], [1, UUID1]])
+    expect(facts.status === 'ok' && facts.gpus.map((g) => [g.index, g.uuid])).toEqual([
+      [0, UUID0],
+      [1, UUID1],
+    ])
   })
 
   test('CUDA_VISIBLE_DEVICES by index keeps the engine GPU and warns about CUDA ordering', async () => {
@@ -68,7 +85,10 @@ describe('queryGpuFacts', () => {
   })
 
   test('CUDA_VISIBLE_DEVICES is read from the env passed when not given explicitly', async () => {
-    const facts = await queryGpuFacts({ executable: NVIDIA_SMI, env: { ...TWO, CUDA_VISIBLE_DEVICES: '1', CUDA_DEVICE_ORDER: 'PCI_BUS_ID' } })
+    const facts = await queryGpuFacts({
+      executable: NVIDIA_SMI,
+      env: { ...TWO, CUDA_VISIBLE_DEVICES: '1', CUDA_DEVICE_ORDER: 'PCI_BUS_ID' },
+    })
     expect(facts).toEqual({ status: 'ok', gpus: [{ index: 1, uuid: UUID1, ...H100 }], visibleDevices: '1', note: null })
   })
 
@@ -112,7 +132,10 @@ describe('queryGpuFacts', () => {
   })
 
   test('prints nothing: absent', async () => {
-    expect(await queryGpuFacts({ executable: '/bin/true' })).toEqual({ status: 'absent', reason: '/bin/true printed nothing (no GPU visible to the driver)' })
+    expect(await queryGpuFacts({ executable: '/bin/true' })).toEqual({
+      status: 'absent',
+      reason: '/bin/true printed nothing (no GPU visible to the driver)',
+    })
   })
 })
 
@@ -120,7 +143,10 @@ describe('queryGpuFacts', () => {
 async function calls(log: string, n: number): Promise<void> {
   const deadline = Date.now() + 15_000
   for (;;) {
-    const count = await readFile(log, 'utf8').then((t) => t.split('\n').length - 1, () => 0)
+    const count = await readFile(log, 'utf8').then(
+      (t) => t.split('\n').length - 1,
+      () => 0,
+    )
     if (count >= n) return
     if (Date.now() > deadline) throw new Error(`the fake nvidia-smi was called ${count} times, expected ${n}`)
     await sleep(10)
@@ -136,7 +162,12 @@ async function sampleCell(executable: string, env: Record<string, string>, inter
   dirs.push(dir)
   const loadFile = join(dir, 'load')
   const log = join(dir, 'calls')
-  const sampler = startGpuSampler({ executable, intervalMs, visibleDevices: null, env: { ...env, FAKE_NVIDIA_SMI_LOAD_FILE: loadFile, FAKE_NVIDIA_SMI_CALL_LOG: log } })
+  const sampler = startGpuSampler({
+    executable,
+    intervalMs,
+    visibleDevices: null,
+    env: { ...env, FAKE_NVIDIA_SMI_LOAD_FILE: loadFile, FAKE_NVIDIA_SMI_CALL_LOG: log },
+  })
   // 1 facts query + 3 polls started: at least 2 baseline samples are in.
   await calls(log, 4)
   const loadStartedAt = sampler.markLoadStart()
@@ -168,8 +199,22 @@ describe('startGpuSampler against the fake nvidia-smi', () => {
     const [d0, d1] = summary.devices
     // Samples before the mark were taken before the load file existed: pure idle. In the window at
     // most one idle sample (a poll in flight at the mark) sits among ≥ 3 loaded ones: p95 is the load.
-    expect(d0).toMatchObject({ index: 0, idlePowerW: 71.23, peakMemoryUsedMiB: 71234, peakProcessVramEstimateMiB: 71234 - 534, activePowerP95W: 612.48, temperatureP95C: 64 })
-    expect(d1).toMatchObject({ index: 1, idlePowerW: 69.87, peakMemoryUsedMiB: 70111, peakProcessVramEstimateMiB: 70111 - 534, activePowerP95W: 598.02, temperatureP95C: 61 })
+    expect(d0).toMatchObject({
+      index: 0,
+      idlePowerW: 71.23,
+      peakMemoryUsedMiB: 71234,
+      peakProcessVramEstimateMiB: 71234 - 534,
+      activePowerP95W: 612.48,
+      temperatureP95C: 64,
+    })
+    expect(d1).toMatchObject({
+      index: 1,
+      idlePowerW: 69.87,
+      peakMemoryUsedMiB: 70111,
+      peakProcessVramEstimateMiB: 70111 - 534,
+      activePowerP95W: 598.02,
+      temperatureP95C: 61,
+    })
     expect(d0?.energyJ).toBeGreaterThan(0)
     expect(d0?.idleSubtractedJPerOutputToken).toBeGreaterThan(0)
     expect(d0?.reasons).toEqual({})
@@ -218,7 +263,13 @@ describe('startGpuSampler against the fake nvidia-smi', () => {
     dirs.push(dir)
     const log = join(dir, 'calls')
     const controller = new AbortController()
-    const sampler = startGpuSampler({ executable: NVIDIA_SMI, intervalMs: 40, visibleDevices: null, signal: controller.signal, env: { FAKE_NVIDIA_SMI_CALL_LOG: log } })
+    const sampler = startGpuSampler({
+      executable: NVIDIA_SMI,
+      intervalMs: 40,
+      visibleDevices: null,
+      signal: controller.signal,
+      env: { FAKE_NVIDIA_SMI_CALL_LOG: log },
+    })
     await calls(log, 3)
     controller.abort()
     const first = await sampler.stop()

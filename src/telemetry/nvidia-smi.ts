@@ -41,7 +41,8 @@ async function callNvidiaSmi(executable: string, args: string[], env: NvidiaSmiO
   const result = await execa(executable, args, { reject: false, timeout: CALL_TIMEOUT_MS, env, stdin: 'ignore' })
   if (result.code === 'ENOENT') return { status: 'absent', reason: `${executable} not found (ENOENT): no NVIDIA driver tools on this host` }
   if (result.timedOut) return { status: 'absent', reason: `${executable} did not answer within ${CALL_TIMEOUT_MS / 1000} s` }
-  if (result.code !== undefined) return { status: 'absent', reason: `${executable} could not be run (${result.code}): ${sanitizeMessage(result.shortMessage ?? '')}` }
+  if (result.code !== undefined)
+    return { status: 'absent', reason: `${executable} could not be run (${result.code}): ${sanitizeMessage(result.shortMessage ?? '')}` }
   if (result.exitCode !== 0) {
     const said = sanitizeMessage(`${result.stderr} ${result.stdout}`)
     const how = result.exitCode === undefined ? `was killed by ${result.signal ?? 'a signal'}` : `exited with code ${result.exitCode}`
@@ -136,7 +137,10 @@ export function selectVisibleGpus(gpus: readonly GpuFact[], visibleDevices: stri
       usedIndices = true
       match = gpus.find((g) => g.index === Number(entry))
     } else if (/^MIG-/i.test(entry)) {
-      return { status: 'absent', reason: `CUDA_VISIBLE_DEVICES names a MIG instance (${entry}); nvidia-smi --query-gpu reports whole GPUs, so its power and memory are not the instance's` }
+      return {
+        status: 'absent',
+        reason: `CUDA_VISIBLE_DEVICES names a MIG instance (${entry}); nvidia-smi --query-gpu reports whole GPUs, so its power and memory are not the instance's`,
+      }
     } else if (/^GPU-/i.test(entry)) {
       const candidates = gpus.filter((g) => g.uuid !== null && g.uuid.toLowerCase().startsWith(entry.toLowerCase()))
       if (candidates.length === 1) match = candidates[0]
@@ -145,7 +149,10 @@ export function selectVisibleGpus(gpus: readonly GpuFact[], visibleDevices: stri
     if (!chosen.includes(match)) chosen.push(match)
   }
   if (chosen.length === 0) {
-    return { status: 'absent', reason: `CUDA_VISIBLE_DEVICES="${sanitizeMessage(visibleDevices, 120)}" names none of the GPUs nvidia-smi lists (indices ${listed})` }
+    return {
+      status: 'absent',
+      reason: `CUDA_VISIBLE_DEVICES="${sanitizeMessage(visibleDevices, 120)}" names none of the GPUs nvidia-smi lists (indices ${listed})`,
+    }
   }
   const note =
     usedIndices && deviceOrder !== 'PCI_BUS_ID'

@@ -31,7 +31,9 @@ function withValues(text: string, values: Record<string, number>): string {
 const LLAMA_KV_REASON =
   "llamacpp:kv_cache_usage_ratio is not in the engine's metrics (llama.cpp removed llamacpp:kv_cache_usage_ratio and kv_cache_tokens from /metrics in PR #13660 (May 2025); only older builds expose it)"
 
-const EXPECTED: Array<[string, EngineKind, string, Omit<EngineOccupancy, 'url' | 'intervalMs' | 'scrapes' | 'scrapeErrors' | 'lastScrapeError' | 'kind'>]> = [
+const EXPECTED: Array<
+  [string, EngineKind, string, Omit<EngineOccupancy, 'url' | 'intervalMs' | 'scrapes' | 'scrapeErrors' | 'lastScrapeError' | 'kind'>]
+> = [
   [
     'vLLM',
     'vllm',
@@ -73,7 +75,14 @@ const EXPECTED: Array<[string, EngineKind, string, Omit<EngineOccupancy, 'url' |
     },
   ],
   ...(['llama-server (fixture)', 'llama-server (captured)'] as const).map(
-    (label): [string, EngineKind, string, Omit<EngineOccupancy, 'url' | 'intervalMs' | 'scrapes' | 'scrapeErrors' | 'lastScrapeError' | 'kind'>] => {
+    (
+      label,
+    ): [
+      string,
+      EngineKind,
+      string,
+      Omit<EngineOccupancy, 'url' | 'intervalMs' | 'scrapes' | 'scrapeErrors' | 'lastScrapeError' | 'kind'>,
+    ] => {
       const captured = label === 'llama-server (captured)'
       return [
         label,
@@ -127,16 +136,19 @@ describe('readEngineMetrics on real-shaped /metrics', () => {
   })
 
   test('data-parallel ranks are summed, tensor-parallel duplicates are not', () => {
-    const vllm = 'vllm:num_requests_running{engine="0",model_name="m"} 3.0\nvllm:num_requests_running{engine="1",model_name="m"} 4.0\nvllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.2\nvllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.7\n'
+    const vllm =
+      'vllm:num_requests_running{engine="0",model_name="m"} 3.0\nvllm:num_requests_running{engine="1",model_name="m"} 4.0\nvllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.2\nvllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.7\n'
     expect(readEngineMetrics(parseExposition(vllm), 'vllm')).toMatchObject({ running: 7, kvUsage: 0.7 })
     const tp = 'sglang:num_running_reqs{model_name="m",tp_rank="0"} 4.0\nsglang:num_running_reqs{model_name="m",tp_rank="1"} 4.0\n'
     expect(readEngineMetrics(parseExposition(tp), 'sglang').running).toBe(4)
-    const dp = 'sglang:num_queue_reqs{dp_rank="0",model_name="m",tp_rank="0"} 2.0\nsglang:num_queue_reqs{dp_rank="1",model_name="m",tp_rank="0"} 5.0\n'
+    const dp =
+      'sglang:num_queue_reqs{dp_rank="0",model_name="m",tp_rank="0"} 2.0\nsglang:num_queue_reqs{dp_rank="1",model_name="m",tp_rank="0"} 5.0\n'
     expect(readEngineMetrics(parseExposition(dp), 'sglang').waiting).toBe(7)
   })
 
   test('series of another served model are left out; NaN gauges are no reading', () => {
-    const text = 'vllm:num_requests_running{model_name="a"} 3.0\nvllm:num_requests_running{model_name="b"} 9.0\nvllm:kv_cache_usage_perc{model_name="a"} NaN\n'
+    const text =
+      'vllm:num_requests_running{model_name="a"} 3.0\nvllm:num_requests_running{model_name="b"} 9.0\nvllm:kv_cache_usage_perc{model_name="a"} NaN\n'
     expect(readEngineMetrics(parseExposition(text), 'vllm', 'a')).toMatchObject({ running: 3, kvUsage: null })
   })
 
@@ -213,14 +225,26 @@ describe('startMetricsScraper against a loopback /metrics', () => {
     phase = 'drain'
     await endpoint.waitServed(endpoint.served() + 1)
     const occupancy = await scraper.stop()
-    expect(occupancy).toEqual({ kind, url: endpoint.url, intervalMs: 20, scrapes: endpoint.served(), scrapeErrors: 0, lastScrapeError: null, ...expected })
+    expect(occupancy).toEqual({
+      kind,
+      url: endpoint.url,
+      intervalMs: 20,
+      scrapes: endpoint.served(),
+      scrapeErrors: 0,
+      lastScrapeError: null,
+      ...expected,
+    })
     expect(occupancy.timings.windowMs).toBeGreaterThan(0)
     expect(await scraper.stop()).toBe(occupancy)
   })
 
   test('counters that did not start at zero are differenced from the load-start scrape', async () => {
     let phase: 'before' | 'after' = 'before'
-    const before = withValues(VLLM, { 'vllm:request_prefill_time_seconds_sum': 1.25, 'vllm:request_prefill_time_seconds_count': 2, 'vllm:prompt_tokens_total': 20480 })
+    const before = withValues(VLLM, {
+      'vllm:request_prefill_time_seconds_sum': 1.25,
+      'vllm:request_prefill_time_seconds_count': 2,
+      'vllm:prompt_tokens_total': 20480,
+    })
     const endpoint = await serve(() => ({ body: phase === 'before' ? before : VLLM }))
     const scraper = startMetricsScraper({ url: endpoint.url, kind: 'vllm', intervalMs: 20 })
     await scraper.markLoadStart()
@@ -238,11 +262,22 @@ describe('startMetricsScraper against a loopback /metrics', () => {
     const scraper = startMetricsScraper({ url: endpoint.url, kind: 'vllm', intervalMs: 10 })
     await endpoint.waitServed(4)
     const occupancy = await scraper.stop()
-    expect(occupancy).toMatchObject({ scrapes: endpoint.served() - 2, scrapeErrors: 2, lastScrapeError: `${endpoint.url} answered HTTP 500: Internal Server Error`, runningMax: 4 })
+    expect(occupancy).toMatchObject({
+      scrapes: endpoint.served() - 2,
+      scrapeErrors: 2,
+      lastScrapeError: `${endpoint.url} answered HTTP 500: Internal Server Error`,
+      runningMax: 4,
+    })
   })
 
   test('llama-server started without --metrics: every figure null, the 501 kept as the reason', async () => {
-    const body = JSON.stringify({ error: { code: 501, message: 'This server does not support metrics endpoint. Start it with `--metrics`', type: 'not_supported_error' } })
+    const body = JSON.stringify({
+      error: {
+        code: 501,
+        message: 'This server does not support metrics endpoint. Start it with `--metrics`',
+        type: 'not_supported_error',
+      },
+    })
     const endpoint = await serve(() => ({ status: 501, body }))
     const scraper = startMetricsScraper({ url: endpoint.url, kind: 'llama-server', intervalMs: 10 })
     await endpoint.waitServed(2)
@@ -347,7 +382,9 @@ describe('timingDeltas', () => {
     expect(timingDeltas(a, b, 'vllm').reasons['timings.prefill']).toBe(
       "vllm:request_prefill_time_seconds is not in the engine's metrics (V1 engine: first scheduled → first token, queueing excluded)",
     )
-    expect(timingDeltas(a, b, 'sglang').reasons['timings.decode']).toBe('sglang:per_stage_req_latency_seconds{stage="decode_loop"} is not in the engine\'s metrics')
+    expect(timingDeltas(a, b, 'sglang').reasons['timings.decode']).toBe(
+      'sglang:per_stage_req_latency_seconds{stage="decode_loop"} is not in the engine\'s metrics',
+    )
   })
 })
 
@@ -363,13 +400,18 @@ function occupancyWith(runningMax: number | null, waitingMax: number | null, scr
     waitingMax,
     kvUsageMax: null,
     timings: { windowMs: null, prefill: null, decode: null, ttft: null, queue: null, promptTokens: null, generationTokens: null },
-    reasons: runningMax === null ? { runningMax: 'vllm:num_requests_running is not in the engine\'s metrics' } : {},
+    reasons: runningMax === null ? { runningMax: "vllm:num_requests_running is not in the engine's metrics" } : {},
   }
 }
 
 describe('reachedConcurrency', () => {
   test('reached', () => {
-    expect(reachedConcurrency(occupancyWith(8, 0, 40), 8)).toEqual({ requested: 8, runningMax: 8, reached: true, reason: 'the engine ran 8 requests at once (requested 8)' })
+    expect(reachedConcurrency(occupancyWith(8, 0, 40), 8)).toEqual({
+      requested: 8,
+      runningMax: 8,
+      reached: true,
+      reason: 'the engine ran 8 requests at once (requested 8)',
+    })
     expect(reachedConcurrency(occupancyWith(9, 0, 40), 8).reason).toMatch(/more than requested/)
   })
 
@@ -378,17 +420,30 @@ describe('reachedConcurrency', () => {
       requested: 8,
       runningMax: 4,
       reached: false,
-      reason: 'the engine ran at most 4 of 8 requests at once over 40 scrapes every 250 ms; up to 4 waited in its queue: its batch limit (max-num-seqs, max-running-requests, --parallel slots…) is below the requested concurrency',
+      reason:
+        'the engine ran at most 4 of 8 requests at once over 40 scrapes every 250 ms; up to 4 waited in its queue: its batch limit (max-num-seqs, max-running-requests, --parallel slots…) is below the requested concurrency',
     })
   })
 
   test('not reached with nothing queued: the client did not keep the requests in flight', () => {
-    expect(reachedConcurrency(occupancyWith(3, 0, 40), 8).reason).toMatch(/none waited in its queue: the client did not keep the requests in flight/)
+    expect(reachedConcurrency(occupancyWith(3, 0, 40), 8).reason).toMatch(
+      /none waited in its queue: the client did not keep the requests in flight/,
+    )
   })
 
   test('too few scrapes, or no running gauge: null with the reason', () => {
-    expect(reachedConcurrency(occupancyWith(2, 0, 2), 8)).toEqual({ requested: 8, runningMax: 2, reached: null, reason: 'only 2 successful scrape(s): a peak of 8 may have fallen between them' })
-    expect(reachedConcurrency(occupancyWith(null, null, 40), 8)).toEqual({ requested: 8, runningMax: null, reached: null, reason: "vllm:num_requests_running is not in the engine's metrics" })
+    expect(reachedConcurrency(occupancyWith(2, 0, 2), 8)).toEqual({
+      requested: 8,
+      runningMax: 2,
+      reached: null,
+      reason: 'only 2 successful scrape(s): a peak of 8 may have fallen between them',
+    })
+    expect(reachedConcurrency(occupancyWith(null, null, 40), 8)).toEqual({
+      requested: 8,
+      runningMax: null,
+      reached: null,
+      reason: "vllm:num_requests_running is not in the engine's metrics",
+    })
   })
 
   test('a wrong argument throws a TypeError', () => {

@@ -69,7 +69,11 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
       fallbacks: ['vllm:gpu_cache_usage_perc'],
       note: 'vllm:kv_cache_usage_perc since 0.9 (PR #18354); vllm:gpu_cache_usage_perc was deprecated then and removed in PR #29330 (Nov 2025)',
     },
-    prefillSeconds: { name: 'vllm:request_prefill_time_seconds', type: 'histogram', note: 'V1 engine: first scheduled → first token, queueing excluded' },
+    prefillSeconds: {
+      name: 'vllm:request_prefill_time_seconds',
+      type: 'histogram',
+      note: 'V1 engine: first scheduled → first token, queueing excluded',
+    },
     decodeSeconds: { name: 'vllm:request_decode_time_seconds', type: 'histogram', note: 'V1 engine: first → last token' },
     ttftSeconds: { name: 'vllm:time_to_first_token_seconds', type: 'histogram' },
     queueSeconds: { name: 'vllm:request_queue_time_seconds', type: 'histogram' },
@@ -118,12 +122,16 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
     decodeSeconds: { name: 'llamacpp:tokens_predicted_seconds_total', type: 'counter', note: 'a counter: total seconds, no request count' },
     ttftSeconds: { name: null, reason: 'llama-server exposes no time-to-first-token metric' },
     queueSeconds: { name: null, reason: 'llama-server exposes no queue time, only the deferred request count' },
-    promptTokens: { name: 'llamacpp:prompt_tokens_total', type: 'counter', note: 'current builds count evaluated prompt tokens only (cached ones are llamacpp:prompt_tokens_cached_total)' },
+    promptTokens: {
+      name: 'llamacpp:prompt_tokens_total',
+      type: 'counter',
+      note: 'current builds count evaluated prompt tokens only (cached ones are llamacpp:prompt_tokens_cached_total)',
+    },
     generationTokens: { name: 'llamacpp:tokens_predicted_total', type: 'counter' },
     notes: [
       'needs --metrics (otherwise /metrics answers 501 not_supported_error)',
       'no labels; in router mode /metrics needs ?model=<name>',
-      'per-request timings (prompt_ms, predicted_ms…) come in each response\'s `timings` object instead',
+      "per-request timings (prompt_ms, predicted_ms…) come in each response's `timings` object instead",
     ],
   },
   trtllm: {
@@ -205,7 +213,8 @@ function occupancy(found: readonly ExpositionSample[] | null, rankLabel: string 
  */
 export function readEngineMetrics(exposition: Exposition, kind: EngineKind, modelName?: string): EngineReading {
   const names = ENGINE_METRIC_NAMES[kind]
-  const get = (source: MetricSource, suffix = ''): ExpositionSample[] | null => (source.name === null ? null : series(exposition, source, suffix, modelName))
+  const get = (source: MetricSource, suffix = ''): ExpositionSample[] | null =>
+    source.name === null ? null : series(exposition, source, suffix, modelName)
   const timing = (key: TimingKey): EngineReading['timings'][TimingKey] => {
     const source = names[TIMING_SOURCES[key]] as MetricSource
     if (source.name === null) return null
@@ -236,7 +245,12 @@ export function readEngineMetrics(exposition: Exposition, kind: EngineKind, mode
 function notExposed(source: MetricSource): string {
   if (source.name === null) return source.reason
   const names = [source.name, ...(source.fallbacks ?? [])].join(' / ')
-  const where = source.match === undefined ? '' : `{${Object.entries(source.match).map(([k, v]) => `${k}="${v}"`).join(',')}}`
+  const where =
+    source.match === undefined
+      ? ''
+      : `{${Object.entries(source.match)
+          .map(([k, v]) => `${k}="${v}"`)
+          .join(',')}}`
   return `${names}${where} is not in the engine's metrics${source.note === undefined ? '' : ` (${source.note})`}`
 }
 
@@ -247,14 +261,28 @@ export interface EngineSnapshot {
 }
 
 /** Differences the timing totals and token counters between two readings. Pure. */
-export function timingDeltas(base: EngineSnapshot | null, last: EngineSnapshot | null, kind: EngineKind): { timings: EngineTimingDeltas; reasons: NullReasons } {
+export function timingDeltas(
+  base: EngineSnapshot | null,
+  last: EngineSnapshot | null,
+  kind: EngineKind,
+): { timings: EngineTimingDeltas; reasons: NullReasons } {
   const names = ENGINE_METRIC_NAMES[kind]
   const reasons: NullReasons = {}
-  const timings: EngineTimingDeltas = { windowMs: null, prefill: null, decode: null, ttft: null, queue: null, promptTokens: null, generationTokens: null }
+  const timings: EngineTimingDeltas = {
+    windowMs: null,
+    prefill: null,
+    decode: null,
+    ttft: null,
+    queue: null,
+    promptTokens: null,
+    generationTokens: null,
+  }
   const noInterval =
-    base === null || last === null ? 'no successful scrape'
-    : base === last || last.atMs <= base.atMs ? 'only one successful scrape since the load started: no interval to difference'
-    : null
+    base === null || last === null
+      ? 'no successful scrape'
+      : base === last || last.atMs <= base.atMs
+        ? 'only one successful scrape since the load started: no interval to difference'
+        : null
   if (noInterval !== null) {
     for (const key of Object.keys(timings)) reasons[`timings.${key}`] = noInterval
     return { timings, reasons }
@@ -275,7 +303,10 @@ export function timingDeltas(base: EngineSnapshot | null, last: EngineSnapshot |
     if (seconds < 0 || (count !== null && count < 0)) reasons[`timings.${key}`] = backwards
     else timings[key] = { secondsSum: seconds, count } satisfies TimingDelta
   }
-  for (const [key, source] of [['promptTokens', names.promptTokens], ['generationTokens', names.generationTokens]] as const) {
+  for (const [key, source] of [
+    ['promptTokens', names.promptTokens],
+    ['generationTokens', names.generationTokens],
+  ] as const) {
     const x = b.reading[key]
     const y = l.reading[key]
     if (x === null || y === null) reasons[`timings.${key}`] = notExposed(source)
@@ -427,16 +458,27 @@ const MIN_SCRAPES_FOR_NOT_REACHED = 3
  */
 export function reachedConcurrency(occupancy: EngineOccupancy, requested: number): ConcurrencyCheck {
   const { runningMax, waitingMax, scrapes, intervalMs } = occupancy
-  if (!(Number.isInteger(requested) && requested > 0)) throw new TypeError(`reachedConcurrency: requested must be a positive integer, got ${requested}`)
+  if (!(Number.isInteger(requested) && requested > 0))
+    throw new TypeError(`reachedConcurrency: requested must be a positive integer, got ${requested}`)
   if (runningMax === null) {
     return { requested, runningMax, reached: null, reason: occupancy.reasons.runningMax ?? 'the engine reported no running requests' }
   }
   if (runningMax >= requested) {
     const extra = runningMax > requested ? `; more than requested: another client shares the engine, or warm-up requests overlapped` : ''
-    return { requested, runningMax, reached: true, reason: `the engine ran ${runningMax} requests at once (requested ${requested})${extra}` }
+    return {
+      requested,
+      runningMax,
+      reached: true,
+      reason: `the engine ran ${runningMax} requests at once (requested ${requested})${extra}`,
+    }
   }
   if (scrapes < MIN_SCRAPES_FOR_NOT_REACHED) {
-    return { requested, runningMax, reached: null, reason: `only ${scrapes} successful scrape(s): a peak of ${requested} may have fallen between them` }
+    return {
+      requested,
+      runningMax,
+      reached: null,
+      reason: `only ${scrapes} successful scrape(s): a peak of ${requested} may have fallen between them`,
+    }
   }
   const why =
     waitingMax !== null && waitingMax > 0

@@ -14,14 +14,18 @@ const VITEST = join(dirname(createRequire(import.meta.url).resolve('vitest/packa
 function bench(timeoutMs: number) {
   return execa(process.execPath, [VITEST, 'bench', '--run', '--root', 'fixtures/timeout-suite'], {
     cwd: ROOT,
-    env: { SERVEGATE_BENCH_TIMEOUT_MS: String(timeoutMs), SERVEGATE_EVIDENCE_DIR: join(ROOT, '.servegate', 'timeout-suite-evidence'), FORCE_COLOR: '0' },
+    env: {
+      SERVEGATE_BENCH_TIMEOUT_MS: String(timeoutMs),
+      SERVEGATE_EVIDENCE_DIR: join(ROOT, '.servegate', 'timeout-suite-evidence'),
+      FORCE_COLOR: '0',
+    },
     reject: false,
     timeout: 120_000,
     cleanup: true,
   })
 }
 
-test('benchTimeoutMs is the timeout of a bench test: 500 ms fails a 1.5 s test that vitest\'s own 60 s would pass', async () => {
+test("benchTimeoutMs is the timeout of a bench test: 500 ms fails a 1.5 s test that vitest's own 60 s would pass", async () => {
   const short = await bench(500)
   expect(short.exitCode).toBe(1)
   expect(short.stdout + short.stderr).toMatch(/timed out in 500ms/)

@@ -42,7 +42,13 @@ describe('parseDataset', () => {
       'q.jsonl',
     )
     expect(rows.map((r) => [r.id, r.line])).toEqual([
-      ['add-01', 1], ['line-3', 3], ['line-4', 4], ['line-5', 5], ['line-6', 6], ['line-7', 7], ['line-8', 8],
+      ['add-01', 1],
+      ['line-3', 3],
+      ['line-4', 4],
+      ['line-5', 5],
+      ['line-6', 6],
+      ['line-7', 7],
+      ['line-8', 8],
     ])
     expect(rows[0]).toEqual({ id: 'add-01', line: 1, prompt: 'What is 17 + 25?', answer: 42, scorer: 'numeric', images: [] })
     expect(rows[2]).toMatchObject({ scorer: 'choice', choices: ['A', 'B', 'C', 'D', 'E'] })
@@ -60,41 +66,131 @@ describe('parseDataset', () => {
     ['invalid JSON', `${line(numeric)}\n\n{"prompt": "x",}`, /^q\.jsonl:3: not valid JSON \(.+\); write one JSON object per line/],
     ['an array', '[1, 2]', /^q\.jsonl:1: is an array, not a JSON object; write one object per line/],
     ['a bare string', '"hello"', /^q\.jsonl:1: is string, not a JSON object/],
-    ['no scorer', line({ prompt: 'p', answer: 1 }), /^q\.jsonl:1: missing field `scorer`; add it: one of "exact", "numeric", "choice", "regex"$/],
+    [
+      'no scorer',
+      line({ prompt: 'p', answer: 1 }),
+      /^q\.jsonl:1: missing field `scorer`; add it: one of "exact", "numeric", "choice", "regex"$/,
+    ],
     ['an unknown scorer', line({ ...numeric, scorer: 'fuzzy' }), /^q\.jsonl:1: field `scorer` is "fuzzy"; set it to one of "exact"/],
-    ['no prompt', line({ answer: 1, scorer: 'numeric' }), /^q\.jsonl:1: missing field `prompt`; add it: the question as a non-empty string$/],
-    ['a numeric prompt', line({ ...numeric, prompt: 7 }), /^q\.jsonl:1: field `prompt` has the wrong type \(number\); set it to the question/],
+    [
+      'no prompt',
+      line({ answer: 1, scorer: 'numeric' }),
+      /^q\.jsonl:1: missing field `prompt`; add it: the question as a non-empty string$/,
+    ],
+    [
+      'a numeric prompt',
+      line({ ...numeric, prompt: 7 }),
+      /^q\.jsonl:1: field `prompt` has the wrong type \(number\); set it to the question/,
+    ],
     ['an empty prompt', line({ ...numeric, prompt: '' }), /^q\.jsonl:1: field `prompt` is empty; set it to the question/],
     ['no answer', line({ prompt: 'p', scorer: 'exact' }), /^q\.jsonl:1: missing field `answer`; add it: the reference answer/],
-    ['a numeric answer given as a string', line({ ...numeric, answer: '42' }), /^q\.jsonl:1: field `answer` has the wrong type \(string\); set it to a finite number, e.g. 42 \(not "42"\)$/],
-    ['a numeric answer out of range', '{"prompt":"p","answer":1e400,"scorer":"numeric"}', /^q\.jsonl:1: field `answer` has the wrong type \(a number out of range\); set it to a finite number/],
-    ['a single choice', line({ prompt: 'p', answer: 'A', scorer: 'choice', choices: ['A'] }), /^q\.jsonl:1: field `choices` has fewer than 2 items; set it to an array of distinct/],
-    ['a boolean exact answer', line({ prompt: 'p', answer: true, scorer: 'exact' }), /^q\.jsonl:1: field `answer` has the wrong type \(boolean\); set it to the reference answer, a string or a number$/],
-    ['a negative tolerance', line({ ...numeric, tolerance: -1 }), /^q\.jsonl:1: field `tolerance` is below 0; set it to a non-negative absolute tolerance/],
-    ['both tolerances', line({ ...numeric, tolerance: 1, tolerancePct: 5 }), /^q\.jsonl:1: field `tolerancePct` is set together with `tolerance`; keep only one of them$/],
-    ['a tolerance on an exact row', line({ prompt: 'p', answer: 'x', scorer: 'exact', tolerance: 1 }), /^q\.jsonl:1: field `tolerance` is not used by the exact scorer; remove it, or set `scorer` to "numeric"$/],
-    ['choices on a numeric row', line({ ...numeric, choices: ['A', 'B'] }), /^q\.jsonl:1: field `choices` is not used by the numeric scorer; remove it, or set `scorer` to "choice"$/],
-    ['a misspelt field', line({ prompt: 'p', answr: 'x', scorer: 'exact' }), /^q\.jsonl:1: unknown field `answr`; remove it or fix its spelling \(fields: id, prompt, answer/],
-    ['a choice answer outside the choices', line({ prompt: 'p', answer: 'E', scorer: 'choice', choices: ['A', 'B', 'C', 'D'] }), /^q\.jsonl:1: field `answer` "E" is not one of the choices A, B, C, D; set it to one of those letters/],
-    ['a lowercase choice answer', line({ prompt: 'p', answer: 'b', scorer: 'choice' }), /^q\.jsonl:1: field `answer` "b" is not one of the choices A, B, C, D, E/],
-    ['a choice that is not a letter', line({ prompt: 'p', answer: 'A', scorer: 'choice', choices: ['A', 'BB'] }), /^q\.jsonl:1: field `choices\[1\]` must be a single capital letter; set it to an array of distinct single capital letters/],
-    ['a repeated choice', line({ prompt: 'p', answer: 'A', scorer: 'choice', choices: ['A', 'B', 'A'] }), /^q\.jsonl:1: field `choices` lists "A" twice; list each letter once$/],
-    ['a regex row without a pattern', line({ prompt: 'p', answer: 'M', scorer: 'regex' }), /^q\.jsonl:1: missing field `pattern`; add it: a JavaScript regular expression/],
-    ['an invalid pattern', line({ prompt: 'p', answer: 'M', scorer: 'regex', pattern: '(' }), /^q\.jsonl:1: field `pattern` is not a valid regular expression \(.+\); fix it/],
-    ['an unsupported flag', line({ prompt: 'p', answer: 'M', scorer: 'regex', pattern: 'M', flags: 'g' }), /^q\.jsonl:1: field `flags` may only contain i, m, s, u; set it to regular expression flags/],
-    ['images that are not an array', line({ ...numeric, images: 'a.png' }), /^q\.jsonl:1: field `images` has the wrong type \(string\); set it to an array of image paths/],
-    ['an image URL', line({ ...numeric, images: ['a.png', 'https://example.com/b.png'] }), /^q\.jsonl:1: field `images\[1\]` is a URL \(https:\/\/example\.com\/b\.png\); download the image/],
-    ['an absolute image path', line({ ...numeric, images: ['/tmp/a.png'] }), /^q\.jsonl:1: field `images\[0\]` is an absolute path \(\/tmp\/a\.png\); use a path relative to the dataset file$/],
+    [
+      'a numeric answer given as a string',
+      line({ ...numeric, answer: '42' }),
+      /^q\.jsonl:1: field `answer` has the wrong type \(string\); set it to a finite number, e.g. 42 \(not "42"\)$/,
+    ],
+    [
+      'a numeric answer out of range',
+      '{"prompt":"p","answer":1e400,"scorer":"numeric"}',
+      /^q\.jsonl:1: field `answer` has the wrong type \(a number out of range\); set it to a finite number/,
+    ],
+    [
+      'a single choice',
+      line({ prompt: 'p', answer: 'A', scorer: 'choice', choices: ['A'] }),
+      /^q\.jsonl:1: field `choices` has fewer than 2 items; set it to an array of distinct/,
+    ],
+    [
+      'a boolean exact answer',
+      line({ prompt: 'p', answer: true, scorer: 'exact' }),
+      /^q\.jsonl:1: field `answer` has the wrong type \(boolean\); set it to the reference answer, a string or a number$/,
+    ],
+    [
+      'a negative tolerance',
+      line({ ...numeric, tolerance: -1 }),
+      /^q\.jsonl:1: field `tolerance` is below 0; set it to a non-negative absolute tolerance/,
+    ],
+    [
+      'both tolerances',
+      line({ ...numeric, tolerance: 1, tolerancePct: 5 }),
+      /^q\.jsonl:1: field `tolerancePct` is set together with `tolerance`; keep only one of them$/,
+    ],
+    [
+      'a tolerance on an exact row',
+      line({ prompt: 'p', answer: 'x', scorer: 'exact', tolerance: 1 }),
+      /^q\.jsonl:1: field `tolerance` is not used by the exact scorer; remove it, or set `scorer` to "numeric"$/,
+    ],
+    [
+      'choices on a numeric row',
+      line({ ...numeric, choices: ['A', 'B'] }),
+      /^q\.jsonl:1: field `choices` is not used by the numeric scorer; remove it, or set `scorer` to "choice"$/,
+    ],
+    [
+      'a misspelt field',
+      line({ prompt: 'p', answr: 'x', scorer: 'exact' }),
+      /^q\.jsonl:1: unknown field `answr`; remove it or fix its spelling \(fields: id, prompt, answer/,
+    ],
+    [
+      'a choice answer outside the choices',
+      line({ prompt: 'p', answer: 'E', scorer: 'choice', choices: ['A', 'B', 'C', 'D'] }),
+      /^q\.jsonl:1: field `answer` "E" is not one of the choices A, B, C, D; set it to one of those letters/,
+    ],
+    [
+      'a lowercase choice answer',
+      line({ prompt: 'p', answer: 'b', scorer: 'choice' }),
+      /^q\.jsonl:1: field `answer` "b" is not one of the choices A, B, C, D, E/,
+    ],
+    [
+      'a choice that is not a letter',
+      line({ prompt: 'p', answer: 'A', scorer: 'choice', choices: ['A', 'BB'] }),
+      /^q\.jsonl:1: field `choices\[1\]` must be a single capital letter; set it to an array of distinct single capital letters/,
+    ],
+    [
+      'a repeated choice',
+      line({ prompt: 'p', answer: 'A', scorer: 'choice', choices: ['A', 'B', 'A'] }),
+      /^q\.jsonl:1: field `choices` lists "A" twice; list each letter once$/,
+    ],
+    [
+      'a regex row without a pattern',
+      line({ prompt: 'p', answer: 'M', scorer: 'regex' }),
+      /^q\.jsonl:1: missing field `pattern`; add it: a JavaScript regular expression/,
+    ],
+    [
+      'an invalid pattern',
+      line({ prompt: 'p', answer: 'M', scorer: 'regex', pattern: '(' }),
+      /^q\.jsonl:1: field `pattern` is not a valid regular expression \(.+\); fix it/,
+    ],
+    [
+      'an unsupported flag',
+      line({ prompt: 'p', answer: 'M', scorer: 'regex', pattern: 'M', flags: 'g' }),
+      /^q\.jsonl:1: field `flags` may only contain i, m, s, u; set it to regular expression flags/,
+    ],
+    [
+      'images that are not an array',
+      line({ ...numeric, images: 'a.png' }),
+      /^q\.jsonl:1: field `images` has the wrong type \(string\); set it to an array of image paths/,
+    ],
+    [
+      'an image URL',
+      line({ ...numeric, images: ['a.png', 'https://example.com/b.png'] }),
+      /^q\.jsonl:1: field `images\[1\]` is a URL \(https:\/\/example\.com\/b\.png\); download the image/,
+    ],
+    [
+      'an absolute image path',
+      line({ ...numeric, images: ['/tmp/a.png'] }),
+      /^q\.jsonl:1: field `images\[0\]` is an absolute path \(\/tmp\/a\.png\); use a path relative to the dataset file$/,
+    ],
     ['an empty id', line({ ...numeric, id: '' }), /^q\.jsonl:1: field `id` is empty; set it to a non-empty string unique in the file/],
   ])('refuses %s, naming the line and the field', (_name, text, message) => {
     expect(parseError(text)).toMatch(message)
   })
 
   test('refuses a repeated id, naming both lines (defaulted ids included)', () => {
-    expect(parseError([line({ id: 'a', ...numeric }), line({ id: 'b', ...numeric }), line({ id: 'a', ...numeric })].join('\n')))
-      .toBe('q.jsonl:3: field `id` "a" repeats the id of line 1; make ids unique')
-    expect(parseError([line(numeric), line({ id: 'line-1', ...numeric })].join('\n')))
-      .toBe('q.jsonl:2: field `id` "line-1" repeats the id of line 1; make ids unique')
+    expect(parseError([line({ id: 'a', ...numeric }), line({ id: 'b', ...numeric }), line({ id: 'a', ...numeric })].join('\n'))).toBe(
+      'q.jsonl:3: field `id` "a" repeats the id of line 1; make ids unique',
+    )
+    expect(parseError([line(numeric), line({ id: 'line-1', ...numeric })].join('\n'))).toBe(
+      'q.jsonl:2: field `id` "line-1" repeats the id of line 1; make ids unique',
+    )
   })
 
   test('refuses an empty dataset', () => {
@@ -186,14 +282,18 @@ describe('loadDataset', () => {
 
   test('refuses a missing image, naming the line, the field and the path', async () => {
     const message = await loadError([numeric, { ...numeric, images: ['chart.png', 'missing.png'] }])
-    expect(message).toMatch(/q\.jsonl:2: field `images\[1\]` "missing\.png" cannot be read \(ENOENT.*\); give a path relative to the dataset file$/)
+    expect(message).toMatch(
+      /q\.jsonl:2: field `images\[1\]` "missing\.png" cannot be read \(ENOENT.*\); give a path relative to the dataset file$/,
+    )
   })
 
   test('refuses a file that is not an image, showing its first bytes', async () => {
     expect(await loadError([{ ...numeric, images: ['notes.png'] }])).toMatch(
       /q\.jsonl:1: field `images\[0\]` "notes\.png" is not a PNG, JPEG, WebP or GIF image \(it starts with 6e 6f 74 20 61 6e 20 69\); reference an image file$/,
     )
-    expect(await loadError([{ ...numeric, images: ['empty.png'] }])).toMatch(/"empty\.png" is not a PNG, JPEG, WebP or GIF image \(it is empty\)/)
+    expect(await loadError([{ ...numeric, images: ['empty.png'] }])).toMatch(
+      /"empty\.png" is not a PNG, JPEG, WebP or GIF image \(it is empty\)/,
+    )
   })
 
   test('refuses a directory given as an image', async () => {
@@ -235,7 +335,9 @@ describe('datasetUserContent', () => {
   })
 
   test('puts the image parts first, in order, then the text', () => {
-    expect(datasetUserContent({ prompt: 'Which bar is tallest?', images: ['data:image/png;base64,AAA', 'data:image/gif;base64,BBB'] })).toEqual([
+    expect(
+      datasetUserContent({ prompt: 'Which bar is tallest?', images: ['data:image/png;base64,AAA', 'data:image/gif;base64,BBB'] }),
+    ).toEqual([
       { type: 'image_url', image_url: { url: 'data:image/png;base64,AAA' } },
       { type: 'image_url', image_url: { url: 'data:image/gif;base64,BBB' } },
       { type: 'text', text: 'Which bar is tallest?' },

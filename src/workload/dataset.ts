@@ -29,16 +29,19 @@ const FIELD_SCORER: Record<string, string> = {
   flags: 'regex',
 }
 
-const ImageRef = z.string().min(1).superRefine((ref, ctx) => {
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(ref)) {
-    ctx.addIssue({
-      code: 'custom',
-      message: `is a URL (${ref.slice(0, 60)}); download the image next to the dataset and reference its relative path, so the request hash covers its bytes`,
-    })
-  } else if (!ref.startsWith('data:') && isAbsolute(ref)) {
-    ctx.addIssue({ code: 'custom', message: `is an absolute path (${ref}); use a path relative to the dataset file` })
-  }
-})
+const ImageRef = z
+  .string()
+  .min(1)
+  .superRefine((ref, ctx) => {
+    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(ref)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `is a URL (${ref.slice(0, 60)}); download the image next to the dataset and reference its relative path, so the request hash covers its bytes`,
+      })
+    } else if (!ref.startsWith('data:') && isAbsolute(ref)) {
+      ctx.addIssue({ code: 'custom', message: `is an absolute path (${ref}); use a path relative to the dataset file` })
+    }
+  })
 
 const common = {
   /** Stable question id; pairs the same question across arms. Defaults to `line-<n>`. */
@@ -122,7 +125,10 @@ const RegexRow = z
     /** The response (or its final-answer segment) must match this pattern. */
     pattern: z.string().min(1),
     /** Flags for `pattern`, from `imsu`. @default "" */
-    flags: z.string().regex(/^[imsu]*$/, 'may only contain i, m, s, u').default(''),
+    flags: z
+      .string()
+      .regex(/^[imsu]*$/, 'may only contain i, m, s, u')
+      .default(''),
   })
   .superRefine((row, ctx) => {
     try {
@@ -163,9 +169,7 @@ export interface LoadedDataset {
 }
 
 /** One OpenAI chat content part of a user message. */
-export type UserContentPart =
-  | { type: 'text'; text: string }
-  | { type: 'image_url'; image_url: { url: string } }
+export type UserContentPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } }
 
 function fail(path: string, line: number | null, message: string): never {
   throw new ServegateError('FILE_INVALID', line === null ? `${path}: ${message}` : `${path}:${line}: ${message}`)
@@ -217,8 +221,10 @@ function describeIssue(issue: z.core.$ZodIssue, object: Record<string, unknown>)
   }
   if (issue.code === 'too_small') {
     const what =
-      issue.origin === 'string' ? 'is empty'
-        : issue.origin === 'array' ? `has fewer than ${String(issue.minimum)} items`
+      issue.origin === 'string'
+        ? 'is empty'
+        : issue.origin === 'array'
+          ? `has fewer than ${String(issue.minimum)} items`
           : `is below ${String(issue.minimum)}`
     return `field \`${field}\` ${what}; set it to ${hint}`
   }
@@ -233,7 +239,11 @@ function parseLine(source: string, path: string, line: number): ParsedRow {
     fail(path, line, `not valid JSON (${(error as Error).message}); write one JSON object per line, without trailing commas or comments`)
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    fail(path, line, `is ${typeOf(value)}, not a JSON object; write one object per line, e.g. {"prompt":"…","answer":42,"scorer":"numeric"}`)
+    fail(
+      path,
+      line,
+      `is ${typeOf(value)}, not a JSON object; write one object per line, e.g. {"prompt":"…","answer":42,"scorer":"numeric"}`,
+    )
   }
   const object = value as Record<string, unknown>
   if (object.scorer === undefined) fail(path, line, `missing field \`scorer\`; add it: ${FIELD_HINTS.scorer}`)
@@ -297,7 +307,11 @@ export function imageMimeType(bytes: Uint8Array): ImageMimeType | null {
 }
 
 function describeBytes(bytes: Uint8Array): string {
-  return bytes.length === 0 ? 'is empty' : `starts with ${Buffer.from(bytes.subarray(0, 8)).toString('hex').replace(/(..)(?!$)/g, '$1 ')}`
+  return bytes.length === 0
+    ? 'is empty'
+    : `starts with ${Buffer.from(bytes.subarray(0, 8))
+        .toString('hex')
+        .replace(/(..)(?!$)/g, '$1 ')}`
 }
 
 const DATA_URI = /^data:([^;,]+);base64,([A-Za-z0-9+/]*={0,2})$/
@@ -305,7 +319,11 @@ const DATA_URI = /^data:([^;,]+);base64,([A-Za-z0-9+/]*={0,2})$/
 function resolveDataUri(uri: string, path: string, line: number, field: string): string {
   const match = DATA_URI.exec(uri)
   if (!match) {
-    fail(path, line, `field \`${field}\` is a data URI that is not data:image/<type>;base64,<data>; encode the image as base64 or reference a file`)
+    fail(
+      path,
+      line,
+      `field \`${field}\` is a data URI that is not data:image/<type>;base64,<data>; encode the image as base64 or reference a file`,
+    )
   }
   const declared = match[1] as string
   const detected = imageMimeType(Buffer.from(match[2] as string, 'base64'))
@@ -330,7 +348,9 @@ export async function loadDataset(path: string): Promise<LoadedDataset> {
   try {
     bytes = await readFile(path)
   } catch (error) {
-    throw new ServegateError('FILE_INVALID', `${path}: cannot read the dataset (${(error as Error).message}); check the path`, { cause: error })
+    throw new ServegateError('FILE_INVALID', `${path}: cannot read the dataset (${(error as Error).message}); check the path`, {
+      cause: error,
+    })
   }
   const rows = parseDataset(bytes.toString('utf8'), path)
   const base = dirname(path)
@@ -350,11 +370,19 @@ export async function loadDataset(path: string): Promise<LoadedDataset> {
       try {
         image = await read
       } catch (error) {
-        fail(path, row.line, `field \`${field}\` "${ref}" cannot be read (${(error as Error).message}); give a path relative to the dataset file`)
+        fail(
+          path,
+          row.line,
+          `field \`${field}\` "${ref}" cannot be read (${(error as Error).message}); give a path relative to the dataset file`,
+        )
       }
       const mime = imageMimeType(image)
       if (mime === null) {
-        fail(path, row.line, `field \`${field}\` "${ref}" is not a PNG, JPEG, WebP or GIF image (it ${describeBytes(image)}); reference an image file`)
+        fail(
+          path,
+          row.line,
+          `field \`${field}\` "${ref}" is not a PNG, JPEG, WebP or GIF image (it ${describeBytes(image)}); reference an image file`,
+        )
       }
       images.push(`data:${mime};base64,${image.toString('base64')}`)
     }
@@ -367,12 +395,10 @@ export async function loadDataset(path: string): Promise<LoadedDataset> {
  * The OpenAI chat `content` of the user message for a row: the prompt string when the row
  * has no images; otherwise the image parts (data URIs, in order) followed by the text part,
  * the order vision models expect for chart questions.
- * @example datasetUserContent(row) // [{ type: 'image_url', image_url: { url: 'data:image/png;base64,…' } }, { type: 'text', text: 'Which bar…' }]
+ * @example datasetUserContent(row) // [{ type: 'image_url', image_url: { url: 'data:image/png;base64,…' } }, { type: 'text', text: 'Which
+ * bar…' }]
  */
 export function datasetUserContent(row: Pick<ResolvedRow, 'prompt' | 'images'>): string | UserContentPart[] {
   if (row.images.length === 0) return row.prompt
-  return [
-    ...row.images.map((url): UserContentPart => ({ type: 'image_url', image_url: { url } })),
-    { type: 'text', text: row.prompt },
-  ]
+  return [...row.images.map((url): UserContentPart => ({ type: 'image_url', image_url: { url } })), { type: 'text', text: row.prompt }]
 }

@@ -66,7 +66,13 @@ describe('bodyExtras', () => {
   })
 
   test('unset sampling parameters are not sent and record the engine default as unknown', () => {
-    expect(bodyExtras('chat', 8, {}, { mode: 'none', knob: 'ignore_eos' }).sampling.temperature).toEqual({ requested: null, sent: false, field: null, effective: null, note: null })
+    expect(bodyExtras('chat', 8, {}, { mode: 'none', knob: 'ignore_eos' }).sampling.temperature).toEqual({
+      requested: null,
+      sent: false,
+      field: null,
+      effective: null,
+      note: null,
+    })
   })
 })
 
@@ -87,8 +93,12 @@ describe('prepareWorkload', () => {
 
   test('bad workload fields are named', async () => {
     await expect(prepareWorkload({ promptTokens: 4 }, plan, null)).rejects.toThrow(/workload\.promptTokens/)
-    await expect(prepareWorkload({ kind: 'dataset' }, plan, null)).rejects.toThrow('workload.datasetPath: the dataset kind needs a JSONL file; pass --dataset FILE')
-    await expect(prepareWorkload({ promptTokens: 100, prefixCache: { mode: 'shared', tokens: 100 } }, plan, null)).rejects.toThrow(/workload\.prefixCache\.tokens/)
+    await expect(prepareWorkload({ kind: 'dataset' }, plan, null)).rejects.toThrow(
+      'workload.datasetPath: the dataset kind needs a JSONL file; pass --dataset FILE',
+    )
+    await expect(prepareWorkload({ promptTokens: 100, prefixCache: { mode: 'shared', tokens: 100 } }, plan, null)).rejects.toThrow(
+      /workload\.prefixCache\.tokens/,
+    )
   })
 
   test('a shared prefix is byte-identical across requests; the rest differs', async () => {

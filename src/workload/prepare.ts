@@ -154,7 +154,10 @@ function contentOf(prompt: string, row: ResolvedRow | null): ChatContent {
 export function resolveWorkloadSpec(input: WorkloadSpec): ResolvedWorkloadSpec {
   const parsed = WorkloadSpec.safeParse(input)
   if (!parsed.success) {
-    throw new ServegateError('CONFIG_INVALID', `invalid workload: ${parsed.error.issues.map((i) => `${['workload', ...i.path].join('.')}: ${i.message}`).join('; ')}`)
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `invalid workload: ${parsed.error.issues.map((i) => `${['workload', ...i.path].join('.')}: ${i.message}`).join('; ')}`,
+    )
   }
   return parsed.data
 }
@@ -172,15 +175,20 @@ export async function prepareWorkload(input: WorkloadSpec, plan: PreparePlan, pr
 
   let dataset: LoadedDataset | null = null
   if (spec.kind === 'dataset') {
-    if (spec.datasetPath === undefined) throw new ServegateError('CONFIG_INVALID', 'workload.datasetPath: the dataset kind needs a JSONL file; pass --dataset FILE')
+    if (spec.datasetPath === undefined)
+      throw new ServegateError('CONFIG_INVALID', 'workload.datasetPath: the dataset kind needs a JSONL file; pass --dataset FILE')
     dataset = await loadDataset(spec.datasetPath)
     if (plan.api !== 'chat' && dataset.rows.some((r) => r.images.length > 0)) {
       throw new ServegateError('CONFIG_INVALID', 'api: dataset rows with images need the chat API; pass --api chat')
     }
   }
-  const sharedTokens = spec.prefixCache.mode === 'shared' ? spec.prefixCache.tokens : spec.kind === 'shared-prefix' ? Math.floor(spec.promptTokens / 2) : 0
+  const sharedTokens =
+    spec.prefixCache.mode === 'shared' ? spec.prefixCache.tokens : spec.kind === 'shared-prefix' ? Math.floor(spec.promptTokens / 2) : 0
   if (sharedTokens >= spec.promptTokens) {
-    throw new ServegateError('CONFIG_INVALID', `workload.prefixCache.tokens: ${sharedTokens} shared tokens leave no room in a ${spec.promptTokens}-token prompt; make it smaller than promptTokens`)
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `workload.prefixCache.tokens: ${sharedTokens} shared tokens leave no room in a ${spec.promptTokens}-token prompt; make it smaller than promptTokens`,
+    )
   }
 
   const sizeOf = (index: number): PlannedSize => plan.sizes?.[index] ?? { promptTokens: spec.promptTokens, maxTokens: plan.maxTokens }
@@ -199,7 +207,11 @@ export async function prepareWorkload(input: WorkloadSpec, plan: PreparePlan, pr
     const sharedText = (pieces: number) => source(spec, SHARED_STREAM).take(pieces)
     if (useTokenizer) {
       try {
-        const fit = await fitPieces(async (p) => (tokenizer as EngineTokenizer).countText(sharedText(p)), sharedTokens, Math.round(sharedTokens / ESTIMATED_TOKENS_PER_WORD))
+        const fit = await fitPieces(
+          async (p) => (tokenizer as EngineTokenizer).countText(sharedText(p)),
+          sharedTokens,
+          Math.round(sharedTokens / ESTIMATED_TOKENS_PER_WORD),
+        )
         shared = sharedText(fit.pieces)
         sharedPrefixTokens = fit.tokens
       } catch (err) {
@@ -257,7 +269,9 @@ export async function prepareWorkload(input: WorkloadSpec, plan: PreparePlan, pr
 
   const measured = requests.slice(0, plan.requests)
   // Per-request sizes (a trace): the record states their mean; each request was held to its own tolerance.
-  const target = plan.sizes ? Math.round(plan.sizes.reduce((s, x) => s + x.promptTokens, 0) / Math.max(1, plan.sizes.length)) : spec.promptTokens
+  const target = plan.sizes
+    ? Math.round(plan.sizes.reduce((s, x) => s + x.promptTokens, 0) / Math.max(1, plan.sizes.length))
+    : spec.promptTokens
   const method = spec.kind === 'dataset' ? 'none' : tokenizer !== null && warning === null ? 'engine-tokenizer' : 'estimate'
   return {
     spec,
@@ -287,7 +301,11 @@ const CACHE_LIMIT = 32
  * Calibrates once per plan: the first cell of a plan builds the workload (probing the
  * tokenizer only then); every later cell with the same plan, on either arm, reuses its bytes.
  */
-export function preparedFor(input: WorkloadSpec, plan: PreparePlan, probe: () => Promise<TokenizerProbe | null>): Promise<PreparedWorkload> {
+export function preparedFor(
+  input: WorkloadSpec,
+  plan: PreparePlan,
+  probe: () => Promise<TokenizerProbe | null>,
+): Promise<PreparedWorkload> {
   const key = JSON.stringify([resolveWorkloadSpec(input), plan])
   let prepared = cache.get(key)
   if (prepared === undefined) {

@@ -157,7 +157,11 @@ describe('scoreResponse: numeric', () => {
 
   test('says what it extracted and the band it allowed', () => {
     expect(scoreResponse(numeric(42), '41').reason).toBe('extracted 41, expected 42 ± 0')
-    expect(scoreResponse(numeric(3.5, { tolerance: 0.5 }), 'about 4')).toEqual({ correct: true, extracted: '4', reason: 'extracted 4, expected 3.5 ± 0.5' })
+    expect(scoreResponse(numeric(3.5, { tolerance: 0.5 }), 'about 4')).toEqual({
+      correct: true,
+      extracted: '4',
+      reason: 'extracted 4, expected 3.5 ± 0.5',
+    })
     expect(scoreResponse(numeric(3.5, { tolerance: 0.5 }), '4.1').correct).toBe(false)
     expect(scoreResponse(numeric(86400, { tolerancePct: 1 }), '86,000 seconds')).toEqual({
       correct: true,
@@ -195,7 +199,11 @@ describe('scoreResponse: exact', () => {
   })
 
   test('reports both normalized strings', () => {
-    expect(scoreResponse(exact('Paris'), 'Lyon.')).toEqual({ correct: false, extracted: 'lyon', reason: 'extracted "lyon", expected "paris"' })
+    expect(scoreResponse(exact('Paris'), 'Lyon.')).toEqual({
+      correct: false,
+      extracted: 'lyon',
+      reason: 'extracted "lyon", expected "paris"',
+    })
   })
 })
 
@@ -234,13 +242,20 @@ describe('scoreResponse: regex', () => {
   })
 
   test('honours the flags', () => {
-    expect(scoreResponse(regex('\\b75(\\.0+)?\\s*(%|percent)', 'i'), 'It is 75 Percent.')).toMatchObject({ correct: true, extracted: '75 Percent' })
+    expect(scoreResponse(regex('\\b75(\\.0+)?\\s*(%|percent)', 'i'), 'It is 75 Percent.')).toMatchObject({
+      correct: true,
+      extracted: '75 Percent',
+    })
     expect(scoreResponse(regex('\\b75(\\.0+)?\\s*(%|percent)'), 'It is 75 Percent.').correct).toBe(false)
   })
 })
 
 test('an empty response is wrong for every scorer', () => {
   for (const r of [numeric(1), exact('x'), choice('A'), regex('.*')]) {
-    expect(scoreResponse(r, '   ')).toEqual({ correct: false, extracted: null, reason: 'empty response (after removing <think> reasoning)' })
+    expect(scoreResponse(r, '   ')).toEqual({
+      correct: false,
+      extracted: null,
+      reason: 'empty response (after removing <think> reasoning)',
+    })
   }
 })

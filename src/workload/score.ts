@@ -71,8 +71,7 @@ export function normalizeExact(text: string): string {
  * hyphen of a range like `1-5`), decimals (`.5`), exponents (`3.0e2`); a `%` or unit after it
  * is ignored.
  */
-const NUMBER =
-  /(?<![\p{L}\p{N}.])([-−+]?)((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE]([-+]?\d+))?/gu
+const NUMBER = /(?<![\p{L}\p{N}.])([-−+]?)((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE]([-+]?\d+))?/gu
 
 /** Every number in the text, in order, with its parsed value. */
 export function findNumbers(text: string): Array<{ text: string; value: number }> {
@@ -127,7 +126,8 @@ export function findChoice(text: string, choices: readonly string[], first = fal
  * preferred; without one: exact compares the whole remaining text, numeric takes the last
  * number, choice the last standalone choice letter, regex tests the whole remaining text.
  * Pure.
- * @example scoreResponse({ scorer: 'numeric', answer: 42, … }, 'The answer is 1,024') // { correct: false, extracted: '1024', reason: 'extracted 1024, expected 42 ± 0' }
+ * @example scoreResponse({ scorer: 'numeric', answer: 42, … }, 'The answer is 1,024') // { correct: false, extracted: '1024', reason:
+ * 'extracted 1024, expected 42 ± 0' }
  */
 export function scoreResponse(row: DatasetRow, content: string): ScoreResult {
   const text = stripReasoning(content)
@@ -146,7 +146,14 @@ export function scoreResponse(row: DatasetRow, content: string): ScoreResult {
       const numbers = segment === null ? findNumbers(text) : findNumbers(segment)
       const found = segment === null ? numbers.at(-1) : numbers[0]
       if (!found) {
-        return { correct: false, extracted: null, reason: segment === null ? 'no number found' : `no number found after the final-answer marker (${JSON.stringify(segment.slice(0, 40))})` }
+        return {
+          correct: false,
+          extracted: null,
+          reason:
+            segment === null
+              ? 'no number found'
+              : `no number found after the final-answer marker (${JSON.stringify(segment.slice(0, 40))})`,
+        }
       }
       const allowed = row.tolerancePct === undefined ? (row.tolerance ?? 0) : (Math.abs(row.answer) * row.tolerancePct) / 100
       // A relative epsilon so that 0.1 + 0.2 still equals 0.3.

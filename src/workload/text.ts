@@ -1,6 +1,9 @@
 import { createRandom, mixSeed } from '../random.ts'
 
-const NOUNS = 'team report river market engine city student garden council winter budget bridge harbor library signal orchard factory valley museum station'.split(' ')
+const NOUNS =
+  'team report river market engine city student garden council winter budget bridge harbor library signal orchard factory valley museum station'.split(
+    ' ',
+  )
 const ADJECTIVES = 'quiet early careful small northern busy steady bright narrow local annual recent formal open cold'.split(' ')
 const VERBS = 'reviewed moved repaired measured described changed opened visited planned tested reported carried'.split(' ')
 const PREPOSITIONS = 'near beside after before across under around'.split(' ')
@@ -22,8 +25,17 @@ function pick<T>(random: () => number, list: readonly T[]): T {
 export function proseSource(seed: number, stream: number): TextSource {
   const random = createRandom(mixSeed(seed, stream))
   const sentence = (): string[] => [
-    'The', pick(random, ADJECTIVES), pick(random, NOUNS), pick(random, VERBS), 'the', pick(random, NOUNS),
-    pick(random, PREPOSITIONS), 'the', pick(random, ADJECTIVES), `${pick(random, NOUNS)}`, `${pick(random, ADVERBS)}.`,
+    'The',
+    pick(random, ADJECTIVES),
+    pick(random, NOUNS),
+    pick(random, VERBS),
+    'the',
+    pick(random, NOUNS),
+    pick(random, PREPOSITIONS),
+    'the',
+    pick(random, ADJECTIVES),
+    `${pick(random, NOUNS)}`,
+    `${pick(random, ADVERBS)}.`,
   ]
   return {
     take(n) {
