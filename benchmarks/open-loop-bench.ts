@@ -9,7 +9,7 @@
 import { writeFile } from 'node:fs/promises'
 import { loadavg } from 'node:os'
 import { parseArgs } from 'node:util'
-import { runCell } from '../src/runner/cell.ts'
+import { runCell } from '../src/runner/measure-cell.ts'
 import type { RunRecord } from '../src/schema/run.ts'
 import { serverCpu } from './cpu.ts'
 import { startServerProcess } from './servers/spawn.ts'

@@ -1,20 +1,29 @@
 // The `servegate` entry: the spec API, the types a spec and its tests read, the errors, and the
 // few library functions the docs teach (one cell without vitest, the simulated engine, run records).
-export { engine, type EngineHandle, type SimEngineConfig } from './spec/engine.ts'
-export { cell, pair, type CellResult, type CellSpec, type LadderStep, type Lazy, type PairResult, type PairSpec } from './spec/cell.ts'
-export { sweep, type CellSweepSpec, type PairSweepSpec, type Sweep, type SweepResult } from './spec/sweep.ts'
-export { capacity, type CapacitySpec } from './spec/capacity.ts'
-export type { StopEarly } from './spec/sequential.ts'
+export { engine, type EngineHandle, type SimEngineConfig } from './declare/engine-handles.ts'
+export {
+  cell,
+  pair,
+  type CellResult,
+  type CellSpec,
+  type LadderStep,
+  type Lazy,
+  type PairResult,
+  type PairSpec,
+} from './declare/cell-declarations.ts'
+export { sweep, type CellSweepSpec, type PairSweepSpec, type Sweep, type SweepResult } from './declare/sweep-declaration.ts'
+export { capacity, type CapacitySpec } from './declare/capacity-declaration.ts'
+export type { StopEarly } from './runner/staged-pair.ts'
 export type { EngineConfig, EngineKind, ModelRef } from './engines/config.ts'
-export type { CellOptions } from './runner/options.ts'
-export type { EngineCellOptions } from './runner/engine-cell.ts'
-export type { WorkloadKind, WorkloadSpec } from './workload/spec.ts'
-export type { ArrivalSpec } from './load/spec.ts'
+export type { CellOptions } from './runner/cell-options.ts'
+export type { EngineCellOptions } from './runner/engine-lifecycle.ts'
+export type { WorkloadKind, WorkloadSpec } from './workload/workload-spec.ts'
+export type { ArrivalSpec } from './load/arrival-spec.ts'
 export type { Ladder } from './load/ladder.ts'
 export type { Slo } from './schema/load.ts'
 export type { CellMetrics, Distribution, ErrorInfo, RequestRecord, RunRecord } from './schema/run.ts'
 export type { GateDecision, GateOutcome } from './schema/gate.ts'
-export type { CapacitySearch } from './schema/capacity.ts'
+export type { CapacitySearch } from './schema/capacity-record.ts'
 export type { Manifest } from './schema/manifest.ts'
 export type {
   HoldLatencyMatcherOptions,
@@ -24,10 +33,10 @@ export type {
   WinPrefillOptions,
   WinThroughputOptions,
 } from './matchers/index.ts'
-export type { AccuracyGapOptions } from './gates/options.ts'
+export type { AccuracyGapOptions } from './gates/gate-options.ts'
 export { ERROR_CODES, type ErrorCode, ServegateError } from './errors.ts'
-export { runCell } from './runner/cell.ts'
+export { runCell } from './runner/measure-cell.ts'
 export { startSimServer, type SimServer } from './sim/server.ts'
-export type { SimOptions } from './sim/options.ts'
-export { importRunFile, readRunRecord } from './record/io.ts'
+export type { SimOptions } from './sim/sim-options.ts'
+export { importRunFile, readRunRecord } from './record/record-io.ts'
 export { SERVEGATE_VERSION } from './version.ts'

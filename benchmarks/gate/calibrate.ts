@@ -5,7 +5,7 @@
  */
 import type { GatePair, GateRecord } from '../../src/gates/arms.ts'
 import { holdLatencyGate } from '../../src/gates/hold-latency.ts'
-import type { HoldLatencyOptions, WinGateName } from '../../src/gates/options.ts'
+import type { HoldLatencyOptions, WinGateName } from '../../src/gates/gate-options.ts'
 import { winGate } from '../../src/gates/win.ts'
 import { mixSeed } from '../../src/random.ts'
 import type { GateDecision } from '../../src/schema/gate.ts'

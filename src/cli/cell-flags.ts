@@ -2,10 +2,10 @@ import { readFile } from 'node:fs/promises'
 import { type EngineConfig, resolveEngineConfig } from '../engines/config.ts'
 import { ServegateError } from '../errors.ts'
 import { loadTrace } from '../load/trace.ts'
-import type { ArrivalSpec } from '../load/spec.ts'
-import type { EngineCellOptions } from '../runner/engine-cell.ts'
+import type { ArrivalSpec } from '../load/arrival-spec.ts'
+import type { EngineCellOptions } from '../runner/engine-lifecycle.ts'
 import type { Slo } from '../schema/load.ts'
-import { WORKLOAD_KINDS, type WorkloadSpec } from '../workload/spec.ts'
+import { WORKLOAD_KINDS, type WorkloadSpec } from '../workload/workload-spec.ts'
 import { intFlag, type parseFlags } from './flags.ts'
 
 /** The flags that say where to measure: an endpoint that is up, or an engine to launch. */

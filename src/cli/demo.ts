@@ -8,8 +8,8 @@ import { glanceLines } from '../evidence/board.ts'
 import { readIndex, verifyEvidence } from '../evidence/verify.ts'
 import { NODE_LLAMA_CPP_MISSING, nodeLlamaCppInstalled } from '../engines/node-llama-cpp.ts'
 import { parseFlags } from './flags.ts'
-import type { CliIo } from './io.ts'
-import { runCommand } from './run.ts'
+import type { CliIo } from './cli-io.ts'
+import { runCommand } from './run-command.ts'
 
 const BIN = fileURLToPath(new URL('../../bin/servegate.js', import.meta.url))
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))

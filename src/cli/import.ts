@@ -1,7 +1,7 @@
 import { ServegateError } from '../errors.ts'
-import { IMPORT_FORMATS, type ImportFormat, importRunFile, writeJsonAtomic } from '../record/io.ts'
+import { IMPORT_FORMATS, type ImportFormat, importRunFile, writeJsonAtomic } from '../record/record-io.ts'
 import { intFlag, parseFlags } from './flags.ts'
-import type { CliIo } from './io.ts'
+import type { CliIo } from './cli-io.ts'
 
 export const IMPORT_HELP = `servegate import FILE --from FORMAT --out FILE [--line N] [--model NAME] — convert another harness's results into a servegate.run/v1 record
 

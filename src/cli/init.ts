@@ -16,7 +16,7 @@ import {
   WORKFLOW,
   WORKFLOW_PATH,
 } from './init-templates.ts'
-import type { CliIo } from './io.ts'
+import type { CliIo } from './cli-io.ts'
 
 export const INIT_HELP = `servegate init [--dir DIR] [--force]
 

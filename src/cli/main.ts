@@ -1,14 +1,14 @@
 import { ServegateError } from '../errors.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
-import { capacityCommand } from './capacity.ts'
+import { capacityCommand } from './capacity-command.ts'
 import { demoCommand } from './demo.ts'
-import { compareCommand, reportCommand, verifyCommand } from './evidence.ts'
+import { compareCommand, reportCommand, verifyCommand } from './evidence-commands.ts'
 import { importCommand } from './import.ts'
 import { initCommand } from './init.ts'
-import type { CliIo } from './io.ts'
-import { runCommand } from './run.ts'
+import type { CliIo } from './cli-io.ts'
+import { runCommand } from './run-command.ts'
 import { simCommand } from './sim.ts'
-import { summarizeCommand } from './summarize.ts'
+import { summarizeCommand } from './summarize-command.ts'
 
 const HELP = `servegate ${SERVEGATE_VERSION} — LLM-serving benchmarks as assertions
 

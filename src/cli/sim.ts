@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util'
 import { ServegateError } from '../errors.ts'
-import { describeSimOptionsError, FAULT_KINDS, SimOptions, type ResolvedSimOptions, type SimOptionName } from '../sim/options.ts'
+import { describeSimOptionsError, FAULT_KINDS, SimOptions, type ResolvedSimOptions, type SimOptionName } from '../sim/sim-options.ts'
 import { startSimServer } from '../sim/server.ts'
 
 type FlagValue = 'number' | 'string' | 'boolean' | 'list' | 'fault'

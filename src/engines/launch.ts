@@ -11,7 +11,7 @@ import type { Manifest } from '../schema/manifest.ts'
 import type { PhaseListener } from '../schema/progress.ts'
 import { ADAPTERS, parseVersionOutput, readinessPaths } from './adapters.ts'
 import { type EngineConfig, type LaunchedConfig, resolveEngineConfig } from './config.ts'
-import { absent, harnessFacts, hostFacts, known, modelFingerprint, redactArgv } from './manifest.ts'
+import { absent, harnessFacts, hostFacts, known, modelFingerprint, redactArgv } from './manifest-facts.ts'
 import { type EngineProcess, spawnEngine } from './process.ts'
 
 type Fact = Manifest['engine']['version']

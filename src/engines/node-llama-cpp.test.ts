@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { type TinyGguf, writeTinyGguf } from '../../scripts/make-tiny-gguf.ts'
-import { runEngineCell } from '../runner/engine-cell.ts'
+import { runEngineCell } from '../runner/engine-lifecycle.ts'
 import type { Manifest } from '../schema/manifest.ts'
 import { RunRecord } from '../schema/run.ts'
 

@@ -9,7 +9,7 @@ import type { Manifest } from '../schema/manifest.ts'
 import type { ErrorInfo } from '../schema/run.ts'
 import type { ResolvedEngineConfig } from './config.ts'
 import type { GpuFactsProbe } from './launch.ts'
-import { absent, harnessFacts, hostFacts, known, modelFingerprint } from './manifest.ts'
+import { absent, harnessFacts, hostFacts, known, modelFingerprint } from './manifest-facts.ts'
 
 type Config = Extract<ResolvedEngineConfig, { kind: 'node-llama-cpp' }>
 

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { onPath } from '../engines/launch.ts'
 import type { EvidenceIndex } from '../schema/evidence.ts'
 import { renderCharts } from './charts.ts'
-import { sampleEvidence } from './fixture.ts'
+import { sampleEvidence } from '../../fixtures/evidence-fixture.ts'
 import { renderHtml } from './html.ts'
 
 const SCREENSHOT = resolve('test-artifacts', 'evidence-index.png')

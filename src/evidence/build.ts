@@ -17,7 +17,7 @@ import {
 import type { RunRecord } from '../schema/run.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 import type { DeclaredCell, FileMeta, TestMeta } from './meta.ts'
-import { armSummary, planSummary } from './summarize.ts'
+import { armSummary, planSummary } from './arm-summary.ts'
 
 /** A spec file and the cells it declared. */
 export interface SpecFileInput {

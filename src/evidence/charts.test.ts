@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import type { EvidenceIndex } from '../schema/evidence.ts'
 import { cellChart, renderCharts } from './charts.ts'
-import { SAMPLE_ENGINES, sampleEvidence } from './fixture.ts'
+import { SAMPLE_ENGINES, sampleEvidence } from '../../fixtures/evidence-fixture.ts'
 
 const FILES = [
   'charts/throughput-by-concurrency.svg',

@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import type { EvidenceIndex } from '../schema/evidence.ts'
 import type { Chart } from './charts.ts'
-import { sampleEvidence } from './fixture.ts'
+import { sampleEvidence } from '../../fixtures/evidence-fixture.ts'
 import { renderHtml } from './html.ts'
 
 const BOARD = [

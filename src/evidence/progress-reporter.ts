@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import type { Writable } from 'node:stream'
 import type { Reporter, TestSpecification, Vitest } from 'vitest/node'
 import { FINAL_PHASES, PROGRESS_CONTEXT_KEY, type ProgressContext, ProgressEvent } from '../schema/progress.ts'
-import { eraseRows, isLiveTerminal, LineThrottle, progressLine, redraw } from './progress.ts'
+import { eraseRows, isLiveTerminal, LineThrottle, progressLine, redraw } from './progress-text.ts'
 
 declare module 'vitest' {
   interface ProvidedContext {

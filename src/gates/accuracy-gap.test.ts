@@ -2,7 +2,7 @@ import { describe, expect, test } from 'vitest'
 import { GateDecision } from '../schema/gate.ts'
 import { accuracyGapGate } from './accuracy-gap.ts'
 import type { GateRecord } from './arms.ts'
-import { failedRequest, okRequest } from './fixture.ts'
+import { failedRequest, okRequest } from '../../fixtures/gate-fixture.ts'
 
 /** A launch that answered question i right when right(i); every reply `tokens` long. */
 function answers(n: number, right: (i: number) => boolean, tokens = 100): GateRecord {

@@ -2,7 +2,7 @@ import type { GateDecision } from '../schema/gate.ts'
 import { pairedProportionDifference, type PairedTable } from '../stats/tests.ts'
 import { type GatePair, type GateRecord, launchesOf, type OkRequest, pairByIndex, valuesByIndex } from './arms.ts'
 import { percent } from './interval.ts'
-import { AccuracyGapOptions, parseOptions } from './options.ts'
+import { AccuracyGapOptions, parseOptions } from './gate-options.ts'
 
 interface Scored {
   correct: boolean

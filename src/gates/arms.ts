@@ -1,5 +1,5 @@
 import type { RequestRecord, RunRecord, SequentialPlan } from '../schema/run.ts'
-import type { LatencyMetric, RateMetric } from './options.ts'
+import type { LatencyMetric, RateMetric } from './gate-options.ts'
 
 /** Fewer paired requests than this and no interval is attempted. */
 export const MIN_PAIRED_REQUESTS = 8

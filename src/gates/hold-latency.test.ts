@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest'
 import { GateDecision } from '../schema/gate.ts'
-import { around, launchOf, okRequest } from './fixture.ts'
+import { around, launchOf, okRequest } from '../../fixtures/gate-fixture.ts'
 import { holdLatencyGate } from './hold-latency.ts'
 
 const N = 120

@@ -31,7 +31,7 @@ import {
   ratio,
   widen,
 } from './interval.ts'
-import { HoldLatencyOptions, parseOptions, type ResolvedHoldLatencyOptions } from './options.ts'
+import { HoldLatencyOptions, parseOptions, type ResolvedHoldLatencyOptions } from './gate-options.ts'
 
 type Latency = number | readonly number[]
 

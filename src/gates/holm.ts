@@ -1,7 +1,7 @@
 import type { GateDecision } from '../schema/gate.ts'
 import { holmAdjust as holmAdjustPValues } from '../stats/tests.ts'
 import { percent } from './interval.ts'
-import { DEFAULT_CONFIDENCE } from './options.ts'
+import { DEFAULT_CONFIDENCE } from './gate-options.ts'
 
 /** A gate ready to be decided at any confidence: e.g. `(confidence) => winGate(pair, { ...options, confidence })`. */
 export type HolmGate = (confidence: number) => GateDecision

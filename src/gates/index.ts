@@ -1,5 +1,5 @@
 export { accuracyGapGate } from './accuracy-gap.ts'
-export { type CapacityInput, sustainGate } from './capacity.ts'
+export { type CapacityInput, sustainGate } from './sustain-gate.ts'
 export type { ArmInput, GatePair, GateRecord } from './arms.ts'
 export { holdLatencyGate } from './hold-latency.ts'
 export { type HolmGate, holmAdjust } from './holm.ts'
@@ -16,7 +16,7 @@ export {
   type SustainGateOptions,
   type WinGateName,
   type WinGateOptions,
-} from './options.ts'
+} from './gate-options.ts'
 export { sloGate, type SloRecord } from './slo.ts'
 export { requestsHint, winGate } from './win.ts'
 export { bcaInterval, bootstrapPairedStatistic, bootstrapStatistic, percentileInterval } from '../stats/bootstrap.ts'

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest'
 import { wilsonInterval } from '../stats/wilson.ts'
-import { failedRequest, okRequest } from './fixture.ts'
+import { failedRequest, okRequest } from '../../fixtures/gate-fixture.ts'
 import { sloGate, sloRequestsHint } from './slo.ts'
 
 const record = (ttfts: readonly number[], failed = 0) => ({

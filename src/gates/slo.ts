@@ -5,7 +5,7 @@ import type { RunRecord } from '../schema/run.ts'
 import { normalQuantile } from '../stats/distributions.ts'
 import { wilsonInterval } from '../stats/wilson.ts'
 import { percent } from './interval.ts'
-import { parseOptions, type ResolvedSloGateOptions, SloGateOptions } from './options.ts'
+import { parseOptions, type ResolvedSloGateOptions, SloGateOptions } from './gate-options.ts'
 import { MAX_REQUESTS_HINT } from './win.ts'
 
 /** What the SLO gate reads of a run record: its requests, its wall clock and its harness health. */

@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import { GateDecision } from '../schema/gate.ts'
 import { normalQuantile } from '../stats/distributions.ts'
-import { around, failedRequest, launchOf, okRequest } from './fixture.ts'
+import { around, failedRequest, launchOf, okRequest } from '../../fixtures/gate-fixture.ts'
 import { MAX_REQUESTS_HINT, requestsHint, winGate } from './win.ts'
 
 const N = 64

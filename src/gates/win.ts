@@ -35,7 +35,7 @@ import {
   type WinEstimator,
   type WinGateName,
   WinGateOptions,
-} from './options.ts'
+} from './gate-options.ts'
 
 /** The largest `moreRequestsHint` a gate gives. */
 export const MAX_REQUESTS_HINT = 10_000

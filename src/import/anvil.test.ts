@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import { describe, expect, test } from 'vitest'
-import { deriveRequestMetrics } from '../metrics/request.ts'
-import { parseRunRecord } from '../record/io.ts'
+import { deriveRequestMetrics } from '../metrics/request-metrics.ts'
+import { parseRunRecord } from '../record/record-io.ts'
 import type { Distribution, RequestMetricName } from '../schema/run.ts'
 import { RunRecord } from '../schema/run.ts'
 

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { ERROR_CODES, type ErrorCode, sanitizeMessage } from '../errors.ts'
 import { importedWorkload, NO_REQUEST_CHECKS } from './common.ts'
-import { computeCellMetrics, countFailures } from '../metrics/cell.ts'
+import { computeCellMetrics, countFailures } from '../metrics/cell-metrics.ts'
 import { METHODOLOGY } from '../metrics/methodology.ts'
 import { CompletionTokenSource, RUN_SCHEMA_ID, type RequestRecord, type RunRecord } from '../schema/run.ts'
 import { SERVEGATE_VERSION } from '../version.ts'

@@ -1,8 +1,8 @@
 import type { z } from 'zod'
 import { type ErrorCode, ServegateError, sanitizeMessage } from '../errors.ts'
-import { computeCellMetrics, countFailures } from '../metrics/cell.ts'
+import { computeCellMetrics, countFailures } from '../metrics/cell-metrics.ts'
 import { METHODOLOGY } from '../metrics/methodology.ts'
-import { deriveRequestMetrics, requestMetricFields } from '../metrics/request.ts'
+import { deriveRequestMetrics, requestMetricFields } from '../metrics/request-metrics.ts'
 import {
   type Api,
   type CellMetrics,

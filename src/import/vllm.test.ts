@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, test } from 'vitest'
 import { ServegateError } from '../errors.ts'
-import { importRunFile, parseRunText } from '../record/io.ts'
+import { importRunFile, parseRunText } from '../record/record-io.ts'
 import { RunRecord } from '../schema/run.ts'
 import { VLLM_FORMAT_ID } from './vllm.ts'
 

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest'
 import { arrivalPlan, arrivalSchedule, scheduleSha256, wallTimeOf } from './arrival.ts'
-import { ArrivalSpec, type RateArrivalSpec } from './spec.ts'
+import { ArrivalSpec, type RateArrivalSpec } from './arrival-spec.ts'
 
 const spec = (input: ArrivalSpec): RateArrivalSpec => ArrivalSpec.parse(input) as RateArrivalSpec
 

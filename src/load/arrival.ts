@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { createRandom, exponentialVariate, gammaVariate, mixSeed } from '../random.ts'
 import type { ArrivalPlan } from '../schema/load.ts'
-import type { RateArrivalSpec, ResolvedArrivalSpec } from './spec.ts'
+import type { RateArrivalSpec, ResolvedArrivalSpec } from './arrival-spec.ts'
 
 /** Salt of the arrival draws, so an arrival seed and a workload seed of the same value give unrelated streams. */
 const ARRIVAL_STREAM = 0x0a77

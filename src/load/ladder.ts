@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
-import { type ArrivalSpec, MAX_RATE_PER_S } from './spec.ts'
+import { type ArrivalSpec, MAX_RATE_PER_S } from './arrival-spec.ts'
 
 /**
  * A ladder of rates or concurrencies declared once; each rung becomes a cell.

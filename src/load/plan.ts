@@ -1,7 +1,7 @@
 import { ServegateError } from '../errors.ts'
 import type { ArrivalPlan } from '../schema/load.ts'
 import { arrivalPlan, arrivalSchedule } from './arrival.ts'
-import type { ResolvedArrivalSpec } from './spec.ts'
+import type { ResolvedArrivalSpec } from './arrival-spec.ts'
 import { loadTrace } from './trace.ts'
 
 /** Per-request sizes a trace imposes on the workload (the synthetic prompts are sized to them). */

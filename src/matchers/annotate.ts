@@ -5,7 +5,7 @@
 import { buildEvidence } from '../evidence/build.ts'
 import { num } from '../evidence/board.ts'
 import type { EvidenceCell } from '../schema/evidence.ts'
-import { declaredCell } from '../spec/registry.ts'
+import { declaredCell } from '../declare/registry.ts'
 import type { Subject } from './subject.ts'
 
 /** The subject as the evidence summarizes it (the arms' figures; no files are written). */

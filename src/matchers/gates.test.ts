@@ -2,7 +2,7 @@ import { describe, expect, test } from 'vitest'
 import { failureOf as messageOf } from '../../fixtures/matchers.ts'
 import { createRandom } from '../random.ts'
 import { RunRecord } from '../schema/run.ts'
-import { failedCellRecord } from '../runner/cell.ts'
+import { failedCellRecord } from '../runner/measure-cell.ts'
 import type { PairSubject } from './subject.ts'
 
 /**

@@ -1,5 +1,5 @@
 import type { AccuracyGapOptions } from '../gates/index.ts'
-import type { CapacitySearch } from '../schema/capacity.ts'
+import type { CapacitySearch } from '../schema/capacity-record.ts'
 import { toBeMatchedPair } from './toBeMatchedPair.ts'
 import { type HoldLatencyMatcherOptions, toHoldLatency } from './toHoldLatency.ts'
 import { type MeetSloOptions, toMeetSLO } from './toMeetSLO.ts'

@@ -1,4 +1,4 @@
-import { CAPACITY_SCHEMA_ID, type CapacitySearch } from '../schema/capacity.ts'
+import { CAPACITY_SCHEMA_ID, type CapacitySearch } from '../schema/capacity-record.ts'
 import type { RunRecord } from '../schema/run.ts'
 
 /** What a servegate matcher receives: a measured cell or pair (what `await cell(...)` gives). */

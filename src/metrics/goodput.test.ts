@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest'
-import { failedRequest, okRequest } from '../gates/fixture.ts'
+import { failedRequest, okRequest } from '../../fixtures/gate-fixture.ts'
 import { computeGoodput, describeSlo, missedObjectives, resolveSlo } from './goodput.ts'
 
 type Ok = Parameters<typeof missedObjectives>[0]

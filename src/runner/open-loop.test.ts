@@ -6,8 +6,8 @@ import type { StreamObservation } from '../client/stream.ts'
 import { arrivalSchedule } from '../load/arrival.ts'
 import { RunRecord } from '../schema/run.ts'
 import { type SimServer, startSimServer } from '../sim/server.ts'
-import { type CellTransport, measureCell, runCell } from './cell.ts'
-import { resolveCellOptions } from './options.ts'
+import { type CellTransport, measureCell, runCell } from './measure-cell.ts'
+import { resolveCellOptions } from './cell-options.ts'
 
 let sim: SimServer | null = null
 afterEach(async () => {

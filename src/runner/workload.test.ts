@@ -4,10 +4,10 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, test } from 'vitest'
 import type { RunRecord } from '../schema/run.ts'
-import type { SimOptions } from '../sim/options.ts'
+import type { SimOptions } from '../sim/sim-options.ts'
 import { type SimServer, startSimServer } from '../sim/server.ts'
-import { WORKLOAD_KINDS, type WorkloadSpec } from '../workload/spec.ts'
-import { runCell } from './cell.ts'
+import { WORKLOAD_KINDS, type WorkloadSpec } from '../workload/workload-spec.ts'
+import { runCell } from './measure-cell.ts'
 
 const ARITHMETIC = fileURLToPath(new URL('../../fixtures/datasets/arithmetic.jsonl', import.meta.url))
 const CHARTS = fileURLToPath(new URL('../../fixtures/datasets/charts.jsonl', import.meta.url))

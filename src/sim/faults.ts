@@ -1,4 +1,4 @@
-import type { FaultKind, ResolvedSimOptions } from './options.ts'
+import type { FaultKind, ResolvedSimOptions } from './sim-options.ts'
 import { createRandom, mixSeed } from '../random.ts'
 
 /** Decides the fault of each completion request, called once per request in arrival order. */

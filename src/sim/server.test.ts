@@ -1,7 +1,7 @@
 import { connect } from 'node:net'
 import { afterEach, describe, expect, test } from 'vitest'
 import { ServegateError } from '../errors.ts'
-import type { SimOptions } from './options.ts'
+import type { SimOptions } from './sim-options.ts'
 import { startSimServer, type SimServer } from './server.ts'
 
 const servers: SimServer[] = []

@@ -1,3 +1,3 @@
 // The `servegate/vitest` entry: the plugin for vitest.config.ts.
 export { servegate } from './plugin.ts'
-export type { ResolvedServegateOptions, ServegateOptions } from './options.ts'
+export type { ResolvedServegateOptions, ServegateOptions } from './plugin-options.ts'

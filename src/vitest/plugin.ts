@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url'
 import type { Plugin } from 'vitest/config'
 import { ServegateProgressReporter } from '../evidence/progress-reporter.ts'
 import { ServegateReporter } from '../evidence/reporter.ts'
-import { type ResolvedServegateOptions, resolveServegateOptions, type ServegateOptions } from './options.ts'
+import { type ResolvedServegateOptions, resolveServegateOptions, type ServegateOptions } from './plugin-options.ts'
 
 declare module 'vitest' {
   interface ProvidedContext {

@@ -1,5 +1,5 @@
 import type { Api } from '../schema/run.ts'
-import type { OutputControl, Sampling } from './spec.ts'
+import type { OutputControl, Sampling } from './workload-spec.ts'
 
 /** OpenAI chat content: a string, or parts (images as data URIs, then text). */
 export type ChatContent = string | Array<{ type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } }>

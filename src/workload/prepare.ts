@@ -4,7 +4,7 @@ import type { Api } from '../schema/run.ts'
 import { bodyExtras, type BodyExtras, type ChatContent, requestJson } from './body.ts'
 import { canaryInstruction, canaryMarker } from './canary.ts'
 import { datasetUserContent, loadDataset, type LoadedDataset, type ResolvedRow } from './dataset.ts'
-import { type ResolvedWorkloadSpec, WorkloadSpec } from './spec.ts'
+import { type ResolvedWorkloadSpec, WorkloadSpec } from './workload-spec.ts'
 import { requestStreamSha256 } from './bytes.ts'
 import { codeSource, proseSource, type TextSource } from './text.ts'
 

@@ -1,0 +1,187 @@
+import { resolve } from 'node:path'
+import { ServegateError } from '../errors.ts'
+import { percent } from '../gates/interval.ts'
+import { DEFAULT_CONFIDENCE } from '../gates/gate-options.ts'
+import { writeJsonAtomic } from '../record/record-io.ts'
+import { type CapacityOptions, type MeasureProbe, searchCapacity } from '../runner/capacity-search.ts'
+import { runCell } from '../runner/measure-cell.ts'
+import { type EngineCellOptions, engineFailedRecord, measureOnEngine, startEngine, stopEngine } from '../runner/engine-lifecycle.ts'
+import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
+import type { CapacityProbe, CapacitySearch } from '../schema/capacity-record.ts'
+import {
+  LOAD_FLAGS,
+  cellFromFlags,
+  givenFlag,
+  numberFlag,
+  oneOf,
+  RATE_SHAPE_FLAGS,
+  rateArrival,
+  readEngineConfig,
+  requireTarget,
+  sloFlag,
+  TARGET_FLAGS,
+  WORKLOAD_FLAGS,
+} from './cell-flags.ts'
+import { intFlag, parseFlags } from './flags.ts'
+import type { CliIo } from './cli-io.ts'
+
+export const CAPACITY_HELP = `servegate capacity — find the highest rate (or concurrency) at which an endpoint or engine still meets an SLO
+
+A bracketing search: probe cells from --start, doubling after a probe whose requests meet the SLO and
+halving after one that does not, then bisecting the bracket; each probe is judged by the Wilson interval
+of its share of good requests and kept with its run record.
+
+  --base-url URL | --engine FILE, --model NAME, and the workload flags of servegate run (--prompt-tokens,
+                            --max-tokens, --output-control, --warmup, …)
+  --slo OBJECTIVES          required: ttft=MS,tpot=MS,e2e=MS,itl=MS[,itl-percentile=P], per request
+  --slo-percentile P        percent of a probe's requests that must meet every objective, default 90
+  --confidence C            two-sided confidence of each probe's interval, default 0.98
+  --axis rate|concurrency   open-loop rate (requests/s, default) or closed-loop concurrency
+  --start V                 required: the first value probed
+  --min V, --max V          the range, default start/16 (1 for concurrency) to start×16
+  --max-probes N            probe cells at most, default 8
+  --resolution X            stop when high/low ≤ 1+X (rate) or high−low ≤ 1 (concurrency), default 0.1
+  --requests N              requests per probe (rate probes: at least this many); default the fewest with which
+                            an all-good probe can pass (49 at 90% and 0.98), twice that for concurrency probes
+  --probe-seconds S         rate probes: rate × S requests each, default 20 (a probe of S seconds cannot see
+                            an overload below about bound / (share × S); the record says how much)
+  --arrival KIND            rate probes: constant (default), poisson or gamma; --burstiness B, --arrival-seed S,
+                            --ramp-up-s S, --ramp-up-from R, --max-in-flight N as in servegate run
+  --send-lag-limit-ms MS, --event-loop-delay-limit-ms MS
+                            harness bounds of each probe, as in servegate run (a probe beyond them stops the search)
+  --out FILE                capacity record (servegate.capacity/v1, every probe's run record inside),
+                            default servegate-runs/<id>.capacity.json
+  --json                    print the bracket, status and probes as JSON instead of the table`
+
+const FLAGS = {
+  ...TARGET_FLAGS,
+  ...WORKLOAD_FLAGS,
+  ...LOAD_FLAGS,
+  'slo-percentile': { type: 'string' },
+  confidence: { type: 'string' },
+  axis: { type: 'string' },
+  start: { type: 'string' },
+  min: { type: 'string' },
+  max: { type: 'string' },
+  'max-probes': { type: 'string' },
+  resolution: { type: 'string' },
+  'probe-seconds': { type: 'string' },
+  out: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const
+
+type CapacityFlags = ReturnType<typeof parseFlags<typeof FLAGS>>['values']
+
+/** The search part of the flags; the cell part comes from the shared cell flags. */
+function searchOptions(values: CapacityFlags, cell: EngineCellOptions): CapacityOptions {
+  const slo = sloFlag(values.slo)
+  if (slo === undefined)
+    throw new ServegateError('CONFIG_INVALID', '--slo is required; pass the objectives of one request, e.g. --slo ttft=500,tpot=50')
+  const axis = oneOf('--axis', values.axis, ['rate', 'concurrency'] as const) ?? 'rate'
+  const start = numberFlag('--start', values.start, Number.MIN_VALUE, 100_000)
+  if (start === undefined)
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `--start is required; pass the first ${axis === 'rate' ? 'rate (requests/s)' : 'concurrency'} to probe, e.g. --start 4`,
+    )
+  if (axis === 'concurrency') {
+    const stray =
+      givenFlag(values, [...RATE_SHAPE_FLAGS, 'max-in-flight']) ?? (values['probe-seconds'] === undefined ? undefined : '--probe-seconds')
+    if (stray !== undefined)
+      throw new ServegateError('CONFIG_INVALID', `${stray}: a concurrency search runs closed-loop probes; drop it, or pass --axis rate`)
+  }
+  const { requests, ...probeCell } = cell
+  return {
+    cell: axis === 'rate' ? { ...probeCell, arrival: rateArrival(values, 1, 'constant') } : probeCell,
+    slo,
+    percentile: numberFlag('--slo-percentile', values['slo-percentile'], Number.MIN_VALUE, 99.999),
+    confidence: numberFlag('--confidence', values.confidence, 0.5 + Number.EPSILON, 0.999999),
+    bracket: {
+      axis,
+      start,
+      min: numberFlag('--min', values.min, Number.MIN_VALUE, 100_000),
+      max: numberFlag('--max', values.max, Number.MIN_VALUE, 100_000),
+      maxProbes: intFlag('--max-probes', values['max-probes'], 1, 64),
+      resolution: numberFlag('--resolution', values.resolution, Number.MIN_VALUE, 10),
+    },
+    requestsPerProbe: requests,
+    probeSeconds: numberFlag('--probe-seconds', values['probe-seconds'], Number.MIN_VALUE, 86_400),
+  }
+}
+
+/** One probe as a table row: value, good of judged, share, interval, send lag, verdict. */
+function probeRow(index: number, axis: CapacitySearch['axis'], p: CapacityProbe): string {
+  const value = axis === 'rate' ? p.value.toFixed(2).padStart(9) : String(p.value).padStart(9)
+  const interval = `[${p.low === null ? '—' : (p.low * 100).toFixed(1)}%, ${p.high === null ? '—' : (p.high * 100).toFixed(1)}%]`
+  const lag = p.sendLagP99Ms === null ? '—' : `${p.sendLagP99Ms.toFixed(2)} ms`
+  const share = p.fraction === null ? '—' : `${(p.fraction * 100).toFixed(1)}%`
+  return `${String(index).padStart(5)}  ${value}  ${`${p.good}/${p.samples}`.padStart(9)}  ${share.padStart(6)}  ${interval.padStart(16)}  ${lag.padStart(12)}  ${p.invalid === null ? p.outcome : `not judged: ${p.invalid}`}`
+}
+
+/** A probe measured on an endpoint that is up, or on one launch of an engine that stays up for the whole search. */
+async function withMeasure<T>(
+  values: CapacityFlags,
+  signal: AbortSignal | undefined,
+  run: (measure: MeasureProbe) => Promise<T>,
+): Promise<T> {
+  if (values.engine === undefined) {
+    return run((cell, probeSignal) =>
+      runCell({ ...cell, baseUrl: values['base-url'] as string, model: values.model as string }, { signal: probeSignal }),
+    )
+  }
+  const config = await readEngineConfig(values.engine)
+  const started = await startEngine(config, nvidiaSmiGpuFacts(), signal)
+  if ('failure' in started) return run(async (cell) => engineFailedRecord(cell, config.model.id, started.failure))
+  try {
+    return await run((cell, probeSignal) => measureOnEngine(started, cell, { gpuFacts: nvidiaSmiGpuFacts(), signal: probeSignal }))
+  } finally {
+    await stopEngine(started)
+  }
+}
+
+/** `servegate capacity`: runs the search, prints each probe as it ends and the bracket, writes the capacity record. */
+export async function capacityCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
+  const { values } = parseFlags('capacity', argv, FLAGS)
+  if (values.help === true) {
+    io.stdout.write(`${CAPACITY_HELP}\n`)
+    return 0
+  }
+  requireTarget(values)
+  const options = searchOptions(values, cellFromFlags(values))
+  const axis = options.bracket.axis ?? 'rate'
+  const name = values.engine === undefined ? (values.model as string).replace(/[^A-Za-z0-9._-]+/g, '_') : 'engine'
+  const id = `${name}-capacity-${axis}`
+  const level = `${percent(options.confidence ?? DEFAULT_CONFIDENCE)} interval`
+  if (values.json !== true)
+    io.stdout.write(
+      `probe  ${(axis === 'rate' ? 'req/s' : 'streams').padStart(9)}  ${'good'.padStart(9)}  ${'share'.padStart(6)}  ${level.padStart(16)}  ${'send lag p99'.padStart(12)}  verdict\n`,
+    )
+  let index = 0
+  const search = await withMeasure(values, signal, (measure) =>
+    searchCapacity(options, measure, id, {
+      signal,
+      onProbe: (p) => {
+        index++
+        if (values.json !== true) io.stdout.write(`${probeRow(index, axis, p)}\n`)
+      },
+    }),
+  )
+  const out = resolve(values.out ?? `servegate-runs/${id}.capacity.json`)
+  await writeJsonAtomic(out, search)
+  if (values.json === true) {
+    const { records: _records, ...summary } = search
+    io.stdout.write(`${JSON.stringify({ ...summary, record: out }, null, 2)}\n`)
+  } else {
+    io.stdout.write(`${search.summary}\n${search.warnings.map((w) => `warning: ${w}\n`).join('')}capacity record: ${out}\n`)
+  }
+  if (search.status === 'interrupted') {
+    io.stderr.write('servegate: interrupted; the probes measured so far are in the record\n')
+    return 130
+  }
+  if (search.status === 'cell-failed' || search.status === 'harness-limited') {
+    io.stderr.write(`servegate: the search stopped: ${search.status}: ${search.probes[search.probes.length - 1]?.invalid ?? ''}\n`)
+    return 1
+  }
+  return 0
+}

@@ -1,0 +1,131 @@
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { cli } from '../../fixtures/cli.ts'
+import { buildEvidence } from '../evidence/build.ts'
+import { DEFAULT_RENDERERS } from '../evidence/renderers.ts'
+import { writeEvidence } from '../evidence/write.ts'
+import { runCell } from '../runner/measure-cell.ts'
+import type { RunRecord } from '../schema/run.ts'
+import { startSimServer } from '../sim/server.ts'
+
+let dir: string
+const records: Record<string, RunRecord> = {}
+
+async function measure(decodeTokPerS: number): Promise<RunRecord> {
+  const sim = await startSimServer({ model: 'm', prefillTokPerS: 40_000, decodeTokPerS, seed: 5 })
+  try {
+    return await runCell({ baseUrl: sim.url, model: 'm', concurrency: 2, requests: 24, maxTokens: 16, workload: { promptTokens: 64 } })
+  } finally {
+    await sim.close()
+  }
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'servegate-cli-evidence-'))
+  records.slow = await measure(200)
+  records.fast = await measure(400)
+  for (const [name, r] of Object.entries(records)) await writeFile(join(dir, `${name}.json`), JSON.stringify(r))
+  const meta = {
+    cells: [
+      {
+        id: 'p',
+        kind: 'pair' as const,
+        required: true,
+        ladder: null,
+        engines: { baseline: 'slow', candidate: 'fast' },
+        status: 'measured' as const,
+        error: null,
+        records: { baseline: [records.slow], candidate: [records.fast] },
+      },
+    ],
+  }
+  await writeEvidence(
+    join(dir, 'evidence'),
+    buildEvidence([{ file: 'a.bench.ts', meta }], [], { suiteCommit: null, redact: false }),
+    DEFAULT_RENDERERS,
+  )
+  // The same cell with a failed test: intact evidence that is not promotable.
+  const failed = [{ file: 'a.bench.ts', name: 'p > wins decode', state: 'failed' as const, meta: undefined }]
+  await writeEvidence(
+    join(dir, 'not-promotable'),
+    buildEvidence([{ file: 'a.bench.ts', meta }], failed, { suiteCommit: null, redact: false }),
+    DEFAULT_RENDERERS,
+  )
+}, 60_000)
+
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true })
+})
+
+describe('servegate verify and report', () => {
+  test('verify passes on intact evidence and names the file with a flipped byte', async () => {
+    const ok = await cli(['verify', join(dir, 'evidence')])
+    expect(ok).toMatchObject({ code: 0, stderr: '' })
+    expect(ok.stdout).toMatch(/verified .*: \d+ files, 2 run records; every sha256 and summary matches/)
+    const board = join(dir, 'evidence', 'README.md')
+    const original = await readFile(board)
+    const flipped = Buffer.from(original)
+    flipped[10] = (flipped[10] as number) ^ 0x20
+    await writeFile(board, flipped)
+    const bad = await cli(['verify', join(dir, 'evidence')])
+    expect(bad.code).toBe(1)
+    expect(bad.stderr).toMatch(/^servegate verify: README\.md: sha256 [0-9a-f]{16}… ≠ [0-9a-f]{16}… in SHA256SUMS$/m)
+    // report renders the board again from index.json and the records, which verifies once more.
+    const report = await cli(['report', join(dir, 'evidence')])
+    expect(report.code).toBe(0)
+    expect(report.stdout).toMatch(/^Cells: 1 accepted/m)
+    expect(await readFile(board)).toEqual(original)
+    expect((await cli(['verify', join(dir, 'evidence')])).code).toBe(0)
+  })
+
+  test('--require-promotable exits 1 with the promotion reasons of intact evidence that is not promotable', async () => {
+    const promotable = await cli(['verify', join(dir, 'evidence'), '--require-promotable'])
+    expect(promotable).toMatchObject({ code: 0, stderr: '' })
+    expect(promotable.stdout).toMatch(/^promotable: every required cell accepted and every gate passed$/m)
+    expect(await cli(['verify', join(dir, 'not-promotable')])).toMatchObject({ code: 0, stderr: '' })
+    const refused = await cli(['verify', join(dir, 'not-promotable'), '--require-promotable'])
+    expect(refused.code).toBe(1)
+    expect(refused.stdout).toMatch(/^verified .*: \d+ files, 2 run records/m)
+    expect(refused.stderr).toBe(
+      `servegate verify: ${join(dir, 'not-promotable')} is not promotable:\n  - test "p > wins decode" in a.bench.ts failed\n`,
+    )
+    expect((await cli(['verify', join(dir, 'evidence'), '--require-promotion'])).stderr).toMatch(
+      /^servegate: unknown flag --require-promotion; see servegate verify --help$/m,
+    )
+  })
+
+  test('a directory that is not evidence is a one-line error', async () => {
+    const r = await cli(['verify', dir])
+    expect(r.code).toBe(1)
+    expect(r.stderr).toMatch(/SHA256SUMS: missing/)
+    expect((await cli(['report', dir])).stderr).toMatch(/index\.json: cannot read .* is .* an evidence directory\?/)
+    expect((await cli(['verify'])).code).toBe(2)
+  })
+})
+
+describe('servegate compare', () => {
+  test('a faster candidate holds its latency and, when required, wins decode; a slower one fails a required win', async () => {
+    const faster = await cli(['compare', join(dir, 'slow.json'), join(dir, 'fast.json'), '--require-win', 'decode'])
+    expect(faster.stdout).toMatch(/^pair checks: /m)
+    expect(faster.stdout).toMatch(/^toWinDecode PASS: decodeTokPerS/m)
+    // Two sim runs are matched except that the records have no manifests: allowed explicitly.
+    expect(faster.stdout).toMatch(/no manifest/)
+    expect(faster.code).toBe(1)
+    const allowed = await cli(['compare', join(dir, 'slow.json'), join(dir, 'fast.json'), '--require-win', 'decode', '--allow-unmatched'])
+    expect(allowed).toMatchObject({ code: 0 })
+    expect(allowed.stdout).toMatch(/^toHoldLatency (PASS|INCONCLUSIVE): ttftMs p95/m)
+    expect(allowed.stdout).toMatch(/^toHoldLatency PASS: tpotMs p50 0\.[45]\d+×/m)
+    const slower = await cli(['compare', join(dir, 'fast.json'), join(dir, 'slow.json'), '--require-win', 'decode', '--allow-unmatched'])
+    expect(slower.code).toBe(1)
+    expect(slower.stderr).toMatch(/toWinDecode fail/)
+  })
+
+  test('bad flags name the fix', async () => {
+    const r = await cli(['compare', join(dir, 'slow.json'), join(dir, 'fast.json'), '--require-win', 'speed'])
+    expect(r).toMatchObject({ code: 2 })
+    expect(r.stderr).toMatch(/--require-win: unknown gate "speed"; use any of decode, prefill, throughput/)
+    expect((await cli(['compare', join(dir, 'slow.json')])).stderr).toMatch(/compare takes two run record files, got 1/)
+  })
+})

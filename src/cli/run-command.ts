@@ -1,0 +1,154 @@
+import { resolve } from 'node:path'
+import { ServegateError } from '../errors.ts'
+import { MAX_RATE_PER_S } from '../load/arrival-spec.ts'
+import { writeJsonAtomic } from '../record/record-io.ts'
+import { runCell } from '../runner/measure-cell.ts'
+import { type EngineCellOptions, runEngineCell } from '../runner/engine-lifecycle.ts'
+import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
+import {
+  LOAD_FLAGS,
+  cellFromFlags,
+  givenFlag,
+  maxInFlightFlag,
+  numberFlag,
+  RATE_SHAPE_FLAGS,
+  rateArrival,
+  readEngineConfig,
+  requireTarget,
+  TARGET_FLAGS,
+  traceRows,
+  WORKLOAD_FLAGS,
+} from './cell-flags.ts'
+import { intFlag, parseFlags } from './flags.ts'
+import type { CliIo } from './cli-io.ts'
+import { progressLine } from './progress-line.ts'
+import { renderSummary } from './summary.ts'
+
+export const RUN_HELP = `servegate run — measure one cell (closed loop at a concurrency, or open loop at a rate or on a trace) against an OpenAI-compatible streaming endpoint
+
+  --base-url URL            server root or /v1 prefix on loopback (or --engine)
+  --engine FILE             JSON engine config to launch and tear down: {"kind": "vllm" | "sglang" |
+                            "llama-server" | "trtllm" | "command" | "external" | "node-llama-cpp", "model": {"id": …}, …}
+  --model NAME              model name sent in each request (required with --base-url)
+  --api chat|completions    default chat
+  --concurrency C           closed loop: requests in flight at once, default 1
+  --rate R                  open loop: send R requests/s on a schedule drawn before the cell, whatever the engine does
+  --arrival KIND            with --rate: poisson (default), constant or gamma
+  --burstiness B            gamma arrivals' shape: 1 is Poisson, below 1 burstier, above 1 more regular (implies gamma)
+  --arrival-seed S          seed of the Poisson or gamma draws, default 0
+  --ramp-up-s S             ramp the rate up linearly over the first S seconds (from --ramp-up-from R, default 0)
+  --max-in-flight N         open loop: cap on requests in flight (a request due at the cap waits; counted)
+  --trace FILE              open loop: replay a JSONL trace of {"timestamp" ms, "input_length", "output_length"} rows
+                            (Mooncake's shape); its first --requests rows, every row by default
+  --trace-time-scale X      multiply the trace's offsets by X (0.5 replays twice as fast), default 1
+  --slo OBJECTIVES          ttft=MS,tpot=MS,e2e=MS,itl=MS[,itl-percentile=P]: the record gets the cell's goodput
+  --requests N              measured requests, default 32
+  --warmup N                warm-up requests, not recorded, default 0
+  --max-tokens T            max_tokens of each request, default 128
+  --workload KIND           synthetic-summary (default), synthetic-repeated-code, shared-prefix, dataset
+  --dataset FILE            JSONL of prompts with reference answers (implies --workload dataset)
+  --prompt-tokens P         planned prompt size in tokens (engine-counted), default 256
+  --seed S                  workload seed, default 0
+  --prefix-cache MODE       unique (default: a per-request prefix defeats prefix caching) or shared:N
+  --canaries                ask each reply to start with its own marker; a missing or foreign marker is contract-invalid
+  --output-control MODE     none (default), observe (record exact-length adherence) or strict (non-exact is contract-invalid)
+  --output-knob KNOB        ignore_eos (default) or min_tokens
+  --temperature T           sampling temperature (unset: the engine's default)
+  --top-p P                 nucleus sampling
+  --sampling-seed N         sampling seed sent to the engine
+  --reasoning-effort E      low, medium or high (chat only)
+  --thinking on|off         chat_template_kwargs.enable_thinking (chat only)
+  --no-calibrate            do not size prompts with the engine's /tokenize; estimate
+  --requests-per-slot-floor K  flag the cell when requests < K × concurrency, default 4
+  --request-timeout-ms MS   per-request deadline, default 120000
+  --send-lag-limit-ms MS    flag the cell harness-limited when its send lag p99 exceeds this, default 5
+  --event-loop-delay-limit-ms MS  … or its event-loop delay p99 exceeds this, default 10
+  --api-key-env NAME        read the API key from this environment variable (never recorded)
+  --out FILE                run record path, default servegate-runs/<run id>.json
+  --json                    print the run record's metrics as JSON instead of the table`
+
+const FLAGS = {
+  ...TARGET_FLAGS,
+  ...WORKLOAD_FLAGS,
+  ...LOAD_FLAGS,
+  concurrency: { type: 'string' },
+  rate: { type: 'string' },
+  trace: { type: 'string' },
+  'trace-time-scale': { type: 'string' },
+  out: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const
+
+type RunFlags = ReturnType<typeof parseFlags<typeof FLAGS>>['values']
+
+/** Closed loop at `--concurrency`, or open loop at `--rate` or on `--trace`; the arrival flags need one of the latter. */
+function loadFlags(values: RunFlags): Pick<EngineCellOptions, 'concurrency' | 'arrival'> {
+  const concurrency = intFlag('--concurrency', values.concurrency, 1, 4096)
+  const rate = numberFlag('--rate', values.rate, Number.MIN_VALUE, MAX_RATE_PER_S)
+  const open = [rate !== undefined && '--rate', values.trace !== undefined && '--trace'].filter((f): f is string => f !== false)
+  if (open.length > 1) throw new ServegateError('CONFIG_INVALID', '--rate and --trace are exclusive; a trace sets its own arrival times')
+  if (open.length > 0 && concurrency !== undefined) {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `${open[0]} and --concurrency are exclusive (open loop vs closed loop); to cap the requests in flight pass --max-in-flight N`,
+    )
+  }
+  if (values.trace !== undefined) {
+    const stray = givenFlag(values, RATE_SHAPE_FLAGS)
+    if (stray !== undefined)
+      throw new ServegateError(
+        'CONFIG_INVALID',
+        `${stray}: a trace sets its own arrival times; drop it, or pass --rate R instead of --trace`,
+      )
+    const timeScale = numberFlag('--trace-time-scale', values['trace-time-scale'], Number.MIN_VALUE, 1000)
+    return { arrival: { kind: 'trace', path: values.trace, timeScale, maxInFlight: maxInFlightFlag(values) } }
+  }
+  if (values['trace-time-scale'] !== undefined) throw new ServegateError('CONFIG_INVALID', '--trace-time-scale needs --trace FILE')
+  if (rate !== undefined) return { arrival: rateArrival(values, rate, 'poisson') }
+  const stray = givenFlag(values, [...RATE_SHAPE_FLAGS, 'max-in-flight'])
+  if (stray !== undefined)
+    throw new ServegateError('CONFIG_INVALID', `${stray} shapes open-loop arrivals; pass --rate R (requests/s) with it`)
+  return { concurrency }
+}
+
+/** `servegate run`: runs a cell, shows progress on a TTY, prints the summary, writes the record. */
+export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
+  const { values } = parseFlags('run', argv, FLAGS)
+  if (values.help === true) {
+    io.stdout.write(`${RUN_HELP}\n`)
+    return 0
+  }
+  requireTarget(values)
+  const cell: EngineCellOptions = { ...cellFromFlags(values), ...loadFlags(values) }
+  // A trace without --requests replays every row.
+  if (values.trace !== undefined && cell.requests === undefined) cell.requests = await traceRows(values.trace)
+  const engine = values.engine === undefined ? null : await readEngineConfig(values.engine)
+  const hooks = { onPhase: progressLine(io, engine === null ? (values.model as string) : `${engine.kind}:${engine.model.id}`), signal }
+  const record = await (engine === null
+    ? runCell({ ...cell, baseUrl: values['base-url'] as string, model: values.model as string }, hooks)
+    : runEngineCell(engine, cell, { ...hooks, gpuFacts: nvidiaSmiGpuFacts() }))
+
+  const out = resolve(values.out ?? `servegate-runs/${record.runId}.json`)
+  await writeJsonAtomic(out, record)
+  if (record.cellFailure !== null) {
+    io.stdout.write(`${renderSummary(record, out)}\n`)
+    io.stderr.write(`servegate: the cell failed: ${record.cellFailure.code}: ${record.cellFailure.message.split('\n')[0]}\n`)
+    return 1
+  }
+  if (signal?.aborted === true) {
+    io.stdout.write(`${renderSummary(record, out)}\n`)
+    io.stderr.write(
+      'servegate: interrupted; the requests measured so far are in the record, the cancelled ones failed as REQUEST_ABORTED\n',
+    )
+    return 130
+  }
+  if (values.json === true) {
+    io.stdout.write(
+      `${JSON.stringify({ metrics: record.metrics, completed: record.completed, failed: record.failed, failures: record.failures, harness: record.harness, record: out }, null, 2)}\n`,
+    )
+  } else {
+    io.stdout.write(`${renderSummary(record, out)}\n`)
+  }
+  return 0
+}
