@@ -2,45 +2,12 @@ import type { CellStages } from '../runner/measure-cell.ts'
 import { type EngineCellOptions, engineFailedRecord, measureOnEngine, stopEngine } from '../runner/engine-lifecycle.ts'
 import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
 import type { RunRecord } from '../schema/run.ts'
+import type { CellResult, PairResult } from '../schema/results.ts'
 import { type EngineHandle, freshEngine, registerTeardown, sharedEngine } from './engine-handles.ts'
 import { PhaseFeed, progressChannel } from '../runner/phase-feed.ts'
 import { declareCell, tracked } from './registry.ts'
+export type { CellResult, LadderStep, PairResult } from '../schema/results.ts'
 import { StagedPair, type StopEarly } from '../runner/staged-pair.ts'
-
-/** Where a cell stands on the ladder of a sweep: the evidence keeps the ladder together. */
-export interface LadderStep {
-  /** The sweep's id. */
-  readonly sweep: string
-  readonly axis: 'rate' | 'concurrency'
-  readonly value: number
-  /** 0-based rung, of `of`. */
-  readonly index: number
-  readonly of: number
-}
-
-/** A measured cell as tests read it: its run record (one per launch when repeated). */
-export interface CellResult {
-  readonly kind: 'cell'
-  readonly id: string
-  /** Set when the cell is a rung of a sweep. */
-  readonly ladder?: LadderStep
-  /** The first (or only) launch's record. */
-  readonly record: RunRecord
-  /** Every launch's record, in launch order. */
-  readonly records: readonly RunRecord[]
-}
-
-/** A measured pair: both arms' records, launches interleaved A B B A when repeated. */
-export interface PairResult {
-  readonly kind: 'pair'
-  readonly id: string
-  /** Set when the pair is a rung of a sweep. */
-  readonly ladder?: LadderStep
-  readonly baseline: readonly RunRecord[]
-  readonly candidate: readonly RunRecord[]
-  /** The arms in the order they were launched, e.g. ['baseline', 'candidate', 'candidate', 'baseline']. */
-  readonly launchOrder: ReadonlyArray<'baseline' | 'candidate'>
-}
 
 export interface CellSpec extends EngineCellOptions {
   engine: EngineHandle

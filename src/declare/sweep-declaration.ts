@@ -1,3 +1,4 @@
+import type { SweepResult } from '../schema/results.ts'
 import { expandLadder, type Ladder } from '../load/ladder.ts'
 import { joinLadder } from './registry.ts'
 import {
@@ -13,14 +14,6 @@ import {
   type PairSpec,
   planId,
 } from './cell-declarations.ts'
-
-/** A measured sweep: every rung's result, in ladder order. */
-export interface SweepResult<R extends CellResult | PairResult> {
-  readonly kind: 'sweep'
-  readonly id: string
-  readonly axis: 'rate' | 'concurrency'
-  readonly steps: ReadonlyArray<{ readonly id: string; readonly value: number; readonly result: R }>
-}
 
 /**
  * A declared sweep: awaiting it measures every rung in order; each rung can also be awaited on its
@@ -72,3 +65,5 @@ export function sweep(spec: CellSweepSpec | PairSweepSpec): Sweep<CellResult> | 
   })
   return { id: sweepId, axis, steps, run: all.run, then: all.then } as Sweep<CellResult> | Sweep<PairResult>
 }
+
+export type { SweepResult } from '../schema/results.ts'
