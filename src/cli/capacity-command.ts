@@ -1,16 +1,23 @@
 import { resolve } from 'node:path'
 import { ServegateError } from '../errors.ts'
-import { percent } from '../gates/interval.ts'
-import { DEFAULT_CONFIDENCE } from '../gates/gate-options.ts'
+import { ABSENT, formatFixedPercent, formatPercent } from '../number-format.ts'
 import { writeJsonAtomic } from '../record/record-io.ts'
-import { type CapacityOptions, type MeasureProbe, searchCapacity } from '../runner/capacity-search.ts'
+import { resolveEngineConfig } from '../engines/config.ts'
+import {
+  type CapacityHooks,
+  type CapacityOptions,
+  type ResolvedCapacityOptions,
+  resolveCapacityOptions,
+  searchCapacity,
+} from '../runner/capacity-search.ts'
+import type { EngineCellOptions } from '../runner/cell-options.ts'
 import { runCell } from '../runner/measure-cell.ts'
-import { type EngineCellOptions, engineFailedRecord, measureOnEngine, startEngine, stopEngine } from '../runner/engine-lifecycle.ts'
-import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
+import { Runner } from '../runner/runner.ts'
 import type { CapacityProbe, CapacitySearch } from '../schema/capacity-record.ts'
 import {
   LOAD_FLAGS,
   cellFromFlags,
+  environmentFromFlags,
   givenFlag,
   numberFlag,
   oneOf,
@@ -47,6 +54,7 @@ of its share of good requests and kept with its run record.
                             an overload below about bound / (share × S); the record says how much)
   --arrival KIND            rate probes: constant (default), poisson or gamma; --burstiness B, --arrival-seed S,
                             --ramp-up-s S, --ramp-up-from R, --max-in-flight N as in servegate run
+  --nvidia-smi PATH         nvidia-smi for the manifest's GPU facts and the GPU sampler, default nvidia-smi on PATH
   --send-lag-limit-ms MS, --event-loop-delay-limit-ms MS
                             harness bounds of each probe, as in servegate run (a probe beyond them stops the search)
   --out FILE                capacity record (servegate.capacity/v1, every probe's run record inside),
@@ -110,34 +118,43 @@ function searchOptions(values: CapacityFlags, cell: EngineCellOptions): Capacity
   }
 }
 
+/** The header of the probe table, in the columns of `probeRow`; `confidence` is each probe's interval's. */
+function probeHeader(axis: CapacitySearch['axis'], confidence: number): string {
+  const level = `${formatPercent(confidence)} interval`
+  return (
+    `probe  ${(axis === 'rate' ? 'req/s' : 'streams').padStart(9)}  ${'good'.padStart(9)}  ${'share'.padStart(6)}  ` +
+    `${level.padStart(16)}  ${'send lag p99'.padStart(12)}  verdict`
+  )
+}
+
 /** One probe as a table row: value, good of judged, share, interval, send lag, verdict. */
 function probeRow(index: number, axis: CapacitySearch['axis'], p: CapacityProbe): string {
   const value = axis === 'rate' ? p.value.toFixed(2).padStart(9) : String(p.value).padStart(9)
-  const interval = `[${p.low === null ? '—' : (p.low * 100).toFixed(1)}%, ${p.high === null ? '—' : (p.high * 100).toFixed(1)}%]`
-  const lag = p.sendLagP99Ms === null ? '—' : `${p.sendLagP99Ms.toFixed(2)} ms`
-  const share = p.fraction === null ? '—' : `${(p.fraction * 100).toFixed(1)}%`
-  return `${String(index).padStart(5)}  ${value}  ${`${p.good}/${p.samples}`.padStart(9)}  ${share.padStart(6)}  ${interval.padStart(16)}  ${lag.padStart(12)}  ${p.invalid === null ? p.outcome : `not judged: ${p.invalid}`}`
+  // An absent bound keeps its % sign, so the column reads [—%, —%] as it always has.
+  const bound = (v: number | null) => (v === null ? `${ABSENT}%` : formatFixedPercent(v))
+  const interval = `[${bound(p.low)}, ${bound(p.high)}]`
+  const lag = p.sendLagP99Ms === null ? ABSENT : `${p.sendLagP99Ms.toFixed(2)} ms`
+  const share = formatFixedPercent(p.fraction)
+  const verdict = p.invalid === null ? p.outcome : `not judged: ${p.invalid}`
+  return (
+    `${String(index).padStart(5)}  ${value}  ${`${p.good}/${p.samples}`.padStart(9)}  ${share.padStart(6)}  ` +
+    `${interval.padStart(16)}  ${lag.padStart(12)}  ${verdict}`
+  )
 }
 
-/** A probe measured on an endpoint that is up, or on one launch of an engine that stays up for the whole search. */
-async function withMeasure<T>(
-  values: CapacityFlags,
-  signal: AbortSignal | undefined,
-  run: (measure: MeasureProbe) => Promise<T>,
-): Promise<T> {
+/**
+ * The search on an endpoint that is up, or on one launch of an engine that stays up for the
+ * whole search (torn down after it whatever happens).
+ */
+async function search(values: CapacityFlags, options: ResolvedCapacityOptions, id: string, hooks: CapacityHooks): Promise<CapacitySearch> {
+  const env = environmentFromFlags(values)
   if (values.engine === undefined) {
-    return run((cell, probeSignal) =>
-      runCell({ ...cell, baseUrl: values['base-url'] as string, model: values.model as string }, { signal: probeSignal }),
-    )
+    const target = { baseUrl: values['base-url'] as string, model: values.model as string }
+    return searchCapacity(options, (cell, signal) => runCell({ ...cell, ...target }, { signal, clock: env.clock }), id, hooks)
   }
-  const config = await readEngineConfig(values.engine)
-  const started = await startEngine(config, nvidiaSmiGpuFacts(), signal)
-  if ('failure' in started) return run(async (cell) => engineFailedRecord(cell, config.model.id, started.failure))
-  try {
-    return await run((cell, probeSignal) => measureOnEngine(started, cell, { gpuFacts: nvidiaSmiGpuFacts(), signal: probeSignal }))
-  } finally {
-    await stopEngine(started)
-  }
+  const config = resolveEngineConfig(await readEngineConfig(values.engine))
+  const engine = { id: 'cli', name: `${config.kind}:${config.model.id}`, config }
+  return new Runner(env).capacity({ id, engine, options, launch: 'fresh' }, hooks)
 }
 
 /** `servegate capacity`: runs the search, prints each probe as it ends and the bracket, writes the capacity record. */
@@ -148,39 +165,34 @@ export async function capacityCommand(argv: string[], io: CliIo, signal?: AbortS
     return 0
   }
   requireTarget(values)
-  const options = searchOptions(values, cellFromFlags(values))
-  const axis = options.bracket.axis ?? 'rate'
+  // Checked before any engine starts: a bad option costs nothing.
+  const options = resolveCapacityOptions(searchOptions(values, cellFromFlags(values)))
+  const axis = options.bracket.axis
   const name = values.engine === undefined ? (values.model as string).replace(/[^A-Za-z0-9._-]+/g, '_') : 'engine'
   const id = `${name}-capacity-${axis}`
-  const level = `${percent(options.confidence ?? DEFAULT_CONFIDENCE)} interval`
-  if (values.json !== true)
-    io.stdout.write(
-      `probe  ${(axis === 'rate' ? 'req/s' : 'streams').padStart(9)}  ${'good'.padStart(9)}  ${'share'.padStart(6)}  ${level.padStart(16)}  ${'send lag p99'.padStart(12)}  verdict\n`,
-    )
+  if (values.json !== true) io.stdout.write(`${probeHeader(axis, options.confidence)}\n`)
   let index = 0
-  const search = await withMeasure(values, signal, (measure) =>
-    searchCapacity(options, measure, id, {
-      signal,
-      onProbe: (p) => {
-        index++
-        if (values.json !== true) io.stdout.write(`${probeRow(index, axis, p)}\n`)
-      },
-    }),
-  )
+  const found = await search(values, options, id, {
+    signal,
+    onProbe: (p) => {
+      index++
+      if (values.json !== true) io.stdout.write(`${probeRow(index, axis, p)}\n`)
+    },
+  })
   const out = resolve(values.out ?? `servegate-runs/${id}.capacity.json`)
-  await writeJsonAtomic(out, search)
+  await writeJsonAtomic(out, found)
   if (values.json === true) {
-    const { records: _records, ...summary } = search
+    const { records: _records, ...summary } = found
     io.stdout.write(`${JSON.stringify({ ...summary, record: out }, null, 2)}\n`)
   } else {
-    io.stdout.write(`${search.summary}\n${search.warnings.map((w) => `warning: ${w}\n`).join('')}capacity record: ${out}\n`)
+    io.stdout.write(`${found.summary}\n${found.warnings.map((w) => `warning: ${w}\n`).join('')}capacity record: ${out}\n`)
   }
-  if (search.status === 'interrupted') {
+  if (found.status === 'interrupted') {
     io.stderr.write('servegate: interrupted; the probes measured so far are in the record\n')
     return 130
   }
-  if (search.status === 'cell-failed' || search.status === 'harness-limited') {
-    io.stderr.write(`servegate: the search stopped: ${search.status}: ${search.probes[search.probes.length - 1]?.invalid ?? ''}\n`)
+  if (found.status === 'cell-failed' || found.status === 'harness-limited') {
+    io.stderr.write(`servegate: the search stopped: ${found.status}: ${found.probes[found.probes.length - 1]?.invalid ?? ''}\n`)
     return 1
   }
   return 0

@@ -3,7 +3,8 @@ import { type EngineConfig, resolveEngineConfig } from '../engines/config.ts'
 import { ServegateError } from '../errors.ts'
 import { loadTrace } from '../load/trace.ts'
 import type { ArrivalSpec } from '../load/arrival-spec.ts'
-import type { EngineCellOptions } from '../runner/engine-lifecycle.ts'
+import type { EngineCellOptions } from '../runner/cell-options.ts'
+import { createEnvironment, type Environment } from '../runner/environment.ts'
 import type { Slo } from '../schema/load.ts'
 import { WORKLOAD_KINDS, type WorkloadSpec } from '../workload/workload-spec.ts'
 import { intFlag, type parseFlags } from './flags.ts'
@@ -14,7 +15,16 @@ export const TARGET_FLAGS = {
   engine: { type: 'string' },
   model: { type: 'string' },
   'api-key-env': { type: 'string' },
+  'nvidia-smi': { type: 'string' },
 } as const
+
+/**
+ * The one environment of this invocation, from its flags: the nvidia-smi that both the manifest's
+ * GPU facts and the sampler use.
+ */
+export function environmentFromFlags(values: { 'nvidia-smi'?: string | undefined }): Environment {
+  return createEnvironment({ nvidiaSmi: values['nvidia-smi'] })
+}
 
 /** The flags of what one cell sends: API, sizes, workload, sampling, deadline. */
 export const WORKLOAD_FLAGS = {

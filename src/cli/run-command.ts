@@ -3,11 +3,12 @@ import { ServegateError } from '../errors.ts'
 import { MAX_RATE_PER_S } from '../load/arrival-spec.ts'
 import { writeJsonAtomic } from '../record/record-io.ts'
 import { runCell } from '../runner/measure-cell.ts'
-import { type EngineCellOptions, runEngineCell } from '../runner/engine-lifecycle.ts'
-import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
+import type { EngineCellOptions } from '../runner/cell-options.ts'
+import { runEngineCell } from '../runner/runner.ts'
 import {
   LOAD_FLAGS,
   cellFromFlags,
+  environmentFromFlags,
   givenFlag,
   maxInFlightFlag,
   numberFlag,
@@ -64,6 +65,7 @@ export const RUN_HELP = `servegate run — measure one cell (closed loop at a co
   --send-lag-limit-ms MS    flag the cell harness-limited when its send lag p99 exceeds this, default 5
   --event-loop-delay-limit-ms MS  … or its event-loop delay p99 exceeds this, default 10
   --api-key-env NAME        read the API key from this environment variable (never recorded)
+  --nvidia-smi PATH         nvidia-smi for the manifest's GPU facts and the GPU sampler, default nvidia-smi on PATH
   --out FILE                run record path, default servegate-runs/<run id>.json
   --json                    print the run record's metrics as JSON instead of the table`
 
@@ -124,10 +126,11 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
   // A trace without --requests replays every row.
   if (values.trace !== undefined && cell.requests === undefined) cell.requests = await traceRows(values.trace)
   const engine = values.engine === undefined ? null : await readEngineConfig(values.engine)
+  const env = environmentFromFlags(values)
   const hooks = { onPhase: progressLine(io, engine === null ? (values.model as string) : `${engine.kind}:${engine.model.id}`), signal }
   const record = await (engine === null
-    ? runCell({ ...cell, baseUrl: values['base-url'] as string, model: values.model as string }, hooks)
-    : runEngineCell(engine, cell, { ...hooks, gpuFacts: nvidiaSmiGpuFacts() }))
+    ? runCell({ ...cell, baseUrl: values['base-url'] as string, model: values.model as string }, { ...hooks, clock: env.clock })
+    : runEngineCell(env, engine, cell, hooks))
 
   const out = resolve(values.out ?? `servegate-runs/${record.runId}.json`)
   await writeJsonAtomic(out, record)

@@ -1,13 +1,13 @@
-import type { CellStages } from '../runner/measure-cell.ts'
-import { type EngineCellOptions, engineFailedRecord, measureOnEngine, stopEngine } from '../runner/engine-lifecycle.ts'
-import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
-import type { RunRecord } from '../schema/run.ts'
+import { ServegateError } from '../errors.ts'
+import { type EngineCellOptions, type ResolvedCellPlan, resolveCellPlan } from '../runner/cell-options.ts'
+import type { PairRun } from '../runner/runner.ts'
+import { resolveStopEarly, type StopEarly } from '../runner/staged-pair.ts'
 import type { CellResult, PairResult } from '../schema/results.ts'
-import { type EngineHandle, freshEngine, registerTeardown, sharedEngine } from './engine-handles.ts'
-import { PhaseFeed, progressChannel } from '../runner/phase-feed.ts'
+import { type EngineHandle, isEngineHandle } from './engine-handles.ts'
 import { declareCell, tracked } from './registry.ts'
+import { registerTeardown, workerRunner } from './worker-environment.ts'
+
 export type { CellResult, LadderStep, PairResult } from '../schema/results.ts'
-import { StagedPair, type StopEarly } from '../runner/staged-pair.ts'
 
 export interface CellSpec extends EngineCellOptions {
   engine: EngineHandle
@@ -53,151 +53,106 @@ export function lazy<T>(work: () => Promise<T>): Lazy<T> {
 }
 
 /** `<engine>-<workload>-ctx<prompt tokens>`: how every id of a plan on an engine starts. */
-export function planId(engineName: string, o: EngineCellOptions): string {
-  return `${engineName}-${o.workload?.kind ?? 'synthetic-summary'}-ctx${o.workload?.promptTokens ?? 256}`
+export function planId(engineName: string, plan: ResolvedCellPlan): string {
+  return `${engineName}-${plan.workload.kind}-ctx${plan.workload.promptTokens}`
 }
 
 /** The plan's id then `c<concurrency>` (closed loop), `r<rate>` (open loop, one decimal) or `trace`. */
-export function cellId(engineName: string, o: EngineCellOptions): string {
-  const arrival = o.arrival ?? null
-  const load = arrival === null ? `c${o.concurrency ?? 1}` : arrival.kind === 'trace' ? 'trace' : `r${arrival.ratePerS.toFixed(1)}`
-  return `${planId(engineName, o)}-${load}`
+export function cellId(engineName: string, plan: ResolvedCellPlan): string {
+  const arrival = plan.arrival
+  const load = arrival === null ? `c${plan.concurrency}` : arrival.kind === 'trace' ? 'trace' : `r${arrival.ratePerS.toFixed(1)}`
+  return `${planId(engineName, plan)}-${load}`
 }
 
-/**
- * Measures a cell on an engine, launched fresh or shared; an engine that fails makes a failed
- * record. `feed` hears every phase, from the launch to the measurement's end.
- */
-export function measure(
-  h: EngineHandle,
-  options: EngineCellOptions,
-  fresh: boolean,
-  stages?: CellStages,
-  feed = PhaseFeed.silent,
-): Promise<RunRecord> {
-  return feed.measuring(() => measureOn(h, options, fresh, stages, feed))
+function invalid(where: string, message: string): never {
+  throw new ServegateError('CONFIG_INVALID', `invalid ${where} options: ${message}`)
 }
 
-async function measureOn(
-  h: EngineHandle,
-  options: EngineCellOptions,
-  fresh: boolean,
-  stages: CellStages | undefined,
-  feed: PhaseFeed,
-): Promise<RunRecord> {
-  const started = await (fresh ? freshEngine(h, feed.phase) : sharedEngine(h, feed.phase))
-  if ('failure' in started) return engineFailedRecord(options, h.config.model.id, started.failure)
-  try {
-    return await measureOnEngine(started, options, { gpuFacts: nvidiaSmiGpuFacts(), stages, onPhase: feed.phase })
-  } finally {
-    if (fresh) {
-      feed.phase({ phase: 'tearing-down' })
-      await stopEngine(started)
-    }
+/** How a declaration is named in its errors: `cell "my-id"` when it has an id, else `cell`. */
+function named(kind: string, id: unknown): string {
+  return typeof id === 'string' ? `${kind} "${id}"` : kind
+}
+
+/** The declaration-level fields every cell and pair has, checked before the plan. */
+function declarationFields(where: string, id: unknown, required: unknown, repeats: unknown): { required: boolean; repeats: number } {
+  if (id !== undefined && (typeof id !== 'string' || id === '')) invalid(where, `${where}.id: a non-empty string, or leave it out`)
+  if (required !== undefined && typeof required !== 'boolean') invalid(where, `${where}.required: true or false`)
+  if (repeats !== undefined && !(Number.isInteger(repeats) && (repeats as number) >= 1)) {
+    invalid(where, `${where}.repeats: an integer of at least 1 (launches per arm), got ${JSON.stringify(repeats)}`)
   }
+  return { required: (required as boolean | undefined) ?? true, repeats: (repeats as number | undefined) ?? 1 }
 }
 
-/** The feed of one arm (null for a cell) of a declared cell or pair. */
-function feedFor(id: string, arm: 'baseline' | 'candidate' | null, h: EngineHandle): PhaseFeed {
-  return new PhaseFeed({ cell: id, arm, engine: h.name, step: null }, progressChannel())
-}
-
-/** Launch k (0-based) of `repeats`, named on the feed when there is more than one. */
-function launchFeed(feed: PhaseFeed, k: number, repeats: number): PhaseFeed {
-  return repeats > 1 ? feed.at({ kind: 'launch', index: k + 1, of: repeats }) : feed
-}
-
-/** The A B B A order of `repeats` launches per arm. */
-export function interleave(repeats: number): Array<'baseline' | 'candidate'> {
-  const order: Array<'baseline' | 'candidate'> = []
-  for (let i = 0; i < repeats; i++)
-    order.push(...(i % 2 === 0 ? (['baseline', 'candidate'] as const) : (['candidate', 'baseline'] as const)))
-  return order
+function engineField(where: string, field: string, value: unknown): EngineHandle {
+  if (!isEngineHandle(value)) invalid(where, `${where}.${field}: an engine from engine.vllm(…), engine.sim(…) or another engine.* call`)
+  return value
 }
 
 /**
- * Declares a cell in a spec: one engine, one plan. It runs once, when a test first awaits it.
+ * Declares a cell in a spec: one engine, one plan. Its options are checked and resolved here, so
+ * a bad one fails at once, naming the field, before any engine starts. It runs once, when a test
+ * first awaits it.
+ * @throws ServegateError CONFIG_INVALID for a bad option
  * @example const c = cell({ engine: candidate, concurrency: 4, requests: 64, workload: { promptTokens: 1024 } })
  * test('reaches its concurrency', async () => expect(await c).toReachConcurrency())
  */
 export function cell(spec: CellSpec): Lazy<CellResult> {
+  const { engine: h, id, repeats: r, required: q, ...options } = spec
+  const where = named('cell', id)
+  const engine = engineField(where, 'engine', h)
+  const { required, repeats } = declarationFields(where, id, q, r)
+  const plan = resolveCellPlan(options, where)
+  const name = id ?? cellId(engine.name, plan)
   registerTeardown()
-  const { engine: h, id, repeats = 1, required = true, ...options } = spec
-  const name = id ?? cellId(h.name, options)
-  declareCell({ id: name, kind: 'cell', required, ladder: null, engines: { cell: h.name } })
+  declareCell({ id: name, kind: 'cell', required, ladder: null, engines: { cell: engine.name } })
   return lazy(() =>
     tracked(
       name,
-      async (): Promise<CellResult> => {
-        const records: RunRecord[] = []
-        const feed = feedFor(name, null, h)
-        for (let i = 0; i < repeats; i++) records.push(await measure(h, options, repeats > 1, undefined, launchFeed(feed, i, repeats)))
-        return { kind: 'cell', id: name, record: records[0] as RunRecord, records }
-      },
-      (r) => ({ cell: [...r.records] }),
+      () => workerRunner().cell({ id: name, engine, plan, repeats }),
+      (result) => ({ cell: [...result.records] }),
     ),
   )
 }
 
 /**
  * Declares a pair: the same plan (and so the same request bytes) on a baseline and a candidate
- * engine. With repeats, arms are launched fresh and interleaved A B B A.
+ * engine. Checked and resolved here, before any engine starts. With repeats, arms are launched
+ * fresh and interleaved A B B A.
+ * @throws ServegateError CONFIG_INVALID for a bad option; TypeError for a bad stopEarly design
  * @example const p = pair({ baseline, candidate, concurrency: 4, requests: 64 })
  * test('wins decode', async () => expect(await p).toWinDecode({ margin: 0.05 }))
  */
 export function pair(spec: PairSpec): Lazy<PairResult> {
-  registerTeardown()
-  const { baseline, candidate, id, repeats = 1, stopEarly, required = true, ...options } = spec
-  const name = id ?? cellId(`${baseline.name}-vs-${candidate.name}`, options)
-  if (stopEarly !== undefined && repeats > 1)
+  const { baseline: b, candidate: c, id, repeats: r, stopEarly, required: q, ...options } = spec
+  const where = named('pair', id)
+  const baseline = engineField(where, 'baseline', b)
+  const candidate = engineField(where, 'candidate', c)
+  const { required, repeats } = declarationFields(where, id, q, r)
+  const plan = resolveCellPlan(options, where)
+  const name = id ?? cellId(`${baseline.name}-vs-${candidate.name}`, plan)
+  if (stopEarly !== undefined && repeats > 1) {
     throw new TypeError('pair: stopEarly needs one launch per arm (repeats 1); the launch-level test of repeated launches has no looks')
-  if (stopEarly !== undefined && options.arrival != null)
+  }
+  if (stopEarly !== undefined && plan.arrival !== null) {
     throw new TypeError(
       'pair: stopEarly needs the closed loop (no `arrival`): an open-loop schedule cannot be cut into stages that take turns',
     )
-  const staged = stopEarly === undefined ? null : new StagedPair(stopEarly, options.requests ?? 32)
+  }
+  const run: PairRun = {
+    id: name,
+    baseline,
+    candidate,
+    plan,
+    repeats,
+    stopEarly: stopEarly === undefined ? null : resolveStopEarly(stopEarly),
+  }
+  registerTeardown()
   declareCell({ id: name, kind: 'pair', required, ladder: null, engines: { baseline: baseline.name, candidate: candidate.name } })
-  const work =
-    staged === null
-      ? () => measurePair(baseline, candidate, options, repeats, name)
-      : () => measureStaged(baseline, candidate, options, staged, name)
-  return lazy(() => tracked(name, work, (r) => ({ baseline: [...r.baseline], candidate: [...r.candidate] })))
-}
-
-/** Both arms of a pair, launch after launch (A B B A with repeats). */
-async function measurePair(
-  baseline: EngineHandle,
-  candidate: EngineHandle,
-  options: EngineCellOptions,
-  repeats: number,
-  name: string,
-): Promise<PairResult> {
-  const order = interleave(repeats)
-  const arms = { baseline: [] as RunRecord[], candidate: [] as RunRecord[] }
-  const feeds = { baseline: feedFor(name, 'baseline', baseline), candidate: feedFor(name, 'candidate', candidate) }
-  for (const arm of order) {
-    const h = arm === 'baseline' ? baseline : candidate
-    arms[arm].push(await measure(h, options, repeats > 1, undefined, launchFeed(feeds[arm], arms[arm].length, repeats)))
-  }
-  return { kind: 'pair', id: name, baseline: arms.baseline, candidate: arms.candidate, launchOrder: order }
-}
-
-/** Both arms of a sequential pair, in stages taking turns, stopped at the deciding look. */
-async function measureStaged(
-  baseline: EngineHandle,
-  candidate: EngineHandle,
-  options: EngineCellOptions,
-  staged: StagedPair,
-  name: string,
-): Promise<PairResult> {
-  const arm = async (which: 'baseline' | 'candidate', h: EngineHandle) => {
-    try {
-      return await measure(h, options, false, staged.stagesFor(which), feedFor(name, which, h))
-    } finally {
-      staged.leave(which)
-    }
-  }
-  const records = await Promise.all([arm('baseline', baseline), arm('candidate', candidate)])
-  const [b, c] = records.map((r) => ({ ...r, plan: { ...r.plan, sequential: staged.plan() } })) as [RunRecord, RunRecord]
-  return { kind: 'pair', id: name, baseline: [b], candidate: [c], launchOrder: ['baseline', 'candidate'] }
+  return lazy(() =>
+    tracked(
+      name,
+      () => workerRunner().pair(run),
+      (result) => ({ baseline: [...result.baseline], candidate: [...result.candidate] }),
+    ),
+  )
 }

@@ -5,7 +5,8 @@ import { join } from 'node:path'
 import { stripVTControlCharacters } from 'node:util'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, test } from 'vitest'
-import { cell, interleave, pair } from './cell-declarations.ts'
+import { interleave } from '../runner/runner.ts'
+import { cell, pair } from './cell-declarations.ts'
 import { engine } from './engine-handles.ts'
 
 const FAKES = fileURLToPath(new URL('../../fixtures/fakes/', import.meta.url))

@@ -1,16 +1,10 @@
 import { createHash } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
-import { afterAll, inject } from 'vitest'
-import { type EngineConfig, type ResolvedEngineConfig, resolveEngineConfig } from '../engines/config.ts'
-import type { GpuFactsProbe } from '../engines/launch.ts'
+import { type EngineConfig, resolveEngineConfig } from '../engines/config.ts'
 import { requireNodeLlamaCpp } from '../engines/node-llama-cpp.ts'
 import { ServegateError } from '../errors.ts'
-import { type LiveEngine, startEngine, stopEngine } from '../runner/engine-lifecycle.ts'
-import { nvidiaSmiGpuFacts } from '../runner/gpu-facts.ts'
-import type { PhaseListener } from '../schema/progress.ts'
-import type { ErrorInfo } from '../schema/run.ts'
+import type { EngineRef } from '../runner/engine-lifecycle.ts'
 import { resolveSimOptions, type SimOptions } from '../sim/sim-options.ts'
-import { PhaseFeed, progressChannel } from '../runner/phase-feed.ts'
 
 /** servegate's own CLI (the compiled one where the package is installed). */
 const SERVEGATE_BIN = fileURLToPath(new URL('../../bin/servegate.js', import.meta.url))
@@ -28,10 +22,12 @@ export interface SimEngineConfig {
 }
 
 /** An engine declared in a spec: its config and an id derived from it. Launched on first use. */
-export interface EngineHandle {
-  readonly id: string
-  readonly name: string
-  readonly config: ResolvedEngineConfig
+export type EngineHandle = EngineRef
+
+/** Whether a value is an engine handle (what `engine.*` returns). */
+export function isEngineHandle(value: unknown): value is EngineHandle {
+  const h = value as Partial<EngineHandle> | null
+  return typeof h?.id === 'string' && typeof h.name === 'string' && typeof h.config === 'object' && h.config !== null
 }
 
 type Without<K extends EngineConfig['kind']> = Omit<Extract<EngineConfig, { kind: K }>, 'kind'> & { name?: string }
@@ -82,71 +78,4 @@ export const engine = {
       startupTimeoutMs: c.startupTimeoutMs ?? 30_000,
     })
   },
-}
-
-type Started = LiveEngine | { failure: ErrorInfo }
-
-/** Engines of this file (one vitest worker runs one file at a time): shared per config, stopped after the file. */
-const shared = new Map<string, { name: string; started: Promise<Started> }>()
-let hookRegistered = false
-
-function gpuFacts(): GpuFactsProbe {
-  let executable: string | undefined
-  try {
-    executable = (inject as (key: string) => { nvidiaSmi?: string } | undefined)('servegate')?.nvidiaSmi
-  } catch {
-    executable = undefined
-  }
-  return nvidiaSmiGpuFacts(executable)
-}
-
-/** Set by the plugin's setup file, whose file-level hook then stops the engines after the whole file. */
-let fileHookInstalled = false
-
-/** Called by the plugin's setup file: engines are stopped by its file-level hook, not a suite's. */
-export function useFileTeardown(): void {
-  fileHookInstalled = true
-}
-
-/** Stops every shared engine of this file (the whole process trees), each saying so. */
-export async function stopSharedEngines(): Promise<void> {
-  const engines = [...shared.values()]
-  shared.clear()
-  const settled = await Promise.all(engines.map(async ({ name, started }) => ({ name, started: await started })))
-  const send = progressChannel()
-  for (const { name, started } of settled) {
-    if ('failure' in started) continue
-    const feed = new PhaseFeed({ cell: null, arm: null, engine: name, step: null }, send)
-    feed.phase({ phase: 'tearing-down' })
-    await stopEngine(started)
-    feed.phase({ phase: 'stopped' })
-  }
-}
-
-/**
- * Registers the file's teardown when the plugin's setup file did not (a spec run without the
- * plugin): an `afterAll` of the suite being collected.
- */
-export function registerTeardown(): void {
-  if (hookRegistered || fileHookInstalled) return
-  hookRegistered = true
-  afterAll(async () => {
-    hookRegistered = false
-    await stopSharedEngines()
-  })
-}
-
-/** The file's shared instance of an engine, launched on first use; `onPhase` hears its start-up when this call launches it. */
-export function sharedEngine(h: EngineHandle, onPhase?: PhaseListener): Promise<Started> {
-  let entry = shared.get(h.id)
-  if (entry === undefined) {
-    entry = { name: h.name, started: startEngine(h.config, gpuFacts(), undefined, onPhase) }
-    shared.set(h.id, entry)
-  }
-  return entry.started
-}
-
-/** A fresh launch of an engine, for repeats (launch-to-launch variation needs new processes). */
-export function freshEngine(h: EngineHandle, onPhase?: PhaseListener): Promise<Started> {
-  return startEngine(h.config, gpuFacts(), undefined, onPhase)
 }

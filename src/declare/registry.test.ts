@@ -1,5 +1,5 @@
 import { expect, test } from 'vitest'
-import { failedCellRecord } from '../runner/measure-cell.ts'
+import { failedCellRecord } from '../runner/run-record.ts'
 import { cellMeasured, cellThrew, declareCell, joinLadder, searchMeasured, takeFileMeta } from './registry.ts'
 
 const record = (requests: number) =>

@@ -1,3 +1,4 @@
+import { type ResolvedCellPlan, resolveCellPlan } from '../runner/cell-options.ts'
 import type { SweepResult } from '../schema/results.ts'
 import { expandLadder, type Ladder } from '../load/ladder.ts'
 import { joinLadder } from './registry.ts'
@@ -47,9 +48,14 @@ export function sweep(spec: CellSweepSpec | PairSweepSpec): Sweep<CellResult> | 
   const rungs = expandLadder(ladder, options)
   const name = 'engine' in spec ? spec.engine.name : `${spec.baseline.name}-vs-${spec.candidate.name}`
   const axis = rungs[0]?.axis ?? 'rate'
-  const sweepId = id ?? `${planId(name, options)}-${axis}-sweep`
+  // The plan alone (no engines, ids or launches), resolved for the ids; each rung's cell checks its own.
+  const planOf = (o: object): ResolvedCellPlan => {
+    const { engine: _e, baseline: _b, candidate: _c, repeats: _r, required: _q, stopEarly: _s, ...plan } = o as Record<string, unknown>
+    return resolveCellPlan(plan, id === undefined ? 'sweep' : `sweep "${id}"`)
+  }
+  const sweepId = id ?? `${planId(name, planOf(options))}-${axis}-sweep`
   const steps = rungs.map((rung, index) => {
-    const stepId = cellId(name, rung.options)
+    const stepId = cellId(name, planOf(rung.options))
     const place: LadderStep = { sweep: sweepId, axis, value: rung.value, index, of: rungs.length }
     const result =
       'engine' in rung.options

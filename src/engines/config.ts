@@ -51,8 +51,8 @@ const launched = {
   startupTimeoutMs: z.int().positive().default(900_000),
   /** Time between SIGTERM and SIGKILL at teardown, ms. @default 10000 */
   shutdownGraceMs: z.int().positive().default(10_000),
-  /** Where engine logs are written. @default '.servegate/logs' */
-  logDir: z.string().default('.servegate/logs'),
+  /** Where engine logs are written. @default the environment's log directory ('.servegate/logs' unless set) */
+  logDir: z.string().min(1).optional(),
 }
 
 /** Engine configs, chosen by `kind`. Defaults are filled here, once. */

@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { runEngineCell } from '../runner/engine-lifecycle.ts'
+import { createEnvironment, type Environment } from '../runner/environment.ts'
+import { runEngineCell } from '../runner/runner.ts'
 import type { Manifest } from '../schema/manifest.ts'
 import type { CellPhase } from '../schema/progress.ts'
 import { RunRecord } from '../schema/run.ts'
@@ -15,6 +16,7 @@ import { launchEngine } from './launch.ts'
 
 const FAKES = fileURLToPath(new URL('../../fixtures/fakes/', import.meta.url))
 const noGpu = async (): Promise<Manifest['gpus']> => ({ status: 'absent', reason: 'test: no GPU probe' })
+const testEnv: Environment = { ...createEnvironment(), gpuFacts: noGpu }
 const cell = { requests: 6, concurrency: 2, maxTokens: 8, workload: { promptTokens: 64 } }
 
 let dir = ''
@@ -95,7 +97,7 @@ describe('each launched adapter against its fake executable', () => {
     ['trtllm', { value: '1.0.0', source: 'GET /version' }, ['fake/model-7b', '--host', '127.0.0.1', '--tp_size', '1']],
   ] as const)('%s: launches, measures a cell, reports its manifest, and leaves no process behind', async (kind, version, argvPart) => {
     const pids = await pidfile()
-    const record = await runEngineCell(fake(kind, { FAKE_ENGINE_PIDFILE: pids }), cell, { gpuFacts: noGpu })
+    const record = await runEngineCell(testEnv, fake(kind, { FAKE_ENGINE_PIDFILE: pids }), cell)
     expect(RunRecord.parse(record)).toBeTruthy()
     expect(record.cellFailure).toBeNull()
     expect(record.completed).toBe(6)
@@ -123,7 +125,7 @@ describe('each launched adapter against its fake executable', () => {
       model: { id: 'cmd-model' },
       logDir: join(dir, 'logs'),
     }
-    const record = await runEngineCell(config, { ...cell, requests: 2 }, { gpuFacts: noGpu })
+    const record = await runEngineCell(testEnv, config, { ...cell, requests: 2 })
     expect(record.completed).toBe(2)
     expect(record.manifest?.engine.argv).toEqual([
       process.execPath,
@@ -143,9 +145,7 @@ describe('each launched adapter against its fake executable', () => {
 describe('engine failures become failed cells with their reason', () => {
   test('an engine that exits during start-up: ENGINE_EXITED with the code and the log tail, no orphans', async () => {
     const pids = await pidfile()
-    const record = await runEngineCell(fake('vllm', { FAKE_ENGINE_PIDFILE: pids, FAKE_ENGINE_EXIT_ON_START: '3' }), cell, {
-      gpuFacts: noGpu,
-    })
+    const record = await runEngineCell(testEnv, fake('vllm', { FAKE_ENGINE_PIDFILE: pids, FAKE_ENGINE_EXIT_ON_START: '3' }), cell)
     expect(record.cellFailure?.code).toBe('ENGINE_EXITED')
     expect(record.cellFailure?.message).toMatch(/^engine vllm exited during start-up with code 3; log .*; log tail: .*CUDA out of memory/s)
     expect(record.requests).toEqual([])
@@ -156,7 +156,7 @@ describe('engine failures become failed cells with their reason', () => {
   test('an engine killed mid-cell: the measured requests stay, the rest fail, the cell failed, no orphans', async () => {
     const pids = await pidfile()
     const env = { FAKE_ENGINE_PIDFILE: pids, FAKE_ENGINE_CRASH_AFTER_MS: '1500', FAKE_ENGINE_DECODE_TOK_PER_S: '40' }
-    const record = await runEngineCell(fake('vllm', env), { ...cell, requests: 40, maxTokens: 12 }, { gpuFacts: noGpu })
+    const record = await runEngineCell(testEnv, fake('vllm', env), { ...cell, requests: 40, maxTokens: 12 })
     expect(record.cellFailure?.code).toBe('ENGINE_EXITED')
     expect(record.cellFailure?.message).toMatch(/exited mid-cell with code 1; log tail: .*illegal memory access/s)
     expect(record.requests).toHaveLength(40)
@@ -169,7 +169,7 @@ describe('engine failures become failed cells with their reason', () => {
   test('an engine that never becomes ready: ENGINE_START_TIMEOUT naming the deadline, no orphans', async () => {
     const pids = await pidfile()
     const config = { ...fake('sglang', { FAKE_ENGINE_PIDFILE: pids, FAKE_ENGINE_NEVER_READY: '1' }), startupTimeoutMs: 1200 }
-    const record = await runEngineCell(config, cell, { gpuFacts: noGpu })
+    const record = await runEngineCell(testEnv, config, cell)
     expect(record.cellFailure?.code).toBe('ENGINE_START_TIMEOUT')
     expect(record.cellFailure?.message).toMatch(
       /^engine sglang was not ready \(GET \/health → 200\) within 1200 ms; raise startupTimeoutMs/,
@@ -178,9 +178,7 @@ describe('engine failures become failed cells with their reason', () => {
   })
 
   test('a missing executable: ENGINE_NOT_FOUND naming the field to fix', async () => {
-    const record = await runEngineCell({ kind: 'vllm', executable: join(dir, 'no-such-vllm'), model: { id: 'm' } }, cell, {
-      gpuFacts: noGpu,
-    })
+    const record = await runEngineCell(testEnv, { kind: 'vllm', executable: join(dir, 'no-such-vllm'), model: { id: 'm' } }, cell)
     expect(record.cellFailure?.code).toBe('ENGINE_NOT_FOUND')
     expect(record.cellFailure?.message).toMatch(
       /no-such-vllm is not an executable on the engine's PATH; install it or set engine\.executable/,
@@ -197,7 +195,7 @@ describe('a cell reports its phases as it goes', () => {
   test('launching, waiting for readiness with the log file, calibrating, warm-up, n/N requests, tearing down', async () => {
     const phases: CellPhase[] = []
     const config = fake('vllm', {})
-    const record = await runEngineCell(config, { ...cell, warmupRequests: 2 }, { gpuFacts: noGpu, onPhase: (p) => phases.push(p) })
+    const record = await runEngineCell(testEnv, config, { ...cell, warmupRequests: 2 }, { onPhase: (p) => phases.push(p) })
     expect(record.completed).toBe(6)
     expect(phaseRuns(phases)).toEqual(['launching', 'waiting', 'inspecting', 'calibrating', 'warmup', 'requests', 'tearing-down'])
     const waiting = phases.find((p) => p.phase === 'waiting')
@@ -216,10 +214,7 @@ describe('a cell reports its phases as it goes', () => {
     const phases: Array<{ at: number; phase: CellPhase }> = []
     const start = performance.now()
     const config = { ...fake('vllm', { FAKE_ENGINE_NEVER_READY: '1' }), startupTimeoutMs: 1500 }
-    const record = await runEngineCell(config, cell, {
-      gpuFacts: noGpu,
-      onPhase: (phase) => phases.push({ at: performance.now() - start, phase }),
-    })
+    const record = await runEngineCell(testEnv, config, cell, { onPhase: (phase) => phases.push({ at: performance.now() - start, phase }) })
     const timedOutAt = performance.now() - start
     expect(record.cellFailure?.code).toBe('ENGINE_START_TIMEOUT')
     expect(phaseRuns(phases.map((p) => p.phase))).toEqual(['launching', 'waiting'])
@@ -235,7 +230,7 @@ describe('a cell reports its phases as it goes', () => {
 describe('manifests', () => {
   test('secrets in the argv are redacted and never reach the record', async () => {
     const config = { ...fake('vllm', {}), extraArgs: ['--api-key', 'sk-live-0123456789abcdef', '--hf-token=hf_abcdefghijklmnop'] }
-    const record = await runEngineCell(config, { ...cell, requests: 1 }, { gpuFacts: noGpu })
+    const record = await runEngineCell(testEnv, config, { ...cell, requests: 1 })
     expect(record.manifest?.engine.argv).toEqual(expect.arrayContaining(['--api-key', '[redacted]', '--hf-token=[redacted]']))
     const json = JSON.stringify(record)
     expect(json).not.toContain('0123456789abcdef')
@@ -251,7 +246,7 @@ describe('manifests', () => {
       model: { id: 'tiny', path: model },
       logDir: join(dir, 'logs'),
     }
-    const record = await runEngineCell(config, { ...cell, requests: 1 }, { gpuFacts: noGpu })
+    const record = await runEngineCell(testEnv, config, { ...cell, requests: 1 })
     expect(record.manifest?.model.fingerprint).toEqual({
       value: createHash('sha256').update('GGUF fake bytes').digest('hex'),
       source: `sha256 of the model file ${model}`,
@@ -271,7 +266,7 @@ describe('manifests', () => {
           inheritEnv: ['PATH'],
           logDir: join(dir, 'logs'),
         },
-        noGpu,
+        testEnv,
       )
       try {
         expect(engine.manifest.engine.envNames).toEqual(['EXTRA', 'PATH'])
@@ -286,7 +281,7 @@ describe('manifests', () => {
   test('an external endpoint: nothing launched, version read from it, nothing torn down', async () => {
     const sim: SimServer = await startSimServer({ model: 'ext', version: '9.9.9' })
     try {
-      const engine = await launchEngine({ kind: 'external', baseUrl: `${sim.url}/v1`, model: { id: 'ext' } }, noGpu)
+      const engine = await launchEngine({ kind: 'external', baseUrl: `${sim.url}/v1`, model: { id: 'ext' } }, testEnv)
       expect(engine.process).toBeNull()
       expect(engine.manifest.engine).toMatchObject({ kind: 'external', version: { value: '9.9.9', source: 'GET /version' }, argv: null })
       await engine.stop()
@@ -297,11 +292,11 @@ describe('manifests', () => {
   })
 
   test('bad configs name the field', async () => {
-    await expect(launchEngine({ kind: 'tgi' } as unknown as EngineConfig, noGpu)).rejects.toThrow(
+    await expect(launchEngine({ kind: 'tgi' } as unknown as EngineConfig, testEnv)).rejects.toThrow(
       /engine\.kind: must be one of vllm, sglang, llama-server, trtllm, command, external, node-llama-cpp/,
     )
-    await expect(launchEngine({ kind: 'llama-server', model: { id: 'm' }, slots: 0 }, noGpu)).rejects.toThrow(/engine\.slots: /)
-    await expect(launchEngine({ kind: 'external', baseUrl: 'http://10.1.2.3:8000', model: { id: 'm' } }, noGpu)).rejects.toThrow(
+    await expect(launchEngine({ kind: 'llama-server', model: { id: 'm' }, slots: 0 }, testEnv)).rejects.toThrow(/engine\.slots: /)
+    await expect(launchEngine({ kind: 'external', baseUrl: 'http://10.1.2.3:8000', model: { id: 'm' } }, testEnv)).rejects.toThrow(
       /not a loopback address/,
     )
   })

@@ -19,6 +19,12 @@ type Fact = Manifest['engine']['version']
 /** GPU facts for the manifest; injected so the engine layer does not depend on telemetry. */
 export type GpuFactsProbe = (visibleDevices: string | null) => Promise<Manifest['gpus']>
 
+/** What a launch reads of the environment it runs in: the GPU probe, and where logs go unless the config says. */
+export interface LaunchContext {
+  readonly gpuFacts: GpuFactsProbe
+  readonly logDir: string
+}
+
 /** A ready engine: where to send requests, what it is, and how to stop it. */
 export interface RunningEngine {
   kind: string
@@ -186,7 +192,7 @@ async function versionFacts(config: LaunchedConfig, origin: string, env: Record<
  */
 export async function launchEngine(
   input: EngineConfig,
-  gpuFacts: GpuFactsProbe,
+  context: LaunchContext,
   signal?: AbortSignal,
   onPhase?: PhaseListener,
 ): Promise<RunningEngine> {
@@ -197,7 +203,7 @@ export async function launchEngine(
       'engine.kind: node-llama-cpp runs in-process; use runEngineCell, which measures it through the in-process transport',
     )
   }
-  if (config.kind === 'external') return connectExternal(config, gpuFacts)
+  if (config.kind === 'external') return connectExternal(config, context.gpuFacts)
 
   const port = config.port === 0 ? await freePort() : config.port
   const origin = `http://127.0.0.1:${port}`
@@ -215,7 +221,7 @@ export async function launchEngine(
   const proc = await spawnEngine({
     argv,
     env,
-    logPath: join(config.logDir, `${config.kind}-${stamp}-${port}.log`),
+    logPath: join(config.logDir ?? context.logDir, `${config.kind}-${stamp}-${port}.log`),
     graceMs: config.shutdownGraceMs,
   })
   try {
@@ -227,7 +233,7 @@ export async function launchEngine(
       versionFacts(config, origin, env),
       modelFingerprint(config.model),
       harnessFacts(),
-      gpuFacts(config.gpus),
+      context.gpuFacts(config.gpus),
     ])
     const manifest: Manifest = {
       engine: {

@@ -4,7 +4,8 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { llamaServerPath } from '../../scripts/build-llama-server.ts'
 import { type TinyGguf, writeTinyGguf } from '../../scripts/make-tiny-gguf.ts'
-import { runEngineCell } from '../runner/engine-lifecycle.ts'
+import { createEnvironment, type Environment } from '../runner/environment.ts'
+import { runEngineCell } from '../runner/runner.ts'
 import type { Manifest } from '../schema/manifest.ts'
 import type { RunRecord } from '../schema/run.ts'
 import type { EngineConfig } from './config.ts'
@@ -12,6 +13,7 @@ import type { EngineConfig } from './config.ts'
 // CI builds llama-server first (npm run build:llama-server); a machine without it skips these.
 const binary = await llamaServerPath()
 const noGpu = async (): Promise<Manifest['gpus']> => ({ status: 'absent', reason: 'no nvidia-smi on this machine' })
+const testEnv: Environment = { ...createEnvironment(), gpuFacts: noGpu }
 const median = (values: readonly number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number
 
 describe.skipIf(binary === null)('the real llama-server under open-loop load', () => {
@@ -51,12 +53,12 @@ describe.skipIf(binary === null)('the real llama-server under open-loop load', (
     async () => {
       // The service time of one request with the slot to itself sets the slot's capacity.
       // Warm (a fresh launch's first requests page the model in): the rates below are offered to a warm engine.
-      const alone = await runEngineCell(engine(), { ...cell, requests: 4, warmupRequests: 2 }, { gpuFacts: noGpu })
+      const alone = await runEngineCell(testEnv, engine(), { ...cell, requests: 4, warmupRequests: 2 })
       expect(alone.failures).toEqual({})
       const serviceS = (alone.metrics.distributions.e2eMs.p50 as number) / 1000
       // Offered load as a multiple of the slot's capacity.
       const at = (load: number, requests = 12) =>
-        runEngineCell(engine(), { ...cell, requests, arrival: { kind: 'constant', ratePerS: load / serviceS } }, { gpuFacts: noGpu })
+        runEngineCell(testEnv, engine(), { ...cell, requests, arrival: { kind: 'constant', ratePerS: load / serviceS } })
 
       const below = await at(0.5)
       expect(below.failures).toEqual({})

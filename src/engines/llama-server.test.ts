@@ -4,7 +4,8 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { llamaServerPath } from '../../scripts/build-llama-server.ts'
 import { type TinyGguf, writeTinyGguf } from '../../scripts/make-tiny-gguf.ts'
-import { runEngineCell } from '../runner/engine-lifecycle.ts'
+import { createEnvironment, type Environment } from '../runner/environment.ts'
+import { runEngineCell } from '../runner/runner.ts'
 import type { Manifest } from '../schema/manifest.ts'
 import { RunRecord } from '../schema/run.ts'
 import type { EngineConfig } from './config.ts'
@@ -12,6 +13,7 @@ import type { EngineConfig } from './config.ts'
 // CI builds llama-server first (npm run build:llama-server); a machine without it skips these.
 const binary = await llamaServerPath()
 const noGpu = async (): Promise<Manifest['gpus']> => ({ status: 'absent', reason: 'no nvidia-smi on this machine' })
+const testEnv: Environment = { ...createEnvironment(), gpuFacts: noGpu }
 
 describe.skipIf(binary === null)('the real llama-server, launched through its adapter', () => {
   let dir = ''
@@ -40,8 +42,8 @@ describe.skipIf(binary === null)('the real llama-server, launched through its ad
     { timeout: 120_000 },
     async () => {
       const cell = (promptTokens: number) => ({ requests: 6, maxTokens: 4, workload: { promptTokens, seed: promptTokens } })
-      const short = await runEngineCell(engine(1), cell(128), { gpuFacts: noGpu })
-      const long = await runEngineCell(engine(1), cell(3000), { gpuFacts: noGpu })
+      const short = await runEngineCell(testEnv, engine(1), cell(128))
+      const long = await runEngineCell(testEnv, engine(1), cell(3000))
       for (const [record, planned] of [
         [short, 128],
         [long, 3000],
@@ -65,9 +67,10 @@ describe.skipIf(binary === null)('the real llama-server, launched through its ad
 
   test('ignore_eos gives exactly max_tokens completion tokens, one token per chunk', { timeout: 60_000 }, async () => {
     const record = await runEngineCell(
+      testEnv,
       engine(2),
       { requests: 6, concurrency: 2, maxTokens: 24, workload: { promptTokens: 64, outputControl: { mode: 'strict', knob: 'ignore_eos' } } },
-      { gpuFacts: noGpu },
+      {},
     )
     expect(record.failures).toEqual({})
     expect(record.metrics.outputControl).toEqual({ samples: 6, exact: 6, rate: 1, unobservable: 0 })

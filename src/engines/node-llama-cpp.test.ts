@@ -3,11 +3,13 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { type TinyGguf, writeTinyGguf } from '../../scripts/make-tiny-gguf.ts'
-import { runEngineCell } from '../runner/engine-lifecycle.ts'
+import { createEnvironment, type Environment } from '../runner/environment.ts'
+import { runEngineCell } from '../runner/runner.ts'
 import type { Manifest } from '../schema/manifest.ts'
 import { RunRecord } from '../schema/run.ts'
 
 const noGpu = async (): Promise<Manifest['gpus']> => ({ status: 'absent', reason: 'no nvidia-smi on this machine' })
+const testEnv: Environment = { ...createEnvironment(), gpuFacts: noGpu }
 let dir = ''
 let model: TinyGguf
 beforeAll(async () => {
@@ -23,9 +25,10 @@ test(
   { timeout: 120_000 },
   async () => {
     const record = await runEngineCell(
+      testEnv,
       { kind: 'node-llama-cpp', model: { id: 'tiny-llama', path: model.path }, sequences: 2, contextSize: 2048 },
       { requests: 4, concurrency: 2, maxTokens: 12, workload: { promptTokens: 96, seed: 3, outputControl: { mode: 'strict' } } },
-      { gpuFacts: noGpu },
+      {},
     )
     expect(RunRecord.parse(record)).toBeTruthy()
     expect(record.cellFailure).toBeNull()
@@ -51,9 +54,10 @@ test(
 
 test('a model file that does not load becomes a failed cell with the reason', async () => {
   const record = await runEngineCell(
+    testEnv,
     { kind: 'node-llama-cpp', model: { id: 'x', path: join(dir, 'missing.gguf') } },
     { requests: 2, workload: { promptTokens: 32 } },
-    { gpuFacts: noGpu },
+    {},
   )
   expect(record.cellFailure?.code).toBe('ENGINE_EXITED')
   expect(record.cellFailure?.message).toMatch(/^node-llama-cpp could not load .*missing\.gguf/)

@@ -1,9 +1,12 @@
 import { describe, expect, test } from 'vitest'
 import { failureOf as messageOf } from '../../fixtures/matchers.ts'
+import { buildEvidence } from '../evidence/build.ts'
+import { formatSignificant as num } from '../number-format.ts'
 import { createRandom } from '../random.ts'
+import type { PairResult } from '../schema/results.ts'
 import { RunRecord } from '../schema/run.ts'
-import { failedCellRecord } from '../runner/measure-cell.ts'
-import type { PairSubject } from './subject.ts'
+import { failedCellRecord } from '../runner/run-record.ts'
+import { keyFigures } from './annotate.ts'
 
 /**
  * A record of `n` ok requests whose per-request figures are drawn around the given medians
@@ -49,7 +52,13 @@ function arm(n: number, scale: { decode?: number; ttftMs?: number }, noise: numb
   return { ...base, cellFailure: null, requests, completed: n }
 }
 
-const pairOf = (b: RunRecord, c: RunRecord): PairSubject => ({ kind: 'pair', id: 'p', baseline: [b], candidate: [c] })
+const pairOf = (b: RunRecord, c: RunRecord): PairResult => ({
+  kind: 'pair',
+  id: 'p',
+  baseline: [b],
+  candidate: [c],
+  launchOrder: ['baseline', 'candidate'],
+})
 /** The failure message up to vitest's own diff. */
 const failureOf = (fn: () => void): string => messageOf(fn).split('\n- Expected')[0] as string
 
@@ -190,5 +199,60 @@ describe('what a reviewer sees in @vitest/ui', () => {
       ['p', 'toWinDecode'],
       ['p', 'toWinDecode'],
     ])
+  })
+
+  test('the key figures, read from the records without the evidence builder, are the figures the evidence summarizes', () => {
+    const p: PairResult = {
+      ...pairOf(arm(16, { decode: 100 }, 0.05, 1), arm(16, { decode: 150 }, 0.05, 2)),
+      baseline: [arm(16, { decode: 100 }, 0.05, 1), arm(16, { decode: 90 }, 0.05, 3)],
+    }
+    const records = { baseline: [...p.baseline], candidate: [...p.candidate] }
+    const cell = {
+      id: 'p',
+      kind: 'pair' as const,
+      required: true,
+      ladder: null,
+      engines: {},
+      status: 'measured' as const,
+      error: null,
+      records,
+    }
+    const built = buildEvidence([{ file: '', meta: { cells: [cell] } }], [], { suiteCommit: null, redact: false }).index.cells[0]
+    const arms = (built?.arms ?? []).map((a) => {
+      const t = a.timings
+      return (
+        `${a.arm}${a.launch > 1 ? ` #${a.launch}` : ''}: decode p50 ${num(t.decodeTokPerS.p50)} tok/s, ` +
+        `prefill p50 ${num(t.effectivePrefillTokPerS.p50)} tok/s, TTFT p50/p95 ${num(t.ttftMs.p50)}/${num(t.ttftMs.p95)} ms, ` +
+        `TPOT p50/p95 ${num(t.tpotMs.p50)}/${num(t.tpotMs.p95)} ms, ${num(a.outputThroughputTokPerS)} tok/s aggregate ` +
+        `(${a.completed} ok, ${a.failed} failed)`
+      )
+    })
+    expect(arms).toHaveLength(3)
+    expect(keyFigures(p)).toBe(`p: ${arms.join('; ')}`)
+    expect(keyFigures(p)).toMatch(/^p: baseline: .*; baseline #2: .*; candidate: /)
+  })
+})
+
+describe('options are parsed once, where a gate matcher is called', () => {
+  test('a wrong field is a TypeError naming the matcher and the field, even on a cell that failed', () => {
+    const p = pairOf(arm(8, {}, 0.1, 1), arm(8, {}, 0.1, 2))
+    expect(() => expect(p).toWinPrefill({ margin: -2 })).toThrow(TypeError)
+    expect(() => expect(p).toWinPrefill({ margin: -2 })).toThrow(/^toWinPrefill: invalid options\n✖ .*\n {2}→ at margin$/)
+    // @ts-expect-error: an unknown latency metric
+    expect(() => expect(p).toHoldLatency({ metric: 'latency', notWorseThanPct: 10 })).toThrow(
+      /^toHoldLatency: invalid options\n[^]*→ at metric/,
+    )
+    expect(() => expect(p).toStayWithinAccuracyGap({ points: 0 })).toThrow(/^toStayWithinAccuracyGap: invalid options\n[^]*→ at points/)
+    const failed = pairOf(arm(8, {}, 0.1, 1), {
+      ...arm(8, {}, 0.1, 2),
+      cellFailure: { code: 'INTERNAL', message: 'x', httpStatus: null, retryAfterS: null },
+    })
+    expect(() => expect(failed).toWinThroughput({ looks: [1] })).toThrow(/^toWinThroughput: invalid options\n[^]*→ at looks\[0\]/)
+  })
+
+  test('anything but an object is a TypeError naming the matcher, with how to call it', () => {
+    const p = pairOf(arm(8, {}, 0.1, 1), arm(8, {}, 0.1, 2))
+    // @ts-expect-error: the options are an object
+    expect(() => expect(p).toWinDecode(5)).toThrow(/^toWinDecode: options must be an object, e.g. \{ margin: 0\.05 \}$/)
   })
 })

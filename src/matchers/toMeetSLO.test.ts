@@ -3,13 +3,13 @@ import { failureOf } from '../../fixtures/matchers.ts'
 import { okRequest } from '../../fixtures/gate-fixture.ts'
 import { arrivalPlanUnread } from '../load/plan.ts'
 import { ArrivalSpec } from '../load/arrival-spec.ts'
-import { failedCellRecord } from '../runner/measure-cell.ts'
+import { failedCellRecord } from '../runner/run-record.ts'
 import { CAPACITY_SCHEMA_ID, type CapacitySearch } from '../schema/capacity-record.ts'
+import type { CellResult, SweepResult } from '../schema/results.ts'
 import type { RunRecord } from '../schema/run.ts'
-import type { CellSubject, SweepSubject } from './subject.ts'
 
 /** A measured cell whose i-th request took ttfts[i] ms to its first token, over 10 s of wall clock. */
-function cellOf(ttfts: readonly number[], options: { ratePerS?: number; harnessLimited?: boolean } = {}): CellSubject {
+function cellOf(ttfts: readonly number[], options: { ratePerS?: number; harnessLimited?: boolean } = {}): CellResult {
   const base = failedCellRecord(
     { baseUrl: 'http://127.0.0.1:1', model: 'm', requests: ttfts.length },
     { code: 'INTERNAL', message: 'x', httpStatus: null, retryAfterS: null },
@@ -78,7 +78,7 @@ describe('toMeetSLO', () => {
   })
 
   test('atRate picks the step of a sweep, or the probe of a capacity search', () => {
-    const sweep: SweepSubject = {
+    const sweep: SweepResult<CellResult> = {
       kind: 'sweep',
       id: 's',
       axis: 'rate',
@@ -106,6 +106,10 @@ describe('toMeetSLO', () => {
     expect(() => expect(cellOf([1])).toMeetSLO({})).toThrow(/^toMeetSLO: invalid options\n.*give at least one objective/)
     // @ts-expect-error: the options are required
     expect(() => expect(cellOf([1])).toMeetSLO()).toThrow(/^toMeetSLO: pass \{ ttftMs\?/)
+  })
+
+  test('where to judge is parsed with the objectives: a wrong atRate is a TypeError naming the field', () => {
+    expect(() => expect(cellOf([1])).toMeetSLO({ ttftMs: 500, atRate: -1 })).toThrow(/^toMeetSLO: invalid options\n[^]*→ at atRate/)
   })
 })
 

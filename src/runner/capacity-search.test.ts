@@ -3,12 +3,17 @@ import { CapacitySearch } from '../schema/capacity-record.ts'
 import { simCapacity } from '../sim/saturation.ts'
 import type { SimOptions } from '../sim/sim-options.ts'
 import { type SimServer, startSimServer } from '../sim/server.ts'
-import { fewestPassingRequests, searchCapacity } from './capacity-search.ts'
-import { failedCellRecord, runCell } from './measure-cell.ts'
+import { type CapacityOptions, fewestPassingRequests, resolveCapacityOptions, searchCapacity as searchResolved } from './capacity-search.ts'
+import { runCell } from './measure-cell.ts'
+import { failedCellRecord } from './run-record.ts'
 import type { EngineCellOptions } from './engine-lifecycle.ts'
 
 // 4 seats, 10 ms steps, 8-token replies: the engine saturates at exactly 50 req/s (simCapacity).
 const SIM: SimOptions = { model: 'm', maxBatch: 4, decodeTokPerS: 100, batchSlowdown: 0, prefillTokPerS: 200_000 }
+/** The search as a declaration runs it: options resolved first, so a bad one rejects before any probe. */
+const searchCapacity = async (o: CapacityOptions, ...rest: Parameters<typeof searchResolved> extends [unknown, ...infer R] ? R : never) =>
+  searchResolved(resolveCapacityOptions(o), ...rest)
+
 const CELL: EngineCellOptions = {
   maxTokens: 8,
   workload: { promptTokens: 64, outputControl: { mode: 'observe' } },

@@ -15,7 +15,7 @@ import type { ResolvedSlo, Slo } from '../schema/load.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { normalQuantile } from '../stats/distributions.ts'
 import { wilsonInterval } from '../stats/wilson.ts'
-import type { EngineCellOptions } from './engine-lifecycle.ts'
+import { type EngineCellOptions, type ResolvedCellPlan, resolveCellPlan } from './cell-options.ts'
 
 /** A capacity search: the cell every probe runs (its rate or concurrency replaced), the SLO, and how to walk the axis. */
 export interface CapacityOptions {
@@ -52,7 +52,7 @@ export interface CapacityHooks {
 }
 
 /** Measures one probe cell; the composition root injects it (an endpoint, or an engine it launched). */
-export type MeasureProbe = (cell: EngineCellOptions, signal?: AbortSignal) => Promise<RunRecord>
+export type MeasureProbe = (cell: ResolvedCellPlan, signal?: AbortSignal) => Promise<RunRecord>
 
 function invalid(message: string): never {
   throw new ServegateError('CONFIG_INVALID', `invalid capacity search: ${message}`)
@@ -69,7 +69,10 @@ export function fewestPassingRequests(requiredFraction: number, confidence: numb
   return n
 }
 
-interface Resolved {
+/** A capacity search with its defaults filled, checked before any probe runs. */
+export interface ResolvedCapacityOptions {
+  /** The probe cell's plan (its rate or concurrency replaced per probe). */
+  cell: ResolvedCellPlan
   seconds: number
   slo: ResolvedSlo
   percentile: number
@@ -80,7 +83,13 @@ interface Resolved {
   template: Exclude<ArrivalSpec, { kind: 'trace' }> | null
 }
 
-function resolveCapacityOptions(o: CapacityOptions): Resolved {
+/**
+ * Validates a capacity search and fills its defaults, before any engine starts; the error names
+ * the field and the fix.
+ * @throws ServegateError CONFIG_INVALID
+ */
+export function resolveCapacityOptions(o: CapacityOptions, where = 'capacity'): ResolvedCapacityOptions {
+  const cell = resolveCellPlan(o.cell, `${where} cell`)
   const slo = resolveSlo(o.slo, 'slo')
   const percentile = o.percentile ?? 90
   if (!(percentile > 0 && percentile < 100)) invalid(`percentile: ${percentile} must lie in (0, 100); e.g. 90 for 90% of requests good`)
@@ -88,7 +97,7 @@ function resolveCapacityOptions(o: CapacityOptions): Resolved {
   if (!(confidence > 0.5 && confidence < 1)) invalid(`confidence: ${confidence} must lie in (0.5, 1); e.g. 0.98`)
   const bracket = resolveBracketOptions(o.bracket)
   if ('error' in bracket) invalid(`bracket.${bracket.error}`)
-  const arrival = o.cell.arrival ?? null
+  const arrival = cell.arrival
   if (bracket.axis === 'concurrency' && arrival !== null)
     invalid('cell.arrival: a concurrency search runs closed-loop probes; drop arrival, or search the rate axis')
   if (arrival?.kind === 'trace')
@@ -103,6 +112,7 @@ function resolveCapacityOptions(o: CapacityOptions): Resolved {
     )
   }
   return {
+    cell,
     seconds,
     slo,
     percentile,
@@ -110,15 +120,16 @@ function resolveCapacityOptions(o: CapacityOptions): Resolved {
     confidence,
     bracket,
     requestsAt: (value) => Math.max(requestsPerProbe, Math.ceil(value * seconds)),
-    template: arrival === null && bracket.axis === 'rate' ? { kind: 'constant', ratePerS: 1 } : (arrival as Resolved['template']),
+    template:
+      arrival === null && bracket.axis === 'rate' ? { kind: 'constant', ratePerS: 1 } : (arrival as ResolvedCapacityOptions['template']),
   }
 }
 
 /** The probe cell at a value: the rate replaces the arrival's, or the concurrency the cell's. */
-function probeCell(o: CapacityOptions, r: Resolved, value: number): EngineCellOptions {
-  const common = { ...o.cell, slo: r.slo, requests: r.requestsAt(value) }
-  if (r.bracket.axis === 'concurrency') return { ...common, concurrency: value, arrival: null }
-  return { ...common, arrival: { ...(r.template as Exclude<ArrivalSpec, { kind: 'trace' }>), ratePerS: value } }
+function probeCell(r: ResolvedCapacityOptions, value: number): ResolvedCellPlan {
+  const common: EngineCellOptions = { ...r.cell, slo: r.slo, requests: r.requestsAt(value) }
+  if (r.bracket.axis === 'concurrency') return resolveCellPlan({ ...common, concurrency: value, arrival: null })
+  return resolveCellPlan({ ...common, arrival: { ...(r.template as Exclude<ArrivalSpec, { kind: 'trace' }>), ratePerS: value } })
 }
 
 function verdictOf(record: RunRecord, outcome: ProbeVerdict['outcome'], signal: AbortSignal | undefined): ProbeVerdict {
@@ -139,7 +150,7 @@ function verdictOf(record: RunRecord, outcome: ProbeVerdict['outcome'], signal: 
  * to about that: the bracket is of the rate that meets the SLO over D seconds, which may exceed
  * the sustainable rate by that much. Longer probes narrow it.
  */
-function blindness(r: Resolved, low: number | null): { overloadTolerance: number | null; warnings: string[] } {
+function blindness(r: ResolvedCapacityOptions, low: number | null): { overloadTolerance: number | null; warnings: string[] } {
   if (r.bracket.axis !== 'rate') return { overloadTolerance: null, warnings: [] }
   const bounds = [r.slo.ttftMs, r.slo.e2eMs].filter((b): b is number => b !== null)
   if (bounds.length === 0) {
@@ -158,7 +169,7 @@ function unitOf(axis: 'rate' | 'concurrency'): string {
   return axis === 'rate' ? 'req/s' : 'streams'
 }
 
-function summaryOf(r: Resolved, result: Awaited<ReturnType<typeof bracketSearch>>): string {
+function summaryOf(r: ResolvedCapacityOptions, result: Awaited<ReturnType<typeof bracketSearch>>): string {
   const { low, high } = result.bracket
   const unit = unitOf(r.bracket.axis)
   const show = (v: number) => (r.bracket.axis === 'rate' ? v.toFixed(2) : String(v))
@@ -186,17 +197,16 @@ function summaryOf(r: Resolved, result: Awaited<ReturnType<typeof bracketSearch>
  * runCell({ ...cell, baseUrl, model }), 'candidate')
  */
 export async function searchCapacity(
-  o: CapacityOptions,
+  r: ResolvedCapacityOptions,
   measure: MeasureProbe,
   id: string,
   hooks: CapacityHooks = {},
 ): Promise<CapacitySearch> {
-  const r = resolveCapacityOptions(o)
   const records: RunRecord[] = []
   const result = await bracketSearch(
     r.bracket,
     async (value) => {
-      const record = await measure(probeCell(o, r, value), hooks.signal)
+      const record = await measure(probeCell(r, value), hooks.signal)
       records.push(record)
       const d = sloGate(record, { ...r.slo, percentile: r.percentile, confidence: r.confidence, gate: 'capacity probe' })
       const verdict = verdictOf(record, d.outcome, hooks.signal)

@@ -6,12 +6,12 @@ import { Slo } from '../schema/load.ts'
 import { Api } from '../schema/run.ts'
 import { WorkloadSpec } from '../workload/workload-spec.ts'
 
-/** Options of one cell, closed loop (at `concurrency`) or open loop (at `arrival`). Defaults are filled here, once. */
-export const CellOptions = z.object({
-  /** Server root or `/v1` prefix of an OpenAI-compatible endpoint on loopback. */
-  baseUrl: z.string(),
-  /** Model name sent in every request. */
-  model: z.string().min(1),
+/**
+ * What one cell measures, wherever it is sent: closed loop (at `concurrency`) or open loop (at
+ * `arrival`). Strict: a key it does not know (a typo) is an error, not silently dropped.
+ * Defaults are filled here, once.
+ */
+export const CellPlan = z.strictObject({
   /** @default 'chat' */
   api: Api.default('chat'),
   /** Closed loop: requests in flight at once; when one ends, the next starts. Unused with `arrival`. @default 1 */
@@ -48,10 +48,81 @@ export const CellOptions = z.object({
   /** A cell whose event-loop delay p99 exceeds this is flagged harness-limited, ms. @default 10 */
   eventLoopDelayLimitMs: z.number().positive().default(10),
 })
+/** A cell's plan as declared (on an engine servegate launches: no URL, no model name). */
+export type EngineCellOptions = z.input<typeof CellPlan>
+/** A cell's plan with every default filled: what the runner takes. */
+export type ResolvedCellPlan = z.infer<typeof CellPlan>
+
+/** Options of one cell sent to an endpoint: the plan, where to send it and the model name. */
+export const CellOptions = CellPlan.extend({
+  /** Server root or `/v1` prefix of an OpenAI-compatible endpoint on loopback. */
+  baseUrl: z.string(),
+  /** Model name sent in every request. */
+  model: z.string().min(1),
+})
 export type CellOptions = z.input<typeof CellOptions>
 export type ResolvedCellOptions = z.infer<typeof CellOptions>
 
-/** Validates cell options; the error names each bad field and what to pass instead. */
+/** The closest of `known` to a mistyped key, when it is close enough to be what was meant. */
+function closest(key: string, known: readonly string[]): string | null {
+  const distance = (a: string, b: string): number => {
+    const row = Array.from({ length: b.length + 1 }, (_, j) => j)
+    for (let i = 1; i <= a.length; i++) {
+      let diagonal = row[0] as number
+      row[0] = i
+      for (let j = 1; j <= b.length; j++) {
+        const above = row[j] as number
+        row[j] = Math.min(above + 1, (row[j - 1] as number) + 1, diagonal + (a[i - 1]?.toLowerCase() === b[j - 1]?.toLowerCase() ? 0 : 1))
+        diagonal = above
+      }
+    }
+    return row[b.length] as number
+  }
+  let best: { key: string; d: number } | null = null
+  for (const k of known) {
+    const d = distance(key, k)
+    if (best === null || d < best.d) best = { key: k, d }
+  }
+  return best !== null && best.d <= Math.max(2, Math.floor(key.length / 3)) ? best.key : null
+}
+
+/**
+ * One line per problem, each naming the field: `where.field: what is wrong`, and for an unknown
+ * key the known key it most likely meant.
+ */
+export function describeIssues(error: z.ZodError, where: string, known: readonly string[] = []): string {
+  return error.issues
+    .flatMap((issue) => {
+      const at = (path: readonly PropertyKey[]): string => [where, ...path.map(String)].join('.')
+      if (issue.code === 'unrecognized_keys') {
+        return issue.keys.map((key) => {
+          const meant = issue.path.length === 0 ? closest(key, known) : null
+          const fix = meant === null ? 'remove it' : `did you mean \`${meant}\`?`
+          return `${at([...issue.path, key])}: not an option of a cell; ${fix}`
+        })
+      }
+      return [`${at(issue.path)}: ${issue.message}`]
+    })
+    .join('; ')
+}
+
+/**
+ * Validates a cell's plan and fills its defaults; the error names each bad field and the fix.
+ * `where` names the declaration in the message (e.g. `pair "tiny-c4"`).
+ * @throws ServegateError CONFIG_INVALID
+ */
+export function resolveCellPlan(input: unknown, where = 'cell'): ResolvedCellPlan {
+  const result = CellPlan.safeParse(input)
+  if (!result.success) {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `invalid ${where} options: ${describeIssues(result.error, where, Object.keys(CellPlan.shape))}`,
+    )
+  }
+  return result.data
+}
+
+/** Validates cell options sent to an endpoint; the error names each bad field and what to pass instead. */
 export function resolveCellOptions(input: CellOptions): ResolvedCellOptions {
   const result = CellOptions.safeParse(input)
   if (!result.success) {

@@ -6,8 +6,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { llamaServerPath } from '../../scripts/build-llama-server.ts'
 import { writeTinyGguf } from '../../scripts/make-tiny-gguf.ts'
 import { RunRecord } from '../schema/run.ts'
-import { runEngineCell } from './engine-lifecycle.ts'
-import { nvidiaSmiGpuFacts } from './gpu-facts.ts'
+import { createEnvironment } from './environment.ts'
+import { runEngineCell } from './runner.ts'
 
 const FAKES = fileURLToPath(new URL('../../fixtures/fakes/', import.meta.url))
 const NVIDIA_SMI = join(FAKES, 'nvidia-smi')
@@ -27,7 +27,10 @@ describe('telemetry during a cell on a launched engine', () => {
     async () => {
       const loadFile = join(dir, 'gpu-busy')
       process.env.FAKE_NVIDIA_SMI_LOAD_FILE = loadFile
+      // One nvidia-smi, configured once: the manifest's facts and the sampler both use it.
+      const env = createEnvironment({ nvidiaSmi: NVIDIA_SMI, telemetry: { gpuIntervalMs: 50, metricsIntervalMs: 50 } })
       const record = await runEngineCell(
+        env,
         {
           kind: 'vllm',
           executable: join(FAKES, 'vllm'),
@@ -38,8 +41,6 @@ describe('telemetry during a cell on a launched engine', () => {
         },
         { requests: 16, concurrency: 4, maxTokens: 20, workload: { promptTokens: 64 } },
         {
-          gpuFacts: nvidiaSmiGpuFacts(NVIDIA_SMI),
-          telemetry: { nvidiaSmi: NVIDIA_SMI, gpuIntervalMs: 50, metricsIntervalMs: 50 },
           // The fake GPU draws load power once requests are flowing.
           onProgress: () => void writeFile(loadFile, ''),
         },
@@ -76,9 +77,9 @@ describe('telemetry during a cell on a launched engine', () => {
 
   test('no GPU: every GPU figure is absent with nvidia-smi’s own reason', { timeout: 30_000 }, async () => {
     const record = await runEngineCell(
+      createEnvironment({ nvidiaSmi: join(FAKES, 'nvidia-smi-broken') }),
       { kind: 'vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, logDir: join(dir, 'logs') },
       { requests: 2, maxTokens: 4, workload: { promptTokens: 32 } },
-      { gpuFacts: nvidiaSmiGpuFacts(join(FAKES, 'nvidia-smi-broken')), telemetry: { nvidiaSmi: join(FAKES, 'nvidia-smi-broken') } },
     )
     expect(record.manifest?.gpus).toMatchObject({
       status: 'absent',
@@ -99,6 +100,7 @@ describe.skipIf(binary === null)('telemetry of the real llama-server', () => {
     async () => {
       const model = await writeTinyGguf(join(dir, 'tiny.gguf'))
       const record = await runEngineCell(
+        createEnvironment({ nvidiaSmi: join(dir, 'no-nvidia-smi'), telemetry: { metricsIntervalMs: 20 } }),
         {
           kind: 'llama-server',
           executable: binary as string,
@@ -108,7 +110,6 @@ describe.skipIf(binary === null)('telemetry of the real llama-server', () => {
           logDir: join(dir, 'logs'),
         },
         { requests: 24, concurrency: 6, maxTokens: 200, workload: { promptTokens: 400, outputControl: { mode: 'observe' } } },
-        { gpuFacts: nvidiaSmiGpuFacts(join(dir, 'no-nvidia-smi')), telemetry: { metricsIntervalMs: 20 } },
       )
       expect(record.completed).toBe(24)
       const engine = record.telemetry?.engine

@@ -1,27 +1,36 @@
-import { type EngineConfig, type ResolvedEngineConfig, resolveEngineConfig } from '../engines/config.ts'
-import { type GpuFactsProbe, launchEngine, type RunningEngine } from '../engines/launch.ts'
+import type { ResolvedEngineConfig } from '../engines/config.ts'
+import { type LaunchContext, launchEngine, type RunningEngine } from '../engines/launch.ts'
 import { type InProcessEngine, startNodeLlamaCpp } from '../engines/node-llama-cpp.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
 import type { PhaseListener } from '../schema/progress.ts'
 import type { ErrorInfo, RunRecord } from '../schema/run.ts'
-import { type CellTransport, failedCellRecord, measureCell, runCell, type RunCellHooks } from './measure-cell.ts'
-import { type CellOptions, resolveCellOptions } from './cell-options.ts'
-import { startTelemetry, type TelemetryOptions } from './cell-telemetry.ts'
+import type { ResolvedCellPlan } from './cell-options.ts'
+import { startTelemetry } from './cell-telemetry.ts'
+import type { CellTransport } from './cell-transport.ts'
+import type { Environment } from './environment.ts'
+import { measureCell, runCell, type RunCellHooks } from './measure-cell.ts'
+import { failedCellRecord } from './run-record.ts'
 
-/** A cell on an engine servegate launches: everything but where to send and the model name. */
-export type EngineCellOptions = Omit<CellOptions, 'baseUrl' | 'model'>
+export type { EngineCellOptions } from './cell-options.ts'
 
-export interface EngineCellHooks extends Omit<RunCellHooks, 'engine'> {
-  /** GPU facts for the manifest (nvidia-smi); injected by the composition root. */
-  gpuFacts: GpuFactsProbe
-  /** GPU sampling, Prometheus scraping and host memory during the cell; false turns them off. */
-  telemetry?: TelemetryOptions | false
+/** An engine as the runner knows it: a resolved config, a name for people, an id for sharing. */
+export interface EngineRef {
+  /** Equal for equal configs: cells of a file share one launch per id. */
+  readonly id: string
+  readonly name: string
+  readonly config: ResolvedEngineConfig
 }
+
+/** What a measurement on an engine hears and obeys, besides the environment. */
+export type EngineCellHooks = Pick<RunCellHooks, 'onProgress' | 'onPhase' | 'signal' | 'stages'>
 
 /** An engine servegate started: over HTTP (a process or an external URL) or in-process. */
 export type LiveEngine =
   | { shape: 'http'; model: string; engine: RunningEngine }
   | { shape: 'in-process'; model: string; engine: InProcessEngine; config: Extract<ResolvedEngineConfig, { kind: 'node-llama-cpp' }> }
+
+/** A started engine, or why it did not start. */
+export type Started = LiveEngine | { failure: ErrorInfo }
 
 /** Why an engine could not be started, as a cell failure; null for a config error (rethrown). */
 function startFailure(error: unknown, config: ResolvedEngineConfig): ErrorInfo | null {
@@ -42,17 +51,17 @@ function startFailure(error: unknown, config: ResolvedEngineConfig): ErrorInfo |
  * @throws ServegateError CONFIG_INVALID for a bad config
  */
 export async function startEngine(
-  input: EngineConfig,
-  gpuFacts: GpuFactsProbe,
+  config: ResolvedEngineConfig,
+  context: LaunchContext,
   signal?: AbortSignal,
   onPhase?: PhaseListener,
-): Promise<LiveEngine | { failure: ErrorInfo }> {
-  const config = resolveEngineConfig(input)
+): Promise<Started> {
   onPhase?.({ phase: 'launching' })
   try {
-    if (config.kind === 'node-llama-cpp')
-      return { shape: 'in-process', model: config.model.id, engine: await startNodeLlamaCpp(config, gpuFacts), config }
-    const engine = await launchEngine(config, gpuFacts, signal, onPhase)
+    if (config.kind === 'node-llama-cpp') {
+      return { shape: 'in-process', model: config.model.id, engine: await startNodeLlamaCpp(config, context.gpuFacts), config }
+    }
+    const engine = await launchEngine(config, context, signal, onPhase)
     return { shape: 'http', model: engine.model, engine }
   } catch (error) {
     const failure = startFailure(error, config)
@@ -65,33 +74,36 @@ export async function startEngine(
 const NO_ORIGIN = 'http://127.0.0.1:1'
 
 /** The record of a cell whose engine never ran it. */
-export function engineFailedRecord(cell: EngineCellOptions, model: string, failure: ErrorInfo): RunRecord {
-  return failedCellRecord({ ...cell, baseUrl: NO_ORIGIN, model }, failure)
+export function engineFailedRecord(plan: ResolvedCellPlan, model: string, failure: ErrorInfo, env: Pick<Environment, 'clock'>): RunRecord {
+  return failedCellRecord({ ...plan, baseUrl: NO_ORIGIN, model }, failure, null, env.clock)
 }
 
 /**
- * Measures one cell on an engine that is running (left running afterwards): telemetry around
- * it, and a mid-cell exit turned into the record's `cellFailure`. Never throws for an engine
- * failure.
+ * Measures one cell on an engine that is running (left running afterwards): the environment's
+ * telemetry around it, and a mid-cell exit turned into the record's `cellFailure`. Never throws
+ * for an engine failure.
  */
-export async function measureOnEngine(live: LiveEngine, cell: EngineCellOptions, hooks: EngineCellHooks): Promise<RunRecord> {
-  if (live.shape === 'in-process') return measureInProcess(live, cell, hooks)
+export async function measureOnEngine(
+  live: LiveEngine,
+  plan: ResolvedCellPlan,
+  env: Environment,
+  hooks: EngineCellHooks = {},
+): Promise<RunRecord> {
+  if (live.shape === 'in-process') return measureInProcess(live, plan, env, hooks)
   const { engine } = live
   const already = engine.failure()
-  if (already !== null) return engineFailedRecord(cell, engine.model, already)
-  const telemetry = hooks.telemetry === false ? null : startTelemetry(engine, cell.concurrency ?? 1, hooks.telemetry)
+  if (already !== null) return engineFailedRecord(plan, engine.model, already, env)
+  const telemetry = env.telemetry === false ? null : startTelemetry(engine, plan.concurrency, env.telemetry)
   let finished = false
   try {
     const exited = engine.process?.exited ?? new Promise<never>(() => {})
     const record = await runCell(
-      { ...cell, baseUrl: engine.baseUrl, model: engine.model },
+      { ...plan, baseUrl: engine.baseUrl, model: engine.model },
       {
-        onProgress: hooks.onProgress,
-        onPhase: hooks.onPhase,
-        signal: hooks.signal,
+        ...hooks,
+        clock: env.clock,
         engine: { exited, failure: () => engine.failure() },
         onMeasureStart: () => telemetry?.markLoadStart(),
-        stages: hooks.stages,
       },
     )
     finished = true
@@ -101,7 +113,7 @@ export async function measureOnEngine(live: LiveEngine, cell: EngineCellOptions,
     const failure = engine.failure()
     if (failure === null) throw error
     // The engine died before load began (e.g. during the endpoint probe): the cell failed with it.
-    return failedCellRecord({ ...cell, baseUrl: engine.baseUrl, model: engine.model }, failure, engine.manifest)
+    return failedCellRecord({ ...plan, baseUrl: engine.baseUrl, model: engine.model }, failure, engine.manifest, env.clock)
   } finally {
     if (!finished) await telemetry?.cancel()
   }
@@ -113,42 +125,21 @@ export async function measureOnEngine(live: LiveEngine, cell: EngineCellOptions,
  */
 async function measureInProcess(
   live: Extract<LiveEngine, { shape: 'in-process' }>,
-  cell: EngineCellOptions,
+  plan: ResolvedCellPlan,
+  env: Environment,
   hooks: EngineCellHooks,
 ): Promise<RunRecord> {
-  const o = resolveCellOptions({ ...cell, baseUrl: NO_ORIGIN, model: live.model })
+  const o = { ...plan, baseUrl: NO_ORIGIN, model: live.model }
   const transport: CellTransport = {
     send: (body, captureChars, signal) => live.engine.send(body, captureChars, signal, o.requestTimeoutMs),
     tokenizer: async () => ({ tokenizer: live.engine.tokenizer, warning: null }),
     close: async () => {},
   }
-  const record = await measureCell(o, transport, 'in-process', {
-    onProgress: hooks.onProgress,
-    onPhase: hooks.onPhase,
-    signal: hooks.signal,
-    stages: hooks.stages,
-  })
+  const record = await measureCell(o, transport, 'in-process', { ...hooks, clock: env.clock })
   return { ...record, manifest: live.engine.manifest }
 }
 
 /** Stops a started engine (the whole process tree, or the in-process model). */
 export async function stopEngine(live: LiveEngine): Promise<void> {
   await live.engine.stop()
-}
-
-/**
- * Launches an engine, measures one cell on it, and tears it down whatever happens. An engine
- * that fails to start, or exits mid-cell, yields a record with `cellFailure` (exit code and log
- * tail) and whatever was measured before; it never throws for an engine failure.
- * @throws ServegateError CONFIG_INVALID for a bad engine or cell config
- */
-export async function runEngineCell(engineConfig: EngineConfig, cell: EngineCellOptions, hooks: EngineCellHooks): Promise<RunRecord> {
-  const started = await startEngine(engineConfig, hooks.gpuFacts, hooks.signal, hooks.onPhase)
-  if ('failure' in started) return engineFailedRecord(cell, engineConfig.model.id, started.failure)
-  try {
-    return await measureOnEngine(started, cell, hooks)
-  } finally {
-    hooks.onPhase?.({ phase: 'tearing-down' })
-    await stopEngine(started)
-  }
 }

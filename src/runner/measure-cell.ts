@@ -1,27 +1,20 @@
-import { createHash, randomBytes } from 'node:crypto'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
-import { Pool } from 'undici'
-import { streamCompletion, type StreamObservation } from '../client/stream.ts'
-import { probeTokenizer, type TokenizerProbe } from '../client/tokenize.ts'
+import type { StreamObservation } from '../client/stream.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
-import { planArrivals, type ArrivalSchedule, arrivalPlanUnread } from '../load/plan.ts'
-import { computeCellMetrics, countFailures } from '../metrics/cell-metrics.ts'
-import { distribution } from '../metrics/distribution.ts'
-import { METHODOLOGY } from '../metrics/methodology.ts'
-import { deriveRequestMetrics, requestMetricFields } from '../metrics/request-metrics.ts'
-import type { Manifest } from '../schema/manifest.ts'
+import { planArrivals, type ArrivalSchedule } from '../load/plan.ts'
+import { computeCellMetrics } from '../metrics/cell-metrics.ts'
+import { parseBaseUrl } from '../loopback.ts'
 import type { OpenLoopStats } from '../schema/load.ts'
 import type { CellProgress, PhaseListener } from '../schema/progress.ts'
-import { type ErrorInfo, type HarnessHealth, RUN_SCHEMA_ID, type RequestRecord, type RunRecord } from '../schema/run.ts'
-import { SERVEGATE_VERSION } from '../version.ts'
+import type { ErrorInfo, RequestRecord, RunRecord } from '../schema/run.ts'
 import { bodyBytes, requestStreamSha256, stripModel } from '../workload/bytes.ts'
-import { checkCanary, withoutMarkers } from '../workload/canary.ts'
-import { ESTIMATED_TOKENS_PER_WORD, type PreparedRequest, type PreparedWorkload, preparedFor } from '../workload/prepare.ts'
-import { scoreResponse } from '../workload/score.ts'
-import { parseBaseUrl } from '../loopback.ts'
-import { closedLoop, openLoop, type Slot } from './dispatch.ts'
+import { type PreparedRequest, preparedFor } from '../workload/prepare.ts'
 import { type CellOptions, type ResolvedCellOptions, resolveCellOptions } from './cell-options.ts'
+import { type CellTransport, connectionsToWarm, httpTransport } from './cell-transport.ts'
+import { closedLoop, openLoop, type Slot } from './dispatch.ts'
+import { type Clock, systemClock } from './environment.ts'
 import { probeEndpoint } from './probe.ts'
+import { assembleRecord, busySpanMs, cellPlan, harnessHealth, requestRecord } from './run-record.ts'
 import { warmClientJit } from './warm.ts'
 
 export type { CellProgress } from '../schema/progress.ts'
@@ -45,6 +38,8 @@ export interface RunCellHooks {
   onMeasureStart?: () => void | Promise<void>
   /** Measure in stages, taking turns with another cell (one arm of a sequential pair). */
   stages?: CellStages
+  /** The wall clock of the record's times. @default the system clock */
+  clock?: Clock
 }
 
 /**
@@ -62,289 +57,6 @@ export interface CellStages {
   done(stage: number, records: readonly RequestRecord[], broken: boolean): void
   /** The cell threw: release whoever waits on it. */
   abandon(): void
-}
-
-function contractInvalid(message: string): ErrorInfo {
-  return { code: 'CONTRACT_INVALID', message: sanitizeMessage(message), httpStatus: null, retryAfterS: null }
-}
-
-/**
- * Turns one observation into its record: derived metrics, then the workload's checks. A reply
- * that fails its canary, or (strict output control) is not exactly max_tokens long, is
- * contract-invalid: kept with its timings and reason, excluded from every distribution.
- */
-function toRecord(slot: Slot, cellStart: number, planned: PreparedRequest, workload: PreparedWorkload): RequestRecord {
-  const { obs } = slot
-  const m = deriveRequestMetrics(obs)
-  let error = obs.error
-  const answered = error === null
-
-  const canary = planned.canaryMarker !== null && answered ? checkCanary(planned.canaryMarker, obs.content, !obs.contentTruncated) : null
-  if (canary !== null && !canary.passed) error = contractInvalid(`request canary: ${canary.reason ?? 'failed'}`)
-
-  const control = workload.spec.outputControl.mode
-  const outputAdherence: RequestRecord['outputAdherence'] =
-    control === 'none' || !answered
-      ? null
-      : obs.usageCompletionTokens === null
-        ? 'unobservable'
-        : obs.usageCompletionTokens === planned.maxTokens
-          ? 'exact'
-          : 'inexact'
-  if (control === 'strict' && error === null && outputAdherence !== 'exact') {
-    error = contractInvalid(
-      outputAdherence === 'unobservable'
-        ? 'output control strict: the server sent no usage, so the completion length cannot be verified'
-        : `output control strict: ${obs.usageCompletionTokens} completion tokens, expected exactly ${planned.maxTokens}`,
-    )
-  }
-
-  const score =
-    planned.row === null || !answered
-      ? null
-      : obs.contentTruncated
-        ? { correct: false, extracted: null, reason: 'the reply exceeded the capture bound; not scored as correct' }
-        : scoreResponse(planned.row, withoutMarkers(obs.content))
-
-  const common = {
-    index: slot.index,
-    queueDelayMs: slot.slotAt - slot.readyAt,
-    sendLagMs: Math.max(0, obs.sentAt - slot.slotAt),
-    startOffsetMs: obs.sentAt - cellStart,
-    scheduledOffsetMs: slot.scheduledOffsetMs,
-    ...requestMetricFields(m),
-    reasoningChunks: obs.reasoningChunks,
-    contentChunks: obs.contentChunks,
-    itlMs: m.itlMs,
-    finishReason: obs.finishReason,
-    plannedPromptTokens: planned.plannedPromptTokens,
-    wireSha256: obs.sentChunks.length === 0 ? null : createHash('sha256').update(Buffer.concat(obs.sentChunks)).digest('hex'),
-    canary,
-    outputAdherence,
-    score,
-    engineTimings: obs.engineTimings,
-    sendAttempts: obs.attempts,
-  }
-  return error === null ? { status: 'ok', ...common } : { status: 'failed', error, ...common }
-}
-
-function harnessHealth(
-  o: ResolvedCellOptions,
-  cpuMs: number,
-  wallMs: number,
-  loopDelay: ReturnType<typeof monitorEventLoopDelay>,
-  records: readonly RequestRecord[],
-): HarnessHealth {
-  const cpuShare = wallMs > 0 ? cpuMs / wallMs : null
-  const loopP99 = loopDelay.count > 0 ? loopDelay.percentile(99) / 1e6 : null
-  const loopMax = loopDelay.count > 0 ? loopDelay.max / 1e6 : null
-  const sendLags = records.flatMap((r) => (r.sendLagMs === null ? [] : [r.sendLagMs]))
-  const sendLagP99 = distribution(sendLags).p99
-  const reasons: string[] = []
-  if (cpuShare !== null && cpuShare >= o.cpuShareLimit) {
-    reasons.push(`client CPU share ${cpuShare.toFixed(2)} ≥ ${o.cpuShareLimit} (one core is 1.0)`)
-  }
-  if (sendLagP99 !== null && sendLagP99 > o.sendLagLimitMs) {
-    reasons.push(`send lag p99 ${sendLagP99.toFixed(2)} ms > ${o.sendLagLimitMs} ms`)
-  }
-  if (loopP99 !== null && loopP99 > o.eventLoopDelayLimitMs) {
-    reasons.push(`event-loop delay p99 ${loopP99.toFixed(2)} ms > ${o.eventLoopDelayLimitMs} ms`)
-  }
-  return {
-    clientCpuMs: cpuMs,
-    clientCpuShare: cpuShare,
-    eventLoopDelayP99Ms: loopP99,
-    eventLoopDelayMaxMs: loopMax,
-    sendLagP99Ms: sendLagP99,
-    harnessLimited: reasons.length > 0,
-    reasons,
-  }
-}
-
-/** From the first send to the last end of some requests: the time the engine was busy with them. */
-function busySpanMs(slots: readonly Slot[]): number {
-  let firstSend = Infinity
-  let lastEnd = -Infinity
-  for (const { obs } of slots) {
-    firstSend = Math.min(firstSend, obs.sentAt)
-    lastEnd = Math.max(lastEnd, obs.endAt ?? obs.sentAt)
-  }
-  return Math.max(0, lastEnd - firstSend)
-}
-
-/**
- * The plan part of a record; `workload` is null when the cell failed before it was prepared.
- * `sent` is how many of the planned requests went out (fewer when a sequential pair stopped
- * early): the planned hash then covers those, so the wire hash is compared with what was due.
- */
-function cellPlan(
-  o: ResolvedCellOptions,
-  workload: PreparedWorkload | null,
-  wireStreamSha256: string | null,
-  arrival: RunRecord['plan']['arrival'],
-  sent = o.requests,
-): RunRecord['plan'] {
-  const spec = workload?.spec ?? o.workload
-  const calibration = workload?.calibration ?? null
-  const sharedTokens = calibration?.sharedPrefixTokens ?? (spec.prefixCache.mode === 'shared' ? spec.prefixCache.tokens : null)
-  const plannedSha =
-    workload === null
-      ? null
-      : sent >= workload.measured.length
-        ? workload.requestStreamSha256
-        : requestStreamSha256(workload.measured.slice(0, sent).map((r) => r.body))
-  return {
-    api: o.api,
-    model: o.model,
-    concurrency: o.concurrency,
-    requests: o.requests,
-    warmupRequests: o.warmupRequests,
-    maxTokens: o.maxTokens,
-    requestTimeoutMs: o.requestTimeoutMs,
-    workload: {
-      kind: spec.kind,
-      promptTokens: spec.promptTokens,
-      seed: spec.seed,
-      prefixCache:
-        spec.prefixCache.mode === 'shared' || spec.kind === 'shared-prefix'
-          ? { mode: 'shared', tokens: sharedTokens }
-          : { mode: 'unique', tokens: null },
-      canaries: spec.canaries,
-      outputControl: { mode: spec.outputControl.mode, knob: spec.outputControl.mode === 'none' ? null : spec.outputControl.knob },
-      sampling: workload?.extras.sampling ?? null,
-      dataset: workload?.dataset ?? null,
-      calibration,
-      promptTokensEstimator:
-        calibration === null
-          ? 'not prepared: the cell failed before its workload was built'
-          : calibration.method === 'engine-tokenizer'
-            ? `calibrated with the engine's tokenizer (${calibration.tokenizer}) to ±${calibration.toleranceTokens} tokens`
-            : calibration.method === 'none'
-              ? 'dataset prompts as written'
-              : `estimated at ${ESTIMATED_TOKENS_PER_WORD} tokens per word (uncalibrated); usage.prompt_tokens is recorded per request`,
-      requestStreamSha256: plannedSha,
-      wireStreamSha256,
-      wireMatchesPlan: plannedSha === null || wireStreamSha256 === null ? null : wireStreamSha256 === plannedSha,
-      requestsPerSlotFloor: spec.requestsPerSlotFloor,
-      // Requests per concurrency slot is a closed-loop notion; an open-loop cell has no slots.
-      floorMet: o.arrival === null ? sent >= spec.requestsPerSlotFloor * o.concurrency : null,
-    },
-    arrival,
-    sequential: null,
-  }
-}
-
-/**
- * The record of a cell that failed before any request was sent (its engine did not start):
- * the plan, no requests, the reason.
- */
-export function failedCellRecord(input: CellOptions, cellFailure: ErrorInfo, manifest: Manifest | null = null): RunRecord {
-  const o = resolveCellOptions(input)
-  const now = new Date()
-  return {
-    schema: RUN_SCHEMA_ID,
-    runId: runId(now),
-    servegateVersion: SERVEGATE_VERSION,
-    startedAt: now.toISOString(),
-    finishedAt: now.toISOString(),
-    target: { baseUrl: null, model: o.model },
-    plan: cellPlan(o, null, null, o.arrival === null ? null : arrivalPlanUnread(o.arrival, o.requests)),
-    completed: 0,
-    failed: 0,
-    failures: {},
-    requests: [],
-    metrics: computeCellMetrics([], 0),
-    harness: {
-      clientCpuMs: null,
-      clientCpuShare: null,
-      eventLoopDelayP99Ms: null,
-      eventLoopDelayMaxMs: null,
-      sendLagP99Ms: null,
-      harnessLimited: false,
-      reasons: [],
-    },
-    methodology: { ...METHODOLOGY },
-    manifest,
-    telemetry: null,
-    cellFailure,
-    importedFrom: null,
-  }
-}
-
-function runId(startedAt: Date): string {
-  return `run-${startedAt
-    .toISOString()
-    .replace(/[-:]/g, '')
-    .replace(/\.\d+Z$/, 'Z')}-${randomBytes(3).toString('hex')}`
-}
-
-/**
- * How a cell reaches its engine: over HTTP (an undici pool) or in-process. Either way each
- * request yields the same observation, so one methodology measures both shapes.
- */
-export interface CellTransport {
-  /** Sends one request body (model name included); never throws for a request failure. */
-  send(body: Buffer, captureChars: number, signal: AbortSignal): Promise<StreamObservation>
-  /** The engine's tokenizer for calibration, or null (sizes are then estimated). */
-  tokenizer(): Promise<TokenizerProbe | null>
-  /**
-   * Opens `connections` keep-alive connections before the measured phase (each with a
-   * side-effect-free `GET /v1/models`), so its first requests do not pay for connecting (a
-   * connection to an engine in another process can take milliseconds on a busy host, and would
-   * count as send lag); a transport without connections leaves it out.
-   */
-  warm?(connections: number): Promise<void>
-  close(): Promise<void>
-}
-
-/**
- * Connections an open-loop cell without an in-flight cap opens before it starts (more open as the load
- * needs them, their cost counted as send lag).
- */
-const OPEN_LOOP_WARM_CONNECTIONS = 4
-
-/** The connections the measured phase will use from its first request: the concurrency, or the in-flight cap. */
-function connectionsToWarm(o: ResolvedCellOptions): number {
-  return Math.min(o.requests, o.arrival === null ? o.concurrency : (o.arrival.maxInFlight ?? OPEN_LOOP_WARM_CONNECTIONS))
-}
-
-/** The HTTP transport: a pool of C keep-alive connections to a loopback origin. */
-function httpTransport(o: ResolvedCellOptions, origin: string): CellTransport {
-  const headers = o.apiKey === undefined ? undefined : { authorization: `Bearer ${o.apiKey}` }
-  // Open loop: as many connections as requests in flight (the cap, or unbounded), so none waits in the pool.
-  const connections = o.arrival === null ? o.concurrency : o.arrival.maxInFlight
-  const pool = new Pool(origin, { connections, pipelining: 1, keepAliveTimeout: 60_000 })
-  const send: CellTransport['send'] = (body, captureChars, signal) =>
-    streamCompletion(pool, origin, { api: o.api, body, headers, deadlineMs: o.requestTimeoutMs, signal, captureChars })
-  // The template cost of a chat prompt, where the tokenizer cannot apply the template itself:
-  // one single-token request whose usage.prompt_tokens is compared with the text's count.
-  const measureChatOverhead = async (countText: (text: string) => Promise<number>): Promise<number | null> => {
-    const content = 'Hello there, tokenizer.'
-    const body = Buffer.from(
-      JSON.stringify({
-        model: o.model,
-        messages: [{ role: 'user', content }],
-        max_tokens: 1,
-        stream: true,
-        stream_options: { include_usage: true },
-      }),
-    )
-    const obs = await send(body, 0, AbortSignal.timeout(o.requestTimeoutMs))
-    return obs.usagePromptTokens === null ? null : obs.usagePromptTokens - (await countText(content))
-  }
-  const warmOne = async (): Promise<void> => {
-    const res = await pool.request({ method: 'GET', path: '/v1/models', headers, signal: AbortSignal.timeout(o.requestTimeoutMs) })
-    await res.body.dump()
-  }
-  return {
-    send,
-    tokenizer: () => probeTokenizer(origin, o.model, o.api === 'chat' ? measureChatOverhead : async () => null),
-    warm: async (connections) => {
-      // Best effort: an engine that refuses the extra connections is measured as it is.
-      await Promise.allSettled(Array.from({ length: connections }, warmOne))
-    },
-    close: () => pool.destroy(),
-  }
 }
 
 /**
@@ -417,7 +129,8 @@ export async function measureCell(
     const measuredBytes = workload.measured.map((r) => bodyBytes(o.model, r.body))
     const warmupBytes = workload.warmup.map((r) => bodyBytes(o.model, r.body))
 
-    const startedAt = new Date()
+    const clock = hooks.clock ?? systemClock
+    const startedAt = clock.date()
     const slots: Slot[] = []
     let ok = 0
     let failed = 0
@@ -476,41 +189,32 @@ export async function measureCell(
       sent = end
       if (stages !== null) {
         const records = slots
-          .map((s) => toRecord(s, cellStart, workload.measured[s.index] as PreparedRequest, workload))
+          .map((s) => requestRecord(s, cellStart, workload.measured[s.index] as PreparedRequest, workload))
           .sort((a, b) => a.index - b.index)
         stages.done(stage, records, signal.aborted || hooks.engine?.failure() != null)
       }
     }
 
     slots.sort((a, b) => a.index - b.index)
-    const records = slots.map((s) => toRecord(s, cellStart, workload.measured[s.index] as PreparedRequest, workload))
+    const records = slots.map((s) => requestRecord(s, cellStart, workload.measured[s.index] as PreparedRequest, workload))
     const wireBodies = slots.map((s) => {
       const written = Buffer.concat(s.obs.sentChunks)
       return stripModel(o.model, written) ?? written
     })
     const wireStreamSha256 = requestStreamSha256(wireBodies)
-    const completed = records.filter((r) => r.status === 'ok').length
 
-    return {
-      schema: RUN_SCHEMA_ID,
-      runId: runId(startedAt),
-      servegateVersion: SERVEGATE_VERSION,
-      startedAt: startedAt.toISOString(),
-      finishedAt: new Date().toISOString(),
-      target: { baseUrl: target, model: o.model },
+    return assembleRecord({
+      options: o,
+      startedAt,
+      finishedAt: clock.date(),
+      target,
       plan: cellPlan(o, workload, wireStreamSha256, arrivals?.plan ?? null, sent),
-      completed,
-      failed: records.length - completed,
-      failures: countFailures(records),
       requests: records,
       metrics: { ...computeCellMetrics(records, wallClockMs, o.slo), openLoop: openLoopStats },
       harness: harnessHealth(o, cpuMs, activeMs, loopDelay, records),
-      methodology: { ...METHODOLOGY },
       manifest: null,
-      telemetry: null,
       cellFailure: hooks.engine?.failure() ?? null,
-      importedFrom: null,
-    }
+    })
   } catch (err) {
     stages?.abandon()
     if (err instanceof ServegateError) throw err

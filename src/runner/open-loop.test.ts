@@ -2,11 +2,12 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
-import type { StreamObservation } from '../client/stream.ts'
+import { emptyObservation, type StreamObservation } from '../client/stream.ts'
 import { arrivalSchedule } from '../load/arrival.ts'
 import { RunRecord } from '../schema/run.ts'
 import { type SimServer, startSimServer } from '../sim/server.ts'
-import { type CellTransport, measureCell, runCell } from './measure-cell.ts'
+import type { CellTransport } from './cell-transport.ts'
+import { measureCell, runCell } from './measure-cell.ts'
 import { resolveCellOptions } from './cell-options.ts'
 
 let sim: SimServer | null = null
@@ -30,24 +31,17 @@ function instantTransport(blockMs: number): CellTransport {
       await new Promise((resolve) => setTimeout(resolve, 2))
       const at = performance.now()
       const obs: StreamObservation = {
-        dispatchedAt: sentAt,
-        sentAt,
+        ...emptyObservation(sentAt),
         firstOutputAt: at,
         firstContentAt: at,
         endAt: at,
         outputChunkAt: [at],
-        reasoningChunks: 0,
         contentChunks: 1,
         usagePromptTokens: 16,
         usageCompletionTokens: 1,
         finishReason: 'stop',
         httpStatus: 200,
         content: 'x',
-        contentTruncated: false,
-        sentChunks: [],
-        engineTimings: null,
-        attempts: 1,
-        error: null,
       }
       return obs
     },

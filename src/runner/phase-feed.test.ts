@@ -4,8 +4,10 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, test, vi } from 'vitest'
 import type { ProgressEvent } from '../schema/progress.ts'
-import { failedCellRecord } from './measure-cell.ts'
-import { measure } from '../declare/cell-declarations.ts'
+import { resolveCellPlan } from './cell-options.ts'
+import { createEnvironment } from './environment.ts'
+import { failedCellRecord } from './run-record.ts'
+import { Runner } from './runner.ts'
 import { engine } from '../declare/engine-handles.ts'
 import { donePhase, PhaseFeed } from './phase-feed.ts'
 
@@ -87,13 +89,9 @@ describe('a spec cell reports every phase with who it is', () => {
   test('a fresh launch against the fake vLLM: launching, waiting, calibrating, requests, tearing down, done', async () => {
     const sent: ProgressEvent[] = []
     const h = engine.vllm({ name: 'fake-vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, logDir: join(dir, 'logs') })
-    const record = await measure(
-      h,
-      { concurrency: 2, requests: 4, maxTokens: 4, workload: { promptTokens: 32 } },
-      true,
-      undefined,
-      new PhaseFeed(context, (e) => sent.push(e), 0),
-    )
+    const feed = new PhaseFeed(context, (e) => sent.push(e), 0)
+    const plan = resolveCellPlan({ concurrency: 2, requests: 4, maxTokens: 4, workload: { promptTokens: 32 } })
+    const record = await feed.measuring(() => new Runner(createEnvironment()).measure(h, plan, 'fresh', { onPhase: feed.phase }))
     expect(record.completed).toBe(4)
     const runs = sent.map((e) => e.phase.phase).filter((name, i, all) => name !== all[i - 1])
     expect(runs).toEqual(['launching', 'waiting', 'inspecting', 'calibrating', 'requests', 'tearing-down', 'done'])

@@ -1,56 +1,7 @@
-import { createConnection, type Socket } from 'node:net'
-import { inject } from 'vitest'
 import { sanitizeMessage } from '../errors.ts'
-import { type CellPhase, FINAL_PHASES, PROGRESS_CONTEXT_KEY, ProgressContext, type ProgressEvent } from '../schema/progress.ts'
+import { type CellPhase, FINAL_PHASES, type ProgressEvent } from '../schema/progress.ts'
 import type { RunRecord } from '../schema/run.ts'
-
-/** Sends one event to the progress reporter; never throws. */
-export type SendProgress = (event: ProgressEvent) => void
-
-/** Open channels of this worker process, by socket: a file's modules are evaluated afresh, the worker's socket is not. */
-const CHANNELS = Symbol.for('servegate.progress.channels')
-type Channels = Map<string, SendProgress>
-
-function channels(): Channels {
-  const holder = globalThis as { [CHANNELS]?: Channels }
-  holder[CHANNELS] ??= new Map()
-  return holder[CHANNELS]
-}
-
-/** Newline-delimited JSON over a local socket that never keeps the worker alive; a dead socket drops what it is given. */
-function connect(socketPath: string): SendProgress {
-  let socket: Socket | null = createConnection(socketPath)
-  socket.unref()
-  socket.on('error', () => {
-    socket?.destroy()
-    socket = null
-  })
-  return (event) => {
-    socket?.write(`${JSON.stringify(event)}\n`)
-  }
-}
-
-/**
- * Where this worker's cells report their phases: the socket the progress reporter provided
- * (`inject('servegateProgress')`), or null when none did (no reporter, or not in vitest).
- */
-export function progressChannel(): SendProgress | null {
-  let provided: unknown
-  try {
-    provided = (inject as (key: string) => unknown)(PROGRESS_CONTEXT_KEY)
-  } catch {
-    return null
-  }
-  const context = ProgressContext.safeParse(provided)
-  if (!context.success) return null
-  const open = channels()
-  let send = open.get(context.data.socketPath)
-  if (send === undefined) {
-    send = connect(context.data.socketPath)
-    open.set(context.data.socketPath, send)
-  }
-  return send
-}
+import type { SendProgress } from './environment.ts'
 
 /** Longest failure shown on a progress line; the whole message is in the record and the test's error. */
 const FAILURE_CHARS = 240

@@ -21,6 +21,17 @@ export const StopEarly = z.object({
     }),
 })
 export type StopEarly = z.input<typeof StopEarly>
+export type ResolvedStopEarly = z.infer<typeof StopEarly>
+
+/**
+ * Validates an early-stopping design and fills its gates' defaults; the error names the field.
+ * @throws TypeError
+ */
+export function resolveStopEarly(input: StopEarly): ResolvedStopEarly {
+  const parsed = StopEarly.safeParse(input)
+  if (!parsed.success) throw new TypeError(`pair: invalid stopEarly\n${z.prettifyError(parsed.error)}`)
+  return parsed.data
+}
 
 type Arm = 'baseline' | 'candidate'
 
@@ -44,11 +55,10 @@ export class StagedPair {
   private reached = 0
 
   constructor(stopEarly: StopEarly, plannedRequests: number) {
-    const parsed = StopEarly.safeParse(stopEarly)
-    if (!parsed.success) throw new TypeError(`pair: invalid stopEarly\n${z.prettifyError(parsed.error)}`)
-    this.gates = parsed.data.gates
+    const design = resolveStopEarly(stopEarly)
+    this.gates = design.gates
     this.plannedRequests = plannedRequests
-    this.ends = lookCounts({ looks: parsed.data.looks, plannedRequests })
+    this.ends = lookCounts({ looks: design.looks, plannedRequests })
     this.ends.forEach((_, stage) =>
       this.order.push(
         ...(stage % 2 === 0 ? ['baseline', 'candidate'] : ['candidate', 'baseline']).map((arm) => ({ arm: arm as Arm, stage })),

@@ -1,12 +1,15 @@
 /**
  * The plugin's options reach the bench run: `benchTimeoutMs` is the tests' timeout under
- * `vitest bench` (a test awaiting a pair waits while the engines load).
+ * `vitest bench` (a test awaiting a pair waits while the engines load), and `nvidiaSmi` is the
+ * one nvidia-smi of the workers' environment.
  */
+import { readdir, readFile, rm } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
 import { expect, test } from 'vitest'
+import { RunRecord } from '../schema/run.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const VITEST = join(dirname(createRequire(import.meta.url).resolve('vitest/package.json')), 'vitest.mjs')
@@ -31,4 +34,34 @@ test("benchTimeoutMs is the timeout of a bench test: 500 ms fails a 1.5 s test t
   expect(short.stdout + short.stderr).toMatch(/timed out in 500ms/)
   const long = await bench(10_000)
   expect(long.exitCode, long.stdout + long.stderr).toBe(0)
+}, 120_000)
+
+test('the nvidiaSmi option reaches both the manifest and the GPU sampler, with no nvidia-smi on PATH', async () => {
+  const evidence = join(ROOT, '.servegate', 'gpu-suite-evidence')
+  await rm(evidence, { recursive: true, force: true })
+  const calls = join(ROOT, '.servegate', 'gpu-suite-nvidia-smi-calls.log')
+  await rm(calls, { force: true })
+  const run = await execa(process.execPath, [VITEST, 'bench', '--run', '--root', 'fixtures/gpu-suite'], {
+    cwd: ROOT,
+    env: {
+      SERVEGATE_NVIDIA_SMI: join(ROOT, 'fixtures', 'fakes', 'nvidia-smi'),
+      SERVEGATE_EVIDENCE_DIR: evidence,
+      FAKE_NVIDIA_SMI_CALL_LOG: calls,
+      FORCE_COLOR: '0',
+    },
+    reject: false,
+    timeout: 120_000,
+    cleanup: true,
+  })
+  expect(run.exitCode, run.stdout + run.stderr).toBe(0)
+  expect(await readdir(join(evidence, 'runs', 'cell'))).toEqual(['on-gpu-0.json'])
+  const record = RunRecord.parse(JSON.parse(await readFile(join(evidence, 'runs', 'cell', 'on-gpu-0.json'), 'utf8')))
+  expect(record.manifest?.gpus.status).toBe('ok')
+  const gpu = record.telemetry?.gpu
+  expect(gpu?.status).toBe('ok')
+  if (gpu?.status === 'ok') expect(gpu.summary.status).toBe('ok')
+  // The manifest's facts query and the sampler's polls: both ran the configured fake.
+  const lines = (await readFile(calls, 'utf8')).trim().split('\n')
+  expect(lines.some((l) => l.includes('driver_version'))).toBe(true)
+  expect(lines.some((l) => l.includes('timestamp,power.draw'))).toBe(true)
 }, 120_000)

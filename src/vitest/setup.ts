@@ -1,6 +1,6 @@
 import { afterAll, expect } from 'vitest'
 import { matchers } from '../matchers/index.ts'
-import { stopSharedEngines, useFileTeardown } from '../declare/engine-handles.ts'
+import { stopSharedEngines, useFileTeardown } from '../declare/worker-environment.ts'
 import { takeFileMeta } from '../declare/registry.ts'
 
 // Registered by the servegate plugin's setup file, which runs before each spec file.

@@ -1,0 +1,273 @@
+import { createHash, randomBytes } from 'node:crypto'
+import type { monitorEventLoopDelay } from 'node:perf_hooks'
+import { sanitizeMessage } from '../errors.ts'
+import { arrivalPlanUnread } from '../load/plan.ts'
+import { computeCellMetrics, countFailures } from '../metrics/cell-metrics.ts'
+import { distribution } from '../metrics/distribution.ts'
+import { METHODOLOGY } from '../metrics/methodology.ts'
+import { deriveRequestMetrics, requestMetricFields } from '../metrics/request-metrics.ts'
+import type { Manifest } from '../schema/manifest.ts'
+import { type ErrorInfo, type HarnessHealth, RUN_SCHEMA_ID, type RequestRecord, type RunRecord } from '../schema/run.ts'
+import { SERVEGATE_VERSION } from '../version.ts'
+import { requestStreamSha256 } from '../workload/bytes.ts'
+import { checkCanary, withoutMarkers } from '../workload/canary.ts'
+import { ESTIMATED_TOKENS_PER_WORD, type PreparedRequest, type PreparedWorkload } from '../workload/prepare.ts'
+import { scoreResponse } from '../workload/score.ts'
+import { type CellOptions, type ResolvedCellOptions, resolveCellOptions } from './cell-options.ts'
+import type { Slot } from './dispatch.ts'
+import { type Clock, systemClock } from './environment.ts'
+
+function contractInvalid(message: string): ErrorInfo {
+  return { code: 'CONTRACT_INVALID', message: sanitizeMessage(message), httpStatus: null, retryAfterS: null }
+}
+
+/**
+ * Turns one observation into its record: derived metrics, then the workload's checks. A reply
+ * that fails its canary, or (strict output control) is not exactly max_tokens long, is
+ * contract-invalid: kept with its timings and reason, excluded from every distribution.
+ */
+export function requestRecord(slot: Slot, cellStart: number, planned: PreparedRequest, workload: PreparedWorkload): RequestRecord {
+  const { obs } = slot
+  const m = deriveRequestMetrics(obs)
+  let error = obs.error
+  const answered = error === null
+
+  const canary = planned.canaryMarker !== null && answered ? checkCanary(planned.canaryMarker, obs.content, !obs.contentTruncated) : null
+  if (canary !== null && !canary.passed) error = contractInvalid(`request canary: ${canary.reason ?? 'failed'}`)
+
+  const control = workload.spec.outputControl.mode
+  const outputAdherence: RequestRecord['outputAdherence'] =
+    control === 'none' || !answered
+      ? null
+      : obs.usageCompletionTokens === null
+        ? 'unobservable'
+        : obs.usageCompletionTokens === planned.maxTokens
+          ? 'exact'
+          : 'inexact'
+  if (control === 'strict' && error === null && outputAdherence !== 'exact') {
+    error = contractInvalid(
+      outputAdherence === 'unobservable'
+        ? 'output control strict: the server sent no usage, so the completion length cannot be verified'
+        : `output control strict: ${obs.usageCompletionTokens} completion tokens, expected exactly ${planned.maxTokens}`,
+    )
+  }
+
+  const score =
+    planned.row === null || !answered
+      ? null
+      : obs.contentTruncated
+        ? { correct: false, extracted: null, reason: 'the reply exceeded the capture bound; not scored as correct' }
+        : scoreResponse(planned.row, withoutMarkers(obs.content))
+
+  const common = {
+    index: slot.index,
+    queueDelayMs: slot.slotAt - slot.readyAt,
+    sendLagMs: Math.max(0, obs.sentAt - slot.slotAt),
+    startOffsetMs: obs.sentAt - cellStart,
+    scheduledOffsetMs: slot.scheduledOffsetMs,
+    ...requestMetricFields(m),
+    reasoningChunks: obs.reasoningChunks,
+    contentChunks: obs.contentChunks,
+    itlMs: m.itlMs,
+    finishReason: obs.finishReason,
+    plannedPromptTokens: planned.plannedPromptTokens,
+    wireSha256: obs.sentChunks.length === 0 ? null : createHash('sha256').update(Buffer.concat(obs.sentChunks)).digest('hex'),
+    canary,
+    outputAdherence,
+    score,
+    engineTimings: obs.engineTimings,
+    sendAttempts: obs.attempts,
+  }
+  return error === null ? { status: 'ok', ...common } : { status: 'failed', error, ...common }
+}
+
+export function harnessHealth(
+  o: ResolvedCellOptions,
+  cpuMs: number,
+  wallMs: number,
+  loopDelay: ReturnType<typeof monitorEventLoopDelay>,
+  records: readonly RequestRecord[],
+): HarnessHealth {
+  const cpuShare = wallMs > 0 ? cpuMs / wallMs : null
+  const loopP99 = loopDelay.count > 0 ? loopDelay.percentile(99) / 1e6 : null
+  const loopMax = loopDelay.count > 0 ? loopDelay.max / 1e6 : null
+  const sendLags = records.flatMap((r) => (r.sendLagMs === null ? [] : [r.sendLagMs]))
+  const sendLagP99 = distribution(sendLags).p99
+  const reasons: string[] = []
+  if (cpuShare !== null && cpuShare >= o.cpuShareLimit) {
+    reasons.push(`client CPU share ${cpuShare.toFixed(2)} ≥ ${o.cpuShareLimit} (one core is 1.0)`)
+  }
+  if (sendLagP99 !== null && sendLagP99 > o.sendLagLimitMs) {
+    reasons.push(`send lag p99 ${sendLagP99.toFixed(2)} ms > ${o.sendLagLimitMs} ms`)
+  }
+  if (loopP99 !== null && loopP99 > o.eventLoopDelayLimitMs) {
+    reasons.push(`event-loop delay p99 ${loopP99.toFixed(2)} ms > ${o.eventLoopDelayLimitMs} ms`)
+  }
+  return {
+    clientCpuMs: cpuMs,
+    clientCpuShare: cpuShare,
+    eventLoopDelayP99Ms: loopP99,
+    eventLoopDelayMaxMs: loopMax,
+    sendLagP99Ms: sendLagP99,
+    harnessLimited: reasons.length > 0,
+    reasons,
+  }
+}
+
+/** From the first send to the last end of some requests: the time the engine was busy with them. */
+export function busySpanMs(slots: readonly Slot[]): number {
+  let firstSend = Infinity
+  let lastEnd = -Infinity
+  for (const { obs } of slots) {
+    firstSend = Math.min(firstSend, obs.sentAt)
+    lastEnd = Math.max(lastEnd, obs.endAt ?? obs.sentAt)
+  }
+  return Math.max(0, lastEnd - firstSend)
+}
+
+/**
+ * The plan part of a record; `workload` is null when the cell failed before it was prepared.
+ * `sent` is how many of the planned requests went out (fewer when a sequential pair stopped
+ * early): the planned hash then covers those, so the wire hash is compared with what was due.
+ */
+export function cellPlan(
+  o: ResolvedCellOptions,
+  workload: PreparedWorkload | null,
+  wireStreamSha256: string | null,
+  arrival: RunRecord['plan']['arrival'],
+  sent = o.requests,
+): RunRecord['plan'] {
+  const spec = workload?.spec ?? o.workload
+  const calibration = workload?.calibration ?? null
+  const sharedTokens = calibration?.sharedPrefixTokens ?? (spec.prefixCache.mode === 'shared' ? spec.prefixCache.tokens : null)
+  const plannedSha =
+    workload === null
+      ? null
+      : sent >= workload.measured.length
+        ? workload.requestStreamSha256
+        : requestStreamSha256(workload.measured.slice(0, sent).map((r) => r.body))
+  return {
+    api: o.api,
+    model: o.model,
+    concurrency: o.concurrency,
+    requests: o.requests,
+    warmupRequests: o.warmupRequests,
+    maxTokens: o.maxTokens,
+    requestTimeoutMs: o.requestTimeoutMs,
+    workload: {
+      kind: spec.kind,
+      promptTokens: spec.promptTokens,
+      seed: spec.seed,
+      prefixCache:
+        spec.prefixCache.mode === 'shared' || spec.kind === 'shared-prefix'
+          ? { mode: 'shared', tokens: sharedTokens }
+          : { mode: 'unique', tokens: null },
+      canaries: spec.canaries,
+      outputControl: { mode: spec.outputControl.mode, knob: spec.outputControl.mode === 'none' ? null : spec.outputControl.knob },
+      sampling: workload?.extras.sampling ?? null,
+      dataset: workload?.dataset ?? null,
+      calibration,
+      promptTokensEstimator:
+        calibration === null
+          ? 'not prepared: the cell failed before its workload was built'
+          : calibration.method === 'engine-tokenizer'
+            ? `calibrated with the engine's tokenizer (${calibration.tokenizer}) to ±${calibration.toleranceTokens} tokens`
+            : calibration.method === 'none'
+              ? 'dataset prompts as written'
+              : `estimated at ${ESTIMATED_TOKENS_PER_WORD} tokens per word (uncalibrated); usage.prompt_tokens is recorded per request`,
+      requestStreamSha256: plannedSha,
+      wireStreamSha256,
+      wireMatchesPlan: plannedSha === null || wireStreamSha256 === null ? null : wireStreamSha256 === plannedSha,
+      requestsPerSlotFloor: spec.requestsPerSlotFloor,
+      // Requests per concurrency slot is a closed-loop notion; an open-loop cell has no slots.
+      floorMet: o.arrival === null ? sent >= spec.requestsPerSlotFloor * o.concurrency : null,
+    },
+    arrival,
+    sequential: null,
+  }
+}
+
+/** What a run record is made of, besides what every record carries (schema, version, methodology). */
+export interface RecordParts {
+  options: ResolvedCellOptions
+  startedAt: Date
+  finishedAt: Date
+  /** Where the requests went (a display URL, `in-process`), or null when none was sent. */
+  target: string | null
+  plan: RunRecord['plan']
+  /** The measured requests, in plan order. */
+  requests: RequestRecord[]
+  metrics: RunRecord['metrics']
+  harness: HarnessHealth
+  manifest: Manifest | null
+  cellFailure: ErrorInfo | null
+}
+
+/** The one place a run record is put together; counts come from the requests. */
+export function assembleRecord(parts: RecordParts): RunRecord {
+  const completed = parts.requests.filter((r) => r.status === 'ok').length
+  return {
+    schema: RUN_SCHEMA_ID,
+    runId: runId(parts.startedAt),
+    servegateVersion: SERVEGATE_VERSION,
+    startedAt: parts.startedAt.toISOString(),
+    finishedAt: parts.finishedAt.toISOString(),
+    target: { baseUrl: parts.target, model: parts.options.model },
+    plan: parts.plan,
+    completed,
+    failed: parts.requests.length - completed,
+    failures: countFailures(parts.requests),
+    requests: parts.requests,
+    metrics: parts.metrics,
+    harness: parts.harness,
+    methodology: { ...METHODOLOGY },
+    manifest: parts.manifest,
+    telemetry: null,
+    cellFailure: parts.cellFailure,
+    importedFrom: null,
+  }
+}
+
+/** The harness figures of a cell that sent nothing. */
+const NOTHING_SENT: HarnessHealth = {
+  clientCpuMs: null,
+  clientCpuShare: null,
+  eventLoopDelayP99Ms: null,
+  eventLoopDelayMaxMs: null,
+  sendLagP99Ms: null,
+  harnessLimited: false,
+  reasons: [],
+}
+
+/**
+ * The record of a cell that failed before any request was sent (its engine did not start):
+ * the plan, no requests, the reason.
+ */
+export function failedCellRecord(
+  input: CellOptions | ResolvedCellOptions,
+  cellFailure: ErrorInfo,
+  manifest: Manifest | null = null,
+  clock: Clock = systemClock,
+): RunRecord {
+  const o = resolveCellOptions(input)
+  const now = clock.date()
+  return assembleRecord({
+    options: o,
+    startedAt: now,
+    finishedAt: now,
+    target: null,
+    plan: cellPlan(o, null, null, o.arrival === null ? null : arrivalPlanUnread(o.arrival, o.requests)),
+    requests: [],
+    metrics: computeCellMetrics([], 0),
+    harness: { ...NOTHING_SENT },
+    manifest,
+    cellFailure,
+  })
+}
+
+function runId(startedAt: Date): string {
+  return `run-${startedAt
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d+Z$/, 'Z')}-${randomBytes(3).toString('hex')}`
+}
