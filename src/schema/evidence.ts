@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { GateDecision } from './gate.ts'
+import { CheckName, GateDecision } from './gate.ts'
 import { Api } from './run.ts'
 
 export const EVIDENCE_SCHEMA_ID = 'servegate.evidence/v1'
@@ -106,7 +106,7 @@ export type CellPlanSummary = z.infer<typeof CellPlanSummary>
 
 /** A yes/no fact about a cell (matched pair, canaries, concurrency reached) and what it found. */
 export const PairCheck = z.object({
-  check: z.string(),
+  check: CheckName,
   passed: z.boolean(),
   /** Every mismatch or missing fact, in words; empty when it passed. */
   findings: z.array(z.string()),
@@ -135,7 +135,7 @@ export const EvidenceCell = z.object({
   disposition: Disposition,
   /** Why it is not accepted; null when it is. */
   reason: z.string().nullable(),
-  /** A sweep this cell belongs to (issue 7's ladders), or null. */
+  /** A sweep this cell belongs to (its ladder), or null. */
   ladder: z.string().nullable(),
   plan: CellPlanSummary.nullable(),
   /** Engine names of the arms, e.g. { baseline: 'vllm:Qwen/Qwen3-8B', candidate: 'photon' }. */

@@ -69,7 +69,7 @@ export function bodyExtras(api: Api, maxTokens: number, sampling: Sampling, outp
 
 /**
  * The JSON body of one request without the model name: the bytes both arms must receive.
- * `bodyBytes` (synthetic.ts) puts the model in front.
+ * `bodyBytes` (bytes.ts) puts the model in front.
  */
 export function requestJson(api: Api, input: ChatContent, maxTokens: number, extras: BodyExtras): string {
   const head = api === 'chat' ? { messages: [{ role: 'user', content: input }] } : { prompt: typeof input === 'string' ? input : '' }
