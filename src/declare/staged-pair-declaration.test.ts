@@ -5,9 +5,9 @@ import { fileURLToPath } from 'node:url'
 import { describe, expect, test } from 'vitest'
 import { okRequest } from '../../fixtures/gate-fixture.ts'
 import type { RequestRecord } from '../schema/run.ts'
-import { pair } from '../declare/cell-declarations.ts'
-import { engine } from '../declare/engine-handles.ts'
-import { StagedPair } from './staged-pair.ts'
+import { pair } from './cell-declarations.ts'
+import { engine } from './engine-handles.ts'
+import { StagedPair } from '../runner/staged-pair.ts'
 
 const FAKES = fileURLToPath(new URL('../../fixtures/fakes/', import.meta.url))
 const dir = mkdtempSync(join(tmpdir(), 'servegate-sequential-'))
