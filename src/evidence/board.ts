@@ -3,9 +3,10 @@
  * Rendered from the index alone, so `servegate report` re-renders it identically.
  */
 import type { ArmSummary, EvidenceCell, EvidenceIndex, FileRef, GateEntry, Percentiles } from '../schema/evidence.ts'
+import type { WinGateName } from '../schema/gate.ts'
 import { isMatchedPair } from './build.ts'
 
-const WIN_METRICS: ReadonlyArray<{ gate: string; words: string }> = [
+const WIN_METRICS: ReadonlyArray<{ gate: WinGateName; words: string }> = [
   { gate: 'toWinDecode', words: 'decode' },
   { gate: 'toWinPrefill', words: 'prefill' },
   { gate: 'toWinThroughput', words: 'throughput' },
@@ -72,7 +73,7 @@ export function glanceLines(index: EvidenceIndex): string[] {
 
 function metricTables(index: EvidenceIndex): string[] {
   const out: string[] = []
-  const rows = (gate: string, of: (a: ArmSummary) => Percentiles) =>
+  const rows = (gate: WinGateName, of: (a: ArmSummary) => Percentiles) =>
     pairs(index).map((c) => {
       const b = armOf(c, 'baseline')
       const k = armOf(c, 'candidate')

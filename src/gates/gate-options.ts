@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { GateName, WinGateName } from '../schema/gate.ts'
 import { hasObjective, OBJECTIVE_REQUIRED, SLO_FIELDS } from '../schema/load.ts'
 import { DEFAULT_RESAMPLES } from '../stats/bootstrap.ts'
 
@@ -40,8 +41,7 @@ const common = {
 export const RateMetric = z.enum(['decodeTokPerS', 'effectivePrefillTokPerS', 'throughputTokPerS'])
 export type RateMetric = z.infer<typeof RateMetric>
 
-export const WinGateName = z.enum(['toWinDecode', 'toWinPrefill', 'toWinThroughput'])
-export type WinGateName = z.infer<typeof WinGateName>
+export { WinGateName }
 
 /**
  * How a win gate summarizes the paired log-ratios: their mean (the geometric mean of the ratios,
@@ -82,7 +82,7 @@ export type LatencyMetric = z.infer<typeof LatencyMetric>
 
 export const HoldLatencyOptions = z
   .object({
-    gate: z.string().min(1).default('toHoldLatency'),
+    gate: GateName.extract(['toHoldLatency']).default('toHoldLatency'),
     metric: LatencyMetric,
     /** Nearest-rank percentile. @default 50 */
     percentile: z.union([z.literal(50), z.literal(90), z.literal(95), z.literal(99)]).default(50),
@@ -100,7 +100,7 @@ export type HoldLatencyOptions = z.input<typeof HoldLatencyOptions>
 export type ResolvedHoldLatencyOptions = z.infer<typeof HoldLatencyOptions>
 
 export const AccuracyGapOptions = z.object({
-  gate: z.string().min(1).default('toStayWithinAccuracyGap'),
+  gate: GateName.extract(['toStayWithinAccuracyGap']).default('toStayWithinAccuracyGap'),
   /** Accuracy drop (percentage points) that counts as a regression. @default 2 */
   points: z.number().positive().max(100).default(2),
   /** Mean output-length gap (percent) that earns a warning; never fails on its own. @default 10 */
@@ -118,7 +118,7 @@ export type ResolvedAccuracyGapOptions = z.infer<typeof AccuracyGapOptions>
  */
 export const SloGateOptions = z
   .object({
-    gate: z.string().min(1).default('toMeetSLO'),
+    gate: GateName.extract(['toMeetSLO', 'capacity probe']).default('toMeetSLO'),
     ...SLO_FIELDS,
     /** Percent of requests that must be good (meet every objective): 95 means at least 95%. @default 90 */
     percentile: z.number().gt(0).lt(100).default(90),
@@ -131,7 +131,7 @@ export type ResolvedSloGateOptions = z.infer<typeof SloGateOptions>
 
 /** Options of the capacity comparison. */
 export const SustainGateOptions = z.object({
-  gate: z.string().min(1).default('toSustainMoreThan'),
+  gate: GateName.extract(['toSustainMoreThan']).default('toSustainMoreThan'),
   /** The candidate must sustain at least (1 + by) × the baseline's capacity (0.1: 10% more). @default 0 */
   by: z.number().min(0).default(0),
 })

@@ -7,7 +7,7 @@ function gateDecisiveUpTo(limit: number, seen: number[] = []) {
   return (confidence: number): GateDecision => {
     seen.push(confidence)
     return {
-      gate: `decisive≤${limit}`,
+      gate: 'toWinDecode',
       outcome: confidence <= limit ? 'pass' : 'inconclusive',
       kind: 'superiority',
       metric: 'decodeTokPerS',

@@ -1,7 +1,7 @@
 import { TestRunner, type MatcherState } from 'vitest'
 import type { TestMeta } from '../evidence/meta.ts'
 import { fmt, samplesText, verdictLine } from '../gates/verdict.ts'
-import type { GateDecision } from '../schema/gate.ts'
+import type { CheckName, GateDecision, GateName } from '../schema/gate.ts'
 import { message } from './format.ts'
 import { annotateCell } from './annotate.ts'
 import { cellFailures, recordsOf, type Subject } from './subject.ts'
@@ -42,7 +42,7 @@ export function record(cell: string, d: GateDecision, subject?: Subject): void {
 }
 
 /** Records a yes/no check (matched pair, canaries, concurrency) on the running test, with what it found. */
-export function recordCheck(subject: Subject, check: string, passed: boolean, findings: readonly string[]): void {
+export function recordCheck(subject: Subject, check: CheckName, passed: boolean, findings: readonly string[]): void {
   const test = testMeta(subject)
   if (test === null) return
   test.meta.checks.push({ cell: subject.id, check, passed, findings: [...findings] })
@@ -58,7 +58,7 @@ export function recordCheck(subject: Subject, check: string, passed: boolean, fi
  */
 export function gateResult(
   state: MatcherState,
-  matcher: string,
+  matcher: GateName,
   subject: Subject,
   decide: () => GateDecision,
   passes: ReadonlyArray<GateDecision['outcome']>,
@@ -86,7 +86,7 @@ export function gateResult(
  */
 export function decisionResult(
   state: MatcherState,
-  matcher: string,
+  matcher: GateName,
   d: GateDecision,
   passes: ReadonlyArray<GateDecision['outcome']>,
   cell: string,

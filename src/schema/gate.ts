@@ -5,13 +5,37 @@ export const GateOutcome = z.enum(['pass', 'fail', 'inconclusive'])
 export type GateOutcome = z.infer<typeof GateOutcome>
 
 /**
+ * Every gate's name, as its decisions carry it: the matcher that asked (e.g. `toWinDecode`), or
+ * `capacity probe` for the SLO check of one probe of a capacity search.
+ */
+export const GateName = z.enum([
+  'toWinDecode',
+  'toWinPrefill',
+  'toWinThroughput',
+  'toHoldLatency',
+  'toStayWithinAccuracyGap',
+  'toMeetSLO',
+  'toSustainMoreThan',
+  'capacity probe',
+])
+export type GateName = z.infer<typeof GateName>
+
+/** The superiority gates on a rate metric (decode, prefill, throughput), which `winGate` decides. */
+export const WinGateName = GateName.extract(['toWinDecode', 'toWinPrefill', 'toWinThroughput'])
+export type WinGateName = z.infer<typeof WinGateName>
+
+/** The yes/no checks a matcher records on a cell, with what it found. */
+export const CheckName = z.enum(['toBeMatchedPair', 'toPassCanaries', 'toReachConcurrency'])
+export type CheckName = z.infer<typeof CheckName>
+
+/**
  * One gate decision, JSON-safe so it crosses from a vitest worker to the reporter: the effect
  * with its interval, the samples it rests on, the rule that decided, and what would settle an
  * inconclusive one.
  */
 export const GateDecision = z.object({
   /** The matcher or gate name, e.g. `toWinDecode`. */
-  gate: z.string(),
+  gate: GateName,
   outcome: GateOutcome,
   /** superiority: must be proven; non-regression: fails only on a confident regression; check: a yes/no fact. */
   kind: z.enum(['superiority', 'non-regression', 'check']),
