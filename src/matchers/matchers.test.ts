@@ -3,10 +3,10 @@ import { failureOf } from '../../fixtures/matchers.ts'
 import { hostFacts } from '../engines/manifest-facts.ts'
 import { runCell } from '../runner/measure-cell.ts'
 import type { Manifest } from '../schema/manifest.ts'
+import type { PairResult } from '../schema/results.ts'
 import type { RunRecord } from '../schema/run.ts'
 import type { SimServer } from '../sim/server.ts'
 import { startSimServer } from '../sim/server.ts'
-import type { PairSubject } from './subject.ts'
 
 let sim: SimServer
 let base: RunRecord
@@ -35,7 +35,13 @@ beforeAll(async () => {
 afterAll(() => sim.close())
 
 const withManifest = (r: RunRecord, m: Manifest = manifest()): RunRecord => ({ ...r, manifest: m })
-const pairOf = (b: RunRecord, c: RunRecord): PairSubject => ({ kind: 'pair', id: 'p', baseline: [b], candidate: [c] })
+const pairOf = (b: RunRecord, c: RunRecord): PairResult => ({
+  kind: 'pair',
+  id: 'p',
+  baseline: [b],
+  candidate: [c],
+  launchOrder: ['baseline', 'candidate'],
+})
 
 describe('toBeMatchedPair', () => {
   test('passes for the same plan on both arms, and its .not fails with the reason', () => {

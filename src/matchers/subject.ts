@@ -1,23 +1,9 @@
 import { CAPACITY_SCHEMA_ID, type CapacitySearch } from '../schema/capacity-record.ts'
+import type { CellResult, PairResult, SweepResult } from '../schema/results.ts'
 import type { RunRecord } from '../schema/run.ts'
 
-/** What a servegate matcher receives: a measured cell or pair (what `await cell(...)` gives). */
-export type CellSubject = { kind: 'cell'; id: string; record: RunRecord; records: readonly RunRecord[] }
-export type PairSubject = {
-  kind: 'pair'
-  id: string
-  baseline: readonly RunRecord[]
-  candidate: readonly RunRecord[]
-  launchOrder?: ReadonlyArray<'baseline' | 'candidate'>
-}
-export type Subject = CellSubject | PairSubject
-/** A ladder of cells or pairs (what `await sweep(…)` gives): one step per rate or concurrency. */
-export type SweepSubject = {
-  kind: 'sweep'
-  id: string
-  axis: 'rate' | 'concurrency'
-  steps: ReadonlyArray<{ id: string; value: number; result: Subject }>
-}
+/** What a servegate matcher judges: a measured cell or pair (what `await cell(…)` or `await pair(…)` gives). */
+export type Subject = CellResult | PairResult
 
 function isRecordList(v: unknown): v is RunRecord[] {
   return (
@@ -25,9 +11,12 @@ function isRecordList(v: unknown): v is RunRecord[] {
   )
 }
 
-/** Throws a TypeError naming the matcher when `received` is not a measured pair. */
-export function asPair(matcher: string, received: unknown): PairSubject {
-  const p = received as Partial<PairSubject> | null
+/**
+ * Throws a TypeError naming the matcher when `received` is not a measured pair. Its launch order
+ * is not checked: no matcher reads it.
+ */
+export function asPair(matcher: string, received: unknown): PairResult {
+  const p = received as Partial<PairResult> | null
   if (
     p?.kind !== 'pair' ||
     !isRecordList(p.baseline) ||
@@ -37,14 +26,14 @@ export function asPair(matcher: string, received: unknown): PairSubject {
   ) {
     throw new TypeError(`${matcher}: expected a measured pair (await pair({ baseline, candidate, … })), received ${describe(received)}`)
   }
-  return p as PairSubject
+  return p as PairResult
 }
 
 /** Throws a TypeError naming the matcher when `received` is neither a measured cell nor pair. */
 export function asSubject(matcher: string, received: unknown): Subject {
   const s = received as Partial<Subject> | null
   if (s?.kind === 'pair') return asPair(matcher, received)
-  if (s?.kind === 'cell' && isRecordList((s as CellSubject).records)) return s as CellSubject
+  if (s?.kind === 'cell' && isRecordList(s.records)) return s as CellResult
   throw new TypeError(`${matcher}: expected a measured cell or pair (await cell(…) or pair(…)), received ${describe(received)}`)
 }
 
@@ -53,7 +42,8 @@ export function asCapacity(matcher: string, received: unknown, what = 'received'
   const s = received as Partial<CapacitySearch> | null
   if (s?.schema !== CAPACITY_SCHEMA_ID || !Array.isArray(s.probes) || !Array.isArray(s.records) || typeof s.bracket !== 'object') {
     throw new TypeError(
-      `${matcher}: expected a capacity search (await capacity({ … }), or a servegate.capacity/v1 record) as ${what}, received ${describe(received)}`,
+      `${matcher}: expected a capacity search (await capacity({ … }), or a servegate.capacity/v1 record) as ${what}, ` +
+        `received ${describe(received)}`,
     )
   }
   return s as CapacitySearch
@@ -92,7 +82,7 @@ function pick<T>(
  * The measured cell a single-arm gate judges: a cell (every launch), a pair's candidate, the step
  * of a sweep, or the probe of a capacity search, at `atRate` / `atConcurrency` where there are several.
  */
-export function singleArm(matcher: string, received: unknown, at: At): CellSubject {
+export function singleArm(matcher: string, received: unknown, at: At): CellResult {
   const kind = (received as { kind?: unknown } | null)?.kind
   if ((received as { schema?: unknown } | null)?.schema === CAPACITY_SCHEMA_ID) {
     const search = asCapacity(matcher, received)
@@ -101,7 +91,7 @@ export function singleArm(matcher: string, received: unknown, at: At): CellSubje
     return { kind: 'cell', id: `${search.id} probe ${index + 1}`, record, records: [record] }
   }
   if (kind === 'sweep') {
-    const sweep = received as SweepSubject
+    const sweep = received as SweepResult<CellResult | PairResult>
     const step = pick(matcher, sweep.axis, at, sweep.steps, (s) => s.value, `sweep ${sweep.id}`)
     return singleArm(matcher, step.result, {})
   }
@@ -109,9 +99,8 @@ export function singleArm(matcher: string, received: unknown, at: At): CellSubje
   if (s.kind === 'pair') return { kind: 'cell', id: `${s.id} candidate`, record: s.candidate[0] as RunRecord, records: s.candidate }
   const rate = s.record.plan.arrival?.ratePerS ?? null
   if (at.atRate !== undefined && (rate === null || !same(rate, at.atRate))) {
-    throw new TypeError(
-      `${matcher}: the cell ${s.id} ran ${rate === null ? 'without a rate (closed loop or trace)' : `at ${rate} req/s`}, not atRate ${at.atRate}; drop atRate or pass the cell that ran at it`,
-    )
+    const ran = rate === null ? 'without a rate (closed loop or trace)' : `at ${rate} req/s`
+    throw new TypeError(`${matcher}: the cell ${s.id} ran ${ran}, not atRate ${at.atRate}; drop atRate or pass the cell that ran at it`)
   }
   return s
 }
