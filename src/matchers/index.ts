@@ -1,11 +1,10 @@
-import type { AccuracyGapOptions } from '../gates/index.ts'
 import type { CapacitySearch } from '../schema/capacity-record.ts'
 import { toBeMatchedPair } from './toBeMatchedPair.ts'
 import { type HoldLatencyMatcherOptions, toHoldLatency } from './toHoldLatency.ts'
 import { type MeetSloOptions, toMeetSLO } from './toMeetSLO.ts'
 import { toPassCanaries } from './toPassCanaries.ts'
 import { toReachConcurrency } from './toReachConcurrency.ts'
-import { toStayWithinAccuracyGap } from './toStayWithinAccuracyGap.ts'
+import { type AccuracyGapMatcherOptions, toStayWithinAccuracyGap } from './toStayWithinAccuracyGap.ts'
 import { type SustainMoreThanOptions, toSustainMoreThan } from './toSustainMoreThan.ts'
 import { toWinDecode, type WinDecodeOptions } from './toWinDecode.ts'
 import { toWinPrefill, type WinPrefillOptions } from './toWinPrefill.ts'
@@ -44,7 +43,7 @@ declare module 'vitest' {
     /** No confident regression of a latency percentile beyond the tolerance. */
     toHoldLatency(options: HoldLatencyMatcherOptions): R
     /** No confident accuracy drop on the same questions beyond `points`. */
-    toStayWithinAccuracyGap(options?: AccuracyGapOptions): R
+    toStayWithinAccuracyGap(options?: AccuracyGapMatcherOptions): R
     /**
      * At least `percentile`% of requests (default 90) are shown to meet every objective; a cell, a pair's
      * candidate, a sweep step or a capacity probe (`atRate`).
@@ -55,4 +54,12 @@ declare module 'vitest' {
   }
 }
 
-export type { HoldLatencyMatcherOptions, MeetSloOptions, SustainMoreThanOptions, WinDecodeOptions, WinPrefillOptions, WinThroughputOptions }
+export type {
+  AccuracyGapMatcherOptions,
+  HoldLatencyMatcherOptions,
+  MeetSloOptions,
+  SustainMoreThanOptions,
+  WinDecodeOptions,
+  WinPrefillOptions,
+  WinThroughputOptions,
+}

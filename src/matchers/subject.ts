@@ -1,3 +1,4 @@
+import { z } from 'zod'
 import { CAPACITY_SCHEMA_ID, type CapacitySearch } from '../schema/capacity-record.ts'
 import type { CellResult, PairResult, SweepResult } from '../schema/results.ts'
 import type { RunRecord } from '../schema/run.ts'
@@ -50,10 +51,8 @@ export function asCapacity(matcher: string, received: unknown, what = 'received'
 }
 
 /** Where on a ladder or search to judge: the step or probe at this rate (requests/s) or concurrency. */
-export interface At {
-  atRate?: number
-  atConcurrency?: number
-}
+export const At = z.object({ atRate: z.number().positive().optional(), atConcurrency: z.int().positive().optional() })
+export type At = z.infer<typeof At>
 
 const same = (a: number, b: number): boolean => Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b))
 

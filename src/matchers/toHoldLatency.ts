@@ -1,9 +1,14 @@
 import type { MatcherState } from 'vitest'
-import { type HoldLatencyOptions, holdLatencyGate } from '../gates/index.ts'
+import { HoldLatencyOptions } from '../gates/gate-options.ts'
+import { holdLatencyGate } from '../gates/hold-latency.ts'
 import { gateResult } from './decision.ts'
+import { gateMatcherOptions } from './gate-matcher-options.ts'
 import { asPair } from './subject.ts'
 
+/** Options of `toHoldLatency`: the latency metric and percentile, and the tolerance or bound. */
 export type HoldLatencyMatcherOptions = Omit<HoldLatencyOptions, 'gate'>
+
+const USAGE = "pass { metric: 'ttft' | 'tpot' | 'e2e' | 'itl' | 'timeToFirstOutput', percentile, notWorseThanPct | atMostMs }"
 
 /**
  * A non-regression gate on a latency percentile: fails only on a confident regression beyond
@@ -11,16 +16,9 @@ export type HoldLatencyMatcherOptions = Omit<HoldLatencyOptions, 'gate'>
  */
 export function toHoldLatency(this: MatcherState, received: unknown, options: HoldLatencyMatcherOptions) {
   const p = asPair('toHoldLatency', received)
-  if (options === null || typeof options !== 'object' || typeof (options as { metric?: unknown }).metric !== 'string') {
-    throw new TypeError(
-      "toHoldLatency: pass { metric: 'ttft' | 'tpot' | 'e2e' | 'itl' | 'timeToFirstOutput', percentile, notWorseThanPct | atMostMs }",
-    )
-  }
-  return gateResult(
-    this,
-    'toHoldLatency',
-    p,
-    () => holdLatencyGate({ baseline: p.baseline, candidate: p.candidate }, { ...options, gate: 'toHoldLatency' }),
-    ['pass', 'inconclusive'],
-  )
+  const o = gateMatcherOptions('toHoldLatency', HoldLatencyOptions, options, USAGE)
+  return gateResult(this, 'toHoldLatency', p, () => holdLatencyGate({ baseline: p.baseline, candidate: p.candidate }, o), [
+    'pass',
+    'inconclusive',
+  ])
 }

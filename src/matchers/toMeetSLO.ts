@@ -1,10 +1,20 @@
 import type { MatcherState } from 'vitest'
-import { type SloGateOptions, sloGate } from '../gates/index.ts'
+import type { z } from 'zod'
+import { SloGateOptions } from '../gates/gate-options.ts'
+import { sloGate } from '../gates/slo.ts'
 import { gateResult } from './decision.ts'
-import { type At, singleArm } from './subject.ts'
+import { gateMatcherOptions } from './gate-matcher-options.ts'
+import { At, singleArm } from './subject.ts'
+
+/** The options of `toMeetSLO` as one schema: the SLO gate's, and where to judge. */
+const MeetSloSchema = SloGateOptions.and(At)
 
 /** Options of `toMeetSLO`: the objectives, the share of requests that must meet them, and where to judge. */
-export type MeetSloOptions = Omit<SloGateOptions, 'gate'> & At
+export type MeetSloOptions = Omit<z.input<typeof MeetSloSchema>, 'gate'>
+
+const USAGE =
+  'pass { ttftMs?, tpotMs?, e2eMs?, itlMs?, percentile?, atRate? } with at least one objective, ' +
+  'e.g. { ttftMs: 500, tpotMs: 50, percentile: 95 }'
 
 /**
  * An SLO claim on one arm: at least `percentile`% of its requests (default 90) were good, i.e.
@@ -15,11 +25,7 @@ export type MeetSloOptions = Omit<SloGateOptions, 'gate'> & At
  * (`atRate` / `atConcurrency`).
  */
 export function toMeetSLO(this: MatcherState, received: unknown, options: MeetSloOptions) {
-  if (options === null || typeof options !== 'object')
-    throw new TypeError(
-      'toMeetSLO: pass { ttftMs?, tpotMs?, e2eMs?, itlMs?, percentile?, atRate? } with at least one objective, e.g. { ttftMs: 500, tpotMs: 50, percentile: 95 }',
-    )
-  const { atRate, atConcurrency, ...gate } = options
+  const { atRate, atConcurrency, ...slo } = gateMatcherOptions('toMeetSLO', MeetSloSchema, options, USAGE)
   const subject = singleArm('toMeetSLO', received, { atRate, atConcurrency })
-  return gateResult(this, 'toMeetSLO', subject, () => sloGate(subject.records, { ...gate, gate: 'toMeetSLO' }), ['pass'])
+  return gateResult(this, 'toMeetSLO', subject, () => sloGate(subject.records, slo), ['pass'])
 }

@@ -1,6 +1,8 @@
 import type { MatcherState } from 'vitest'
-import { type SustainGateOptions, sustainGate } from '../gates/index.ts'
+import { SustainGateOptions } from '../gates/gate-options.ts'
+import { sustainGate } from '../gates/sustain-gate.ts'
 import { decisionResult } from './decision.ts'
+import { gateMatcherOptions } from './gate-matcher-options.ts'
 import { asCapacity } from './subject.ts'
 
 /** Options of `toSustainMoreThan`: how much more capacity the candidate must show. */
@@ -15,12 +17,6 @@ export type SustainMoreThanOptions = Omit<SustainGateOptions, 'gate'>
 export function toSustainMoreThan(this: MatcherState, received: unknown, baseline: unknown, options: SustainMoreThanOptions = {}) {
   const candidate = asCapacity('toSustainMoreThan', received)
   const base = asCapacity('toSustainMoreThan', baseline, 'the baseline')
-  if (options === null || typeof options !== 'object') throw new TypeError('toSustainMoreThan: options must be an object, e.g. { by: 0.1 }')
-  return decisionResult(
-    this,
-    'toSustainMoreThan',
-    sustainGate(candidate, base, { ...options, gate: 'toSustainMoreThan' }),
-    ['pass'],
-    candidate.id,
-  )
+  const o = gateMatcherOptions('toSustainMoreThan', SustainGateOptions, options, 'options must be an object, e.g. { by: 0.1 }')
+  return decisionResult(this, 'toSustainMoreThan', sustainGate(candidate, base, o), ['pass'], candidate.id)
 }
