@@ -6,9 +6,17 @@ import { toPassCanaries } from './toPassCanaries.ts'
 import { toReachConcurrency } from './toReachConcurrency.ts'
 import { type AccuracyGapMatcherOptions, toStayWithinAccuracyGap } from './toStayWithinAccuracyGap.ts'
 import { type SustainMoreThanOptions, toSustainMoreThan } from './toSustainMoreThan.ts'
-import { toWinDecode, type WinDecodeOptions } from './toWinDecode.ts'
-import { toWinPrefill, type WinPrefillOptions } from './toWinPrefill.ts'
-import { toWinThroughput, type WinThroughputOptions } from './toWinThroughput.ts'
+import { toWinDecode } from './toWinDecode.ts'
+import { toWinPrefill } from './toWinPrefill.ts'
+import { toWinThroughput } from './toWinThroughput.ts'
+import type { WinMatcherOptions } from './win-matcher.ts'
+
+/** Options of `toWinDecode`: the margin, confidence, sequential looks, seed, launch noise. */
+export type WinDecodeOptions = WinMatcherOptions
+/** Options of `toWinPrefill`: the margin, confidence, sequential looks, seed, launch noise. */
+export type WinPrefillOptions = WinMatcherOptions
+/** Options of `toWinThroughput`: the margin, confidence, sequential looks, seed, launch noise. */
+export type WinThroughputOptions = WinMatcherOptions
 
 /** Every servegate matcher, for `expect.extend` (the plugin's setup file does it). */
 export const matchers = {
@@ -54,12 +62,4 @@ declare module 'vitest' {
   }
 }
 
-export type {
-  AccuracyGapMatcherOptions,
-  HoldLatencyMatcherOptions,
-  MeetSloOptions,
-  SustainMoreThanOptions,
-  WinDecodeOptions,
-  WinPrefillOptions,
-  WinThroughputOptions,
-}
+export type { AccuracyGapMatcherOptions, HoldLatencyMatcherOptions, MeetSloOptions, SustainMoreThanOptions }

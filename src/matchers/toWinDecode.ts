@@ -1,24 +1,9 @@
-import type { MatcherState } from 'vitest'
-import { type WinGateOptions, winGate } from '../gates/index.ts'
-import { gateResult } from './decision.ts'
-import { asPair } from './subject.ts'
-
-/** Options of `toWinDecode`: the margin, confidence, sequential looks, seed, launch noise. */
-export type WinDecodeOptions = Omit<WinGateOptions, 'gate' | 'metric'>
+import { winMatcher } from './win-matcher.ts'
 
 /**
- * A superiority claim on decode: passes only when the candidate's win (geometric mean of the
- * paired per-prompt ratios) is proven beyond `margin` at the configured confidence; an
- * inconclusive result fails with how many more paired requests would likely decide it.
+ * A superiority claim on decode: passes only when the candidate's win (the typical paired
+ * per-prompt ratio) is proven beyond `margin` at the configured confidence; an inconclusive result
+ * fails with how many more paired requests would likely decide it.
+ * @example expect(await p).toWinDecode({ margin: 0.05 })
  */
-export function toWinDecode(this: MatcherState, received: unknown, options: WinDecodeOptions = {}) {
-  const p = asPair('toWinDecode', received)
-  if (options === null || typeof options !== 'object') throw new TypeError('toWinDecode: options must be an object, e.g. { margin: 0.05 }')
-  return gateResult(
-    this,
-    'toWinDecode',
-    p,
-    () => winGate({ baseline: p.baseline, candidate: p.candidate }, { ...options, gate: 'toWinDecode' }),
-    ['pass'],
-  )
-}
+export const toWinDecode = winMatcher('toWinDecode')

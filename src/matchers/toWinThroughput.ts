@@ -1,25 +1,10 @@
-import type { MatcherState } from 'vitest'
-import { type WinGateOptions, winGate } from '../gates/index.ts'
-import { gateResult } from './decision.ts'
-import { asPair } from './subject.ts'
-
-/** Options of `toWinThroughput`: the margin, confidence, sequential looks, seed, launch noise. */
-export type WinThroughputOptions = Omit<WinGateOptions, 'gate' | 'metric'>
+import { winMatcher } from './win-matcher.ts'
 
 /**
- * A superiority claim on throughput: passes only when the candidate's win (geometric mean of the
- * paired per-prompt ratios) is proven beyond `margin` at the configured confidence; an
- * inconclusive result fails with how many more paired requests would likely decide it.
+ * A superiority claim on throughput (output tokens per service second): passes only when the
+ * candidate's win (the typical paired per-prompt ratio) is proven beyond `margin` at the
+ * configured confidence; an inconclusive result fails with how many more paired requests would
+ * likely decide it.
+ * @example expect(await p).toWinThroughput({ margin: 0.05 })
  */
-export function toWinThroughput(this: MatcherState, received: unknown, options: WinThroughputOptions = {}) {
-  const p = asPair('toWinThroughput', received)
-  if (options === null || typeof options !== 'object')
-    throw new TypeError('toWinThroughput: options must be an object, e.g. { margin: 0.05 }')
-  return gateResult(
-    this,
-    'toWinThroughput',
-    p,
-    () => winGate({ baseline: p.baseline, candidate: p.candidate }, { ...options, gate: 'toWinThroughput' }),
-    ['pass'],
-  )
-}
+export const toWinThroughput = winMatcher('toWinThroughput')
