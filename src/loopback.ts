@@ -21,7 +21,8 @@ export function parseBaseUrl(raw: string): { origin: string; display: string } {
   if (!isLoopbackHost(url.hostname)) {
     throw new ServegateError(
       'CONFIG_INVALID',
-      `baseUrl: ${url.hostname} is not a loopback address; servegate only targets engines on this host (127.0.0.1, ::1, localhost): run it on the engine's machine`,
+      `baseUrl: ${url.hostname} is not a loopback address; servegate only targets engines on this host ` +
+        "(127.0.0.1, ::1, localhost): run it on the engine's machine",
     )
   }
   const path = url.pathname.replace(/\/+$/, '')

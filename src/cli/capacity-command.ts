@@ -32,7 +32,9 @@ import {
 import { intFlag, parseFlags } from './flags.ts'
 import type { CliIo } from './cli-io.ts'
 
-export const CAPACITY_HELP = `servegate capacity — find the highest rate (or concurrency) at which an endpoint or engine still meets an SLO
+export const CAPACITY_HELP =
+  'servegate capacity — find the highest rate (or concurrency) at which an endpoint or engine still meets an SLO' +
+  `
 
 A bracketing search: probe cells from --start, doubling after a probe whose requests meet the SLO and
 halving after one that does not, then bisecting the bracket; each probe is judged by the Wilson interval

@@ -62,8 +62,9 @@ export async function demoCommand(argv: string[], io: CliIo, signal?: AbortSigna
   if (!existsSync(join(ROOT, DEMO_SUITE))) {
     throw new ServegateError(
       'CONFIG_INVALID',
-      "the suite demo runs servegate's own example suite, which only a clone of the servegate repository has (npm ci && npm run demo there); " +
-        'in your project, `npx servegate init` then `npx vitest bench --run` runs a pair on the simulated engine, and `npx servegate demo --sim` measures one cell now',
+      "the suite demo runs servegate's own example suite, which only a clone of the servegate repository has " +
+        '(npm ci && npm run demo there); in your project, `npx servegate init` then `npx vitest bench --run` runs a pair ' +
+        'on the simulated engine, and `npx servegate demo --sim` measures one cell now',
     )
   }
   if (!nodeLlamaCppInstalled()) throw new ServegateError('ENGINE_NOT_FOUND', `servegate demo: ${NODE_LLAMA_CPP_MISSING}`)
@@ -88,7 +89,8 @@ export async function demoCommand(argv: string[], io: CliIo, signal?: AbortSigna
   io.stdout.write('\nAt a glance\n')
   for (const line of glanceLines(index)) io.stdout.write(`  ${line}\n`)
   io.stdout.write(
-    `\nBoard    ${EVIDENCE}/README.md\nCharts   ${EVIDENCE}/charts/\nPage     ${EVIDENCE}/index.html\nIndex    ${EVIDENCE}/index.json (run records in ${EVIDENCE}/runs/)\n`,
+    `\nBoard    ${EVIDENCE}/README.md\nCharts   ${EVIDENCE}/charts/\nPage     ${EVIDENCE}/index.html\n` +
+      `Index    ${EVIDENCE}/index.json (run records in ${EVIDENCE}/runs/)\n`,
   )
   io.stdout.write(
     verified.problems.length === 0

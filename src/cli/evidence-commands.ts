@@ -16,8 +16,11 @@ export const VERIFY_HELP = `servegate verify EVIDENCE_DIR [--require-promotable]
   Recomputes every sha256 and every summary from the run records; exit 1 on any mismatch, naming the file.
   --require-promotable   also exit 1, printing index.json's promotion reasons, when the evidence is not
                          promotable (a required cell not accepted, a gate or check not passed, a test failed)`
-export const REPORT_HELP = `servegate report EVIDENCE_DIR — render the board (README.md), the charts and index.html again from index.json and the run records`
-export const COMPARE_HELP = `servegate compare BASELINE_RUN CANDIDATE_RUN [--allow-unmatched] [--require-win decode,prefill,throughput] [--json]
+export const REPORT_HELP =
+  'servegate report EVIDENCE_DIR — render the board (README.md), the charts and index.html again ' + 'from index.json and the run records'
+export const COMPARE_HELP =
+  'servegate compare BASELINE_RUN CANDIDATE_RUN [--allow-unmatched] [--require-win decode,prefill,throughput] [--json]' +
+  `
 
   Applies the pair checks and the default gates to two run records (servegate records or imports:
   anvil JSON; convert vLLM / SGLang results with servegate import first) outside vitest.
@@ -144,9 +147,8 @@ export async function compareCommand(argv: string[], io: CliIo): Promise<number>
     for (const w of wins) io.stdout.write(`${verdictLine(w.decision)}${required.includes(w.name) ? '' : ' (reported, not required)'}\n`)
   }
   if (unmatched || failedGates.length > 0) {
-    io.stderr.write(
-      `servegate compare: ${[unmatched ? 'the pair is not matched' : '', ...failedGates.map((d) => `${d.gate} ${d.outcome}`)].filter(Boolean).join('; ')}\n`,
-    )
+    const reasons = [unmatched ? 'the pair is not matched' : '', ...failedGates.map((d) => `${d.gate} ${d.outcome}`)].filter(Boolean)
+    io.stderr.write(`servegate compare: ${reasons.join('; ')}\n`)
     return 1
   }
   return 0

@@ -3,7 +3,10 @@ import { IMPORT_FORMATS, type ImportFormat, importRunFile, writeJsonAtomic } fro
 import { intFlag, parseFlags } from './flags.ts'
 import type { CliIo } from './cli-io.ts'
 
-export const IMPORT_HELP = `servegate import FILE --from FORMAT --out FILE [--line N] [--model NAME] — convert another harness's results into a servegate.run/v1 record
+export const IMPORT_HELP =
+  'servegate import FILE --from FORMAT --out FILE [--line N] [--model NAME] — ' +
+  "convert another harness's results into a servegate.run/v1 record" +
+  `
 
   FILE            the results file to import
   --from FORMAT   vllm    the JSON of \`vllm bench serve --save-result\` (with or without --save-detailed)

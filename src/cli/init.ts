@@ -154,7 +154,9 @@ async function writeConfig(dir: string, force: boolean, pkg: { type?: unknown } 
   const wrote = written.action === 'written' || written.action === 'overwritten'
   const outcomes: InitOutcome[] = [wrote && target.note !== undefined ? { ...written, note: target.note } : written]
   if (shadowed !== null) {
-    const reason = `has no test block and was left as it is; vitest now reads ${target.path} instead (wrap its config in vitest's mergeConfig(viteConfig, …) if your tests need its plugins)`
+    const reason =
+      `has no test block and was left as it is; vitest now reads ${target.path} instead ` +
+      "(wrap its config in vitest's mergeConfig(viteConfig, …) if your tests need its plugins)"
     outcomes.push({ path: shadowed, action: 'printed', reason, lines: [] })
   }
   return outcomes

@@ -25,7 +25,10 @@ import type { CliIo } from './cli-io.ts'
 import { progressLine } from './progress-line.ts'
 import { renderSummary } from './summary.ts'
 
-export const RUN_HELP = `servegate run — measure one cell (closed loop at a concurrency, or open loop at a rate or on a trace) against an OpenAI-compatible streaming endpoint
+export const RUN_HELP =
+  'servegate run — measure one cell (closed loop at a concurrency, or open loop at a rate or on a trace) ' +
+  'against an OpenAI-compatible streaming endpoint' +
+  `
 
   --base-url URL            server root or /v1 prefix on loopback (or --engine)
   --engine FILE             JSON engine config to launch and tear down: {"kind": "vllm" | "sglang" |
@@ -147,9 +150,8 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
     return 130
   }
   if (values.json === true) {
-    io.stdout.write(
-      `${JSON.stringify({ metrics: record.metrics, completed: record.completed, failed: record.failed, failures: record.failures, harness: record.harness, record: out }, null, 2)}\n`,
-    )
+    const { metrics, completed, failed, failures, harness } = record
+    io.stdout.write(`${JSON.stringify({ metrics, completed, failed, failures, harness, record: out }, null, 2)}\n`)
   } else {
     io.stdout.write(`${renderSummary(record, out)}\n`)
   }

@@ -108,7 +108,8 @@ export function resolveCapacityOptions(o: CapacityOptions, where = 'capacity'): 
   const requestsPerProbe = o.requestsPerProbe ?? (bracket.axis === 'rate' ? fewest : 2 * fewest)
   if (requestsPerProbe < fewest) {
     invalid(
-      `requestsPerProbe: ${requestsPerProbe} requests can never show ${percentile}% good at ${confidence} confidence (even all good, the Wilson bound stays below ${required}); use at least ${fewest}`,
+      `requestsPerProbe: ${requestsPerProbe} requests can never show ${percentile}% good at ${confidence} confidence ` +
+        `(even all good, the Wilson bound stays below ${required}); use at least ${fewest}`,
     )
   }
   return {
@@ -155,13 +156,17 @@ function blindness(r: ResolvedCapacityOptions, low: number | null): { overloadTo
   const bounds = [r.slo.ttftMs, r.slo.e2eMs].filter((b): b is number => b !== null)
   if (bounds.length === 0) {
     const why =
-      "the SLO bounds neither ttft nor e2e, so waiting in the engine's queue never counts against it: the search finds where decode (tpot, itl) degrades, not where requests start to queue"
+      "the SLO bounds neither ttft nor e2e, so waiting in the engine's queue never counts against it: " +
+      'the search finds where decode (tpot, itl) degrades, not where requests start to queue'
     return { overloadTolerance: null, warnings: [why] }
   }
   const bound = Math.max(...bounds)
   const seconds = Math.max(r.seconds, low === null ? 0 : r.requestsAt(low) / low)
   const tolerance = bound / 1000 / (r.required * seconds)
-  const why = `a ${seconds.toFixed(1)} s probe cannot see an overload below about ${(tolerance * 100).toFixed(1)}% (a ${bound} ms bound over ${r.percentile}% of its length): the bracket may sit up to that far above the sustainable rate; longer probes (probeSeconds) narrow it`
+  const why =
+    `a ${seconds.toFixed(1)} s probe cannot see an overload below about ${(tolerance * 100).toFixed(1)}% ` +
+    `(a ${bound} ms bound over ${r.percentile}% of its length): the bracket may sit up to that far above the sustainable rate; ` +
+    'longer probes (probeSeconds) narrow it'
   return { overloadTolerance: tolerance, warnings: [why] }
 }
 

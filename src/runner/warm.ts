@@ -1,10 +1,7 @@
 import { createSseParser } from '../client/sse.ts'
 
-const SAMPLE = Buffer.from(
-  'data: {"id":"warm","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" warm"},"finish_reason":null}]}\n\n'.repeat(
-    64,
-  ),
-)
+const CHUNK = '{"id":"warm","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" warm"},"finish_reason":null}]}'
+const SAMPLE = Buffer.from(`data: ${CHUNK}\n\n`.repeat(64))
 
 /**
  * Runs the per-chunk hot path (SSE split, JSON parse) a few thousand times before a cell so
