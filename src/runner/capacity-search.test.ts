@@ -6,7 +6,7 @@ import { type SimServer, startSimServer } from '../sim/server.ts'
 import { type CapacityOptions, fewestPassingRequests, resolveCapacityOptions, searchCapacity as searchResolved } from './capacity-search.ts'
 import { runCell } from './measure-cell.ts'
 import { failedCellRecord } from './run-record.ts'
-import type { EngineCellOptions } from './engine-lifecycle.ts'
+import type { EngineCellOptions } from './cell-options.ts'
 
 // 4 seats, 10 ms steps, 8-token replies: the engine saturates at exactly 50 req/s (simCapacity).
 const SIM: SimOptions = { model: 'm', maxBatch: 4, decodeTokPerS: 100, batchSlowdown: 0, prefillTokPerS: 200_000 }

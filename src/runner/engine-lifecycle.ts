@@ -11,8 +11,6 @@ import type { Environment } from './environment.ts'
 import { measureCell, runCell, type RunCellHooks } from './measure-cell.ts'
 import { failedCellRecord } from './run-record.ts'
 
-export type { EngineCellOptions } from './cell-options.ts'
-
 /** An engine as the runner knows it: a resolved config, a name for people, an id for sharing. */
 export interface EngineRef {
   /** Equal for equal configs: cells of a file share one launch per id. */
