@@ -113,3 +113,19 @@ test.each([
   for (const heavy of ['vega', 'vega-lite', 'marked', 'node-llama-cpp']) expect([...packages]).not.toContain(heavy)
   expect([...packages].length).toBeGreaterThan(0)
 })
+
+test('the setup file loads the matchers without the evidence builder, which their charts load when first drawn', async () => {
+  const { files } = await staticGraph(new URL('./vitest/setup.ts', import.meta.url))
+  expect(files).toContain(new URL('./matchers/index.ts', import.meta.url).href)
+  for (const builder of ['./evidence/build.ts', './evidence/board.ts']) expect(files).not.toContain(new URL(builder, import.meta.url).href)
+})
+
+test.each([
+  ['the evidence reporter', './evidence/reporter.ts', './schema/task-meta.ts'],
+  ['the renderers it loads when it writes', './evidence/renderers.ts', './evidence/charts.ts'],
+])('%s, in vitest’s main process, loads schemas and renderers but no worker code', async (_what, path, loaded) => {
+  const { files } = await staticGraph(new URL(path, import.meta.url))
+  expect(files).toContain(new URL(loaded, import.meta.url).href)
+  const worker = ['declare', 'runner', 'client', 'engines', 'matchers', 'vitest'].map((dir) => new URL(`./${dir}/`, import.meta.url).href)
+  expect([...files].filter((f) => worker.some((dir) => f.startsWith(dir)))).toEqual([])
+})
