@@ -1,4 +1,5 @@
 import { phaseText, redraw } from '../evidence/progress-text.ts'
+import { formatSeconds } from '../number-format.ts'
 import type { CellPhase, PhaseListener } from '../schema/progress.ts'
 import type { CliIo } from './cli-io.ts'
 
@@ -6,7 +7,8 @@ const BAR_WIDTH = 24
 
 function requestsBar(p: Extract<CellPhase, { phase: 'requests' }>): string {
   const filled = p.total === 0 ? BAR_WIDTH : Math.round((p.done / p.total) * BAR_WIDTH)
-  return `[${'#'.repeat(filled)}${'.'.repeat(BAR_WIDTH - filled)}] ${p.done}/${p.total} · ${p.ok} ok · ${p.failed} failed · ${(p.elapsedMs / 1000).toFixed(1)} s`
+  const bar = `[${'#'.repeat(filled)}${'.'.repeat(BAR_WIDTH - filled)}]`
+  return `${bar} ${p.done}/${p.total} · ${p.ok} ok · ${p.failed} failed · ${formatSeconds(p.elapsedMs, 1)}`
 }
 
 /**

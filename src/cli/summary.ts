@@ -1,6 +1,7 @@
 import { describeArrival } from '../load/arrival.ts'
 import { p99IsDescriptive } from '../metrics/distribution.ts'
 import { describeSlo } from '../metrics/goodput.ts'
+import { ABSENT, formatByMagnitude, formatFixed, formatFixedPercent, formatSeconds } from '../number-format.ts'
 import { P99_MIN_SAMPLES, REQUEST_METRIC_NAMES, type Distribution, type RunRecord } from '../schema/run.ts'
 
 const LABELS: Record<string, string> = {
@@ -18,17 +19,9 @@ const LABELS: Record<string, string> = {
   sendLagMs: 'send lag ms',
 }
 
-function fmt(v: number | null): string {
-  if (v === null) return '—'
-  const abs = Math.abs(v)
-  return abs >= 1000 ? v.toFixed(0) : abs >= 100 ? v.toFixed(1) : abs >= 1 ? v.toFixed(2) : v.toFixed(3)
-}
-
 function pad(cells: string[], widths: number[]): string {
   return cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] as number) : c.padStart(widths[i] as number))).join('  ')
 }
-
-const num = (v: number | null | undefined, digits = 1): string => (v === null || v === undefined ? '—' : v.toFixed(digits))
 
 /** The engine, GPU and telemetry lines of a record measured on an engine servegate launched. */
 function engineLines(record: RunRecord): string[] {
@@ -41,7 +34,8 @@ function engineLines(record: RunRecord): string[] {
         : `no GPU facts (${m.gpus.reason})`
     lines.push(
       '',
-      `engine ${m.engine.kind} ${m.engine.version.value ?? `version unknown (${m.engine.version.reason})`} · ${m.engine.shape} · model ${m.model.id}${m.model.revision === null ? '' : `@${m.model.revision}`} · ${gpus}`,
+      `engine ${m.engine.kind} ${m.engine.version.value ?? `version unknown (${m.engine.version.reason})`} · ${m.engine.shape} · ` +
+        `model ${m.model.id}${m.model.revision === null ? '' : `@${m.model.revision}`} · ${gpus}`,
     )
   }
   const t = record.telemetry
@@ -49,30 +43,31 @@ function engineLines(record: RunRecord): string[] {
   if (t.gpu.status === 'ok' && t.gpu.summary.status === 'ok') {
     const w = t.gpu.summary.worst
     lines.push(
-      `GPU (worst device): active power mean ${num(w.activePowerMeanW.value)} W, p95 ${num(w.activePowerP95W.value)} W · temperature p95 ${num(w.temperatureP95C.value)} °C · peak memory ${num(w.peakMemoryUsedMiB.value, 0)} MiB · ${num(w.idleSubtractedJPerOutputToken.value, 3)} J per output token above idle`,
+      `GPU (worst device): active power mean ${formatFixed(w.activePowerMeanW.value)} W, ` +
+        `p95 ${formatFixed(w.activePowerP95W.value)} W · temperature p95 ${formatFixed(w.temperatureP95C.value)} °C · ` +
+        `peak memory ${formatFixed(w.peakMemoryUsedMiB.value, 0)} MiB · ` +
+        `${formatFixed(w.idleSubtractedJPerOutputToken.value, 3)} J per output token above idle`,
     )
   }
   if (t.engine.status === 'ok') {
     const o = t.engine.occupancy
+    const c = t.engine.concurrency
     const reached =
-      t.engine.concurrency === null
-        ? ''
-        : ` · concurrency ${t.engine.concurrency.reached === true ? 'reached' : t.engine.concurrency.reached === false ? 'NOT reached' : 'unknown'} (${t.engine.concurrency.reason})`
-    lines.push(`engine metrics: running max ${o.runningMax ?? '—'}, waiting max ${o.waitingMax ?? '—'}${reached}`)
+      c === null ? '' : ` · concurrency ${c.reached === true ? 'reached' : c.reached === false ? 'NOT reached' : 'unknown'} (${c.reason})`
+    lines.push(`engine metrics: running max ${o.runningMax ?? ABSENT}, waiting max ${o.waitingMax ?? ABSENT}${reached}`)
   } else {
     lines.push(`engine metrics: absent (${t.engine.reason})`)
   }
   if (t.timingAgreement.status === 'ok') {
     for (const c of t.timingAgreement.comparisons) {
       lines.push(
-        `engine vs client ${c.metric}: ${c.verdict} (${c.engineSource} vs ${c.clientSource}; median gap ${num(c.medianGapMs)} ms over ${c.samples})`,
+        `engine vs client ${c.metric}: ${c.verdict} (${c.engineSource} vs ${c.clientSource}; ` +
+          `median gap ${formatFixed(c.medianGapMs)} ms over ${c.samples})`,
       )
     }
   }
   return lines
 }
-
-const pct = (v: number | null) => (v === null ? '—' : `${(v * 100).toFixed(1)}%`)
 
 /** The open-loop line: the process, what the schedule offered, the in-flight peak and the cap. */
 function arrivalLine(record: RunRecord): string | null {
@@ -80,11 +75,14 @@ function arrivalLine(record: RunRecord): string | null {
   if (a === null) return null
   const trace = a.trace === null ? '' : ` · ${a.trace.replayed} of ${a.trace.rows} rows of ${a.trace.path}`
   const offered =
-    a.offeredRatePerS === null ? '' : ` · offered ${fmt(a.offeredRatePerS)} req/s over ${(a.scheduledSpanMs / 1000).toFixed(2)} s`
+    a.offeredRatePerS === null ? '' : ` · offered ${formatByMagnitude(a.offeredRatePerS)} req/s over ${formatSeconds(a.scheduledSpanMs, 2)}`
   const o = record.metrics.openLoop
   const cap =
     a.maxInFlight === null ? 'no in-flight cap' : `in-flight cap ${a.maxInFlight}, ${o?.cappedRequests ?? 0} request(s) waited for it`
-  return `open loop: ${describeArrival(a)}${trace}${offered} · in flight at most ${o?.inFlightMax ?? '—'} · ${cap} · schedule ${a.scheduleSha256.slice(0, 12)}…`
+  return (
+    `open loop: ${describeArrival(a)}${trace}${offered} · in flight at most ${o?.inFlightMax ?? ABSENT} · ${cap} · ` +
+    `schedule ${a.scheduleSha256.slice(0, 12)}…`
+  )
 }
 
 /** The goodput line: the SLO, the good share with its interval, good requests per second, and what was missed. */
@@ -94,7 +92,11 @@ function goodputLine(record: RunRecord): string | null {
   const missed = Object.entries(g.missed)
     .filter(([, n]) => n > 0)
     .map(([what, n]) => `${what.replace(/Ms$/, '')} ${n}`)
-  return `goodput (${describeSlo(g.slo)}): ${g.good}/${g.samples} good = ${pct(g.fraction)} [${pct(g.wilson95Low)}, ${pct(g.wilson95High)}] (Wilson 95%) · ${fmt(g.goodputReqPerS)} good req/s${missed.length > 0 ? ` · missed: ${missed.join(', ')}` : ''}`
+  return (
+    `goodput (${describeSlo(g.slo)}): ${g.good}/${g.samples} good = ${formatFixedPercent(g.fraction)} ` +
+    `[${formatFixedPercent(g.wilson95Low)}, ${formatFixedPercent(g.wilson95High)}] (Wilson 95%) · ` +
+    `${formatByMagnitude(g.goodputReqPerS)} good req/s${missed.length > 0 ? ` · missed: ${missed.join(', ')}` : ''}`
+  )
 }
 
 /** Renders the readable summary of a run record: headline, a metric table, failures, harness health. */
@@ -105,14 +107,15 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
   const load = plan.arrival === null ? `concurrency ${plan.concurrency}` : 'open loop'
   lines.push(`${record.runId} · ${plan.model} @ ${record.target.baseUrl ?? 'imported'} · ${api} · ${load}`)
   lines.push(
-    `${plan.requests} requests: ${record.completed} ok, ${record.failed} failed · wall clock ${(metrics.wallClockMs / 1000).toFixed(2)} s` +
-      ` · output ${fmt(metrics.outputThroughputTokPerS)} tok/s · ${fmt(metrics.requestRateReqPerS)} req/s`,
+    `${plan.requests} requests: ${record.completed} ok, ${record.failed} failed · wall clock ${formatSeconds(metrics.wallClockMs, 2)}` +
+      ` · output ${formatByMagnitude(metrics.outputThroughputTokPerS)} tok/s · ${formatByMagnitude(metrics.requestRateReqPerS)} req/s`,
   )
   const w = plan.workload
   const hash =
     w.requestStreamSha256 === null
       ? ''
-      : ` · request stream ${w.requestStreamSha256.slice(0, 12)}…${w.wireMatchesPlan === true ? ' (wire bytes match)' : w.wireMatchesPlan === false ? ' (WIRE BYTES DIFFER FROM PLAN)' : ''}`
+      : ` · request stream ${w.requestStreamSha256.slice(0, 12)}…` +
+        (w.wireMatchesPlan === true ? ' (wire bytes match)' : w.wireMatchesPlan === false ? ' (WIRE BYTES DIFFER FROM PLAN)' : '')
   const sizing =
     w.calibration === null
       ? ''
@@ -128,19 +131,24 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
   if (metrics.outputControl !== null) {
     const oc = metrics.outputControl
     checks.push(
-      `output control ${w.outputControl.mode} (${w.outputControl.knob}): ${oc.exact}/${oc.samples} exact${oc.unobservable > 0 ? `, ${oc.unobservable} without usage` : ''}`,
+      `output control ${w.outputControl.mode} (${w.outputControl.knob}): ${oc.exact}/${oc.samples} exact` +
+        (oc.unobservable > 0 ? `, ${oc.unobservable} without usage` : ''),
     )
   }
   if (metrics.accuracy !== null) {
     const a = metrics.accuracy
-    checks.push(`accuracy ${a.correct}/${a.samples} = ${pct(a.rate)} [${pct(a.wilson95Low)}, ${pct(a.wilson95High)}] (Wilson 95%)`)
+    checks.push(
+      `accuracy ${a.correct}/${a.samples} = ${formatFixedPercent(a.rate)} ` +
+        `[${formatFixedPercent(a.wilson95Low)}, ${formatFixedPercent(a.wilson95High)}] (Wilson 95%)`,
+    )
   }
   if (checks.length > 0) lines.push(checks.join(' · '))
   for (const line of [arrivalLine(record), goodputLine(record)]) if (line !== null) lines.push(line)
   if (w.calibration?.warning) lines.push(`warning: ${w.calibration.warning}`)
   if (w.floorMet === false) {
     lines.push(
-      `warning: ${plan.requests} requests at concurrency ${plan.concurrency} is below the floor of ${w.requestsPerSlotFloor} per slot; ramp-up and drain dominate this cell`,
+      `warning: ${plan.requests} requests at concurrency ${plan.concurrency} is below the floor of ${w.requestsPerSlotFloor} per slot; ` +
+        'ramp-up and drain dominate this cell',
     )
   }
   const sources = Object.entries(metrics.completionTokenSources).filter(([, n]) => n > 0)
@@ -157,7 +165,13 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
     const mark = p99IsDescriptive(d) ? '*' : ''
     descriptive ||= mark !== ''
     return [
-      [LABELS[name] ?? name, String(d.samples), fmt(d.mean), fmt(half), fmt(d.p50), fmt(d.p90), fmt(d.p95), fmt(d.p99) + mark, fmt(d.max)],
+      [
+        LABELS[name] ?? name,
+        String(d.samples),
+        ...[d.mean, half, d.p50, d.p90, d.p95].map(formatByMagnitude),
+        formatByMagnitude(d.p99) + mark,
+        formatByMagnitude(d.max),
+      ],
     ]
   })
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)))
@@ -177,10 +191,13 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
   lines.push(...engineLines(record))
   if (harness.clientCpuShare !== null) {
     lines.push('')
-    const figures = `client CPU ${harness.clientCpuShare.toFixed(2)} core · send lag p99 ${fmt(harness.sendLagP99Ms)} ms · event-loop delay p99 ${fmt(harness.eventLoopDelayP99Ms)} ms`
+    const figures =
+      `client CPU ${harness.clientCpuShare.toFixed(2)} core · send lag p99 ${formatByMagnitude(harness.sendLagP99Ms)} ms · ` +
+      `event-loop delay p99 ${formatByMagnitude(harness.eventLoopDelayP99Ms)} ms`
     lines.push(
       harness.harnessLimited
-        ? `HARNESS-LIMITED (${harness.reasons.join('; ')}): the client was the bottleneck, these latencies are not the engine's · ${figures}`
+        ? `HARNESS-LIMITED (${harness.reasons.join('; ')}): the client was the bottleneck, ` +
+            `these latencies are not the engine's · ${figures}`
         : `harness ok · ${figures}`,
     )
   }

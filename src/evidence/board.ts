@@ -4,6 +4,7 @@
  */
 import type { ArmSummary, EvidenceCell, EvidenceIndex, FileRef, GateEntry, Percentiles } from '../schema/evidence.ts'
 import type { WinGateName } from '../schema/gate.ts'
+import { ABSENT, formatFixedPercent, formatSignificant } from '../number-format.ts'
 import { isMatchedPair } from './build.ts'
 
 const WIN_METRICS: ReadonlyArray<{ gate: WinGateName; words: string }> = [
@@ -11,13 +12,6 @@ const WIN_METRICS: ReadonlyArray<{ gate: WinGateName; words: string }> = [
   { gate: 'toWinPrefill', words: 'prefill' },
   { gate: 'toWinThroughput', words: 'throughput' },
 ]
-
-/** A number for a table cell: 3 significant figures, `—` when absent. */
-export function num(v: number | null | undefined, digits = 3): string {
-  if (v === null || v === undefined || !Number.isFinite(v)) return '—'
-  if (Math.abs(v) >= 10 ** digits) return Math.round(v).toString()
-  return Number(v.toPrecision(digits)).toString()
-}
 
 /** Escapes a string for a Markdown table cell. */
 function cell(text: string): string {
@@ -37,7 +31,7 @@ function effect(g: GateEntry | undefined): string {
   if (g === undefined) return 'no gate'
   const e = g.decision.effect
   if (e.estimate === null) return `${g.decision.outcome} (not estimable)`
-  return `${num(e.estimate)}× [${num(e.low)}, ${num(e.high)}] ${g.decision.outcome}`
+  return `${formatSignificant(e.estimate)}× [${formatSignificant(e.low)}, ${formatSignificant(e.high)}] ${g.decision.outcome}`
 }
 
 const pairs = (index: EvidenceIndex) => index.cells.filter((c) => c.kind === 'pair')
@@ -49,7 +43,8 @@ export function glanceLines(index: EvidenceIndex): string[] {
     index.promotion.promotable
       ? 'Promotable: every required cell accepted and every gate passed.'
       : `Not promotable: ${index.promotion.reasons.length} reason(s), first: ${index.promotion.reasons[0] ?? ''}`,
-    `Cells: ${s.accepted} accepted, ${s.failed} failed, ${s.blocked} blocked, ${s.pending} pending of ${s.planned} planned (${s.required} required).`,
+    `Cells: ${s.accepted} accepted, ${s.failed} failed, ${s.blocked} blocked, ${s.pending} pending ` +
+      `of ${s.planned} planned (${s.required} required).`,
   ]
   const matchedCells = pairs(index)
     .filter(isMatchedPair)
@@ -64,7 +59,8 @@ export function glanceLines(index: EvidenceIndex): string[] {
   if (nonWins.length > 0) lines.push(`Not wins or not held: ${nonWins.map((f) => `${f.cell} (${f.message.split(':')[0]})`).join(', ')}.`)
   const checks = index.cells.flatMap((c) => c.checks)
   lines.push(
-    `Pair checks: ${checks.filter((k) => k.passed).length} passed, ${checks.filter((k) => !k.passed).length} failed; ${s.matchedPairs} matched pair(s) of ${pairs(index).length}.`,
+    `Pair checks: ${checks.filter((k) => k.passed).length} passed, ${checks.filter((k) => !k.passed).length} failed; ` +
+      `${s.matchedPairs} matched pair(s) of ${pairs(index).length}.`,
   )
   const quality = index.findings.filter((f) => f.kind === 'quality').length
   lines.push(`Gates: ${s.gates.pass} pass, ${s.gates.fail} fail, ${s.gates.inconclusive} inconclusive; quality warnings: ${quality}.`)
@@ -79,8 +75,8 @@ function metricTables(index: EvidenceIndex): string[] {
       const k = armOf(c, 'candidate')
       return [
         c.id,
-        num(b === undefined ? null : of(b).p50),
-        num(k === undefined ? null : of(k).p50),
+        formatSignificant(b === undefined ? null : of(b).p50),
+        formatSignificant(k === undefined ? null : of(k).p50),
         effect(index.gates.find((g) => g.cell === c.id && g.decision.gate === gate)),
       ]
     })
@@ -107,8 +103,8 @@ function metricTables(index: EvidenceIndex): string[] {
     const k = armOf(c, 'candidate')
     return [
       c.id,
-      num(b?.outputThroughputTokPerS),
-      num(k?.outputThroughputTokPerS),
+      formatSignificant(b?.outputThroughputTokPerS),
+      formatSignificant(k?.outputThroughputTokPerS),
       effect(index.gates.find((g) => g.cell === c.id && g.decision.gate === 'toWinThroughput')),
     ]
   })
@@ -126,9 +122,12 @@ function armLabel(c: EvidenceCell, a: ArmSummary): string {
 }
 
 function latencyTable(index: EvidenceIndex): string[] {
-  const p = (x: Percentiles) => `${num(x.p50)} / ${num(x.p95)} / ${num(x.p99)}${x.samples < 100 && x.p99 !== null ? '*' : ''}`
+  const p = (x: Percentiles) => {
+    const figures = [x.p50, x.p95, x.p99].map((v) => formatSignificant(v)).join(' / ')
+    return `${figures}${x.samples < 100 && x.p99 !== null ? '*' : ''}`
+  }
   const rows = index.cells.flatMap((c) =>
-    c.arms.map((a) => [armLabel(c, a), p(a.timings.ttftMs), p(a.timings.tpotMs), p(a.timings.e2eMs), num(a.itlJitterMs)]),
+    c.arms.map((a) => [armLabel(c, a), p(a.timings.ttftMs), p(a.timings.tpotMs), p(a.timings.e2eMs), formatSignificant(a.itlJitterMs)]),
   )
   return [
     '## Latency (ms, p50 / p95 / p99; * p99 on fewer than 100 samples is descriptive only)',
@@ -138,19 +137,18 @@ function latencyTable(index: EvidenceIndex): string[] {
   ]
 }
 
-const pct = (v: number | null) => (v === null ? '—' : `${(v * 100).toFixed(1)}%`)
-
 function loadTable(index: EvidenceIndex): string[] {
   const rows = index.cells.flatMap((c) =>
     c.plan === null || c.plan.arrival === 'closed'
       ? []
       : c.arms.map((a) => [
           armLabel(c, a),
-          `${c.plan?.arrival} ${c.plan?.arrivalRatePerS === null ? '' : `${num(c.plan?.arrivalRatePerS)} req/s`}`.trim(),
-          `${pct(a.load.goodFraction)} [${pct(a.load.goodFractionLow)}, ${pct(a.load.goodFractionHigh)}]`,
-          num(a.load.goodputReqPerS),
-          num(a.load.sendLagP99Ms),
-          a.load.inFlightMax === null ? '—' : String(a.load.inFlightMax),
+          `${c.plan?.arrival} ${c.plan?.arrivalRatePerS === null ? '' : `${formatSignificant(c.plan?.arrivalRatePerS)} req/s`}`.trim(),
+          `${formatFixedPercent(a.load.goodFraction)} ` +
+            `[${formatFixedPercent(a.load.goodFractionLow)}, ${formatFixedPercent(a.load.goodFractionHigh)}]`,
+          formatSignificant(a.load.goodputReqPerS),
+          formatSignificant(a.load.sendLagP99Ms),
+          a.load.inFlightMax === null ? ABSENT : String(a.load.inFlightMax),
           a.harnessLimited ? 'yes' : 'no',
         ]),
   )
@@ -169,8 +167,8 @@ function concurrencyTable(index: EvidenceIndex): string[] {
       armLabel(c, a),
       String(a.concurrency.requested),
       String(a.concurrency.clientObservedMax),
-      num(a.concurrency.engineRunningMax),
-      num(a.concurrency.engineWaitingMax),
+      formatSignificant(a.concurrency.engineRunningMax),
+      formatSignificant(a.concurrency.engineWaitingMax),
     ]),
   )
   return [
@@ -208,12 +206,12 @@ function gpuTable(index: EvidenceIndex): string[] {
   const rows = index.cells.flatMap((c) =>
     c.arms.map((a) => [
       armLabel(c, a),
-      num(a.memory.peakVramMiB),
-      num(a.memory.vramGrowthMiB),
-      num(a.gpu.activePowerMeanW),
-      num(a.gpu.temperatureP95C),
-      num(a.gpu.joulesPerToken),
-      num(a.memory.hostPeakMiB),
+      formatSignificant(a.memory.peakVramMiB),
+      formatSignificant(a.memory.vramGrowthMiB),
+      formatSignificant(a.gpu.activePowerMeanW),
+      formatSignificant(a.gpu.temperatureP95C),
+      formatSignificant(a.gpu.joulesPerToken),
+      formatSignificant(a.memory.hostPeakMiB),
     ]),
   )
   return [
@@ -243,8 +241,9 @@ function cellTable(index: EvidenceIndex): string[] {
     c.kind,
     c.disposition + (c.required ? '' : ' (optional)'),
     c.plan === null
-      ? '—'
-      : `${c.plan.workload} ctx${c.plan.promptTokens} ${c.plan.arrivalRatePerS === null ? `c${c.plan.concurrency}` : `${c.plan.arrivalRatePerS} req/s`} × ${c.plan.requests}`,
+      ? ABSENT
+      : `${c.plan.workload} ctx${c.plan.promptTokens} ` +
+        `${c.plan.arrivalRatePerS === null ? `c${c.plan.concurrency}` : `${c.plan.arrivalRatePerS} req/s`} × ${c.plan.requests}`,
     Object.entries(c.engines)
       .map(([arm, e]) => `${arm}: ${e}`)
       .join('; '),
@@ -261,9 +260,12 @@ function cellTable(index: EvidenceIndex): string[] {
 const METHODOLOGY = [
   '## Methodology',
   '',
-  "- Timings are taken on the client per streamed read (monotonic clock); TTFT, TPOT, ITL, e2e, decode and effective prefill per request as servegate's docs/metrics.md defines them; percentiles are nearest-rank.",
-  '- Both arms of a pair receive the same request bytes (planned and wire sha256 per record); gates compare per prompt (paired by request index).',
-  '- Win gates pass only when proven at the stated confidence and margin (one-sided 99% by default) with a launch-noise floor; non-regression gates fail only on a confident regression.',
+  '- Timings are taken on the client per streamed read (monotonic clock); TTFT, TPOT, ITL, e2e, decode and effective prefill ' +
+    "per request as servegate's docs/metrics.md defines them; percentiles are nearest-rank.",
+  '- Both arms of a pair receive the same request bytes (planned and wire sha256 per record); ' +
+    'gates compare per prompt (paired by request index).',
+  '- Win gates pass only when proven at the stated confidence and margin (one-sided 99% by default) with a launch-noise floor; ' +
+    'non-regression gates fail only on a confident regression.',
   '- Run records are in `runs/`; `servegate verify` recomputes every hash and summary from them.',
   '',
 ]
@@ -303,7 +305,9 @@ export function renderBoard(index: EvidenceIndex, files: readonly FileRef[]): st
     ...gateTable(index),
     ...cellTable(index),
     ...METHODOLOGY,
-    `servegate ${p.servegateVersion}; harness ${p.harnessHashes.map((h) => h.slice(0, 12)).join(', ') || 'unknown'}; suite commit ${p.suiteCommit ?? 'unknown'}${p.redacted ? '; URLs and host names redacted' : ''}; generated from records finished by ${index.generatedAt ?? '—'}.`,
+    `servegate ${p.servegateVersion}; harness ${p.harnessHashes.map((h) => h.slice(0, 12)).join(', ') || 'unknown'}; ` +
+      `suite commit ${p.suiteCommit ?? 'unknown'}${p.redacted ? '; URLs and host names redacted' : ''}; ` +
+      `generated from records finished by ${index.generatedAt ?? ABSENT}.`,
     '',
     ...inventory(files),
   ].join('\n')

@@ -3,6 +3,7 @@
  * lines, and the terminal sequences that redraw live lines in place. Used by the progress
  * reporter in vitest's main process and by `servegate run`; imports only schemas.
  */
+import { formatSeconds, formatWholeSeconds } from '../number-format.ts'
 import type { CellPhase, PhaseName, ProgressEvent } from '../schema/progress.ts'
 
 /** How long a line's figures have run on since its event arrived, ms. */
@@ -15,10 +16,6 @@ export interface PhaseClock {
 
 const ESC = '\u001b['
 
-function wholeSeconds(ms: number): string {
-  return `${Math.floor(Math.max(0, ms) / 1000)} s`
-}
-
 /**
  * One phase in words; `engine` is the engine's name in the spec (or the CLI's config).
  * @example phaseText({ phase: 'waiting', elapsedMs: 45_000, timeoutMs: 900_000, logPath: 'x.log' }, 'vllm:Qwen/Qwen3-8B', { sinceEventMs:
@@ -26,12 +23,15 @@ function wholeSeconds(ms: number): string {
  * // 'waiting for vllm:Qwen/Qwen3-8B to become ready: 45 s of 900 s, log x.log'
  */
 export function phaseText(p: CellPhase, engine: string, t: PhaseClock): string {
-  const inPhase = wholeSeconds(t.inPhaseMs)
+  const inPhase = formatWholeSeconds(t.inPhaseMs)
   switch (p.phase) {
     case 'launching':
       return `launching ${engine} (${inPhase})`
     case 'waiting':
-      return `waiting for ${engine} to become ready: ${wholeSeconds(p.elapsedMs + t.sinceEventMs)} of ${wholeSeconds(p.timeoutMs)}, log ${p.logPath}`
+      return (
+        `waiting for ${engine} to become ready: ${formatWholeSeconds(p.elapsedMs + t.sinceEventMs)} ` +
+        `of ${formatWholeSeconds(p.timeoutMs)}, log ${p.logPath}`
+      )
     case 'inspecting':
       return `${engine} is ready; reading its version and model fingerprint (${inPhase})`
     case 'turn':
@@ -43,7 +43,7 @@ export function phaseText(p: CellPhase, engine: string, t: PhaseClock): string {
     case 'requests': {
       const elapsedMs = p.elapsedMs + (p.done < p.total ? t.sinceEventMs : 0)
       const stage = p.stage === null ? '' : `, stage ${p.stage.index} of ${p.stage.of}`
-      return `${p.done}/${p.total} requests, ${p.ok} ok, ${p.failed} failed, ${(elapsedMs / 1000).toFixed(1)} s${stage}`
+      return `${p.done}/${p.total} requests, ${p.ok} ok, ${p.failed} failed, ${formatSeconds(elapsedMs, 1)}${stage}`
     }
     case 'tearing-down':
       return `tearing down ${engine} (${inPhase})`

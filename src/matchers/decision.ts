@@ -1,6 +1,7 @@
 import { TestRunner, type MatcherState } from 'vitest'
 import type { TestMeta } from '../evidence/meta.ts'
-import { fmt, samplesText, verdictLine } from '../gates/verdict.ts'
+import { samplesText, verdictLine } from '../gates/verdict.ts'
+import { formatFixedPercent, formatInUnit } from '../number-format.ts'
 import type { CheckName, GateDecision, GateName } from '../schema/gate.ts'
 import { message } from './format.ts'
 import { annotateCell } from './annotate.ts'
@@ -108,7 +109,8 @@ export function decisionResult(
         [
           [
             'Received',
-            `${d.outcome}: ${fmt(e.estimate, e.unit)} [${fmt(e.low, e.unit)}, ${fmt(e.high, e.unit)}]${e.confidence === null ? '' : ` (${(e.confidence * 100).toFixed(0)}% interval)`}`,
+            `${d.outcome}: ${formatInUnit(e.estimate, e.unit)} [${formatInUnit(e.low, e.unit)}, ${formatInUnit(e.high, e.unit)}]` +
+              (e.confidence === null ? '' : ` (${formatFixedPercent(e.confidence, 0)} interval)`),
           ],
           [
             'Samples',
