@@ -190,7 +190,7 @@ export interface NumpySummary {
  * Null when the file holds none of them.
  */
 export function readNumpySummary(value: Record<string, unknown>, stems: readonly string[]): NumpySummary | null {
-  const num = (key: string): number | null => {
+  const finiteNumberAt = (key: string): number | null => {
     const v = value[key]
     return typeof v === 'number' && Number.isFinite(v) ? v : null
   }
@@ -199,7 +199,7 @@ export function readNumpySummary(value: Record<string, unknown>, stems: readonly
   const percentiles = new Map<number, number>()
   for (const stem of stems) {
     for (const stat of ['mean', 'median', 'std', 'max'] as const) {
-      const v = num(`${stat}_${stem}_ms`)
+      const v = finiteNumberAt(`${stat}_${stem}_ms`)
       if (v !== null && summary[stat] === null) {
         summary[stat] = v
         found = true
@@ -208,7 +208,7 @@ export function readNumpySummary(value: Record<string, unknown>, stems: readonly
     const pattern = new RegExp(`^p(\\d+(?:\\.\\d+)?)_${stem}_ms$`)
     for (const key of Object.keys(value)) {
       const m = pattern.exec(key)
-      const v = num(key)
+      const v = finiteNumberAt(key)
       if (m === null || v === null) continue
       const p = Number(m[1])
       if (p >= 0 && p <= 100 && !percentiles.has(p)) {

@@ -61,7 +61,8 @@ function text(raw: string): string | null {
   return isUnavailable(raw) ? null : raw
 }
 
-function num(raw: string): number | null {
+/** A numeric cell; null when nvidia-smi has no value there or it is not a number. */
+function parseSmiNumber(raw: string): number | null {
   if (isUnavailable(raw)) return null
   const value = Number(raw)
   return Number.isFinite(value) ? value : null
@@ -99,7 +100,7 @@ export function parseGpuFacts(stdout: string): { gpus: GpuFact[]; invalid: strin
     name: text(name ?? ''),
     uuid: text(uuid ?? ''),
     driverVersion: text(driver ?? ''),
-    memoryTotalMiB: num(memory ?? ''),
+    memoryTotalMiB: parseSmiNumber(memory ?? ''),
   }))
   return { gpus, invalid }
 }
@@ -113,10 +114,10 @@ export function parseGpuSamples(stdout: string, fallbackMs: number): { samples: 
   const samples = cells.map(([index, timestamp, power, memory, temperature, utilization]) => ({
     index: Number(index),
     timestampMs: parseNvidiaSmiTimestamp(timestamp ?? '') ?? fallbackMs,
-    powerW: num(power ?? ''),
-    memoryUsedMiB: num(memory ?? ''),
-    temperatureC: num(temperature ?? ''),
-    utilizationPct: num(utilization ?? ''),
+    powerW: parseSmiNumber(power ?? ''),
+    memoryUsedMiB: parseSmiNumber(memory ?? ''),
+    temperatureC: parseSmiNumber(temperature ?? ''),
+    utilizationPct: parseSmiNumber(utilization ?? ''),
   }))
   return { samples, invalid }
 }
