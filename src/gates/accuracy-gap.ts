@@ -1,7 +1,15 @@
 import type { GateDecision } from '../schema/gate.ts'
 import { pairedProportionDifference, type PairedTable } from '../stats/tests.ts'
 import { type GatePair, type GateRecord, launchesOf, type OkRequest, pairByIndex, valuesByIndex } from './arms.ts'
-import { percent } from './interval.ts'
+import { accuracyGapMethod, notEstimableMethod } from './method-text.ts'
+import { accuracyGapRule } from './rule-text.ts'
+import {
+  accuracyInconclusiveWarning,
+  NO_SCORED_PAIRS_WARNING,
+  outputLengthWarning,
+  pooledQuestionsWarning,
+  unevenLaunchesWarning,
+} from './warning-text.ts'
 import { AccuracyGapOptions, parseOptions } from './gate-options.ts'
 
 interface Scored {
@@ -59,18 +67,23 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}
   }
   const n = table.both + table.firstOnly + table.secondOnly + table.neither
   const samples = { baseline: samplesB, candidate: samplesC, paired: n }
-  const side = percent(1 - (1 - o.confidence) / 2)
-  const rule = `fail if the candidate is worse with exact McNemar p < ${Number((1 - o.confidence).toFixed(4))} and the upper bound of the ${percent(o.confidence)} interval of candidate − baseline accuracy (a one-sided ${side} bound, Newcombe's paired method) is below −${o.points} points; pass if its lower bound is above −${o.points} points; otherwise inconclusive, which passes with a warning; a mean output-length gap of ${o.outputLengthPct}% or more is a warning only`
+  const rule = accuracyGapRule({ confidence: o.confidence, points: o.points, outputLengthPct: o.outputLengthPct })
   const warnings: string[] = []
   if (baseline.length !== candidate.length)
-    warnings.push(`${baseline.length} baseline and ${candidate.length} candidate launches: only the first ${launches} of each were paired`)
-  if (launches > 1) warnings.push(`${launches} launches per arm pooled: a question asked in every launch counts once per launch`)
+    warnings.push(unevenLaunchesWarning({ baseline: baseline.length, candidate: candidate.length, paired: launches }))
+  if (launches > 1) warnings.push(pooledQuestionsWarning(launches))
 
   if (lengthPairs > 0 && tokensB > 0) {
     const gap = tokensC / tokensB - 1
     if (Math.abs(gap) * 100 >= o.outputLengthPct) {
       warnings.push(
-        `mean output length differs by ${(gap * 100).toFixed(1)}% (candidate ${(tokensC / lengthPairs).toFixed(1)} vs baseline ${(tokensB / lengthPairs).toFixed(1)} completion tokens over ${lengthPairs} paired questions), at or beyond ${o.outputLengthPct}%: review verbosity or truncation`,
+        outputLengthWarning({
+          gap,
+          candidateMeanTokens: tokensC / lengthPairs,
+          baselineMeanTokens: tokensB / lengthPairs,
+          questions: lengthPairs,
+          thresholdPct: o.outputLengthPct,
+        }),
       )
     }
   }
@@ -87,12 +100,12 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}
         high: null,
         unit: 'points',
         confidence: null,
-        method: 'not estimable: no question scored on both arms',
+        method: notEstimableMethod({ kind: 'no-scored-pairs' }),
       },
       samples,
       rule,
       moreRequestsHint: null,
-      warnings: [...warnings, 'no question was scored on both arms; passes with this annotation'],
+      warnings: [...warnings, NO_SCORED_PAIRS_WARNING],
     }
   }
 
@@ -101,9 +114,7 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}
   const significant = result.p < 1 - o.confidence && table.secondOnly > table.firstOnly
   const outcome: GateDecision['outcome'] = significant && high < -o.points ? 'fail' : low > -o.points ? 'pass' : 'inconclusive'
   if (outcome === 'inconclusive') {
-    warnings.push(
-      `inconclusive: the ${percent(o.confidence)} interval [${low.toFixed(1)}, ${high.toFixed(1)}] points includes a drop of ${o.points} points or more (McNemar p = ${result.p.toPrecision(3)}); passes with this annotation`,
-    )
+    warnings.push(accuracyInconclusiveWarning({ confidence: o.confidence, low, high, points: o.points, p: result.p }))
   }
   return {
     gate: o.gate,
@@ -116,7 +127,7 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}
       high,
       unit: 'points',
       confidence: o.confidence,
-      method: `paired difference over ${n} questions (${table.firstOnly} right on the candidate only, ${table.secondOnly} on the baseline only): Newcombe's hybrid score interval (method 10), exact McNemar p = ${result.p.toPrecision(3)}`,
+      method: accuracyGapMethod({ questions: n, candidateOnly: table.firstOnly, baselineOnly: table.secondOnly, p: result.p }),
     },
     samples,
     rule,

@@ -20,28 +20,21 @@ import {
   pairByIndex,
   valuesByIndex,
 } from './arms.ts'
+import { launchLevelInterval, launchLevelOneSample, logEffect, type LogInterval, widen } from './interval.ts'
+import { holdLatencyMethod, type HoldLatencySample, launchHoldLatencyMethod, type NotEstimable, notEstimableMethod } from './method-text.ts'
+import { holdLatencyRule } from './rule-text.ts'
 import {
-  launchLevelInterval,
-  launchLevelOneSample,
-  launchNoiseClause,
-  logEffect,
-  type LogInterval,
-  noLaunchNoiseWarning,
-  percent,
-  ratio,
-  widen,
-} from './interval.ts'
+  descriptiveP99Warning,
+  holdInconclusiveWarning,
+  launchesLeftOutWarning,
+  launchNoiseWarnings,
+  notEstimableWarning,
+  UNPAIRABLE_ARMS_WARNING,
+  unpairedWarning,
+} from './warning-text.ts'
 import { HoldLatencyOptions, parseOptions, type ResolvedHoldLatencyOptions } from './gate-options.ts'
 
 type Latency = number | readonly number[]
-
-const METRIC_WORDS: Record<ResolvedHoldLatencyOptions['metric'], string> = {
-  ttft: 'TTFT',
-  tpot: 'TPOT',
-  e2e: 'e2e latency',
-  itl: 'ITL',
-  timeToFirstOutput: 'time to first output',
-}
 
 /**
  * A non-regression gate on a latency percentile. With `notWorseThanPct`: the ratio of
@@ -63,14 +56,9 @@ function metricName(o: ResolvedHoldLatencyOptions): string {
   return `${LATENCY_FIELD[o.metric]} p${o.percentile}`
 }
 
-function ruleOf(o: ResolvedHoldLatencyOptions, prefix = ''): string {
-  const words = `${METRIC_WORDS[o.metric]} p${o.percentile}`
-  const side = percent(1 - (1 - o.confidence) / 2)
-  if (o.notWorseThanPct !== undefined) {
-    const tolerance = ratio(1 + o.notWorseThanPct / 100)
-    return `${prefix}fail if the lower bound of the ${percent(o.confidence)} interval of candidate/baseline ${words} (a one-sided ${side} bound) exceeds ${tolerance} (a regression beyond ${o.notWorseThanPct}%); pass if its upper bound is at most ${tolerance}; otherwise inconclusive, which passes with a warning`
-  }
-  return `${prefix}fail if the lower bound of the ${percent(o.confidence)} interval of the candidate's ${words} (a one-sided ${side} bound) exceeds ${o.atMostMs} ms; pass if its upper bound is at most ${o.atMostMs} ms; otherwise inconclusive, which passes with a warning`
+function ruleOf(o: ResolvedHoldLatencyOptions, launchLevel = false): string {
+  const { metric, percentile, confidence, notWorseThanPct, atMostMs } = o
+  return holdLatencyRule({ metric, percentile, confidence, notWorseThanPct, atMostMs, launchLevel })
 }
 
 function countValues(values: Iterable<Latency>): number {
@@ -80,11 +68,7 @@ function countValues(values: Iterable<Latency>): number {
 }
 
 function p99Warning(o: ResolvedHoldLatencyOptions, samples: number): string[] {
-  return o.percentile === 99 && samples < P99_MIN_SAMPLES
-    ? [
-        `p99 over ${samples} < ${P99_MIN_SAMPLES} samples is descriptive only (it is the max or near it): the interval is not a dependable bound`,
-      ]
-    : []
+  return o.percentile === 99 && samples < P99_MIN_SAMPLES ? [descriptiveP99Warning({ samples, min: P99_MIN_SAMPLES })] : []
 }
 
 /** Outcome of a non-regression check against a bound on the ratio (or ms) scale. */
@@ -93,12 +77,6 @@ function judge(interval: LogInterval, bound: number): GateDecision['outcome'] {
   if (interval.low > logBound) return 'fail'
   if (interval.high <= logBound) return 'pass'
   return 'inconclusive'
-}
-
-function inconclusiveWarning(interval: LogInterval, o: ResolvedHoldLatencyOptions, bound: number, unit: 'ratio' | 'ms'): string {
-  const show = (v: number) => (unit === 'ratio' ? ratio(Math.exp(v)) : `${Math.exp(v).toFixed(1)} ms`)
-  const what = unit === 'ratio' ? `the tolerance ${ratio(bound)}` : `the bound ${bound} ms`
-  return `inconclusive: the ${percent(o.confidence)} interval [${show(interval.low)}, ${show(interval.high)}] straddles ${what}; passes with this annotation, more requests would settle it`
 }
 
 /** The decision of a non-regression test from its log-scale interval: judged against the bound, warned when undecided. */
@@ -113,7 +91,10 @@ function regressionDecision(
   rule: string,
 ): GateDecision {
   const outcome = judge(interval, bound)
-  if (outcome === 'inconclusive') warnings.push(inconclusiveWarning(interval, o, bound, unit))
+  if (outcome === 'inconclusive') {
+    const [low, high] = [Math.exp(interval.low), Math.exp(interval.high)]
+    warnings.push(holdInconclusiveWarning({ confidence: o.confidence, low, high, unit, bound }))
+  }
   return {
     gate: o.gate,
     outcome,
@@ -127,7 +108,12 @@ function regressionDecision(
   }
 }
 
-function notEstimable(o: ResolvedHoldLatencyOptions, samples: GateDecision['samples'], reason: string, warnings: string[]): GateDecision {
+function notEstimable(
+  o: ResolvedHoldLatencyOptions,
+  samples: GateDecision['samples'],
+  reason: NotEstimable,
+  warnings: string[],
+): GateDecision {
   return {
     gate: o.gate,
     outcome: 'inconclusive',
@@ -139,12 +125,12 @@ function notEstimable(o: ResolvedHoldLatencyOptions, samples: GateDecision['samp
       high: null,
       unit: o.notWorseThanPct !== undefined ? 'ratio' : 'ms',
       confidence: null,
-      method: `not estimable: ${reason}`,
+      method: notEstimableMethod(reason),
     },
     samples,
     rule: ruleOf(o),
     moreRequestsHint: null,
-    warnings: [...warnings, `not estimable: ${reason}; passes with this annotation`],
+    warnings: [...warnings, notEstimableWarning(reason)],
   }
 }
 
@@ -153,43 +139,51 @@ function requestLevelHold(o: ResolvedHoldLatencyOptions, baseline: GateRecord, c
   const b = valuesByIndex<Latency>(baseline, value)
   const c = valuesByIndex<Latency>(candidate, value)
   const boot = { p: o.percentile, seed: o.seed, resamples: o.resamples }
-  const warnings = noLaunchNoiseWarning(o.launchNoise)
-  const method = (what: string) =>
-    `${what}, nearest-rank p${o.percentile}, BCa bootstrap (${o.resamples} resamples, seed ${o.seed}), each side at least the percentile interval's${o.metric === 'itl' ? ' over whole requests (clusters of gaps)' : ''}${launchNoiseClause(o.launchNoise)}`
+  const warnings = launchNoiseWarnings(o.launchNoise)
+  const field = LATENCY_FIELD[o.metric]
+  const method = (sample: HoldLatencySample) =>
+    holdLatencyMethod({
+      sample,
+      percentile: o.percentile,
+      resamples: o.resamples,
+      seed: o.seed,
+      clustered: o.metric === 'itl',
+      launchNoise: o.launchNoise,
+    })
 
   if (o.atMostMs !== undefined) {
     const samples = { baseline: b.size, candidate: c.size, paired: pairByIndex(b, c).indices.length }
     warnings.push(...p99Warning(o, countValues(c.values())))
     if (c.size < MIN_PAIRED_REQUESTS)
-      return notEstimable(o, samples, `only ${c.size} candidate request(s) with ${LATENCY_FIELD[o.metric]}`, warnings)
+      return notEstimable(o, samples, { kind: 'too-few-candidate-requests', requests: c.size, field }, warnings)
     const dist = bootstrapPercentile([...c.values()] as number[] | number[][], boot)
-    return decide(o, dist, samples, o.launchNoise ** 2, o.atMostMs, 'ms', method('candidate only'), warnings)
+    return decide(o, dist, samples, o.launchNoise ** 2, o.atMostMs, 'ms', method({ kind: 'candidate-only' }), warnings)
   }
 
   const paired = pairByIndex(b, c)
   const samples = { baseline: b.size, candidate: c.size, paired: paired.indices.length }
   warnings.push(...p99Warning(o, Math.min(countValues(b.values()), countValues(c.values()))))
   let dist: BootstrapDistribution
-  let what: string
+  let sample: HoldLatencySample
   if (paired.indices.length >= MIN_PAIRED_REQUESTS) {
     const unpaired = Math.max(b.size, c.size) - paired.indices.length
-    if (unpaired > 0) warnings.push(`${unpaired} request(s) with ${LATENCY_FIELD[o.metric]} on one arm only were left out of the pairing`)
+    if (unpaired > 0) warnings.push(unpairedWarning({ unpaired, field }))
     dist = bootstrapRatioOfPercentiles(paired.candidate as number[] | number[][], paired.baseline as number[] | number[][], {
       ...boot,
       paired: true,
     })
-    what = `ratio of percentiles over ${paired.indices.length} paired requests (pairs resampled together)`
+    sample = { kind: 'paired', pairs: paired.indices.length }
   } else if (b.size >= MIN_PAIRED_REQUESTS && c.size >= MIN_PAIRED_REQUESTS) {
-    warnings.push('the arms share too few prompts to pair: the arms were resampled independently')
+    warnings.push(UNPAIRABLE_ARMS_WARNING)
     dist = bootstrapRatioOfPercentiles([...c.values()] as number[] | number[][], [...b.values()] as number[] | number[][], {
       ...boot,
       paired: false,
     })
-    what = `ratio of percentiles of ${c.size} candidate and ${b.size} baseline requests (independent)`
+    sample = { kind: 'independent', candidate: c.size, baseline: b.size }
   } else {
-    return notEstimable(o, samples, `too few requests with ${LATENCY_FIELD[o.metric]} (${b.size} baseline, ${c.size} candidate)`, warnings)
+    return notEstimable(o, samples, { kind: 'too-few-requests', field, baseline: b.size, candidate: c.size }, warnings)
   }
-  return decide(o, dist, samples, 2 * o.launchNoise ** 2, 1 + (o.notWorseThanPct as number) / 100, 'ratio', method(what), warnings)
+  return decide(o, dist, samples, 2 * o.launchNoise ** 2, 1 + (o.notWorseThanPct as number) / 100, 'ratio', method(sample), warnings)
 }
 
 function decide(
@@ -202,7 +196,7 @@ function decide(
   method: string,
   warnings: string[],
 ): GateDecision {
-  if (!Number.isFinite(dist.estimate)) return notEstimable(o, samples, 'a percentile is 0 or missing', warnings)
+  if (!Number.isFinite(dist.estimate)) return notEstimable(o, samples, { kind: 'zero-percentile' }, warnings)
   const interval = widen(atLeastPercentile(dist, o.confidence), o.confidence, launchVariance)
   return regressionDecision(o, interval, bound, unit, method, samples, warnings, ruleOf(o))
 }
@@ -241,25 +235,19 @@ function launchLevelHold(o: ResolvedHoldLatencyOptions, baseline: readonly GateR
   const samples = launchSamples(baseline, candidate, value)
   const warnings: string[] = []
   if (b.length < baseline.length || c.length < candidate.length)
-    warnings.push(`launches without a positive ${LATENCY_FIELD[o.metric]} p${o.percentile} were left out`)
+    warnings.push(launchesLeftOutWarning(`a positive ${LATENCY_FIELD[o.metric]} p${o.percentile}`))
   const absolute = o.atMostMs !== undefined
   if (c.length < 2 || (!absolute && b.length < 2)) {
-    return notEstimable(o, samples, 'fewer than two launches with values per arm', warnings)
+    return notEstimable(o, samples, { kind: 'too-few-launches' }, warnings)
   }
   const interval = absolute ? launchLevelOneSample(c, o.confidence) : launchLevelInterval(c, b, o.confidence)
   const bound = absolute ? (o.atMostMs as number) : 1 + (o.notWorseThanPct as number) / 100
   const unit = absolute ? 'ms' : 'ratio'
-  const method = absolute
-    ? `launch level: per-launch nearest-rank p${o.percentile}, t-interval of the mean log over ${c.length} candidate launches (df ${interval.df.toFixed(1)})`
-    : `launch level: per-launch nearest-rank p${o.percentile}, Welch t-interval of the mean log over ${c.length} candidate and ${b.length} baseline launches (df ${interval.df.toFixed(1)})`
-  return regressionDecision(
-    o,
-    interval,
-    bound,
-    unit,
-    method,
-    samples,
-    warnings,
-    ruleOf(o, 'launch level (geometric mean of per-launch percentiles): '),
-  )
+  const method = launchHoldLatencyMethod({
+    percentile: o.percentile,
+    candidateLaunches: c.length,
+    baselineLaunches: absolute ? null : b.length,
+    df: interval.df,
+  })
+  return regressionDecision(o, interval, bound, unit, method, samples, warnings, ruleOf(o, true))
 }

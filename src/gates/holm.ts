@@ -1,6 +1,6 @@
 import type { GateDecision } from '../schema/gate.ts'
 import { holmAdjust as holmAdjustPValues } from '../stats/tests.ts'
-import { percent } from './interval.ts'
+import { holmRuleClause } from './rule-text.ts'
 import { DEFAULT_CONFIDENCE } from './gate-options.ts'
 
 /** A gate ready to be decided at any confidence: e.g. `(confidence) => winGate(pair, { ...options, confidence })`. */
@@ -45,7 +45,7 @@ export function holmAdjust(
     for (const [i, d] of last ? decisions : decisive) {
       out[i] = {
         ...d,
-        rule: `${d.rule}; Holm-adjusted across ${m} gates (family ${percent(familyConfidence)}): ${last ? 'undecided' : 'decided'} at step ${step}, ${r} gate(s) open, confidence ${percent(confidence)}`,
+        rule: d.rule + holmRuleClause({ gates: m, familyConfidence, decided: !last, step, open: r, confidence }),
       }
     }
     if (last) break

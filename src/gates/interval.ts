@@ -90,32 +90,3 @@ export function sampleSd(values: ArrayLike<number>): number {
   for (let i = 0; i < n; i++) ss += ((values[i] as number) - mean) ** 2
   return Math.sqrt(ss / (n - 1))
 }
-
-/**
- * A fraction as a percentage. Above ½ (a confidence) with enough decimals to show its tail:
- * 0.95 → "95%", 0.9962 → "99.62%", 0.99962 → "99.962%"; otherwise two decimals: 0.02 → "2%".
- */
-export function percent(fraction: number): string {
-  const tail = 1 - fraction
-  const decimals = fraction > 0.5 && tail > 0 ? Math.min(8, Math.max(0, Math.ceil(-Math.log10(tail)) - 1)) : 2
-  return `${Number((fraction * 100).toFixed(decimals))}%`
-}
-
-/** A ratio with three decimals. */
-export function ratio(value: number): string {
-  return value.toFixed(3)
-}
-
-/** The launch-noise clause of a method, or an empty string. */
-export function launchNoiseClause(launchNoise: number): string {
-  return launchNoise > 0 ? `; launch noise ${percent(launchNoise)} per launch added in quadrature` : ''
-}
-
-/** The warning a single-launch gate carries when launch noise is off. */
-export function noLaunchNoiseWarning(launchNoise: number): string[] {
-  return launchNoise > 0
-    ? []
-    : [
-        'launchNoise is 0: the interval covers request-to-request noise within one launch per arm only; if launches differ (2% is common), it overstates certainty. Repeat launches or set launchNoise.',
-      ]
-}

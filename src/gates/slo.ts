@@ -4,7 +4,9 @@ import type { ResolvedSlo } from '../schema/load.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { normalQuantile } from '../stats/distributions.ts'
 import { wilsonInterval } from '../stats/wilson.ts'
-import { percent } from './interval.ts'
+import { sloMethod } from './method-text.ts'
+import { sloRule } from './rule-text.ts'
+import { failedNotGoodWarning, harnessLimitedWarning, pooledLaunchesWarning, sloInconclusiveWarning } from './warning-text.ts'
 import { parseOptions, type ResolvedSloGateOptions, SloGateOptions } from './gate-options.ts'
 import { MAX_REQUESTS_HINT } from './win.ts'
 
@@ -57,12 +59,6 @@ export function sloRequestsHint(good: number, samples: number, required: number,
   return high
 }
 
-function ruleOf(o: ResolvedSloGateOptions, slo: ResolvedSlo): string {
-  const required = (o.percentile / 100).toFixed(3)
-  const side = percent(1 - (1 - o.confidence) / 2)
-  return `pass if the lower bound of the ${percent(o.confidence)} Wilson interval of the share of requests meeting ${describeSlo(slo)} (a one-sided ${side} bound) is at least ${required}; fail if its upper bound is below ${required}; otherwise inconclusive, which fails: the SLO must be shown met`
-}
-
 /**
  * An SLO gate over one cell (or its launches, pooled): is the share of good requests (ok and
  * meeting every objective; a failed request is never good) at least `percentile`%? The share's
@@ -91,23 +87,17 @@ export function sloGate(records: SloRecord | readonly SloRecord[], options: SloG
   const required = o.percentile / 100
   const { low, high } = wilsonInterval(good, samples, zOf(o.confidence))
   const warnings: string[] = []
-  if (launches.length > 1)
-    warnings.push(`${launches.length} launches pooled: the interval covers request-to-request variation, not launch-to-launch variation`)
-  if (failed > 0) warnings.push(`${failed} failed request(s) counted as not good`)
+  if (launches.length > 1) warnings.push(pooledLaunchesWarning(launches.length))
+  if (failed > 0) warnings.push(failedNotGoodWarning(failed))
   let outcome: Outcome = low === null || high === null ? 'inconclusive' : judge(low, high, required)
   const limited = launches.flatMap((r) => (r.harness.harnessLimited ? [r.harness.reasons.join('; ')] : []))
   if (limited.length > 0) {
     outcome = 'inconclusive'
-    warnings.push(`not judged: the harness was the bottleneck (${limited.join(' | ')}), so these latencies are not the engine's`)
+    warnings.push(harnessLimitedWarning(limited))
   } else if (outcome === 'inconclusive' && samples > 0) {
-    warnings.push(
-      `inconclusive: the ${percent(o.confidence)} interval [${(low as number).toFixed(3)}, ${(high as number).toFixed(3)}] straddles ${required.toFixed(3)}`,
-    )
+    warnings.push(sloInconclusiveWarning({ confidence: o.confidence, low: low as number, high: high as number, required }))
   }
-  const goodput =
-    wallClockMs > 0
-      ? ` over ${(wallClockMs / 1000).toFixed(2)} s of wall clock: ${(good / (wallClockMs / 1000)).toFixed(2)} good req/s`
-      : ''
+  const goodReqPerS = wallClockMs > 0 ? good / (wallClockMs / 1000) : null
   return {
     gate: o.gate,
     outcome,
@@ -119,10 +109,10 @@ export function sloGate(records: SloRecord | readonly SloRecord[], options: SloG
       high,
       unit: 'fraction',
       confidence: o.confidence,
-      method: `Wilson score interval of ${good} good of ${samples} measured request(s)${goodput}`,
+      method: sloMethod({ good, samples, wallClockMs, goodReqPerS }),
     },
     samples: { baseline: 0, candidate: samples, paired: 0 },
-    rule: ruleOf(o, slo),
+    rule: sloRule({ slo, percentile: o.percentile, confidence: o.confidence }),
     moreRequestsHint: outcome === 'inconclusive' && limited.length === 0 ? sloRequestsHint(good, samples, required, o.confidence) : null,
     warnings,
   }

@@ -2,8 +2,11 @@ import { isDeepStrictEqual } from 'node:util'
 import { describeSlo } from '../metrics/goodput.ts'
 import type { CapacitySearch } from '../schema/capacity-record.ts'
 import type { GateDecision } from '../schema/gate.ts'
-import { percent, ratio } from './interval.ts'
-import { parseOptions, type ResolvedSustainGateOptions, SustainGateOptions } from './gate-options.ts'
+import { formatPercent } from '../number-format.ts'
+import { type BracketFacts, sustainMethod } from './method-text.ts'
+import { sustainRule } from './rule-text.ts'
+import { bracketsOverlapWarning, searchWarning, unsettledSearchWarning } from './warning-text.ts'
+import { parseOptions, SustainGateOptions } from './gate-options.ts'
 
 /** What the capacity comparison reads of a search. */
 export type CapacityInput = Pick<
@@ -16,15 +19,9 @@ function bounds(s: CapacityInput): { low: number; high: number } {
   return { low: s.bracket.low ?? 0, high: s.bracket.high ?? Infinity }
 }
 
-function showBracket(s: CapacityInput): string {
-  const { low, high } = bounds(s)
-  const unit = s.axis === 'rate' ? ' req/s' : ' streams'
-  return `[${low === 0 ? '0' : low.toFixed(2)}, ${Number.isFinite(high) ? high.toFixed(2) : '∞'})${unit} (${s.status}, ${s.probes.length} probes)`
-}
-
-function ruleOf(o: ResolvedSustainGateOptions): string {
-  const factor = ratio(1 + o.by)
-  return `pass if the candidate's bracket low (the highest value shown to meet the SLO) is at least ${factor} × the baseline's bracket high; fail if the candidate's bracket high is at most ${factor} × the baseline's bracket low; otherwise inconclusive (the brackets overlap), which fails`
+/** What the words of a bracket need: its explicit bounds, axis, how its search ended and its probes. */
+function bracketOf(s: CapacityInput): BracketFacts {
+  return { ...bounds(s), axis: s.axis, status: s.status, probes: s.probes.length }
 }
 
 /** Throws a TypeError naming the gate when the two searches did not ask the same question. */
@@ -36,7 +33,8 @@ function requireComparable(gate: string, candidate: CapacityInput, baseline: Cap
     differs.push(`required share ${candidate.requiredFraction} ≠ ${baseline.requiredFraction}`)
   if (differs.length > 0)
     throw new TypeError(
-      `${gate}: the two capacity searches are not comparable (${differs.join('; ')}); search both arms on the same axis under the same SLO and percentile`,
+      `${gate}: the two capacity searches are not comparable (${differs.join('; ')}); ` +
+        'search both arms on the same axis under the same SLO and percentile',
     )
 }
 
@@ -61,16 +59,11 @@ export function sustainGate(candidate: CapacityInput, baseline: CapacityInput, o
     ['candidate', candidate],
     ['baseline', baseline],
   ] as const) {
-    for (const w of s.warnings) warnings.push(`${arm} search: ${w}`)
+    for (const w of s.warnings) warnings.push(searchWarning(arm, w))
     if (s.status !== 'bracketed')
-      warnings.push(
-        `${arm} search ${s.status}: its bracket ${showBracket(s)} is ${s.bracket.low === null || s.bracket.high === null ? 'open at one end' : 'wider than its resolution'}`,
-      )
+      warnings.push(unsettledSearchWarning({ arm, bracket: bracketOf(s), openEnded: s.bracket.low === null || s.bracket.high === null }))
   }
-  if (outcome === 'inconclusive')
-    warnings.push(
-      `inconclusive: the brackets overlap (candidate ${showBracket(candidate)}, baseline ${showBracket(baseline)}); narrow them with more probes or a smaller resolution`,
-    )
+  if (outcome === 'inconclusive') warnings.push(bracketsOverlapWarning({ candidate: bracketOf(candidate), baseline: bracketOf(baseline) }))
   const finite = [c.low, c.high, b.low, b.high].every((v) => v > 0 && Number.isFinite(v))
   const lowRatio = Number.isFinite(b.high) && b.high > 0 ? c.low / b.high : null
   const highRatio = Number.isFinite(c.high) && b.low > 0 ? c.high / b.low : null
@@ -78,17 +71,17 @@ export function sustainGate(candidate: CapacityInput, baseline: CapacityInput, o
     gate: o.gate,
     outcome,
     kind: 'superiority',
-    metric: `capacity (${candidate.axis}) under ${describeSlo(candidate.slo)} for ${percent(candidate.requiredFraction)} of requests`,
+    metric: `capacity (${candidate.axis}) under ${describeSlo(candidate.slo)} for ${formatPercent(candidate.requiredFraction)} of requests`,
     effect: {
       estimate: finite ? Math.sqrt((c.low * c.high) / (b.low * b.high)) : null,
       low: lowRatio,
       high: highRatio,
       unit: 'ratio',
       confidence: null,
-      method: `ratio of capacity brackets: candidate ${showBracket(candidate)} over baseline ${showBracket(baseline)}; estimate the ratio of geometric midpoints, bounds low/high and high/low; each probe decided by a ${percent(candidate.confidence)} Wilson interval`,
+      method: sustainMethod({ candidate: bracketOf(candidate), baseline: bracketOf(baseline), probeConfidence: candidate.confidence }),
     },
     samples: { baseline: baseline.probes.length, candidate: candidate.probes.length, paired: 0 },
-    rule: ruleOf(o),
+    rule: sustainRule({ by: o.by }),
     moreRequestsHint: null,
     warnings,
   }

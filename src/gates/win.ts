@@ -14,18 +14,20 @@ import {
   rateOf,
   valuesByIndex,
 } from './arms.ts'
+import { atLeastStudentT, launchLevelInterval, logEffect, type LogInterval, sampleSd, widen } from './interval.ts'
+import { launchWinMethod, notEstimableMethod, winMethod } from './method-text.ts'
+import { launchWinRule, sequentialRuleClause, winRule } from './rule-text.ts'
 import {
-  atLeastStudentT,
-  launchLevelInterval,
-  logEffect,
-  launchNoiseClause,
-  type LogInterval,
-  noLaunchNoiseWarning,
-  percent,
-  ratio,
-  sampleSd,
-  widen,
-} from './interval.ts'
+  LOOKS_IGNORED_WARNING,
+  TOO_FEW_LAUNCHES_WARNING,
+  launchesHintWarning,
+  launchesLeftOutWarning,
+  launchNoiseFloorWarning,
+  launchNoiseWarnings,
+  type PairShortfall,
+  tooFewPairsWarning,
+  unpairedWarning,
+} from './warning-text.ts'
 import { EXACT_SIGNED_RANK_MAX_N, signedRankTest } from '../stats/signed-rank.ts'
 import {
   DEFAULT_WIN_ESTIMATOR,
@@ -44,12 +46,6 @@ const GATE_METRIC: Record<WinGateName, RateMetric> = {
   toWinDecode: 'decodeTokPerS',
   toWinPrefill: 'effectivePrefillTokPerS',
   toWinThroughput: 'throughputTokPerS',
-}
-
-const METRIC_WORDS: Record<RateMetric, string> = {
-  decodeTokPerS: 'decode tok/s',
-  effectivePrefillTokPerS: 'effective prefill tok/s',
-  throughputTokPerS: 'throughput (output tokens per service second)',
 }
 
 /**
@@ -175,28 +171,30 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
   const n = paired.indices.length
   const threshold = 1 + o.margin
   const samples = { baseline: b.size, candidate: c.size, paired: n }
-  const words = METRIC_WORDS[metric]
-  const warnings = noLaunchNoiseWarning(o.launchNoise)
+  const warnings = launchNoiseWarnings(o.launchNoise)
   const unpaired = Math.max(b.size, c.size) - n
-  if (unpaired > 0) warnings.push(`${unpaired} request(s) with ${metric} on one arm only were left out of the pairing`)
-  const baseRule = (confidence: number) =>
-    `pass if the lower bound of the ${percent(confidence)} interval of candidate/baseline ${words} (a one-sided ${percent(1 - (1 - confidence) / 2)} bound) exceeds ${ratio(threshold)}; fail if its upper bound is below ${ratio(threshold)}; otherwise inconclusive`
+  if (unpaired > 0) warnings.push(unpairedWarning({ unpaired, field: metric }))
+  const baseRule = (confidence: number) => winRule({ metric, confidence, threshold })
 
-  const tooFew = (judged: number, why: string): GateDecision => ({
+  const tooFew = (judged: number, shortfall: PairShortfall): GateDecision => ({
     gate: o.gate,
     outcome: 'inconclusive',
     kind: 'superiority',
     metric,
-    effect: { estimate: null, low: null, high: null, unit: 'ratio', confidence: null, method: 'not estimable: too few paired requests' },
+    effect: {
+      estimate: null,
+      low: null,
+      high: null,
+      unit: 'ratio',
+      confidence: null,
+      method: notEstimableMethod({ kind: 'too-few-pairs' }),
+    },
     samples,
     rule: baseRule(o.confidence),
     moreRequestsHint: Math.max(MIN_PAIRED_REQUESTS, o.looks?.[0] ?? 16),
-    warnings: [
-      ...warnings,
-      `only ${judged} paired request(s) with ${metric}${why}; at least ${MIN_PAIRED_REQUESTS} are needed for an interval`,
-    ],
+    warnings: [...warnings, tooFewPairsWarning({ paired: judged, field: metric, min: MIN_PAIRED_REQUESTS, shortfall })],
   })
-  if (n < MIN_PAIRED_REQUESTS) return tooFew(n, '')
+  if (n < MIN_PAIRED_REQUESTS) return tooFew(n, { kind: 'overall' })
 
   const logRatios = new Float64Array(n)
   for (let i = 0; i < n; i++) logRatios[i] = Math.log((paired.candidate[i] as number) / (paired.baseline[i] as number))
@@ -211,9 +209,7 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
     const taken = planLooksResult.looks.at(-1)
     return tooFew(
       taken?.n ?? n,
-      taken === undefined
-        ? ` and the records end before the design's first look at ${lookCounts(design as LookDesign)[0]}`
-        : ' at the looks the records reach',
+      taken === undefined ? { kind: 'before-first-look', firstLook: lookCounts(design as LookDesign)[0] as number } : { kind: 'at-looks' },
     )
   }
   const logThreshold = Math.log(threshold)
@@ -234,11 +230,15 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
   const outcome = decided?.outcome ?? 'inconclusive'
 
   let rule = baseRule(look.confidence)
-  let sequential = ''
   if (design !== null) {
-    const alpha = (1 - o.confidence) / 2
-    rule += `; looks at ${lookCounts(design).join(', ')} requests of the plan with ${percent(alpha)} per side spent by a Pocock-type Lan–DeMets function (${percent(o.confidence)} overall); ${decided === null ? 'undecided after' : 'decided at'} look ${look.position} of ${planned} (${look.n} paired requests)`
-    sequential = `; group-sequential look ${look.position} of ${planned}`
+    rule += sequentialRuleClause({
+      lookCounts: lookCounts(design),
+      confidence: o.confidence,
+      decided: decided !== null,
+      position: look.position,
+      planned,
+      paired: look.n,
+    })
   }
   let moreRequestsHint: number | null = null
   if (outcome === 'inconclusive') {
@@ -251,9 +251,7 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
       look.n,
     )
     if (moreRequestsHint === null && Math.abs(interval.estimate - logThreshold) > 0 && launchVariance > 0) {
-      warnings.push(
-        `the launch-noise floor (${percent(o.launchNoise)} per launch) alone is wider than the gap to ${ratio(threshold)}: more requests cannot decide this; repeat launches on both arms (A B B A) for the launch-level test`,
-      )
+      warnings.push(launchNoiseFloorWarning({ launchNoise: o.launchNoise, threshold }))
     }
   }
   return {
@@ -265,20 +263,19 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
       interval,
       'ratio',
       look.confidence,
-      `${ESTIMATOR_METHOD[estimator](look.n, o)}${launchNoiseClause(o.launchNoise)}${sequential}`,
+      winMethod({
+        ...(estimator === 'hodges-lehmann'
+          ? { estimator, paired: look.n, exact: look.n <= EXACT_SIGNED_RANK_MAX_N }
+          : { estimator, paired: look.n, resamples: o.resamples, seed: o.seed }),
+        launchNoise: o.launchNoise,
+        look: design === null ? null : { position: look.position, planned },
+      }),
     ),
     samples,
     rule,
     moreRequestsHint,
     warnings,
   }
-}
-
-const ESTIMATOR_METHOD: Record<WinEstimator, (n: number, o: ResolvedWinGateOptions) => string> = {
-  'geometric-mean': (n, o) =>
-    `geometric mean of ${n} paired ratios (mean log-ratio), BCa bootstrap (${o.resamples} resamples, seed ${o.seed}) expanded for small samples, each side at least the Student t interval's`,
-  'hodges-lehmann': (n) =>
-    `Hodges–Lehmann pseudo-median of ${n} paired log-ratios with the Wilcoxon signed-rank interval (${n <= EXACT_SIGNED_RANK_MAX_N ? 'exact' : 'normal approximation'}; robust to stalls on one arm)`,
 }
 
 /** The interval of the paired log-ratios' centre by the chosen estimator, before any launch-noise floor. */
@@ -326,14 +323,13 @@ function launchLevelWin(
 ): GateDecision {
   const value = rateOf(metric)
   const threshold = 1 + o.margin
-  const words = METRIC_WORDS[metric]
   const b = baseline.map((r) => logMedian(r, value)).filter((v): v is number => v !== null)
   const c = candidate.map((r) => logMedian(r, value)).filter((v): v is number => v !== null)
   const samples = launchSamples(baseline, candidate, value)
   const warnings: string[] = []
-  if (o.looks !== null) warnings.push('looks are ignored at the launch level: the unit of the test is a launch, not a request')
-  if (b.length < baseline.length || c.length < candidate.length) warnings.push(`launches without any ${metric} were left out`)
-  const rule = `launch level: pass if the lower bound of the ${percent(o.confidence)} Welch t-interval of candidate/baseline ${words} (ratio of the geometric means of per-launch medians) exceeds ${ratio(threshold)}; fail if its upper bound is below ${ratio(threshold)}; otherwise inconclusive`
+  if (o.looks !== null) warnings.push(LOOKS_IGNORED_WARNING)
+  if (b.length < baseline.length || c.length < candidate.length) warnings.push(launchesLeftOutWarning(`any ${metric}`))
+  const rule = launchWinRule({ metric, confidence: o.confidence, threshold })
   if (b.length < 2 || c.length < 2) {
     return {
       gate: o.gate,
@@ -346,12 +342,12 @@ function launchLevelWin(
         high: null,
         unit: 'ratio',
         confidence: null,
-        method: 'not estimable: fewer than two launches with values per arm',
+        method: notEstimableMethod({ kind: 'too-few-launches' }),
       },
       samples,
       rule,
       moreRequestsHint: null,
-      warnings: [...warnings, 'the launch-level test needs at least two launches with values per arm'],
+      warnings: [...warnings, TOO_FEW_LAUNCHES_WARNING],
     }
   }
   const interval = launchLevelInterval(c, b, o.confidence)
@@ -363,9 +359,7 @@ function launchLevelWin(
       // Launches per arm for a Welch half-width below the gap, with the normal quantile (a floor).
       const z = normalQuantile(1 - (1 - o.confidence) / 2)
       const launches = Math.ceil(2 * ((z * interval.sd) / gap) ** 2)
-      warnings.push(
-        `about ${Math.max(launches, Math.max(b.length, c.length) + 1)} launches per arm would likely decide it (launch-to-launch sd ${percent(interval.sd)})`,
-      )
+      warnings.push(launchesHintWarning({ launches: Math.max(launches, Math.max(b.length, c.length) + 1), sd: interval.sd }))
     }
   }
   return {
@@ -377,7 +371,7 @@ function launchLevelWin(
       interval,
       'ratio',
       o.confidence,
-      `launch level: per-launch medians, Welch t-interval of the mean log over ${c.length} candidate and ${b.length} baseline launches (df ${interval.df.toFixed(1)})`,
+      launchWinMethod({ candidateLaunches: c.length, baselineLaunches: b.length, df: interval.df }),
     ),
     samples,
     rule,
