@@ -41,7 +41,10 @@ export function tokenEvent(head: string, k: number, finishReason: string | null,
 
 /** The closing usage chunk (`choices: []`). */
 export function usageEvent(head: string, promptTokens: number, completionTokens: number): string {
-  return `${head}"choices":[],"usage":{"prompt_tokens":${promptTokens},"total_tokens":${promptTokens + completionTokens},"completion_tokens":${completionTokens}}}\n\n`
+  return (
+    `${head}"choices":[],"usage":{"prompt_tokens":${promptTokens},` +
+    `"total_tokens":${promptTokens + completionTokens},"completion_tokens":${completionTokens}}}\n\n`
+  )
 }
 
 /** A whole response body of `tokens` tokens, `max_tokens` reached. */

@@ -77,7 +77,8 @@ async function runIngest(plan: BenchPlan, cpu: number | null, log: (line: string
       for (let i = 0; i < plan.ingestRepeats; i++) {
         const run = await measureIngest({ ...base, concurrency, requests })
         log(
-          `  ingest C=${concurrency} run ${i + 1}: ${Math.round(run.tokPerS)} tok/s, CPU ${(run.cpuShare * 100).toFixed(0)}%, ok ${run.okRequests}/${run.requests}`,
+          `  ingest C=${concurrency} run ${i + 1}: ${Math.round(run.tokPerS)} tok/s, ` +
+            `CPU ${(run.cpuShare * 100).toFixed(0)}%, ok ${run.okRequests}/${run.requests}`,
         )
         runs.push(run)
       }

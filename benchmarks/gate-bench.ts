@@ -39,7 +39,11 @@ async function main(): Promise<void> {
   if (values.json !== undefined) {
     await writeFile(
       values.json,
-      `${JSON.stringify({ plan, noise: DEFAULT_NOISE, seed: CALIBRATION_SEED, seconds, results, targets: checkTargets(results) }, null, 2)}\n`,
+      `${JSON.stringify(
+        { plan, noise: DEFAULT_NOISE, seed: CALIBRATION_SEED, seconds, results, targets: checkTargets(results) },
+        null,
+        2,
+      )}\n`,
     )
   }
 }

@@ -48,7 +48,8 @@ try {
     targetBytes: FOOTPRINT_TARGET_BYTES,
   }
   console.log(
-    `npm i -D servegate vitest: ${(bytes / MB).toFixed(1)} MB on disk in ${files} files, ${result.packages} packages (target ≤ ${FOOTPRINT_TARGET_BYTES / MB} MB): ${bytes <= FOOTPRINT_TARGET_BYTES ? 'met' : 'MISSED'}`,
+    `npm i -D servegate vitest: ${(bytes / MB).toFixed(1)} MB on disk in ${files} files, ${result.packages} packages ` +
+      `(target ≤ ${FOOTPRINT_TARGET_BYTES / MB} MB): ${bytes <= FOOTPRINT_TARGET_BYTES ? 'met' : 'MISSED'}`,
   )
   console.log(
     `servegate's tarball: ${(tarballBytes / 1024).toFixed(0)} KiB; install took ${seconds.toFixed(1)} s (network and npm cache dependent)`,

@@ -57,9 +57,10 @@ const server = await startServerProcess(
 const rows: Row[] = []
 try {
   console.log(
-    `simulated engine ${server.origin} (pid ${server.pid}, ${server.cpu === null ? 'unpinned' : `CPU ${server.cpu}`}); load average ${loadavg()
-      .map((l) => l.toFixed(2))
-      .join(' ')}`,
+    `simulated engine ${server.origin} (pid ${server.pid}, ${server.cpu === null ? 'unpinned' : `CPU ${server.cpu}`}); ` +
+      `load average ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}`,
   )
   console.log('| rate req/s | requests | offered | send lag p50 | p99 | max | event-loop p99 | client CPU | harness |')
   console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
@@ -77,7 +78,9 @@ try {
     const row = rowOf(rate, record)
     rows.push(row)
     console.log(
-      `| ${rate} | ${row.requests} | ${f(row.offeredRatePerS, 1)} | ${f(row.sendLagP50Ms, 3)} ms | ${f(row.sendLagP99Ms)} ms | ${f(row.sendLagMaxMs)} ms | ${f(row.eventLoopDelayP99Ms)} ms | ${f(row.clientCpuShare)} | ${row.harnessLimited ? `limited: ${row.reasons.join('; ')}` : 'ok'} |`,
+      `| ${rate} | ${row.requests} | ${f(row.offeredRatePerS, 1)} | ${f(row.sendLagP50Ms, 3)} ms | ` +
+        `${f(row.sendLagP99Ms)} ms | ${f(row.sendLagMaxMs)} ms | ${f(row.eventLoopDelayP99Ms)} ms | ${f(row.clientCpuShare)} | ` +
+        `${row.harnessLimited ? `limited: ${row.reasons.join('; ')}` : 'ok'} |`,
     )
   }
 } finally {

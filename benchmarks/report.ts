@@ -146,8 +146,10 @@ export function table(header: readonly string[], rows: readonly (readonly string
 export function renderReport(r: ClientBenchReport): string {
   const out: string[] = []
   out.push(
-    `servegate client bench${r.quick ? ' (--quick)' : ''}: node ${r.node}, ${r.cpus} CPUs, load avg 1 min ${r.loadAvg1.before.toFixed(2)} before / ${r.loadAvg1.after.toFixed(2)} after, ${r.wallS.toFixed(0)} s`,
-    `servers ${r.serverCpu === null ? 'unpinned' : `pinned to CPU ${r.serverCpu} (taskset)`}, client unpinned; run order: ITL, micro, ingest`,
+    `servegate client bench${r.quick ? ' (--quick)' : ''}: node ${r.node}, ${r.cpus} CPUs, ` +
+      `load avg 1 min ${r.loadAvg1.before.toFixed(2)} before / ${r.loadAvg1.after.toFixed(2)} after, ${r.wallS.toFixed(0)} s`,
+    `servers ${r.serverCpu === null ? 'unpinned' : `pinned to CPU ${r.serverCpu} (taskset)`}, ` +
+      'client unpinned; run order: ITL, micro, ingest',
     '',
     '0. Hot paths (tinybench, medians)',
     table(
@@ -162,7 +164,8 @@ export function renderReport(r: ClientBenchReport): string {
       ]),
     ),
     '',
-    `a. Ingest throughput (zero-delay server in a child process, 1000-token responses, closed loop; median of ${r.ingest[0]?.runs.length ?? 0} runs)`,
+    'a. Ingest throughput (zero-delay server in a child process, 1000-token responses, closed loop; ' +
+      `median of ${r.ingest[0]?.runs.length ?? 0} runs)`,
     table(
       ['C', 'requests', 'ok', 'tok/s (median)', 'runs min–max', 'client CPU', 'other load', '÷ target', '÷ vLLM 78k', 'target ≥170k'],
       r.ingest.map((l) => {
@@ -182,7 +185,8 @@ export function renderReport(r: ClientBenchReport): string {
       }),
     ),
     '',
-    `b. ITL accuracy (paced server in a child process, ${r.itl[0]?.deadlineMs ?? 0} ms deadline = 1.5 × nominal; errors in ms, nearest-rank p99)`,
+    `b. ITL accuracy (paced server in a child process, ${r.itl[0]?.deadlineMs ?? 0} ms deadline = 1.5 × nominal; ` +
+      'errors in ms, nearest-rank p99)',
     table(
       [
         'C',
@@ -217,7 +221,8 @@ export function renderReport(r: ClientBenchReport): string {
         cores(x.foreignCpuCores),
       ]),
     ),
-    `   noise floor: this thread wakes from a 2 ms sleep late by p50 ${fixed(r.wakeLateMs.p50, 3)}, p99 ${fixed(r.wakeLateMs.p99, 3)}, max ${fixed(r.wakeLateMs.max, 3)} ms (${r.wakeLateMs.samples} sleeps)`,
+    `   noise floor: this thread wakes from a 2 ms sleep late by p50 ${fixed(r.wakeLateMs.p50, 3)}, ` +
+      `p99 ${fixed(r.wakeLateMs.p99, 3)}, max ${fixed(r.wakeLateMs.max, 3)} ms (${r.wakeLateMs.samples} sleeps)`,
     '',
     'Targets',
     table(

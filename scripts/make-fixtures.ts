@@ -285,7 +285,8 @@ export function chartRows(): DatasetRowInput[] {
   rows.push({
     id: 'two-charts-bar-a',
     prompt:
-      'Two bar charts follow, each with its own y-axis scale and bars labelled from the left starting at A. Is the value of bar A larger in the first chart or in the second? Reply with one word: first or second.',
+      'Two bar charts follow, each with its own y-axis scale and bars labelled from the left starting at A. ' +
+      'Is the value of bar A larger in the first chart or in the second? Reply with one word: first or second.',
     answer: first.value('A') > second.value('A') ? 'first' : 'second',
     scorer: 'exact',
     images: [first.image, second.image],

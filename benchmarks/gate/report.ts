@@ -80,7 +80,8 @@ function winLines(f: WinFigures): string {
   parts.push(`${f.fixed64 ? 'fixed 128' : 'launch level'}: pass ${withUpper(f.fixedAll.pass)} fail ${pct(f.fixedAll.fail.rate)}`)
   if (f.sequential)
     parts.push(
-      `sequential: pass ${withUpper(f.sequential.pass)} (by 64: ${pct(f.sequential.passBy64.rate)}) fail ${pct(f.sequential.fail.rate)}, mean ${f.sequential.meanRequests.toFixed(1)} requests`,
+      `sequential: pass ${withUpper(f.sequential.pass)} (by 64: ${pct(f.sequential.passBy64.rate)}) ` +
+        `fail ${pct(f.sequential.fail.rate)}, mean ${f.sequential.meanRequests.toFixed(1)} requests`,
     )
   return parts.join(' | ')
 }
@@ -131,15 +132,19 @@ export function renderMarkdown(results: readonly ScenarioResult[]): string {
       }
     } else {
       lines.push(
-        '| gate | A/A false win: fixed 64 / 128 / sequential | pass at +3%: 64 / 128 / seq | +5% | +10% | mean requests (seq) at +3 / 5 / 10% |',
+        '| gate | A/A false win: fixed 64 / 128 / sequential | pass at +3%: 64 / 128 / seq | +5% | +10% | ' +
+          'mean requests (seq) at +3 / 5 / 10% |',
         '| --- | --- | --- | --- | --- | --- |',
       )
       for (const w of r.win) {
-        const aa = `${withUpper(w.aa.fixed64?.pass as Rate)} / ${withUpper(w.aa.fixedAll.pass)} / ${withUpper(w.aa.sequential?.pass as Rate)}`
+        const aa = [w.aa.fixed64?.pass as Rate, w.aa.fixedAll.pass, w.aa.sequential?.pass as Rate]
+          .map((rate) => withUpper(rate))
+          .join(' / ')
         const at = (e: number) => {
           const f = w.power.find((p) => p.effect === e)?.figures
           return f
-            ? `${pct(f.fixed64?.pass.rate ?? 0)} / ${pct(f.fixedAll.pass.rate)} / ${pct(f.sequential?.pass.rate ?? 0)} (by 64: ${pct(f.sequential?.passBy64.rate ?? 0)})`
+            ? `${pct(f.fixed64?.pass.rate ?? 0)} / ${pct(f.fixedAll.pass.rate)} / ${pct(f.sequential?.pass.rate ?? 0)} ` +
+                `(by 64: ${pct(f.sequential?.passBy64.rate ?? 0)})`
             : '–'
         }
         const used = w.power.length > 0 ? w.power.map((p) => p.figures.sequential?.meanRequests.toFixed(0) ?? '–').join(' / ') : '–'
@@ -158,7 +163,8 @@ export function renderMarkdown(results: readonly ScenarioResult[]): string {
           return f ? pct(f.fail.rate) : '–'
         }
         lines.push(
-          `| ${h.gate} | ${withUpper(h.aa.fail)} | ${withUpper(h.edge.fail)} | ${at(0.03)} | ${at(0.05)} | ${at(0.1)} | ${pct(h.aa.pass.rate)} |`,
+          `| ${h.gate} | ${withUpper(h.aa.fail)} | ${withUpper(h.edge.fail)} | ` +
+            `${at(0.03)} | ${at(0.05)} | ${at(0.1)} | ${pct(h.aa.pass.rate)} |`,
         )
       }
     }

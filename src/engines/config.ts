@@ -131,7 +131,8 @@ export function resolveEngineConfig(input: unknown, source = 'engine'): Resolved
   if (config.kind === 'command' && config.model.path === undefined && config.argv.some((a) => a.includes('{modelPath}'))) {
     throw new ServegateError(
       'CONFIG_INVALID',
-      `invalid engine config: ${source}.argv: uses {modelPath} but ${source}.model.path is not set; set model.path to the local weights or use {modelId}`,
+      `invalid engine config: ${source}.argv: uses {modelPath} but ${source}.model.path is not set; ` +
+        'set model.path to the local weights or use {modelId}',
     )
   }
   return config

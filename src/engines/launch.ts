@@ -133,7 +133,8 @@ async function waitReady(
       if (performance.now() > deadline) {
         throw new ServegateError(
           'ENGINE_START_TIMEOUT',
-          `engine ${config.kind} was not ready (GET ${path} → 200) within ${config.startupTimeoutMs} ms; raise startupTimeoutMs or check the log ${proc.logPath}; log tail:\n${proc.logTail()}`,
+          `engine ${config.kind} was not ready (GET ${path} → 200) within ${config.startupTimeoutMs} ms; ` +
+            `raise startupTimeoutMs or check the log ${proc.logPath}; log tail:\n${proc.logTail()}`,
         )
       }
       try {

@@ -344,7 +344,8 @@ export function checkListLengths(lists: Record<string, readonly unknown[] | null
     if (list.length !== first.length) {
       throw new ServegateError(
         'FILE_INVALID',
-        `${source}: field "${name}" has ${list.length} entries but "${firstName}" has ${first.length}; every per-request list holds one entry per request; ${fix}`,
+        `${source}: field "${name}" has ${list.length} entries but "${firstName}" has ${first.length}; ` +
+          `every per-request list holds one entry per request; ${fix}`,
       )
     }
   }
@@ -464,9 +465,12 @@ export function summaryOnlyMethodology(tool: string): Record<string, string> {
       `summary-only: each distribution holds only what ${tool} summarized — mean, stddev, p50 (numpy median) and the ` +
       'pNN keys it wrote; min and max only from p0/p100 (or max_*) keys; ci95, and p25/p75 unless written, are null. ' +
       `The percentiles are numpy's linear interpolation, not servegate's ${PERCENTILE_METHOD} (percentileMethod says so). ` +
-      "stddev is numpy's population std (ddof 0) × √(n/(n−1)) with n = samples. samples = completed requests: exact for ttft and e2e, " +
-      'an upper bound for tpot (only requests with more than one output token have one) and a lower bound for itl (every gap of every request is pooled). ' +
-      'promptTokens and completionTokens hold only their exact mean (total ÷ completed). generation, decode and effective prefill have no summary and stay empty',
+      "stddev is numpy's population std (ddof 0) × √(n/(n−1)) with n = samples. " +
+      'samples = completed requests: exact for ttft and e2e, ' +
+      'an upper bound for tpot (only requests with more than one output token have one) ' +
+      'and a lower bound for itl (every gap of every request is pooled). ' +
+      'promptTokens and completionTokens hold only their exact mean (total ÷ completed). ' +
+      'generation, decode and effective prefill have no summary and stay empty',
     p99: `descriptive only below ${P99_MIN_SAMPLES} samples; in a summary-only import it is ${tool}'s interpolated p99`,
   }
 }
@@ -564,7 +568,8 @@ export function describeTraffic(requestRate: unknown, maxConcurrency: number | n
       ? 'every request released at once (request_rate inf)'
       : requestRate === 'trace'
         ? 'arrivals replayed from trace timestamps'
-        : `open-loop arrivals at ${String(requestRate)} req/s (${burstiness !== undefined && burstiness !== null && burstiness !== 1 ? `gamma, burstiness ${burstiness}` : 'Poisson'})`
+        : `open-loop arrivals at ${String(requestRate)} req/s ` +
+          `(${burstiness !== undefined && burstiness !== null && burstiness !== 1 ? `gamma, burstiness ${burstiness}` : 'Poisson'})`
   const limit =
     maxConcurrency === null || maxConcurrency === undefined
       ? 'no client concurrency limit, so plan.concurrency is the request count (an upper bound)'

@@ -153,7 +153,8 @@ describe('key spellings across SGLang versions', () => {
     expect(r.requests).toEqual(canonical.requests)
     expect(r.metrics).toEqual(canonical.metrics)
     expect(r.methodology.import).toMatch(
-      /key spellings mapped: total_input → total_input_tokens, total_output → total_output_tokens, total_output_retokenized → total_output_tokens_retokenized, details\.\* → top level/,
+      'key spellings mapped: total_input → total_input_tokens, total_output → total_output_tokens, ' +
+        'total_output_retokenized → total_output_tokens_retokenized, details.* → top level',
     )
   })
 
@@ -196,7 +197,10 @@ describe('bad SGLang input', () => {
     const { duration: _d, ...noDuration } = oldLine
     const e = thrown(() => parseRunText(`${JSON.stringify(recentLine)}\n${JSON.stringify(noDuration)}\n`, 'runs.jsonl', { from: 'sglang' }))
     expect(e.message).toMatch(
-      /^runs\.jsonl line 2: field "duration" is missing; pass a line of the JSONL that `python -m sglang\.bench_serving --output-file` appends/,
+      new RegExp(
+        '^runs\\.jsonl line 2: field "duration" is missing; ' +
+          'pass a line of the JSONL that `python -m sglang\\.bench_serving --output-file` appends',
+      ),
     )
   })
 

@@ -164,7 +164,8 @@ export function parseSglangResult(value: unknown, options: BenchImportOptions): 
   if (isVllmShaped(value)) {
     throw new ServegateError(
       'FILE_INVALID',
-      `${describeSource(options)}: field "total_output_tokens_retokenized" is missing and the keys are vLLM's (model_id, date, num_prompts); pass --from vllm`,
+      `${describeSource(options)}: field "total_output_tokens_retokenized" is missing ` +
+        "and the keys are vLLM's (model_id, date, num_prompts); pass --from vllm",
     )
   }
   const normalized = normalizeSglangKeys(value)
@@ -194,6 +195,7 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
   const traffic = describeTraffic(input.request_rate, input.max_concurrency)
   const lineNote = options.line === undefined ? '' : ` line ${options.line}`
   const spellingNote = spellings.length === 0 ? '' : `; key spellings mapped: ${spellings.join(', ')}`
+  const retokenized = input.total_output_tokens_retokenized
   const common = {
     format: SGLANG_FORMAT_ID,
     runId: `sglang-${input.tag ?? input.backend}${options.line === undefined ? '' : `-line${options.line}`}`,
@@ -205,31 +207,53 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
   }
   const methodology: Record<string, string> = {
     clock:
-      "SGLang's client clock: time.perf_counter() in one asyncio process (python/sglang/bench_serving.py, later python/sglang/benchmark/serving.py)",
+      "SGLang's client clock: time.perf_counter() in one asyncio process " +
+      '(python/sglang/bench_serving.py, later python/sglang/benchmark/serving.py)',
     requestStart:
       "SGLang's st = time.perf_counter() taken just before session.post(): before the request is on the socket, connection setup included",
-    ttft: "SGLang's ttft: send to the first chunk with non-empty text (native /generate: cumulative text; OpenAI chat: delta.content, recent versions also reasoning_content)",
+    ttft:
+      "SGLang's ttft: send to the first chunk with non-empty text " +
+      '(native /generate: cumulative text; OpenAI chat: delta.content, recent versions also reasoning_content)',
     timeToFirstOutput:
-      'the same number as ttft: SGLang does not time reasoning and content separately (older chat clients ignore reasoning deltas, so there it is the first content)',
-    itl: "SGLang's itl: gaps between chunks with non-empty text; for the native backend a chunk's gap is divided evenly over the tokens it added (meta_info.completion_tokens)",
+      'the same number as ttft: SGLang does not time reasoning and content separately ' +
+      '(older chat clients ignore reasoning deltas, so there it is the first content)',
+    itl:
+      "SGLang's itl: gaps between chunks with non-empty text; " +
+      "for the native backend a chunk's gap is divided evenly over the tokens it added (meta_info.completion_tokens)",
     completionTokens:
-      `SGLang's output_lens: native backends take meta_info.completion_tokens (recorded as usage when the line carries server_info, i.e. a recent client); ` +
-      'OpenAI backends take usage.completion_tokens when the server put usage in a chunk and otherwise keep the requested max tokens; trt and truss always the requested length. ' +
-      `This line is recorded as ${tokenSource}; total_output_tokens_retokenized${input.total_output_tokens_retokenized === undefined || input.total_output_tokens_retokenized === null ? ' (not in this line)' : ` = ${input.total_output_tokens_retokenized}`} is SGLang's re-tokenized cross-check`,
+      "SGLang's output_lens: native backends take meta_info.completion_tokens " +
+      '(recorded as usage when the line carries server_info, i.e. a recent client); ' +
+      'OpenAI backends take usage.completion_tokens when the server put usage in a chunk ' +
+      'and otherwise keep the requested max tokens; trt and truss always the requested length. ' +
+      `This line is recorded as ${tokenSource}; total_output_tokens_retokenized` +
+      (retokenized === undefined || retokenized === null ? ' (not in this line)' : ` = ${retokenized}`) +
+      " is SGLang's re-tokenized cross-check",
     effectivePrefill:
-      "input_lens / time to first output; input_lens is the dataset's planned prompt length (recent versions: the server's prompt_tokens when reported)",
+      "input_lens / time to first output; input_lens is the dataset's planned prompt length " +
+      "(recent versions: the server's prompt_tokens when reported)",
     throughput:
-      "total completion tokens of ok requests / SGLang's duration (from the first request to the end, recent versions including the post-run /server_info request)",
+      "total completion tokens of ok requests / SGLang's duration " +
+      '(from the first request to the end, recent versions including the post-run /server_info request)',
     queueDelay: 'not recorded by SGLang',
     sendLag: 'not recorded by SGLang',
     startOffset: 'not recorded by SGLang',
     warmup: "SGLang's --warmup-requests is not recorded in the line; plan.warmupRequests is null",
     failures:
-      'a request failed when errors[i] is non-empty (HTTP reason phrase and body, or a Python traceback reduced to its last line); the code is derived from that text; timings SGLang kept before the failure stay, outside every distribution',
+      'a request failed when errors[i] is non-empty (HTTP reason phrase and body, or a Python traceback reduced to its last line); ' +
+      'the code is derived from that text; timings SGLang kept before the failure stay, outside every distribution',
     plan:
-      `plan.model ${options.model !== undefined ? 'given on import' : info !== null ? 'from server_info' : 'is not recorded by SGLang ("unknown"; pass --model)'}; ` +
-      `plan.maxTokens ${plannedOutput ? `is the line's ${random ? 'random_output_len' : 'sharegpt_output_len'}` : 'is not recorded (null)'}; ` +
-      'plan.workload.seed is not recorded (null); SGLang records no date, so startedAt and finishedAt are null (the duration is the wall clock)',
+      'plan.model ' +
+      (options.model !== undefined
+        ? 'given on import'
+        : info !== null
+          ? 'from server_info'
+          : 'is not recorded by SGLang ("unknown"; pass --model)') +
+      '; ' +
+      'plan.maxTokens ' +
+      (plannedOutput ? `is the line's ${random ? 'random_output_len' : 'sharegpt_output_len'}` : 'is not recorded (null)') +
+      '; ' +
+      'plan.workload.seed is not recorded (null); ' +
+      'SGLang records no date, so startedAt and finishedAt are null (the duration is the wall clock)',
   }
 
   const detailed = PER_REQUEST_FIELDS.some((f) => input[f] !== undefined)
@@ -275,7 +299,10 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
         ...summaryOnlyMethodology('SGLang'),
         e2e: "SGLang's e2e latency: send to the last chunk read, [DONE] included",
         failures: 'SGLang lines without --output-details record no failed count: failed 0 means unknown, and failures is empty',
-        import: `summary-only import of SGLang bench_serving${lineNote} written without --output-details; ${traffic}; plan.requests is completed (SGLang records no request count); requests is empty and nothing per-request is invented${spellingNote}`,
+        import:
+          `summary-only import of SGLang bench_serving${lineNote} written without --output-details; ${traffic}; ` +
+          'plan.requests is completed (SGLang records no request count); ' +
+          `requests is empty and nothing per-request is invented${spellingNote}`,
       },
     })
   }
@@ -311,7 +338,8 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
   if (completed !== input.completed) {
     throw new ServegateError(
       'FILE_INVALID',
-      `${source}: field "completed" is ${input.completed} but the per-request lists hold ${completed} requests with an empty errors[i]; the summary and the lists disagree, so the line was cut or edited; ${FIX}`,
+      `${source}: field "completed" is ${input.completed} but the per-request lists hold ${completed} requests with an empty errors[i]; ` +
+        `the summary and the lists disagree, so the line was cut or edited; ${FIX}`,
     )
   }
   const inputs = input.input_lens ?? []
@@ -331,7 +359,9 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
     methodology: {
       ...methodology,
       e2e: "ttft + Σ itl: the arrival of the last chunk with text (SGLang's own per-request latency, to [DONE], is not in the line)",
-      import: `imported from SGLang bench_serving --output-details${lineNote}; ${traffic}; per-request values converted seconds → ms, distributions recomputed by servegate's rules over the ok requests${spellingNote}`,
+      import:
+        `imported from SGLang bench_serving --output-details${lineNote}; ${traffic}; per-request values converted seconds → ms, ` +
+        `distributions recomputed by servegate's rules over the ok requests${spellingNote}`,
     },
   })
 }

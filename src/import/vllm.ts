@@ -96,7 +96,8 @@ export function parseVllmResult(value: unknown, options: BenchImportOptions): Ru
   if (looksLikeSglang(value) && !Object.hasOwn(value as object, 'model_id')) {
     throw new ServegateError(
       'FILE_INVALID',
-      `${describeSource(options)}: field "model_id" is missing and the keys are SGLang's (*_e2e_latency_ms, total_output_tokens_retokenized); pass --from sglang`,
+      `${describeSource(options)}: field "model_id" is missing ` +
+        "and the keys are SGLang's (*_e2e_latency_ms, total_output_tokens_retokenized); pass --from sglang",
     )
   }
   const result = VllmResult.safeParse(value)
@@ -127,25 +128,34 @@ export function importVllmResult(input: VllmResult, options: BenchImportOptions)
   }
   const methodology: Record<string, string> = {
     clock:
-      "vLLM's client clock: time.perf_counter() in one asyncio process (vllm/benchmarks/lib/endpoint_request_func.py; older benchmarks/backend_request_func.py)",
+      "vLLM's client clock: time.perf_counter() in one asyncio process " +
+      '(vllm/benchmarks/lib/endpoint_request_func.py; older benchmarks/backend_request_func.py)',
     requestStart:
       "vLLM's st = time.perf_counter() taken just before session.post(): before the request is on the socket, connection setup included",
-    ttft: "vLLM's ttft: send to the first SSE chunk carrying `choices` (recent versions count any such chunk, even an empty role or reasoning delta; older ones the first non-empty text/content)",
+    ttft:
+      "vLLM's ttft: send to the first SSE chunk carrying `choices` " +
+      '(recent versions count any such chunk, even an empty role or reasoning delta; older ones the first non-empty text/content)',
     timeToFirstOutput: 'the same number as ttft: vLLM does not time reasoning and content separately',
     itl: "vLLM's itl: gaps between consecutive chunks carrying `choices` (one chunk may hold several tokens)",
     completionTokens:
-      "vLLM's output_lens: usage.completion_tokens where the server sent usage (recent vLLM requests stream_options.include_usage), else vLLM re-tokenizes the generated text " +
-      '("may inflate the output token count slightly"; 1 without a tokenizer). The file does not say which, so the source is recorded as client-count: not attested by the server',
+      "vLLM's output_lens: usage.completion_tokens where the server sent usage (recent vLLM requests stream_options.include_usage), " +
+      'else vLLM re-tokenizes the generated text ' +
+      '("may inflate the output token count slightly"; 1 without a tokenizer). ' +
+      'The file does not say which, so the source is recorded as client-count: not attested by the server',
     effectivePrefill:
-      "input_lens / time to first output; input_lens is usage.prompt_tokens where the server sent it (recent versions), else the dataset's planned prompt length",
+      'input_lens / time to first output; input_lens is usage.prompt_tokens where the server sent it (recent versions), ' +
+      "else the dataset's planned prompt length",
     throughput: "total completion tokens of ok requests / vLLM's duration (first request created to the last one finished)",
     sendLag: 'not recorded by vLLM',
     warmup: "vLLM's --num-warmups is not recorded in the file; plan.warmupRequests is null",
     failures:
-      'a request failed when errors[i] is non-empty (HTTP reason phrase, a Python traceback reduced to its last line, or "Never received a valid chunk"); the code is derived from that text; timings vLLM kept before the failure stay, outside every distribution',
+      'a request failed when errors[i] is non-empty ' +
+      '(HTTP reason phrase, a Python traceback reduced to its last line, or "Never received a valid chunk"); ' +
+      'the code is derived from that text; timings vLLM kept before the failure stay, outside every distribution',
     plan:
       'plan.maxTokens and plan.workload.seed are not recorded by vLLM (null); ' +
-      "finishedAt is vLLM's date (the benchmark host's local time when the run ended, zone not recorded, read as UTC) and startedAt that minus duration (both null without a date)",
+      "finishedAt is vLLM's date (the benchmark host's local time when the run ended, zone not recorded, read as UTC) " +
+      'and startedAt that minus duration (both null without a date)',
   }
 
   if (!detailed) {
@@ -191,8 +201,12 @@ export function importVllmResult(input: VllmResult, options: BenchImportOptions)
         ...summaryOnlyMethodology('vLLM'),
         e2e: "vLLM's e2el: send to the last chunk carrying `choices` (older versions: to [DONE])",
         queueDelay: "vLLM's client_queue_time summary where written (wait for the --max-concurrency semaphore); else not recorded",
-        failures: `failed = vLLM's failed count (or num_prompts − completed); failure codes are unknown in a summary-only import, so failures is empty`,
-        import: `summary-only import of a vLLM --save-result file written without --save-detailed${lineNote}; ${traffic}; requests is empty and nothing per-request is invented`,
+        failures:
+          "failed = vLLM's failed count (or num_prompts − completed); " +
+          'failure codes are unknown in a summary-only import, so failures is empty',
+        import:
+          `summary-only import of a vLLM --save-result file written without --save-detailed${lineNote}; ${traffic}; ` +
+          'requests is empty and nothing per-request is invented',
       },
     })
   }
@@ -237,7 +251,8 @@ export function importVllmResult(input: VllmResult, options: BenchImportOptions)
   if (completed !== input.completed) {
     throw new ServegateError(
       'FILE_INVALID',
-      `${source}: field "completed" is ${input.completed} but the per-request lists hold ${completed} requests with an empty errors[i]; the summary and the lists disagree, so the file was cut or edited; ${FIX}`,
+      `${source}: field "completed" is ${input.completed} but the per-request lists hold ${completed} requests with an empty errors[i]; ` +
+        `the summary and the lists disagree, so the file was cut or edited; ${FIX}`,
     )
   }
   const inputs = input.input_lens ?? []
@@ -256,7 +271,8 @@ export function importVllmResult(input: VllmResult, options: BenchImportOptions)
       ...methodology,
       e2e:
         input.latencies === undefined
-          ? 'ttft + Σ itl: the arrival of the last chunk carrying `choices` (this vLLM version keeps no per-request latency; older versions measured theirs to [DONE])'
+          ? 'ttft + Σ itl: the arrival of the last chunk carrying `choices` ' +
+            '(this vLLM version keeps no per-request latency; older versions measured theirs to [DONE])'
           : "vLLM's per-request latencies: send to the last chunk carrying `choices` (the trailing usage chunk and [DONE] excluded)",
       queueDelay:
         input.queue_times === undefined
@@ -266,7 +282,9 @@ export function importVllmResult(input: VllmResult, options: BenchImportOptions)
         input.start_times === undefined
           ? 'not recorded by this vLLM version'
           : "vLLM's start_times relative to the first send (vLLM's own benchmark start is not recorded)",
-      import: `imported from a vLLM --save-result --save-detailed file${lineNote}; ${traffic}; per-request values converted seconds → ms, distributions recomputed by servegate's rules over the ok requests`,
+      import:
+        `imported from a vLLM --save-result --save-detailed file${lineNote}; ${traffic}; per-request values converted seconds → ms, ` +
+        "distributions recomputed by servegate's rules over the ok requests",
     },
   })
 }

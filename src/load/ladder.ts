@@ -42,7 +42,8 @@ export function expandLadder<T extends LadderOptions>(input: Ladder, base: T): A
   const parsed = Ladder.safeParse(input)
   if (!parsed.success)
     refuse(
-      `${parsed.error.issues.map((i) => `${i.path.join('.') || 'ladder'}: ${i.message}`).join('; ')}; give { rates: [...] } or { concurrencies: [...] }`,
+      `${parsed.error.issues.map((i) => `${i.path.join('.') || 'ladder'}: ${i.message}`).join('; ')}; ` +
+        'give { rates: [...] } or { concurrencies: [...] }',
     )
   const ladder = parsed.data
   const values = 'rates' in ladder ? ladder.rates : ladder.concurrencies

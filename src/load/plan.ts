@@ -34,7 +34,8 @@ export async function planArrivals(spec: ResolvedArrivalSpec, requests: number):
   if (requests > trace.rows.length) {
     throw new ServegateError(
       'CONFIG_INVALID',
-      `requests: ${requests} but the trace ${spec.path} has ${trace.rows.length} rows; pass requests ≤ ${trace.rows.length} (its first rows are replayed)`,
+      `requests: ${requests} but the trace ${spec.path} has ${trace.rows.length} rows; ` +
+        `pass requests ≤ ${trace.rows.length} (its first rows are replayed)`,
     )
   }
   const rows = trace.rows.slice(0, requests)

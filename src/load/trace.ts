@@ -104,7 +104,8 @@ export async function loadTrace(path: string): Promise<LoadedTrace> {
   } catch (error) {
     throw new ServegateError(
       'FILE_INVALID',
-      `trace ${path}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); pass the path of a JSONL trace`,
+      `trace ${path}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); ` +
+        'pass the path of a JSONL trace',
     )
   }
   return { path: absolute, sha256: createHash('sha256').update(bytes).digest('hex'), rows: parseTrace(bytes.toString('utf8'), path) }

@@ -63,27 +63,30 @@ describe('the capacity model against an open-loop load', () => {
       arrival: { kind: 'constant', ratePerS },
     })
 
-  test('below capacity nothing queues; above it the engine completes at its capacity and the queueing delay grows request after request', async () => {
-    sim = await startSimServer(options)
-    const capacity = simCapacity(options, { promptTokens: 64, outputTokens: 8 })?.ratePerS as number
-    const below = await at(0.8 * capacity)
-    const ttft = (r: RunRecord) => r.requests.map((q) => q.ttftMs as number)
-    // No queue: waits stay within a step or two (a busy machine may stall a few), and do not grow.
-    const median = (v: number[]) => [...v].sort((x, y) => x - y)[Math.floor(v.length / 2)] as number
-    expect(median(ttft(below))).toBeLessThan(25)
-    expect(median(ttft(below).slice(-20)) - median(ttft(below).slice(0, 20))).toBeLessThan(15)
-    expect(sim.stats().maxRunning).toBeLessThanOrEqual(4)
+  test(
+    'below capacity nothing queues; above it the engine completes at its capacity ' + 'and the queueing delay grows request after request',
+    async () => {
+      sim = await startSimServer(options)
+      const capacity = simCapacity(options, { promptTokens: 64, outputTokens: 8 })?.ratePerS as number
+      const below = await at(0.8 * capacity)
+      const ttft = (r: RunRecord) => r.requests.map((q) => q.ttftMs as number)
+      // No queue: waits stay within a step or two (a busy machine may stall a few), and do not grow.
+      const median = (v: number[]) => [...v].sort((x, y) => x - y)[Math.floor(v.length / 2)] as number
+      expect(median(ttft(below))).toBeLessThan(25)
+      expect(median(ttft(below).slice(-20)) - median(ttft(below).slice(0, 20))).toBeLessThan(15)
+      expect(sim.stats().maxRunning).toBeLessThanOrEqual(4)
 
-    const above = await at(1.5 * capacity)
-    expect(above.completed).toBe(90)
-    expect(completionRate(above) / capacity).toBeGreaterThan(0.95)
-    expect(completionRate(above) / capacity).toBeLessThan(1.05)
-    // 75 req/s against 50: the queue grows by 25 requests a second, each waiting 1/50 s longer per request queued ahead.
-    const [first, last] = [ttft(above).slice(0, 5), ttft(above).slice(-5)]
-    expect(Math.min(...last) - Math.max(...first)).toBeGreaterThan(300)
-    expect(sim.stats().maxQueued).toBeGreaterThan(15)
-    expect(sim.stats().maxRunning).toBe(4)
-  })
+      const above = await at(1.5 * capacity)
+      expect(above.completed).toBe(90)
+      expect(completionRate(above) / capacity).toBeGreaterThan(0.95)
+      expect(completionRate(above) / capacity).toBeLessThan(1.05)
+      // 75 req/s against 50: the queue grows by 25 requests a second, each waiting 1/50 s longer per request queued ahead.
+      const [first, last] = [ttft(above).slice(0, 5), ttft(above).slice(-5)]
+      expect(Math.min(...last) - Math.max(...first)).toBeGreaterThan(300)
+      expect(sim.stats().maxQueued).toBeGreaterThan(15)
+      expect(sim.stats().maxRunning).toBe(4)
+    },
+  )
 
   test('the KV budget admits what fits and queues the rest; a request that can never fit gets a 400', async () => {
     sim = await startSimServer({ ...options, maxBatch: null, kvBudgetTokens: 2 * (64 + 16) })

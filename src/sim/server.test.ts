@@ -105,7 +105,10 @@ describe('stream format', () => {
     expect(res.headers.get('transfer-encoding')).toBe('chunked')
     const events = dataEvents(res.text)
     expect(events[0]).toMatch(
-      /^\{"id":"chatcmpl-[0-9a-f]+","object":"chat\.completion\.chunk","created":\d+,"model":"sim-model","choices":\[\{"index":0,"delta":\{"role":"assistant","content":""\},"logprobs":null,"finish_reason":null\}\]\}$/,
+      new RegExp(
+        /^\{"id":"chatcmpl-[0-9a-f]+","object":"chat\.completion\.chunk","created":\d+,"model":"sim-model",/.source +
+          /"choices":\[\{"index":0,"delta":\{"role":"assistant","content":""\},"logprobs":null,"finish_reason":null\}\]\}$/.source,
+      ),
     )
     expect(events.at(-1)).toBe('[DONE]')
     expect(res.text.endsWith('data: [DONE]\n\n')).toBe(true)

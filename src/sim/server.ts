@@ -300,7 +300,10 @@ function crossedMarker(marker: string): string {
 function kvOverflow(promptTokens: number, outputTokens: number, kvBudgetTokens: number | null): string | null {
   const needed = promptTokens + outputTokens
   if (kvBudgetTokens === null || needed <= kvBudgetTokens) return null
-  return `This request needs ${needed} KV tokens (${promptTokens} prompt + ${outputTokens} output) but the KV budget is ${kvBudgetTokens} tokens; it could never be scheduled. Reduce the prompt or max_tokens.`
+  return (
+    `This request needs ${needed} KV tokens (${promptTokens} prompt + ${outputTokens} output) ` +
+    `but the KV budget is ${kvBudgetTokens} tokens; it could never be scheduled. Reduce the prompt or max_tokens.`
+  )
 }
 
 /** vLLM's 400 when prompt plus requested output exceed the context window; null when it fits. */

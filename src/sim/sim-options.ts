@@ -152,7 +152,8 @@ export function describeSimOptionsError(
   const got = issue.path.length > 0 ? valueAt(input, issue.path) : undefined
   const gotText = got === null || ['string', 'number', 'boolean'].includes(typeof got) ? ` (got ${JSON.stringify(got)})` : ''
   const more = rest.length > 0 ? ` (${rest.length} more issue${rest.length > 1 ? 's' : ''})` : ''
-  return `${name}: ${issue.message}${gotText}; ${known ? SIM_OPTION_FIXES[known] : 'remove it, or check its spelling against SimOptions'}${more}`
+  const fix = known ? SIM_OPTION_FIXES[known] : 'remove it, or check its spelling against SimOptions'
+  return `${name}: ${issue.message}${gotText}; ${fix}${more}`
 }
 
 function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {

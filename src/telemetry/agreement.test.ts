@@ -43,7 +43,8 @@ describe('compareTimings', () => {
     })
     expect(result).toMatchObject({ samples: 3, engineExceedsClient: 2, medianGapMs: -10, verdict: 'engine-slower-than-client' })
     expect(result.note).toBe(
-      "2 of 3 requests: engine prefill above the client's beyond max(5 ms, 5%), worst engine 80.0 ms vs client 50.0 ms; a harness timing bug (or a clock mix-up) is likely",
+      "2 of 3 requests: engine prefill above the client's beyond max(5 ms, 5%), worst engine 80.0 ms vs client 50.0 ms; " +
+        'a harness timing bug (or a clock mix-up) is likely',
     )
   })
 
@@ -145,7 +146,9 @@ describe('compareHistogramTotals', () => {
       toleranceMs: 5,
       toleranceFraction: 0.05,
       verdict: 'agree',
-      note: "engine ≤ client expected: the client's time also holds queueing, network and scheduling; mean gap 25.0 ms over 4 requests (histogram totals: no per-request gaps)",
+      note:
+        "engine ≤ client expected: the client's time also holds queueing, network and scheduling; " +
+        'mean gap 25.0 ms over 4 requests (histogram totals: no per-request gaps)',
     })
   })
 
@@ -159,7 +162,8 @@ describe('compareHistogramTotals', () => {
     [
       { secondsSum: 1, count: 5 },
       [1, 2, 3, 4],
-      'the engine counted 5 requests in the window, the client measured 4: the scrapes do not bracket exactly the measured requests (warm-up inside the window, or a scrape missed)',
+      'the engine counted 5 requests in the window, the client measured 4: ' +
+        'the scrapes do not bracket exactly the measured requests (warm-up inside the window, or a scrape missed)',
     ],
     [
       { secondsSum: 1, count: null },

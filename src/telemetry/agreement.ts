@@ -78,7 +78,11 @@ export function compareTimings(input: ComparisonLabel & { pairs: readonly Timing
     return {
       ...common,
       verdict: 'engine-slower-than-client',
-      note: `${engineExceedsClient} of ${gaps.length} requests: engine ${input.metric} above the client's beyond max(${tolerance.ms} ms, ${tolerance.fraction * 100}%), worst engine ${worst.engineMs.toFixed(1)} ms vs client ${worst.clientMs.toFixed(1)} ms; a harness timing bug (or a clock mix-up) is likely`,
+      note:
+        `${engineExceedsClient} of ${gaps.length} requests: engine ${input.metric} above the client's ` +
+        `beyond max(${tolerance.ms} ms, ${tolerance.fraction * 100}%), ` +
+        `worst engine ${worst.engineMs.toFixed(1)} ms vs client ${worst.clientMs.toFixed(1)} ms; ` +
+        'a harness timing bug (or a clock mix-up) is likely',
     }
   }
   return { ...common, verdict: 'agree', note: `${EXPECTATION}; median gap ${(d.p50 as number).toFixed(1)} ms over ${gaps.length} requests` }
@@ -171,7 +175,9 @@ export function compareHistogramTotals(
       ...base,
       samples: engine.count,
       verdict: 'insufficient-data',
-      note: `the engine counted ${engine.count} requests in the window, the client measured ${client.length}: the scrapes do not bracket exactly the measured requests (warm-up inside the window, or a scrape missed)`,
+      note:
+        `the engine counted ${engine.count} requests in the window, the client measured ${client.length}: ` +
+        'the scrapes do not bracket exactly the measured requests (warm-up inside the window, or a scrape missed)',
     }
   }
   const engineMeanMs = (engine.secondsSum * 1000) / engine.count
@@ -182,7 +188,10 @@ export function compareHistogramTotals(
     return {
       ...common,
       verdict: 'engine-slower-than-client',
-      note: `engine mean ${input.metric} ${engineMeanMs.toFixed(1)} ms exceeds the client's mean ${clientMeanMs.toFixed(1)} ms beyond max(${tolerance.ms} ms, ${tolerance.fraction * 100}%): at least one request's engine time exceeded the client's; a harness timing bug is likely`,
+      note:
+        `engine mean ${input.metric} ${engineMeanMs.toFixed(1)} ms exceeds the client's mean ${clientMeanMs.toFixed(1)} ms ` +
+        `beyond max(${tolerance.ms} ms, ${tolerance.fraction * 100}%): ` +
+        "at least one request's engine time exceeded the client's; a harness timing bug is likely",
     }
   }
   return {

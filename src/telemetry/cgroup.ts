@@ -97,7 +97,9 @@ export async function findMemoryCgroup(location: CgroupLocation = {}): Promise<M
   } catch (error) {
     return {
       status: 'absent',
-      reason: `cannot read ${procPath} or ${mountinfoPath} (not Linux?): ${sanitizeMessage(error instanceof Error ? error.message : String(error))}`,
+      reason:
+        `cannot read ${procPath} or ${mountinfoPath} (not Linux?): ` +
+        sanitizeMessage(error instanceof Error ? error.message : String(error)),
     }
   }
   const tried: string[] = []

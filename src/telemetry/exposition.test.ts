@@ -84,7 +84,8 @@ describe('parseExposition', () => {
 
   test('an empty HELP, CRLF endings, # EOF and a broken line do not lose the scrape', () => {
     const parsed = parseExposition(
-      '# HELP llamacpp:n_tokens_max\r\n# TYPE llamacpp:n_tokens_max counter\r\nllamacpp:n_tokens_max 2688\r\nbroken{ 1\r\ng NaN\r\n# EOF\r\n',
+      '# HELP llamacpp:n_tokens_max\r\n# TYPE llamacpp:n_tokens_max counter\r\n' +
+        'llamacpp:n_tokens_max 2688\r\nbroken{ 1\r\ng NaN\r\n# EOF\r\n',
     )
     expect(parsed.samples.map((s) => [s.name, s.value])).toEqual([
       ['llamacpp:n_tokens_max', 2688],

@@ -131,7 +131,9 @@ function summarizeDevice(index: number, all: readonly GpuSample[], window: GpuLo
     const { joules, coverage } = integrateEnergy(powerPoints, start as number, end as number)
     if (coverage >= MIN_ENERGY_COVERAGE) out.energyJ = joules
     else
-      reasons.energyJ = `power samples cover ${(coverage * 100).toFixed(0)}% of the load window (need ${MIN_ENERGY_COVERAGE * 100}%): the sampler started late or stopped early`
+      reasons.energyJ =
+        `power samples cover ${(coverage * 100).toFixed(0)}% of the load window (need ${MIN_ENERGY_COVERAGE * 100}%): ` +
+        'the sampler started late or stopped early'
   }
 
   if (out.energyJ === null) reasons.idleSubtractedEnergyJ = `no energy: ${reasons.energyJ}`

@@ -27,7 +27,8 @@ describe('parsing nvidia-smi output', () => {
   })
 
   test('facts: [N/A] and [Not Supported] become null, never a guess', () => {
-    const out = `0, NVIDIA H100 80GB HBM3, ${UUID0}, 550.54.15, 81559\n1, GRID A100D-40C, [N/A], [Not Supported], [N/A]\nNo devices were found\n`
+    const out =
+      `0, NVIDIA H100 80GB HBM3, ${UUID0}, 550.54.15, 81559\n` + '1, GRID A100D-40C, [N/A], [Not Supported], [N/A]\nNo devices were found\n'
     expect(parseGpuFacts(out)).toEqual({
       gpus: [
         { index: 0, uuid: UUID0, ...H100 },
@@ -127,7 +128,10 @@ describe('queryGpuFacts', () => {
   test('driver not loaded: absent with the real message and exit code', async () => {
     expect(await queryGpuFacts({ executable: fake('nvidia-smi-broken') })).toEqual({
       status: 'absent',
-      reason: `${fake('nvidia-smi-broken')} exited with code 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.`,
+      reason:
+        `${fake('nvidia-smi-broken')} exited with code 9: ` +
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. " +
+        'Make sure that the latest NVIDIA driver is installed and running.',
     })
   })
 

@@ -140,7 +140,9 @@ export function selectVisibleGpus(gpus: readonly GpuFact[], visibleDevices: stri
     } else if (/^MIG-/i.test(entry)) {
       return {
         status: 'absent',
-        reason: `CUDA_VISIBLE_DEVICES names a MIG instance (${entry}); nvidia-smi --query-gpu reports whole GPUs, so its power and memory are not the instance's`,
+        reason:
+          `CUDA_VISIBLE_DEVICES names a MIG instance (${entry}); ` +
+          "nvidia-smi --query-gpu reports whole GPUs, so its power and memory are not the instance's",
       }
     } else if (/^GPU-/i.test(entry)) {
       const candidates = gpus.filter((g) => g.uuid !== null && g.uuid.toLowerCase().startsWith(entry.toLowerCase()))
@@ -157,7 +159,8 @@ export function selectVisibleGpus(gpus: readonly GpuFact[], visibleDevices: stri
   }
   const note =
     usedIndices && deviceOrder !== 'PCI_BUS_ID'
-      ? "CUDA_VISIBLE_DEVICES indices were read in nvidia-smi's PCI bus order; CUDA's default order (FASTEST_FIRST) can differ on hosts with mixed GPUs: set CUDA_DEVICE_ORDER=PCI_BUS_ID or use GPU UUIDs"
+      ? "CUDA_VISIBLE_DEVICES indices were read in nvidia-smi's PCI bus order; " +
+        "CUDA's default order (FASTEST_FIRST) can differ on hosts with mixed GPUs: set CUDA_DEVICE_ORDER=PCI_BUS_ID or use GPU UUIDs"
       : null
   return { status: 'ok', gpus: chosen, visibleDevices, note }
 }

@@ -29,7 +29,8 @@ function withValues(text: string, values: Record<string, number>): string {
 }
 
 const LLAMA_KV_REASON =
-  "llamacpp:kv_cache_usage_ratio is not in the engine's metrics (llama.cpp removed llamacpp:kv_cache_usage_ratio and kv_cache_tokens from /metrics in PR #13660 (May 2025); only older builds expose it)"
+  "llamacpp:kv_cache_usage_ratio is not in the engine's metrics " +
+  '(llama.cpp removed llamacpp:kv_cache_usage_ratio and kv_cache_tokens from /metrics in PR #13660 (May 2025); only older builds expose it)'
 
 const EXPECTED: Array<
   [string, EngineKind, string, Omit<EngineOccupancy, 'url' | 'intervalMs' | 'scrapes' | 'scrapeErrors' | 'lastScrapeError' | 'kind'>]
@@ -137,18 +138,21 @@ describe('readEngineMetrics on real-shaped /metrics', () => {
 
   test('data-parallel ranks are summed, tensor-parallel duplicates are not', () => {
     const vllm =
-      'vllm:num_requests_running{engine="0",model_name="m"} 3.0\nvllm:num_requests_running{engine="1",model_name="m"} 4.0\nvllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.2\nvllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.7\n'
+      'vllm:num_requests_running{engine="0",model_name="m"} 3.0\nvllm:num_requests_running{engine="1",model_name="m"} 4.0\n' +
+      'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.2\nvllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.7\n'
     expect(readEngineMetrics(parseExposition(vllm), 'vllm')).toMatchObject({ running: 7, kvUsage: 0.7 })
     const tp = 'sglang:num_running_reqs{model_name="m",tp_rank="0"} 4.0\nsglang:num_running_reqs{model_name="m",tp_rank="1"} 4.0\n'
     expect(readEngineMetrics(parseExposition(tp), 'sglang').running).toBe(4)
     const dp =
-      'sglang:num_queue_reqs{dp_rank="0",model_name="m",tp_rank="0"} 2.0\nsglang:num_queue_reqs{dp_rank="1",model_name="m",tp_rank="0"} 5.0\n'
+      'sglang:num_queue_reqs{dp_rank="0",model_name="m",tp_rank="0"} 2.0\n' +
+      'sglang:num_queue_reqs{dp_rank="1",model_name="m",tp_rank="0"} 5.0\n'
     expect(readEngineMetrics(parseExposition(dp), 'sglang').waiting).toBe(7)
   })
 
   test('series of another served model are left out; NaN gauges are no reading', () => {
     const text =
-      'vllm:num_requests_running{model_name="a"} 3.0\nvllm:num_requests_running{model_name="b"} 9.0\nvllm:kv_cache_usage_perc{model_name="a"} NaN\n'
+      'vllm:num_requests_running{model_name="a"} 3.0\nvllm:num_requests_running{model_name="b"} 9.0\n' +
+      'vllm:kv_cache_usage_perc{model_name="a"} NaN\n'
     expect(readEngineMetrics(parseExposition(text), 'vllm', 'a')).toMatchObject({ running: 3, kvUsage: null })
   })
 
@@ -421,7 +425,8 @@ describe('reachedConcurrency', () => {
       runningMax: 4,
       reached: false,
       reason:
-        'the engine ran at most 4 of 8 requests at once over 40 scrapes every 250 ms; up to 4 waited in its queue: its batch limit (max-num-seqs, max-running-requests, --parallel slots…) is below the requested concurrency',
+        'the engine ran at most 4 of 8 requests at once over 40 scrapes every 250 ms; up to 4 waited in its queue: ' +
+        'its batch limit (max-num-seqs, max-running-requests, --parallel slots…) is below the requested concurrency',
     })
   })
 

@@ -67,7 +67,9 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
       name: 'vllm:kv_cache_usage_perc',
       type: 'gauge',
       fallbacks: ['vllm:gpu_cache_usage_perc'],
-      note: 'vllm:kv_cache_usage_perc since 0.9 (PR #18354); vllm:gpu_cache_usage_perc was deprecated then and removed in PR #29330 (Nov 2025)',
+      note:
+        'vllm:kv_cache_usage_perc since 0.9 (PR #18354); ' +
+        'vllm:gpu_cache_usage_perc was deprecated then and removed in PR #29330 (Nov 2025)',
     },
     prefillSeconds: {
       name: 'vllm:request_prefill_time_seconds',
@@ -103,7 +105,8 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
     generationTokens: { name: 'sglang:generation_tokens_total', type: 'counter' },
     notes: [
       'needs --enable-metrics',
-      'scheduler labels: model_name, engine_type (unified|prefill|decode), tp_rank, pp_rank, moe_ep_rank, dp_rank with DP; tokenizer-side metrics carry model_name only',
+      'scheduler labels: model_name, engine_type (unified|prefill|decode), tp_rank, pp_rank, moe_ep_rank, dp_rank with DP; ' +
+        'tokenizer-side metrics carry model_name only',
       'only TP rank 0 records scheduler metrics unless --enable-metrics-for-all-schedulers',
       'older releases (2024) labelled with name= instead of model_name=',
     ],
@@ -116,7 +119,9 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
     kvUsage: {
       name: 'llamacpp:kv_cache_usage_ratio',
       type: 'gauge',
-      note: 'llama.cpp removed llamacpp:kv_cache_usage_ratio and kv_cache_tokens from /metrics in PR #13660 (May 2025); only older builds expose it',
+      note:
+        'llama.cpp removed llamacpp:kv_cache_usage_ratio and kv_cache_tokens from /metrics in PR #13660 (May 2025); ' +
+        'only older builds expose it',
     },
     prefillSeconds: { name: 'llamacpp:prompt_seconds_total', type: 'counter', note: 'a counter: total seconds, no request count' },
     decodeSeconds: { name: 'llamacpp:tokens_predicted_seconds_total', type: 'counter', note: 'a counter: total seconds, no request count' },
@@ -147,7 +152,8 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
     promptTokens: { name: 'trtllm_prompt_tokens_total', type: 'counter' },
     generationTokens: { name: 'trtllm_generation_tokens_total', type: 'counter' },
     notes: [
-      'trtllm-serve serves Prometheus text at /prometheus/metrics since PR #5785 (2025; first releases had request histograms only, without the trtllm_ prefix); its /metrics is JSON iteration stats',
+      'trtllm-serve serves Prometheus text at /prometheus/metrics since PR #5785 ' +
+        '(2025; first releases had request histograms only, without the trtllm_ prefix); its /metrics is JSON iteration stats',
       'labels: model_name, engine_type',
     ],
   },
@@ -482,7 +488,8 @@ export function reachedConcurrency(occupancy: EngineOccupancy, requested: number
   }
   const why =
     waitingMax !== null && waitingMax > 0
-      ? `up to ${waitingMax} waited in its queue: its batch limit (max-num-seqs, max-running-requests, --parallel slots…) is below the requested concurrency`
+      ? `up to ${waitingMax} waited in its queue: ` +
+        'its batch limit (max-num-seqs, max-running-requests, --parallel slots…) is below the requested concurrency'
       : 'none waited in its queue: the client did not keep the requests in flight, or the peaks fell between scrapes'
   return {
     requested,

@@ -289,7 +289,10 @@ describe('loadDataset', () => {
 
   test('refuses a file that is not an image, showing its first bytes', async () => {
     expect(await loadError([{ ...numeric, images: ['notes.png'] }])).toMatch(
-      /q\.jsonl:1: field `images\[0\]` "notes\.png" is not a PNG, JPEG, WebP or GIF image \(it starts with 6e 6f 74 20 61 6e 20 69\); reference an image file$/,
+      new RegExp(
+        /q\.jsonl:1: field `images\[0\]` "notes\.png" is not a PNG, JPEG, WebP or GIF image /.source +
+          /\(it starts with 6e 6f 74 20 61 6e 20 69\); reference an image file$/.source,
+      ),
     )
     expect(await loadError([{ ...numeric, images: ['empty.png'] }])).toMatch(
       /"empty\.png" is not a PNG, JPEG, WebP or GIF image \(it is empty\)/,

@@ -36,7 +36,9 @@ const ImageRef = z
     if (/^[a-z][a-z0-9+.-]*:\/\//i.test(ref)) {
       ctx.addIssue({
         code: 'custom',
-        message: `is a URL (${ref.slice(0, 60)}); download the image next to the dataset and reference its relative path, so the request hash covers its bytes`,
+        message:
+          `is a URL (${ref.slice(0, 60)}); download the image next to the dataset and reference its relative path, ` +
+          'so the request hash covers its bytes',
       })
     } else if (!ref.startsWith('data:') && isAbsolute(ref)) {
       ctx.addIssue({ code: 'custom', message: `is an absolute path (${ref}); use a path relative to the dataset file` })
@@ -111,7 +113,9 @@ const ChoiceRow = z
       ctx.addIssue({
         code: 'custom',
         path: ['answer'],
-        message: `field \`answer\` "${row.answer}" is not one of the choices ${row.choices.join(', ')}; set it to one of those letters (capital) or add it to \`choices\``,
+        message:
+          `field \`answer\` "${row.answer}" is not one of the choices ${row.choices.join(', ')}; ` +
+          'set it to one of those letters (capital) or add it to `choices`',
       })
     }
   })
@@ -137,7 +141,9 @@ const RegexRow = z
       ctx.addIssue({
         code: 'custom',
         path: ['pattern'],
-        message: `field \`pattern\` is not a valid regular expression (${(error as Error).message}); fix it (remember to escape backslashes in JSON: "\\\\d")`,
+        message:
+          `field \`pattern\` is not a valid regular expression (${(error as Error).message}); ` +
+          `fix it (remember to escape backslashes in JSON: "\\\\d")`,
       })
     }
   })

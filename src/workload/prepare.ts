@@ -187,7 +187,8 @@ export async function prepareWorkload(input: WorkloadSpec, plan: PreparePlan, pr
   if (sharedTokens >= spec.promptTokens) {
     throw new ServegateError(
       'CONFIG_INVALID',
-      `workload.prefixCache.tokens: ${sharedTokens} shared tokens leave no room in a ${spec.promptTokens}-token prompt; make it smaller than promptTokens`,
+      `workload.prefixCache.tokens: ${sharedTokens} shared tokens leave no room in a ${spec.promptTokens}-token prompt; ` +
+        'make it smaller than promptTokens',
     )
   }
 
@@ -245,7 +246,9 @@ export async function prepareWorkload(input: WorkloadSpec, plan: PreparePlan, pr
         } catch (err) {
           useTokenizer = false
           pieces = estimate
-          warning = `the engine's tokenizer failed during calibration (${(err as Error).message}); prompt sizes are estimated from request ${index} on`
+          warning =
+            `the engine's tokenizer failed during calibration (${(err as Error).message}); ` +
+            `prompt sizes are estimated from request ${index} on`
         }
       }
     }

@@ -1,9 +1,9 @@
 import { createRandom, mixSeed } from '../random.ts'
 
-const NOUNS =
-  'team report river market engine city student garden council winter budget bridge harbor library signal orchard factory valley museum station'.split(
-    ' ',
-  )
+const NOUNS = (
+  'team report river market engine city student garden council winter budget bridge harbor library ' +
+  'signal orchard factory valley museum station'
+).split(' ')
 const ADJECTIVES = 'quiet early careful small northern busy steady bright narrow local annual recent formal open cold'.split(' ')
 const VERBS = 'reviewed moved repaired measured described changed opened visited planned tested reported carried'.split(' ')
 const PREPOSITIONS = 'near beside after before across under around'.split(' ')
