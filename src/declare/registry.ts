@@ -1,6 +1,6 @@
 import { sanitizeMessage } from '../errors.ts'
-import type { DeclaredCell, FileMeta } from '../evidence/meta.ts'
 import type { RunRecord } from '../schema/run.ts'
+import { type DeclaredCell, type FileMeta, META_TAG } from '../schema/task-meta.ts'
 
 /** The cells and pairs declared by the spec file running in this worker, in declaration order. */
 const declared = new Map<string, DeclaredCell>()
@@ -76,9 +76,9 @@ export function declaredCell(id: string): DeclaredCell | undefined {
   return declared.get(id)
 }
 
-/** The file's cells for its meta, emptying the registry (the next file starts clean). */
+/** The file's cells for its meta, tagged with this servegate's version, emptying the registry (the next file starts clean). */
 export function takeFileMeta(): FileMeta {
   const cells = [...declared.values()]
   declared.clear()
-  return { cells }
+  return { ...META_TAG, cells }
 }

@@ -15,15 +15,15 @@ import {
   type PairCheck,
 } from '../schema/evidence.ts'
 import type { RunRecord } from '../schema/run.ts'
+import type { DeclaredCell, FileMeta, TestMeta } from '../schema/task-meta.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
-import type { DeclaredCell, FileMeta, TestMeta } from './meta.ts'
 import { armSummary, planSummary } from './arm-summary.ts'
 
-/** A spec file and the cells it declared. */
+/** A spec file and the cells it declared (its meta as read, the version tag already checked). */
 export interface SpecFileInput {
   /** Path relative to the project root, `/`-separated. */
   file: string
-  meta: FileMeta
+  meta: Pick<FileMeta, 'cells'>
 }
 
 /** A test and what its servegate assertions recorded. */
@@ -32,7 +32,8 @@ export interface TestInput {
   /** The full name, suites included, e.g. `qwen3 c4 > wins decode`. */
   name: string
   state: 'passed' | 'failed' | 'skipped' | 'pending'
-  meta: TestMeta | undefined
+  /** Its meta as read, the version tag already checked; undefined when it recorded none. */
+  meta: Pick<TestMeta, 'decisions' | 'checks'> | undefined
 }
 
 export interface BuildOptions {
@@ -124,11 +125,10 @@ function cellFindings(cell: EvidenceCell, gates: readonly GateEntry[]): Finding[
   for (const c of cell.checks) if (!c.passed) add('check-failed', `${c.check}: ${c.findings.slice(0, 3).join('; ') || 'failed'}`)
   for (const g of gates) {
     const d = g.decision
-    if (d.kind === 'superiority' && d.outcome !== 'pass')
-      add(
-        d.outcome === 'fail' ? 'non-win' : 'inconclusive',
-        `${d.gate} ${d.outcome}: ${d.metric}${d.moreRequestsHint === null ? '' : ` (about ${d.moreRequestsHint} paired requests would likely decide it)`}`,
-      )
+    if (d.kind === 'superiority' && d.outcome !== 'pass') {
+      const hint = d.moreRequestsHint === null ? '' : ` (about ${d.moreRequestsHint} paired requests would likely decide it)`
+      add(d.outcome === 'fail' ? 'non-win' : 'inconclusive', `${d.gate} ${d.outcome}: ${d.metric}${hint}`)
+    }
     if (d.kind === 'non-regression' && d.outcome === 'fail') add('regression', `${d.gate}: confident regression of ${d.metric}`)
     if (d.kind === 'non-regression' && d.outcome === 'inconclusive')
       add('inconclusive', `${d.gate}: ${d.metric} not shown to hold (passes with a warning)`)

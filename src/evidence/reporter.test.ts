@@ -1,6 +1,7 @@
 /**
  * A spec file that throws while it loads ran none of its cells and tests: the evidence says so
- * and is not promotable, whether or not other files measured cells.
+ * and is not promotable, whether or not other files measured cells. A meta the reporter cannot
+ * read is left out the same way, named with the field that is wrong.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { createRequire } from 'node:module'
@@ -9,6 +10,10 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
 import { afterAll, beforeAll, expect, test } from 'vitest'
+import type { TestModule } from 'vitest/node'
+import { META_TAG } from '../schema/task-meta.ts'
+import { buildEvidence } from './build.ts'
+import { collectInputs } from './reporter.ts'
 import { readIndex, verifyEvidence } from './verify.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
@@ -54,3 +59,44 @@ test('a run whose only file failed to load replaces the previous evidence with o
   expect(index.promotion.promotable).toBe(false)
   expect(index.promotion.reasons.join('\n')).toMatch(/failed to load/)
 }, 120_000)
+
+/** A test module as the reporter sees it after a run or a merge: its file meta and its tests' meta. */
+function testModule(file: string, fileMeta: unknown, tests: ReadonlyArray<{ name: string; meta: unknown }>): TestModule {
+  const cases = tests.map((t) => ({ fullName: t.name, result: () => ({ state: 'passed' }), meta: () => ({ servegate: t.meta }) }))
+  return {
+    relativeModuleId: file,
+    meta: () => ({ servegateFile: fileMeta }),
+    children: { allTests: () => cases },
+    errors: () => [],
+  } as unknown as TestModule
+}
+
+test('a malformed meta is left out, named with its file, test and field, and the evidence is not promotable', () => {
+  const cell = { id: 'c', kind: 'cell', required: true, ladder: null, engines: { cell: 'e' }, status: 'pending', error: null, records: {} }
+  const check = { cell: 'c', check: 'toPassCanaries', passed: true, findings: [] }
+  const inputs = collectInputs([
+    testModule('ok.bench.ts', { ...META_TAG, cells: [cell] }, [
+      { name: 'c > passes canaries', meta: { ...META_TAG, decisions: [], checks: [check] } },
+    ]),
+    testModule('bad-file.bench.ts', { ...META_TAG, cells: [{ ...cell, id: 'd', status: 'ran' }] }, []),
+    testModule('bad-test.bench.ts', undefined, [
+      { name: 'e > passes canaries', meta: { ...META_TAG, decisions: [], checks: [{ ...check, passed: 'yes' }] } },
+    ]),
+  ])
+  expect(inputs.files.map((f) => [f.file, f.meta.cells.map((c) => c.id)])).toEqual([['ok.bench.ts', ['c']]])
+  expect(inputs.unreadableMeta).toEqual([
+    'bad-file.bench.ts: its servegate meta is malformed at cells[0].status: Invalid option: expected one of "pending"|"measured"|"threw"',
+    'bad-test.bench.ts: the servegate meta of test "e > passes canaries" is malformed at checks[0].passed: ' +
+      'Invalid input: expected boolean, received string',
+  ])
+  expect(inputs.tests.find((t) => t.name === 'e > passes canaries')?.meta).toBeUndefined()
+  const { promotion } = buildEvidence(inputs.files, inputs.tests, { suiteCommit: null, redact: false }).index
+  expect(promotion.promotable).toBe(false)
+  expect(promotion.reasons).toEqual([
+    'test "(its servegate meta is malformed at cells[0].status: Invalid option: expected one of "pending"|"measured"|"threw")" ' +
+      'in bad-file.bench.ts failed',
+    'test "(the servegate meta of test "e > passes canaries" is malformed at checks[0].passed: ' +
+      'Invalid input: expected boolean, received string)" in bad-test.bench.ts failed',
+    'required cell c is pending: declared but not run: no test awaited it, or the run ended first',
+  ])
+})

@@ -1,8 +1,9 @@
 /**
  * Sharded runs merge into the same evidence: the fixture suite (two spec files, fake vLLM
- * engines) run whole, and run as two blob shards then merged with `vitest --merge-reports`.
+ * engines) run whole, and run as two blob shards then merged with `vitest --merge-reports`. A
+ * shard from another servegate is named, and the merge is not promotable.
  */
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -10,24 +11,50 @@ import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import type { EvidenceIndex } from '../schema/evidence.ts'
+import { META_SCHEMA_ID } from '../schema/task-meta.ts'
+import { SERVEGATE_VERSION } from '../version.ts'
 import { listFiles, readIndex, verifyEvidence } from './verify.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const SUITE = 'fixtures/shard-suite'
 const VITEST = join(dirname(createRequire(import.meta.url).resolve('vitest/package.json')), 'vitest.mjs')
 let tmp: string
+let otherMerge: { exitCode: number | undefined; output: string }
 
-/** Runs vitest on the fixture suite with the evidence written to `evidence`. */
-async function vitest(args: string[], evidence: string, env: Record<string, string> = {}): Promise<void> {
-  const result = await execa(process.execPath, [VITEST, ...args, '--root', SUITE], {
+/** Runs vitest on the fixture suite with the evidence written to `evidence`, whatever its exit code. */
+function run(args: string[], evidence: string, env: Record<string, string> = {}) {
+  return execa(process.execPath, [VITEST, ...args, '--root', SUITE], {
     cwd: ROOT,
     env: { SERVEGATE_EVIDENCE_DIR: evidence, FORCE_COLOR: '0', GITHUB_STEP_SUMMARY: '', ...env },
     reject: false,
     timeout: 120_000,
     cleanup: true,
+    all: true,
   })
+}
+
+/** Runs vitest on the fixture suite with the evidence written to `evidence`; it must exit 0. */
+async function vitest(args: string[], evidence: string, env: Record<string, string> = {}): Promise<void> {
+  const result = await run(args, evidence, env)
   if (result.exitCode !== 0)
     throw new Error(`vitest ${args.join(' ')} exited ${result.exitCode}:\n${result.stdout.slice(-2000)}\n${result.stderr.slice(-2000)}`)
+}
+
+/**
+ * A blob as another servegate would have written it: its meta tagged servegate 0.0.1 and
+ * `servegate.meta/v2`. Blob reports are flatted JSON: one array of values, each string stored
+ * once and referred to by its index.
+ */
+function fromAnotherServegate(blob: string): string {
+  const values = JSON.parse(blob) as unknown[]
+  const tag = values.indexOf(META_SCHEMA_ID)
+  if (tag < 0) throw new Error(`the blob carries no ${META_SCHEMA_ID} meta`)
+  values[tag] = 'servegate.meta/v2'
+  const version = String(values.push('0.0.1') - 1)
+  for (const v of values)
+    if (typeof v === 'object' && v !== null && (v as Record<string, unknown>).schema === String(tag))
+      (v as Record<string, unknown>).servegateVersion = version
+  return JSON.stringify(values)
 }
 
 /** What must not depend on how the run was split: everything but the measured figures. */
@@ -58,6 +85,11 @@ beforeAll(async () => {
     )
   await vitest([`--merge-reports=${join(tmp, 'blobs')}`], join(tmp, 'merged'))
   await vitest([`--merge-reports=${join(tmp, 'blobs')}`], join(tmp, 'merged-again'))
+  await mkdir(join(tmp, 'other-blobs'))
+  await writeFile(join(tmp, 'other-blobs', 'blob-1.json'), fromAnotherServegate(await readFile(join(tmp, 'blobs', 'blob-1.json'), 'utf8')))
+  await copyFile(join(tmp, 'blobs', 'blob-2.json'), join(tmp, 'other-blobs', 'blob-2.json'))
+  const other = await run([`--merge-reports=${join(tmp, 'other-blobs')}`], join(tmp, 'merged-other'))
+  otherMerge = { exitCode: other.exitCode, output: other.all }
   await vitest(['bench', '--run', '--reporter=dot', 'a.bench.ts'], join(tmp, 'dot'))
 }, 300_000)
 
@@ -90,4 +122,19 @@ test('merging the same blobs again gives byte-identical evidence', async () => {
   const files = await listFiles(join(tmp, 'merged'))
   for (const f of files)
     expect(await readFile(join(tmp, 'merged-again', f), 'utf8'), f).toBe(await readFile(join(tmp, 'merged', f), 'utf8'))
+})
+
+test('a shard from another servegate is left out and named, with both versions and the fix; the merge fails', async () => {
+  const index = await readIndex(join(tmp, 'merged-other'))
+  const files = index.cells.map((c) => c.file)
+  const [left] = ['a.bench.ts', 'b.bench.ts'].filter((f) => !files.includes(f))
+  expect(files).toHaveLength(1)
+  const problem =
+    `its servegate meta was written by servegate 0.0.1 (servegate.meta/v2), but this reporter is servegate ${SERVEGATE_VERSION} ` +
+    `(servegate.meta/v1): re-run every shard with servegate ${SERVEGATE_VERSION}, the version that merges them, then merge again`
+  expect(index.promotion.promotable).toBe(false)
+  expect(index.promotion.reasons).toContain(`test "(${problem})" in ${left} failed`)
+  expect(await verifyEvidence(join(tmp, 'merged-other'))).toMatchObject({ problems: [] })
+  expect(otherMerge.exitCode).toBe(1)
+  expect(otherMerge.output).toContain(`${left}: ${problem}`)
 })

@@ -1,5 +1,5 @@
 import { TestRunner, type MatcherState } from 'vitest'
-import type { TestMeta } from '../evidence/meta.ts'
+import { META_TAG, type TestMeta } from '../schema/task-meta.ts'
 import { samplesText, verdictLine } from '../gates/verdict.ts'
 import { formatFixedPercent, formatInUnit } from '../number-format.ts'
 import type { CheckName, GateDecision, GateName } from '../schema/gate.ts'
@@ -18,7 +18,7 @@ const annotated = new WeakMap<object, Set<string>>()
 function testMeta(subject: Subject | undefined): { meta: TestMeta; annotate: (message: string, type: string) => void } | null {
   const test = TestRunner.getCurrentTest()
   if (test === undefined) return null
-  test.meta.servegate ??= { decisions: [], checks: [] }
+  test.meta.servegate ??= { ...META_TAG, decisions: [], checks: [] }
   const annotate = (message: string, type: string, attachment?: { body: string; contentType: string }) =>
     Promise.resolve(test.context.annotate(message, type, attachment))
   const seen = annotated.get(test) ?? new Set<string>()
