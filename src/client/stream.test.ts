@@ -23,7 +23,9 @@ async function dropping(drops: number): Promise<string> {
       }
       res.writeHead(200, { 'content-type': 'text/event-stream' })
       res.end(
-        'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":1}}\n\ndata: [DONE]\n\n',
+        'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n' +
+          'data: {"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":1}}\n\n' +
+          'data: [DONE]\n\n',
       )
     })
   })

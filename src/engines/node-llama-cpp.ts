@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
-import { captureContent, type StreamObservation } from '../client/stream.ts'
+import { captureContent, emptyObservation, type StreamObservation } from '../client/stream.ts'
 import type { ChatText, EngineTokenizer } from '../client/tokenize.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
 import type { Manifest } from '../schema/manifest.ts'
@@ -138,26 +138,8 @@ export async function startNodeLlamaCpp(config: Config, gpuFacts: GpuFactsProbe)
 
   async function send(body: Buffer, captureChars: number, signal: AbortSignal, deadlineMs: number): Promise<StreamObservation> {
     const sentAt = performance.now()
-    const obs: StreamObservation = {
-      dispatchedAt: sentAt,
-      sentAt,
-      firstOutputAt: null,
-      firstContentAt: null,
-      endAt: null,
-      outputChunkAt: [],
-      reasoningChunks: 0,
-      contentChunks: 0,
-      usagePromptTokens: null,
-      usageCompletionTokens: null,
-      finishReason: null,
-      httpStatus: null,
-      content: '',
-      contentTruncated: false,
-      sentChunks: [body],
-      engineTimings: null,
-      attempts: 1,
-      error: null,
-    }
+    const obs = emptyObservation(sentAt)
+    obs.sentChunks.push(body)
     let parsed: RequestBody
     try {
       parsed = JSON.parse(body.toString('utf8')) as RequestBody

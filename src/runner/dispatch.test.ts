@@ -1,29 +1,10 @@
 import { describe, expect, test } from 'vitest'
-import type { StreamObservation } from '../client/stream.ts'
+import { emptyObservation, type StreamObservation } from '../client/stream.ts'
 import { openLoop, type Slot } from './dispatch.ts'
 
 /** An observation of a request that was sent at `sentAt` and ended now. */
 function observed(sentAt: number): StreamObservation {
-  return {
-    dispatchedAt: sentAt,
-    sentAt,
-    firstOutputAt: null,
-    firstContentAt: null,
-    endAt: performance.now(),
-    outputChunkAt: [],
-    reasoningChunks: 0,
-    contentChunks: 0,
-    usagePromptTokens: null,
-    usageCompletionTokens: null,
-    finishReason: 'stop',
-    httpStatus: 200,
-    content: '',
-    contentTruncated: false,
-    sentChunks: [],
-    engineTimings: null,
-    attempts: 1,
-    error: null,
-  }
+  return { ...emptyObservation(sentAt), endAt: performance.now(), finishReason: 'stop', httpStatus: 200 }
 }
 
 /** A send that records when it was called and answers after `serviceMs`. */

@@ -1,0 +1,260 @@
+import { type ErrorCode, sanitizeMessage, ServegateError } from '../errors.ts'
+import type { ErrorInfo } from '../schema/run.ts'
+import { captureContent, emptyObservation, type StreamObservation } from './observation.ts'
+import { createSseParser, type SseParser } from './sse.ts'
+
+const MAX_ERROR_BODY_BYTES = 4096
+/** `sentAt` until the request bytes have been handed to the socket. */
+const NOT_SENT = -1
+
+interface ChunkChoice {
+  delta?: { content?: unknown; reasoning_content?: unknown; reasoning?: unknown }
+  text?: unknown
+  finish_reason?: unknown
+}
+interface ChunkShape {
+  choices?: ChunkChoice[]
+  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null
+  error?: { message?: unknown } | string
+  timings?: Record<string, unknown>
+}
+
+function nonEmpty(v: unknown): boolean {
+  return typeof v === 'string' && v.length > 0
+}
+
+function retryAfterSeconds(value: string | string[] | undefined, nowMs: number): number | null {
+  const raw = Array.isArray(value) ? value[0] : value
+  if (raw === undefined) return null
+  const seconds = Number(raw)
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds
+  const date = Date.parse(raw)
+  return Number.isNaN(date) ? null : Math.max(0, (date - nowMs) / 1000)
+}
+
+function httpErrorMessage(status: number, body: Buffer): string {
+  const text = body.toString('utf8')
+  let detail = text
+  try {
+    const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown; detail?: unknown }
+    const fromError = typeof parsed.error === 'string' ? parsed.error : parsed.error?.message
+    const found = [fromError, parsed.message, parsed.detail].find((v) => typeof v === 'string')
+    if (typeof found === 'string') detail = found
+  } catch {
+    // Not JSON: keep the raw (sanitized) text.
+  }
+  return sanitizeMessage(`HTTP ${status}: ${detail || '(empty body)'}`)
+}
+
+/** How a {@link ChunkInterpreter} starts. */
+export interface ChunkInterpreterOptions {
+  /** When the request was dispatched, monotonic ms. */
+  dispatchedAt: number
+  /** Characters of content (never reasoning) to keep; 0 keeps none. */
+  captureChars: number
+  /** The server's origin, named when the connection cannot be opened. */
+  origin: string
+  /**
+   * Called once, when the observation is final. `abortWith` is set when the interpreter failed
+   * the request while the exchange may still be running: the caller aborts the request with it.
+   */
+  onSettle: (obs: StreamObservation, abortWith: ServegateError | null) => void
+}
+
+/**
+ * Turns one OpenAI-compatible streaming exchange into its {@link StreamObservation}. Its methods
+ * are the exchange's events, each with its arrival time (monotonic ms): it does no I/O and reads
+ * no clock, so a test drives it with literal bytes and times. Request-level failures (HTTP
+ * statuses, drops, protocol errors, error events, empty completions) settle it with a stable
+ * code; the first settlement wins and later events are ignored.
+ *
+ * Every SSE event completed by one read gets that read's arrival time (they arrived together).
+ * @example
+ * const it = new ChunkInterpreter({ dispatchedAt: 0, captureChars: 0, origin, onSettle: (obs) => console.log(obs.contentChunks) })
+ * it.onResponseStart(200, {}, Date.now())
+ * it.onResponseData(Buffer.from('data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'), 12.5) // logs 1
+ */
+export class ChunkInterpreter {
+  /** The observation being built; final once {@link settled}. */
+  readonly obs: StreamObservation
+  private readonly captureChars: number
+  private readonly origin: string
+  private readonly onSettle: ChunkInterpreterOptions['onSettle']
+  private readonly parser: SseParser
+  private isSettled = false
+  /** `[DONE]` arrived: the read that carried it settles the request. */
+  private done = false
+  /** Non-null for a non-2xx response: its body is evidence, not a stream. */
+  private errorBody: Uint8Array[] | null = null
+  private errorBodyBytes = 0
+  private retryAfterS: number | null = null
+  /** The arrival time of the read being parsed. */
+  private readAt = 0
+
+  constructor(options: ChunkInterpreterOptions) {
+    this.obs = emptyObservation(options.dispatchedAt, NOT_SENT)
+    this.captureChars = options.captureChars
+    this.origin = options.origin
+    this.onSettle = options.onSettle
+    this.parser = createSseParser((data) => this.onEvent(data, this.readAt))
+  }
+
+  /** True once the observation is final. */
+  get settled(): boolean {
+    return this.isSettled
+  }
+
+  /** Request bytes were handed to the socket; they are kept as written. */
+  onBodySent(chunk: Uint8Array): void {
+    this.obs.sentChunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk))
+  }
+
+  /** The whole request was handed to the socket at `at`. */
+  onRequestSent(at: number): void {
+    this.obs.sentAt = at
+  }
+
+  /**
+   * The response status and headers arrived. A non-2xx body is kept as evidence instead of parsed.
+   * @param wallMs the wall clock (Date.now()), to read a 429's `Retry-After` given as a date
+   */
+  onResponseStart(statusCode: number, headers: Readonly<Record<string, string | string[] | undefined>>, wallMs: number): void {
+    this.obs.httpStatus = statusCode
+    if (statusCode < 200 || statusCode >= 300) {
+      this.errorBody = []
+      if (statusCode === 429) this.retryAfterS = retryAfterSeconds(headers['retry-after'], wallMs)
+    }
+  }
+
+  /** One read of the response body arrived at `at`; a read that completes `[DONE]` settles the request. */
+  onResponseData(bytes: Uint8Array, at: number): void {
+    if (this.isSettled) return
+    const errorBody = this.errorBody
+    if (errorBody !== null) {
+      if (this.errorBodyBytes < MAX_ERROR_BODY_BYTES) {
+        errorBody.push(bytes)
+        this.errorBodyBytes += bytes.length
+      }
+      return
+    }
+    this.readAt = at
+    this.parser.push(bytes)
+    if (this.done && !this.isSettled) this.settle(at, null, null)
+  }
+
+  /** The response ended cleanly at `at`: a stream without `[DONE]` or a finish reason was dropped. */
+  onResponseEnd(at: number): void {
+    if (this.isSettled) return
+    if (this.errorBody !== null) {
+      const status = this.obs.httpStatus ?? 0
+      const code: ErrorCode = status === 429 ? 'HTTP_RATE_LIMITED' : 'HTTP_STATUS'
+      const retryAfterS = this.retryAfterS
+      const note = status === 429 && retryAfterS !== null ? ` (Retry-After ${retryAfterS} s)` : ''
+      const message = httpErrorMessage(status, Buffer.concat(this.errorBody)) + note
+      this.settle(at, { code, message, httpStatus: status, retryAfterS }, null)
+      return
+    }
+    this.readAt = at
+    this.parser.end()
+    if (this.isSettled) return
+    if (this.done || this.obs.finishReason !== null) this.settle(at, null, null)
+    else this.fail('STREAM_DROPPED', 'the stream ended without [DONE] or a finish_reason', at)
+  }
+
+  /** The exchange broke at `at`: a connect failure, a close before any response, or a drop mid-stream. */
+  onResponseError(err: Error, at: number): void {
+    if (this.isSettled) return
+    const code = (err as { code?: string }).code ?? ''
+    const obs = this.obs
+    const connectFailed =
+      obs.httpStatus === null && /ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ECONNRESET|UND_ERR_CONNECT/.test(`${code} ${err.message}`)
+    if (connectFailed && obs.sentAt < 0) {
+      this.fail('CONNECT_FAILED', `cannot connect to ${this.origin}: ${code || err.message}`, at)
+    } else if (obs.httpStatus === null) {
+      this.fail('CONNECTION_CLOSED', `the server closed the connection before any response: ${code || err.message}`, at)
+    } else {
+      this.fail('STREAM_DROPPED', `the connection closed mid-stream: ${code || err.message}`, at)
+    }
+  }
+
+  /** One SSE event's `data`, arrived at `at`: an OpenAI stream chunk, an error event or `[DONE]`. */
+  onEvent(data: string, at: number): void {
+    if (this.isSettled) return
+    if (data === '[DONE]') {
+      this.done = true
+      return
+    }
+    let chunk: ChunkShape
+    try {
+      chunk = JSON.parse(data) as ChunkShape
+    } catch {
+      this.fail('STREAM_PROTOCOL', `malformed data line (not JSON): ${data.slice(0, 80)}`, at)
+      return
+    }
+    if (chunk === null || typeof chunk !== 'object') {
+      this.fail('STREAM_PROTOCOL', `data line is not a JSON object: ${data.slice(0, 80)}`, at)
+      return
+    }
+    if (chunk.error !== undefined) {
+      const message = typeof chunk.error === 'string' ? chunk.error : String(chunk.error?.message ?? 'unknown error')
+      this.fail('STREAM_ERROR_EVENT', `the server sent an error event: ${message}`, at)
+      return
+    }
+    const obs = this.obs
+    const choice = chunk.choices?.[0]
+    if (choice !== undefined) {
+      const delta = choice.delta
+      const reasoning = delta !== undefined && (nonEmpty(delta.reasoning_content) || nonEmpty(delta.reasoning))
+      const text = delta !== undefined ? delta.content : choice.text
+      const content = nonEmpty(text)
+      if (content && this.captureChars > 0 && !obs.contentTruncated) captureContent(obs, text as string, this.captureChars)
+      if (reasoning || content) {
+        obs.outputChunkAt.push(at)
+        if (obs.firstOutputAt === null) obs.firstOutputAt = at
+        if (reasoning) obs.reasoningChunks++
+        if (content) {
+          obs.contentChunks++
+          if (obs.firstContentAt === null) obs.firstContentAt = at
+        }
+      }
+      if (typeof choice.finish_reason === 'string') obs.finishReason = choice.finish_reason
+    }
+    if (chunk.timings !== undefined && chunk.timings !== null && typeof chunk.timings === 'object') {
+      const numeric: Record<string, number> = {}
+      for (const [k, v] of Object.entries(chunk.timings)) if (typeof v === 'number' && Number.isFinite(v)) numeric[k] = v
+      obs.engineTimings = numeric
+    }
+    const usage = chunk.usage
+    if (usage !== undefined && usage !== null) {
+      if (typeof usage.prompt_tokens === 'number') obs.usagePromptTokens = usage.prompt_tokens
+      if (typeof usage.completion_tokens === 'number') obs.usageCompletionTokens = usage.completion_tokens
+    }
+  }
+
+  /**
+   * Fails the request at `at` (a deadline, the caller's abort, a broken stream) unless it has
+   * already settled; the caller is asked to abort the exchange.
+   */
+  fail(code: ErrorCode, message: string, at: number): void {
+    if (this.isSettled) return
+    const error: ErrorInfo = { code, message: sanitizeMessage(message), httpStatus: this.obs.httpStatus, retryAfterS: this.retryAfterS }
+    this.settle(at, error, new ServegateError(code, message))
+  }
+
+  private settle(at: number, error: ErrorInfo | null, abortWith: ServegateError | null): void {
+    this.isSettled = true
+    const obs = this.obs
+    if (obs.sentAt < 0) obs.sentAt = obs.dispatchedAt
+    obs.endAt = at
+    if (error === null && obs.firstOutputAt === null) {
+      error = {
+        code: 'EMPTY_COMPLETION',
+        message: 'the stream finished without a non-empty delta',
+        httpStatus: obs.httpStatus,
+        retryAfterS: null,
+      }
+    }
+    obs.error = error
+    this.onSettle(obs, abortWith)
+  }
+}
