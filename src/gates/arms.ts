@@ -41,7 +41,8 @@ export function launchLayout(
   const repeated = baseline.length > 1 || candidate.length > 1
   if (repeated && (baseline.length < 2 || candidate.length < 2)) {
     throw new TypeError(
-      `${gate}: the launch-level test needs at least two launches per arm, got ${baseline.length} baseline and ${candidate.length} candidate; pass one run record per arm or repeat both arms`,
+      `${gate}: the launch-level test needs at least two launches per arm, got ${baseline.length} baseline and ` +
+        `${candidate.length} candidate; pass one run record per arm or repeat both arms`,
     )
   }
   return { baseline, candidate, repeated }

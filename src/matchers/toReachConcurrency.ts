@@ -20,9 +20,8 @@ export function toReachConcurrency(this: MatcherState, received: unknown) {
       problems.push(`${label}: engine metrics absent: ${engine.reason}`)
     } else {
       const check = engine.concurrency
-      seen.push(
-        `${label} ${check?.runningMax ?? '?'}/${check?.requested ?? record.plan.concurrency} running (max waiting ${engine.occupancy.waitingMax ?? '?'})`,
-      )
+      const running = `${check?.runningMax ?? '?'}/${check?.requested ?? record.plan.concurrency}`
+      seen.push(`${label} ${running} running (max waiting ${engine.occupancy.waitingMax ?? '?'})`)
       if (check?.reached !== true) problems.push(`${label}: ${check?.reason ?? 'not shown by the engine metrics'}`)
     }
   }
