@@ -37,7 +37,8 @@ export function renderHtml(index: EvidenceIndex, boardMarkdown: string, charts: 
 }
 
 const STYLE = [
-  'body{font-family:"DejaVu Sans",Helvetica,Arial,sans-serif;margin:2rem auto;max-width:78rem;padding:0 1rem;color:#1f2328;line-height:1.45}',
+  'body{font-family:"DejaVu Sans",Helvetica,Arial,sans-serif;margin:2rem auto;max-width:78rem;' +
+    'padding:0 1rem;color:#1f2328;line-height:1.45}',
   'h1{font-size:1.6rem;margin:0 0 .5rem}',
   '.promotion{font-size:1.25rem;font-weight:bold;padding:.6rem 1rem;border-radius:6px;margin:.5rem 0}',
   '.promotable{background:#dafbe1;border:1px solid #1a7f37;color:#116329}',
@@ -84,7 +85,8 @@ function header(index: EvidenceIndex): string {
   const reasons =
     promotion.reasons.length === 0 ? [] : ['<ul class="reasons">', ...promotion.reasons.map((r) => `<li>${escapeHtml(r)}</li>`), '</ul>']
   const counts =
-    `${s.planned} cells planned (${s.required} required): ${s.accepted} accepted, ${s.failed} failed, ${s.blocked} blocked, ${s.pending} pending` +
+    `${s.planned} cells planned (${s.required} required): ` +
+    `${s.accepted} accepted, ${s.failed} failed, ${s.blocked} blocked, ${s.pending} pending` +
     ` · ${s.matchedPairs} matched pairs · gates: ${s.gates.pass} pass, ${s.gates.fail} fail, ${s.gates.inconclusive} inconclusive`
   const provenance = [
     `servegate ${p.servegateVersion}`,

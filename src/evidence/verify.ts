@@ -67,7 +67,8 @@ async function checkRef(dir: string, ref: FileRef, where: string, problems: stri
   if (bytes === null) problems.push(`${ref.path}: missing (listed in ${where})`)
   else if (bytes.length !== ref.bytes || sha256(bytes) !== ref.sha256)
     problems.push(
-      `${ref.path}: sha256 ${sha256(bytes).slice(0, 16)}… (${bytes.length} bytes) ≠ ${ref.sha256.slice(0, 16)}… (${ref.bytes} bytes) in ${where}`,
+      `${ref.path}: sha256 ${sha256(bytes).slice(0, 16)}… (${bytes.length} bytes) ≠ ` +
+        `${ref.sha256.slice(0, 16)}… (${ref.bytes} bytes) in ${where}`,
     )
   return bytes
 }
