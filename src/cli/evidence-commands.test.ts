@@ -122,6 +122,13 @@ describe('servegate compare', () => {
     expect(slower.stderr).toMatch(/toWinDecode fail/)
   })
 
+  test('a record compared with itself: no crash, an effect of exactly 1×, exit 0', async () => {
+    const same = await cli(['compare', join(dir, 'slow.json'), join(dir, 'slow.json'), '--allow-unmatched'])
+    expect(same.stderr).not.toMatch(/internal error/)
+    expect(same.stdout).toMatch(/^toWinDecode INCONCLUSIVE: decodeTokPerS 1\.000× \[/m)
+    expect(same.code).toBe(0)
+  })
+
   test('bad flags name the fix', async () => {
     const r = await cli(['compare', join(dir, 'slow.json'), join(dir, 'fast.json'), '--require-win', 'speed'])
     expect(r).toMatchObject({ code: 2 })

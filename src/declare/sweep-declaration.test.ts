@@ -33,6 +33,8 @@ const cell = {
   workload: { promptTokens: 32, outputControl: { mode: 'observe' as const } },
   sendLagLimitMs: 100,
   eventLoopDelayLimitMs: 200,
+  // A probe's CPU share includes the JIT and GC of a fresh worker: only a client pinned at four cores stops it.
+  cpuShareLimit: 4,
 }
 const slo = { ttftMs: 150 }
 // A coarse search (stop at high/low ≤ 2) keeps every probe far from the capacities, so a busy

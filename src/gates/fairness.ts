@@ -57,9 +57,73 @@ const CHECKS: Check[] = [
 
 const show = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v))
 
-/** Every reason the pair is not matched; empty when it is. */
+/** How far apart the arms' mean completion tokens may be without output control (relative). */
+export const OUTPUT_LENGTH_TOLERANCE = 0.05
+/** How far apart the arms' failed shares may be (absolute). */
+export const FAILED_SHARE_TOLERANCE = 0.01
+
+const armLabel = (arm: string, i: number, n: number): string => (n > 1 ? `${arm} launch ${i + 1}` : arm)
+const launches = (p: FairnessPair) => [
+  ...p.baseline.map((r, i) => ({ label: armLabel('baseline', i, p.baseline.length), arm: 'baseline', r })),
+  ...p.candidate.map((r, i) => ({ label: armLabel('candidate', i, p.candidate.length), arm: 'candidate', r })),
+]
+
+/**
+ * What the arms served and produced, which identical request bytes do not guarantee: the model
+ * name, the output lengths (exact under output control; else mean completion tokens within
+ * `OUTPUT_LENGTH_TOLERANCE`) and the share of failed requests (within `FAILED_SHARE_TOLERANCE`).
+ * Each names what it counted.
+ */
+function producedMismatches(p: FairnessPair): string[] {
+  const out: string[] = []
+  const all = launches(p)
+  const served = (r: RunRecord): string => r.manifest?.model.id ?? r.target.model
+  const models = [...new Set(all.map(({ r }) => served(r)))]
+  if (models.length > 1) {
+    const by = all.map(({ label, r }) => `${label} ${served(r)}`).join(', ')
+    out.push(`served model: ${models.join(' ≠ ')} (${by})`)
+  }
+  const ok = (r: RunRecord) => r.requests.filter((q) => q.status === 'ok')
+  const controlled = all.some(({ r }) => r.plan.workload.outputControl.mode !== 'none')
+  if (controlled) {
+    const inexact = all.flatMap(({ label, r }) => {
+      const answered = r.requests.filter((q) => q.outputAdherence !== null)
+      const exact = answered.filter((q) => q.outputAdherence === 'exact').length
+      return exact === answered.length ? [] : [`${label} ${exact}/${answered.length} exact`]
+    })
+    if (inexact.length > 0)
+      out.push(`output length: under output control every answered request must be exactly max_tokens long; ${inexact.join(', ')}`)
+  } else {
+    const mean = (r: RunRecord): number | null => {
+      const counts = ok(r).flatMap((q) => (q.completionTokens === null ? [] : [q.completionTokens]))
+      return counts.length === 0 ? null : counts.reduce((a, b) => a + b, 0) / counts.length
+    }
+    const means = all.map(({ label, r }) => ({ label, mean: mean(r) })).filter((m): m is { label: string; mean: number } => m.mean !== null)
+    const low = Math.min(...means.map((m) => m.mean))
+    const high = Math.max(...means.map((m) => m.mean))
+    if (means.length > 1 && high > 0 && (high - low) / high > OUTPUT_LENGTH_TOLERANCE) {
+      const by = means.map((m) => `${m.label} ${m.mean.toFixed(1)}`).join(', ')
+      out.push(`output length: mean completion tokens differ by more than ${OUTPUT_LENGTH_TOLERANCE * 100}% (${by})`)
+    }
+  }
+  const shares = all.map(({ label, r }) => ({ label, failed: r.failed, of: r.requests.length }))
+  const share = (x: { failed: number; of: number }): number => (x.of === 0 ? 0 : x.failed / x.of)
+  const spread = Math.max(...shares.map(share)) - Math.min(...shares.map(share))
+  if (spread > FAILED_SHARE_TOLERANCE) {
+    const by = shares.map((x) => `${x.label} ${x.failed}/${x.of}`).join(', ')
+    out.push(`failed share: the arms' failed requests differ by more than ${FAILED_SHARE_TOLERANCE * 100} points (${by} failed)`)
+  }
+  return out
+}
+
+/**
+ * Every reason the pair is not matched; empty when it is. When a cell failed (its engine did not
+ * start, or died), that cause is all it says: every other fact would differ because of it.
+ */
 export function pairMismatches(p: FairnessPair): string[] {
-  const out = failedCells(p).map((f) => `a cell failed, so nothing can be compared: ${f}`)
+  const failed = failedCells(p).map((f) => `a cell failed, so nothing can be compared: ${f}`)
+  if (failed.length > 0) return failed
+  const out = producedMismatches(p)
   const all = [...p.baseline, ...p.candidate]
   const first = p.baseline[0] as RunRecord
   for (const check of CHECKS) {

@@ -159,3 +159,8 @@ export function holmRuleClause(p: HolmRuleFacts): string {
     `${p.decided ? 'decided' : 'undecided'} at step ${p.step}, ${p.open} gate(s) open, confidence ${formatPercent(p.confidence)}`
   )
 }
+
+/** Appended to a win rule when the candidate failed requests the baseline completed. */
+export function candidateFailureRuleClause(): string {
+  return '; a request that failed on the candidate only counts as a loss, so the gate cannot pass while there is one'
+}

@@ -162,3 +162,9 @@ export function bracketsOverlapWarning(p: { candidate: BracketFacts; baseline: B
     'narrow them with more probes or a smaller resolution'
   )
 }
+
+/** The candidate failed requests that the baseline completed: they are losses, not left out. */
+export function candidateFailureWarning(count: number, first: { index: number; code: string }): string {
+  const requests = `${count} request${count === 1 ? '' : 's'}`
+  return `the candidate failed ${requests} the baseline completed (first: request ${first.index}, ${first.code}): counted as losses, so no win is claimed`
+}

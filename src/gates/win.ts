@@ -16,8 +16,9 @@ import {
 } from './arms.ts'
 import { atLeastStudentT, launchLevelInterval, logEffect, type LogInterval, sampleSd, widen } from './interval.ts'
 import { launchWinMethod, notEstimableMethod, winMethod } from './method-text.ts'
-import { launchWinRule, sequentialRuleClause, winRule } from './rule-text.ts'
+import { candidateFailureRuleClause, launchWinRule, sequentialRuleClause, winRule } from './rule-text.ts'
 import {
+  candidateFailureWarning,
   LOOKS_IGNORED_WARNING,
   TOO_FEW_LAUNCHES_WARNING,
   launchesHintWarning,
@@ -66,8 +67,49 @@ export function winGate(pair: GatePair, options: WinGateOptions): GateDecision {
   const o = parseOptions(typeof options?.gate === 'string' ? options.gate : 'winGate', WinGateOptions, options)
   const metric = o.metric ?? GATE_METRIC[o.gate]
   const layout = launchLayout(o.gate, pair)
-  if (layout.repeated) return launchLevelWin(o, metric, layout.baseline, layout.candidate)
-  return requestLevelWin(o, metric, layout.baseline[0] as GateRecord, layout.candidate[0] as GateRecord)
+  const decision = layout.repeated
+    ? launchLevelWin(o, metric, layout.baseline, layout.candidate)
+    : requestLevelWin(o, metric, layout.baseline[0] as GateRecord, layout.candidate[0] as GateRecord)
+  return countCandidateFailures(decision, layout.baseline, layout.candidate)
+}
+
+/**
+ * Requests that failed on the candidate but completed on the baseline (launch by launch, the
+ * same prompt), with the first one's index and code.
+ */
+function candidateOnlyFailures(
+  baseline: readonly GateRecord[],
+  candidate: readonly GateRecord[],
+): { count: number; first: { index: number; code: string } | null } {
+  let count = 0
+  let first: { index: number; code: string } | null = null
+  candidate.forEach((launch, k) => {
+    const base = baseline[Math.min(k, baseline.length - 1)] as GateRecord
+    const completed = new Set(base.requests.filter((r) => r.status === 'ok').map((r) => r.index))
+    for (const r of launch.requests) {
+      if (r.status !== 'failed' || !completed.has(r.index)) continue
+      count++
+      first ??= { index: r.index, code: r.error.code }
+    }
+  })
+  return { count, first }
+}
+
+/**
+ * A win is never claimed over requests the candidate failed: the paired comparison sees only
+ * requests that completed on both arms, so a candidate that fails its slow requests would look
+ * faster. Each request that failed on the candidate only counts as a loss: a passing verdict
+ * becomes a failing one, and the rule and a warning say why.
+ */
+function countCandidateFailures(d: GateDecision, baseline: readonly GateRecord[], candidate: readonly GateRecord[]): GateDecision {
+  const { count, first } = candidateOnlyFailures(baseline, candidate)
+  if (count === 0 || first === null) return d
+  return {
+    ...d,
+    outcome: d.outcome === 'pass' ? 'fail' : d.outcome,
+    rule: `${d.rule}${candidateFailureRuleClause()}`,
+    warnings: [...d.warnings, candidateFailureWarning(count, first)],
+  }
 }
 
 interface Look {
@@ -281,6 +323,12 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
 /** The interval of the paired log-ratios' centre by the chosen estimator, before any launch-noise floor. */
 function requestInterval(estimator: WinEstimator, logRatios: Float64Array, confidence: number, o: ResolvedWinGateOptions): LogInterval {
   if (estimator === 'hodges-lehmann') {
+    // Arms that agree on (nearly) every prompt, e.g. a record compared with itself: the signed-rank
+    // test drops zero differences and needs two others; the honest interval is the range seen.
+    if (logRatios.filter((v) => v !== 0).length < 2) {
+      const sorted = Array.from(logRatios).sort((a, b) => a - b)
+      return { estimate: sorted[Math.floor((sorted.length - 1) / 2)] ?? 0, low: sorted[0] ?? 0, high: sorted[sorted.length - 1] ?? 0 }
+    }
     const r = signedRankTest(logRatios, confidence)
     return { estimate: r.estimate, low: r.low, high: r.high }
   }
