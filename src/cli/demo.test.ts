@@ -55,6 +55,11 @@ test(
     // On failure, the demo's own output says which claim of the example suite did not hold.
     expect(code, out.slice(-6000)).toBe(0)
     expect(out).toMatch(/^At a glance$/m)
+    // The suite's non-wins are asserted with .not: promotable, but not 'every gate passed'.
+    expect(out).toMatch(
+      /^ {2}Promotable: every required cell accepted and every gate's test held \(gates: \d+ pass, [1-9]\d* fail, \d+ inconclusive; the [1-9]\d* that did not pass held as asserted/m,
+    )
+    expect(out).not.toMatch(/every gate passed/)
     expect(out).toMatch(/^ {2}Cells: 2 accepted, 1 failed, 0 blocked, 0 pending of 3 planned \(2 required\)\.$/m)
     expect(out).toMatch(/^Board {4}evidence\/README\.md$/m)
     expect(out).toMatch(/^Verified \d+ files and 6 run records/m)

@@ -1,5 +1,6 @@
 import { ServegateError } from '../errors.ts'
 import { glanceLines } from '../evidence/board.ts'
+import { promotableSummary } from '../evidence/promotion-text.ts'
 import { readEvidence, readIndex, verifyEvidence } from '../evidence/verify.ts'
 import { writeEvidence } from '../evidence/write.ts'
 import { pairMismatches } from '../gates/fairness.ts'
@@ -69,12 +70,13 @@ export async function verifyCommand(argv: string[], io: CliIo): Promise<number> 
   }
   io.stdout.write(`verified ${dir}: ${files} files, ${records} run records; every sha256 and summary matches\n`)
   if (!args.set.has('require-promotable')) return 0
-  const { promotion } = await readIndex(dir)
+  const index = await readIndex(dir)
+  const { promotion } = index
   if (!promotion.promotable) {
     io.stderr.write(`servegate verify: ${dir} is not promotable:\n${promotion.reasons.map((r) => `  - ${r}\n`).join('')}`)
     return 1
   }
-  io.stdout.write(`promotable: every required cell accepted and every gate passed\n`)
+  io.stdout.write(`promotable: ${promotableSummary(index)}\n`)
   return 0
 }
 

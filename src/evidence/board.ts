@@ -3,6 +3,7 @@
  * Rendered from the index alone, so `servegate report` re-renders it identically.
  */
 import type { ArmSummary, EvidenceCell, EvidenceIndex, FileRef, GateEntry, Percentiles } from '../schema/evidence.ts'
+import { promotableSummary } from './promotion-text.ts'
 import type { WinGateName } from '../schema/gate.ts'
 import { ABSENT, formatFixedPercent, formatSignificant } from '../number-format.ts'
 import { isMatchedPair } from './build.ts'
@@ -41,7 +42,7 @@ export function glanceLines(index: EvidenceIndex): string[] {
   const s = index.statistics
   const lines = [
     index.promotion.promotable
-      ? 'Promotable: every required cell accepted and every gate passed.'
+      ? `Promotable: ${promotableSummary(index)}.`
       : `Not promotable: ${index.promotion.reasons.length} reason(s), first: ${index.promotion.reasons[0] ?? ''}`,
     `Cells: ${s.accepted} accepted, ${s.failed} failed, ${s.blocked} blocked, ${s.pending} pending ` +
       `of ${s.planned} planned (${s.required} required).`,

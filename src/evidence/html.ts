@@ -5,6 +5,7 @@
 import { Marked, type Tokens } from 'marked'
 import type { EvidenceIndex } from '../schema/evidence.ts'
 import type { Chart } from './charts.ts'
+import { promotableSummary } from './promotion-text.ts'
 
 /**
  * Renders the evidence page: the promotion status with its reasons, the run's counts and
@@ -80,7 +81,7 @@ const board = new Marked({
 function header(index: EvidenceIndex): string {
   const { promotion, statistics: s, provenance: p } = index
   const status = promotion.promotable
-    ? '<p class="promotion promotable">Promotable: every required cell is accepted and every gate passed</p>'
+    ? `<p class="promotion promotable">Promotable: ${escapeHtml(promotableSummary(index))}</p>`
     : '<p class="promotion not-promotable">Not promotable</p>'
   const reasons =
     promotion.reasons.length === 0 ? [] : ['<ul class="reasons">', ...promotion.reasons.map((r) => `<li>${escapeHtml(r)}</li>`), '</ul>']
