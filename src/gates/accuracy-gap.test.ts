@@ -60,10 +60,11 @@ describe('accuracyGapGate', () => {
     expect(accuracyGapGate({ baseline, candidate }).samples).toEqual({ baseline: 10, candidate: 12, paired: 10 })
   })
 
-  test('no question scored on both arms: inconclusive, not estimable', () => {
+  test('no question scored on both arms: a failure that names the misconfiguration, not estimable', () => {
     const d = accuracyGapGate({ baseline: { requests: [okRequest(0)] }, candidate: { requests: [okRequest(0)] } })
-    expect(d.outcome).toBe('inconclusive')
+    expect(d.outcome).toBe('fail')
     expect(d.effect.estimate).toBeNull()
+    expect(d.warnings.join('\n')).toMatch(/accuracy was not measured: give the cell a dataset workload/)
   })
 
   test('repeats pair the i-th launch of each arm and say so', () => {

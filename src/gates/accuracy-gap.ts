@@ -88,10 +88,11 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}
     }
   }
 
+  // Nothing scored is a misconfiguration, not a held accuracy: the gate fails and says why.
   if (n === 0) {
     return {
       gate: o.gate,
-      outcome: 'inconclusive',
+      outcome: 'fail',
       kind: 'non-regression',
       metric: 'accuracy',
       effect: {

@@ -132,7 +132,9 @@ export function outputLengthWarning(p: {
 }
 
 /** An accuracy gate with no question scored on both arms, which passes. */
-export const NO_SCORED_PAIRS_WARNING = 'no question was scored on both arms; passes with this annotation'
+export const NO_SCORED_PAIRS_WARNING =
+  'no question was scored on both arms, so accuracy was not measured: give the cell a dataset workload ' +
+  "(workload: { kind: 'dataset', dataset: … }) whose rows have reference answers, or see why every reply failed; the gate fails"
 
 /** An accuracy interval (points) that includes a drop of the gate's size. */
 export function accuracyInconclusiveWarning(p: { confidence: number; low: number; high: number; points: number; p: number }): string {
