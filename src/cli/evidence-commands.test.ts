@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { cp, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -96,6 +96,21 @@ describe('servegate verify and report', () => {
     expect((await cli(['verify', join(dir, 'evidence'), '--require-promotion'])).stderr).toMatch(
       /^servegate: unknown flag --require-promotion; see servegate verify --help$/m,
     )
+  })
+
+  test('a SHA256SUMS path that leaves the directory or is listed twice, and a symbolic link, are refused', async () => {
+    const copy = join(dir, 'evidence-tampered')
+    await cp(join(dir, 'evidence'), copy, { recursive: true })
+    const sums = await readFile(join(copy, 'SHA256SUMS'), 'utf8')
+    const first = sums.split('\n')[0] as string
+    const hash = first.slice(0, 64)
+    await writeFile(join(copy, 'SHA256SUMS'), `${sums}${first}\n${hash}  ../outside.json\n`)
+    await symlink('/etc/hostname', join(copy, 'linked.txt'))
+    const r = await cli(['verify', copy])
+    expect(r.code).toBe(1)
+    expect(r.stderr).toMatch(/SHA256SUMS: \S+ is listed twice/)
+    expect(r.stderr).toMatch(/SHA256SUMS: "\.\.\/outside\.json" has a `\.\.` segment that leaves the directory/)
+    expect(r.stderr).toMatch(/linked\.txt: not a plain file \(a symbolic link\?\)/)
   })
 
   test('a directory that is not evidence is a one-line error', async () => {

@@ -45,16 +45,42 @@ export async function listFiles(dir: string): Promise<string[]> {
     .sort()
 }
 
-/** The SHA256SUMS lines as path → hash; malformed lines are problems. */
+/** Why a listed path cannot name a file of the directory (absolute, `..`, `\\`, empty segments), or null. */
+function unsafePath(path: string): string | null {
+  if (path.startsWith('/') || /^[A-Za-z]:/.test(path)) return 'an absolute path'
+  if (path.includes('\\')) return 'a backslash'
+  const segments = path.split('/')
+  if (segments.includes('..')) return 'a `..` segment that leaves the directory'
+  if (segments.some((s) => s === '' || s === '.')) return 'an empty or `.` segment'
+  return null
+}
+
+/** The SHA256SUMS lines as path → hash; malformed lines, unsafe paths and paths listed twice are problems. */
 function parseSums(text: string, problems: string[]): Map<string, string> {
   const sums = new Map<string, string>()
   for (const line of text.split('\n')) {
     if (line === '') continue
     const match = /^([0-9a-f]{64}) {2}(.+)$/.exec(line)
-    if (match === null) problems.push(`${SUMS_FILE}: malformed line "${line.slice(0, 80)}"`)
-    else sums.set(match[2] as string, match[1] as string)
+    if (match === null) {
+      problems.push(`${SUMS_FILE}: malformed line "${line.slice(0, 80)}"`)
+      continue
+    }
+    const [, hash, path] = match as unknown as [string, string, string]
+    const unsafe = unsafePath(path)
+    if (unsafe !== null) problems.push(`${SUMS_FILE}: "${path.slice(0, 80)}" has ${unsafe}; list the directory's own files only`)
+    else if (sums.has(path)) problems.push(`${SUMS_FILE}: ${path} is listed twice`)
+    else sums.set(path, hash)
   }
   return sums
+}
+
+/** Entries that are not plain files or directories (symbolic links, sockets…): evidence holds plain files only. */
+async function oddEntries(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true })
+  return entries
+    .filter((e) => !e.isFile() && !e.isDirectory())
+    .map((e) => relative(dir, join(e.parentPath, e.name)).split(sep).join('/'))
+    .sort()
 }
 
 async function readBytes(dir: string, path: string): Promise<Buffer | null> {
@@ -117,6 +143,9 @@ export async function verifyEvidence(dir: string): Promise<{ problems: string[];
   }
   const present = await listFiles(dir)
   for (const path of present) if (path !== SUMS_FILE && !sums.has(path)) problems.push(`${path}: not listed in ${SUMS_FILE}`)
+  for (const path of await oddEntries(dir)) {
+    problems.push(`${path}: not a plain file (a symbolic link?); evidence holds plain files only, so replace it with the file`)
+  }
 
   let index: EvidenceIndex
   try {
