@@ -142,3 +142,25 @@ describe('holdLatencyGate: options', () => {
     expect(() => holdLatencyGate(arms, { metric: 'ttft', percentile: 80, notWorseThanPct: 5 })).toThrow(/percentile/)
   })
 })
+
+describe('holdLatencyGate: what would settle an inconclusive verdict', () => {
+  test('about 10% slower against a 5% tolerance, with 2% launch noise: only more launches can settle it', () => {
+    const d = holdLatencyGate(
+      { baseline: baselineTtft, candidate: candidateTtft(1.1, 0) },
+      { metric: 'ttft', percentile: 50, notWorseThanPct: 5, launchNoise: 0.02 },
+    )
+    expect(d.outcome).toBe('inconclusive')
+    expect(d.warnings.join('\n')).toMatch(/passes with this annotation, only more launches would settle it/)
+    expect(d.warnings.join('\n')).toMatch(/more requests cannot decide this; repeat launches on both arms/)
+    expect(d.warnings.join('\n')).not.toMatch(/more requests would settle it/)
+  })
+
+  test('without launch noise the same gap is left to more requests', () => {
+    const d = holdLatencyGate(
+      { baseline: baselineTtft, candidate: candidateTtft(1.07) },
+      { metric: 'ttft', percentile: 95, notWorseThanPct: 5, launchNoise: 0 },
+    )
+    if (d.outcome === 'inconclusive') expect(d.warnings.join('\n')).toMatch(/more requests would settle it/)
+    expect(d.warnings.join('\n')).not.toMatch(/only more launches/)
+  })
+})

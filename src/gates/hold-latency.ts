@@ -1,5 +1,6 @@
 import { nearestRank } from '../metrics/distribution.ts'
 import { P99_MIN_SAMPLES } from '../schema/constants.ts'
+import { normalQuantile } from '../stats/distributions.ts'
 import type { GateDecision } from '../schema/gate.ts'
 import {
   bcaInterval,
@@ -27,6 +28,7 @@ import {
   descriptiveP99Warning,
   holdInconclusiveWarning,
   launchesLeftOutWarning,
+  launchNoiseFloorWarning,
   launchNoiseWarnings,
   notEstimableWarning,
   UNPAIRABLE_ARMS_WARNING,
@@ -89,11 +91,14 @@ function regressionDecision(
   samples: GateDecision['samples'],
   warnings: string[],
   rule: string,
+  floorDominates = false,
 ): GateDecision {
   const outcome = judge(interval, bound)
   if (outcome === 'inconclusive') {
     const [low, high] = [Math.exp(interval.low), Math.exp(interval.high)]
-    warnings.push(holdInconclusiveWarning({ confidence: o.confidence, low, high, unit, bound }))
+    const settle = floorDominates ? 'launches' : 'requests'
+    warnings.push(holdInconclusiveWarning({ confidence: o.confidence, low, high, unit, bound, settle }))
+    if (floorDominates) warnings.push(launchNoiseFloorWarning({ launchNoise: o.launchNoise, threshold: bound }))
   }
   return {
     gate: o.gate,
@@ -198,7 +203,11 @@ function decide(
 ): GateDecision {
   if (!Number.isFinite(dist.estimate)) return notEstimable(o, samples, { kind: 'zero-percentile' }, warnings)
   const interval = widen(atLeastPercentile(dist, o.confidence), o.confidence, launchVariance)
-  return regressionDecision(o, interval, bound, unit, method, samples, warnings, ruleOf(o))
+  // More requests narrow only the request part of the interval: when the launch-noise floor alone
+  // is wider than the gap to the bound, only more launches can settle an undecided verdict.
+  const z = normalQuantile(1 - (1 - o.confidence) / 2)
+  const floorDominates = launchVariance > 0 && z * Math.sqrt(launchVariance) >= Math.abs(dist.estimate - Math.log(bound))
+  return regressionDecision(o, interval, bound, unit, method, samples, warnings, ruleOf(o), floorDominates)
 }
 
 /**

@@ -67,13 +67,19 @@ export function descriptiveP99Warning(p: { samples: number; min: number }): stri
 }
 
 /** A latency gate's interval (ratio, or ms) that straddles its tolerance or bound. */
-export function holdInconclusiveWarning(p: { confidence: number; low: number; high: number; unit: 'ratio' | 'ms'; bound: number }): string {
+export function holdInconclusiveWarning(p: {
+  confidence: number
+  low: number
+  high: number
+  unit: 'ratio' | 'ms'
+  bound: number
+  /** What would settle it: more requests, or (the launch-noise floor dominating) only more launches. */
+  settle?: 'requests' | 'launches'
+}): string {
   const show = (v: number) => (p.unit === 'ratio' ? formatRatio(v) : `${v.toFixed(1)} ms`)
   const what = p.unit === 'ratio' ? `the tolerance ${formatRatio(p.bound)}` : `the bound ${p.bound} ms`
-  return (
-    `inconclusive: the ${formatPercent(p.confidence)} interval [${show(p.low)}, ${show(p.high)}] straddles ${what}; ` +
-    'passes with this annotation, more requests would settle it'
-  )
+  const settle = p.settle === 'launches' ? 'only more launches would settle it' : 'more requests would settle it'
+  return `inconclusive: the ${formatPercent(p.confidence)} interval [${show(p.low)}, ${show(p.high)}] straddles ${what}; passes with this annotation, ${settle}`
 }
 
 /** A non-regression gate without an effect, which passes. */
