@@ -17,6 +17,8 @@ export interface CellSpec extends EngineCellOptions {
   required?: boolean
   /** Launches of the engine, each a fresh process; 1 reuses the file's shared engine. @default 1 */
   repeats?: number
+  /** The most of its requests that may fail (a share, 0–1) before the cell is `failed`. @default 0 when required, else no limit */
+  maxFailedShare?: number
 }
 
 export interface PairSpec extends EngineCellOptions {
@@ -27,6 +29,8 @@ export interface PairSpec extends EngineCellOptions {
   required?: boolean
   /** Launches per arm, interleaved A B B A; 1 reuses the file's shared engines. @default 1 */
   repeats?: number
+  /** The most of an arm's requests that may fail (a share, 0–1) before the pair is `failed`. @default 0 when required, else no limit */
+  maxFailedShare?: number
   /**
    * Measure both arms in stages ending at these looks (A B B A) and stop at the first look where
    * every listed win gate decided, with α spent across looks; the record says where and why.
@@ -74,13 +78,29 @@ function named(kind: string, id: unknown): string {
 }
 
 /** The declaration-level fields every cell and pair has, checked before the plan. */
-function declarationFields(where: string, id: unknown, required: unknown, repeats: unknown): { required: boolean; repeats: number } {
+function declarationFields(
+  where: string,
+  id: unknown,
+  required: unknown,
+  repeats: unknown,
+  maxFailedShare: unknown,
+): { required: boolean; repeats: number; maxFailedShare: number | null } {
   if (id !== undefined && (typeof id !== 'string' || id === '')) invalid(where, `${where}.id: a non-empty string, or leave it out`)
   if (required !== undefined && typeof required !== 'boolean') invalid(where, `${where}.required: true or false`)
   if (repeats !== undefined && !(Number.isInteger(repeats) && (repeats as number) >= 1)) {
     invalid(where, `${where}.repeats: an integer of at least 1 (launches per arm), got ${JSON.stringify(repeats)}`)
   }
-  return { required: (required as boolean | undefined) ?? true, repeats: (repeats as number | undefined) ?? 1 }
+  if (maxFailedShare !== undefined && !(typeof maxFailedShare === 'number' && maxFailedShare >= 0 && maxFailedShare <= 1)) {
+    invalid(
+      where,
+      `${where}.maxFailedShare: a share from 0 to 1 (0.05 lets 5% of an arm's requests fail), got ${JSON.stringify(maxFailedShare)}`,
+    )
+  }
+  return {
+    required: (required as boolean | undefined) ?? true,
+    repeats: (repeats as number | undefined) ?? 1,
+    maxFailedShare: (maxFailedShare as number | undefined) ?? null,
+  }
 }
 
 function engineField(where: string, field: string, value: unknown): EngineHandle {
@@ -97,14 +117,14 @@ function engineField(where: string, field: string, value: unknown): EngineHandle
  * test('reaches its concurrency', async () => expect(await c).toReachConcurrency())
  */
 export function cell(spec: CellSpec): Lazy<CellResult> {
-  const { engine: h, id, repeats: r, required: q, ...options } = spec
+  const { engine: h, id, repeats: r, required: q, maxFailedShare: m, ...options } = spec
   const where = named('cell', id)
   const engine = engineField(where, 'engine', h)
-  const { required, repeats } = declarationFields(where, id, q, r)
+  const { required, repeats, maxFailedShare } = declarationFields(where, id, q, r, m)
   const plan = resolveCellPlan(options, where)
   const name = id ?? cellId(engine.name, plan)
   registerTeardown()
-  declareCell({ id: name, kind: 'cell', required, ladder: null, engines: { cell: engine.name } })
+  declareCell({ id: name, kind: 'cell', required, ladder: null, engines: { cell: engine.name }, maxFailedShare })
   return lazy(() =>
     tracked(
       name,
@@ -123,11 +143,11 @@ export function cell(spec: CellSpec): Lazy<CellResult> {
  * test('wins decode', async () => expect(await p).toWinDecode({ margin: 0.05 }))
  */
 export function pair(spec: PairSpec): Lazy<PairResult> {
-  const { baseline: b, candidate: c, id, repeats: r, stopEarly, required: q, ...options } = spec
+  const { baseline: b, candidate: c, id, repeats: r, stopEarly, required: q, maxFailedShare: m, ...options } = spec
   const where = named('pair', id)
   const baseline = engineField(where, 'baseline', b)
   const candidate = engineField(where, 'candidate', c)
-  const { required, repeats } = declarationFields(where, id, q, r)
+  const { required, repeats, maxFailedShare } = declarationFields(where, id, q, r, m)
   const plan = resolveCellPlan(options, where)
   const name = id ?? cellId(`${baseline.name}-vs-${candidate.name}`, plan)
   if (stopEarly !== undefined && repeats > 1) {
@@ -147,7 +167,8 @@ export function pair(spec: PairSpec): Lazy<PairResult> {
     stopEarly: stopEarly === undefined ? null : resolveStopEarly(stopEarly),
   }
   registerTeardown()
-  declareCell({ id: name, kind: 'pair', required, ladder: null, engines: { baseline: baseline.name, candidate: candidate.name } })
+  const engines = { baseline: baseline.name, candidate: candidate.name }
+  declareCell({ id: name, kind: 'pair', required, ladder: null, engines, maxFailedShare })
   return lazy(() =>
     tracked(
       name,

@@ -40,6 +40,7 @@ describe('options are resolved when a cell is declared', () => {
       /pair "p"\.workload\.promptTokens/,
     )
     expect(() => pair({ baseline: fake, candidate: fake, repeats: 0 })).toThrow(/pair\.repeats: an integer of at least 1/)
+    expect(() => cell({ engine: fake, maxFailedShare: 5 })).toThrow(/cell\.maxFailedShare: a share from 0 to 1/)
     expect(() => cell(untyped({ engine: { name: 'vllm' }, requests: 4 }))).toThrow(/cell\.engine: an engine from engine\.vllm/)
     expect(() => sweep({ engine: fake, ladder: { concurrencies: [1, 2] }, maxTokens: 0 })).toThrow(/sweep.*maxTokens/)
     expect(() => capacity({ engine: fake, slo: { ttftMs: 100 }, bracket: { start: 4 }, percentile: 140 })).toThrow(

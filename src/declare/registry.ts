@@ -9,7 +9,9 @@ const declared = new Map<string, DeclaredCell>()
  * Declares a cell for the evidence (planned, pending until it runs). An id used twice in one
  * file is refused: evidence paths and gate entries are keyed by it.
  */
-export function declareCell(cell: Pick<DeclaredCell, 'id' | 'kind' | 'required' | 'ladder' | 'engines'>): void {
+export function declareCell(
+  cell: Pick<DeclaredCell, 'id' | 'kind' | 'required' | 'ladder' | 'engines'> & { maxFailedShare?: number | null },
+): void {
   if (declared.has(cell.id)) {
     throw new TypeError(`servegate: the cell id "${cell.id}" is declared twice in this file; give each cell or pair its own \`id\``)
   }

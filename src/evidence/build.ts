@@ -112,6 +112,21 @@ function disposition(cell: DeclaredCell, checks: readonly PairCheck[]): { dispos
         return { disposition: 'failed', reason: `${arm}: ${r.cellFailure.code}: ${r.cellFailure.message.split('\n')[0]}` }
     }
   }
+  // The acceptance policy: an arm whose failed share is over the cell's maximum fails the cell.
+  const limit = cell.maxFailedShare ?? (cell.required ? 0 : 1)
+  const declared = cell.maxFailedShare !== undefined && cell.maxFailedShare !== null
+  for (const arm of ARMS) {
+    for (const r of cell.records[arm] ?? []) {
+      const total = r.requests.length
+      if (total > 0 && r.failed / total > limit) {
+        const policy = !declared ? 'the default for a required cell; set maxFailedShare to allow some' : 'maxFailedShare'
+        return {
+          disposition: 'failed',
+          reason: `${arm}: ${r.failed}/${total} requests failed, over the maximum failed share ${limit} (${policy})`,
+        }
+      }
+    }
+  }
   const unmatched = checks.find((c) => c.check === 'toBeMatchedPair' && !c.passed)
   if (unmatched !== undefined) return { disposition: 'failed', reason: `not a matched pair: ${unmatched.findings[0] ?? 'see its checks'}` }
   return { disposition: 'accepted', reason: null }

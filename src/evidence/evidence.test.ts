@@ -150,6 +150,26 @@ describe('buildEvidence', () => {
     expect(index.findings.map((f) => f.kind)).toContain('descriptive-p99')
   })
 
+  test('an arm whose failed share is over the maximum fails its cell: 0 for a required cell unless set', () => {
+    const error = { code: 'HTTP_STATUS' as const, message: 'HTTP 500', httpStatus: 500, retryAfterS: null }
+    const requests = candidate.requests.map((r, i) => (i % 4 === 0 ? { ...r, status: 'failed' as const, error } : r))
+    const failing: RunRecord = { ...candidate, requests, failed: 3, completed: candidate.requests.length - 3 }
+    const records = { baseline: [baseline], candidate: [failing] }
+    const cells = [
+      declared('strict', { records }),
+      declared('lenient', { records, maxFailedShare: 0.3 }),
+      declared('optional', { records, required: false }),
+    ]
+    const { index } = buildEvidence([{ file: 'benchmarks/f.bench.ts', meta: { cells } }], [], { suiteCommit: null, redact: false })
+    const byId = Object.fromEntries(index.cells.map((c) => [c.id, c]))
+    expect(byId.strict).toMatchObject({ disposition: 'failed' })
+    expect(byId.strict?.reason).toBe(
+      'candidate: 3/12 requests failed, over the maximum failed share 0 (the default for a required cell; set maxFailedShare to allow some)',
+    )
+    expect(byId.lenient?.disposition).toBe('accepted')
+    expect(byId.optional?.disposition).toBe('accepted')
+  })
+
   test('promotable only when every required cell is accepted and every test passed', () => {
     const { files, tests } = suite()
     const onlyWon = [

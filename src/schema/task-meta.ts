@@ -36,6 +36,11 @@ export const DeclaredCell = z.object({
   ladder: z.string().nullable(),
   /** Engine name per arm (`cell`, or `baseline` and `candidate`). */
   engines: z.record(z.string(), z.string()),
+  /**
+   * The most of an arm's requests that may fail before the cell is `failed`, as a share (0–1).
+   * Null: the default, 0 for a required cell and no limit for one that is not.
+   */
+  maxFailedShare: z.number().min(0).max(1).nullable().optional(),
   /** `pending`: never run; `measured`: records below; `threw`: its measurement threw (see `error`). */
   status: z.enum(['pending', 'measured', 'threw']),
   error: z.string().nullable(),
