@@ -38,7 +38,8 @@ export function record(cell: string, d: GateDecision, subject?: Subject): void {
   const test = testMeta(subject)
   if (test === null) return
   test.meta.decisions.push({ cell, decision: d })
-  test.annotate(verdictLine(d), 'servegate')
+  // An undecided verdict is a warning wherever annotations are shown, never a plain verdict.
+  test.annotate(verdictLine(d), d.outcome === 'inconclusive' ? 'warning' : 'servegate')
   for (const warning of d.warnings) test.annotate(warning, 'servegate-warning')
 }
 

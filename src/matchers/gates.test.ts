@@ -201,6 +201,15 @@ describe('what a reviewer sees in @vitest/ui', () => {
     ])
   })
 
+  test('an inconclusive verdict is annotated as a warning, a decided one as a verdict', async ({ task }) => {
+    const p = pairOf(arm(8, { decode: 100 }, 0.3, 1), arm(8, { decode: 104 }, 0.3, 2))
+    expect(p).not.toWinDecode({ margin: 0.05 })
+    const sent = () => task.annotations.some((a) => /^toWinDecode /.test(a.message))
+    for (let i = 0; i < 50 && !sent(); i++) await new Promise((r) => setTimeout(r, 20))
+    const verdicts = task.annotations.filter((a) => /^toWinDecode /.test(a.message))
+    expect(verdicts.map((a) => [a.type, a.message.split(':')[0]])).toEqual([['warning', 'toWinDecode INCONCLUSIVE']])
+  })
+
   test('the key figures, read from the records without the evidence builder, are the figures the evidence summarizes', () => {
     const p: PairResult = {
       ...pairOf(arm(16, { decode: 100 }, 0.05, 1), arm(16, { decode: 150 }, 0.05, 2)),
