@@ -82,3 +82,34 @@ describe('accuracyGapGate', () => {
     )
   })
 })
+
+describe('accuracyGapGate: a dataset cycled over more requests than it has questions', () => {
+  /** 810 requests over 27 questions, question i % 27 answered right when right(question). */
+  const cycled = (right: (question: number) => boolean): GateRecord => ({
+    ...answers(810, (i) => right(i % 27)),
+    plan: { sequential: null, workload: { dataset: { rows: 27 } } },
+  })
+
+  test('27 questions asked 30 times are 27 units, not 810 independent pairs: two questions lost is not a confident drop', () => {
+    const baseline = cycled((q) => q < 20)
+    const candidate = cycled((q) => q < 18)
+    // As 810 independent pairs the same answers look like a confident 7.4-point drop.
+    const asPairs = accuracyGapGate({ baseline: { requests: baseline.requests }, candidate: { requests: candidate.requests } })
+    expect(asPairs.outcome).toBe('fail')
+    const d = accuracyGapGate({ baseline, candidate })
+    expect(GateDecision.parse(d)).toEqual(d)
+    expect(d.outcome).toBe('inconclusive')
+    expect(d.effect.estimate).toBeCloseTo(-7.41, 1)
+    expect(d.effect.low as number).toBeLessThan(-15)
+    expect(d.effect.method).toMatch(/^mean of per-question accuracy differences over 27 distinct questions \(810 paired requests\)/)
+    expect(d.warnings[0]).toBe(
+      '810 paired requests asked only 27 distinct questions: judged per question, not as independent pairs; ' +
+        'more distinct questions, not more requests, narrow the interval',
+    )
+  })
+
+  test('the same answers on both arms pass, with an interval of exactly zero', () => {
+    const d = accuracyGapGate({ baseline: cycled((q) => q % 3 > 0), candidate: cycled((q) => q % 3 > 0) })
+    expect(d).toMatchObject({ outcome: 'pass', effect: { estimate: 0, low: 0, high: 0 } })
+  })
+})

@@ -8,7 +8,9 @@ export const MIN_PAIRED_REQUESTS = 8
  * What a gate reads of a run record: its requests, and the sequential design of a pair measured
  * in stages (win gates then take that design's looks). Every RunRecord is one.
  */
-export type GateRecord = Pick<RunRecord, 'requests'> & { plan?: { sequential: SequentialPlan | null } | null }
+export type GateRecord = Pick<RunRecord, 'requests'> & {
+  plan?: { sequential: SequentialPlan | null; workload?: { dataset: { rows: number } | null } } | null
+}
 
 /** One launch of an arm, or several launches of it (repeats, e.g. A B B A). */
 export type ArmInput = GateRecord | readonly GateRecord[]

@@ -162,3 +162,11 @@ export function sustainMethod(p: { candidate: BracketFacts; baseline: BracketFac
     `each probe decided by a ${formatPercent(p.probeConfidence)} Wilson interval`
   )
 }
+
+/** The accuracy method when questions repeat: per-question differences, bootstrapped over questions. */
+export function accuracyGapClusterMethod(p: { questions: number; requests: number }): string {
+  return (
+    `mean of per-question accuracy differences over ${p.questions} distinct questions (${p.requests} paired requests), ` +
+    'BCa bootstrap over questions (2000 resamples, seed 1), at least Student t'
+  )
+}

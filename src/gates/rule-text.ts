@@ -164,3 +164,12 @@ export function holmRuleClause(p: HolmRuleFacts): string {
 export function candidateFailureRuleClause(): string {
   return '; a request that failed on the candidate only counts as a loss, so the gate cannot pass while there is one'
 }
+
+/** The accuracy rule when questions repeat: the question, not the request, is the unit. */
+export function accuracyGapClusterRule(p: { confidence: number; points: number }): string {
+  return (
+    `fail if the upper bound of the ${formatPercent(p.confidence)} interval of candidate − baseline accuracy over distinct questions ` +
+    `(a one-sided ${oneSided(p.confidence)} bound; each question's accuracy its share right over its requests) is below ` +
+    `−${p.points} points; pass if its lower bound is above −${p.points} points; otherwise inconclusive, which passes with a warning`
+  )
+}

@@ -143,10 +143,17 @@ export const NO_SCORED_PAIRS_WARNING =
   "(workload: { kind: 'dataset', dataset: … }) whose rows have reference answers, or see why every reply failed; the gate fails"
 
 /** An accuracy interval (points) that includes a drop of the gate's size. */
-export function accuracyInconclusiveWarning(p: { confidence: number; low: number; high: number; points: number; p: number }): string {
+export function accuracyInconclusiveWarning(p: {
+  confidence: number
+  low: number
+  high: number
+  points: number
+  p: number | null
+}): string {
+  const mcnemar = p.p === null ? '' : ` (McNemar p = ${p.p.toPrecision(3)})`
   return (
     `inconclusive: the ${formatPercent(p.confidence)} interval [${p.low.toFixed(1)}, ${p.high.toFixed(1)}] points ` +
-    `includes a drop of ${p.points} points or more (McNemar p = ${p.p.toPrecision(3)}); passes with this annotation`
+    `includes a drop of ${p.points} points or more${mcnemar}; passes with this annotation`
   )
 }
 
@@ -175,4 +182,12 @@ export function bracketsOverlapWarning(p: { candidate: BracketFacts; baseline: B
 export function candidateFailureWarning(count: number, first: { index: number; code: string }): string {
   const requests = `${count} request${count === 1 ? '' : 's'}`
   return `the candidate failed ${requests} the baseline completed (first: request ${first.index}, ${first.code}): counted as losses, so no win is claimed`
+}
+
+/** More requests than distinct questions: they are judged as clusters, not as independent pairs. */
+export function repeatedQuestionsWarning(p: { questions: number; requests: number }): string {
+  return (
+    `${p.requests} paired requests asked only ${p.questions} distinct questions: judged per question, ` +
+    'not as independent pairs; more distinct questions, not more requests, narrow the interval'
+  )
 }
