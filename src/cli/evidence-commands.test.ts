@@ -146,6 +146,25 @@ describe('servegate compare', () => {
     expect(same.code).toBe(0)
   })
 
+  test('two servegate run --base-url records carry manifests, so they compare as a matched pair', async () => {
+    const sim = await startSimServer({ model: 'm', prefillTokPerS: 40_000, decodeTokPerS: 400, seed: 5 })
+    try {
+      const flags = ['--base-url', sim.url, '--model', 'm', '--requests', '8', '--max-tokens', '8', '--prompt-tokens', '32']
+      for (const name of ['a', 'b']) expect((await cli(['run', ...flags, '--out', join(dir, `${name}.json`)])).code).toBe(0)
+    } finally {
+      await sim.close()
+    }
+    const a = JSON.parse(await readFile(join(dir, 'a.json'), 'utf8')) as RunRecord
+    expect(a.manifest?.engine).toMatchObject({ kind: 'external', shape: 'http' })
+    expect(a.manifest?.model.id).toBe('m')
+    const compared = await cli(['compare', join(dir, 'a.json'), join(dir, 'b.json')])
+    expect(compared.stdout).toMatch(/^pair checks: matched$/m)
+    expect(compared.code).toBe(0)
+    const self = await cli(['compare', join(dir, 'a.json'), join(dir, 'a.json')])
+    expect(self.stdout).toMatch(/^pair checks: matched$/m)
+    expect(self.code).toBe(0)
+  })
+
   test('bad flags name the fix', async () => {
     const r = await cli(['compare', join(dir, 'slow.json'), join(dir, 'fast.json'), '--require-win', 'speed'])
     expect(r).toMatchObject({ code: 2 })

@@ -2,7 +2,6 @@ import { resolve } from 'node:path'
 import { ServegateError } from '../errors.ts'
 import { MAX_RATE_PER_S } from '../load/arrival-spec.ts'
 import { writeJsonAtomic } from '../record/record-io.ts'
-import { runCell } from '../runner/measure-cell.ts'
 import type { EngineCellOptions } from '../runner/cell-options.ts'
 import { runEngineCell } from '../runner/runner.ts'
 import {
@@ -131,9 +130,10 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
   const engine = values.engine === undefined ? null : await readEngineConfig(values.engine)
   const env = environmentFromFlags(values)
   const hooks = { onPhase: progressLine(io, engine === null ? (values.model as string) : `${engine.kind}:${engine.model.id}`), signal }
-  const record = await (engine === null
-    ? runCell({ ...cell, baseUrl: values['base-url'] as string, model: values.model as string }, { ...hooks, clock: env.clock })
-    : runEngineCell(env, engine, cell, hooks))
+  // An endpoint that is already up is an external engine: it gets a manifest from what it reports
+  // (version, models, GPU facts of this host), so two such runs can be compared as a pair.
+  const target = engine ?? { kind: 'external' as const, baseUrl: values['base-url'] as string, model: { id: values.model as string } }
+  const record = await runEngineCell(env, target, cell, hooks)
 
   const out = resolve(values.out ?? `servegate-runs/${record.runId}.json`)
   await writeJsonAtomic(out, record)
