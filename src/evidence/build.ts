@@ -159,6 +159,11 @@ function cellFindings(cell: EvidenceCell, gates: readonly GateEntry[]): Finding[
         .map(label)
         .join(', ')}): descriptive only`,
     )
+  const failing = cell.arms.filter((a) => a.failed > 0)
+  if (failing.length > 0) {
+    const counts = failing.map((a) => `${label(a)} ${a.failed}/${a.completed + a.failed}`).join(', ')
+    add('failed-requests', `requests failed: ${counts} (see failures in the run records)`)
+  }
   const limited = cell.arms.filter((a) => a.harnessLimited)
   if (limited.length > 0)
     add(

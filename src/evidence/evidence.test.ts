@@ -168,6 +168,14 @@ describe('buildEvidence', () => {
     )
     expect(byId.lenient?.disposition).toBe('accepted')
     expect(byId.optional?.disposition).toBe('accepted')
+    // Accepted or not, the failures reach the evidence as a finding with the counts per arm.
+    expect(index.findings.filter((f) => f.kind === 'failed-requests')).toEqual(
+      ['strict', 'lenient', 'optional'].map((cell) => ({
+        kind: 'failed-requests',
+        cell,
+        message: 'requests failed: candidate 3/12 (see failures in the run records)',
+      })),
+    )
   })
 
   test('promotable only when every required cell is accepted and every test passed', () => {

@@ -156,6 +156,7 @@ export const Finding = z.object({
     'harness-limited',
     'check-failed',
     'cell-not-accepted',
+    'failed-requests',
   ]),
   cell: z.string(),
   message: z.string(),
