@@ -108,6 +108,16 @@ describe('accuracyGapGate: a dataset cycled over more requests than it has quest
     )
   })
 
+  test('judged per question, it still warns of an output-length gap', () => {
+    const longer: GateRecord = { ...answers(810, (i) => i % 27 < 20, 130), plan: { sequential: null, workload: { dataset: { rows: 27 } } } }
+    const d = accuracyGapGate({ baseline: cycled((q) => q < 20), candidate: longer })
+    expect(d.warnings[0]).toMatch(/^810 paired requests asked only 27 distinct questions/)
+    expect(d.warnings).toContain(
+      'mean output length differs by 30.0% (candidate 130.0 vs baseline 100.0 completion tokens over 810 paired questions), ' +
+        'at or beyond 10%: review verbosity or truncation',
+    )
+  })
+
   test('the same answers on both arms pass, with an interval of exactly zero', () => {
     const d = accuracyGapGate({ baseline: cycled((q) => q % 3 > 0), candidate: cycled((q) => q % 3 > 0) })
     expect(d).toMatchObject({ outcome: 'pass', effect: { estimate: 0, low: 0, high: 0 } })

@@ -11,7 +11,7 @@ import {
   repeatedQuestionsWarning,
   unevenLaunchesWarning,
 } from './warning-text.ts'
-import { AccuracyGapOptions, parseOptions, type ResolvedAccuracyGapOptions } from './gate-options.ts'
+import { AccuracyGapOptions, parseOptions } from './gate-options.ts'
 import { atLeastStudentT, sampleSd } from './interval.ts'
 import { bcaInterval, bootstrapMeanOf } from '../stats/bootstrap.ts'
 
@@ -21,68 +21,33 @@ function datasetRows(baseline: readonly GateRecord[], candidate: readonly GateRe
   return rows.every((r) => r !== null && r === rows[0]) ? (rows[0] as number) : null
 }
 
+/** Per question, the paired requests asked and how many each arm got right. */
+interface QuestionTally {
+  asked: Float64Array
+  baseline: Float64Array
+  candidate: Float64Array
+}
+
 /**
  * Questions asked more than once (a dataset cycled over more requests than it has rows): the
- * question is the unit. Each arm's accuracy per question is its share right over that question's
- * paired requests; the effect is the mean of the per-question differences, in points, with a BCa
- * bootstrap interval over questions (at least Student's t). Fail when the upper bound is below
- * −points, pass when the lower bound is above it, otherwise inconclusive.
+ * question is the unit. Each arm's accuracy on a question is its share right over that question's
+ * paired requests; the effect is the mean of the per-question differences with a BCa bootstrap
+ * interval over questions (at least Student's t), as accuracy shares (not points).
  */
-function clusteredAccuracyGap(
-  o: ResolvedAccuracyGapOptions,
-  baseline: readonly GateRecord[],
-  candidate: readonly GateRecord[],
-  launches: number,
-  rows: number,
-  samples: GateDecision['samples'],
-): GateDecision {
-  const right = { baseline: new Float64Array(rows), candidate: new Float64Array(rows), asked: new Float64Array(rows) }
-  for (let i = 0; i < launches; i++) {
-    const paired = pairByIndex(valuesByIndex(baseline[i] as GateRecord, scoredOf), valuesByIndex(candidate[i] as GateRecord, scoredOf))
-    paired.indices.forEach((index, k) => {
-      const q = index % rows
-      right.asked[q] = (right.asked[q] as number) + 1
-      if ((paired.baseline[k] as Scored).correct) right.baseline[q] = (right.baseline[q] as number) + 1
-      if ((paired.candidate[k] as Scored).correct) right.candidate[q] = (right.candidate[q] as number) + 1
-    })
-  }
+function questionLevelInterval(
+  tally: QuestionTally,
+  confidence: number,
+): { estimate: number; low: number; high: number; questions: number } {
   const differences: number[] = []
-  for (let q = 0; q < rows; q++) {
-    const asked = right.asked[q] as number
-    if (asked > 0) differences.push(((right.candidate[q] as number) - (right.baseline[q] as number)) / asked)
-  }
+  tally.asked.forEach((asked, q) => {
+    if (asked > 0) differences.push(((tally.candidate[q] as number) - (tally.baseline[q] as number)) / asked)
+  })
   const questions = differences.length
-  const rule = accuracyGapClusterRule({ confidence: o.confidence, points: o.points })
-  const warnings = [repeatedQuestionsWarning({ questions, requests: samples.paired })]
-  let interval = { estimate: differences.reduce((a, b) => a + b, 0) / Math.max(1, questions), low: 0, high: 0 }
-  if (questions >= 2 && differences.some((d) => d !== differences[0])) {
-    const bca = bcaInterval(bootstrapMeanOf(differences, { seed: 1, resamples: 2000 }), o.confidence, { expandForN: questions })
-    interval = atLeastStudentT(bca, sampleSd(differences), questions, o.confidence)
-  } else {
-    interval = { estimate: interval.estimate, low: interval.estimate, high: interval.estimate }
-  }
-  const [estimate, low, high] = [interval.estimate * 100, interval.low * 100, interval.high * 100]
-  const outcome: GateDecision['outcome'] = high < -o.points ? 'fail' : low > -o.points ? 'pass' : 'inconclusive'
-  if (outcome === 'inconclusive')
-    warnings.push(accuracyInconclusiveWarning({ confidence: o.confidence, low, high, points: o.points, p: null }))
-  return {
-    gate: o.gate,
-    outcome,
-    kind: 'non-regression',
-    metric: 'accuracy',
-    effect: {
-      estimate,
-      low,
-      high,
-      unit: 'points',
-      confidence: o.confidence,
-      method: accuracyGapClusterMethod({ questions, requests: samples.paired }),
-    },
-    samples,
-    rule,
-    moreRequestsHint: null,
-    warnings,
-  }
+  const estimate = differences.reduce((a, b) => a + b, 0) / Math.max(1, questions)
+  // Every question moved alike (or one question): nothing to resample, the interval is the estimate.
+  if (questions < 2 || differences.every((d) => d === differences[0])) return { estimate, low: estimate, high: estimate, questions }
+  const bca = bcaInterval(bootstrapMeanOf(differences, { seed: 1, resamples: 2000 }), confidence, { expandForN: questions })
+  return { ...atLeastStudentT(bca, sampleSd(differences), questions, confidence), questions }
 }
 
 interface Scored {
@@ -117,15 +82,24 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}
   let tokensB = 0
   let tokensC = 0
   let lengthPairs = 0
+  const rows = datasetRows(baseline, candidate)
+  const tally: QuestionTally | null =
+    rows === null ? null : { asked: new Float64Array(rows), baseline: new Float64Array(rows), candidate: new Float64Array(rows) }
   for (let i = 0; i < launches; i++) {
     const b = valuesByIndex(baseline[i] as GateRecord, scoredOf)
     const c = valuesByIndex(candidate[i] as GateRecord, scoredOf)
     samplesB += b.size
     samplesC += c.size
     const paired = pairByIndex(b, c)
-    paired.indices.forEach((_, k) => {
+    paired.indices.forEach((index, k) => {
       const cb = paired.baseline[k] as Scored
       const cc = paired.candidate[k] as Scored
+      if (tally !== null && rows !== null) {
+        const q = index % rows
+        tally.asked[q] = (tally.asked[q] as number) + 1
+        if (cb.correct) tally.baseline[q] = (tally.baseline[q] as number) + 1
+        if (cc.correct) tally.candidate[q] = (tally.candidate[q] as number) + 1
+      }
       // First = candidate, second = baseline: the difference is candidate − baseline.
       if (cc.correct && cb.correct) table.both++
       else if (cc.correct) table.firstOnly++
@@ -140,9 +114,10 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}
   }
   const n = table.both + table.firstOnly + table.secondOnly + table.neither
   const samples = { baseline: samplesB, candidate: samplesC, paired: n }
-  const rows = datasetRows(baseline, candidate)
-  if (rows !== null && n > rows) return clusteredAccuracyGap(o, baseline, candidate, launches, rows, samples)
-  const rule = accuracyGapRule({ confidence: o.confidence, points: o.points, outputLengthPct: o.outputLengthPct })
+  const clustered = tally !== null && rows !== null && n > rows
+  const rule = clustered
+    ? accuracyGapClusterRule({ confidence: o.confidence, points: o.points })
+    : accuracyGapRule({ confidence: o.confidence, points: o.points, outputLengthPct: o.outputLengthPct })
   const warnings: string[] = []
   if (baseline.length !== candidate.length)
     warnings.push(unevenLaunchesWarning({ baseline: baseline.length, candidate: candidate.length, paired: launches }))
@@ -185,26 +160,31 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}
     }
   }
 
-  const result = pairedProportionDifference(table, o.confidence)
-  const [estimate, low, high] = [result.estimate * 100, result.low * 100, result.high * 100]
-  const significant = result.p < 1 - o.confidence && table.secondOnly > table.firstOnly
-  const outcome: GateDecision['outcome'] = significant && high < -o.points ? 'fail' : low > -o.points ? 'pass' : 'inconclusive'
+  let verdict: { estimate: number; low: number; high: number; outcome: GateDecision['outcome']; method: string; p: number | null }
+  if (clustered) {
+    const q = questionLevelInterval(tally, o.confidence)
+    const [estimate, low, high] = [q.estimate * 100, q.low * 100, q.high * 100]
+    warnings.unshift(repeatedQuestionsWarning({ questions: q.questions, requests: n }))
+    const outcome = high < -o.points ? 'fail' : low > -o.points ? 'pass' : 'inconclusive'
+    verdict = { estimate, low, high, outcome, method: accuracyGapClusterMethod({ questions: q.questions, requests: n }), p: null }
+  } else {
+    const result = pairedProportionDifference(table, o.confidence)
+    const [estimate, low, high] = [result.estimate * 100, result.low * 100, result.high * 100]
+    const significant = result.p < 1 - o.confidence && table.secondOnly > table.firstOnly
+    const outcome = significant && high < -o.points ? 'fail' : low > -o.points ? 'pass' : 'inconclusive'
+    const method = accuracyGapMethod({ questions: n, candidateOnly: table.firstOnly, baselineOnly: table.secondOnly, p: result.p })
+    verdict = { estimate, low, high, outcome, method, p: result.p }
+  }
+  const { estimate, low, high, outcome, method } = verdict
   if (outcome === 'inconclusive') {
-    warnings.push(accuracyInconclusiveWarning({ confidence: o.confidence, low, high, points: o.points, p: result.p }))
+    warnings.push(accuracyInconclusiveWarning({ confidence: o.confidence, low, high, points: o.points, p: verdict.p }))
   }
   return {
     gate: o.gate,
     outcome,
     kind: 'non-regression',
     metric: 'accuracy',
-    effect: {
-      estimate,
-      low,
-      high,
-      unit: 'points',
-      confidence: o.confidence,
-      method: accuracyGapMethod({ questions: n, candidateOnly: table.firstOnly, baselineOnly: table.secondOnly, p: result.p }),
-    },
+    effect: { estimate, low, high, unit: 'points', confidence: o.confidence, method },
     samples,
     rule,
     moreRequestsHint: null,
