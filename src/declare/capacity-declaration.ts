@@ -1,11 +1,10 @@
 import { type CapacityOptions, resolveCapacityOptions } from '../runner/capacity-search.ts'
 import type { EngineCellOptions } from '../runner/cell-options.ts'
 import type { CapacitySearch } from '../schema/capacity-record.ts'
-import { lazy, type Lazy, planId } from './cell-declarations.ts'
-import { type EngineHandle, isEngineHandle } from './engine-handles.ts'
+import { engineField, lazy, type Lazy, named, planId } from './cell-declarations.ts'
+import type { EngineHandle } from './engine-handles.ts'
 import { cellThrew, declareCell, searchMeasured } from './registry.ts'
 import { registerTeardown, workerRunner } from './worker-environment.ts'
-import { ServegateError } from '../errors.ts'
 
 /** A capacity search in a spec: the probe cell's options, the engine, and the search's own options (see `CapacityOptions`). */
 export interface CapacitySpec extends Omit<EngineCellOptions, 'slo'>, Omit<CapacityOptions, 'cell'> {
@@ -26,21 +25,16 @@ export interface CapacitySpec extends Omit<EngineCellOptions, 'slo'>, Omit<Capac
  */
 export function capacity(spec: CapacitySpec): Lazy<CapacitySearch> {
   const { engine: h, id, slo, percentile, confidence, bracket, requestsPerProbe, probeSeconds, ...cell } = spec
-  const where = id === undefined ? 'capacity' : `capacity "${id}"`
-  if (!isEngineHandle(h)) {
-    throw new ServegateError(
-      'CONFIG_INVALID',
-      `invalid ${where} options: ${where}.engine: an engine from engine.vllm(…), engine.sim(…) or another engine.* call`,
-    )
-  }
+  const where = named('capacity', id)
+  const engine = engineField(where, 'engine', h)
   const options = resolveCapacityOptions({ cell, slo, percentile, confidence, bracket, requestsPerProbe, probeSeconds }, where)
-  const name = id ?? `${planId(h.name, options.cell)}-capacity-${options.bracket.axis}`
+  const name = id ?? `${planId(engine.name, options.cell)}-capacity-${options.bracket.axis}`
   registerTeardown()
   // In the evidence the search is one pending cell until it runs, then its probes on one ladder.
-  declareCell({ id: name, kind: 'cell', required: true, ladder: name, engines: { cell: h.name } })
+  declareCell({ id: name, kind: 'cell', required: true, ladder: name, engines: { cell: engine.name } })
   return lazy(async () => {
     try {
-      const search = await workerRunner().capacity({ id: name, engine: h, options, launch: 'shared' })
+      const search = await workerRunner().capacity({ id: name, engine, options, launch: 'shared' })
       searchMeasured(
         name,
         search.records.map((record, k) => ({ suffix: `probe${k + 1}`, record })),

@@ -73,7 +73,7 @@ function invalid(where: string, message: string): never {
 }
 
 /** How a declaration is named in its errors: `cell "my-id"` when it has an id, else `cell`. */
-function named(kind: string, id: unknown): string {
+export function named(kind: string, id: unknown): string {
   return typeof id === 'string' ? `${kind} "${id}"` : kind
 }
 
@@ -103,7 +103,8 @@ function declarationFields(
   }
 }
 
-function engineField(where: string, field: string, value: unknown): EngineHandle {
+/** The engine handle of a declaration's `field`, or a CONFIG_INVALID error naming it. */
+export function engineField(where: string, field: string, value: unknown): EngineHandle {
   if (!isEngineHandle(value)) invalid(where, `${where}.${field}: an engine from engine.vllm(…), engine.sim(…) or another engine.* call`)
   return value
 }

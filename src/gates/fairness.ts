@@ -14,12 +14,17 @@ export interface FairnessPair {
   candidate: readonly RunRecord[]
 }
 
+const armLabel = (arm: string, i: number, n: number): string => (n > 1 ? `${arm} launch ${i + 1}` : arm)
+/** Every launch of both arms with its label (`baseline`, or `candidate launch 2` when repeated). */
+const launches = (p: FairnessPair) => [
+  ...p.baseline.map((r, i) => ({ label: armLabel('baseline', i, p.baseline.length), r })),
+  ...p.candidate.map((r, i) => ({ label: armLabel('candidate', i, p.candidate.length), r })),
+]
+
 function failedCells(p: FairnessPair): string[] {
-  const label = (arm: string, i: number, n: number) => (n > 1 ? `${arm} launch ${i + 1}` : arm)
-  return [
-    ...p.baseline.map((r, i) => [label('baseline', i, p.baseline.length), r] as const),
-    ...p.candidate.map((r, i) => [label('candidate', i, p.candidate.length), r] as const),
-  ].flatMap(([l, r]) => (r.cellFailure === null ? [] : [`${l}: ${r.cellFailure.code}: ${r.cellFailure.message.split('\n')[0]}`]))
+  return launches(p).flatMap(({ label, r }) =>
+    r.cellFailure === null ? [] : [`${label}: ${r.cellFailure.code}: ${r.cellFailure.message.split('\n')[0]}`],
+  )
 }
 
 /** One fairness fact compared between the arms (docs/gates.md, "what makes a matched pair"). */
@@ -61,12 +66,6 @@ const show = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify
 export const OUTPUT_LENGTH_TOLERANCE = 0.05
 /** How far apart the arms' failed shares may be (absolute). */
 export const FAILED_SHARE_TOLERANCE = 0.01
-
-const armLabel = (arm: string, i: number, n: number): string => (n > 1 ? `${arm} launch ${i + 1}` : arm)
-const launches = (p: FairnessPair) => [
-  ...p.baseline.map((r, i) => ({ label: armLabel('baseline', i, p.baseline.length), arm: 'baseline', r })),
-  ...p.candidate.map((r, i) => ({ label: armLabel('candidate', i, p.candidate.length), arm: 'candidate', r })),
-]
 
 /**
  * What the arms served and produced, which identical request bytes do not guarantee: the model
