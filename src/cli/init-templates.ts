@@ -60,7 +60,7 @@ const candidate = gpu
 
 // On a GPU the cell is sized for steady state; on the simulated engine it is small enough for seconds.
 const concurrency = 8
-const requests = gpu ? 32 * concurrency : 4 * concurrency
+const requests = gpu ? 32 * concurrency : 8 * concurrency
 
 describe(\`\${model.id} at concurrency \${concurrency}\`, () => {
   const p = pair({
