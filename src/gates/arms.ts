@@ -10,6 +10,8 @@ export const MIN_PAIRED_REQUESTS = 8
  */
 export type GateRecord = Pick<RunRecord, 'requests'> & {
   plan?: { sequential: SequentialPlan | null; workload?: { dataset: { rows: number } | null } } | null
+  /** The cell's service-level figures, which `toWinThroughput` judges per launch. */
+  metrics?: Pick<RunRecord['metrics'], 'outputThroughputTokPerS' | 'requestRateReqPerS' | 'wallClockMs'> | null
 }
 
 /** One launch of an arm, or several launches of it (repeats, e.g. A B B A). */
@@ -57,6 +59,8 @@ export function rateOf(metric: RateMetric): (r: OkRequest) => number | null {
       return (r) => (r.decodeTokPerS !== null && r.decodeTokPerS > 0 ? r.decodeTokPerS : null)
     case 'effectivePrefillTokPerS':
       return (r) => (r.effectivePrefillTokPerS !== null && r.effectivePrefillTokPerS > 0 ? r.effectivePrefillTokPerS : null)
+    case 'enginePrefillTokPerS':
+      return (r) => r.enginePrefillTokPerS ?? null
     case 'throughputTokPerS':
       // Output tokens per second of service: completion tokens over the request's e2e time.
       return (r) =>

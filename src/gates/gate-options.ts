@@ -37,9 +37,23 @@ const common = {
   launchNoise: z.number().min(0).max(0.5).default(DEFAULT_LAUNCH_NOISE),
 }
 
-/** Rate metrics a win gate compares; `throughputTokPerS` is completionTokens / e2e per request. */
-export const RateMetric = z.enum(['decodeTokPerS', 'effectivePrefillTokPerS', 'throughputTokPerS'])
+/**
+ * Per-request rate metrics a win gate compares: `throughputTokPerS` is completionTokens / e2e per
+ * request; `enginePrefillTokPerS` is the engine's own prefill rate (llama-server `timings`).
+ */
+export const RateMetric = z.enum(['decodeTokPerS', 'effectivePrefillTokPerS', 'enginePrefillTokPerS', 'throughputTokPerS'])
 export type RateMetric = z.infer<typeof RateMetric>
+
+/**
+ * Service-level metrics of a whole cell (one figure per launch): aggregate output tokens per
+ * second of wall clock, and completed requests per second. `toWinThroughput` judges the first.
+ */
+export const ServiceMetric = z.enum(['outputThroughputTokPerS', 'requestRateReqPerS'])
+export type ServiceMetric = z.infer<typeof ServiceMetric>
+
+/** Any metric a win gate can judge. */
+export const WinMetric = z.union([RateMetric, ServiceMetric])
+export type WinMetric = z.infer<typeof WinMetric>
 
 export { WinGateName }
 
@@ -60,8 +74,11 @@ export const DEFAULT_WIN_ESTIMATOR: Record<WinGateName, WinEstimator> = {
 
 export const WinGateOptions = z.object({
   gate: WinGateName,
-  /** The compared metric; by default the gate's own (decode, prefill, throughput). */
-  metric: RateMetric.optional(),
+  /**
+   * The compared metric; by default the gate's own: decode tok/s, effective prefill tok/s, or the
+   * cell's aggregate output tok/s (`toWinThroughput`, a service-level figure per launch).
+   */
+  metric: WinMetric.optional(),
   /** The win must exceed 1 + margin (0.05: at least 5% better). @default 0 */
   margin: z.number().gt(-1).default(0),
   /** The summary of the paired log-ratios; by default per gate, see DEFAULT_WIN_ESTIMATOR. */

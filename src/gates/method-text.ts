@@ -4,7 +4,7 @@
  * effect, so a reader can tell how the interval was made.
  */
 import type { CapacitySearch } from '../schema/capacity-record.ts'
-import { formatPercent, formatSeconds } from '../number-format.ts'
+import { formatByMagnitude, formatPercent, formatSeconds } from '../number-format.ts'
 
 /** The launch-noise clause of a method, starting with `; `, or an empty string when there is no floor. */
 export function launchNoiseClause(launchNoise: number): string {
@@ -68,9 +68,15 @@ function welchOverLaunches(p: { candidateLaunches: number; baselineLaunches: num
   )
 }
 
-/** A launch-level win gate's method: per-launch medians, Welch's interval. */
-export function launchWinMethod(p: { candidateLaunches: number; baselineLaunches: number; df: number }): string {
-  return `launch level: per-launch medians, ${welchOverLaunches(p)}`
+/** A launch-level win gate's method: per-launch locations of the prompt-centred logs, Welch's interval. */
+export function launchWinMethod(p: {
+  candidateLaunches: number
+  baselineLaunches: number
+  df: number
+  estimator: 'geometric-mean' | 'hodges-lehmann'
+}): string {
+  const location = p.estimator === 'hodges-lehmann' ? 'Hodges–Lehmann pseudo-medians' : 'means'
+  return `launch level: per-launch ${location} of the log rate, each prompt centred on its mean over all launches; ${welchOverLaunches(p)}`
 }
 
 /** The requests a latency percentile's bootstrap resampled. */
@@ -169,4 +175,45 @@ export function accuracyGapClusterMethod(p: { questions: number; requests: numbe
     `mean of per-question accuracy differences over ${p.questions} distinct questions (${p.requests} paired requests), ` +
     'BCa bootstrap over questions (2000 resamples, seed 1), at least Student t'
   )
+}
+
+/** A service metric as methods and rules name it. */
+export const SERVICE_WORDS: Record<'outputThroughputTokPerS' | 'requestRateReqPerS', string> = {
+  outputThroughputTokPerS: "aggregate output tok/s (the cell's completion tokens over its wall clock)",
+  requestRateReqPerS: "request rate (the cell's completed requests over its wall clock)",
+}
+
+/** A single-launch service-level win: the measured ratio with the ratio estimator's bootstrap spread. */
+export function serviceWinMethod(p: {
+  metric: 'outputThroughputTokPerS' | 'requestRateReqPerS'
+  baseline: number
+  candidate: number
+  paired: number
+  resamples: number
+  seed: number
+  launchNoise: number
+}): string {
+  return (
+    `ratio of the cells' ${SERVICE_WORDS[p.metric]}, ${formatByMagnitude(p.candidate)} / ${formatByMagnitude(p.baseline)}; ` +
+    `sampling spread from a percentile bootstrap of Σ output / Σ e2e over ${p.paired} paired requests ` +
+    `(${p.resamples} resamples, seed ${p.seed}, expanded for small samples)${launchNoiseClause(p.launchNoise)}`
+  )
+}
+
+/** A launch-level service-level win: Welch over the per-launch log figures. */
+export function serviceLaunchMethod(p: {
+  metric: 'outputThroughputTokPerS' | 'requestRateReqPerS'
+  candidateLaunches: number
+  baselineLaunches: number
+  df: number
+}): string {
+  return `launch level: each launch's ${SERVICE_WORDS[p.metric]}; ${welchOverLaunches(p)}`
+}
+
+/** How an accuracy gate's per-arm intervals were computed: per paired request, or per distinct question. */
+export function accuracyArmsMethod(p: { clustered: boolean; confidence: number }): string {
+  return p.clustered
+    ? `${formatPercent(p.confidence)} Wilson interval over distinct questions, each question's share right counted as its ` +
+        'outcome (conservative: a share varies less than a right-or-wrong answer)'
+    : `${formatPercent(p.confidence)} Wilson interval of right answers over the paired questions`
 }

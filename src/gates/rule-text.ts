@@ -12,6 +12,7 @@ import type { LatencyMetric, RateMetric } from './gate-options.ts'
 export const RATE_WORDS: Record<RateMetric, string> = {
   decodeTokPerS: 'decode tok/s',
   effectivePrefillTokPerS: 'effective prefill tok/s',
+  enginePrefillTokPerS: 'engine-reported prefill tok/s',
   throughputTokPerS: 'throughput (output tokens per service second)',
 }
 
@@ -67,12 +68,18 @@ export function sequentialRuleClause(p: SequentialRuleFacts): string {
   )
 }
 
-/** A launch-level win: the Welch interval over per-launch medians against 1 + margin. */
-export function launchWinRule(p: { metric: RateMetric; confidence: number; threshold: number }): string {
+/** A launch-level win: the Welch interval over per-launch locations against 1 + margin. */
+export function launchWinRule(p: {
+  metric: RateMetric
+  confidence: number
+  threshold: number
+  estimator: 'geometric-mean' | 'hodges-lehmann'
+}): string {
   const threshold = formatRatio(p.threshold)
+  const location = p.estimator === 'hodges-lehmann' ? 'pseudo-medians' : 'geometric means'
   return (
     `launch level: pass if the lower bound of the ${formatPercent(p.confidence)} Welch t-interval of candidate/baseline ` +
-    `${RATE_WORDS[p.metric]} (ratio of the geometric means of per-launch medians) exceeds ${threshold}; ` +
+    `${RATE_WORDS[p.metric]} (ratio over launches of the per-launch ${location}) exceeds ${threshold}; ` +
     `fail if its upper bound is below ${threshold}; otherwise inconclusive`
   )
 }
@@ -171,5 +178,38 @@ export function accuracyGapClusterRule(p: { confidence: number; points: number }
     `fail if the upper bound of the ${formatPercent(p.confidence)} interval of candidate − baseline accuracy over distinct questions ` +
     `(a one-sided ${oneSided(p.confidence)} bound; each question's accuracy its share right over its requests) is below ` +
     `−${p.points} points; pass if its lower bound is above −${p.points} points; otherwise inconclusive, which passes with a warning`
+  )
+}
+
+const SERVICE_RULE_WORDS: Record<'outputThroughputTokPerS' | 'requestRateReqPerS', string> = {
+  outputThroughputTokPerS: 'aggregate output tok/s of the cell',
+  requestRateReqPerS: 'completed requests per second of the cell',
+}
+
+/** A single-launch service-level win: the interval of the cells' figure ratio against 1 + margin. */
+export function serviceWinRule(p: {
+  metric: 'outputThroughputTokPerS' | 'requestRateReqPerS'
+  confidence: number
+  threshold: number
+}): string {
+  const threshold = formatRatio(p.threshold)
+  return (
+    `pass if the lower bound of the ${formatPercent(p.confidence)} interval of candidate/baseline ${SERVICE_RULE_WORDS[p.metric]} ` +
+    `(a one-sided ${oneSided(p.confidence)} bound) exceeds ${threshold}; fail if its upper bound is below ${threshold}; ` +
+    'otherwise inconclusive'
+  )
+}
+
+/** A launch-level service-level win: Welch over per-launch figures against 1 + margin. */
+export function serviceLaunchRule(p: {
+  metric: 'outputThroughputTokPerS' | 'requestRateReqPerS'
+  confidence: number
+  threshold: number
+}): string {
+  const threshold = formatRatio(p.threshold)
+  return (
+    `launch level: pass if the lower bound of the ${formatPercent(p.confidence)} Welch t-interval of candidate/baseline ` +
+    `${SERVICE_RULE_WORDS[p.metric]} (ratio of the geometric means over launches) exceeds ${threshold}; ` +
+    `fail if its upper bound is below ${threshold}; otherwise inconclusive`
   )
 }

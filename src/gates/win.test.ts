@@ -2,6 +2,7 @@ import { describe, expect, test } from 'vitest'
 import { GateDecision } from '../schema/gate.ts'
 import { normalQuantile } from '../stats/distributions.ts'
 import { around, failedRequest, launchOf, okRequest } from '../../fixtures/gate-fixture.ts'
+import type { GateRecord } from './arms.ts'
 import { MAX_REQUESTS_HINT, requestsHint, winGate } from './win.ts'
 
 const N = 64
@@ -76,7 +77,7 @@ describe('winGate', () => {
     expect(d.moreRequestsHint).toBe(16)
   })
 
-  test('prefill and throughput read their own metrics; throughput is completion tokens per second of e2e', () => {
+  test('prefill and per-request throughput read their own metrics; that throughput is completion tokens per second of e2e', () => {
     const requests = (ratio: number) =>
       Array.from({ length: 32 }, (_, i) =>
         okRequest(i, {
@@ -87,7 +88,7 @@ describe('winGate', () => {
       )
     const d = winGate(
       { baseline: { requests: requests(1) }, candidate: { requests: requests(1.2) } },
-      { gate: 'toWinThroughput', launchNoise: 0 },
+      { gate: 'toWinThroughput', metric: 'throughputTokPerS', launchNoise: 0 },
     )
     expect(d.metric).toBe('throughputTokPerS')
     expect(d.effect.estimate).toBeCloseTo(1.2, 2)
@@ -158,18 +159,35 @@ describe('winGate', () => {
     expect(winGate(pair, { gate: 'toWinDecode', seed: 2 }).effect.method).toMatch(/seed 2/)
   })
 
-  test('repeated launches: the launch-level Welch test on per-launch medians', () => {
+  test('repeated launches: the launch-level Welch test on per-launch locations of the prompt-centred logs', () => {
     const launches = (ratio: number, k: number) =>
       Array.from({ length: k }, (_, j) => launchOf('decodeTokPerS', around(50 * ratio * (1 + 0.01 * Math.sin(j * 2.1)), 32, 0.1)))
     const d = winGate({ baseline: launches(1, 4), candidate: launches(1.15, 4) }, { gate: 'toWinDecode', looks: [16] })
     expect(d.outcome).toBe('pass')
     expect(d.effect.estimate).toBeCloseTo(1.15, 2)
-    expect(d.effect.method).toMatch(/launch level: per-launch medians, Welch t-interval .* 4 candidate and 4 baseline launches/)
+    expect(d.effect.method).toMatch(
+      /launch level: per-launch means of the log rate, each prompt centred on its mean over all launches; Welch t-interval .* 4 candidate and 4 baseline launches/,
+    )
     expect(d.rule).toMatch(/^launch level:/)
     expect(d.warnings.join(' ')).toMatch(/looks are ignored/)
     expect(d.samples).toEqual({ baseline: 128, candidate: 128, paired: 128 })
     const unsure = winGate({ baseline: launches(1, 3), candidate: launches(1.01, 3) }, { gate: 'toWinDecode', margin: 0.05 })
     expect(unsure.outcome).not.toBe('pass')
+  })
+
+  test('launch level: prompts that differ a lot do not leak into the launches when each launch lost different ones', () => {
+    // Prompt speeds spread 3× apart; every launch failed a different quarter of the prompts.
+    const prompts = Array.from({ length: 32 }, (_, i) => 50 * Math.exp(0.6 * Math.sin(2.7 * i)))
+    const launch = (ratio: number, k: number): GateRecord => ({
+      requests: prompts.map((p, i) =>
+        (i + 3 * k) % 4 === 0 ? failedRequest(i) : okRequest(i, { decodeTokPerS: p * ratio * (1 + 0.01 * Math.sin(1.1 * i + k)) }),
+      ),
+    })
+    const arm = (ratio: number, from: number) => [0, 1, 2, 3].map((k) => launch(ratio, from + k))
+    const same = winGate({ baseline: arm(1, 0), candidate: arm(1, 4) }, { gate: 'toWinDecode' })
+    expect(Math.abs(Math.log(same.effect.estimate as number))).toBeLessThan(0.005)
+    expect((same.effect.high as number) / (same.effect.low as number)).toBeLessThan(1.03)
+    expect(winGate({ baseline: arm(1, 0), candidate: arm(1.05, 4) }, { gate: 'toWinDecode' }).outcome).toBe('pass')
   })
 
   test('one launch against several is refused; so are bad options, naming the gate and the field', () => {

@@ -1,4 +1,3 @@
-import { nearestRank } from '../metrics/distribution.ts'
 import type { GateDecision } from '../schema/gate.ts'
 import { bcaInterval, bootstrapMeanOf } from '../stats/bootstrap.ts'
 import { normalQuantile } from '../stats/distributions.ts'
@@ -30,12 +29,15 @@ import {
   unpairedWarning,
 } from './warning-text.ts'
 import { EXACT_SIGNED_RANK_MAX_N, signedRankTest } from '../stats/signed-rank.ts'
+import { serviceWinGate } from './service-win.ts'
 import {
   DEFAULT_WIN_ESTIMATOR,
   parseOptions,
   type RateMetric,
   type ResolvedWinGateOptions,
+  ServiceMetric,
   type WinEstimator,
+  type WinMetric,
   type WinGateName,
   WinGateOptions,
 } from './gate-options.ts'
@@ -43,10 +45,10 @@ import {
 /** The largest `moreRequestsHint` a gate gives. */
 export const MAX_REQUESTS_HINT = 10_000
 
-const GATE_METRIC: Record<WinGateName, RateMetric> = {
+const GATE_METRIC: Record<WinGateName, WinMetric> = {
   toWinDecode: 'decodeTokPerS',
   toWinPrefill: 'effectivePrefillTokPerS',
-  toWinThroughput: 'throughputTokPerS',
+  toWinThroughput: 'outputThroughputTokPerS',
 }
 
 /**
@@ -67,9 +69,12 @@ export function winGate(pair: GatePair, options: WinGateOptions): GateDecision {
   const o = parseOptions(typeof options?.gate === 'string' ? options.gate : 'winGate', WinGateOptions, options)
   const metric = o.metric ?? GATE_METRIC[o.gate]
   const layout = launchLayout(o.gate, pair)
-  const decision = layout.repeated
-    ? launchLevelWin(o, metric, layout.baseline, layout.candidate)
-    : requestLevelWin(o, metric, layout.baseline[0] as GateRecord, layout.candidate[0] as GateRecord)
+  const service = ServiceMetric.safeParse(metric)
+  const decision = service.success
+    ? serviceWinGate(o, service.data, layout.baseline, layout.candidate)
+    : layout.repeated
+      ? launchLevelWin(o, metric as RateMetric, layout.baseline, layout.candidate)
+      : requestLevelWin(o, metric as RateMetric, layout.baseline[0] as GateRecord, layout.candidate[0] as GateRecord)
   return countCandidateFailures(decision, layout.baseline, layout.candidate)
 }
 
@@ -357,10 +362,63 @@ export function requestsHint(gap: number, sd: number, confidence: number, launch
   return Math.min(MAX_REQUESTS_HINT, Math.max(current + 1, needed))
 }
 
-/** Log of the nearest-rank median of one launch's values, or null when it has none. */
-function logMedian(record: GateRecord, value: (r: OkRequest) => number | null): number | null {
-  const values = [...valuesByIndex(record, value).values()].sort((a, b) => a - b)
-  return values.length === 0 ? null : Math.log(nearestRank(values, 50))
+/**
+ * Each launch's location of the log rate, with the prompts' own spread removed: every value is
+ * centred by its prompt's mean log over all launches of both arms that have it, so a launch's
+ * statistic varies only by its requests' noise and its launch effect (the prompts are the same
+ * in every launch). The location is the mean of the centred logs (the log of a geometric mean)
+ * or, for the Hodges–Lehmann estimator, their pseudo-median, which a stall moves by one rank.
+ * Centring is the same for every launch, so the arms stay exchangeable under no effect; for the
+ * mean it changes nothing but the constant. Null for a launch without values.
+ */
+export function launchLocations(
+  baseline: readonly GateRecord[],
+  candidate: readonly GateRecord[],
+  value: (r: OkRequest) => number | null,
+  estimator: WinEstimator,
+): { baseline: (number | null)[]; candidate: (number | null)[] } {
+  const logs = [...baseline, ...candidate].map((record) => {
+    const out = new Map<number, number>()
+    for (const [index, v] of valuesByIndex(record, value)) out.set(index, Math.log(v))
+    return out
+  })
+  const sums = new Map<number, { sum: number; n: number }>()
+  for (const launch of logs) {
+    for (const [index, v] of launch) {
+      const s = sums.get(index) ?? { sum: 0, n: 0 }
+      s.sum += v
+      s.n++
+      sums.set(index, s)
+    }
+  }
+  const locations = logs.map((launch) => {
+    if (launch.size === 0) return null
+    const centred = new Float64Array(launch.size)
+    let i = 0
+    for (const [index, v] of launch) {
+      const s = sums.get(index) as { sum: number; n: number }
+      centred[i++] = v - s.sum / s.n
+    }
+    return estimator === 'hodges-lehmann' ? pseudoMedian(centred) : centred.reduce((a, v) => a + v, 0) / centred.length
+  })
+  return { baseline: locations.slice(0, baseline.length), candidate: locations.slice(baseline.length) }
+}
+
+/** Above this many values the pseudo-median is taken over an evenly spaced subsample of Walsh averages' inputs. */
+const MAX_WALSH_VALUES = 1500
+
+/** The Hodges–Lehmann pseudo-median: the median of all pairwise (Walsh) averages, self-pairs included. */
+function pseudoMedian(values: Float64Array): number {
+  const sorted = Float64Array.from(values).sort()
+  const step = Math.max(1, Math.ceil(sorted.length / MAX_WALSH_VALUES))
+  const x = step === 1 ? sorted : sorted.filter((_, i) => i % step === 0)
+  const n = x.length
+  const walsh = new Float64Array((n * (n + 1)) / 2)
+  let k = 0
+  for (let i = 0; i < n; i++) for (let j = i; j < n; j++) walsh[k++] = ((x[i] as number) + (x[j] as number)) / 2
+  walsh.sort()
+  const m = walsh.length
+  return m % 2 === 1 ? (walsh[(m - 1) / 2] as number) : ((walsh[m / 2 - 1] as number) + (walsh[m / 2] as number)) / 2
 }
 
 function launchLevelWin(
@@ -371,13 +429,15 @@ function launchLevelWin(
 ): GateDecision {
   const value = rateOf(metric)
   const threshold = 1 + o.margin
-  const b = baseline.map((r) => logMedian(r, value)).filter((v): v is number => v !== null)
-  const c = candidate.map((r) => logMedian(r, value)).filter((v): v is number => v !== null)
+  const estimator = o.estimator ?? DEFAULT_WIN_ESTIMATOR[o.gate]
+  const locations = launchLocations(baseline, candidate, value, estimator)
+  const b = locations.baseline.filter((v): v is number => v !== null)
+  const c = locations.candidate.filter((v): v is number => v !== null)
   const samples = launchSamples(baseline, candidate, value)
   const warnings: string[] = []
   if (o.looks !== null) warnings.push(LOOKS_IGNORED_WARNING)
   if (b.length < baseline.length || c.length < candidate.length) warnings.push(launchesLeftOutWarning(`any ${metric}`))
-  const rule = launchWinRule({ metric, confidence: o.confidence, threshold })
+  const rule = launchWinRule({ metric, confidence: o.confidence, threshold, estimator })
   if (b.length < 2 || c.length < 2) {
     return {
       gate: o.gate,
@@ -419,7 +479,7 @@ function launchLevelWin(
       interval,
       'ratio',
       o.confidence,
-      launchWinMethod({ candidateLaunches: c.length, baselineLaunches: b.length, df: interval.df }),
+      launchWinMethod({ candidateLaunches: c.length, baselineLaunches: b.length, df: interval.df, estimator }),
     ),
     samples,
     rule,

@@ -8,6 +8,7 @@ export const NO_REQUEST_CHECKS = {
   outputAdherence: null,
   score: null,
   engineTimings: null,
+  enginePrefillTokPerS: null,
   sendAttempts: 1,
   scheduledOffsetMs: null,
 } as const

@@ -6,6 +6,7 @@ import { createRandom } from '../random.ts'
 import type { PairResult } from '../schema/results.ts'
 import { RunRecord } from '../schema/run.ts'
 import { failedCellRecord } from '../runner/run-record.ts'
+import { computeCellMetrics } from '../metrics/cell-metrics.ts'
 import { keyFigures } from './annotate.ts'
 
 /**
@@ -49,7 +50,9 @@ function arm(n: number, scale: { decode?: number; ttftMs?: number }, noise: numb
       finishReason: 'length',
     })
   })
-  return { ...base, cellFailure: null, requests, completed: n }
+  // A closed loop at concurrency 4: the wall clock is the requests' service time over the slots.
+  const wallClockMs = requests.reduce((sum, r) => sum + (r.e2eMs ?? 0), 0) / 4
+  return { ...base, cellFailure: null, requests, completed: n, metrics: computeCellMetrics(requests, wallClockMs) }
 }
 
 const pairOf = (b: RunRecord, c: RunRecord): PairResult => ({

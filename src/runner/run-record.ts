@@ -76,9 +76,17 @@ export function requestRecord(slot: Slot, cellStart: number, planned: PreparedRe
     outputAdherence,
     score,
     engineTimings: obs.engineTimings,
+    enginePrefillTokPerS: enginePrefillRate(obs.engineTimings),
     sendAttempts: obs.attempts,
   }
   return error === null ? { status: 'ok', ...common } : { status: 'failed', error, ...common }
+}
+
+/** The engine's own prefill rate from llama-server's `timings` (prompt_n over prompt_ms), or null. */
+export function enginePrefillRate(timings: Record<string, number> | null): number | null {
+  const tokens = timings?.['prompt_n']
+  const ms = timings?.['prompt_ms']
+  return tokens !== undefined && ms !== undefined && tokens > 0 && ms > 0 ? tokens / (ms / 1000) : null
 }
 
 export function harnessHealth(

@@ -124,6 +124,12 @@ const requestCommon = {
   score: ScoreResult.nullable().default(null),
   /** The engine's own per-request timings where it streams them (llama-server's `timings`). */
   engineTimings: z.record(z.string(), z.number()).nullable().default(null),
+  /**
+   * The engine's own prefill rate, tok/s: prompt tokens it evaluated over its prompt time
+   * (llama-server `timings.prompt_n / prompt_ms`), beside the client's `effectivePrefillTokPerS`,
+   * which also holds queueing, scheduling and the network. Null where the engine reports none.
+   */
+  enginePrefillTokPerS: z.number().positive().nullable().default(null),
   /** 2 when the server closed the first attempt's connection before any response (sent again once). */
   sendAttempts: z.int().positive().default(1),
 }
