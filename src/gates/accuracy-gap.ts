@@ -1,9 +1,11 @@
-import type { GateDecision } from '../schema/gate.ts'
+import type { AccuracyDetail, ArmAccuracy, GateDecision } from '../schema/gate.ts'
+import { normalQuantile, studentTQuantile } from '../stats/distributions.ts'
 import { pairedProportionDifference, type PairedTable } from '../stats/tests.ts'
 import { type GatePair, type GateRecord, launchesOf, type OkRequest, pairByIndex, valuesByIndex } from './arms.ts'
-import { accuracyGapClusterMethod, accuracyGapMethod, notEstimableMethod } from './method-text.ts'
+import { accuracyArmsMethod, accuracyGapClusterMethod, accuracyGapMethod, notEstimableMethod } from './method-text.ts'
 import { accuracyGapClusterRule, accuracyGapRule } from './rule-text.ts'
 import {
+  accuracyImprovedWarning,
   accuracyInconclusiveWarning,
   NO_SCORED_PAIRS_WARNING,
   outputLengthWarning,
@@ -28,26 +30,127 @@ interface QuestionTally {
   candidate: Float64Array
 }
 
+/** Per distinct question asked: each arm's share right over its paired requests, and their difference. */
+interface QuestionShares {
+  baseline: number[]
+  candidate: number[]
+  /** candidate − baseline share, per question. */
+  differences: number[]
+}
+
+function questionShares(tally: QuestionTally): QuestionShares {
+  const shares: QuestionShares = { baseline: [], candidate: [], differences: [] }
+  tally.asked.forEach((asked, q) => {
+    if (asked === 0) return
+    const b = (tally.baseline[q] as number) / asked
+    const c = (tally.candidate[q] as number) / asked
+    shares.baseline.push(b)
+    shares.candidate.push(c)
+    shares.differences.push(c - b)
+  })
+  return shares
+}
+
 /**
  * Questions asked more than once (a dataset cycled over more requests than it has rows): the
  * question is the unit. Each arm's accuracy on a question is its share right over that question's
  * paired requests; the effect is the mean of the per-question differences with a BCa bootstrap
  * interval over questions (at least Student's t), as accuracy shares (not points).
  */
-function questionLevelInterval(
-  tally: QuestionTally,
-  confidence: number,
-): { estimate: number; low: number; high: number; questions: number } {
-  const differences: number[] = []
-  tally.asked.forEach((asked, q) => {
-    if (asked > 0) differences.push(((tally.candidate[q] as number) - (tally.baseline[q] as number)) / asked)
-  })
+function questionLevelInterval(differences: readonly number[], confidence: number): { estimate: number; low: number; high: number } {
   const questions = differences.length
   const estimate = differences.reduce((a, b) => a + b, 0) / Math.max(1, questions)
   // Every question moved alike (or one question): nothing to resample, the interval is the estimate.
-  if (questions < 2 || differences.every((d) => d === differences[0])) return { estimate, low: estimate, high: estimate, questions }
+  if (questions < 2 || differences.every((d) => d === differences[0])) return { estimate, low: estimate, high: estimate }
   const bca = bcaInterval(bootstrapMeanOf(differences, { seed: 1, resamples: 2000 }), confidence, { expandForN: questions })
-  return { ...atLeastStudentT(bca, sampleSd(differences), questions, confidence), questions }
+  return atLeastStudentT(bca, sampleSd(differences), questions, confidence)
+}
+
+/** The z of a two-sided interval at `confidence`. */
+const twoSidedZ = (confidence: number): number => normalQuantile(1 - (1 - confidence) / 2)
+
+/**
+ * The Wilson score interval of a share `rate` of `n` units. `wilsonInterval` takes whole counts;
+ * a question's share right over its repeats is fractional, so this takes the share itself.
+ */
+function wilsonOfShare(rate: number, n: number, z: number): { low: number; high: number } {
+  const z2 = z * z
+  const denominator = 1 + z2 / n
+  const center = (rate + z2 / (2 * n)) / denominator
+  const half = (z / denominator) * Math.sqrt((rate * (1 - rate)) / n + z2 / (4 * n * n))
+  return { low: rate === 0 ? 0 : Math.max(0, center - half), high: rate === 1 ? 1 : Math.min(1, center + half) }
+}
+
+/** One arm's accuracy: `correct` of `scored` units with its Wilson interval. */
+function armAccuracy(correct: number, scored: number, z: number): ArmAccuracy {
+  if (scored === 0) return { correct, scored, rate: null, low: null, high: null }
+  const rate = Math.min(1, correct / scored)
+  return { correct, scored, rate, ...wilsonOfShare(rate, scored, z) }
+}
+
+/** No dataset has more distinct questions than this; beyond it, "no practical number". */
+const MAX_QUESTIONS = 1_000_000
+
+/**
+ * How many questions scored on both arms would likely decide an inconclusive gate (one request
+ * per question): the observed table scaled up in proportion, the smallest size at which the
+ * gate's own rule — Newcombe's interval above −points, or McNemar and the interval below it —
+ * decides, found by doubling then bisection. Null when none up to a million does (the estimate
+ * sits on the margin).
+ * @example pairedQuestionsNeeded({ both: 40, firstOnly: 3, secondOnly: 4, neither: 53 }, 0.98, 2) // 3730 (observed −1 pt, margin 2 pt)
+ */
+export function pairedQuestionsNeeded(table: PairedTable, confidence: number, points: number): number | null {
+  const n = table.both + table.firstOnly + table.secondOnly + table.neither
+  if (n === 0) return null
+  const decides = (m: number): boolean => {
+    const scale = (count: number) => Math.round((count * m) / n)
+    const t = {
+      both: scale(table.both),
+      firstOnly: scale(table.firstOnly),
+      secondOnly: scale(table.secondOnly),
+      neither: scale(table.neither),
+    }
+    const r = pairedProportionDifference(t, confidence)
+    return r.low * 100 > -points || (r.p < 1 - confidence && t.secondOnly > t.firstOnly && r.high * 100 < -points)
+  }
+  let undecided = n
+  let decided = n * 2
+  while (!decides(decided)) {
+    undecided = decided
+    decided *= 2
+    if (undecided >= MAX_QUESTIONS) return null
+  }
+  while (decided - undecided > 1) {
+    const mid = Math.floor((undecided + decided) / 2)
+    if (decides(mid)) decided = mid
+    else undecided = mid
+  }
+  return decided
+}
+
+/**
+ * How many distinct questions would likely decide an inconclusive gate whose questions repeat:
+ * with the observed mean m and standard deviation s of the per-question differences (shares),
+ * the smallest Q with t(Q − 1) · s / √Q < |m + points| (the interval of the mean then clears
+ * −points on the side m lies), t the two-sided Student quantile at the gate's confidence. Null
+ * when m sits on the margin or Q would exceed a million.
+ */
+export function clusteredQuestionsNeeded(differences: readonly number[], confidence: number, points: number): number | null {
+  const questions = differences.length
+  const gap = Math.abs(differences.reduce((a, b) => a + b, 0) / Math.max(1, questions) + points / 100)
+  const sd = sampleSd(differences)
+  if (gap < 1e-12) return null
+  // The normal answer, then Student's t at that size until it settles (a few rounds).
+  let needed = Math.ceil(((twoSidedZ(confidence) * sd) / gap) ** 2)
+  for (let round = 0; round < 20; round++) {
+    const t = studentTQuantile(1 - (1 - confidence) / 2, Math.max(1, needed - 1))
+    const next = Math.ceil(((t * sd) / gap) ** 2)
+    if (next === needed) break
+    needed = next
+  }
+  // The bootstrap interval can be wider than t's, so a size at or below today's is never the answer.
+  needed = Math.max(needed, questions + 1)
+  return needed > MAX_QUESTIONS ? null : needed
 }
 
 interface Scored {
@@ -64,7 +167,10 @@ const scoredOf = (r: OkRequest): Scored | null =>
  * is candidate − baseline accuracy in points with Newcombe's paired interval (method 10) and the
  * exact McNemar test. Fail when the candidate is confidently worse by at least `points`: McNemar
  * significant at 1 − confidence and the interval's upper bound below −points. Pass when the lower
- * bound is above −points. Otherwise inconclusive (passes with a warning).
+ * bound is above −points. Otherwise inconclusive (passes with a warning that says how many
+ * questions would likely decide it). A candidate confidently better (the interval above 0, McNemar
+ * significant) is reported as an improvement in the warnings. `accuracy` holds each arm's accuracy
+ * with its Wilson interval (per distinct question when questions repeat).
  *
  * A mean output-length gap (completion tokens on the paired questions) of at least
  * `outputLengthPct` adds a warning and never fails on its own: a different length is a fact to
@@ -138,6 +244,7 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}
     }
   }
 
+  const z = twoSidedZ(o.confidence)
   // Nothing scored is a misconfiguration, not a held accuracy: the gate fails and says why.
   if (n === 0) {
     return {
@@ -157,27 +264,93 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}
       rule,
       moreRequestsHint: null,
       warnings: [...warnings, NO_SCORED_PAIRS_WARNING],
+      accuracy: {
+        unit: 'request',
+        confidence: o.confidence,
+        method: accuracyArmsMethod({ clustered: false, confidence: o.confidence }),
+        baseline: armAccuracy(0, 0, z),
+        candidate: armAccuracy(0, 0, z),
+        improved: false,
+        questionsNeeded: null,
+      },
     }
   }
 
-  let verdict: { estimate: number; low: number; high: number; outcome: GateDecision['outcome']; method: string; p: number | null }
+  let verdict: {
+    estimate: number
+    low: number
+    high: number
+    outcome: GateDecision['outcome']
+    method: string
+    p: number | null
+    questions: number
+    arms: { baseline: ArmAccuracy; candidate: ArmAccuracy }
+    needed: () => number | null
+  }
   if (clustered) {
-    const q = questionLevelInterval(tally, o.confidence)
+    const shares = questionShares(tally)
+    const questions = shares.differences.length
+    const q = questionLevelInterval(shares.differences, o.confidence)
     const [estimate, low, high] = [q.estimate * 100, q.low * 100, q.high * 100]
-    warnings.unshift(repeatedQuestionsWarning({ questions: q.questions, requests: n }))
+    warnings.unshift(repeatedQuestionsWarning({ questions, requests: n }))
     const outcome = high < -o.points ? 'fail' : low > -o.points ? 'pass' : 'inconclusive'
-    verdict = { estimate, low, high, outcome, method: accuracyGapClusterMethod({ questions: q.questions, requests: n }), p: null }
+    const sum = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0)
+    verdict = {
+      estimate,
+      low,
+      high,
+      outcome,
+      method: accuracyGapClusterMethod({ questions, requests: n }),
+      p: null,
+      questions,
+      arms: { baseline: armAccuracy(sum(shares.baseline), questions, z), candidate: armAccuracy(sum(shares.candidate), questions, z) },
+      needed: () => clusteredQuestionsNeeded(shares.differences, o.confidence, o.points),
+    }
   } else {
     const result = pairedProportionDifference(table, o.confidence)
     const [estimate, low, high] = [result.estimate * 100, result.low * 100, result.high * 100]
     const significant = result.p < 1 - o.confidence && table.secondOnly > table.firstOnly
     const outcome = significant && high < -o.points ? 'fail' : low > -o.points ? 'pass' : 'inconclusive'
     const method = accuracyGapMethod({ questions: n, candidateOnly: table.firstOnly, baselineOnly: table.secondOnly, p: result.p })
-    verdict = { estimate, low, high, outcome, method, p: result.p }
+    verdict = {
+      estimate,
+      low,
+      high,
+      outcome,
+      method,
+      p: result.p,
+      questions: n,
+      arms: { baseline: armAccuracy(table.both + table.secondOnly, n, z), candidate: armAccuracy(table.both + table.firstOnly, n, z) },
+      needed: () => pairedQuestionsNeeded(table, o.confidence, o.points),
+    }
   }
   const { estimate, low, high, outcome, method } = verdict
+  const questionsNeeded = outcome === 'inconclusive' ? verdict.needed() : null
   if (outcome === 'inconclusive') {
-    warnings.push(accuracyInconclusiveWarning({ confidence: o.confidence, low, high, points: o.points, p: verdict.p }))
+    warnings.push(
+      accuracyInconclusiveWarning({
+        confidence: o.confidence,
+        low,
+        high,
+        points: o.points,
+        p: verdict.p,
+        estimate,
+        questions: verdict.questions,
+        clustered,
+        questionsNeeded,
+      }),
+    )
+  }
+  // Confidently better, as confidently as a drop would fail: McNemar agrees where it applies.
+  const improved = low > 0 && (verdict.p === null || verdict.p < 1 - o.confidence)
+  if (improved) warnings.push(accuracyImprovedWarning({ estimate, low, high, confidence: o.confidence }))
+  const accuracy: AccuracyDetail = {
+    unit: clustered ? 'question' : 'request',
+    confidence: o.confidence,
+    method: accuracyArmsMethod({ clustered, confidence: o.confidence }),
+    ...verdict.arms,
+    improved,
+    questionsNeeded,
   }
   return {
     gate: o.gate,
@@ -189,5 +362,6 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}
     rule,
     moreRequestsHint: null,
     warnings,
+    accuracy,
   }
 }

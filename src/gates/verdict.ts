@@ -1,5 +1,5 @@
-import { formatFixedPercent, formatInUnit } from '../number-format.ts'
-import type { GateDecision } from '../schema/gate.ts'
+import { formatFixedPercent, formatInUnit, formatPercent, formatRounded } from '../number-format.ts'
+import type { AccuracyDetail, ArmAccuracy, GateDecision } from '../schema/gate.ts'
 
 /** The samples of a decision in words: paired requests, one arm's requests, or each arm's count. */
 export function samplesText(s: GateDecision['samples']): string {
@@ -14,4 +14,22 @@ export function verdictLine(d: GateDecision): string {
   const bounds = e.low === null && e.high === null ? '' : ` [${formatInUnit(e.low, e.unit)}, ${formatInUnit(e.high, e.unit)}]`
   const ci = e.confidence === null ? bounds : `${bounds} at ${formatFixedPercent(e.confidence, 0)}`
   return `${d.gate} ${d.outcome.toUpperCase()}: ${d.metric} ${formatInUnit(e.estimate, e.unit)}${ci}, ${samplesText(d.samples)}`
+}
+
+/** One arm's accuracy in words: `80.0% [72.9%, 85.6%] (160/200 questions)`. */
+function armAccuracyText(a: ArmAccuracy, unit: AccuracyDetail['unit']): string {
+  const units = unit === 'question' ? 'distinct questions' : 'questions'
+  return `${formatFixedPercent(a.rate)} [${formatFixedPercent(a.low)}, ${formatFixedPercent(a.high)}] (${formatRounded(a.correct, 2)}/${a.scored} ${units})`
+}
+
+/**
+ * Each arm's accuracy with its interval, for an accuracy gate's matcher message and summaries.
+ * @example accuracyArmsText(d.accuracy)
+ * // 'baseline 80.0% [72.9%, 85.6%] (160/200 questions), candidate 60.0% [51.9%, 67.6%] (120/200 questions), 98% Wilson'
+ */
+export function accuracyArmsText(a: AccuracyDetail): string {
+  return (
+    `baseline ${armAccuracyText(a.baseline, a.unit)}, candidate ${armAccuracyText(a.candidate, a.unit)}, ` +
+    `${formatPercent(a.confidence)} Wilson${a.unit === 'question' ? ' over distinct questions' : ''}`
+  )
 }

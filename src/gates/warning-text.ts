@@ -142,18 +142,42 @@ export const NO_SCORED_PAIRS_WARNING =
   'no question was scored on both arms, so accuracy was not measured: give the cell a dataset workload ' +
   "(workload: { kind: 'dataset', dataset: … }) whose rows have reference answers, or see why every reply failed; the gate fails"
 
-/** An accuracy interval (points) that includes a drop of the gate's size. */
+/** An accuracy interval (points) that includes a drop of the gate's size, with the questions that would decide it. */
 export function accuracyInconclusiveWarning(p: {
   confidence: number
   low: number
   high: number
   points: number
   p: number | null
+  /** The observed candidate − baseline accuracy, points. */
+  estimate: number
+  /** Questions now: paired requests, or distinct questions when they repeat. */
+  questions: number
+  /** Whether questions repeat (then more requests on the same ones do not help). */
+  clustered: boolean
+  /** The questions that would likely decide it; null when none would. */
+  questionsNeeded: number | null
 }): string {
   const mcnemar = p.p === null ? '' : ` (McNemar p = ${p.p.toPrecision(3)})`
+  const unit = p.clustered ? 'distinct questions' : 'questions scored on both arms'
+  const now = p.clustered ? `now ${p.questions}; more requests on the same questions do not help` : `now ${p.questions}`
+  const settle =
+    p.questionsNeeded === null
+      ? `the observed ${p.estimate.toFixed(1)} pt sits on the margin (a drop of ${p.points} pt), so no practical number of ${unit} (${now}) would decide it`
+      : `about ${p.questionsNeeded.toLocaleString('en-US')} ${unit} (${now}) would likely decide it if the observed ` +
+        `${p.estimate.toFixed(1)} pt and its spread held`
   return (
     `inconclusive: the ${formatPercent(p.confidence)} interval [${p.low.toFixed(1)}, ${p.high.toFixed(1)}] points ` +
-    `includes a drop of ${p.points} points or more${mcnemar}; passes with this annotation`
+    `includes a drop of ${p.points} points or more${mcnemar}; ${settle}; passes with this annotation`
+  )
+}
+
+/** A candidate confidently more accurate than the baseline: a change worth reviewing, not only "within the gap". */
+export function accuracyImprovedWarning(p: { estimate: number; low: number; high: number; confidence: number }): string {
+  return (
+    `the candidate improved accuracy by ${p.estimate.toFixed(1)} pt [${p.low.toFixed(1)}, ${p.high.toFixed(1)}] ` +
+    `(${formatPercent(p.confidence)} interval above 0): the arms do not answer alike; review what differs ` +
+    '(sampling, chat template, quantization) before reading their speed as like for like'
   )
 }
 

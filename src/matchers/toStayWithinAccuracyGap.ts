@@ -1,6 +1,8 @@
 import type { MatcherState } from 'vitest'
 import { accuracyGapGate } from '../gates/accuracy-gap.ts'
 import { AccuracyGapOptions } from '../gates/gate-options.ts'
+import { accuracyArmsText } from '../gates/verdict.ts'
+import type { GateDecision } from '../schema/gate.ts'
 import { gateResult } from './decision.ts'
 import { gateMatcherOptions } from './gate-matcher-options.ts'
 import { asPair } from './subject.ts'
@@ -9,8 +11,26 @@ import { asPair } from './subject.ts'
 export type AccuracyGapMatcherOptions = Omit<AccuracyGapOptions, 'gate'>
 
 /**
+ * The matcher's message with a labelled `Accuracy:` line after its received values: each arm's
+ * accuracy with its interval. Unchanged when no decision was made (a failed cell).
+ */
+function withArmAccuracy(message: string, d: GateDecision | undefined): string {
+  if (d?.accuracy === undefined) return message
+  const lines = message.split('\n')
+  const received = lines.findIndex((line) => line.startsWith('Received:'))
+  const width = received === -1 ? 'Accuracy: '.length : (/^Received:\s*/.exec(lines[received] as string) as RegExpExecArray)[0].length
+  let end = Math.max(received, 1)
+  while (end + 1 < lines.length && lines[end + 1] !== '') end++
+  lines.splice(end + 1, 0, `${'Accuracy:'.padEnd(width)}${accuracyArmsText(d.accuracy)}`)
+  return lines.join('\n')
+}
+
+/**
  * A quality gate on the same questions: fails on a confident accuracy drop of `points` or more
- * (default 2); a mean output-length gap of `outputLengthPct` (default 10%) is a warning.
+ * (default 2); a mean output-length gap of `outputLengthPct` (default 10%) is a warning. The
+ * message shows each arm's accuracy with its interval; an inconclusive verdict says how many
+ * questions would likely decide it, and a confident improvement is reported as one.
+ * @example expect(pair).toStayWithinAccuracyGap({ points: 2 })
  */
 export function toStayWithinAccuracyGap(this: MatcherState, received: unknown, options: AccuracyGapMatcherOptions = {}) {
   const p = asPair('toStayWithinAccuracyGap', received)
@@ -20,8 +40,8 @@ export function toStayWithinAccuracyGap(this: MatcherState, received: unknown, o
     options,
     'options must be an object, e.g. { points: 2, outputLengthPct: 10 }',
   )
-  return gateResult(this, 'toStayWithinAccuracyGap', p, () => accuracyGapGate({ baseline: p.baseline, candidate: p.candidate }, o), [
-    'pass',
-    'inconclusive',
-  ])
+  const decide = () => accuracyGapGate({ baseline: p.baseline, candidate: p.candidate }, o)
+  let decision: GateDecision | undefined
+  const result = gateResult(this, 'toStayWithinAccuracyGap', p, () => (decision = decide()), ['pass', 'inconclusive'])
+  return { ...result, message: () => withArmAccuracy(result.message(), decision) }
 }

@@ -28,6 +28,43 @@ export type WinGateName = z.infer<typeof WinGateName>
 export const CheckName = z.enum(['toBeMatchedPair', 'toPassCanaries', 'toReachConcurrency'])
 export type CheckName = z.infer<typeof CheckName>
 
+/** One arm's accuracy on the questions an accuracy gate paired, with its interval, as fractions in [0, 1]. */
+export const ArmAccuracy = z.object({
+  /** Right answers: requests right, or (questions asked more than once) the sum over questions of each one's share right. */
+  correct: z.number().nonnegative(),
+  /** The units scored: paired requests, or distinct questions. */
+  scored: z.int().nonnegative(),
+  /** correct ÷ scored; null when nothing was scored. */
+  rate: z.number().min(0).max(1).nullable(),
+  low: z.number().min(0).max(1).nullable(),
+  high: z.number().min(0).max(1).nullable(),
+})
+export type ArmAccuracy = z.infer<typeof ArmAccuracy>
+
+/**
+ * What an accuracy gate adds to its decision: each arm's accuracy with its interval, whether the
+ * candidate is confidently better, and how many questions would settle an inconclusive verdict.
+ */
+export const AccuracyDetail = z.object({
+  /** `request`: each paired request is one question; `question`: questions repeat, each distinct question is one unit. */
+  unit: z.enum(['request', 'question']),
+  /** Two-sided confidence of each arm's interval (the gate's). */
+  confidence: z.number().gt(0).lt(1),
+  /** How each arm's interval was computed. */
+  method: z.string(),
+  baseline: ArmAccuracy,
+  candidate: ArmAccuracy,
+  /** True when the interval of candidate − baseline lies above 0: the candidate is confidently more accurate. */
+  improved: z.boolean(),
+  /**
+   * Inconclusive only: the distinct questions (scored on both arms) that would likely decide the
+   * gate if the observed effect and spread held; null when decided, or when no number would (the
+   * estimate sits on the margin).
+   */
+  questionsNeeded: z.int().positive().nullable(),
+})
+export type AccuracyDetail = z.infer<typeof AccuracyDetail>
+
 /**
  * One gate decision, JSON-safe so it crosses from a vitest worker to the reporter: the effect
  * with its interval, the samples it rests on, the rule that decided, and what would settle an
@@ -59,5 +96,7 @@ export const GateDecision = z.object({
   moreRequestsHint: z.int().positive().nullable(),
   /** Annotations for the reviewer (an inconclusive non-regression passes with one). */
   warnings: z.array(z.string()),
+  /** Accuracy gates only: each arm's accuracy and what would settle the gate; absent on every other gate. */
+  accuracy: AccuracyDetail.optional(),
 })
 export type GateDecision = z.infer<typeof GateDecision>
