@@ -172,3 +172,98 @@ describe('servegate compare', () => {
     expect((await cli(['compare', join(dir, 'slow.json')])).stderr).toMatch(/compare takes two run record files, got 1/)
   })
 })
+
+describe('servegate compare: a candidate against a stored baseline (the main branch artifact)', () => {
+  const day = 24 * 60 * 60 * 1000
+  beforeAll(async () => {
+    // Two runs of the same plan on two days: main's artifact at 200 tok/s decode, the candidate at 400.
+    for (const [name, decodeTokPerS] of [
+      ['main', 200],
+      ['pr', 400],
+    ] as const) {
+      const sim = await startSimServer({ model: 'm', prefillTokPerS: 40_000, decodeTokPerS, seed: 5 })
+      try {
+        const flags = ['--base-url', sim.url, '--model', 'm', '--requests', '24', '--max-tokens', '16', '--prompt-tokens', '32']
+        expect((await cli(['run', ...flags, '--concurrency', '2', '--out', join(dir, `${name}.json`)])).code).toBe(0)
+      } finally {
+        await sim.close()
+      }
+    }
+    const main = JSON.parse(await readFile(join(dir, 'main.json'), 'utf8')) as RunRecord
+    const pr = JSON.parse(await readFile(join(dir, 'pr.json'), 'utf8')) as RunRecord
+    const startedAt = new Date(Date.parse(pr.startedAt as string) - day).toISOString()
+    await writeFile(join(dir, 'main.json'), JSON.stringify({ ...main, startedAt }))
+  }, 60_000)
+
+  test('the pair checks print first, then the two runs and what covers their drift, then the verdicts', async () => {
+    const r = await cli(['compare', join(dir, 'main.json'), join(dir, 'pr.json'), '--require-win', 'decode'])
+    expect(r).toMatchObject({ code: 0, stderr: '' })
+    const lines = r.stdout.trimEnd().split('\n')
+    expect(lines[0]).toBe('pair checks: matched')
+    expect(lines[1]).toMatch(/^launches: baseline \S+main\.json \(run-\S+, started \S+\) and candidate \S+pr\.json \(run-\S+, /)
+    expect(lines[1]).toMatch(/\) are different runs, the baseline started 1\.0 days before the candidate: not interleaved A B B A, /)
+    expect(lines[1]).toMatch(
+      /so only the launch-noise floor \(2% per launch\) covers drift between the two launches \(set it with --launch-noise\)$/,
+    )
+    expect(lines.slice(2).map((l) => l.split(' ')[0])).toEqual([
+      'toHoldLatency',
+      'toHoldLatency',
+      'toWinDecode',
+      'toWinPrefill',
+      'toWinThroughput',
+    ])
+    expect(lines[4]).toMatch(/^toWinDecode PASS: decodeTokPerS [12]\.\d+× \[/)
+  })
+
+  test('with a mismatch, the mismatches still come before any verdict', async () => {
+    const r = await cli(['compare', join(dir, 'slow.json'), join(dir, 'pr.json'), '--allow-unmatched'])
+    const lines = r.stdout.trimEnd().split('\n')
+    const firstVerdict = lines.findIndex((l) => /^to[A-Z]\w+ (PASS|FAIL|INCONCLUSIVE):/.test(l))
+    const lastCheck = Math.max(...lines.map((l, i) => (/^(pair checks:| {2}- |launches:)/.test(l) ? i : -1)))
+    expect(lines[0]).toMatch(/^pair checks: \d+ mismatch\(es\) \(allowed\)$/)
+    expect(firstVerdict).toBeGreaterThan(lastCheck)
+  })
+
+  test('--json: matched, mismatches and launches come before the gates; the floor is the one set', async () => {
+    const r = await cli(['compare', join(dir, 'main.json'), join(dir, 'pr.json'), '--json', '--launch-noise', '5%'])
+    expect(r.code).toBe(0)
+    const report = JSON.parse(r.stdout) as {
+      launches: { baseline: { file: string; runId: string }; candidate: { runId: string }; sameRun: boolean; launchNoise: number }
+      gates: Array<{ gate: string; effect: { method: string } }>
+    }
+    expect(Object.keys(report)).toEqual(['matched', 'mismatches', 'launches', 'gates'])
+    expect(report.launches).toMatchObject({ sameRun: false, launchNoise: 0.05, baseline: { file: join(dir, 'main.json') } })
+    expect(report.launches.baseline.runId).not.toBe(report.launches.candidate.runId)
+    for (const g of report.gates) expect(g.effect.method).toMatch(/launch noise 5% per launch/)
+  })
+
+  test('--launch-noise widens the interval; 0 says that nothing covers the drift', async () => {
+    const decode = async (noise: string) => {
+      const r = await cli(['compare', join(dir, 'main.json'), join(dir, 'pr.json'), '--json', '--launch-noise', noise])
+      const gates = (JSON.parse(r.stdout) as { gates: Array<{ gate: string; effect: { low: number; high: number } }> }).gates
+      const e = gates.find((g) => g.gate === 'toWinDecode')?.effect as { low: number; high: number }
+      return e.high - e.low
+    }
+    expect(await decode('0.1')).toBeGreaterThan(await decode('0.02'))
+    const zero = await cli(['compare', join(dir, 'main.json'), join(dir, 'pr.json'), '--launch-noise', '0'])
+    expect(zero.stdout).toMatch(/^launches: .*nothing covers drift between the two launches \(the launch-noise floor is 0\)/m)
+  })
+
+  test('one record compared with itself is one run, not two', async () => {
+    const r = await cli(['compare', join(dir, 'pr.json'), join(dir, 'pr.json')])
+    expect(r.stdout).toMatch(/^launches: both files hold the same run \(run-\S+, started \S+\): one launch compared with itself$/m)
+  })
+
+  test('a bad --launch-noise names the flag and the fix', async () => {
+    const run = (value: string) => cli(['compare', join(dir, 'main.json'), join(dir, 'pr.json'), `--launch-noise=${value}`])
+    expect(await run('lots')).toMatchObject({ code: 2 })
+    expect((await run('lots')).stderr).toMatch(
+      /--launch-noise: "lots" is not a relative sd; pass a fraction from 0 to 0\.5 or a percentage/,
+    )
+    expect((await run('-0.1')).stderr).toMatch(/--launch-noise: "-0\.1" is not a relative sd/)
+    expect((await run('2')).stderr).toMatch(
+      /--launch-noise: 2 is above 0\.5; it is a fraction of one \(0\.02 is 2%\); for 2% write --launch-noise 2%/,
+    )
+    expect((await run('60%')).stderr).toMatch(/--launch-noise: 60% is above 0\.5; it is a fraction of one \(0\.02 is 2%\)$/m)
+  })
+})

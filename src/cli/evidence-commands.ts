@@ -4,11 +4,14 @@ import { promotableSummary } from '../evidence/promotion-text.ts'
 import { readEvidence, readIndex, verifyEvidence } from '../evidence/verify.ts'
 import { writeEvidence } from '../evidence/write.ts'
 import { pairMismatches } from '../gates/fairness.ts'
+import { DEFAULT_LAUNCH_NOISE } from '../gates/gate-options.ts'
 import { holdLatencyGate } from '../gates/hold-latency.ts'
 import { verdictLine } from '../gates/verdict.ts'
 import { winGate } from '../gates/win.ts'
 import { readRunRecord } from '../record/record-io.ts'
+import { driftCoverText, runText, startGap } from '../record/stored-baseline.ts'
 import type { GateDecision } from '../schema/gate.ts'
+import type { RunRecord } from '../schema/run.ts'
 import { parseFlags } from './flags.ts'
 import type { CliIo } from './cli-io.ts'
 
@@ -20,15 +23,19 @@ export const VERIFY_HELP = `servegate verify EVIDENCE_DIR [--require-promotable]
 export const REPORT_HELP =
   'servegate report EVIDENCE_DIR — render the board (README.md), the charts and index.html again ' + 'from index.json and the run records'
 export const COMPARE_HELP =
-  'servegate compare BASELINE_RUN CANDIDATE_RUN [--allow-unmatched] [--require-win decode,prefill,throughput] [--json]' +
-  `
+  'servegate compare BASELINE_RUN CANDIDATE_RUN [--allow-unmatched] [--require-win decode,prefill,throughput] ' +
+  `[--launch-noise X] [--json]
 
   Applies the pair checks and the default gates to two run records (servegate records or imports:
-  anvil JSON; convert vLLM / SGLang results with servegate import first) outside vitest.
+  anvil JSON; convert vLLM / SGLang results with servegate import first) outside vitest, e.g. a
+  candidate's record against the main branch's stored CI artifact. It prints the pair checks first,
+  then the two records' runs (ids, start times), then the verdicts.
   Default gates: TTFT p95 not worse than +10% and TPOT p50 not worse than +5% (non-regression:
   fail only on a confident regression), and the three win gates at margin 0 (reported; they count
   only when named in --require-win). Exit 1 when a counted gate fails or the pair is not matched.
-  --allow-unmatched   report pair-check mismatches without failing (imported records lack manifests)`
+  --allow-unmatched   report pair-check mismatches without failing (imported records lack manifests)
+  --launch-noise X    relative sd of one launch, e.g. 0.02 or 2% (default ${DEFAULT_LAUNCH_NOISE}): the floor that covers
+                      drift between the two records' launches, which were never interleaved A B B A`
 
 /** The evidence directory a command was given and the boolean flags set, or null when it printed its help. */
 function directoryArgument(
@@ -94,7 +101,75 @@ export async function reportCommand(argv: string[], io: CliIo): Promise<number> 
 
 const WIN_GATES = { decode: 'toWinDecode', prefill: 'toWinPrefill', throughput: 'toWinThroughput' } as const
 
-/** `servegate compare`: pair checks and default gates on two run records. */
+/** The gates' own bound on `launchNoise`: a launch-to-launch sd above 50% is no floor but a broken setup. */
+const MAX_LAUNCH_NOISE = 0.5
+
+/** `--launch-noise` as a fraction ("0.02" or "2%"), or a CONFIG_INVALID error naming the flag and the fix. */
+function launchNoiseFlag(value: string | undefined): number {
+  if (value === undefined) return DEFAULT_LAUNCH_NOISE
+  const text = value.trim()
+  const percent = text.endsWith('%')
+  const n = text === '' || text === '%' ? Number.NaN : Number(percent ? text.slice(0, -1) : text) / (percent ? 100 : 1)
+  if (!Number.isFinite(n) || n < 0) {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `--launch-noise: "${value}" is not a relative sd; pass a fraction from 0 to ${MAX_LAUNCH_NOISE} or a percentage, ` +
+        `e.g. --launch-noise 0.02 or --launch-noise 2%`,
+    )
+  }
+  if (n > MAX_LAUNCH_NOISE) {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `--launch-noise: ${value} is above ${MAX_LAUNCH_NOISE}; it is a fraction of one (0.02 is 2%)` +
+        (percent ? '' : `; for ${value}% write --launch-noise ${value}%`),
+    )
+  }
+  return n
+}
+
+/** Where one compared record came from: its file, run id and start time. */
+interface ComparedRun {
+  file: string
+  runId: string
+  startedAt: string | null
+}
+
+/** The two records' runs, and whether they are one run: what the launch-noise floor has to cover. */
+interface ComparedLaunches {
+  baseline: ComparedRun
+  candidate: ComparedRun
+  sameRun: boolean
+  launchNoise: number
+  /** The same, in words (the line the text output prints after `launches: `). */
+  note: string
+}
+
+/**
+ * The records' runs in words: one run on both sides (an A/A comparison), or two runs (different
+ * ids, perhaps different days) that were never interleaved A B B A, so that only the launch-noise
+ * floor covers the drift between them.
+ */
+function comparedLaunches(
+  files: readonly [string, string],
+  baseline: RunRecord,
+  candidate: RunRecord,
+  launchNoise: number,
+): ComparedLaunches {
+  const run = (file: string, r: RunRecord): ComparedRun => ({ file, runId: r.runId, startedAt: r.startedAt })
+  const sameRun = baseline.runId === candidate.runId
+  const gap = startGap(baseline.startedAt, candidate.startedAt)
+  const note = sameRun
+    ? `both files hold the same run (${runText(baseline)}): one launch compared with itself`
+    : `baseline ${files[0]} (${runText(baseline)}) and candidate ${files[1]} (${runText(candidate)}) are different runs` +
+      `${gap === null ? '' : `, the baseline started ${gap}`}: not interleaved A B B A, so ${driftCoverText(launchNoise)} ` +
+      '(set it with --launch-noise)'
+  return { baseline: run(files[0], baseline), candidate: run(files[1], candidate), sameRun, launchNoise, note }
+}
+
+/**
+ * `servegate compare`: pair checks and default gates on two run records. The pair checks and the
+ * records' runs are written before any gate is judged, so no verdict ever precedes them.
+ */
 export async function compareCommand(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseFlags(
     'compare',
@@ -102,6 +177,7 @@ export async function compareCommand(argv: string[], io: CliIo): Promise<number>
     {
       'allow-unmatched': { type: 'boolean' },
       'require-win': { type: 'string' },
+      'launch-noise': { type: 'string' },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -121,30 +197,36 @@ export async function compareCommand(argv: string[], io: CliIo): Promise<number>
     if (!(name in WIN_GATES))
       throw new ServegateError('CONFIG_INVALID', `--require-win: unknown gate "${name}"; use any of decode, prefill, throughput`)
   }
-  const baseline = await readRunRecord(positionals[0] as string)
-  const candidate = await readRunRecord(positionals[1] as string)
+  const launchNoise = launchNoiseFlag(values['launch-noise'])
+  const files = [positionals[0] as string, positionals[1] as string] as const
+  const baseline = await readRunRecord(files[0])
+  const candidate = await readRunRecord(files[1])
   const mismatches = pairMismatches({ baseline: [baseline], candidate: [candidate] })
-  const pair = { baseline, candidate }
-  const counted: GateDecision[] = [
-    holdLatencyGate(pair, { metric: 'ttft', percentile: 95, notWorseThanPct: 10 }),
-    holdLatencyGate(pair, { metric: 'tpot', percentile: 50, notWorseThanPct: 5 }),
-  ]
-  const wins = Object.entries(WIN_GATES).map(([name, gate]) => ({ name, decision: winGate(pair, { gate }) }))
-  const failedGates = [
-    ...counted.filter((d) => d.outcome === 'fail'),
-    ...wins.filter((w) => required.includes(w.name) && w.decision.outcome !== 'pass').map((w) => w.decision),
-  ]
   const unmatched = mismatches.length > 0 && values['allow-unmatched'] !== true
-  if (values.json === true) {
-    io.stdout.write(
-      `${JSON.stringify({ matched: mismatches.length === 0, mismatches, gates: [...counted, ...wins.map((w) => w.decision)] }, null, 2)}\n`,
-    )
-  } else {
+  const launches = comparedLaunches(files, baseline, candidate, launchNoise)
+  if (values.json !== true) {
     io.stdout.write(
       mismatches.length === 0
         ? 'pair checks: matched\n'
         : `pair checks: ${mismatches.length} mismatch(es)${unmatched ? '' : ' (allowed)'}\n${mismatches.map((m) => `  - ${m}\n`).join('')}`,
     )
+    io.stdout.write(`launches: ${launches.note}\n`)
+  }
+  const pair = { baseline, candidate }
+  const counted: GateDecision[] = [
+    holdLatencyGate(pair, { metric: 'ttft', percentile: 95, notWorseThanPct: 10, launchNoise }),
+    holdLatencyGate(pair, { metric: 'tpot', percentile: 50, notWorseThanPct: 5, launchNoise }),
+  ]
+  const wins = Object.entries(WIN_GATES).map(([name, gate]) => ({ name, decision: winGate(pair, { gate, launchNoise }) }))
+  const failedGates = [
+    ...counted.filter((d) => d.outcome === 'fail'),
+    ...wins.filter((w) => required.includes(w.name) && w.decision.outcome !== 'pass').map((w) => w.decision),
+  ]
+  if (values.json === true) {
+    // Key order as in the text: the pair checks, the runs, then the verdicts.
+    const report = { matched: mismatches.length === 0, mismatches, launches, gates: [...counted, ...wins.map((w) => w.decision)] }
+    io.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
+  } else {
     for (const d of counted) io.stdout.write(`${verdictLine(d)}\n`)
     for (const w of wins) io.stdout.write(`${verdictLine(w.decision)}${required.includes(w.name) ? '' : ' (reported, not required)'}\n`)
   }
