@@ -24,6 +24,7 @@ const EXPECTED: Record<string, string[]> = {
     'readRunRecord',
     'runCell',
     'startSimServer',
+    'storedBaseline',
     'sweep',
   ],
   './vitest': ['servegate'],

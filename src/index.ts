@@ -1,5 +1,6 @@
 // The `servegate` entry: the spec API, the types a spec and its tests read, the errors, and the
-// few library functions the docs teach (one cell without vitest, the simulated engine, run records).
+// few library functions the docs teach (one cell without vitest, the simulated engine, run records,
+// a stored baseline).
 export { engine, type EngineHandle, type SimEngineConfig } from './declare/engine-handles.ts'
 export {
   cell,
@@ -39,4 +40,5 @@ export { runCell } from './runner/measure-cell.ts'
 export { startSimServer, type SimServer } from './sim/server.ts'
 export type { SimOptions } from './sim/sim-options.ts'
 export { importRunFile, readRunRecord } from './record/record-io.ts'
+export { storedBaseline, type StoredBaseline } from './record/stored-baseline.ts'
 export { SERVEGATE_VERSION } from './version.ts'

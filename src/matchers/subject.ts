@@ -2,6 +2,7 @@ import { z } from 'zod'
 import { CAPACITY_SCHEMA_ID, type CapacitySearch } from '../schema/capacity-record.ts'
 import type { CellResult, PairResult, SweepResult } from '../schema/results.ts'
 import type { RunRecord } from '../schema/run.ts'
+import { isStoredBaseline, type StoredBaseline } from '../record/stored-baseline.ts'
 
 /** What a servegate matcher judges: a measured cell or pair (what `await cell(…)` or `await pair(…)` gives). */
 export type Subject = CellResult | PairResult
@@ -12,11 +13,56 @@ function isRecordList(v: unknown): v is RunRecord[] {
   )
 }
 
+/** A pair whose baseline arm is a stored run record and whose candidate is a cell measured now. */
+export interface StoredBaselinePair extends PairResult {
+  readonly storedBaseline: StoredBaseline
+}
+
+/** The stored baseline of a pair made by `asPair` from `{ baseline: await storedBaseline(…), candidate }`; null for any other pair. */
+export function storedBaselineOf(p: PairResult): StoredBaseline | null {
+  const stored = (p as Partial<StoredBaselinePair>).storedBaseline
+  return stored !== undefined && isStoredBaseline(stored) ? stored : null
+}
+
+/**
+ * `{ baseline: await storedBaseline(path), candidate: await cell }` as a pair named after the
+ * candidate cell (its decisions and checks attach to that cell in the evidence), or null when
+ * `received` is not of that shape. A TypeError naming the matcher when only half of it is right.
+ */
+function storedBaselinePair(matcher: string, received: unknown): StoredBaselinePair | null {
+  const s = received as { kind?: unknown; baseline?: unknown; candidate?: unknown } | null
+  if (s === null || typeof s !== 'object' || s.kind !== undefined || !('baseline' in s) || !('candidate' in s)) return null
+  const usage = '{ baseline: await storedBaseline(path), candidate: await cell(…) }'
+  if (!isStoredBaseline(s.baseline))
+    throw new TypeError(`${matcher}: expected ${usage}; its baseline is ${describe(s.baseline)}, not a stored baseline`)
+  const c = s.candidate as Partial<CellResult> | null
+  if (c?.kind !== 'cell' || !isRecordList(c.records) || c.records.length === 0)
+    throw new TypeError(`${matcher}: expected ${usage}; its candidate is ${describe(s.candidate)}, not a measured cell`)
+  if (c.records.length > 1)
+    throw new TypeError(
+      `${matcher}: the stored baseline ${s.baseline.file} is one launch and the cell ${String(c.id)} has ${c.records.length}; ` +
+        'one launch against several cannot be judged: drop repeats on the cell, or measure both arms in this run with pair({ repeats })',
+    )
+  const cell = c as CellResult
+  return {
+    kind: 'pair',
+    id: cell.id,
+    ...(cell.ladder === undefined ? {} : { ladder: cell.ladder }),
+    baseline: [s.baseline.record],
+    candidate: cell.records,
+    launchOrder: ['baseline', 'candidate'],
+    storedBaseline: s.baseline,
+  }
+}
+
 /**
  * Throws a TypeError naming the matcher when `received` is not a measured pair. Its launch order
- * is not checked: no matcher reads it.
+ * is not checked: no matcher reads it. `{ baseline: await storedBaseline(path), candidate: await
+ * cell }` is a pair too (see `StoredBaselinePair`).
  */
 export function asPair(matcher: string, received: unknown): PairResult {
+  const stored = storedBaselinePair(matcher, received)
+  if (stored !== null) return stored
   const p = received as Partial<PairResult> | null
   if (
     p?.kind !== 'pair' ||
@@ -32,6 +78,8 @@ export function asPair(matcher: string, received: unknown): PairResult {
 
 /** Throws a TypeError naming the matcher when `received` is neither a measured cell nor pair. */
 export function asSubject(matcher: string, received: unknown): Subject {
+  const stored = storedBaselinePair(matcher, received)
+  if (stored !== null) return stored
   const s = received as Partial<Subject> | null
   if (s?.kind === 'pair') return asPair(matcher, received)
   if (s?.kind === 'cell' && isRecordList(s.records)) return s as CellResult
@@ -117,6 +165,7 @@ export function recordsOf(s: Subject): Array<{ label: string; record: RunRecord 
 function describe(v: unknown): string {
   if (v === null) return 'null'
   if (typeof v !== 'object') return typeof v
+  if (typeof (v as { then?: unknown }).then === 'function') return 'a Promise (add await)'
   const kind = (v as { kind?: unknown }).kind
   return typeof kind === 'string' ? `an object of kind "${kind}"` : 'an object that is not a servegate result'
 }

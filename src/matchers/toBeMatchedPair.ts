@@ -1,9 +1,10 @@
 import type { MatcherState } from 'vitest'
 import { pairMismatches } from '../gates/fairness.ts'
+import { runText } from '../record/stored-baseline.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { recordCheck } from './decision.ts'
 import { message } from './format.ts'
-import { asPair } from './subject.ts'
+import { asPair, storedBaselineOf } from './subject.ts'
 
 /**
  * Passes when both arms measured the same thing (the fairness list of docs/gates.md): the same request
@@ -17,6 +18,7 @@ export function toBeMatchedPair(this: MatcherState, received: unknown) {
   const uuids = (arm: readonly RunRecord[]) =>
     arm.flatMap((r) => (r.manifest?.gpus.status === 'ok' ? r.manifest.gpus.devices.map((d) => d.uuid ?? '?') : [])).join(', ') || 'none'
   const pass = mismatches.length === 0
+  const stored = storedBaselineOf(p)
   recordCheck(p, 'toBeMatchedPair', pass, mismatches)
   return {
     pass,
@@ -33,6 +35,11 @@ export function toBeMatchedPair(this: MatcherState, received: unknown) {
               : `${mismatches.length} mismatch${mismatches.length === 1 ? '' : 'es'}`,
           ],
           ['GPU UUIDs', `baseline ${uuids(p.baseline)}; candidate ${uuids(p.candidate)} (reported, not required)`],
+          ...(stored === null
+            ? []
+            : ([['Baseline', `the stored record ${stored.file} (${runText(stored.record)}), not measured in this run`]] as Array<
+                [string, string]
+              >)),
         ],
         mismatches.map((m) => `- ${m}`),
       ),

@@ -3,6 +3,7 @@ import { HoldLatencyOptions } from '../gates/gate-options.ts'
 import { holdLatencyGate } from '../gates/hold-latency.ts'
 import { gateResult } from './decision.ts'
 import { gateMatcherOptions } from './gate-matcher-options.ts'
+import { againstStoredBaseline } from './stored-baseline-pair.ts'
 import { asPair } from './subject.ts'
 
 /** Options of `toHoldLatency`: the latency metric and percentile, and the tolerance or bound. */
@@ -17,8 +18,8 @@ const USAGE = "pass { metric: 'ttft' | 'tpot' | 'e2e' | 'itl' | 'timeToFirstOutp
 export function toHoldLatency(this: MatcherState, received: unknown, options: HoldLatencyMatcherOptions) {
   const p = asPair('toHoldLatency', received)
   const o = gateMatcherOptions('toHoldLatency', HoldLatencyOptions, options, USAGE)
-  return gateResult(this, 'toHoldLatency', p, () => holdLatencyGate({ baseline: p.baseline, candidate: p.candidate }, o), [
-    'pass',
-    'inconclusive',
-  ])
+  const decide = () => holdLatencyGate({ baseline: p.baseline, candidate: p.candidate }, o)
+  // An absolute bound reads the candidate only: no drift between the arms enters it.
+  const launchNoise = o.atMostMs === undefined ? o.launchNoise : null
+  return gateResult(this, 'toHoldLatency', p, againstStoredBaseline('toHoldLatency', p, decide, launchNoise), ['pass', 'inconclusive'])
 }

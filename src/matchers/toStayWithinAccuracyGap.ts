@@ -5,6 +5,7 @@ import { accuracyArmsText } from '../gates/verdict.ts'
 import type { GateDecision } from '../schema/gate.ts'
 import { gateResult } from './decision.ts'
 import { gateMatcherOptions } from './gate-matcher-options.ts'
+import { againstStoredBaseline } from './stored-baseline-pair.ts'
 import { asPair } from './subject.ts'
 
 /** Options of `toStayWithinAccuracyGap`: the accuracy drop that fails, and the output-length gap that warns. */
@@ -41,7 +42,9 @@ export function toStayWithinAccuracyGap(this: MatcherState, received: unknown, o
     'options must be an object, e.g. { points: 2, outputLengthPct: 10 }',
   )
   const decide = () => accuracyGapGate({ baseline: p.baseline, candidate: p.candidate }, o)
+  // Accuracy compares answers to the same questions, not timings: no launch-noise floor enters it.
+  const judged = againstStoredBaseline('toStayWithinAccuracyGap', p, decide, null)
   let decision: GateDecision | undefined
-  const result = gateResult(this, 'toStayWithinAccuracyGap', p, () => (decision = decide()), ['pass', 'inconclusive'])
+  const result = gateResult(this, 'toStayWithinAccuracyGap', p, () => (decision = judged()), ['pass', 'inconclusive'])
   return { ...result, message: () => withArmAccuracy(result.message(), decision) }
 }

@@ -4,6 +4,7 @@ import { winGate } from '../gates/win.ts'
 import type { WinGateName } from '../schema/gate.ts'
 import { gateResult } from './decision.ts'
 import { gateMatcherOptions } from './gate-matcher-options.ts'
+import { againstStoredBaseline } from './stored-baseline-pair.ts'
 import { asPair } from './subject.ts'
 
 /** Options of a win matcher: the margin, confidence, sequential looks, seed, launch noise. */
@@ -20,6 +21,7 @@ export function winMatcher(gate: WinGateName) {
   return function (this: MatcherState, received: unknown, options: WinMatcherOptions = {}) {
     const pair = asPair(gate, received)
     const o = gateMatcherOptions(gate, WinGateOptions, options, 'options must be an object, e.g. { margin: 0.05 }')
-    return gateResult(this, gate, pair, () => winGate({ baseline: pair.baseline, candidate: pair.candidate }, o), ['pass'])
+    const decide = () => winGate({ baseline: pair.baseline, candidate: pair.candidate }, o)
+    return gateResult(this, gate, pair, againstStoredBaseline(gate, pair, decide, o.launchNoise), ['pass'])
   }
 }
