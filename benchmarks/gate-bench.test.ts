@@ -30,6 +30,12 @@ describe('gate bench (smoke, quick mode, structural asserts only)', () => {
     }
     const tokens = (i: number) => pair.baseline[0]?.requests.map((r) => r.completionTokens)[i]
     pair.candidate.forEach((launch) => launch.requests.forEach((r, i) => expect(r.completionTokens).toBe(tokens(i))))
+    // Every launch has the cell's service figures, and the engine's own prefill rate is free of stalls.
+    for (const launch of pair.baseline) {
+      expect(launch.metrics?.outputThroughputTokPerS).toBeGreaterThan(0)
+      for (const r of launch.requests)
+        expect(r.enginePrefillTokPerS).toBeGreaterThanOrEqual((r as { effectivePrefillTokPerS: number }).effectivePrefillTokPerS)
+    }
   })
 
   test('a single-launch scenario yields A/A, power and latency figures for every gate', () => {
@@ -39,7 +45,12 @@ describe('gate bench (smoke, quick mode, structural asserts only)', () => {
     for (const w of result.win) {
       for (const r of [w.aa.fixed64?.pass, w.aa.fixedAll.pass, w.aa.sequential?.pass, w.aa.sequential?.passBy64]) expectRate(r as never)
       expect(w.power.map((p) => p.effect)).toEqual([...EFFECTS])
-      for (const p of w.power) expect(p.figures.sequential?.meanRequests).toBeGreaterThanOrEqual(16)
+      // Service figures are one number per cell: no sequential looks.
+      for (const p of w.power) {
+        if (w.gate === 'toWinThroughput') expect(p.figures.sequential).toBeNull()
+        else expect(p.figures.sequential?.meanRequests).toBeGreaterThanOrEqual(16)
+        for (const f of [p.figures.fixed64, p.figures.fixedAll]) expectRate(f?.oracle as never)
+      }
     }
     expect(result.hold.map((h) => h.gate)).toEqual(HOLD_GATES.map((h) => h.name))
     for (const h of result.hold) for (const f of [h.aa, h.edge, ...h.power.map((p) => p.figures)]) expectRate(f.fail)

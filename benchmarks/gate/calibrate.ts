@@ -5,14 +5,36 @@
  */
 import type { GatePair, GateRecord } from '../../src/gates/arms.ts'
 import { holdLatencyGate } from '../../src/gates/hold-latency.ts'
-import type { HoldLatencyOptions, WinGateName } from '../../src/gates/gate-options.ts'
+import {
+  DEFAULT_CONFIDENCE,
+  type HoldLatencyOptions,
+  ServiceMetric,
+  type WinGateName,
+  type WinMetric,
+} from '../../src/gates/gate-options.ts'
 import { winGate } from '../../src/gates/win.ts'
 import { mixSeed } from '../../src/random.ts'
 import type { GateDecision } from '../../src/schema/gate.ts'
 import { clopperPearson } from '../../src/stats/tests.ts'
+import { launchLevelOracle, singleLaunchOracle } from './oracle.ts'
 import { firstRequests, type NoiseModel, type SimulatedPair, simulatePair, type TrueEffect } from './simulate.ts'
 
-export const WIN_GATES: readonly WinGateName[] = ['toWinDecode', 'toWinPrefill', 'toWinThroughput']
+/** A win claim calibrated: its name in the tables, the gate, and the metric when not the gate's own. */
+export interface WinClaim {
+  name: string
+  gate: WinGateName
+  metric: WinMetric
+}
+
+export const WIN_CLAIMS: readonly WinClaim[] = [
+  { name: 'toWinDecode', gate: 'toWinDecode', metric: 'decodeTokPerS' },
+  { name: 'toWinPrefill', gate: 'toWinPrefill', metric: 'effectivePrefillTokPerS' },
+  { name: 'toWinPrefill (engine-side)', gate: 'toWinPrefill', metric: 'enginePrefillTokPerS' },
+  { name: 'toWinThroughput', gate: 'toWinThroughput', metric: 'outputThroughputTokPerS' },
+]
+
+/** The claims' names, as the results list them. */
+export const WIN_GATES: readonly string[] = WIN_CLAIMS.map((c) => c.name)
 
 /** The latency gates calibrated: TTFT p95 within 10%, TPOT p50 within 5%. */
 export const HOLD_GATES = [
@@ -129,10 +151,10 @@ export function rate(events: number, trials: number): Rate {
 /** Outcomes of a win gate under one true effect, by design. */
 export interface WinFigures {
   /** One look at the first 64 paired requests (null at the launch level). */
-  fixed64: { pass: Rate; fail: Rate } | null
+  fixed64: { pass: Rate; fail: Rate; oracle: Rate } | null
   /** One look at all paired requests (the launch-level test with repeats). */
-  fixedAll: { pass: Rate; fail: Rate }
-  /** Looks at 16, 32, 64, 128 (null at the launch level). */
+  fixedAll: { pass: Rate; fail: Rate; oracle: Rate }
+  /** Looks at 16, 32, 64, 128 (null at the launch level, and for service figures, which have no looks). */
   sequential: { pass: Rate; fail: Rate; passBy64: Rate; meanRequests: number } | null
 }
 
@@ -143,15 +165,19 @@ export interface HoldFigures {
 
 export interface ScenarioResult {
   scenario: Scenario
-  win: { gate: WinGateName; aa: WinFigures; power: { effect: number; figures: WinFigures }[] }[]
+  win: { gate: string; aa: WinFigures; power: { effect: number; figures: WinFigures }[] }[]
   hold: { gate: string; aa: HoldFigures; edge: HoldFigures; power: { effect: number; figures: HoldFigures }[] }[]
 }
 
+/** The true effect of a claim's size: throughput wins are faster prefill and decode alike. */
 function winEffect(gate: WinGateName, delta: number): TrueEffect {
   if (gate === 'toWinDecode') return { decode: 1 + delta, firstOutput: 1 }
   if (gate === 'toWinPrefill') return { decode: 1, firstOutput: 1 + delta }
   return { decode: 1 + delta, firstOutput: 1 + delta }
 }
+
+/** The one-sided α each claim of the gates' default confidence uses. */
+const ALPHA = (1 - DEFAULT_CONFIDENCE) / 2
 
 /** A latency regression of candidate/baseline `ratio` on the gate's metric. */
 function holdEffect(metric: 'ttft' | 'tpot', ratio: number): TrueEffect {
@@ -165,27 +191,40 @@ function usedRequests(d: GateDecision, all: number): number {
 
 class WinCounter {
   private readonly launchLevel: boolean
+  private readonly sequentialDesign: boolean
   private trials = 0
-  private fixed64 = { pass: 0, fail: 0 }
-  private fixedAll = { pass: 0, fail: 0 }
+  private fixed64 = { pass: 0, fail: 0, oracle: 0 }
+  private fixedAll = { pass: 0, fail: 0, oracle: 0 }
   private sequential = { pass: 0, fail: 0, passBy64: 0, requests: 0 }
 
-  constructor(launchLevel: boolean) {
+  private readonly claim: WinClaim
+  private readonly world: NoiseModel
+
+  constructor(claim: WinClaim, world: NoiseModel, launchLevel: boolean) {
+    this.claim = claim
+    this.world = world
     this.launchLevel = launchLevel
+    this.sequentialDesign = !launchLevel && !ServiceMetric.safeParse(claim.metric).success
   }
 
-  add(gate: WinGateName, pair: SimulatedPair, launchNoise: number | null): void {
+  add(pair: SimulatedPair, launchNoise: number | null): void {
     this.trials++
-    const noise = launchNoise === null ? {} : { launchNoise }
+    const { gate, metric } = this.claim
+    const options = { gate, metric, ...(launchNoise === null ? {} : { launchNoise }) }
     if (this.launchLevel) {
-      count(this.fixedAll, winGate({ baseline: pair.baseline, candidate: pair.candidate }, { gate, ...noise }))
+      count(this.fixedAll, winGate({ baseline: pair.baseline, candidate: pair.candidate }, options))
+      if (launchLevelOracle(pair.baseline, pair.candidate, metric, ALPHA, 0)) this.fixedAll.oracle++
       return
     }
     const b = pair.baseline[0] as GateRecord
     const c = pair.candidate[0] as GateRecord
-    count(this.fixed64, winGate({ baseline: firstRequests(b, 64), candidate: firstRequests(c, 64) }, { gate, ...noise }))
-    count(this.fixedAll, winGate({ baseline: b, candidate: c }, { gate, ...noise }))
-    const s = winGate({ baseline: b, candidate: c }, { gate, ...noise, looks: LOOKS })
+    const [b64, c64] = [firstRequests(b, 64, this.world.concurrency), firstRequests(c, 64, this.world.concurrency)]
+    count(this.fixed64, winGate({ baseline: b64, candidate: c64 }, options))
+    if (singleLaunchOracle(b64, c64, metric, ALPHA, 0, this.world.launchSd)) this.fixed64.oracle++
+    count(this.fixedAll, winGate({ baseline: b, candidate: c }, options))
+    if (singleLaunchOracle(b, c, metric, ALPHA, 0, this.world.launchSd)) this.fixedAll.oracle++
+    if (!this.sequentialDesign) return
+    const s = winGate({ baseline: b, candidate: c }, { ...options, looks: LOOKS })
     count(this.sequential, s)
     const used = usedRequests(s, b.requests.length)
     this.sequential.requests += used
@@ -194,13 +233,22 @@ class WinCounter {
 
   figures(): WinFigures {
     const n = this.trials
-    const both = (x: { pass: number; fail: number }) => ({ pass: rate(x.pass, n), fail: rate(x.fail, n) })
+    const all = (x: { pass: number; fail: number; oracle: number }) => ({
+      pass: rate(x.pass, n),
+      fail: rate(x.fail, n),
+      oracle: rate(x.oracle, n),
+    })
     return {
-      fixed64: this.launchLevel ? null : both(this.fixed64),
-      fixedAll: both(this.fixedAll),
-      sequential: this.launchLevel
+      fixed64: this.launchLevel ? null : all(this.fixed64),
+      fixedAll: all(this.fixedAll),
+      sequential: !this.sequentialDesign
         ? null
-        : { ...both(this.sequential), passBy64: rate(this.sequential.passBy64, n), meanRequests: n > 0 ? this.sequential.requests / n : 0 },
+        : {
+            pass: rate(this.sequential.pass, n),
+            fail: rate(this.sequential.fail, n),
+            passBy64: rate(this.sequential.passBy64, n),
+            meanRequests: n > 0 ? this.sequential.requests / n : 0,
+          },
     }
   }
 }
@@ -243,29 +291,29 @@ export function runScenario(
     simulatePair(world, { requests: scenario.requestsPerLaunch, launches: scenario.launches, effect, seed: mixSeed(blockSeed, t) })
   const aaTrials = scenario.power ? plan.aaTrials : plan.noFloorTrials
 
-  const aaWin = WIN_GATES.map(() => new WinCounter(launchLevel))
+  const aaWin = WIN_CLAIMS.map((claim) => new WinCounter(claim, world, launchLevel))
   const aaHold = HOLD_GATES.map(() => new HoldCounter())
   const started = performance.now()
   for (let t = 0; t < aaTrials; t++) {
     const pair = simulate({ decode: 1, firstOutput: 1 }, mixSeed(seed, 1), t)
-    WIN_GATES.forEach((gate, g) => (aaWin[g] as WinCounter).add(gate, pair, scenario.launchNoise))
+    aaWin.forEach((counter) => counter.add(pair, scenario.launchNoise))
     if (scenario.hold) HOLD_GATES.forEach((h, g) => (aaHold[g] as HoldCounter).add(h.options, pair, scenario.launchNoise, launchLevel))
   }
   progress(`  A/A: ${aaTrials} trials in ${((performance.now() - started) / 1000).toFixed(1)} s`)
 
   const result: ScenarioResult = { scenario, win: [], hold: [] }
-  WIN_GATES.forEach((gate, g) => {
+  WIN_CLAIMS.forEach((claim, g) => {
     const power: ScenarioResult['win'][number]['power'] = []
     if (scenario.power) {
       EFFECTS.forEach((delta, e) => {
-        const counter = new WinCounter(launchLevel)
+        const counter = new WinCounter(claim, world, launchLevel)
         for (let t = 0; t < plan.powerTrials; t++)
-          counter.add(gate, simulate(winEffect(gate, delta), mixSeed(seed, 100 + 10 * g + e), t), scenario.launchNoise)
+          counter.add(simulate(winEffect(claim.gate, delta), mixSeed(seed, 100 + 10 * g + e), t), scenario.launchNoise)
         power.push({ effect: delta, figures: counter.figures() })
       })
-      progress(`  ${gate}: power done at ${((performance.now() - started) / 1000).toFixed(1)} s`)
+      progress(`  ${claim.name}: power done at ${((performance.now() - started) / 1000).toFixed(1)} s`)
     }
-    result.win.push({ gate, aa: (aaWin[g] as WinCounter).figures(), power })
+    result.win.push({ gate: claim.name, aa: (aaWin[g] as WinCounter).figures(), power })
   })
   if (scenario.hold) {
     HOLD_GATES.forEach((h, g) => {

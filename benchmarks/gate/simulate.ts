@@ -28,6 +28,8 @@ export interface NoiseModel {
   stallScaleMs: number
   /** Relative sd of a launch's speed, drawn independently per arm per launch. */
   launchSd: number
+  /** Closed-loop concurrency of a cell: its wall clock is its requests' service time over the slots. */
+  concurrency: number
 }
 
 /** The model the calibration figures rest on (see docs/gates.md for why these values). */
@@ -45,6 +47,7 @@ export const DEFAULT_NOISE: NoiseModel = {
   stallShape: 1.5,
   stallScaleMs: 100,
   launchSd: 0.02,
+  concurrency: 8,
 }
 
 /**
@@ -108,9 +111,34 @@ function launch(model: NoiseModel, shared: readonly Prompt[], effect: TrueEffect
       itlMs: null,
       finishReason: 'length',
       ...NO_REQUEST_CHECKS,
+      // The engine times its prefill compute alone: the per-request noise, not the stalls.
+      enginePrefillTokPerS: model.promptTokens / (prefillMs / (speed * effect.firstOutput) / 1000),
     }
   })
-  return { requests }
+  return withMetrics(requests, model.concurrency)
+}
+
+/**
+ * A launch with its service-level figures: a closed loop keeps `concurrency` slots busy, so its
+ * wall clock is the requests' total service time over the slots.
+ */
+export function withMetrics(requests: RequestRecord[], concurrency: number): GateRecord {
+  let busyMs = 0
+  let tokens = 0
+  for (const r of requests) {
+    busyMs += r.e2eMs ?? 0
+    tokens += r.completionTokens ?? 0
+  }
+  const wallClockMs = busyMs / concurrency
+  const seconds = wallClockMs / 1000
+  return {
+    requests,
+    metrics: {
+      wallClockMs,
+      outputThroughputTokPerS: seconds > 0 ? tokens / seconds : null,
+      requestRateReqPerS: seconds > 0 ? requests.length / seconds : null,
+    },
+  }
 }
 
 /** A simulated matched pair: the same prompts on both arms, `launches` launches per arm. */
@@ -138,7 +166,7 @@ export function simulatePair(
   return { baseline, candidate }
 }
 
-/** The first `n` requests of a launch (a shorter cell of the same prompts). */
-export function firstRequests(record: GateRecord, n: number): GateRecord {
-  return { requests: record.requests.slice(0, n) }
+/** The first `n` requests of a launch (a shorter cell of the same prompts, its figures recomputed). */
+export function firstRequests(record: GateRecord, n: number, concurrency: number): GateRecord {
+  return withMetrics(record.requests.slice(0, n), concurrency)
 }

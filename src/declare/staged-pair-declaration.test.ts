@@ -7,7 +7,7 @@ import { okRequest } from '../../fixtures/gate-fixture.ts'
 import type { RequestRecord } from '../schema/run.ts'
 import { pair } from './cell-declarations.ts'
 import { engine } from './engine-handles.ts'
-import { StagedPair } from '../runner/staged-pair.ts'
+import { resolveStopEarly, StagedPair } from '../runner/staged-pair.ts'
 
 const FAKES = fileURLToPath(new URL('../../fixtures/fakes/', import.meta.url))
 const dir = mkdtempSync(join(tmpdir(), 'servegate-sequential-'))
@@ -58,6 +58,10 @@ describe('a sequential pair measured in stages', () => {
       pair({ baseline: slow, candidate: fast, ...plan, stopEarly: { looks: [16], gates: [{ gate: 'toWinDecode', looks: [16] }] } }),
     ).toThrow(/set `looks` on stopEarly, not on its gates/)
     expect(() => pair({ baseline: slow, candidate: fast, ...plan, repeats: 2, stopEarly })).toThrow(/stopEarly needs one launch per arm/)
+    expect(() =>
+      pair({ baseline: slow, candidate: fast, ...plan, stopEarly: { looks: [16], gates: [{ gate: 'toWinThroughput' }] } }),
+    ).toThrow(/toWinThroughput judges the cell's aggregate output tok\/s, one figure per cell, which has no looks/)
+    expect(resolveStopEarly({ looks: [16], gates: [{ gate: 'toWinThroughput', metric: 'throughputTokPerS' }] }).gates).toHaveLength(1)
   })
 })
 

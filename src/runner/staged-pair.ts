@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { MIN_PAIRED_REQUESTS } from '../gates/arms.ts'
-import { WinGateOptions } from '../gates/gate-options.ts'
+import { ServiceMetric, WinGateOptions } from '../gates/gate-options.ts'
 import { lookCounts, winGate } from '../gates/win.ts'
 import type { CellStages } from './measure-cell.ts'
 import type { RequestRecord, SequentialPlan } from '../schema/run.ts'
@@ -18,7 +18,16 @@ export const StopEarly = z.object({
     .min(1)
     .refine((gates) => gates.every((g) => g.looks === null), {
       message: "set `looks` on stopEarly, not on its gates: the gates take the pair's design",
-    }),
+    })
+    .refine(
+      (gates) =>
+        gates.every((g) => !ServiceMetric.safeParse(g.metric ?? (g.gate === 'toWinThroughput' ? 'outputThroughputTokPerS' : null)).success),
+      {
+        message:
+          "toWinThroughput judges the cell's aggregate output tok/s, one figure per cell, which has no looks: " +
+          "stop on toWinDecode or toWinPrefill, or give it metric: 'throughputTokPerS' (the per-request rate)",
+      },
+    ),
 })
 export type StopEarly = z.input<typeof StopEarly>
 export type ResolvedStopEarly = z.infer<typeof StopEarly>
