@@ -127,6 +127,11 @@ describe.skipIf(binary === null)('telemetry of the real llama-server', () => {
         expect(prefill?.verdict).toBe('agree')
       }
       expect(record.requests.every((r) => typeof r.engineTimings?.prompt_ms === 'number')).toBe(true)
+      // The engine's own prefill rate is kept beside the client's, which also holds the waiting.
+      for (const r of record.requests) {
+        const t = r.engineTimings as { prompt_n: number; prompt_ms: number }
+        expect(r.enginePrefillTokPerS).toBeCloseTo(t.prompt_n / (t.prompt_ms / 1000), 6)
+      }
     },
   )
 })
