@@ -1,8 +1,8 @@
 // Type tests of the spec API and matchers: checked by `tsc -p test-d` (npm run typecheck:dist) against the built .d.ts, as a consumer
 // compiles them, never run.
 import { expect, expectTypeOf } from 'vitest'
-import { cell, engine, pair } from 'servegate'
-import type { CellResult, PairResult } from 'servegate'
+import { cell, engine, pair, storedBaseline } from 'servegate'
+import type { CellResult, PairResult, RunRecord, StoredBaseline } from 'servegate'
 
 const model = { id: 'Qwen/Qwen3-8B', revision: '5112966d' }
 const a = engine.vllm({ model })
@@ -41,3 +41,13 @@ async function matchers(): Promise<void> {
   expect(measured).toHoldLatency({ metric: 'ttft', percentile: 97, notWorseThanPct: 10 })
 }
 void matchers
+
+async function againstStoredBaseline(): Promise<void> {
+  const main = await storedBaseline('baseline/tiny-c4.json')
+  expectTypeOf(main).toEqualTypeOf<StoredBaseline>()
+  expectTypeOf(main.record).toEqualTypeOf<RunRecord>()
+  expect({ baseline: main, candidate: await c }).toWinDecode({ margin: 0.05 })
+  // @ts-expect-error: the path is a string
+  await storedBaseline(42)
+}
+void againstStoredBaseline
