@@ -5,6 +5,7 @@ import { demoCommand } from './demo.ts'
 import { compareCommand, reportCommand, verifyCommand } from './evidence-commands.ts'
 import { importCommand } from './import.ts'
 import { initCommand } from './init.ts'
+import { rescoreCommand } from './rescore-command.ts'
 import type { CliIo } from './cli-io.ts'
 import { runCommand } from './run-command.ts'
 import { simCommand } from './sim.ts'
@@ -17,6 +18,7 @@ const HELP = `servegate ${SERVEGATE_VERSION} — LLM-serving benchmarks as asser
   servegate capacity --slo ttft=MS --start V [...]  find the highest rate meeting an SLO (servegate capacity --help)
   servegate summarize FILE [--json]                 recompute a run record's distributions
   servegate import FILE --from FORMAT --out FILE    convert vLLM / SGLang / anvil results (servegate import --help)
+  servegate rescore RECORD... [--dataset FILE]      judge a dataset run's kept replies again after a scorer fix (servegate rescore --help)
   servegate sim [--port P ...]                      start the simulated engine (servegate sim --help)
   servegate demo [--sim]                            in a clone of servegate: its example suite on the embedded engine
   servegate verify EVIDENCE_DIR                     recompute every sha256 and summary of an evidence directory (servegate verify --help)
@@ -48,6 +50,8 @@ export async function main(argv: string[], io: CliIo = { stdout: process.stdout,
         return await summarizeCommand(rest, io)
       case 'import':
         return await importCommand(rest, io)
+      case 'rescore':
+        return await rescoreCommand(rest, io)
       case 'sim':
         return await simCommand(rest, io, controller.signal)
       case 'demo':

@@ -7,6 +7,7 @@ export const NO_REQUEST_CHECKS = {
   canary: null,
   outputAdherence: null,
   score: null,
+  outputText: null,
   engineTimings: null,
   enginePrefillTokPerS: null,
   sendAttempts: 1,

@@ -58,6 +58,8 @@ export function requestRecord(slot: Slot, cellStart: number, planned: PreparedRe
       : obs.contentTruncated
         ? { correct: false, extracted: null, reason: 'the reply exceeded the capture bound; not scored as correct' }
         : scoreResponse(planned.row, withoutMarkers(obs.content))
+  // What was scored is kept, so a scorer fix can judge it again (servegate rescore); a cut reply was not scored.
+  const outputText = score === null || obs.contentTruncated ? null : withoutMarkers(obs.content)
 
   const common = {
     index: slot.index,
@@ -75,6 +77,7 @@ export function requestRecord(slot: Slot, cellStart: number, planned: PreparedRe
     canary,
     outputAdherence,
     score,
+    outputText,
     engineTimings: obs.engineTimings,
     enginePrefillTokPerS: enginePrefillRate(obs.engineTimings),
     sendAttempts: obs.attempts,

@@ -6,6 +6,8 @@ import { afterEach, describe, expect, test } from 'vitest'
 import type { RunRecord } from '../schema/run.ts'
 import type { SimOptions } from '../sim/sim-options.ts'
 import { type SimServer, startSimServer } from '../sim/server.ts'
+import { type ParsedRow, parseDataset } from '../workload/dataset.ts'
+import { scoreResponse } from '../workload/score.ts'
 import { WORKLOAD_KINDS, type WorkloadSpec } from '../workload/workload-spec.ts'
 import { runCell } from './measure-cell.ts'
 
@@ -291,6 +293,13 @@ describe('scored datasets', () => {
       if (simAnswers[q.index]) expect(q.score, `row ${q.index}`).toMatchObject({ correct: true })
     })
     expect(accuracy?.correct).toBeGreaterThanOrEqual(simAnswers.filter(Boolean).length)
+    // The text each reply was scored on is kept (its canary marker removed), so it can be judged again.
+    const datasetRows = parseDataset(lines.join('\n'), ARITHMETIC)
+    okRequests(r).forEach((q) => {
+      expect(q.outputText, `row ${q.index}`).toEqual(expect.any(String))
+      expect(q.outputText).not.toMatch(/SGREQ-/)
+      expect(scoreResponse(datasetRows[q.index] as ParsedRow, q.outputText as string)).toEqual(q.score)
+    })
     expect(accuracy?.wilson95Low).toBeLessThan(accuracy?.rate as number)
     expect(accuracy?.wilson95High).toBeGreaterThan(accuracy?.rate as number)
   })
@@ -333,6 +342,8 @@ describe('the requests-per-slot floor', () => {
       workload: { promptTokens: 32, seed: nextSeed() },
     })
     expect(below.plan.workload).toMatchObject({ requestsPerSlotFloor: 4, floorMet: false })
+    // Nothing is scored on a synthetic workload, so no reply text is kept.
+    expect(below.requests.map((q) => q.outputText)).toEqual([null, null, null, null])
     const met = await runCell({
       baseUrl: s.url,
       model: 'm',

@@ -122,6 +122,13 @@ const requestCommon = {
   outputAdherence: z.enum(['exact', 'inexact', 'unobservable']).nullable().default(null),
   /** Dataset workloads: the reply's score against the reference answer. */
   score: ScoreResult.nullable().default(null),
+  /**
+   * Dataset workloads: the reply's content exactly as it was scored (canary markers removed; never
+   * the reasoning), so `servegate rescore` can judge it again after a scorer fix without rerunning
+   * the engines. Null for synthetic workloads, unscored requests, a reply cut at the capture bound,
+   * and records written before servegate kept it.
+   */
+  outputText: z.string().nullable().default(null),
   /** The engine's own per-request timings where it streams them (llama-server's `timings`). */
   engineTimings: z.record(z.string(), z.number()).nullable().default(null),
   /**

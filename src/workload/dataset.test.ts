@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { ServegateError } from '../errors.ts'
-import { datasetUserContent, imageMimeType, loadDataset, parseDataset } from './dataset.ts'
+import { datasetUserContent, imageMimeType, loadDataset, parseDataset, type ParsedRow, readDatasetAnswers, withScorer } from './dataset.ts'
 
 const PNG = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13])
 const JPEG = Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0, 16])
@@ -351,6 +351,56 @@ describe('datasetUserContent', () => {
     const content = datasetUserContent({ prompt: 'Q', images: ['data:image/png;base64,AAA'] })
     expect(JSON.stringify({ role: 'user', content })).toBe(
       '{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AAA"}},{"type":"text","text":"Q"}]}',
+    )
+  })
+})
+
+describe('readDatasetAnswers', () => {
+  test('the rows and the hash of the file bytes, without reading images', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'servegate-answers-'))
+    try {
+      const file = join(dir, 'qa.jsonl')
+      const text = '{"prompt":"Which bar is tallest?","answer":"B","scorer":"choice","images":["charts/missing.png"]}\n'
+      await writeFile(file, text)
+      const { rows, sha256 } = await readDatasetAnswers(file)
+      expect(rows).toMatchObject([{ id: 'line-1', answer: 'B', images: ['charts/missing.png'] }])
+      expect(sha256).toBe(createHash('sha256').update(text).digest('hex'))
+      await expect(readDatasetAnswers(join(dir, 'none.jsonl'))).rejects.toThrow(/none\.jsonl: cannot read the dataset .*; check the path$/)
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
+  })
+})
+
+describe('withScorer', () => {
+  const [exact, choice, numeric] = parseDataset(
+    '{"id":"e","prompt":"p","answer":"1,024","scorer":"exact"}\n' +
+      '{"id":"c","prompt":"p","answer":"B","scorer":"choice","choices":["A","B"]}\n' +
+      '{"id":"n","prompt":"p","answer":44,"scorer":"numeric","tolerance":1}\n' +
+      '{"id":"w","prompt":"p","answer":"Paris","scorer":"exact"}\n',
+    'q.jsonl',
+  ) as [ParsedRow, ParsedRow, ParsedRow]
+
+  test("keeps the id, prompt and answer, drops the old scorer's fields, fills the new one's defaults", () => {
+    expect(withScorer(numeric, 'exact', 'q.jsonl')).toEqual({ id: 'n', line: 3, prompt: 'p', images: [], scorer: 'exact', answer: 44 })
+    expect(withScorer(choice, 'exact', 'q.jsonl')).toEqual({ id: 'c', line: 2, prompt: 'p', images: [], scorer: 'exact', answer: 'B' })
+    expect(withScorer(numeric, 'numeric', 'q.jsonl')).toBe(numeric)
+  })
+
+  test('a numeric answer written as a string is read as the number; one that is no number is refused, naming the line', () => {
+    expect(() => withScorer(exact, 'numeric', 'q.jsonl')).toThrow(
+      /^q\.jsonl:1: with --scorer numeric, field `answer` has the wrong type \(string\); set it to a finite number/,
+    )
+    const plain = parseDataset('{"id":"s","prompt":"p","answer":" 12.5 ","scorer":"exact"}', 'q.jsonl')[0] as ParsedRow
+    expect(withScorer(plain, 'numeric', 'q.jsonl')).toMatchObject({ scorer: 'numeric', answer: 12.5 })
+  })
+
+  test('choice takes a letter answer, upper-cased, with the default letters; regex needs a pattern no other row has', () => {
+    const letter = parseDataset('{"id":"l","prompt":"p","answer":"b","scorer":"exact"}', 'q.jsonl')[0] as ParsedRow
+    expect(withScorer(letter, 'choice', 'q.jsonl')).toMatchObject({ scorer: 'choice', answer: 'B', choices: ['A', 'B', 'C', 'D', 'E'] })
+    expect(() => withScorer(numeric, 'choice', 'q.jsonl')).toThrow(/^q\.jsonl:3: with --scorer choice, field `answer`/)
+    expect(() => withScorer(exact, 'regex', 'q.jsonl')).toThrow(
+      /^q\.jsonl:1: --scorer regex needs field `pattern`, which rows of the exact scorer lack/,
     )
   })
 })

@@ -342,6 +342,63 @@ function resolveDataUri(uri: string, path: string, line: number, field: string):
   return uri
 }
 
+/** The bytes of a dataset file, or FILE_INVALID naming the path. */
+async function readDatasetBytes(path: string): Promise<Buffer> {
+  try {
+    return await readFile(path)
+  } catch (error) {
+    throw new ServegateError('FILE_INVALID', `${path}: cannot read the dataset (${(error as Error).message}); check the path`, {
+      cause: error,
+    })
+  }
+}
+
+/**
+ * Reads a JSONL dataset for its reference answers only: every row checked, images left as
+ * written (not read), and the sha256 of the file bytes, the same hash a run record keeps.
+ * @throws ServegateError `FILE_INVALID` for an unreadable file or a bad row, naming `<path>:<line>`
+ * @example const { rows, sha256 } = await readDatasetAnswers('fixtures/datasets/arithmetic.jsonl')
+ */
+export async function readDatasetAnswers(path: string): Promise<{ rows: ParsedRow[]; sha256: string }> {
+  const bytes = await readDatasetBytes(path)
+  return { rows: parseDataset(bytes.toString('utf8'), path), sha256: createHash('sha256').update(bytes).digest('hex') }
+}
+
+/**
+ * A row judged by another scorer (`servegate rescore --scorer`): its id, prompt, images and answer
+ * kept, the fields only its own scorer used dropped, the new scorer's defaults filled. For
+ * `numeric` an answer written as a string of a number ("42") is read as that number; for `choice`
+ * a string answer is upper-cased. `regex` needs a `pattern` that rows of other scorers lack.
+ * @param path used only in error messages
+ * @throws ServegateError `FILE_INVALID` naming `<path>:<line>`, the field and the fix when the row cannot be judged so
+ * @example
+ * const row = { id: 'add-01', line: 1, prompt: 'What is 16 + 28?', images: [], scorer: 'exact', answer: '44' }
+ * withScorer(row, 'numeric', 'd.jsonl') // { id: 'add-01', line: 1, prompt: 'What is 16 + 28?', images: [], scorer: 'numeric', answer: 44 }
+ */
+export function withScorer(row: ParsedRow, scorer: Scorer, path: string): ParsedRow {
+  if (row.scorer === scorer) return row
+  if (scorer === 'regex') {
+    fail(
+      path,
+      row.line,
+      `--scorer regex needs field \`pattern\`, which rows of the ${row.scorer} scorer lack; ` +
+        'set `scorer` to "regex" and add `pattern` on the rows in the file instead of passing --scorer regex',
+    )
+  }
+  let answer: unknown = row.answer
+  if (scorer === 'numeric' && typeof answer === 'string' && answer.trim() !== '' && Number.isFinite(Number(answer.trim()))) {
+    answer = Number(answer.trim())
+  }
+  if (scorer === 'choice' && typeof answer === 'string') answer = answer.trim().toUpperCase()
+  const object: Record<string, unknown> = { id: row.id, prompt: row.prompt, images: row.images, scorer, answer }
+  const parsed = DatasetRow.safeParse(object)
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0] as z.core.$ZodIssue
+    fail(path, row.line, `with --scorer ${scorer}, ${describeIssue(issue, object)}; or drop --scorer`)
+  }
+  return { ...parsed.data, id: row.id, line: row.line }
+}
+
 /**
  * Reads a JSONL dataset, checks every row and resolves its images to data URIs (the mime
  * type comes from the bytes, not the file name).
@@ -350,14 +407,7 @@ function resolveDataUri(uri: string, path: string, line: number, field: string):
  * @example const { rows, sha256 } = await loadDataset('fixtures/datasets/charts.jsonl')
  */
 export async function loadDataset(path: string): Promise<LoadedDataset> {
-  let bytes: Buffer
-  try {
-    bytes = await readFile(path)
-  } catch (error) {
-    throw new ServegateError('FILE_INVALID', `${path}: cannot read the dataset (${(error as Error).message}); check the path`, {
-      cause: error,
-    })
-  }
+  const bytes = await readDatasetBytes(path)
   const rows = parseDataset(bytes.toString('utf8'), path)
   const base = dirname(path)
   const cache = new Map<string, Promise<Buffer>>()
