@@ -128,7 +128,14 @@ export function pairMismatches(p: FairnessPair): string[] {
   for (const check of CHECKS) {
     const want = check.of(first)
     const differing = all.filter((r) => !isDeepStrictEqual(check.of(r), want))
-    if (differing.length > 0) out.push(`${check.name}: baseline ${show(want)} ≠ ${show(check.of(differing[0] as RunRecord))}`)
+    if (differing.length > 0) {
+      // What it counted: the launches that agree with the first baseline launch, of all launches.
+      const agreeing = all.length - differing.length
+      out.push(
+        `${check.name}: baseline ${show(want)} ≠ ${show(check.of(differing[0] as RunRecord))} ` +
+          `(${agreeing}/${all.length} launches as the baseline)`,
+      )
+    }
   }
   for (const [label, r] of all.map((r, i) => [i < p.baseline.length ? 'baseline' : 'candidate', r] as const)) {
     if (r.plan.workload.requestStreamSha256 === null) out.push(`${label}: no request stream hash recorded`)

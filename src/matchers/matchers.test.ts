@@ -68,8 +68,8 @@ describe('toBeMatchedPair', () => {
       Received:  3 mismatches
       GPU UUIDs: baseline GPU-1; candidate GPU-1 (reported, not required)
 
-      - model revision: baseline abc ≠ def
-      - GPU model and memory: baseline [{"name":"NVIDIA H100 80GB HBM3","memoryTotalMiB":81559}] ≠ [{"name":"NVIDIA A100-SXM4-80GB","memoryTotalMiB":81559}]
+      - model revision: baseline abc ≠ def (1/2 launches as the baseline)
+      - GPU model and memory: baseline [{"name":"NVIDIA H100 80GB HBM3","memoryTotalMiB":81559}] ≠ [{"name":"NVIDIA A100-SXM4-80GB","memoryTotalMiB":81559}] (1/2 launches as the baseline)
       - candidate: the bytes written to the socket differ from the planned request stream"
     `)
   })
