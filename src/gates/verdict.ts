@@ -16,7 +16,7 @@ export function verdictLine(d: GateDecision): string {
   return `${d.gate} ${d.outcome.toUpperCase()}: ${d.metric} ${formatInUnit(e.estimate, e.unit)}${ci}, ${samplesText(d.samples)}`
 }
 
-/** One arm's accuracy in words: `80.0% [72.9%, 85.6%] (160/200 questions)`. */
+/** One arm's accuracy in words: `80.0% [72.7%, 85.8%] (160/200 questions)`. */
 function armAccuracyText(a: ArmAccuracy, unit: AccuracyDetail['unit']): string {
   const units = unit === 'question' ? 'distinct questions' : 'questions'
   return `${formatFixedPercent(a.rate)} [${formatFixedPercent(a.low)}, ${formatFixedPercent(a.high)}] (${formatRounded(a.correct, 2)}/${a.scored} ${units})`
@@ -25,7 +25,7 @@ function armAccuracyText(a: ArmAccuracy, unit: AccuracyDetail['unit']): string {
 /**
  * Each arm's accuracy with its interval, for an accuracy gate's matcher message and summaries.
  * @example accuracyArmsText(d.accuracy)
- * // 'baseline 80.0% [72.9%, 85.6%] (160/200 questions), candidate 60.0% [51.9%, 67.6%] (120/200 questions), 98% Wilson'
+ * // 'baseline 80.0% [72.7%, 85.8%] (160/200 questions), candidate 60.0% [51.8%, 67.7%] (120/200 questions), 98% Wilson'
  */
 export function accuracyArmsText(a: AccuracyDetail): string {
   return (
