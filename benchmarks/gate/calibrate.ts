@@ -73,12 +73,14 @@ export interface CalibrationPlan {
   edgeTrials: number
   /** A/A trials of the no-floor scenario (which only shows what the floor prevents). */
   noFloorTrials: number
+  /** A/A trials of the launch-level scenarios: cheap, and their false-win rate sits at the nominal 1%, so it is measured closely. */
+  launchAaTrials: number
 }
 
 export function calibrationPlan(quick: boolean): CalibrationPlan {
   return quick
-    ? { quick, aaTrials: 24, powerTrials: 12, edgeTrials: 12, noFloorTrials: 12 }
-    : { quick, aaTrials: 2000, powerTrials: 500, edgeTrials: 1000, noFloorTrials: 500 }
+    ? { quick, aaTrials: 24, powerTrials: 12, edgeTrials: 12, noFloorTrials: 12, launchAaTrials: 24 }
+    : { quick, aaTrials: 2000, powerTrials: 500, edgeTrials: 1000, noFloorTrials: 500, launchAaTrials: 10_000 }
 }
 
 export const SCENARIOS: readonly Scenario[] = [
@@ -289,7 +291,7 @@ export function runScenario(
   const launchLevel = scenario.launches > 1
   const simulate = (effect: TrueEffect, blockSeed: number, t: number) =>
     simulatePair(world, { requests: scenario.requestsPerLaunch, launches: scenario.launches, effect, seed: mixSeed(blockSeed, t) })
-  const aaTrials = scenario.power ? plan.aaTrials : plan.noFloorTrials
+  const aaTrials = !scenario.power ? plan.noFloorTrials : launchLevel ? plan.launchAaTrials : plan.aaTrials
 
   const aaWin = WIN_CLAIMS.map((claim) => new WinCounter(claim, world, launchLevel))
   const aaHold = HOLD_GATES.map(() => new HoldCounter())

@@ -52,15 +52,28 @@ export function atLeastStudentT(interval: LogInterval, sd: number, n: number, co
   }
 }
 
-/** Welch's t-interval for the difference of mean log-statistics over launches (candidate − baseline). */
+/**
+ * The t-interval for the difference of mean log-statistics over launches (candidate − baseline).
+ * With the same number of launches per arm (A B B A gives that) the standard error is the same as
+ * Welch's and the df is the pooled 2n − 2: at equal sizes the pooled t-test keeps its level under
+ * unequal variances, while Welch–Satterthwaite's df, estimated from a handful of launches, is
+ * smaller and noisy and cost 7–10 points of power at 4 launches per arm in the calibration.
+ * With unequal counts, Welch's df.
+ */
 export function launchLevelInterval(
   candidate: readonly number[],
   baseline: readonly number[],
   confidence: number,
-): LogInterval & { df: number; sd: number } {
+): LogInterval & { df: number; sd: number; pooledDf: boolean } {
   const result = welchTTest(candidate, baseline, confidence)
   const pooled = Math.sqrt((variance(candidate) + variance(baseline)) / 2)
-  return { estimate: result.estimate, low: result.low, high: result.high, df: result.df, sd: pooled }
+  if (candidate.length !== baseline.length) {
+    return { estimate: result.estimate, low: result.low, high: result.high, df: result.df, sd: pooled, pooledDf: false }
+  }
+  const n = candidate.length
+  const df = 2 * n - 2
+  const half = studentTQuantile(1 - (1 - confidence) / 2, df) * pooled * Math.sqrt(2 / n)
+  return { estimate: result.estimate, low: result.estimate - half, high: result.estimate + half, df, sd: pooled, pooledDf: true }
 }
 
 /** The one-sample t-interval of a mean of log-statistics over launches. */

@@ -60,15 +60,13 @@ export function winMethod(p: WinEstimate & { launchNoise: number; look: { positi
   return `${estimate}${launchNoiseClause(p.launchNoise)}${look}`
 }
 
-/** The Welch t-interval over launches, as launch-level methods state it. */
+/** The t-interval over launches, as launch-level methods state it. */
 function welchOverLaunches(p: { candidateLaunches: number; baselineLaunches: number; df: number }): string {
-  return (
-    `Welch t-interval of the mean log over ${p.candidateLaunches} candidate and ${p.baselineLaunches} baseline launches ` +
-    `(df ${p.df.toFixed(1)})`
-  )
+  const df = p.candidateLaunches === p.baselineLaunches ? `pooled df ${p.df}, equal launches per arm` : `Welch df ${p.df.toFixed(1)}`
+  return `t-interval of the mean log over ${p.candidateLaunches} candidate and ${p.baselineLaunches} baseline launches (${df})`
 }
 
-/** A launch-level win gate's method: per-launch locations of the prompt-centred logs, Welch's interval. */
+/** A launch-level win gate's method: per-launch locations of the prompt-centred logs, a t-interval over launches. */
 export function launchWinMethod(p: {
   candidateLaunches: number
   baselineLaunches: number
@@ -200,7 +198,7 @@ export function serviceWinMethod(p: {
   )
 }
 
-/** A launch-level service-level win: Welch over the per-launch log figures. */
+/** A launch-level service-level win: a t-interval over the per-launch log figures. */
 export function serviceLaunchMethod(p: {
   metric: 'outputThroughputTokPerS' | 'requestRateReqPerS'
   candidateLaunches: number

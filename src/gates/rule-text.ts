@@ -68,7 +68,7 @@ export function sequentialRuleClause(p: SequentialRuleFacts): string {
   )
 }
 
-/** A launch-level win: the Welch interval over per-launch locations against 1 + margin. */
+/** A launch-level win: the t-interval over per-launch locations against 1 + margin. */
 export function launchWinRule(p: {
   metric: RateMetric
   confidence: number
@@ -78,7 +78,7 @@ export function launchWinRule(p: {
   const threshold = formatRatio(p.threshold)
   const location = p.estimator === 'hodges-lehmann' ? 'pseudo-medians' : 'geometric means'
   return (
-    `launch level: pass if the lower bound of the ${formatPercent(p.confidence)} Welch t-interval of candidate/baseline ` +
+    `launch level: pass if the lower bound of the ${formatPercent(p.confidence)} t-interval over launches of candidate/baseline ` +
     `${RATE_WORDS[p.metric]} (ratio over launches of the per-launch ${location}) exceeds ${threshold}; ` +
     `fail if its upper bound is below ${threshold}; otherwise inconclusive`
   )
@@ -200,7 +200,7 @@ export function serviceWinRule(p: {
   )
 }
 
-/** A launch-level service-level win: Welch over per-launch figures against 1 + margin. */
+/** A launch-level service-level win: a t-interval over per-launch figures against 1 + margin. */
 export function serviceLaunchRule(p: {
   metric: 'outputThroughputTokPerS' | 'requestRateReqPerS'
   confidence: number
@@ -208,7 +208,7 @@ export function serviceLaunchRule(p: {
 }): string {
   const threshold = formatRatio(p.threshold)
   return (
-    `launch level: pass if the lower bound of the ${formatPercent(p.confidence)} Welch t-interval of candidate/baseline ` +
+    `launch level: pass if the lower bound of the ${formatPercent(p.confidence)} t-interval over launches of candidate/baseline ` +
     `${SERVICE_RULE_WORDS[p.metric]} (ratio of the geometric means over launches) exceeds ${threshold}; ` +
     `fail if its upper bound is below ${threshold}; otherwise inconclusive`
   )

@@ -62,14 +62,14 @@ describe('toWinThroughput: the service-level gate', () => {
     expect(rate.effect.estimate).toBeCloseTo(1, 2)
   })
 
-  test('repeated launches: Welch over the per-launch figures', () => {
+  test('repeated launches: a t-interval over the per-launch figures', () => {
     const launches = (e2eMs: number, k: number) =>
       Array.from({ length: k }, (_, j) => cell(32, e2eMs * (1 + 0.01 * Math.sin(2.1 * j)), { phase: j }))
     const d = winGate({ baseline: launches(1000, 4), candidate: launches(870, 4) }, { gate: 'toWinThroughput', margin: 0.05 })
     expect(d.outcome).toBe('pass')
     expect(d.effect.estimate).toBeCloseTo(1 / 0.87, 1)
     expect(d.effect.method).toMatch(
-      /^launch level: each launch's aggregate output tok\/s .* Welch t-interval .* 4 candidate and 4 baseline/,
+      /^launch level: each launch's aggregate output tok\/s .* t-interval of the mean log over 4 candidate and 4 baseline launches \(pooled df 6/,
     )
     expect(d.samples).toEqual({ baseline: 4, candidate: 4, paired: 0 })
     const unsure = winGate({ baseline: launches(1000, 3), candidate: launches(990, 3) }, { gate: 'toWinThroughput', margin: 0.05 })

@@ -100,7 +100,7 @@ function notEstimable(
  * requests. In a closed loop at concurrency C the figure is about C·Σ tokens / Σ e2e (Little's
  * law), so the paired prompts are resampled together (a percentile bootstrap of that ratio
  * estimator's log-ratio) and the offsets of that interval are put around the log of the measured
- * ratio, then widened by the launch-noise floor. Repeated launches: Welch's t-interval over the
+ * ratio, then widened by the launch-noise floor. Repeated launches: the t-interval (see `launchLevelInterval`) over the
  * per-launch log figures, where the launch effect is measured.
  * @example serviceWinGate(o, 'outputThroughputTokPerS', [baseline], [candidate])
  */

@@ -159,14 +159,14 @@ describe('winGate', () => {
     expect(winGate(pair, { gate: 'toWinDecode', seed: 2 }).effect.method).toMatch(/seed 2/)
   })
 
-  test('repeated launches: the launch-level Welch test on per-launch locations of the prompt-centred logs', () => {
+  test('repeated launches: the launch-level t-test on per-launch locations of the prompt-centred logs', () => {
     const launches = (ratio: number, k: number) =>
       Array.from({ length: k }, (_, j) => launchOf('decodeTokPerS', around(50 * ratio * (1 + 0.01 * Math.sin(j * 2.1)), 32, 0.1)))
     const d = winGate({ baseline: launches(1, 4), candidate: launches(1.15, 4) }, { gate: 'toWinDecode', looks: [16] })
     expect(d.outcome).toBe('pass')
     expect(d.effect.estimate).toBeCloseTo(1.15, 2)
     expect(d.effect.method).toMatch(
-      /launch level: per-launch means of the log rate, each prompt centred on its mean over all launches; Welch t-interval .* 4 candidate and 4 baseline launches/,
+      /launch level: per-launch means of the log rate, each prompt centred on its mean over all launches; t-interval of the mean log over 4 candidate and 4 baseline launches \(pooled df 6, equal launches per arm\)/,
     )
     expect(d.rule).toMatch(/^launch level:/)
     expect(d.warnings.join(' ')).toMatch(/looks are ignored/)
