@@ -10,6 +10,7 @@ import { scoreResponse } from '../workload/score.ts'
 import type { CliIo } from './cli-io.ts'
 import { parseFlags } from './flags.ts'
 
+/** The text of `servegate rescore --help`. */
 export const RESCORE_HELP = `servegate rescore RECORD... [--dataset FILE] [--scorer KIND] [--write] [--json] — judge the replies a dataset run kept again
 
   RECORD          a servegate.run/v1 record of a dataset workload whose scored replies kept their text (outputText)
