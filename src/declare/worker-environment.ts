@@ -1,8 +1,9 @@
 import { createConnection, type Socket } from 'node:net'
-import { afterAll, inject } from 'vitest'
+import { afterAll } from 'vitest'
 import { createEnvironment, type SendProgress } from '../runner/environment.ts'
 import { Runner } from '../runner/runner.ts'
 import { PROGRESS_CONTEXT_KEY, ProgressContext } from '../schema/progress.ts'
+import { provided, workerOptions } from '../vitest/worker-options.ts'
 
 /** Open channels of this worker process, by socket: a file's modules are evaluated afresh, the worker's socket is not. */
 const CHANNELS = Symbol.for('servegate.progress.channels')
@@ -24,15 +25,6 @@ function connect(socketPath: string): SendProgress {
   })
   return (event) => {
     socket?.write(`${JSON.stringify(event)}\n`)
-  }
-}
-
-/** What vitest provided under `key`, or undefined outside vitest or without the plugin. */
-function provided(key: string): unknown {
-  try {
-    return (inject as (key: string) => unknown)(key)
-  } catch {
-    return undefined
   }
 }
 
@@ -61,8 +53,7 @@ let runner: Runner | null = null
  */
 export function workerRunner(): Runner {
   if (runner === null) {
-    const options = (provided('servegate') ?? {}) as { nvidiaSmi?: string }
-    runner = new Runner(createEnvironment({ nvidiaSmi: options.nvidiaSmi, progress: progressChannel() }))
+    runner = new Runner(createEnvironment({ nvidiaSmi: workerOptions().nvidiaSmi, progress: progressChannel() }))
   }
   return runner
 }

@@ -223,11 +223,21 @@ function gpuTable(index: EvidenceIndex): string[] {
   ]
 }
 
+/** Who set an inconclusive gate's policy, in a table cell. */
+const POLICY_SOURCE = {
+  gate: "the gate's inconclusive option",
+  plugin: 'servegate({ inconclusive })',
+  default: 'the default of its kind',
+} as const
+
 function gateTable(index: EvidenceIndex): string[] {
   const rows = index.gates.map((g) => [
     g.cell,
     g.decision.gate,
-    g.decision.outcome,
+    // An undecided gate says what its policy made of it, so it never reads as a pass.
+    g.decision.outcome === 'inconclusive'
+      ? `inconclusive (${g.passed ? 'passes' : 'fails'}: ${POLICY_SOURCE[g.policy.from]})`
+      : g.decision.outcome,
     effect(g),
     `${g.decision.samples.paired} paired`,
     g.testPassed ? 'passed' : 'FAILED',

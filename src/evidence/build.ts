@@ -17,6 +17,7 @@ import {
 import type { RunRecord } from '../schema/run.ts'
 import type { DeclaredCell, FileMeta, TestMeta } from '../schema/task-meta.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
+import { policyText } from '../gates/inconclusive-policy.ts'
 import { armSummary, planSummary } from './arm-summary.ts'
 
 /** A spec file and the cells it declared (its meta as read, the version tag already checked). */
@@ -68,10 +69,14 @@ export function fileSafe(id: string): string {
   return id.replace(/[^A-Za-z0-9._-]/g, '_')
 }
 
-/** Replaces every URL and this machine's host name in a serialized record or index. */
+/**
+ * Replaces every URL and this machine's host name in a serialized record or index. A URL ends at
+ * whitespace, a quote, `<`, `>` or a backslash, so in JSON text it never runs on through an
+ * escaped newline into the next line of a message (the record and the index redact alike).
+ */
 export function redactText(text: string): string {
   const host = hostname()
-  const urls = text.replace(/https?:\/\/[^\s"'<>]+/g, '[redacted-url]')
+  const urls = text.replace(/https?:\/\/[^\s"'<>\\]+/g, '[redacted-url]')
   return host.length >= 3 ? urls.split(host).join('[redacted-host]') : urls
 }
 
@@ -101,11 +106,22 @@ function evidenceIds(files: readonly SpecFileInput[]): Map<string, string> {
   return ids
 }
 
-function disposition(cell: DeclaredCell, checks: readonly PairCheck[]): { disposition: Disposition; reason: string | null } {
-  if (cell.status === 'pending')
-    return { disposition: 'pending', reason: 'declared but not run: no test awaited it, or the run ended first' }
-  if (cell.status === 'threw')
-    return { disposition: 'blocked', reason: `its measurement threw before a record existed: ${cell.error ?? 'unknown error'}` }
+/** Why a cell that threw is blocked; `servegate verify` reads the error back from it. */
+export const BLOCKED_PREFIX = 'its measurement threw before a record existed: '
+
+/** Why a pending cell is pending. */
+export const PENDING_REASON = 'declared but not run: no test awaited it, or the run ended first'
+
+/**
+ * What became of a declared cell, and why: from its status, its records (a failed engine, failed
+ * requests over its maximum share) and its checks (an unmatched pair).
+ */
+export function cellDisposition(
+  cell: Pick<DeclaredCell, 'status' | 'error' | 'records' | 'required' | 'maxFailedShare'>,
+  checks: readonly Pick<PairCheck, 'check' | 'passed' | 'findings'>[],
+): { disposition: Disposition; reason: string | null } {
+  if (cell.status === 'pending') return { disposition: 'pending', reason: PENDING_REASON }
+  if (cell.status === 'threw') return { disposition: 'blocked', reason: `${BLOCKED_PREFIX}${cell.error ?? 'unknown error'}` }
   for (const arm of ARMS) {
     for (const r of cell.records[arm] ?? []) {
       if (r.cellFailure !== null)
@@ -133,7 +149,7 @@ function disposition(cell: DeclaredCell, checks: readonly PairCheck[]): { dispos
 }
 
 /** The findings a reviewer should read about one cell and its gates. */
-function cellFindings(cell: EvidenceCell, gates: readonly GateEntry[]): Finding[] {
+export function cellFindings(cell: EvidenceCell, gates: readonly GateEntry[]): Finding[] {
   const out: Finding[] = []
   const add = (kind: Finding['kind'], message: string) => out.push({ kind, cell: cell.id, message })
   if (cell.disposition !== 'accepted') add('cell-not-accepted', `${cell.disposition}: ${cell.reason ?? ''}`)
@@ -142,11 +158,12 @@ function cellFindings(cell: EvidenceCell, gates: readonly GateEntry[]): Finding[
     const d = g.decision
     if (d.kind === 'superiority' && d.outcome !== 'pass') {
       const hint = d.moreRequestsHint === null ? '' : ` (about ${d.moreRequestsHint} paired requests would likely decide it)`
-      add(d.outcome === 'fail' ? 'non-win' : 'inconclusive', `${d.gate} ${d.outcome}: ${d.metric}${hint}`)
+      const effect = d.outcome === 'inconclusive' ? `; ${policyText(g.policy, d.kind)}` : ''
+      add(d.outcome === 'fail' ? 'non-win' : 'inconclusive', `${d.gate} ${d.outcome}: ${d.metric}${hint}${effect}`)
     }
     if (d.kind === 'non-regression' && d.outcome === 'fail') add('regression', `${d.gate}: confident regression of ${d.metric}`)
     if (d.kind === 'non-regression' && d.outcome === 'inconclusive')
-      add('inconclusive', `${d.gate}: ${d.metric} not shown to hold (passes with a warning)`)
+      add('inconclusive', `${d.gate}: ${d.metric} not shown to hold; ${policyText(g.policy, d.kind)}`)
     if (d.gate === 'toStayWithinAccuracyGap') for (const w of d.warnings) add('quality', w)
   }
   const label = (a: ArmSummary) => (a.arm === 'cell' ? `launch ${a.launch}` : `${a.arm}${a.launch > 1 ? ` launch ${a.launch}` : ''}`)
@@ -185,13 +202,14 @@ export function buildEvidence(files: readonly SpecFileInput[], tests: readonly T
   const gates: GateEntry[] = []
   const checksByCell = new Map<string, PairCheck[]>()
   for (const t of sortedTests) {
-    for (const d of t.meta?.decisions ?? [])
-      gates.push({ cell: idOf(t.file, d.cell), test: t.name, testPassed: t.state === 'passed', decision: d.decision })
+    for (const { cell, ...d } of t.meta?.decisions ?? [])
+      gates.push({ cell: idOf(t.file, cell), test: t.name, testPassed: t.state === 'passed', ...d })
     for (const c of t.meta?.checks ?? []) {
       const id = idOf(t.file, c.cell)
+      const { check, passed, findings, judged, isNot } = c
       checksByCell.set(id, [
         ...(checksByCell.get(id) ?? []),
-        { check: c.check, passed: c.passed, findings: c.findings, test: t.name, testPassed: t.state === 'passed' },
+        { check, passed, findings, test: t.name, testPassed: t.state === 'passed', judged, isNot },
       ])
     }
   }
@@ -223,7 +241,8 @@ export function buildEvidence(files: readonly SpecFileInput[], tests: readonly T
         kind: declared.kind,
         file: f.file,
         required: declared.required,
-        ...disposition(declared, checks),
+        maxFailedShare: declared.maxFailedShare ?? null,
+        ...cellDisposition(declared, checks),
         ladder: declared.ladder,
         plan,
         engines: { ...declared.engines },
@@ -252,7 +271,7 @@ export function buildEvidence(files: readonly SpecFileInput[], tests: readonly T
     gates,
     findings,
     statistics: statisticsOf(cells, gates),
-    promotion: promotion(cells, gates, sortedTests),
+    promotion: promotionOf(cells, gates, failedTestReasons(sortedTests)),
     artifacts: [],
   }
   return { index: options.redact ? (JSON.parse(redactText(JSON.stringify(index))) as EvidenceIndex) : index, runs }
@@ -281,17 +300,27 @@ export function statisticsOf(cells: readonly EvidenceCell[], gates: readonly Gat
   }
 }
 
+/** The shape of a promotion reason from `failedTestReasons`: the only reasons the index alone cannot give again. */
+export const FAILED_TEST_REASON_PATTERN = /^test ".*" in .* failed$/s
+
+/** The failed tests that made no servegate assertion (their failure is not in any gate or check), as promotion reasons. */
+export function failedTestReasons(tests: readonly TestInput[]): string[] {
+  return tests
+    .filter((t) => t.state === 'failed' && (t.meta?.decisions.length ?? 0) === 0 && (t.meta?.checks.length ?? 0) === 0)
+    .map((t) => `test "${t.name}" in ${t.file} failed`)
+}
+
 /**
  * Promotable only when every required cell is accepted, the test of every gate and check passed
  * (a `.not` assertion that held counts as passed; its cell's disposition still says why), and no
- * other test of the suite failed.
+ * other test of the suite failed (`failedTests`, from `failedTestReasons`).
  */
-function promotion(cells: readonly EvidenceCell[], gates: readonly GateEntry[], tests: readonly TestInput[]): EvidenceIndex['promotion'] {
-  const reasons: string[] = []
-  for (const t of tests) {
-    if (t.state === 'failed' && (t.meta?.decisions.length ?? 0) === 0 && (t.meta?.checks.length ?? 0) === 0)
-      reasons.push(`test "${t.name}" in ${t.file} failed`)
-  }
+export function promotionOf(
+  cells: readonly EvidenceCell[],
+  gates: readonly GateEntry[],
+  failedTests: readonly string[],
+): EvidenceIndex['promotion'] {
+  const reasons: string[] = [...failedTests]
   if (cells.length === 0) reasons.push('no cells were planned')
   for (const c of cells)
     if (c.required && c.disposition !== 'accepted') reasons.push(`required cell ${c.id} is ${c.disposition}: ${c.reason ?? ''}`)

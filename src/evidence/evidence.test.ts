@@ -2,7 +2,8 @@ import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { winGate } from '../gates/win.ts'
+import { checkMeta, decisionMeta } from '../../fixtures/judged-meta.ts'
+import { testManifest } from '../../fixtures/manifest.ts'
 import { runCell } from '../runner/measure-cell.ts'
 import { failedCellRecord } from '../runner/run-record.ts'
 import { EvidenceIndex } from '../schema/evidence.ts'
@@ -23,7 +24,7 @@ let candidate: RunRecord
 async function measure(decodeTokPerS: number): Promise<RunRecord> {
   const sim = await startSimServer({ model: 'm', prefillTokPerS: 40_000, decodeTokPerS, seed: 3 })
   try {
-    return await runCell({
+    const record = await runCell({
       baseUrl: sim.url,
       model: 'm',
       concurrency: 2,
@@ -32,6 +33,8 @@ async function measure(decodeTokPerS: number): Promise<RunRecord> {
       apiKey: SECRET,
       workload: { promptTokens: 64, canaries: true },
     })
+    // As if servegate had launched the engine: the arms are then a matched pair.
+    return { ...record, manifest: testManifest() }
   } finally {
     await sim.close()
   }
@@ -80,19 +83,21 @@ function suite(): { files: SpecFileInput[]; tests: TestInput[] } {
       },
     },
   ]
-  const win = winGate({ baseline, candidate }, { gate: 'toWinDecode', launchNoise: 0 })
+  const won = { baseline: [baseline], candidate: [candidate] }
+  const win = decisionMeta('won', won, { gate: 'toWinDecode', launchNoise: 0 })
+  const matched = checkMeta('won', 'toBeMatchedPair', won)
   const tests: TestInput[] = [
     {
       file: 'benchmarks/a.bench.ts',
       name: 'won > wins decode',
-      state: win.outcome === 'pass' ? 'passed' : 'failed',
-      meta: { decisions: [{ cell: 'won', decision: win }], checks: [] },
+      state: win.passed ? 'passed' : 'failed',
+      meta: { decisions: [win], checks: [] },
     },
     {
       file: 'benchmarks/a.bench.ts',
       name: 'won > is matched',
-      state: 'passed',
-      meta: { decisions: [], checks: [{ cell: 'won', check: 'toBeMatchedPair', passed: true, findings: [] }] },
+      state: matched.passed ? 'passed' : 'failed',
+      meta: { decisions: [], checks: [matched] },
     },
   ]
   return { files, tests }

@@ -73,7 +73,14 @@ function testModule(file: string, fileMeta: unknown, tests: ReadonlyArray<{ name
 
 test('a malformed meta is left out, named with its file, test and field, and the evidence is not promotable', () => {
   const cell = { id: 'c', kind: 'cell', required: true, ladder: null, engines: { cell: 'e' }, status: 'pending', error: null, records: {} }
-  const check = { cell: 'c', check: 'toPassCanaries', passed: true, findings: [] }
+  const check = {
+    cell: 'c',
+    check: 'toPassCanaries',
+    passed: true,
+    findings: [],
+    judged: { kind: 'cell', records: ['run-c'] },
+    isNot: false,
+  }
   const inputs = collectInputs([
     testModule('ok.bench.ts', { ...META_TAG, cells: [cell] }, [
       { name: 'c > passes canaries', meta: { ...META_TAG, decisions: [], checks: [check] } },

@@ -1,10 +1,14 @@
 import { TestRunner, type MatcherState } from 'vitest'
-import { META_TAG, type TestMeta } from '../schema/task-meta.ts'
+import { type DecidingPolicy, type Judged, type JudgedRecords, META_TAG, type TestMeta } from '../schema/task-meta.ts'
+import type { CheckArms } from '../gates/checks.ts'
+import { passesUnder, policyText, resolveInconclusive } from '../gates/inconclusive-policy.ts'
 import { samplesText, verdictLine } from '../gates/verdict.ts'
 import { formatFixedPercent, formatInUnit } from '../number-format.ts'
 import type { CheckName, GateDecision, GateName } from '../schema/gate.ts'
+import { workerOptions } from '../vitest/worker-options.ts'
 import { message } from './format.ts'
 import { annotateCell } from './annotate.ts'
+import { gateOptionsOf, type InconclusiveOption } from './gate-matcher-options.ts'
 import { cellFailures, recordsOf, type Subject } from './subject.ts'
 
 /** Cells already annotated with their figures and chart, per test. */
@@ -30,24 +34,59 @@ function testMeta(subject: Subject | undefined): { meta: TestMeta; annotate: (me
   return { meta: test.meta.servegate, annotate: (message, type) => void annotate(message, type).catch(() => {}) }
 }
 
+/** A subject's records per arm, as the checks read them: one cell's launches, or a pair's two arms. */
+export function armsOf(subject: Subject): CheckArms {
+  return subject.kind === 'cell' ? { cell: subject.records } : { baseline: subject.baseline, candidate: subject.candidate }
+}
+
+/** The run records a subject holds, by `runId` per arm: what the evidence needs to find them again. */
+export function judgedRecordsOf(subject: Subject): JudgedRecords {
+  if (subject.kind === 'cell') return { kind: 'cell', records: subject.records.map((r) => r.runId) }
+  return { kind: 'pair', baseline: subject.baseline.map((r) => r.runId), candidate: subject.candidate.map((r) => r.runId) }
+}
+
+/** What a gate matcher hands down besides its decision: what the gate read, and the matcher's resolved options. */
+export interface GateCall {
+  judged: Judged
+  /** The gate's resolved options with the matcher's `inconclusive` (see `gateMatcherOptions`). */
+  options: InconclusiveOption & object
+}
+
+/** A decision as the matcher turned it into its result. */
+interface Verdict {
+  cell: string
+  decision: GateDecision
+  call: GateCall
+  policy: DecidingPolicy
+  passed: boolean
+  isNot: boolean
+}
+
 /**
- * Records a decision on the running test: in its meta (for the reporter, with the cell it
- * judged) and as an annotation (shown in @vitest/ui and the HTML reporter).
+ * Records a decision on the running test: in its meta (for the reporter, with the cell it judged,
+ * what it read, its options and the policy that decided the matcher's result) and as an
+ * annotation (shown in @vitest/ui and the HTML reporter).
  */
-export function record(cell: string, d: GateDecision, subject?: Subject): void {
+function record(v: Verdict, subject?: Subject): void {
   const test = testMeta(subject)
   if (test === null) return
-  test.meta.decisions.push({ cell, decision: d })
-  // An undecided verdict is a warning wherever annotations are shown, never a plain verdict.
-  test.annotate(verdictLine(d), d.outcome === 'inconclusive' ? 'warning' : 'servegate')
+  const { cell, decision: d, call, policy, passed, isNot } = v
+  test.meta.decisions.push({ cell, decision: d, judged: call.judged, options: gateOptionsOf(call.options), policy, passed, isNot })
+  // An undecided verdict is a warning wherever annotations are shown, never a plain verdict, and says what it did to the test.
+  if (d.outcome === 'inconclusive') test.annotate(`${verdictLine(d)}; ${policyText(policy, d.kind)}`, 'warning')
+  else test.annotate(verdictLine(d), 'servegate')
   for (const warning of d.warnings) test.annotate(warning, 'servegate-warning')
 }
 
-/** Records a yes/no check (matched pair, canaries, concurrency) on the running test, with what it found. */
-export function recordCheck(subject: Subject, check: CheckName, passed: boolean, findings: readonly string[]): void {
+/**
+ * Records a yes/no check (matched pair, canaries, concurrency) on the running test, with what it
+ * found and the records it read. `isNot`: the assertion was `.not` (false for a check recorded
+ * outside an assertion, e.g. a refused stored baseline).
+ */
+export function recordCheck(subject: Subject, check: CheckName, passed: boolean, findings: readonly string[], isNot = false): void {
   const test = testMeta(subject)
   if (test === null) return
-  test.meta.checks.push({ cell: subject.id, check, passed, findings: [...findings] })
+  test.meta.checks.push({ cell: subject.id, check, passed, findings: [...findings], judged: judgedRecordsOf(subject), isNot })
   test.annotate(
     `${check} ${passed ? 'PASS' : 'FAIL'}${findings.length > 0 ? `: ${findings.length} finding(s), first: ${findings[0]}` : ''}`,
     'servegate',
@@ -55,15 +94,18 @@ export function recordCheck(subject: Subject, check: CheckName, passed: boolean,
 }
 
 /**
- * The matcher result of a gate: `passes` says which outcomes pass (superiority: only `pass`;
- * non-regression: `pass` and `inconclusive`). A failed cell fails the gate with its reason.
+ * The matcher result of a gate on a cell or pair: the decision passes on `pass`, fails on `fail`,
+ * and an inconclusive one does what its policy says (the option `inconclusive` in `options`, else
+ * `servegate({ inconclusive })`, else the default of its kind). A failed cell fails the gate with
+ * its reason.
+ * @example gateResult(this, 'toHoldLatency', p, () => holdLatencyGate(p, o), o)
  */
 export function gateResult(
   state: MatcherState,
   matcher: GateName,
   subject: Subject,
   decide: () => GateDecision,
-  passes: ReadonlyArray<GateDecision['outcome']>,
+  options: InconclusiveOption & object,
 ) {
   const failures = cellFailures(subject)
   if (failures.length > 0) {
@@ -79,27 +121,23 @@ export function gateResult(
         ),
     }
   }
-  return decisionResult(state, matcher, decide(), passes, subject.id, subject)
+  return decisionResult(state, matcher, decide(), { judged: judgedRecordsOf(subject), options }, subject.id, subject)
 }
 
 /**
  * The matcher result of a decision on a cell, recorded on the running test (with the cell's
- * figures and chart when `subject` is given): passes when its outcome is one of `passes`.
+ * figures and chart when `subject` is given): passes on `pass`, and on `inconclusive` when the
+ * policy says so; the message names the policy that decided an inconclusive one.
  */
-export function decisionResult(
-  state: MatcherState,
-  matcher: GateName,
-  d: GateDecision,
-  passes: ReadonlyArray<GateDecision['outcome']>,
-  cell: string,
-  subject?: Subject,
-) {
-  record(cell, d, subject)
-  const pass = passes.includes(d.outcome)
+export function decisionResult(state: MatcherState, matcher: GateName, d: GateDecision, call: GateCall, cell: string, subject?: Subject) {
+  const policy = resolveInconclusive(d.kind, call.options.inconclusive, workerOptions().inconclusive)
+  const pass = passesUnder(d.outcome, policy)
+  record({ cell, decision: d, call, policy, passed: pass, isNot: state.isNot === true }, subject)
   const e = d.effect
   const detail = [...d.warnings.map((w) => `warning: ${w}`)]
   if (d.moreRequestsHint !== null)
     detail.push(`about ${d.moreRequestsHint} ${d.samples.baseline === 0 ? 'requests' : 'paired requests per arm'} would likely decide it`)
+  const passing = policy.inconclusive === 'pass' ? 'pass or inconclusive' : 'pass'
   return {
     pass,
     message: () =>
@@ -120,10 +158,11 @@ export function decisionResult(
               : samplesText(d.samples),
           ],
           ['Method', e.method],
+          ...(d.outcome === 'inconclusive' ? ([['Policy', policyText(policy, d.kind)]] as Array<[string, string]>) : []),
         ],
         detail,
       ),
     actual: { outcome: d.outcome, estimate: e.estimate, low: e.low, high: e.high },
-    expected: { outcome: passes.length === 1 ? passes[0] : passes.join(' or ') },
+    expected: { outcome: passing },
   }
 }

@@ -19,7 +19,7 @@ export function toBeMatchedPair(this: MatcherState, received: unknown) {
     arm.flatMap((r) => (r.manifest?.gpus.status === 'ok' ? r.manifest.gpus.devices.map((d) => d.uuid ?? '?') : [])).join(', ') || 'none'
   const pass = mismatches.length === 0
   const stored = storedBaselineOf(p)
-  recordCheck(p, 'toBeMatchedPair', pass, mismatches)
+  recordCheck(p, 'toBeMatchedPair', pass, mismatches, this.isNot)
   return {
     pass,
     message: () =>

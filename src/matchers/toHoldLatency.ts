@@ -2,12 +2,12 @@ import type { MatcherState } from 'vitest'
 import { HoldLatencyOptions } from '../gates/gate-options.ts'
 import { holdLatencyGate } from '../gates/hold-latency.ts'
 import { gateResult } from './decision.ts'
-import { gateMatcherOptions } from './gate-matcher-options.ts'
+import { gateMatcherOptions, type InconclusiveOption } from './gate-matcher-options.ts'
 import { againstStoredBaseline } from './stored-baseline-pair.ts'
 import { asPair } from './subject.ts'
 
 /** Options of `toHoldLatency`: the latency metric and percentile, and the tolerance or bound. */
-export type HoldLatencyMatcherOptions = Omit<HoldLatencyOptions, 'gate'>
+export type HoldLatencyMatcherOptions = Omit<HoldLatencyOptions, 'gate'> & InconclusiveOption
 
 const USAGE = "pass { metric: 'ttft' | 'tpot' | 'e2e' | 'itl' | 'timeToFirstOutput', percentile, notWorseThanPct | atMostMs }"
 
@@ -21,5 +21,5 @@ export function toHoldLatency(this: MatcherState, received: unknown, options: Ho
   const decide = () => holdLatencyGate({ baseline: p.baseline, candidate: p.candidate }, o)
   // An absolute bound reads the candidate only: no drift between the arms enters it.
   const launchNoise = o.atMostMs === undefined ? o.launchNoise : null
-  return gateResult(this, 'toHoldLatency', p, againstStoredBaseline('toHoldLatency', p, decide, launchNoise), ['pass', 'inconclusive'])
+  return gateResult(this, 'toHoldLatency', p, againstStoredBaseline('toHoldLatency', p, decide, launchNoise), o)
 }

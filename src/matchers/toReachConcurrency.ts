@@ -1,7 +1,8 @@
 import type { MatcherState } from 'vitest'
-import { recordCheck } from './decision.ts'
+import { concurrencyCheck } from '../gates/checks.ts'
+import { armsOf, recordCheck } from './decision.ts'
 import { message } from './format.ts'
-import { asSubject, cellFailures, recordsOf } from './subject.ts'
+import { asSubject } from './subject.ts'
 
 /**
  * Passes when the engine actually ran the requested concurrency (its own metrics show that many
@@ -10,23 +11,8 @@ import { asSubject, cellFailures, recordsOf } from './subject.ts'
  */
 export function toReachConcurrency(this: MatcherState, received: unknown) {
   const s = asSubject('toReachConcurrency', received)
-  const problems = [...cellFailures(s)]
-  const seen: string[] = []
-  for (const { label, record } of recordsOf(s)) {
-    const engine = record.telemetry?.engine
-    if (engine === undefined || engine === null) {
-      problems.push(`${label}: no telemetry was recorded (the cell did not run on an engine servegate launched)`)
-    } else if (engine.status === 'absent') {
-      problems.push(`${label}: engine metrics absent: ${engine.reason}`)
-    } else {
-      const check = engine.concurrency
-      const running = `${check?.runningMax ?? '?'}/${check?.requested ?? record.plan.concurrency}`
-      seen.push(`${label} ${running} running (max waiting ${engine.occupancy.waitingMax ?? '?'})`)
-      if (check?.reached !== true) problems.push(`${label}: ${check?.reason ?? 'not shown by the engine metrics'}`)
-    }
-  }
-  const pass = problems.length === 0
-  recordCheck(s, 'toReachConcurrency', pass, problems)
+  const { passed: pass, findings: problems, seen } = concurrencyCheck(armsOf(s))
+  recordCheck(s, 'toReachConcurrency', pass, problems, this.isNot)
   return {
     pass,
     message: () =>

@@ -4,12 +4,12 @@ import { AccuracyGapOptions } from '../gates/gate-options.ts'
 import { accuracyArmsText } from '../gates/verdict.ts'
 import type { GateDecision } from '../schema/gate.ts'
 import { gateResult } from './decision.ts'
-import { gateMatcherOptions } from './gate-matcher-options.ts'
+import { gateMatcherOptions, type InconclusiveOption } from './gate-matcher-options.ts'
 import { againstStoredBaseline } from './stored-baseline-pair.ts'
 import { asPair } from './subject.ts'
 
 /** Options of `toStayWithinAccuracyGap`: the accuracy drop that fails, and the output-length gap that warns. */
-export type AccuracyGapMatcherOptions = Omit<AccuracyGapOptions, 'gate'>
+export type AccuracyGapMatcherOptions = Omit<AccuracyGapOptions, 'gate'> & InconclusiveOption
 
 /**
  * The matcher's message with a labelled `Accuracy:` line after its received values: each arm's
@@ -45,6 +45,6 @@ export function toStayWithinAccuracyGap(this: MatcherState, received: unknown, o
   // Accuracy compares answers to the same questions, not timings: no launch-noise floor enters it.
   const judged = againstStoredBaseline('toStayWithinAccuracyGap', p, decide, null)
   let decision: GateDecision | undefined
-  const result = gateResult(this, 'toStayWithinAccuracyGap', p, () => (decision = judged()), ['pass', 'inconclusive'])
+  const result = gateResult(this, 'toStayWithinAccuracyGap', p, () => (decision = judged()), o)
   return { ...result, message: () => withArmAccuracy(result.message(), decision) }
 }

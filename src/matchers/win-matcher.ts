@@ -3,12 +3,12 @@ import { WinGateOptions } from '../gates/gate-options.ts'
 import { winGate } from '../gates/win.ts'
 import type { WinGateName } from '../schema/gate.ts'
 import { gateResult } from './decision.ts'
-import { gateMatcherOptions } from './gate-matcher-options.ts'
+import { gateMatcherOptions, type InconclusiveOption } from './gate-matcher-options.ts'
 import { againstStoredBaseline } from './stored-baseline-pair.ts'
 import { asPair } from './subject.ts'
 
 /** Options of a win matcher: the margin, confidence, sequential looks, seed, launch noise. */
-export type WinMatcherOptions = Omit<WinGateOptions, 'gate' | 'metric'>
+export type WinMatcherOptions = Omit<WinGateOptions, 'gate' | 'metric'> & InconclusiveOption
 
 /**
  * The matcher of a win gate, named after it: a superiority claim on the gate's metric that passes
@@ -22,6 +22,6 @@ export function winMatcher(gate: WinGateName) {
     const pair = asPair(gate, received)
     const o = gateMatcherOptions(gate, WinGateOptions, options, 'options must be an object, e.g. { margin: 0.05 }')
     const decide = () => winGate({ baseline: pair.baseline, candidate: pair.candidate }, o)
-    return gateResult(this, gate, pair, againstStoredBaseline(gate, pair, decide, o.launchNoise), ['pass'])
+    return gateResult(this, gate, pair, againstStoredBaseline(gate, pair, decide, o.launchNoise), o)
   }
 }

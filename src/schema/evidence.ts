@@ -1,6 +1,7 @@
 import { z } from 'zod'
-import { CheckName, GateDecision } from './gate.ts'
+import { CheckName } from './gate.ts'
 import { Api } from './run.ts'
+import { CheckMeta, DecisionMeta } from './task-meta.ts'
 
 export const EVIDENCE_SCHEMA_ID = 'servegate.evidence/v1'
 
@@ -104,7 +105,10 @@ export const CellPlanSummary = z.object({
 })
 export type CellPlanSummary = z.infer<typeof CellPlanSummary>
 
-/** A yes/no fact about a cell (matched pair, canaries, concurrency reached) and what it found. */
+/**
+ * A yes/no fact about a cell (matched pair, canaries, concurrency reached), what it found, and the
+ * run records it read (by `runId`), so `servegate verify` can check it again.
+ */
 export const PairCheck = z.object({
   check: CheckName,
   passed: z.boolean(),
@@ -113,16 +117,23 @@ export const PairCheck = z.object({
   test: z.string(),
   /** The vitest outcome of the assertion (`.not.toBeMatchedPair()` passes on an unmatched pair). */
   testPassed: z.boolean(),
+  judged: CheckMeta.shape.judged,
+  isNot: CheckMeta.shape.isNot,
 })
 export type PairCheck = z.infer<typeof PairCheck>
 
-/** A gate decision as the evidence keeps it: which cell, which test, and whether the test passed. */
+/**
+ * A gate decision as the evidence keeps it: which cell and test, whether the test passed, and
+ * what `servegate verify` needs to decide it again: what it judged (run records by `runId`, or
+ * two capacity searches), the gate's resolved options, the inconclusive policy that decided the
+ * matcher's result and where that policy came from, and whether the assertion was `.not`.
+ */
 export const GateEntry = z.object({
   cell: z.string(),
   test: z.string(),
-  /** The vitest outcome of the assertion (a non-regression gate passes on inconclusive). */
+  /** The vitest outcome of the assertion (a non-regression gate passes on inconclusive unless its policy says `fail`). */
   testPassed: z.boolean(),
-  decision: GateDecision,
+  ...DecisionMeta.omit({ cell: true }).shape,
 })
 export type GateEntry = z.infer<typeof GateEntry>
 
@@ -132,6 +143,8 @@ export const EvidenceCell = z.object({
   /** The spec file (relative to the project root) that declared it. */
   file: z.string(),
   required: z.boolean(),
+  /** The most of an arm's requests that may fail before the cell is `failed` (0–1); null: the default (0 if required, else no limit). */
+  maxFailedShare: z.number().min(0).max(1).nullable(),
   disposition: Disposition,
   /** Why it is not accepted; null when it is. */
   reason: z.string().nullable(),

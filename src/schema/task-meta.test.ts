@@ -29,17 +29,17 @@ test('a meta this servegate wrote reads back through JSON, with the run recordsâ
 })
 
 test('a meta from another servegate is refused by the versions found and expected, with the fix', () => {
-  const read = readFileMeta(fileMeta({ schema: 'servegate.meta/v2', servegateVersion: '9.9.9' }))
+  const read = readFileMeta(fileMeta({ schema: 'servegate.meta/v9', servegateVersion: '9.9.9' }))
   expect(read).toMatchObject({ ok: false, reason: 'version' })
   if (read.ok) return
   expect(read.problem).toBe(
-    `written by servegate 9.9.9 (servegate.meta/v2), but this reporter is servegate ${SERVEGATE_VERSION} (servegate.meta/v1): ` +
+    `written by servegate 9.9.9 (servegate.meta/v9), but this reporter is servegate ${SERVEGATE_VERSION} (servegate.meta/v2): ` +
       `re-run every shard with servegate ${SERVEGATE_VERSION}, the version that merges them, then merge again`,
   )
   // The same format from another release is refused too: the evidence names one servegate version.
   expect(readTestMeta({ ...META_TAG, servegateVersion: '0.0.1', decisions: [], checks: [] })).toMatchObject({
     ok: false,
-    problem: expect.stringMatching(/^written by servegate 0\.0\.1 \(servegate\.meta\/v1\), but this reporter/),
+    problem: expect.stringMatching(/^written by servegate 0\.0\.1 \(servegate\.meta\/v2\), but this reporter/),
   })
   // Meta from before versioned meta has no tag at all.
   expect(readTestMeta({ decisions: [], checks: [] })).toMatchObject({
@@ -61,6 +61,6 @@ test('a malformed meta names the fields that are wrong', () => {
   expect(readTestMeta({ ...META_TAG, decisions: [{ cell: 'c' }] })).toMatchObject({
     ok: false,
     reason: 'malformed',
-    problem: expect.stringMatching(/^malformed at decisions\[0\]\.decision: .*; checks: /),
+    problem: expect.stringMatching(/^malformed at decisions\[0\]\.decision: .*; decisions\[0\]\.judged: .*; and 4 more$/),
   })
 })

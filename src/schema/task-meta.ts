@@ -7,11 +7,15 @@
  */
 import { z } from 'zod'
 import { SERVEGATE_VERSION } from '../version.ts'
+import { CapacitySearch } from './capacity-record.ts'
 import { CheckName, GateDecision } from './gate.ts'
 import { RunRecord } from './run.ts'
 
-/** Schema id of the servegate part of a file's or test's meta. Bump when its shape changes. */
-export const META_SCHEMA_ID = 'servegate.meta/v1'
+/**
+ * Schema id of the servegate part of a file's or test's meta. Bump when its shape changes (v2:
+ * each decision and check names what it judged, and each decision its options and policy).
+ */
+export const META_SCHEMA_ID = 'servegate.meta/v2'
 
 /** The tag on every servegate meta: its format, and the servegate that wrote it. */
 export const MetaTag = z.object({
@@ -53,18 +57,88 @@ export type DeclaredCell = z.infer<typeof DeclaredCell>
 export const FileMeta = MetaTag.extend({ cells: z.array(DeclaredCell) })
 export type FileMeta = z.infer<typeof FileMeta>
 
-/** A yes/no check a matcher made on a cell. */
+/**
+ * What a gate matcher does with an inconclusive outcome: pass the assertion or fail it. Unless
+ * set on the gate or the plugin, the default of the gate's kind (see `DEFAULT_INCONCLUSIVE`).
+ */
+export const InconclusivePolicy = z.enum(['pass', 'fail'])
+export type InconclusivePolicy = z.infer<typeof InconclusivePolicy>
+
+/**
+ * Each kind's policy unless told: a superiority claim must be shown, so inconclusive fails; a
+ * non-regression claim fails only on a confident regression, so inconclusive passes (with a warning).
+ */
+export const DEFAULT_INCONCLUSIVE: Readonly<Record<GateDecision['kind'], InconclusivePolicy>> = Object.freeze({
+  superiority: 'fail',
+  'non-regression': 'pass',
+  check: 'fail',
+})
+
+/**
+ * The policy that turned a decision into the matcher's result, and where it came from: the gate's
+ * own `inconclusive` option, the plugin's `servegate({ inconclusive })`, or the default of its kind.
+ */
+export const DecidingPolicy = z.object({ inconclusive: InconclusivePolicy, from: z.enum(['gate', 'plugin', 'default']) })
+export type DecidingPolicy = z.infer<typeof DecidingPolicy>
+
+/** Run records a matcher read, by `runId`, per arm in launch order: a pair's two arms, or one cell's launches. */
+export const JudgedRecords = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('pair'), baseline: z.array(z.string()).min(1), candidate: z.array(z.string()).min(1) }),
+  z.object({ kind: z.literal('cell'), records: z.array(z.string()).min(1) }),
+])
+export type JudgedRecords = z.infer<typeof JudgedRecords>
+
+/** What the capacity comparison reads of a search (its records are the probes' cells in the evidence). */
+export const JudgedSearch = CapacitySearch.pick({
+  id: true,
+  axis: true,
+  slo: true,
+  requiredFraction: true,
+  confidence: true,
+  bracket: true,
+  status: true,
+  probes: true,
+  warnings: true,
+})
+export type JudgedSearch = z.infer<typeof JudgedSearch>
+
+/** What a gate read, so that `servegate verify` can decide it again: run records, or two capacity searches. */
+export const Judged = z.discriminatedUnion('kind', [
+  ...JudgedRecords.options,
+  z.object({ kind: z.literal('capacity'), candidate: JudgedSearch, baseline: JudgedSearch }),
+])
+export type Judged = z.infer<typeof Judged>
+
+/** A gate decision a matcher made, with everything needed to decide it again and to turn it into the test's result. */
+export const DecisionMeta = z.object({
+  cell: z.string(),
+  decision: GateDecision,
+  judged: Judged,
+  /** The gate's options as the gate function received them, defaults filled in, e.g. `{ gate: 'toWinDecode', margin: 0.05, … }`. */
+  options: z.record(z.string(), z.unknown()),
+  policy: DecidingPolicy,
+  /** The matcher's result before `.not`: `pass`, or `inconclusive` under the policy `pass`. */
+  passed: z.boolean(),
+  /** Whether the assertion was `.not`: it held when `passed` differs from `isNot`. */
+  isNot: z.boolean(),
+})
+export type DecisionMeta = z.infer<typeof DecisionMeta>
+
+/** A yes/no check a matcher made on a cell, with the records it read. */
 export const CheckMeta = z.object({
   cell: z.string(),
   check: CheckName,
   passed: z.boolean(),
   findings: z.array(z.string()),
+  judged: JudgedRecords,
+  /** Whether the assertion was `.not`: it held when `passed` differs from `isNot`. */
+  isNot: z.boolean(),
 })
 export type CheckMeta = z.infer<typeof CheckMeta>
 
 /** The servegate part of a test's meta. */
 export const TestMeta = MetaTag.extend({
-  decisions: z.array(z.object({ cell: z.string(), decision: GateDecision })),
+  decisions: z.array(DecisionMeta),
   checks: z.array(CheckMeta),
 })
 export type TestMeta = z.infer<typeof TestMeta>

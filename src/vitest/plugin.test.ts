@@ -1,7 +1,7 @@
 /**
  * The plugin's options reach the bench run: `benchTimeoutMs` is the tests' timeout under
- * `vitest bench` (a test awaiting a pair waits while the engines load), and `nvidiaSmi` is the
- * one nvidia-smi of the workers' environment.
+ * `vitest bench` (a test awaiting a pair waits while the engines load), `nvidiaSmi` is the
+ * one nvidia-smi of the workers' environment, and `inconclusive` is the matchers' policy.
  */
 import { readdir, readFile, rm } from 'node:fs/promises'
 import { createRequire } from 'node:module'
@@ -9,6 +9,7 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
 import { expect, test } from 'vitest'
+import { readIndex, verifyEvidence } from '../evidence/verify.ts'
 import { RunRecord } from '../schema/run.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
@@ -64,4 +65,36 @@ test('the nvidiaSmi option reaches both the manifest and the GPU sampler, with n
   const lines = (await readFile(calls, 'utf8')).trim().split('\n')
   expect(lines.some((l) => l.includes('driver_version'))).toBe(true)
   expect(lines.some((l) => l.includes('timestamp,power.draw'))).toBe(true)
+}, 120_000)
+
+test("servegate({ inconclusive: 'pass' }) reaches the matchers: an undecided win passes, and the evidence says which policy decided", async () => {
+  const run = (inconclusive: string, evidence: string) =>
+    execa(process.execPath, [VITEST, 'bench', '--run', '--root', 'fixtures/policy-suite'], {
+      cwd: ROOT,
+      env: { SERVEGATE_INCONCLUSIVE: inconclusive, SERVEGATE_EVIDENCE_DIR: evidence, FORCE_COLOR: '0', GITHUB_STEP_SUMMARY: '' },
+      reject: false,
+      timeout: 120_000,
+      cleanup: true,
+    })
+  const passing = join(ROOT, '.servegate', 'policy-suite-pass-evidence')
+  const byDefault = join(ROOT, '.servegate', 'policy-suite-default-evidence')
+  const [pass, fail] = await Promise.all([run('pass', passing), run('', byDefault)])
+  expect(pass.exitCode, pass.stdout + pass.stderr).toBe(0)
+  expect(fail.exitCode, fail.stdout + fail.stderr).toBe(1)
+  expect(fail.stdout + fail.stderr).toMatch(/Policy: +inconclusive fails: the default for a superiority claim/)
+  const [plugin, own] = (await readIndex(passing)).gates
+  expect(plugin).toMatchObject({
+    decision: { outcome: 'inconclusive' },
+    policy: { inconclusive: 'pass', from: 'plugin' },
+    passed: true,
+    testPassed: true,
+  })
+  expect(own).toMatchObject({ policy: { inconclusive: 'fail', from: 'gate' }, passed: false, isNot: true, testPassed: true })
+  expect((await readIndex(byDefault)).gates.map((g) => [g.policy, g.testPassed])).toEqual([
+    [{ inconclusive: 'fail', from: 'default' }, false],
+    [{ inconclusive: 'fail', from: 'gate' }, true],
+  ])
+  // The verdicts the matchers recorded are decided again from the records, policy included.
+  expect(await verifyEvidence(passing)).toMatchObject({ problems: [] })
+  expect(await verifyEvidence(byDefault)).toMatchObject({ problems: [] })
 }, 120_000)

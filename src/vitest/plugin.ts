@@ -2,13 +2,7 @@ import { fileURLToPath } from 'node:url'
 import type { Plugin } from 'vitest/config'
 import { ServegateProgressReporter } from '../evidence/progress-reporter.ts'
 import { ServegateReporter } from '../evidence/reporter.ts'
-import { type ResolvedServegateOptions, resolveServegateOptions, type ServegateOptions } from './plugin-options.ts'
-
-declare module 'vitest' {
-  interface ProvidedContext {
-    servegate: { nvidiaSmi?: string }
-  }
-}
+import { type ResolvedServegateOptions, resolveServegateOptions, type ServegateOptions, workerOptionsOf } from './plugin-options.ts'
 
 // The setup file beside this module: setup.ts in a clone of the repository, setup.js in the package.
 const SETUP = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './setup.ts' : './setup.js', import.meta.url))
@@ -40,8 +34,8 @@ export function servegate(input?: ServegateOptions): Plugin {
         test: {
           setupFiles: [SETUP],
           provide: {
-            // What the workers read of the options: the GPU probe's nvidia-smi.
-            servegate: options.nvidiaSmi === undefined ? {} : { nvidiaSmi: options.nvidiaSmi },
+            // What the workers read of the options: the GPU probe's nvidia-smi, the inconclusive policy.
+            servegate: workerOptionsOf(options),
           },
           // vitest 5 runs these as the "bench" variant of the project, one file at a time.
           benchmark: { include: options.benchInclude },
