@@ -1,10 +1,11 @@
 /**
  * Reading and verifying an evidence directory: every sha256 recomputed, every run record
- * parsed, every summary recomputed from the records. Each problem names its file.
+ * parsed, every summary recomputed from the records, every verdict decided again, and with a
+ * public key the signature of SHA256SUMS checked. Each problem names its file.
  */
+import { createPublicKey, type KeyObject, verify } from 'node:crypto'
 import { readdir, readFile } from 'node:fs/promises'
 import { join, relative, sep } from 'node:path'
-import { isDeepStrictEqual } from 'node:util'
 import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
 import { computeCellMetrics } from '../metrics/cell-metrics.ts'
@@ -13,7 +14,10 @@ import { EvidenceIndex, type FileRef } from '../schema/evidence.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { type BuiltEvidence, type EvidenceFile, sha256, statisticsOf } from './build.ts'
 import { armSummary } from './arm-summary.ts'
-import { SUMS_FILE } from './write.ts'
+import { type EvidenceRecord, firstDifference, rederiveVerdicts } from './rederive.ts'
+import { SIGNATURE_FILE, SIGNING_KEY_ENV, SUMS_FILE } from './write.ts'
+
+export { firstDifference } from './rederive.ts'
 
 /** Reads and validates `index.json` of an evidence directory. */
 export async function readIndex(dir: string): Promise<EvidenceIndex> {
@@ -99,19 +103,6 @@ async function checkRef(dir: string, ref: FileRef, where: string, problems: stri
   return bytes
 }
 
-/** The first differing field between two JSON values, as a dotted path; null when equal. */
-export function firstDifference(a: unknown, b: unknown, path = ''): string | null {
-  if (isDeepStrictEqual(a, b)) return null
-  if (typeof a === 'object' && a !== null && typeof b === 'object' && b !== null && Array.isArray(a) === Array.isArray(b)) {
-    const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort()
-    for (const k of keys) {
-      const d = firstDifference((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k], path === '' ? k : `${path}.${k}`)
-      if (d !== null) return d
-    }
-  }
-  return path === '' ? '(the value)' : path
-}
-
 /** A run record's stored metrics against those recomputed from its requests. */
 function checkRecordMetrics(record: RunRecord, path: string, problems: string[]): void {
   if (record.importedFrom?.perRequest === false) return
@@ -125,24 +116,64 @@ function checkRecordMetrics(record: RunRecord, path: string, problems: string[])
   if (differs !== null) problems.push(`${path}: metrics.${differs} differs from what its requests give`)
 }
 
+/** How `verifyEvidence` checks a directory. */
+export interface VerifyOptions {
+  /** An ed25519 public key: `SHA256SUMS.sig` must then be its signature of `SHA256SUMS` (a missing one is a problem). */
+  publicKey?: KeyObject
+}
+
+/** What `verifyEvidence` found: every problem (none: verified), what it read, and the signature's state. */
+export interface Verification {
+  problems: string[]
+  files: number
+  records: number
+  /** `verified` (checked against the public key), `unchecked` (present, no key given), `absent`. */
+  signature: 'verified' | 'unchecked' | 'absent'
+}
+
+/** The signature of SHA256SUMS against the public key, as a problem; null when it holds. */
+function signatureProblem(sums: Buffer, signature: string | null, publicKey: KeyObject): string | null {
+  if (signature === null)
+    return `${SIGNATURE_FILE}: missing, but a public key was given: this evidence is not signed (the reporter signs it when ${SIGNING_KEY_ENV} holds the ed25519 private key)`
+  const bytes = Buffer.from(signature.trim(), 'base64')
+  let valid: boolean
+  try {
+    valid = bytes.length === 64 && verify(null, sums, publicKey, bytes)
+  } catch {
+    valid = false
+  }
+  return valid
+    ? null
+    : `${SIGNATURE_FILE}: not a signature of ${SUMS_FILE} by this public key: the evidence changed after it was signed, or another key signed it`
+}
+
 /**
  * Verifies an evidence directory; returns every problem found (empty: verified). Checks
  * SHA256SUMS against every file (and that no file is unlisted), index.json against its schema
  * and its references, each run record's metrics against its requests, each arm summary and the
- * statistics against the records.
+ * statistics against the records, and decides every verdict again from the records: each gate
+ * (its gate function on the records it judged, with its options), each pair check, each cell's
+ * disposition and the promotion. With `publicKey`, `SHA256SUMS.sig` must be its signature.
  */
-export async function verifyEvidence(dir: string): Promise<{ problems: string[]; files: number; records: number }> {
+export async function verifyEvidence(dir: string, options: VerifyOptions = {}): Promise<Verification> {
   const problems: string[] = []
-  const sumsText = await readFile(join(dir, SUMS_FILE), 'utf8').catch(() => null)
-  if (sumsText === null) return { problems: [`${SUMS_FILE}: missing`], files: 0, records: 0 }
-  const sums = parseSums(sumsText, problems)
+  const sumsBytes = await readFile(join(dir, SUMS_FILE)).catch(() => null)
+  const signature = await readFile(join(dir, SIGNATURE_FILE), 'utf8').catch(() => null)
+  const signatureState = signature === null ? 'absent' : options.publicKey === undefined ? 'unchecked' : 'verified'
+  if (sumsBytes === null) return { problems: [`${SUMS_FILE}: missing`], files: 0, records: 0, signature: signatureState }
+  if (options.publicKey !== undefined) {
+    const problem = signatureProblem(sumsBytes, signature, options.publicKey)
+    if (problem !== null) problems.push(problem)
+  }
+  const sums = parseSums(sumsBytes.toString('utf8'), problems)
   for (const [path, hash] of sums) {
     const bytes = await readBytes(dir, path)
     if (bytes === null) problems.push(`${path}: missing (listed in ${SUMS_FILE})`)
     else if (sha256(bytes) !== hash) problems.push(`${path}: sha256 ${sha256(bytes).slice(0, 16)}… ≠ ${hash.slice(0, 16)}… in ${SUMS_FILE}`)
   }
   const present = await listFiles(dir)
-  for (const path of present) if (path !== SUMS_FILE && !sums.has(path)) problems.push(`${path}: not listed in ${SUMS_FILE}`)
+  for (const path of present)
+    if (path !== SUMS_FILE && path !== SIGNATURE_FILE && !sums.has(path)) problems.push(`${path}: not listed in ${SUMS_FILE}`)
   for (const path of await oddEntries(dir)) {
     problems.push(`${path}: not a plain file (a symbolic link?); evidence holds plain files only, so replace it with the file`)
   }
@@ -151,10 +182,10 @@ export async function verifyEvidence(dir: string): Promise<{ problems: string[];
   try {
     index = await readIndex(dir)
   } catch (error) {
-    return { problems: [...problems, (error as Error).message], files: present.length, records: 0 }
+    return { problems: [...problems, (error as Error).message], files: present.length, records: 0, signature: signatureState }
   }
   for (const ref of index.artifacts) await checkRef(dir, ref, 'index.json artifacts', problems)
-  let records = 0
+  const read: EvidenceRecord[] = []
   for (const cell of index.cells) {
     for (const arm of cell.arms) {
       const bytes = await checkRef(dir, arm.record, `index.json cell ${cell.id}`, problems)
@@ -166,7 +197,7 @@ export async function verifyEvidence(dir: string): Promise<{ problems: string[];
         problems.push(`${arm.record.path}: ${(error as Error).message}`)
         continue
       }
-      records++
+      read.push({ cell: cell.id, arm: arm.arm, launch: arm.launch, record })
       checkRecordMetrics(record, arm.record.path, problems)
       const differs = firstDifference(armSummary(record, arm.arm, arm.launch, arm.record), arm)
       if (differs !== null)
@@ -177,19 +208,8 @@ export async function verifyEvidence(dir: string): Promise<{ problems: string[];
   }
   const differs = firstDifference(statisticsOf(index.cells, index.gates), index.statistics)
   if (differs !== null) problems.push(`index.json: statistics.${differs} differs from what the cells and gates give`)
-  const promotable =
-    index.cells.every((c) => !c.required || c.disposition === 'accepted') &&
-    index.gates.every((g) => g.testPassed) &&
-    index.cells.every((c) => c.checks.every((k) => k.testPassed)) &&
-    index.cells.length > 0
-  // Other failed tests also block promotion; they are not in the index, so only a promotion the cells forbid is caught.
-  if (index.promotion.promotable && !promotable)
-    problems.push(`index.json: promotion.promotable is ${index.promotion.promotable}, the cells and gates give ${promotable}`)
-  if (index.promotion.promotable !== (index.promotion.reasons.length === 0))
-    problems.push(
-      `index.json: promotion.promotable is ${index.promotion.promotable} with ${index.promotion.reasons.length} reason(s) against it`,
-    )
-  return { problems, files: present.length, records }
+  problems.push(...rederiveVerdicts(index, read))
+  return { problems, files: present.length, records: read.length, signature: signatureState }
 }
 
 /** The index and run records of an evidence directory, to render again; refuses records whose hash does not match. */
@@ -205,4 +225,33 @@ export async function readEvidence(dir: string): Promise<BuiltEvidence> {
   }
   if (problems.length > 0) throw new ServegateError('FILE_INVALID', `${dir}: run records do not match the index: ${problems.join('; ')}`)
   return { index: { ...index, artifacts: [] }, runs }
+}
+
+/**
+ * Reads an ed25519 public key from a PEM file, for `verifyEvidence`'s `publicKey`.
+ * @throws ServegateError FILE_INVALID naming `flag` and the file when it cannot be read, CONFIG_INVALID when it holds
+ * no ed25519 public key (or a private key, which is refused)
+ */
+export async function readPublicKey(path: string, flag: string): Promise<KeyObject> {
+  const pem = await readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => {
+    throw new ServegateError('FILE_INVALID', `${flag} ${path}: cannot read (${error.code ?? error.message})`)
+  })
+  // A private key would also give its public half; refuse it, so no private key has to sit where evidence is checked.
+  if (pem.includes('PRIVATE KEY'))
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `${flag} ${path}: holds a private key; pass its public key instead (openssl pkey -in KEY.pem -pubout -out public.pem)`,
+    )
+  let key: KeyObject
+  try {
+    key = createPublicKey({ key: pem, format: 'pem' })
+  } catch {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `${flag} ${path}: not a public key in PEM; pass the ed25519 public key (openssl pkey -pubout)`,
+    )
+  }
+  if (key.asymmetricKeyType !== 'ed25519')
+    throw new ServegateError('CONFIG_INVALID', `${flag} ${path}: a ${key.asymmetricKeyType ?? 'non-asymmetric'} key, not ed25519`)
+  return key
 }

@@ -3,9 +3,10 @@
  * directory beside it, which then replaces the old one by rename. A crash while writing leaves
  * the previous evidence as it was (and a stale staging directory, removed by the next write).
  */
-import { randomBytes } from 'node:crypto'
+import { createPrivateKey, type KeyObject, randomBytes, sign } from 'node:crypto'
 import { mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
+import { ServegateError } from '../errors.ts'
 import { EvidenceIndex, type FileRef } from '../schema/evidence.ts'
 import { renderBoard } from './board.ts'
 import { type BuiltEvidence, type EvidenceFile, sha256 } from './build.ts'
@@ -18,6 +19,47 @@ export interface Renderers {
 }
 
 export const SUMS_FILE = 'SHA256SUMS'
+
+/** The signature of `SHA256SUMS` (base64 ed25519), written when a signing key is given. */
+export const SIGNATURE_FILE = 'SHA256SUMS.sig'
+
+/** The environment variable holding the ed25519 private key (PEM) that signs the evidence. */
+export const SIGNING_KEY_ENV = 'SERVEGATE_SIGNING_KEY'
+
+/**
+ * The ed25519 private key in `SERVEGATE_SIGNING_KEY`, or null when it is unset or empty. The key
+ * is never printed: a value that is not an ed25519 private key in PEM is an error that says so
+ * without quoting it.
+ * @throws ServegateError CONFIG_INVALID when the variable is set to something else
+ */
+export function signingKeyFromEnv(env: NodeJS.ProcessEnv = process.env): KeyObject | null {
+  const pem = env[SIGNING_KEY_ENV]
+  if (pem === undefined || pem.trim() === '') return null
+  const fix = 'set it to the PEM of an ed25519 private key (openssl genpkey -algorithm ed25519), or unset it to write unsigned evidence'
+  let key: KeyObject
+  try {
+    key = createPrivateKey({ key: pem, format: 'pem' })
+  } catch {
+    throw new ServegateError('CONFIG_INVALID', `${SIGNING_KEY_ENV} is set but is not a private key in PEM; ${fix}`)
+  }
+  if (key.asymmetricKeyType !== 'ed25519')
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `${SIGNING_KEY_ENV} holds a ${key.asymmetricKeyType ?? 'non-asymmetric'} key, not ed25519; ${fix}`,
+    )
+  return key
+}
+
+/** The base64 ed25519 signature of the `SHA256SUMS` bytes, with a trailing newline. */
+export function signSums(sums: string | Uint8Array, key: KeyObject): string {
+  return `${sign(null, typeof sums === 'string' ? Buffer.from(sums, 'utf8') : sums, key).toString('base64')}\n`
+}
+
+/** How an evidence directory is written. */
+export interface WriteOptions {
+  /** The ed25519 private key that signs `SHA256SUMS` into `SHA256SUMS.sig`; null: unsigned. @default signingKeyFromEnv() */
+  signingKey?: KeyObject | null
+}
 
 function ref(file: EvidenceFile): FileRef {
   return { path: file.path, bytes: Buffer.byteLength(file.content), sha256: sha256(file.content) }
@@ -33,11 +75,13 @@ export function sumsOf(files: readonly EvidenceFile[]): string {
 
 /**
  * Every file of an evidence directory, in memory: the run records, the charts, the board
- * (`README.md`), `index.html`, `index.json` listing the artifacts, and `SHA256SUMS` over all.
+ * (`README.md`), `index.html`, `index.json` listing the artifacts, `SHA256SUMS` over all, and
+ * with a signing key `SHA256SUMS.sig`.
  */
 export async function renderEvidence(
   built: BuiltEvidence,
   renderers: Renderers,
+  signingKey: KeyObject | null = null,
 ): Promise<{ index: EvidenceIndex; files: EvidenceFile[]; board: string }> {
   const charts = await renderers.charts(built.index)
   const chartFiles = charts.map((c) => ({ path: c.file, content: c.svg }))
@@ -47,7 +91,9 @@ export async function renderEvidence(
   const index = EvidenceIndex.parse({ ...built.index, artifacts: [...chartFiles, boardFile, htmlFile].map(ref) })
   const indexFile = { path: 'index.json', content: `${JSON.stringify(index, null, 2)}\n` }
   const files = [...built.runs, ...chartFiles, boardFile, htmlFile, indexFile]
-  return { index, files: [...files, { path: SUMS_FILE, content: sumsOf(files) }], board }
+  const sums = sumsOf(files)
+  const signature = signingKey === null ? [] : [{ path: SIGNATURE_FILE, content: signSums(sums, signingKey) }]
+  return { index, files: [...files, { path: SUMS_FILE, content: sums }, ...signature], board }
 }
 
 /** Writes the files into `dir`, replacing what was there only once every file is written. */
@@ -95,13 +141,19 @@ async function removeStale(parent: string, name: string): Promise<void> {
   if (previous.length > 0 && entries.includes(name)) await rm(join(parent, previous[0] as string), { recursive: true, force: true })
 }
 
-/** Renders and writes a whole evidence directory; returns the index as written. */
+/**
+ * Renders and writes a whole evidence directory; returns the index as written. Signed (into
+ * `SHA256SUMS.sig`) when `SERVEGATE_SIGNING_KEY` holds an ed25519 private key, unless
+ * `options.signingKey` says otherwise; a key that cannot sign fails before anything is written.
+ */
 export async function writeEvidence(
   dir: string,
   built: BuiltEvidence,
   renderers: Renderers,
+  options: WriteOptions = {},
 ): Promise<{ index: EvidenceIndex; board: string }> {
-  const { index, files, board } = await renderEvidence(built, renderers)
+  const signingKey = options.signingKey === undefined ? signingKeyFromEnv() : options.signingKey
+  const { index, files, board } = await renderEvidence(built, renderers, signingKey)
   await writeDirectoryAtomically(dir, files)
   return { index, board }
 }

@@ -1,0 +1,242 @@
+/**
+ * `verifyEvidence` decides every verdict again from the run records, so an index.json whose
+ * verdicts were edited, with its statistics and SHA256SUMS made consistent again as an attacker
+ * would, is caught; and a signed directory is checked against its public key.
+ */
+import { generateKeyPairSync, type KeyObject } from 'node:crypto'
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { checkMeta, decisionMeta } from '../../fixtures/judged-meta.ts'
+import { testManifest } from '../../fixtures/manifest.ts'
+import { runCell } from '../runner/measure-cell.ts'
+import type { EvidenceIndex } from '../schema/evidence.ts'
+import type { RunRecord } from '../schema/run.ts'
+import type { DeclaredCell } from '../schema/task-meta.ts'
+import { startSimServer } from '../sim/server.ts'
+import { buildEvidence, statisticsOf, type TestInput } from './build.ts'
+import { DEFAULT_RENDERERS } from './renderers.ts'
+import { listFiles, verifyEvidence } from './verify.ts'
+import { SIGNATURE_FILE, signingKeyFromEnv, SUMS_FILE, sumsOf, writeEvidence } from './write.ts'
+
+let dir: string
+let slow: RunRecord
+let fast: RunRecord
+
+async function measure(decodeTokPerS: number): Promise<RunRecord> {
+  const sim = await startSimServer({ model: 'm', prefillTokPerS: 40_000, decodeTokPerS, seed: 3 })
+  try {
+    const record = await runCell({
+      baseUrl: sim.url,
+      model: 'm',
+      concurrency: 2,
+      requests: 12,
+      maxTokens: 16,
+      workload: { promptTokens: 64 },
+    })
+    return { ...record, manifest: testManifest() }
+  } finally {
+    await sim.close()
+  }
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'servegate-verify-'))
+  slow = await measure(300)
+  fast = await measure(600)
+}, 60_000)
+
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true })
+})
+
+function declared(id: string, records: DeclaredCell['records'], over: Partial<DeclaredCell> = {}): DeclaredCell {
+  return {
+    id,
+    kind: 'pair',
+    required: true,
+    ladder: null,
+    engines: { baseline: 'a', candidate: 'b' },
+    status: 'measured',
+    error: null,
+    records,
+    ...over,
+  }
+}
+
+/** A won pair and a lost one (the arms swapped), each with a matched-pair check and a decode win gate. */
+function built() {
+  const won = { baseline: [slow], candidate: [fast] }
+  const lost = { baseline: [fast], candidate: [slow] }
+  const tests: TestInput[] = (
+    [
+      ['won', won],
+      ['lost', lost],
+    ] as const
+  ).flatMap(([id, records]) => {
+    const gate = decisionMeta(id, records, { gate: 'toWinDecode', launchNoise: 0 })
+    const check = checkMeta(id, 'toBeMatchedPair', records)
+    return [
+      {
+        file: 'a.bench.ts',
+        name: `${id} > wins decode`,
+        state: gate.passed ? 'passed' : 'failed',
+        meta: { decisions: [gate], checks: [] },
+      },
+      {
+        file: 'a.bench.ts',
+        name: `${id} > is matched`,
+        state: check.passed ? 'passed' : 'failed',
+        meta: { decisions: [], checks: [check] },
+      },
+    ] satisfies TestInput[]
+  })
+  const cells = [declared('won', won), declared('lost', lost)]
+  return buildEvidence([{ file: 'a.bench.ts', meta: { cells } }], tests, { suiteCommit: null, redact: false })
+}
+
+/**
+ * Edits index.json as an attacker would: the edit, then the statistics recounted and SHA256SUMS
+ * written again over every file, so every hash and count agrees with the edited index.
+ */
+async function tamper(out: string, edit: (index: EvidenceIndex) => void): Promise<void> {
+  const index = JSON.parse(await readFile(join(out, 'index.json'), 'utf8')) as EvidenceIndex
+  edit(index)
+  index.statistics = statisticsOf(index.cells, index.gates)
+  await writeFile(join(out, 'index.json'), `${JSON.stringify(index, null, 2)}\n`)
+  const files = await Promise.all(
+    (await listFiles(out))
+      .filter((p) => p !== SUMS_FILE && p !== SIGNATURE_FILE)
+      .map(async (path) => ({ path, content: await readFile(join(out, path)) })),
+  )
+  await writeFile(join(out, SUMS_FILE), sumsOf(files.map((f) => ({ path: f.path, content: f.content.toString('utf8') }))))
+}
+
+/** A fresh evidence directory of `built()`, unsigned unless a key is given. */
+async function written(name: string, signingKey: KeyObject | null = null): Promise<string> {
+  const out = join(dir, name)
+  await writeEvidence(out, built(), DEFAULT_RENDERERS, { signingKey })
+  return out
+}
+
+describe('verify decides every verdict again', () => {
+  test('an unedited directory verifies: every gate, check, disposition and the promotion', async () => {
+    const out = await written('unedited')
+    const index = JSON.parse(await readFile(join(out, 'index.json'), 'utf8')) as EvidenceIndex
+    expect(index.gates.map((g) => [g.cell, g.decision.outcome, g.testPassed])).toEqual([
+      ['lost', 'fail', false],
+      ['won', 'pass', true],
+    ])
+    expect(index.promotion.promotable).toBe(false)
+    expect(await verifyEvidence(out)).toMatchObject({ problems: [], records: 4, signature: 'absent' })
+  })
+
+  test('a gate outcome edited to pass, with its test, counts, promotion and SHA256SUMS made consistent, is named with both values', async () => {
+    const out = await written('edited-outcome')
+    await tamper(out, (index) => {
+      const lost = index.gates.find((g) => g.cell === 'lost')
+      if (lost === undefined) throw new Error('no gate on lost')
+      Object.assign(lost, { testPassed: true, passed: true })
+      lost.decision.outcome = 'pass'
+      index.findings = index.findings.filter((f) => f.cell !== 'lost')
+      index.promotion = { promotable: true, reasons: [] }
+    })
+    expect((await verifyEvidence(out)).problems).toEqual([
+      'index.json: gate toWinDecode on cell lost ("lost > wins decode"): decision.outcome is "pass" in the index, "fail" from the run records',
+    ])
+  })
+
+  test('a test result, a policy, a check, a disposition or the records a gate judged, each edited alone, is named', async () => {
+    const out = await written('edited-each')
+    const cases: Array<[string, (index: EvidenceIndex) => void]> = [
+      [
+        'index.json: gate toWinDecode on cell lost ("lost > wins decode"): testPassed is true in the index, but its assertion (passed false) did not hold',
+        (index) => Object.assign(index.gates[0] as object, { testPassed: true }),
+      ],
+      [
+        'index.json: gate toWinDecode on cell lost ("lost > wins decode"): passed is true in the index, false from its outcome fail under inconclusive \'fail\'',
+        (index) => Object.assign(index.gates[0] as object, { passed: true, isNot: true, testPassed: true }),
+      ],
+      [
+        "index.json: gate toWinDecode on cell lost (\"lost > wins decode\"): policy.inconclusive is 'pass' in the index, 'fail' by default for a superiority claim",
+        (index) => Object.assign(index.gates[0]?.policy as object, { inconclusive: 'pass' }),
+      ],
+      [
+        'index.json: check toBeMatchedPair on cell won ("won > is matched"): findings.0 is "the same" in the index, undefined from the run records',
+        (index) => Object.assign(index.cells[0]?.checks[0] as object, { findings: ['the same'] }),
+      ],
+      [
+        'index.json: cell won: disposition is "failed" in the index, "accepted" from its run records and checks',
+        (index) => Object.assign(index.cells[0] as object, { disposition: 'failed' }),
+      ],
+    ]
+    for (const [problem, edit] of cases) {
+      await writeEvidence(out, built(), DEFAULT_RENDERERS, { signingKey: null })
+      await tamper(out, edit)
+      expect((await verifyEvidence(out)).problems, problem).toContain(problem)
+    }
+    // A losing gate pointed at the winning pair's records, its outcome and test made to match.
+    await writeEvidence(out, built(), DEFAULT_RENDERERS, { signingKey: null })
+    await tamper(out, (index) => {
+      const [lost, won] = index.gates
+      if (lost === undefined || won === undefined) throw new Error('two gates expected')
+      Object.assign(lost, { judged: won.judged, decision: won.decision, passed: true, testPassed: true })
+    })
+    expect((await verifyEvidence(out)).problems).toContain(
+      `index.json: gate toWinDecode on cell lost ("lost > wins decode"): cannot be decided again: it judged the run records ` +
+        `baseline [${slow.runId}] candidate [${fast.runId}], but cell lost holds baseline [${fast.runId}] candidate [${slow.runId}]`,
+    )
+  })
+})
+
+describe('signed evidence', () => {
+  const pair = () => generateKeyPairSync('ed25519')
+
+  test('signs SHA256SUMS with the key from SERVEGATE_SIGNING_KEY, which no file holds; the public key verifies it', async () => {
+    const { privateKey, publicKey } = pair()
+    const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()
+    const key = signingKeyFromEnv({ SERVEGATE_SIGNING_KEY: pem })
+    expect(key?.asymmetricKeyType).toBe('ed25519')
+    const out = await written('signed', key)
+    expect(await verifyEvidence(out, { publicKey })).toMatchObject({ problems: [], signature: 'verified' })
+    expect(await verifyEvidence(out)).toMatchObject({ problems: [], signature: 'unchecked' })
+    const body = pem.split('\n')[1] as string
+    for (const name of await readdir(out, { recursive: true }))
+      if (name.includes('.')) expect(await readFile(join(out, String(name)), 'utf8'), String(name)).not.toContain(body)
+  })
+
+  test('a wrong key, a missing signature and evidence edited after signing each fail with what to do', async () => {
+    const { privateKey, publicKey } = pair()
+    const out = await written('signed-checked', privateKey)
+    expect((await verifyEvidence(out, { publicKey: pair().publicKey })).problems).toEqual([
+      `${SIGNATURE_FILE}: not a signature of ${SUMS_FILE} by this public key: the evidence changed after it was signed, or another key signed it`,
+    ])
+    await tamper(out, (index) => Object.assign(index.provenance, { suiteCommit: 'f'.repeat(40) }))
+    expect((await verifyEvidence(out, { publicKey })).problems).toEqual([
+      `${SIGNATURE_FILE}: not a signature of ${SUMS_FILE} by this public key: the evidence changed after it was signed, or another key signed it`,
+    ])
+    await rm(join(out, SIGNATURE_FILE))
+    expect((await verifyEvidence(out, { publicKey })).problems).toEqual([
+      `${SIGNATURE_FILE}: missing, but a public key was given: this evidence is not signed ` +
+        '(the reporter signs it when SERVEGATE_SIGNING_KEY holds the ed25519 private key)',
+    ])
+  })
+
+  test('a signing key that is not an ed25519 private key is refused without quoting it', () => {
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()
+    expect(() => signingKeyFromEnv({ SERVEGATE_SIGNING_KEY: rsa })).toThrow(
+      /^SERVEGATE_SIGNING_KEY holds a rsa key, not ed25519; set it to/,
+    )
+    const garbage = 'not-a-key-7f3a9c'
+    expect(() => signingKeyFromEnv({ SERVEGATE_SIGNING_KEY: garbage })).toThrow(
+      /^SERVEGATE_SIGNING_KEY is set but is not a private key in PEM; /,
+    )
+    try {
+      signingKeyFromEnv({ SERVEGATE_SIGNING_KEY: garbage })
+    } catch (error) {
+      expect((error as Error).message).not.toContain(garbage)
+    }
+    expect(signingKeyFromEnv({})).toBeNull()
+  })
+})
