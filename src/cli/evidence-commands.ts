@@ -1,7 +1,7 @@
 import { ServegateError } from '../errors.ts'
 import { glanceLines } from '../evidence/board.ts'
 import { promotableSummary } from '../evidence/promotion-text.ts'
-import { readEvidence, readIndex, verifyEvidence } from '../evidence/verify.ts'
+import { readEvidence, readIndex, readPublicKey, verifyEvidence } from '../evidence/verify.ts'
 import { writeEvidence } from '../evidence/write.ts'
 import { pairMismatches } from '../gates/fairness.ts'
 import { DEFAULT_LAUNCH_NOISE } from '../gates/gate-options.ts'
@@ -15,11 +15,14 @@ import type { RunRecord } from '../schema/run.ts'
 import { parseFlags } from './flags.ts'
 import type { CliIo } from './cli-io.ts'
 
-export const VERIFY_HELP = `servegate verify EVIDENCE_DIR [--require-promotable]
+export const VERIFY_HELP = `servegate verify EVIDENCE_DIR [--require-promotable] [--public-key FILE]
 
-  Recomputes every sha256 and every summary from the run records; exit 1 on any mismatch, naming the file.
+  Recomputes every sha256 and every summary from the run records, and decides every gate, pair check,
+  cell disposition and the promotion again from them; exit 1 on any mismatch, naming the file, cell and gate.
   --require-promotable   also exit 1, printing index.json's promotion reasons, when the evidence is not
-                         promotable (a required cell not accepted, a gate or check not passed, a test failed)`
+                         promotable (a required cell not accepted, a gate or check not passed, a test failed)
+  --public-key FILE      an ed25519 public key (PEM): also exit 1 unless SHA256SUMS.sig is its signature of
+                         SHA256SUMS (the reporter signs when SERVEGATE_SIGNING_KEY holds the private key)`
 export const REPORT_HELP =
   'servegate report EVIDENCE_DIR — render the board (README.md), the charts and index.html again ' + 'from index.json and the run records'
 export const COMPARE_HELP =
@@ -37,16 +40,18 @@ export const COMPARE_HELP =
   --launch-noise X    relative sd of one launch, e.g. 0.02 or 2% (default ${DEFAULT_LAUNCH_NOISE}): the floor that covers
                       drift between the two records' launches, which were never interleaved A B B A`
 
-/** The evidence directory a command was given and the boolean flags set, or null when it printed its help. */
+/** The evidence directory a command was given, the boolean flags set and the string flags' values, or null when it printed its help. */
 function directoryArgument(
   command: string,
   help: string,
   argv: string[],
   io: CliIo,
   booleans: readonly string[] = [],
-): { dir: string; set: ReadonlySet<string> } | null {
-  const options: Record<string, { type: 'boolean'; short?: string }> = { help: { type: 'boolean', short: 'h' } }
+  strings: readonly string[] = [],
+): { dir: string; set: ReadonlySet<string>; strings: ReadonlyMap<string, string> } | null {
+  const options: Record<string, { type: 'boolean' | 'string'; short?: string }> = { help: { type: 'boolean', short: 'h' } }
   for (const name of booleans) options[name] = { type: 'boolean' }
+  for (const name of strings) options[name] = { type: 'string' }
   const { positionals, ...parsed } = parseFlags(command, argv, options, true)
   const values: Record<string, unknown> = parsed.values
   if (values.help === true) {
@@ -58,24 +63,35 @@ function directoryArgument(
       'CONFIG_INVALID',
       `${command} takes one evidence directory, got ${positionals.length}; run servegate ${command} EVIDENCE_DIR`,
     )
-  return { dir: positionals[0] as string, set: new Set(booleans.filter((name) => values[name] === true)) }
+  const given = strings.flatMap((name) => (typeof values[name] === 'string' ? [[name, values[name]] as const] : []))
+  return { dir: positionals[0] as string, set: new Set(booleans.filter((name) => values[name] === true)), strings: new Map(given) }
 }
 
 /**
- * `servegate verify`: exit 0 when every hash and summary holds, 1 with each problem otherwise;
- * with `--require-promotable`, also 1 with the promotion reasons when the evidence is not promotable.
+ * `servegate verify`: exit 0 when every hash, summary and verdict holds, 1 with each problem
+ * otherwise; with `--public-key`, also 1 unless SHA256SUMS.sig is that key's signature; with
+ * `--require-promotable`, also 1 with the promotion reasons when the evidence is not promotable.
  */
 export async function verifyCommand(argv: string[], io: CliIo): Promise<number> {
-  const args = directoryArgument('verify', VERIFY_HELP, argv, io, ['require-promotable'])
+  const args = directoryArgument('verify', VERIFY_HELP, argv, io, ['require-promotable'], ['public-key'])
   if (args === null) return 0
   const { dir } = args
-  const { problems, files, records } = await verifyEvidence(dir)
+  const keyFile = args.strings.get('public-key')
+  const publicKey = keyFile === undefined ? undefined : await readPublicKey(keyFile, '--public-key')
+  const { problems, files, records, signature } = await verifyEvidence(dir, { publicKey })
   if (problems.length > 0) {
     for (const p of problems) io.stderr.write(`servegate verify: ${p}\n`)
     io.stderr.write(`servegate verify: ${dir}: ${problems.length} problem(s)\n`)
     return 1
   }
-  io.stdout.write(`verified ${dir}: ${files} files, ${records} run records; every sha256 and summary matches\n`)
+  const signed = {
+    verified: `; SHA256SUMS.sig is ${keyFile}'s signature`,
+    unchecked: '; SHA256SUMS.sig not checked (pass --public-key FILE)',
+    absent: '',
+  }[signature]
+  io.stdout.write(
+    `verified ${dir}: ${files} files, ${records} run records; every sha256 and summary matches, every verdict decides again as recorded${signed}\n`,
+  )
   if (!args.set.has('require-promotable')) return 0
   const index = await readIndex(dir)
   const { promotion } = index
