@@ -39,6 +39,11 @@ async function matchers(): Promise<void> {
   expect(measured).toHoldLatency({ metric: 'latency', percentile: 95, notWorseThanPct: 10 })
   // @ts-expect-error: percentiles are 50, 90, 95 or 99
   expect(measured).toHoldLatency({ metric: 'ttft', percentile: 97, notWorseThanPct: 10 })
+  // Every gate matcher takes the inconclusive policy.
+  expect(measured).toHoldLatency({ metric: 'ttft', percentile: 95, notWorseThanPct: 10, inconclusive: 'fail' })
+  expect(measured).toWinThroughput({ inconclusive: 'pass' })
+  // @ts-expect-error: an inconclusive outcome passes or fails
+  expect(measured).toWinDecode({ inconclusive: 'warn' })
 }
 void matchers
 
