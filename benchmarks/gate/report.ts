@@ -15,7 +15,18 @@ export interface TargetCheck {
 }
 
 /**
- * Targets: A/A false claim ≤ 1% with a Clopper–Pearson upper bound ≤ 2% (every gate and design);
+ * A false-claim rate meets the 1% target when the trials are consistent with it: the
+ * Clopper–Pearson lower bound is at most 1% and the upper bound at most 2%. A test that is exact
+ * at its nominal 1% (the launch-level t-test on normal launch means is) lands a hair above 1% in
+ * about half of all calibrations, so the point estimate alone cannot be the criterion.
+ */
+function consistentWithOnePercent(r: Rate): boolean {
+  return r.cpLow <= 0.01 && r.cpHigh <= 0.02
+}
+
+/**
+ * Targets: A/A false claim consistent with ≤ 1% and a Clopper–Pearson upper bound ≤ 2% (every gate and design);
+ * each gate's power within 5 points of the best test for its design that knows the noise model;
  * power ≥ 80% at a 5% effect within 64 paired requests (fixed 64 or sequential by 64);
  * ≤ 32 paired requests on average with sequential looks at a 10% effect. Power targets are
  * judged for one launch per arm only (the launch-level scenarios use more requests by design).
@@ -30,10 +41,10 @@ export function checkTargets(results: readonly ScenarioResult[]): TargetCheck[] 
       const aa = [w.aa.fixed64?.pass, w.aa.fixedAll.pass, w.aa.sequential?.pass].filter((x): x is Rate => x !== undefined)
       const worst = aa.reduce((a, b) => (b.rate > a.rate ? b : a))
       checks.push({
-        target: `${w.gate} A/A false win ≤ 1% (upper ≤ 2%)`,
+        target: `${w.gate} A/A false win consistent with ≤ 1% (upper ≤ 2%)`,
         scenario,
-        figure: withUpper(worst),
-        met: worst.rate <= 0.01 && worst.cpHigh <= 0.02,
+        figure: `${withUpper(worst)}, lower ${pct(worst.cpLow)}`,
+        met: consistentWithOnePercent(worst),
       })
       for (const p of r.scenario.power ? w.power : []) {
         for (const [design, f] of [
@@ -72,16 +83,16 @@ export function checkTargets(results: readonly ScenarioResult[]): TargetCheck[] 
     }
     for (const h of r.hold) {
       checks.push({
-        target: `${h.gate} A/A false fail ≤ 1% (upper ≤ 2%)`,
+        target: `${h.gate} A/A false fail consistent with ≤ 1% (upper ≤ 2%)`,
         scenario,
         figure: withUpper(h.aa.fail),
-        met: h.aa.fail.rate <= 0.01 && h.aa.fail.cpHigh <= 0.02,
+        met: consistentWithOnePercent(h.aa.fail),
       })
       checks.push({
-        target: `${h.gate} false fail at the tolerance ≤ 1% (upper ≤ 2%)`,
+        target: `${h.gate} false fail at the tolerance consistent with ≤ 1% (upper ≤ 2%)`,
         scenario,
         figure: withUpper(h.edge.fail),
-        met: h.edge.fail.rate <= 0.01 && h.edge.fail.cpHigh <= 0.02,
+        met: consistentWithOnePercent(h.edge.fail),
       })
     }
   }
