@@ -28,9 +28,18 @@ export function passesUnder(outcome: GateOutcome, policy: Pick<DecidingPolicy, '
  * // "inconclusive fails: the default for a superiority claim (set inconclusive: 'pass' on the gate or in servegate({ … }) to change it)"
  */
 export function policyText(policy: DecidingPolicy, kind: GateDecision['kind']): string {
-  const does = `inconclusive ${policy.inconclusive === 'pass' ? 'passes' : 'fails'}`
+  const verb = (p: InconclusivePolicy) => (p === 'pass' ? 'passes' : 'fails')
+  const does = `inconclusive ${verb(policy.inconclusive)}`
   const other = policy.inconclusive === 'pass' ? 'fail' : 'pass'
-  if (policy.from === 'gate') return `${does}: this gate's option inconclusive: '${policy.inconclusive}'`
-  if (policy.from === 'plugin') return `${does}: the plugin option servegate({ inconclusive: '${policy.inconclusive}' })`
-  return `${does}: the default for a ${kind} claim (set inconclusive: '${other}' on the gate or in servegate({ … }) to change it)`
+  if (policy.from === 'default')
+    return `${does}: the default for a ${kind} claim (set inconclusive: '${other}' on the gate or in servegate({ … }) to change it)`
+  const source =
+    policy.from === 'gate'
+      ? `this gate's option inconclusive: '${policy.inconclusive}'`
+      : `the plugin option servegate({ inconclusive: '${policy.inconclusive}' })`
+  // The gate's rule and warnings are worded for the default of its kind; say when that is not what decided.
+  const fallback = DEFAULT_INCONCLUSIVE[kind]
+  return fallback === policy.inconclusive
+    ? `${does}: ${source}`
+    : `${does}: ${source}, not the default of a ${kind} claim (inconclusive ${verb(fallback)}) that the rule and warnings describe`
 }

@@ -52,7 +52,7 @@ describe('the policy that decides an inconclusive gate', () => {
     expect(undecided).toWinDecode({ margin: 0.05, inconclusive: 'pass' })
     // .not inverts the result the policy gave: with 'pass', an undecided win is no longer a non-win.
     expect(failureOf(() => expect(undecided).not.toWinDecode({ margin: 0.05, inconclusive: 'pass' }))).toMatch(
-      /^Policy: +inconclusive passes: this gate's option inconclusive: 'pass'$/m,
+      /^Policy: +inconclusive passes: this gate's option inconclusive: 'pass', not the default of a superiority claim \(inconclusive fails\) that the rule and warnings describe$/m,
     )
   })
 
@@ -60,7 +60,7 @@ describe('the policy that decides an inconclusive gate', () => {
     const hold = { metric: 'ttft', percentile: 50, notWorseThanPct: 1 } as const
     expect(undecided).toHoldLatency(hold)
     expect(failureOf(() => expect(undecided).toHoldLatency({ ...hold, inconclusive: 'fail' }))).toMatch(
-      /^Policy: +inconclusive fails: this gate's option inconclusive: 'fail'$/m,
+      /^Policy: +inconclusive fails: this gate's option inconclusive: 'fail', not the default of a non-regression claim \(inconclusive passes\)/m,
     )
   })
 
@@ -90,8 +90,8 @@ describe('the policy that decides an inconclusive gate', () => {
     const sent = () => task.annotations.filter((a) => a.type === 'warning').length >= 2
     for (let i = 0; i < 50 && !sent(); i++) await new Promise((r) => setTimeout(r, 20))
     expect(task.annotations.filter((a) => a.type === 'warning').map((a) => a.message.replace(/^.*; /, ''))).toEqual([
-      "inconclusive passes: this gate's option inconclusive: 'pass'",
-      "inconclusive fails: this gate's option inconclusive: 'fail'",
+      "inconclusive passes: this gate's option inconclusive: 'pass', not the default of a superiority claim (inconclusive fails) that the rule and warnings describe",
+      "inconclusive fails: this gate's option inconclusive: 'fail', not the default of a non-regression claim (inconclusive passes) that the rule and warnings describe",
     ])
   })
 })
