@@ -8,14 +8,20 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { okRequest } from '../../fixtures/gate-fixture.ts'
 import { checkMeta, decisionMeta } from '../../fixtures/judged-meta.ts'
 import { testManifest } from '../../fixtures/manifest.ts'
+import { decideAgain } from '../gates/decide-again.ts'
+import { sloGate } from '../gates/slo.ts'
+import { computeCellMetrics } from '../metrics/cell-metrics.ts'
 import { runCell } from '../runner/measure-cell.ts'
+import { failedCellRecord } from '../runner/run-record.ts'
+import type { JudgedSearch } from '../schema/task-meta.ts'
 import type { EvidenceIndex } from '../schema/evidence.ts'
 import type { RunRecord } from '../schema/run.ts'
 import type { DeclaredCell } from '../schema/task-meta.ts'
 import { startSimServer } from '../sim/server.ts'
-import { buildEvidence, statisticsOf, type TestInput } from './build.ts'
+import { buildEvidence, promotionOf, statisticsOf, type TestInput } from './build.ts'
 import { DEFAULT_RENDERERS } from './renderers.ts'
 import { listFiles, verifyEvidence } from './verify.ts'
 import { SIGNATURE_FILE, signingKeyFromEnv, SUMS_FILE, sumsOf, writeEvidence } from './write.ts'
@@ -97,13 +103,15 @@ function built() {
 }
 
 /**
- * Edits index.json as an attacker would: the edit, then the statistics recounted and SHA256SUMS
- * written again over every file, so every hash and count agrees with the edited index.
+ * Edits index.json as an attacker would: the edit, then the statistics and the promotion made
+ * to agree with it and SHA256SUMS written again over every file, so every hash, count and
+ * reason agrees with the edited index.
  */
 async function tamper(out: string, edit: (index: EvidenceIndex) => void): Promise<void> {
   const index = JSON.parse(await readFile(join(out, 'index.json'), 'utf8')) as EvidenceIndex
   edit(index)
   index.statistics = statisticsOf(index.cells, index.gates)
+  index.promotion = promotionOf(index.cells, index.gates, [])
   await writeFile(join(out, 'index.json'), `${JSON.stringify(index, null, 2)}\n`)
   const files = await Promise.all(
     (await listFiles(out))
@@ -238,5 +246,113 @@ describe('signed evidence', () => {
       expect((error as Error).message).not.toContain(garbage)
     }
     expect(signingKeyFromEnv({})).toBeNull()
+  })
+})
+
+describe('a capacity comparison', () => {
+  const slo = { ttftMs: 500, tpotMs: null, e2eMs: null, itlMs: null, itlPercentile: 99 }
+
+  /** A probe's record: 100 requests, `bad` of them over the 500 ms TTFT bound, metrics from its requests. */
+  function probeRecord(bad: number): RunRecord {
+    const base = failedCellRecord(
+      { baseUrl: 'http://127.0.0.1:1', model: 'm', requests: 100 },
+      { code: 'INTERNAL', message: 'x', httpStatus: null, retryAfterS: null },
+    )
+    const requests = Array.from({ length: 100 }, (_, i) => okRequest(i, { ttftMs: i < bad ? 900 : 200, e2eMs: 300 }))
+    return { ...base, cellFailure: null, requests, completed: 100, metrics: computeCellMetrics(requests, 10_000) }
+  }
+
+  /** A search of probes at these rates, each with that many requests over the bound; the bracket from their SLO verdicts. */
+  function search(id: string, probes: ReadonlyArray<[rate: number, bad: number]>): { judged: JudgedSearch; records: RunRecord[] } {
+    const records = probes.map(([, bad]) => probeRecord(bad))
+    const judged = probes.map(([value], k) => {
+      const d = sloGate(records[k] as RunRecord, { ...slo, percentile: 90, confidence: 0.98, gate: 'capacity probe' })
+      const { estimate: fraction, low, high } = d.effect
+      const good = Math.round((fraction ?? 0) * 100)
+      return {
+        value,
+        outcome: d.outcome,
+        samples: 100,
+        good,
+        fraction,
+        low,
+        high,
+        sendLagP99Ms: null,
+        invalid: null,
+        runId: records[k]?.runId ?? '',
+      }
+    })
+    const passing = judged.filter((p) => p.outcome === 'pass').map((p) => p.value)
+    const failing = judged.filter((p) => p.outcome !== 'pass').map((p) => p.value)
+    const bracket = { low: passing.length > 0 ? Math.max(...passing) : null, high: failing.length > 0 ? Math.min(...failing) : null }
+    const s: JudgedSearch = {
+      id,
+      axis: 'rate',
+      slo,
+      requiredFraction: 0.9,
+      confidence: 0.98,
+      bracket,
+      status: 'bracketed',
+      probes: judged,
+      warnings: [],
+    }
+    return { judged: s, records }
+  }
+
+  test("its probes' SLO verdicts are checked against their records, and the gate decided again from the brackets", async () => {
+    const candidate = search('cand', [
+      [8, 0],
+      [16, 0],
+      [32, 40],
+    ])
+    const baseline = search('base', [
+      [4, 0],
+      [8, 40],
+    ])
+    const judged = { kind: 'capacity' as const, candidate: candidate.judged, baseline: baseline.judged }
+    const options = { gate: 'toSustainMoreThan', by: 0.2 }
+    const decision = decideAgain('toSustainMoreThan', judged, options)
+    expect(decision.outcome).toBe('pass')
+    const policy = { inconclusive: 'fail' as const, from: 'default' as const }
+    const entry = { cell: 'cand', decision, judged, options, policy, passed: true, isNot: false }
+    const cells = [candidate, baseline].flatMap(({ judged: s, records }) =>
+      records.map((r, k) => ({
+        id: `${s.id}-probe${k + 1}`,
+        kind: 'cell' as const,
+        required: true,
+        ladder: s.id,
+        engines: { cell: s.id },
+        status: 'measured' as const,
+        error: null,
+        records: { cell: [r] },
+      })),
+    )
+    const tests: TestInput[] = [
+      { file: 'c.bench.ts', name: 'sustains 20% more', state: 'passed', meta: { decisions: [entry], checks: [] } },
+    ]
+    const out = join(dir, 'capacity')
+    await writeEvidence(
+      out,
+      buildEvidence([{ file: 'c.bench.ts', meta: { cells } }], tests, { suiteCommit: null, redact: false }),
+      DEFAULT_RENDERERS,
+      {
+        signingKey: null,
+      },
+    )
+    expect(await verifyEvidence(out)).toMatchObject({ problems: [] })
+    // The baseline's failing probe claimed to pass, with its bracket and the verdict made to agree.
+    await tamper(out, (index) => {
+      const gate = index.gates[0]
+      if (gate?.judged.kind !== 'capacity') throw new Error('a capacity gate expected')
+      Object.assign(gate.judged.baseline.probes[1] as object, { outcome: 'pass' })
+      gate.judged.baseline.bracket = { low: 8, high: null }
+      gate.decision = JSON.parse(JSON.stringify(decideAgain('toSustainMoreThan', gate.judged, options)))
+      gate.passed = gate.decision.outcome === 'pass'
+      gate.testPassed = gate.passed
+    })
+    expect((await verifyEvidence(out)).problems).toEqual([
+      `index.json: gate toSustainMoreThan on cell cand ("sustains 20% more"): search base probe 2 (${baseline.records[1]?.runId}): ` +
+        'outcome is "pass" in the index, "fail" from its run record',
+    ])
   })
 })
