@@ -127,7 +127,7 @@ class Judgement {
     const cell = this.index.cells.find((c) => c.id === cellId)
     if (cell !== undefined) {
       const own = cellRecords(cell, this.records)
-      if (own === null) return 'its cell’s run records could not all be read'
+      if (own === null) return "its cell's run records could not all be read"
       const ids = (list: readonly RunRecord[]) => list.map((r) => r.runId)
       const expected =
         cell.kind === 'pair'
