@@ -34,7 +34,7 @@ export interface TestInput {
   name: string
   state: 'passed' | 'failed' | 'skipped' | 'pending'
   /** Its meta as read, the version tag already checked; undefined when it recorded none. */
-  meta: Pick<TestMeta, 'decisions' | 'checks'> | undefined
+  meta: (Pick<TestMeta, 'decisions' | 'checks'> & Partial<Pick<TestMeta, 'storedBaselines'>>) | undefined
 }
 
 export interface BuildOptions {
@@ -252,6 +252,22 @@ export function buildEvidence(files: readonly SpecFileInput[], tests: readonly T
     }
   }
 
+  // Baselines judged from a stored record (another run's artifact), each once, kept so verify can decide again.
+  const storedBaselines: EvidenceIndex['storedBaselines'] = []
+  for (const t of sortedTests) {
+    for (const { file, record } of t.meta?.storedBaselines ?? []) {
+      if (storedBaselines.some((s) => s.runId === record.runId)) continue
+      const path = `runs/stored/${fileSafe(record.runId)}.json`
+      const content = serializeRecord(record, options.redact)
+      runs.push({ path, content })
+      storedBaselines.push({
+        runId: record.runId,
+        source: file,
+        record: { path, bytes: Buffer.byteLength(content), sha256: sha256(content) },
+      })
+    }
+  }
+
   const findings = cells.flatMap((c) =>
     cellFindings(
       c,
@@ -273,6 +289,7 @@ export function buildEvidence(files: readonly SpecFileInput[], tests: readonly T
     statistics: statisticsOf(cells, gates),
     promotion: promotionOf(cells, gates, failedTestReasons(sortedTests)),
     artifacts: [],
+    storedBaselines,
   }
   return { index: options.redact ? (JSON.parse(redactText(JSON.stringify(index))) as EvidenceIndex) : index, runs }
 }

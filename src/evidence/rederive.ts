@@ -13,6 +13,8 @@ import { sloGate } from '../gates/slo.ts'
 import type { CapacityInput } from '../gates/sustain-gate.ts'
 import type { EvidenceCell, EvidenceIndex, GateEntry, PairCheck } from '../schema/evidence.ts'
 import type { RunRecord } from '../schema/run.ts'
+import type { GateDecision } from '../schema/gate.ts'
+import { type StoredBaseline, storedBaselineFloor, storedBaselineWarning } from '../record/stored-baseline.ts'
 import { DEFAULT_INCONCLUSIVE, type Judged, type JudgedRecords } from '../schema/task-meta.ts'
 import { BLOCKED_PREFIX, cellDisposition, FAILED_TEST_REASON_PATTERN, promotionOf } from './build.ts'
 
@@ -129,10 +131,18 @@ class Judgement {
       const own = cellRecords(cell, this.records)
       if (own === null) return "its cell's run records could not all be read"
       const ids = (list: readonly RunRecord[]) => list.map((r) => r.runId)
+      // Against a stored baseline the cell is the candidate, and the baseline one of the evidence's stored records.
+      const stored = judged.kind === 'pair' ? judged.storedBaseline : null
       const expected =
-        cell.kind === 'pair'
-          ? { kind: 'pair', baseline: ids(own.baseline), candidate: ids(own.candidate) }
-          : { kind: 'cell', records: ids(own.cell) }
+        stored !== null && judged.kind === 'pair'
+          ? { ...judged, candidate: ids(own.cell) }
+          : cell.kind === 'pair'
+            ? { kind: 'pair', baseline: ids(own.baseline), candidate: ids(own.candidate), storedBaseline: null }
+            : { kind: 'cell', records: ids(own.cell) }
+      if (stored !== null && judged.kind === 'pair') {
+        const unknown = judged.baseline.filter((id) => !this.index.storedBaselines.some((s) => s.runId === id))
+        if (unknown.length > 0) return `it judged the stored baseline ${unknown.join(', ')}, which this evidence does not keep`
+      }
       if (!isDeepStrictEqual(expected, judged))
         return `it judged the run records ${judgedText(judged)}, but cell ${cell.id} holds ${judgedText(expected as JudgedRecords)}`
     }
@@ -152,6 +162,12 @@ class Judgement {
     const arms = this.arms(judged, cellId)
     if (typeof arms === 'string') return arms
     return 'cell' in arms ? { kind: 'cell', records: arms.cell } : { kind: 'pair', ...arms }
+  }
+
+  /** The stored baseline a pair entry judged against (its file and record), or null when both arms were measured in this run. */
+  storedBaseline(judged: Judged, baseline: readonly RunRecord[]): StoredBaseline | null {
+    if (judged.kind !== 'pair' || judged.storedBaseline === null || baseline.length !== 1) return null
+    return { kind: 'stored-baseline', file: judged.storedBaseline.file, record: baseline[0] as RunRecord }
   }
 
   /** The probes of a search whose SLO verdict differs from its run record's (probes whose record is in the evidence). */
@@ -192,9 +208,15 @@ function gateProblems(g: GateEntry, judgement: Judgement): string[] {
   const input = judgement.input(g.judged, g.cell)
   if (typeof input === 'string') out.push(`${where}: cannot be decided again: ${input}`)
   else {
-    let again: unknown = null
+    let again: GateDecision | null = null
     try {
       again = decideAgain(g.decision.gate, input, g.options)
+      // Against a stored baseline the matcher added where the baseline came from; so does verify.
+      const stored = input.kind === 'pair' ? judgement.storedBaseline(g.judged, input.baseline) : null
+      if (stored !== null && input.kind === 'pair') {
+        const floor = storedBaselineFloor(g.decision.gate, g.options)
+        again = { ...again, warnings: [...again.warnings, storedBaselineWarning(stored, input.candidate[0] as RunRecord, floor)] }
+      }
     } catch (error) {
       out.push(`${where}: cannot be decided again from its run records: ${(error as Error).message.split('\n')[0]}`)
     }

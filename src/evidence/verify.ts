@@ -206,6 +206,19 @@ export async function verifyEvidence(dir: string, options: VerifyOptions = {}): 
         )
     }
   }
+  for (const stored of index.storedBaselines) {
+    const bytes = await checkRef(dir, stored.record, `index.json stored baseline ${stored.runId}`, problems)
+    if (bytes === null) continue
+    try {
+      const record = parseRunRecord(JSON.parse(bytes.toString('utf8')), stored.record.path)
+      if (record.runId !== stored.runId) problems.push(`${stored.record.path}: runId ${record.runId} ≠ ${stored.runId} in index.json`)
+      // Not a cell of this run: it is found by its runId alone.
+      read.push({ cell: '', arm: 'baseline', launch: 1, record })
+      checkRecordMetrics(record, stored.record.path, problems)
+    } catch (error) {
+      problems.push(`${stored.record.path}: ${(error as Error).message}`)
+    }
+  }
   const differs = firstDifference(statisticsOf(index.cells, index.gates), index.statistics)
   if (differs !== null) problems.push(`index.json: statistics.${differs} differs from what the cells and gates give`)
   problems.push(...rederiveVerdicts(index, read))
@@ -222,6 +235,10 @@ export async function readEvidence(dir: string): Promise<BuiltEvidence> {
       const bytes = await checkRef(dir, arm.record, `index.json cell ${cell.id}`, problems)
       if (bytes !== null) runs.push({ path: arm.record.path, content: bytes.toString('utf8') })
     }
+  }
+  for (const stored of index.storedBaselines) {
+    const bytes = await checkRef(dir, stored.record, `index.json stored baseline ${stored.runId}`, problems)
+    if (bytes !== null) runs.push({ path: stored.record.path, content: bytes.toString('utf8') })
   }
   if (problems.length > 0) throw new ServegateError('FILE_INVALID', `${dir}: run records do not match the index: ${problems.join('; ')}`)
   return { index: { ...index, artifacts: [] }, runs }

@@ -9,7 +9,8 @@ import { workerOptions } from '../vitest/worker-options.ts'
 import { message } from './format.ts'
 import { annotateCell } from './annotate.ts'
 import { gateOptionsOf, type InconclusiveOption } from './gate-matcher-options.ts'
-import { cellFailures, recordsOf, type Subject } from './subject.ts'
+import type { StoredBaseline } from '../record/stored-baseline.ts'
+import { cellFailures, recordsOf, storedBaselineOf, type Subject } from './subject.ts'
 
 /** Cells already annotated with their figures and chart, per test. */
 const annotated = new WeakMap<object, Set<string>>()
@@ -22,7 +23,7 @@ const annotated = new WeakMap<object, Set<string>>()
 function testMeta(subject: Subject | undefined): { meta: TestMeta; annotate: (message: string, type: string) => void } | null {
   const test = TestRunner.getCurrentTest()
   if (test === undefined) return null
-  test.meta.servegate ??= { ...META_TAG, decisions: [], checks: [] }
+  test.meta.servegate ??= { ...META_TAG, decisions: [], checks: [], storedBaselines: [] }
   const annotate = (message: string, type: string, attachment?: { body: string; contentType: string }) =>
     Promise.resolve(test.context.annotate(message, type, attachment))
   const seen = annotated.get(test) ?? new Set<string>()
@@ -42,7 +43,21 @@ export function armsOf(subject: Subject): CheckArms {
 /** The run records a subject holds, by `runId` per arm: what the evidence needs to find them again. */
 export function judgedRecordsOf(subject: Subject): JudgedRecords {
   if (subject.kind === 'cell') return { kind: 'cell', records: subject.records.map((r) => r.runId) }
-  return { kind: 'pair', baseline: subject.baseline.map((r) => r.runId), candidate: subject.candidate.map((r) => r.runId) }
+  const stored = storedBaselineOf(subject)
+  return {
+    kind: 'pair',
+    baseline: subject.baseline.map((r) => r.runId),
+    candidate: subject.candidate.map((r) => r.runId),
+    storedBaseline: stored === null ? null : { file: stored.file },
+  }
+}
+
+/** Keeps a stored baseline record on the running test's meta (once per run id), so the evidence holds what was judged. */
+export function recordStoredBaseline(stored: StoredBaseline): void {
+  const test = testMeta(undefined)
+  if (test === null) return
+  const kept = test.meta.storedBaselines
+  if (!kept.some((s) => s.record.runId === stored.record.runId)) kept.push({ file: stored.file, record: stored.record })
 }
 
 /** What a gate matcher hands down besides its decision: what the gate read, and the matcher's resolved options. */

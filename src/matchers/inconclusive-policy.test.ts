@@ -79,7 +79,7 @@ describe('the policy that decides an inconclusive gate', () => {
     ])
     const ids = { baseline: [undecided.baseline[0]?.runId], candidate: [undecided.candidate[0]?.runId] }
     for (const d of decisions as DecisionMeta[]) {
-      expect(d.judged).toEqual({ kind: 'pair', ...ids })
+      expect(d.judged).toEqual({ kind: 'pair', ...ids, storedBaseline: null })
       // The options as the gate function received them, defaults filled in; the policy is not among them.
       expect(d.options).toMatchObject({ gate: d.decision.gate, confidence: 0.98, seed: 1 })
       expect(d.options).not.toHaveProperty('inconclusive')

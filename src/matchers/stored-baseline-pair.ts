@@ -5,11 +5,11 @@
  */
 import { ServegateError } from '../errors.ts'
 import { pairMismatches } from '../gates/fairness.ts'
-import { runText, storedBaselineWarning } from '../record/stored-baseline.ts'
+import { runText, storedBaselineFloor, storedBaselineWarning } from '../record/stored-baseline.ts'
 import type { GateDecision, GateName } from '../schema/gate.ts'
 import type { RunRecord } from '../schema/run.ts'
 import type { PairResult } from '../schema/results.ts'
-import { recordCheck } from './decision.ts'
+import { recordCheck, recordStoredBaseline } from './decision.ts'
 import { storedBaselineOf } from './subject.ts'
 
 /**
@@ -18,19 +18,21 @@ import { storedBaselineOf } from './subject.ts'
  * a mismatch is recorded as a failed `toBeMatchedPair` check on the cell and thrown, naming every
  * mismatch (a refusal, so `.not` cannot pass it); a matched pair's decision carries a warning that
  * the baseline was not measured in this run, with its file, run id and start time and, for a
- * timing gate (`launchNoise` not null), that only the launch-noise floor covers the drift.
- * @example gateResult(this, gate, p, againstStoredBaseline(gate, p, () => winGate(p, o), o.launchNoise), ['pass'])
+ * timing gate (see `storedBaselineFloor`), that only the launch-noise floor covers the drift.
+ * @example gateResult(this, gate, p, againstStoredBaseline(gate, p, () => winGate(p, o), o), o)
  */
 export function againstStoredBaseline(
   matcher: GateName,
   pair: PairResult,
   decide: () => GateDecision,
-  launchNoise: number | null,
+  options: object,
 ): () => GateDecision {
   const stored = storedBaselineOf(pair)
   if (stored === null) return decide
   return () => {
     const candidate = pair.candidate[0] as RunRecord
+    // The evidence keeps the stored record, so verify can decide this verdict again.
+    recordStoredBaseline(stored)
     const mismatches = pairMismatches(pair)
     if (mismatches.length > 0) {
       recordCheck(pair, 'toBeMatchedPair', false, mismatches)
@@ -44,6 +46,6 @@ export function againstStoredBaseline(
       )
     }
     const d = decide()
-    return { ...d, warnings: [...d.warnings, storedBaselineWarning(stored, candidate, launchNoise)] }
+    return { ...d, warnings: [...d.warnings, storedBaselineWarning(stored, candidate, storedBaselineFloor(matcher, options))] }
   }
 }

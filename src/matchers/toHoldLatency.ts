@@ -19,7 +19,5 @@ export function toHoldLatency(this: MatcherState, received: unknown, options: Ho
   const p = asPair('toHoldLatency', received)
   const o = gateMatcherOptions('toHoldLatency', HoldLatencyOptions, options, USAGE)
   const decide = () => holdLatencyGate({ baseline: p.baseline, candidate: p.candidate }, o)
-  // An absolute bound reads the candidate only: no drift between the arms enters it.
-  const launchNoise = o.atMostMs === undefined ? o.launchNoise : null
-  return gateResult(this, 'toHoldLatency', p, againstStoredBaseline('toHoldLatency', p, decide, launchNoise), o)
+  return gateResult(this, 'toHoldLatency', p, againstStoredBaseline('toHoldLatency', p, decide, o), o)
 }

@@ -42,8 +42,7 @@ export function toStayWithinAccuracyGap(this: MatcherState, received: unknown, o
     'options must be an object, e.g. { points: 2, outputLengthPct: 10 }',
   )
   const decide = () => accuracyGapGate({ baseline: p.baseline, candidate: p.candidate }, o)
-  // Accuracy compares answers to the same questions, not timings: no launch-noise floor enters it.
-  const judged = againstStoredBaseline('toStayWithinAccuracyGap', p, decide, null)
+  const judged = againstStoredBaseline('toStayWithinAccuracyGap', p, decide, o)
   let decision: GateDecision | undefined
   const result = gateResult(this, 'toStayWithinAccuracyGap', p, () => (decision = judged()), o)
   return { ...result, message: () => withArmAccuracy(result.message(), decision) }

@@ -22,6 +22,6 @@ export function winMatcher(gate: WinGateName) {
     const pair = asPair(gate, received)
     const o = gateMatcherOptions(gate, WinGateOptions, options, 'options must be an object, e.g. { margin: 0.05 }')
     const decide = () => winGate({ baseline: pair.baseline, candidate: pair.candidate }, o)
-    return gateResult(this, gate, pair, againstStoredBaseline(gate, pair, decide, o.launchNoise), o)
+    return gateResult(this, gate, pair, againstStoredBaseline(gate, pair, decide, o), o)
   }
 }

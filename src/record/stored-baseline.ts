@@ -84,6 +84,19 @@ export function driftCoverText(launchNoise: number): string {
 }
 
 /**
+ * The launch-noise floor a gate against a stored baseline rests on, from its resolved options:
+ * a timing gate's `launchNoise`; null for an absolute latency bound (`atMostMs` reads the
+ * candidate only) and for the accuracy gate (answers to the same questions, not timings), which
+ * drift between launches does not enter.
+ * @example storedBaselineFloor('toWinDecode', { launchNoise: 0.02 }) // 0.02
+ */
+export function storedBaselineFloor(gate: string, options: object): number | null {
+  const o = options as { launchNoise?: unknown; atMostMs?: unknown }
+  if (gate === 'toStayWithinAccuracyGap' || o.atMostMs !== undefined) return null
+  return typeof o.launchNoise === 'number' ? o.launchNoise : null
+}
+
+/**
  * The warning a decision against a stored baseline carries: the baseline was not measured in this
  * run (its file, run id and start time, how long before the candidate) and, for a timing gate
  * (`launchNoise` not null), that only the launch-noise floor covers the drift between the launches.

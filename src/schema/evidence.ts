@@ -209,5 +209,10 @@ export const EvidenceIndex = z.object({
   }),
   /** Charts and pages written beside index.json. */
   artifacts: z.array(FileRef),
+  /**
+   * Baseline records a gate judged that were not measured in this run (`storedBaseline(path)`,
+   * e.g. the main branch's artifact), kept under `runs/stored/` so every verdict can be decided again.
+   */
+  storedBaselines: z.array(z.object({ runId: z.string(), source: z.string(), record: FileRef })).default([]),
 })
 export type EvidenceIndex = z.infer<typeof EvidenceIndex>

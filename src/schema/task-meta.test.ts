@@ -25,7 +25,11 @@ test('a meta this servegate wrote reads back through JSON, with the run recordsâ
   expect(read.meta.schema).toBe(META_SCHEMA_ID)
   expect(read.meta.servegateVersion).toBe(SERVEGATE_VERSION)
   expect(read.meta.cells[0]?.records.cell?.[0]?.cellFailure).toBeNull()
-  expect(readTestMeta({ ...META_TAG, decisions: [], checks: [] })).toEqual({ ok: true, meta: { ...META_TAG, decisions: [], checks: [] } })
+  // A meta written before stored baselines reads with none.
+  expect(readTestMeta({ ...META_TAG, decisions: [], checks: [] })).toEqual({
+    ok: true,
+    meta: { ...META_TAG, decisions: [], checks: [], storedBaselines: [] },
+  })
 })
 
 test('a meta from another servegate is refused by the versions found and expected, with the fix', () => {

@@ -83,7 +83,13 @@ export type DecidingPolicy = z.infer<typeof DecidingPolicy>
 
 /** Run records a matcher read, by `runId`, per arm in launch order: a pair's two arms, or one cell's launches. */
 export const JudgedRecords = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('pair'), baseline: z.array(z.string()).min(1), candidate: z.array(z.string()).min(1) }),
+  z.object({
+    kind: z.literal('pair'),
+    baseline: z.array(z.string()).min(1),
+    candidate: z.array(z.string()).min(1),
+    /** Set when the baseline is a stored run record (`storedBaseline(path)`), not measured in this run: the file it was read from. */
+    storedBaseline: z.object({ file: z.string() }).nullable().default(null),
+  }),
   z.object({ kind: z.literal('cell'), records: z.array(z.string()).min(1) }),
 ])
 export type JudgedRecords = z.infer<typeof JudgedRecords>
@@ -140,6 +146,8 @@ export type CheckMeta = z.infer<typeof CheckMeta>
 export const TestMeta = MetaTag.extend({
   decisions: z.array(DecisionMeta),
   checks: z.array(CheckMeta),
+  /** Stored baseline records the test judged against (`storedBaseline(path)`), each once: the evidence keeps them. */
+  storedBaselines: z.array(z.object({ file: z.string(), record: RunRecord })).default([]),
 })
 export type TestMeta = z.infer<typeof TestMeta>
 
