@@ -18,7 +18,8 @@ export {
   type WinGateOptions,
 } from './gate-options.ts'
 export { sloGate, type SloRecord } from './slo.ts'
-export { requestsHint, winGate } from './win.ts'
+export { requestsHint } from './decide-hints.ts'
+export { winGate } from './win.ts'
 export { bcaInterval, bootstrapPairedStatistic, bootstrapStatistic, percentileInterval } from '../stats/bootstrap.ts'
 export { signedRankTest } from '../stats/signed-rank.ts'
 export { groupSequentialBoundaries } from '../stats/sequential.ts'

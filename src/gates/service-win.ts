@@ -2,18 +2,12 @@ import type { GateDecision } from '../schema/gate.ts'
 import { type BootstrapDistribution, percentileInterval, Resampler } from '../stats/bootstrap.ts'
 import { type GateRecord, MIN_PAIRED_REQUESTS, type OkRequest, pairByIndex, valuesByIndex } from './arms.ts'
 import type { ResolvedWinGateOptions, ServiceMetric } from './gate-options.ts'
-import { launchLevelInterval, type LogInterval, widen } from './interval.ts'
+import { launchLevelVerdict, requestsHint } from './decide-hints.ts'
+import { logEffect, type LogInterval, widen } from './interval.ts'
 import { notEstimableMethod, serviceLaunchMethod, serviceWinMethod } from './method-text.ts'
 import { serviceLaunchRule, serviceWinRule } from './rule-text.ts'
-import {
-  launchesHintWarning,
-  launchesLeftOutWarning,
-  launchNoiseFloorWarning,
-  launchNoiseWarnings,
-  TOO_FEW_LAUNCHES_WARNING,
-} from './warning-text.ts'
+import { launchesLeftOutWarning, launchNoiseFloorWarning, launchNoiseWarnings, TOO_FEW_LAUNCHES_WARNING } from './warning-text.ts'
 import { normalQuantile } from '../stats/distributions.ts'
-import { requestsHint } from './win.ts'
 
 /** The figure of one launch, or null when the cell has none (no ok request, or no wall clock). */
 function figureOf(record: GateRecord, metric: ServiceMetric): number | null {
@@ -68,6 +62,17 @@ function ratioEstimatorInterval(
   const estimate = logRatio((k) => k)
   const dist: BootstrapDistribution = { estimate, replicates, z0: 0, acceleration: 0, resamples: o.resamples, seed: o.seed, dropped: 0 }
   return percentileInterval(dist, o.confidence, { expandForN: n })
+}
+
+/** A superiority decision of this gate from its parts. */
+function superiority(
+  o: ResolvedWinGateOptions,
+  metric: ServiceMetric,
+  outcome: GateDecision['outcome'],
+  effect: GateDecision['effect'],
+  rest: Pick<GateDecision, 'samples' | 'rule' | 'moreRequestsHint' | 'warnings'>,
+): GateDecision {
+  return { gate: o.gate, outcome, kind: 'superiority', metric, effect, ...rest }
 }
 
 function notEstimable(
@@ -153,32 +158,16 @@ function singleLaunchServiceWin(
       warnings.push(launchNoiseFloorWarning({ launchNoise: o.launchNoise, threshold }))
     }
   }
-  return {
-    gate: o.gate,
-    outcome,
-    kind: 'superiority',
+  const method = serviceWinMethod({
     metric,
-    effect: {
-      estimate: Math.exp(interval.estimate),
-      low: Math.exp(interval.low),
-      high: Math.exp(interval.high),
-      unit: 'ratio',
-      confidence: o.confidence,
-      method: serviceWinMethod({
-        metric,
-        baseline: figures.baseline,
-        candidate: figures.candidate,
-        paired: n,
-        resamples: o.resamples,
-        seed: o.seed,
-        launchNoise: o.launchNoise,
-      }),
-    },
-    samples,
-    rule,
-    moreRequestsHint,
-    warnings,
-  }
+    baseline: figures.baseline,
+    candidate: figures.candidate,
+    paired: n,
+    resamples: o.resamples,
+    seed: o.seed,
+    launchNoise: o.launchNoise,
+  })
+  return superiority(o, metric, outcome, logEffect(interval, 'ratio', o.confidence, method), { samples, rule, moreRequestsHint, warnings })
 }
 
 function launchLevelServiceWin(
@@ -202,33 +191,13 @@ function launchLevelServiceWin(
   if (b.length < baseline.length || c.length < candidate.length) warnings.push(launchesLeftOutWarning(`a ${metric}`))
   if (b.length < 2 || c.length < 2)
     return notEstimable(o, metric, rule, samples, 'too-few-launches', [...warnings, TOO_FEW_LAUNCHES_WARNING])
-  const interval = launchLevelInterval(c, b, o.confidence)
-  const logThreshold = Math.log(threshold)
-  const outcome = interval.low > logThreshold ? 'pass' : interval.high < logThreshold ? 'fail' : 'inconclusive'
-  if (outcome === 'inconclusive') {
-    const gap = Math.abs(interval.estimate - logThreshold)
-    if (gap > 0 && interval.sd > 0) {
-      const z = normalQuantile(1 - (1 - o.confidence) / 2)
-      const launches = Math.ceil(2 * ((z * interval.sd) / gap) ** 2)
-      warnings.push(launchesHintWarning({ launches: Math.max(launches, Math.max(b.length, c.length) + 1), sd: interval.sd }))
-    }
-  }
-  return {
-    gate: o.gate,
-    outcome,
-    kind: 'superiority',
-    metric,
-    effect: {
-      estimate: Math.exp(interval.estimate),
-      low: Math.exp(interval.low),
-      high: Math.exp(interval.high),
-      unit: 'ratio',
-      confidence: o.confidence,
-      method: serviceLaunchMethod({ metric, candidateLaunches: c.length, baselineLaunches: b.length, df: interval.df }),
-    },
+  const { interval, outcome, hint } = launchLevelVerdict(c, b, o.confidence, threshold)
+  if (hint !== null) warnings.push(hint)
+  const method = serviceLaunchMethod({ metric, candidateLaunches: c.length, baselineLaunches: b.length, df: interval.df })
+  return superiority(o, metric, outcome, logEffect(interval, 'ratio', o.confidence, method), {
     samples,
     rule,
     moreRequestsHint: null,
     warnings,
-  }
+  })
 }

@@ -8,7 +8,7 @@ import { sloMethod } from './method-text.ts'
 import { sloRule } from './rule-text.ts'
 import { failedNotGoodWarning, harnessLimitedWarning, pooledLaunchesWarning, sloInconclusiveWarning } from './warning-text.ts'
 import { parseOptions, type ResolvedSloGateOptions, SloGateOptions } from './gate-options.ts'
-import { MAX_REQUESTS_HINT } from './win.ts'
+import { MAX_REQUESTS_HINT } from './decide-hints.ts'
 
 /** What the SLO gate reads of a run record: its requests, its wall clock and its harness health. */
 export type SloRecord = Pick<RunRecord, 'requests' | 'harness'> & { metrics: Pick<RunRecord['metrics'], 'wallClockMs'> }

@@ -3,7 +3,8 @@ import { GateDecision } from '../schema/gate.ts'
 import { normalQuantile } from '../stats/distributions.ts'
 import { around, failedRequest, launchOf, okRequest } from '../../fixtures/gate-fixture.ts'
 import type { GateRecord } from './arms.ts'
-import { MAX_REQUESTS_HINT, requestsHint, winGate } from './win.ts'
+import { MAX_REQUESTS_HINT, requestsHint } from './decide-hints.ts'
+import { winGate } from './win.ts'
 
 const N = 64
 const baseline = launchOf('decodeTokPerS', around(50, N, 0.1))

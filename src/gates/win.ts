@@ -13,14 +13,14 @@ import {
   rateOf,
   valuesByIndex,
 } from './arms.ts'
-import { atLeastStudentT, launchLevelInterval, logEffect, type LogInterval, sampleSd, widen } from './interval.ts'
+import { atLeastStudentT, logEffect, type LogInterval, sampleSd, widen } from './interval.ts'
+import { launchLevelVerdict, requestsHint } from './decide-hints.ts'
 import { launchWinMethod, notEstimableMethod, winMethod } from './method-text.ts'
 import { candidateFailureRuleClause, launchWinRule, sequentialRuleClause, winRule } from './rule-text.ts'
 import {
   candidateFailureWarning,
   LOOKS_IGNORED_WARNING,
   TOO_FEW_LAUNCHES_WARNING,
-  launchesHintWarning,
   launchesLeftOutWarning,
   launchNoiseFloorWarning,
   launchNoiseWarnings,
@@ -41,9 +41,6 @@ import {
   type WinGateName,
   WinGateOptions,
 } from './gate-options.ts'
-
-/** The largest `moreRequestsHint` a gate gives. */
-export const MAX_REQUESTS_HINT = 10_000
 
 const GATE_METRIC: Record<WinGateName, WinMetric> = {
   toWinDecode: 'decodeTokPerS',
@@ -349,20 +346,6 @@ function equivalentSd(interval: LogInterval, n: number, confidence: number): num
 }
 
 /**
- * Paired requests per arm at which the interval's half-width z·√(s²/n + v) would fall below the
- * gap |log estimate − log threshold|: n = s² / ((gap/z)² − v). Null when the gap is 0 or the
- * launch-noise floor v alone is wider; capped at MAX_REQUESTS_HINT; always more than now.
- */
-export function requestsHint(gap: number, sd: number, confidence: number, launchVariance: number, current: number): number | null {
-  if (gap === 0 || !Number.isFinite(gap)) return null
-  const z = normalQuantile(1 - (1 - confidence) / 2)
-  const room = (gap / z) ** 2 - launchVariance
-  if (!(room > 0)) return null
-  const needed = Math.ceil((sd * sd) / room)
-  return Math.min(MAX_REQUESTS_HINT, Math.max(current + 1, needed))
-}
-
-/**
  * Each launch's location of the log rate, with the prompts' own spread removed: every value is
  * centred by its prompt's mean log over all launches of both arms that have it, so a launch's
  * statistic varies only by its requests' noise and its launch effect (the prompts are the same
@@ -458,18 +441,8 @@ function launchLevelWin(
       warnings: [...warnings, TOO_FEW_LAUNCHES_WARNING],
     }
   }
-  const interval = launchLevelInterval(c, b, o.confidence)
-  const logThreshold = Math.log(threshold)
-  const outcome = interval.low > logThreshold ? 'pass' : interval.high < logThreshold ? 'fail' : 'inconclusive'
-  if (outcome === 'inconclusive') {
-    const gap = Math.abs(interval.estimate - logThreshold)
-    if (gap > 0 && interval.sd > 0) {
-      // Launches per arm for a Welch half-width below the gap, with the normal quantile (a floor).
-      const z = normalQuantile(1 - (1 - o.confidence) / 2)
-      const launches = Math.ceil(2 * ((z * interval.sd) / gap) ** 2)
-      warnings.push(launchesHintWarning({ launches: Math.max(launches, Math.max(b.length, c.length) + 1), sd: interval.sd }))
-    }
-  }
+  const { interval, outcome, hint } = launchLevelVerdict(c, b, o.confidence, threshold)
+  if (hint !== null) warnings.push(hint)
   return {
     gate: o.gate,
     outcome,
