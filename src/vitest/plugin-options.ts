@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
-import { InconclusivePolicy } from '../schema/task-meta.ts'
+import { WorkerOptions } from '../schema/worker-options.ts'
 
 /** Options of the servegate vitest plugin. */
 export const ServegateOptions = z.object({
@@ -14,15 +14,8 @@ export const ServegateOptions = z.object({
   redact: z.boolean().default(false),
   /** Show each cell's phase while `vitest bench` runs (live lines on a terminal, a plain line every few seconds in CI). @default true */
   progress: z.boolean().default(true),
-  /** nvidia-smi to query and sample. @default 'nvidia-smi' */
-  nvidiaSmi: z.string().min(1).optional(),
-  /**
-   * What an inconclusive gate outcome does to its assertion in every spec: `'pass'` or `'fail'`.
-   * A gate's own `inconclusive` option overrides it; unset, each kind keeps its default (a
-   * superiority claim fails, a non-regression claim passes with a warning). The matcher message
-   * and the evidence name the policy that decided. @default per kind
-   */
-  inconclusive: InconclusivePolicy.optional(),
+  // What the workers read: `nvidiaSmi` and `inconclusive` (schema/worker-options.ts).
+  ...WorkerOptions.shape,
 })
 export type ServegateOptions = z.input<typeof ServegateOptions>
 export type ResolvedServegateOptions = z.infer<typeof ServegateOptions>
@@ -36,13 +29,6 @@ export function resolveServegateOptions(input: unknown): ResolvedServegateOption
   }
   return result.data
 }
-
-/**
- * What the plugin provides the workers (vitest's `provide`, read with `inject('servegate')`): the
- * GPU probe's nvidia-smi and the inconclusive policy. Both absent without the plugin.
- */
-export const WorkerOptions = ServegateOptions.pick({ nvidiaSmi: true, inconclusive: true })
-export type WorkerOptions = z.infer<typeof WorkerOptions>
 
 /** The part of the resolved options the workers read. */
 export function workerOptionsOf(options: ResolvedServegateOptions): WorkerOptions {

@@ -4,7 +4,7 @@
  */
 import { inject } from 'vitest'
 import { ServegateError } from '../errors.ts'
-import { WorkerOptions } from './plugin-options.ts'
+import { WorkerOptions } from '../schema/worker-options.ts'
 
 /** What vitest provided under `key`, or undefined outside vitest or without the plugin. */
 export function provided(key: string): unknown {
