@@ -13,8 +13,13 @@ export const ERROR_CODES = [
   'STREAM_DROPPED',
   /** The server closed the connection before any response (a reused keep-alive connection it dropped). */
   'CONNECTION_CLOSED',
-  /** A `data:` line was not valid JSON or not an OpenAI stream chunk. */
+  /**
+   * A `data:` line was not valid JSON or not an OpenAI stream chunk, a line exceeded the SSE
+   * parser's cap, or the HTTP response itself was malformed (e.g. its status line).
+   */
   'STREAM_PROTOCOL',
+  /** A 2xx reply that is not an event stream (an HTML page, a non-streaming JSON body): its content type and first bytes. */
+  'RESPONSE_NOT_STREAM',
   /** The server sent an `error` object inside the stream. */
   'STREAM_ERROR_EVENT',
   /** The request did not finish before its per-request deadline. */

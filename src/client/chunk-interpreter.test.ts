@@ -325,3 +325,44 @@ describe('a broken exchange', () => {
     expect(it.obs).toMatchObject({ firstContentAt: 110, contentChunks: 1, endAt: 130 })
   })
 })
+
+describe('a reply that is not an event stream', () => {
+  test('a charset parameter or a missing content type is still read as a stream', () => {
+    for (const headers of [{ 'content-type': 'text/event-stream; charset=utf-8' }, {}]) {
+      const { it } = interpreter()
+      it.onResponseStart(200, headers, 0)
+      it.onResponseData(sse(content('a'), '[DONE]'), 110)
+      expect(it.obs.error).toBeNull()
+    }
+  })
+
+  test('a text/plain 200 fails at its end as RESPONSE_NOT_STREAM with its first bytes, credentials scrubbed', () => {
+    const { it, settlements } = interpreter()
+    it.onResponseStart(200, { 'content-type': 'text/plain' }, 0)
+    it.onResponseData(Buffer.from('upstream says: api_key=sk-abcdefghijklmnop is wrong'), 110)
+    expect(settlements).toHaveLength(0)
+    it.onResponseEnd(120)
+    expect(it.obs.error).toEqual({
+      code: 'RESPONSE_NOT_STREAM',
+      message: 'HTTP 200 with content-type text/plain, not text/event-stream; it starts: upstream says: api_key=[redacted] is wrong',
+      httpStatus: 200,
+      retryAfterS: null,
+    })
+  })
+
+  test('a long HTML page fails once its first 512 bytes are in, without waiting for the rest', () => {
+    const { it, settlements } = interpreter()
+    it.onResponseStart(200, { 'content-type': 'text/html' }, 0)
+    it.onResponseData(Buffer.alloc(600, 0x3c), 110)
+    expect(settlements).toHaveLength(1)
+    expect(settlements[0]?.abortWith?.code).toBe('RESPONSE_NOT_STREAM')
+  })
+
+  test('a malformed status line (an HTTP parser error) is STREAM_PROTOCOL, not a close before any response', () => {
+    const { it } = interpreter()
+    it.onRequestSent(101)
+    const err = Object.assign(new Error('Response does not match the HTTP/1.1 protocol (Invalid status code)'), { name: 'HTTPParserError' })
+    it.onResponseError(err, 105)
+    expect(it.obs.error?.code).toBe('STREAM_PROTOCOL')
+  })
+})

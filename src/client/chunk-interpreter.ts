@@ -1,9 +1,11 @@
 import { type ErrorCode, sanitizeMessage, ServegateError } from '../errors.ts'
 import type { ErrorInfo } from '../schema/run.ts'
 import { captureContent, emptyObservation, type StreamObservation } from './observation.ts'
-import { createSseParser, type SseParser } from './sse.ts'
+import { createSseParser, DEFAULT_MAX_SSE_LINE_BYTES, type SseParser } from './sse.ts'
 
 const MAX_ERROR_BODY_BYTES = 4096
+/** Bytes of a 2xx reply that is not an event stream kept as its evidence; it fails once it has them. */
+const NOT_STREAM_EVIDENCE_BYTES = 512
 /** `sentAt` until the request bytes have been handed to the socket. */
 const NOT_SENT = -1
 
@@ -54,6 +56,8 @@ export interface ChunkInterpreterOptions {
   captureChars: number
   /** The server's origin, named when the connection cannot be opened. */
   origin: string
+  /** Bytes one SSE line (or one event's data) may hold before the request fails as STREAM_PROTOCOL. @default 4 MiB */
+  maxSseLineBytes?: number
   /**
    * Called once, when the observation is final. `abortWith` is set when the interpreter failed
    * the request while the exchange may still be running: the caller aborts the request with it.
@@ -86,6 +90,8 @@ export class ChunkInterpreter {
   private done = false
   /** Non-null for a non-2xx response: its body is evidence, not a stream. */
   private errorBody: Uint8Array[] | null = null
+  /** Set for a 2xx reply whose content type is not an event stream: its first bytes are evidence. */
+  private notStreamType: string | null = null
   private errorBodyBytes = 0
   private retryAfterS: number | null = null
   /** The arrival time of the read being parsed. */
@@ -96,7 +102,9 @@ export class ChunkInterpreter {
     this.captureChars = options.captureChars
     this.origin = options.origin
     this.onSettle = options.onSettle
-    this.parser = createSseParser((data) => this.onEvent(data, this.readAt))
+    this.parser = createSseParser((data) => this.onEvent(data, this.readAt), {
+      maxLineBytes: options.maxSseLineBytes ?? DEFAULT_MAX_SSE_LINE_BYTES,
+    })
   }
 
   /** True once the observation is final. */
@@ -115,7 +123,9 @@ export class ChunkInterpreter {
   }
 
   /**
-   * The response status and headers arrived. A non-2xx body is kept as evidence instead of parsed.
+   * The response status and headers arrived. A non-2xx body, or a 2xx one whose content type is
+   * not `text/event-stream` (a proxy's HTML page, a non-streaming JSON reply), is kept as evidence
+   * instead of parsed. A missing content type is read as a stream.
    * @param wallMs the wall clock (Date.now()), to read a 429's `Retry-After` given as a date
    */
   onResponseStart(statusCode: number, headers: Readonly<Record<string, string | string[] | undefined>>, wallMs: number): void {
@@ -123,6 +133,13 @@ export class ChunkInterpreter {
     if (statusCode < 200 || statusCode >= 300) {
       this.errorBody = []
       if (statusCode === 429) this.retryAfterS = retryAfterSeconds(headers['retry-after'], wallMs)
+      return
+    }
+    const raw = headers['content-type']
+    const type = (Array.isArray(raw) ? raw[0] : raw)?.trim()
+    if (type !== undefined && type !== '' && !/^text\/event-stream\s*(;|$)/i.test(type)) {
+      this.notStreamType = type
+      this.errorBody = []
     }
   }
 
@@ -135,33 +152,53 @@ export class ChunkInterpreter {
         errorBody.push(bytes)
         this.errorBodyBytes += bytes.length
       }
+      // Enough of a reply that is not a stream to show what it is: no need to wait for the rest.
+      if (this.notStreamType !== null && this.errorBodyBytes >= NOT_STREAM_EVIDENCE_BYTES) this.failNotStream(at)
       return
     }
     this.readAt = at
-    this.parser.push(bytes)
+    try {
+      this.parser.push(bytes)
+    } catch (err) {
+      this.failParser(err, at)
+      return
+    }
     if (this.done && !this.isSettled) this.settle(at, null, null)
   }
 
   /** The response ended cleanly at `at`: a stream without `[DONE]` or a finish reason was dropped. */
   onResponseEnd(at: number): void {
     if (this.isSettled) return
+    if (this.notStreamType !== null) {
+      this.failNotStream(at)
+      return
+    }
     if (this.errorBody !== null) {
       const status = this.obs.httpStatus ?? 0
       const code: ErrorCode = status === 429 ? 'HTTP_RATE_LIMITED' : 'HTTP_STATUS'
       const retryAfterS = this.retryAfterS
-      const note = status === 429 && retryAfterS !== null ? ` (Retry-After ${retryAfterS} s)` : ''
+      const note = status === 429 && retryAfterS !== null ? ` (Retry-After ${Math.round(retryAfterS)} s)` : ''
       const message = httpErrorMessage(status, Buffer.concat(this.errorBody)) + note
       this.settle(at, { code, message, httpStatus: status, retryAfterS }, null)
       return
     }
     this.readAt = at
-    this.parser.end()
+    try {
+      this.parser.end()
+    } catch (err) {
+      this.failParser(err, at)
+      return
+    }
     if (this.isSettled) return
     if (this.done || this.obs.finishReason !== null) this.settle(at, null, null)
     else this.fail('STREAM_DROPPED', 'the stream ended without [DONE] or a finish_reason', at)
   }
 
-  /** The exchange broke at `at`: a connect failure, a close before any response, or a drop mid-stream. */
+  /**
+   * The exchange broke at `at`: a connect failure, a close before any response, a response that
+   * is not HTTP (its status line or headers malformed: the server answered, so the request is
+   * never sent again), or a drop mid-stream.
+   */
   onResponseError(err: Error, at: number): void {
     if (this.isSettled) return
     const code = (err as { code?: string }).code ?? ''
@@ -170,6 +207,9 @@ export class ChunkInterpreter {
       obs.httpStatus === null && /ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ECONNRESET|UND_ERR_CONNECT/.test(`${code} ${err.message}`)
     if (connectFailed && obs.sentAt < 0) {
       this.fail('CONNECT_FAILED', `cannot connect to ${this.origin}: ${code || err.message}`, at)
+    } else if (obs.httpStatus === null && (code.startsWith('HPE_') || err.name === 'HTTPParserError')) {
+      const what = /HPE_INVALID_(STATUS|CONSTANT|VERSION)/.test(code) || /status/i.test(err.message) ? 'status line' : 'head'
+      this.fail('STREAM_PROTOCOL', `the server's reply is not valid HTTP (malformed ${what}): ${err.message}`, at)
     } else if (obs.httpStatus === null) {
       this.fail('CONNECTION_CLOSED', `the server closed the connection before any response: ${code || err.message}`, at)
     } else {
@@ -229,6 +269,25 @@ export class ChunkInterpreter {
       if (typeof usage.prompt_tokens === 'number') obs.usagePromptTokens = usage.prompt_tokens
       if (typeof usage.completion_tokens === 'number') obs.usageCompletionTokens = usage.completion_tokens
     }
+  }
+
+  /** A line past the SSE parser's cap (its STREAM_PROTOCOL error), or anything else it threw. */
+  private failParser(err: unknown, at: number): void {
+    if (err instanceof ServegateError) this.fail(err.code, err.message, at)
+    else this.fail('INTERNAL', `the SSE parser failed: ${(err as Error).message}`, at)
+  }
+
+  /** A 2xx reply that is not an event stream: its content type and first bytes, sanitized. */
+  private failNotStream(at: number): void {
+    const body = Buffer.concat(this.errorBody ?? []).toString('utf8', 0, NOT_STREAM_EVIDENCE_BYTES)
+    const json = /json/i.test(this.notStreamType ?? '')
+    const why = json ? ' (a non-streaming reply: the server ignored "stream": true)' : ''
+    this.fail(
+      'RESPONSE_NOT_STREAM',
+      `HTTP ${this.obs.httpStatus ?? 0} with content-type ${this.notStreamType ?? '?'}, not text/event-stream${why}; ` +
+        `it starts: ${body.slice(0, 160) || '(empty body)'}`,
+      at,
+    )
   }
 
   /**

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest'
-import { createSseParser, parseSse } from './sse.ts'
+import { createSseParser, DEFAULT_MAX_SSE_LINE_BYTES, parseSse } from './sse.ts'
 
 const b = (s: string): Buffer => Buffer.from(s)
 
@@ -69,5 +69,45 @@ describe('parseSse', () => {
     expect(seen).toEqual(['{"a":1}'])
     p.end()
     expect(seen).toEqual(['{"a":1}'])
+  })
+})
+
+describe('the line cap and linear buffering', () => {
+  test('a 50 MB data line without a line end fails with STREAM_PROTOCOL at the cap, fast', () => {
+    const p = createSseParser(() => {})
+    const read = Buffer.alloc(64 * 1024, 0x61)
+    const started = performance.now()
+    let pushed = 0
+    let error: unknown = null
+    try {
+      p.push(b('data: '))
+      for (; pushed < 50 * 1024 * 1024; pushed += read.length) p.push(read)
+    } catch (err) {
+      error = err
+    }
+    expect(error).toMatchObject({ code: 'STREAM_PROTOCOL' })
+    expect((error as Error).message).toMatch(/^one line exceeds the 4\.0 MiB cap of the SSE parser \(4\.0 MiB so far\)/)
+    // It stops at the cap (4 MiB), not at the end of the 50 MB.
+    expect(pushed).toBeLessThanOrEqual(DEFAULT_MAX_SSE_LINE_BYTES)
+    expect(performance.now() - started).toBeLessThan(1000)
+  })
+
+  test('a line below the cap that spans thousands of reads is joined once, in linear time', () => {
+    const seen: string[] = []
+    const p = createSseParser((data) => seen.push(data))
+    p.push(b('data: '))
+    const started = performance.now()
+    // 3 MiB in 1-KiB reads: repeated concatenation of the whole buffer would copy ~4.5 GiB.
+    for (let i = 0; i < 3072; i++) p.push(Buffer.alloc(1024, 0x62))
+    p.push(b('\n\n'))
+    expect(performance.now() - started).toBeLessThan(1000)
+    expect(seen).toHaveLength(1)
+    expect(seen[0]).toHaveLength(3 * 1024 * 1024)
+  })
+
+  test('the cap is configurable and bounds one event joined from many data lines too', () => {
+    expect(() => parseSse([b('data: 12345678901\n\n')], { maxLineBytes: 10 })).toThrow(/^one line exceeds/)
+    expect(() => parseSse([b('data:12345\ndata:12345\ndata:1\n\n')], { maxLineBytes: 10 })).toThrow(/^one event's data exceeds/)
+    expect(parseSse([b('data: 1234\n\n')], { maxLineBytes: 10 })).toEqual(['1234'])
   })
 })

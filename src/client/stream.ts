@@ -19,6 +19,8 @@ export interface StreamRequest {
   signal?: AbortSignal
   /** Characters of content (never reasoning) to keep for canaries and scoring; 0 keeps none. @default 0 */
   captureChars?: number
+  /** Bytes one SSE line may hold before the request fails as STREAM_PROTOCOL. @default 4 MiB */
+  maxSseLineBytes?: number
 }
 
 export const API_PATHS: Record<Api, string> = {
@@ -38,8 +40,11 @@ export async function streamCompletion(dispatcher: Dispatcher, origin: string, r
   const first = await streamOnce(dispatcher, origin, req)
   if (first.error?.code !== 'CONNECTION_CLOSED' || req.signal?.aborted === true) return first
   // A keep-alive connection the server closed as the request went out (llama.cpp's server does
-  // this beyond its HTTP threads): nothing reached the engine, so the request is sent once more,
-  // on a fresh connection, within what is left of its deadline; the record keeps the attempt count.
+  // this beyond its HTTP threads), before a single byte of reply: nothing reached the engine, so
+  // the request is sent once more. Anything the server answered, even a malformed status line, is
+  // a reply (STREAM_PROTOCOL, RESPONSE_NOT_STREAM…) and is never resent: the engine may have done
+  // the work. The one resend goes on a fresh connection, within what is left of the deadline; the
+  // record keeps the attempt count.
   const left = req.deadlineMs - (performance.now() - first.dispatchedAt)
   if (left <= 0) return first
   // A connection of its own: the pool's other idle connections may be closing the same way.
@@ -61,6 +66,7 @@ function streamOnce(dispatcher: Dispatcher, origin: string, req: StreamRequest):
       dispatchedAt: performance.now(),
       captureChars: req.captureChars ?? 0,
       origin,
+      maxSseLineBytes: req.maxSseLineBytes,
       onSettle(obs, abortWith) {
         clearTimeout(deadline)
         req.signal?.removeEventListener('abort', onAbort)
