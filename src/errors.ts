@@ -1,3 +1,5 @@
+import { scrubSecrets, scrubSecretsAndCutEnd } from './secrets.ts'
+
 /**
  * Stable error codes. A code never changes meaning once released: evidence files and
  * dashboards group failures by it.
@@ -67,13 +69,24 @@ const SECRET_PATTERNS: Array<[RegExp, string]> = [
 ]
 
 /**
- * Removes anything that looks like a credential from a message and bounds its length, so a
- * server's error body can be kept as evidence.
+ * Removes the registered secrets (src/secrets.ts, in every form) and anything else that looks like
+ * a credential (an `authorization:` or `api_key=` value, a `Bearer` token, an `sk-` key) from a
+ * message and bounds its length, so a server's error body can be kept as evidence.
  * @example sanitizeMessage('401: invalid api_key=sk-abc123456789') // '401: invalid api_key=[redacted]'
  */
 export function sanitizeMessage(text: string, maxChars = 300): string {
-  let out = text
-  for (const [pattern, replacement] of SECRET_PATTERNS) out = out.replace(pattern, replacement)
+  let out = scrubCredentials(scrubSecretsAndCutEnd(text))
   out = out.replace(/\s+/g, ' ').trim()
   return out.length > maxChars ? `${out.slice(0, maxChars - 1)}…` : out
+}
+
+/**
+ * {@link sanitizeMessage} without the whitespace folding and the bound: for a text kept whole (an
+ * engine log line, a reply kept for rescoring).
+ * @example scrubCredentials('authorization: Bearer abc.def.ghi') // 'authorization: [redacted]'
+ */
+export function scrubCredentials(text: string): string {
+  let out = scrubSecrets(text)
+  for (const [pattern, replacement] of SECRET_PATTERNS) out = out.replace(pattern, replacement)
+  return out
 }

@@ -6,7 +6,7 @@ import { compareCommand, reportCommand, verifyCommand } from './evidence-command
 import { importCommand } from './import.ts'
 import { initCommand } from './init.ts'
 import { rescoreCommand } from './rescore-command.ts'
-import type { CliIo } from './cli-io.ts'
+import { type CliIo, scrubbingIo } from './cli-io.ts'
 import { runCommand } from './run-command.ts'
 import { simCommand } from './sim.ts'
 import { summarizeCommand } from './summarize-command.ts'
@@ -31,7 +31,9 @@ const HELP = `servegate ${SERVEGATE_VERSION} — LLM-serving benchmarks as asser
  * stderr and exit code 2 (1 for failures after load started); never prints a stack trace
  * for an expected error.
  */
-export async function main(argv: string[], io: CliIo = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
+export async function main(argv: string[], given: CliIo = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
+  // Every line the CLI prints passes here, so no command can print a secret it was given.
+  const io = scrubbingIo(given)
   const [command, ...rest] = argv
   const controller = new AbortController()
   const onSignal = (): void => controller.abort()

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
+import { MIN_SECRET_CHARS, registerEnvSecrets } from '../secrets.ts'
 
 /** The model an engine serves: its id (the name requests use), revision, and local files if any. */
 export const ModelRef = z.object({
@@ -39,6 +40,14 @@ const launched = {
   env: z.record(z.string(), z.string()).default({}),
   /** Names of servegate's own environment variables passed to the engine; nothing else is. */
   inheritEnv: z.array(z.string()).default(DEFAULT_INHERITED_ENV),
+  /**
+   * Names of engine environment variables whose values are secret, besides those secret by name
+   * (`*_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`… with a value of 8 characters or more): their
+   * values are scrubbed from the engine log, its tails and everything else servegate writes.
+   * A listed value must have at least 4 characters. @default []
+   * @example ['MY_ENGINE_LICENSE']
+   */
+  secretEnv: z.array(z.string()).default([]),
   /** GPU placement: `CUDA_VISIBLE_DEVICES` (indices or GPU UUIDs); null leaves it unset. */
   gpus: z.string().nullable().default(null),
   /** Tensor-parallel size. @default 1 */
@@ -136,4 +145,20 @@ export function resolveEngineConfig(input: unknown, source = 'engine'): Resolved
     )
   }
   return config
+}
+
+/**
+ * Registers the secret values of a launched engine's environment (`secretEnv`, and the names that
+ * are secret by their name) so every writer scrubs them, before the engine runs.
+ * @throws ServegateError CONFIG_INVALID when a listed value is too short to scrub
+ */
+export function registerEngineSecrets(config: LaunchedConfig, env: Readonly<Record<string, string>>): void {
+  const tooShort = registerEnvSecrets(env, config.secretEnv)
+  if (tooShort.length > 0) {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `invalid engine config: engine.secretEnv: ${tooShort.join(', ')} ${tooShort.length > 1 ? 'have values' : 'has a value'} shorter than ` +
+        `${MIN_SECRET_CHARS} characters, too short to scrub from servegate's output; use a longer secret or drop it from secretEnv`,
+    )
+  }
 }

@@ -10,7 +10,7 @@ import type { ErrorInfo } from '../schema/run.ts'
 import type { Manifest } from '../schema/manifest.ts'
 import type { PhaseListener } from '../schema/progress.ts'
 import { ADAPTERS, parseVersionOutput, readinessPaths } from './adapters.ts'
-import { type EngineConfig, type LaunchedConfig, resolveEngineConfig } from './config.ts'
+import { type EngineConfig, type LaunchedConfig, registerEngineSecrets, resolveEngineConfig } from './config.ts'
 import { absent, harnessFacts, hostFacts, known, modelFingerprint, redactArgv } from './manifest-facts.ts'
 import { type EngineProcess, spawnEngine } from './process.ts'
 
@@ -210,6 +210,7 @@ export async function launchEngine(
   const origin = `http://127.0.0.1:${port}`
   const argv = ADAPTERS[config.kind].argv(config, port)
   const env = engineEnv(config)
+  registerEngineSecrets(config, env)
   const executable = argv[0] as string
   if ((await onPath(executable, env.PATH)) === null) {
     const field = config.kind === 'sglang' ? 'python' : config.kind === 'command' ? 'argv[0]' : 'executable'

@@ -1,8 +1,10 @@
 import { createWriteStream, type WriteStream } from 'node:fs'
 import { mkdir, readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { StringDecoder } from 'node:string_decoder'
 import { execa, type ResultPromise } from 'execa'
 import { sanitizeMessage } from '../errors.ts'
+import { SecretStreamScrubber } from '../secrets.ts'
 
 /** How an engine process ended. */
 export interface ExitInfo {
@@ -126,16 +128,18 @@ export interface SpawnOptions {
 
 /**
  * Spawns an engine from an argv array (never a shell) in its own process group, with exactly
- * the given environment, its output to a log file and a tail kept in memory.
+ * the given environment, its output to a log file (scrubbed of the registered secrets as it is
+ * written) and a tail kept in memory (sanitized when read).
  */
 export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
   await mkdir(join(o.logPath, '..'), { recursive: true })
   const log: WriteStream = createWriteStream(o.logPath, { flags: 'a' })
   const tail: string[] = []
   let partial = ''
-  const onOutput = (bytes: Buffer): void => {
-    log.write(bytes)
-    const lines = (partial + bytes.toString('utf8')).split(/\r?\n/)
+  const scrubber = new SecretStreamScrubber()
+  const onText = (text: string): void => {
+    log.write(scrubber.write(text))
+    const lines = (partial + text).split(/\r?\n/)
     partial = lines.pop() ?? ''
     for (const line of lines) {
       tail.push(line)
@@ -155,8 +159,10 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
     stderr: 'pipe',
     buffer: false,
   })
-  child.stdout?.on('data', onOutput)
-  child.stderr?.on('data', onOutput)
+  // One decoder per stream: a character split between two chunks of one stream stays whole.
+  const decoders = [new StringDecoder('utf8'), new StringDecoder('utf8')] as const
+  child.stdout?.on('data', (bytes: Buffer) => onText(decoders[0].write(bytes)))
+  child.stderr?.on('data', (bytes: Buffer) => onText(decoders[1].write(bytes)))
 
   let exitInfo: ExitInfo | null = null
   let requested = false
@@ -181,14 +187,14 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
     },
     (error: unknown) => {
       exitInfo = { code: null, signal: null, requested }
-      onOutput(Buffer.from(`servegate: ${(error as Error).message}\n`))
+      onText(`servegate: ${(error as Error).message}\n`)
       return exitInfo
     },
   )
   void exited.then(() => {
     clearInterval(watcher)
     if (partial !== '') tail.push(partial)
-    log.end()
+    log.end(scrubber.write(decoders[0].end() + decoders[1].end()) + scrubber.end())
   })
 
   const pid = child.pid ?? -1

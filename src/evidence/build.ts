@@ -16,6 +16,7 @@ import {
 } from '../schema/evidence.ts'
 import type { RunRecord } from '../schema/run.ts'
 import type { DeclaredCell, FileMeta, TestMeta } from '../schema/task-meta.ts'
+import { scrubDeep } from '../secrets.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 import { policyText } from '../gates/inconclusive-policy.ts'
 import { armSummary, planSummary } from './arm-summary.ts'
@@ -85,9 +86,12 @@ export function runPath(arm: string, cell: string, launch: number, launches: num
   return `runs/${arm}/${fileSafe(cell)}${launches > 1 ? `.launch${launch}` : ''}.json`
 }
 
-/** Serializes a run record for the evidence (one line, trailing newline), redacted if asked. */
+/**
+ * Serializes a run record for the evidence (one line, trailing newline), scrubbed of the
+ * registered secrets always, and redacted (URLs, host name) if asked.
+ */
 export function serializeRecord(record: RunRecord, redact: boolean): string {
-  const text = `${JSON.stringify(record)}\n`
+  const text = `${JSON.stringify(scrubDeep(record))}\n`
   return redact ? redactText(text) : text
 }
 
@@ -291,7 +295,8 @@ export function buildEvidence(files: readonly SpecFileInput[], tests: readonly T
     artifacts: [],
     storedBaselines,
   }
-  return { index: options.redact ? (JSON.parse(redactText(JSON.stringify(index))) as EvidenceIndex) : index, runs }
+  const scrubbed = scrubDeep(index)
+  return { index: options.redact ? (JSON.parse(redactText(JSON.stringify(scrubbed))) as EvidenceIndex) : scrubbed, runs }
 }
 
 /** A pair whose matched-pair check ran and held every time. */

@@ -7,15 +7,16 @@ import { type BenchmarkLine, parseBenchmarkLines, pickLine } from '../import/ser
 import { looksLikeSglang, parseSglangResult } from '../import/sglang.ts'
 import { looksLikeVllm, parseVllmResult } from '../import/vllm.ts'
 import { RUN_SCHEMA_ID, RunRecord } from '../schema/run.ts'
+import { scrubDeep } from '../secrets.ts'
 
 /**
  * Writes JSON atomically: a temp file beside the target, then a rename, so a crash mid-write
- * leaves the previous file intact.
+ * leaves the previous file intact. Every string in it is scrubbed of the registered secrets.
  */
 export async function writeJsonAtomic(path: string, value: unknown): Promise<void> {
   await mkdir(dirname(path), { recursive: true })
   const tmp = `${path}.${process.pid}.${Date.now()}.tmp`
-  await writeFile(tmp, `${JSON.stringify(value, null, 2)}\n`)
+  await writeFile(tmp, `${JSON.stringify(scrubDeep(value), null, 2)}\n`)
   await rename(tmp, path)
 }
 

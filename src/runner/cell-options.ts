@@ -4,6 +4,7 @@ import { parseBaseUrl } from '../loopback.ts'
 import { ArrivalSpec } from '../load/arrival-spec.ts'
 import { Slo } from '../schema/load.ts'
 import { Api } from '../schema/run.ts'
+import { MIN_SECRET_CHARS, registerSecret } from '../secrets.ts'
 import { WorkloadSpec } from '../workload/workload-spec.ts'
 
 /**
@@ -36,7 +37,10 @@ export const CellPlan = z.strictObject({
   calibrate: z.boolean().default(true),
   /** Per-request deadline, ms. @default 120000 */
   requestTimeoutMs: z.int().min(1).default(120_000),
-  /** Sent as `Authorization: Bearer …`; never recorded. */
+  /**
+   * Sent as `Authorization: Bearer …`; never recorded: from the moment the options are resolved it
+   * is scrubbed (raw, URL-encoded, base64) from everything servegate writes. At least 4 characters.
+   */
   apiKey: z.string().optional(),
   /**
    * A cell whose p99 send lag (closed loop: a free slot to the send; open loop: the scheduled
@@ -119,7 +123,19 @@ export function resolveCellPlan(input: unknown, where = 'cell'): ResolvedCellPla
       `invalid ${where} options: ${describeIssues(result.error, where, Object.keys(CellPlan.shape))}`,
     )
   }
+  registerApiKey(result.data.apiKey, where)
   return result.data
+}
+
+/** Registers a cell's API key as a secret, so every writer scrubs it; refuses one too short to scrub. */
+function registerApiKey(apiKey: string | undefined, where: string): void {
+  if (apiKey !== undefined && registerSecret(apiKey) === 'too-short') {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `invalid ${where} options: apiKey (or the variable --api-key-env names) has ${apiKey.length} characters, fewer than ` +
+        `the ${MIN_SECRET_CHARS} servegate can scrub from its output without mangling it; use a longer key`,
+    )
+  }
 }
 
 /** Validates cell options sent to an endpoint; the error names each bad field and what to pass instead. */
@@ -129,5 +145,6 @@ export function resolveCellOptions(input: CellOptions): ResolvedCellOptions {
     throw new ServegateError('CONFIG_INVALID', `invalid cell options: ${z.prettifyError(result.error).replace(/\n/g, '; ')}`)
   }
   parseBaseUrl(result.data.baseUrl)
+  registerApiKey(result.data.apiKey, 'cell')
   return result.data
 }

@@ -8,6 +8,7 @@ import { METHODOLOGY } from '../metrics/methodology.ts'
 import { deriveRequestMetrics, requestMetricFields } from '../metrics/request-metrics.ts'
 import type { Manifest } from '../schema/manifest.ts'
 import { type ErrorInfo, type HarnessHealth, RUN_SCHEMA_ID, type RequestRecord, type RunRecord } from '../schema/run.ts'
+import { scrubDeep } from '../secrets.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 import { requestStreamSha256 } from '../workload/bytes.ts'
 import { checkCanary, withoutMarkers } from '../workload/canary.ts'
@@ -214,10 +215,13 @@ export interface RecordParts {
   cellFailure: ErrorInfo | null
 }
 
-/** The one place a run record is put together; counts come from the requests. */
+/**
+ * The one place a run record is put together; counts come from the requests. Every string in it
+ * (messages, kept replies) is scrubbed of the registered secrets, before it leaves the worker.
+ */
 export function assembleRecord(parts: RecordParts): RunRecord {
   const completed = parts.requests.filter((r) => r.status === 'ok').length
-  return {
+  return scrubDeep({
     schema: RUN_SCHEMA_ID,
     runId: runId(parts.startedAt),
     servegateVersion: SERVEGATE_VERSION,
@@ -236,7 +240,7 @@ export function assembleRecord(parts: RecordParts): RunRecord {
     telemetry: null,
     cellFailure: parts.cellFailure,
     importedFrom: null,
-  }
+  })
 }
 
 /** The harness figures of a cell that sent nothing. */
