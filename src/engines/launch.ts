@@ -6,12 +6,13 @@ import { execa } from 'execa'
 import { request } from 'undici'
 import { ServegateError } from '../errors.ts'
 import { parseBaseUrl } from '../loopback.ts'
-import type { ErrorInfo } from '../schema/run.ts'
+import type { EngineTeardown, ErrorInfo, TeardownSurvivor } from '../schema/run.ts'
 import type { Manifest } from '../schema/manifest.ts'
 import type { PhaseListener } from '../schema/progress.ts'
 import { ADAPTERS, parseVersionOutput, readinessPaths } from './adapters.ts'
 import { type EngineConfig, type LaunchedConfig, registerEngineSecrets, resolveEngineConfig } from './config.ts'
 import { absent, harnessFacts, hostFacts, known, modelFingerprint, redactArgv } from './manifest-facts.ts'
+import { commandLine, markedProcesses, portAccepts, portListeners } from './launch-token.ts'
 import { type EngineProcess, spawnEngine } from './process.ts'
 
 type Fact = Manifest['engine']['version']
@@ -39,8 +40,12 @@ export interface RunningEngine {
   process: EngineProcess | null
   /** Why the engine is no longer usable (it exited), or null while it runs. */
   failure(): ErrorInfo | null
-  /** Tears the engine down (the whole process tree); idempotent. */
-  stop(): Promise<void>
+  /**
+   * Tears the engine down (the whole process tree, and every process carrying its launch token)
+   * and checks that nothing listens on its port any more; idempotent. What had to be hunted down
+   * is in the result and on stderr; null for an external endpoint (nothing launched).
+   */
+  stop(): Promise<EngineTeardown | null>
 }
 
 /** A free loopback port, picked by the kernel. */
@@ -254,6 +259,7 @@ export async function launchEngine(
       harness,
     }
     const metricsPath = ADAPTERS[config.kind].metricsPath
+    let teardown: Promise<EngineTeardown> | null = null
     return {
       kind: config.kind,
       baseUrl: origin,
@@ -272,14 +278,58 @@ export async function launchEngine(
           retryAfterS: null,
         }
       },
-      stop: async () => {
-        await proc.stop()
-      },
+      stop: () => (teardown ??= tearDown(config.kind, port, proc)),
     }
   } catch (error) {
-    await proc.stop()
+    await tearDown(config.kind, port, proc)
     throw error
   }
+}
+
+function finding(kind: string, s: TeardownSurvivor): string {
+  const who = `engine ${kind}: pid ${s.pid} (${s.command})`
+  if (s.foundBy === 'port') {
+    return s.endedBy === null
+      ? `${who} listens on the engine's port and carries no token of this launch: left running`
+      : `${who} still listened on the engine's port after teardown: ended by ${s.endedBy}`
+  }
+  const how =
+    s.endedBy === null ? 'and could not be ended' : s.endedBy === 'SIGKILL' ? 'and outlived SIGTERM: ended by SIGKILL' : 'ended by SIGTERM'
+  const where = s.foundBy === 'launch-token' ? 'had left the process tree (found by its launch token)' : 'was in the process tree'
+  return `${who} ${where} ${how}`
+}
+
+function killQuietly(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL')
+  } catch {
+    // Already gone.
+  }
+}
+
+/**
+ * Stops the process tree, then makes sure nothing of the launch listens on its loopback port: a
+ * listener that carries the launch token is killed; one that does not is reported and left alone.
+ * Every finding goes to stderr too, so a leak is never silent.
+ */
+async function tearDown(kind: string, port: number, proc: EngineProcess): Promise<EngineTeardown> {
+  const { survivors } = await proc.stop()
+  const found = [...survivors]
+  let portClosed = !(await portAccepts(port))
+  if (!portClosed) {
+    const marked = new Set(markedProcesses(proc.launchToken))
+    for (const pid of portListeners(port)) {
+      const ours = marked.has(pid)
+      found.push({ pid, command: await commandLine(pid), foundBy: 'port', endedBy: ours ? 'SIGKILL' : null })
+      if (ours) killQuietly(pid)
+    }
+    await new Promise((r) => setTimeout(r, 200))
+    portClosed = !(await portAccepts(port))
+  }
+  const findings = found.map((s) => finding(kind, s))
+  if (!portClosed) findings.push(`engine ${kind}: 127.0.0.1:${port} still accepts connections after teardown`)
+  for (const line of findings) process.stderr.write(`servegate: teardown: ${line}\n`)
+  return { survivors: found, portClosed, findings }
 }
 
 async function connectExternal(
@@ -328,6 +378,6 @@ async function connectExternal(
     metricsUrl: `${origin}/metrics`,
     process: null,
     failure: () => null,
-    stop: async () => {},
+    stop: async () => null,
   }
 }

@@ -4,6 +4,8 @@ import { join } from 'node:path'
 import { StringDecoder } from 'node:string_decoder'
 import { execa, type ResultPromise } from 'execa'
 import { sanitizeMessage } from '../errors.ts'
+import type { TeardownSurvivor } from '../schema/run.ts'
+import { commandLine, LAUNCH_TOKEN_VAR, markedProcesses, newLaunchToken, processGroup, running } from './launch-token.ts'
 import { SecretStreamScrubber } from '../secrets.ts'
 
 /** How an engine process ended. */
@@ -14,9 +16,18 @@ export interface ExitInfo {
   requested: boolean
 }
 
+/** How a launched process tree went down. */
+export interface TreeTeardown {
+  exit: ExitInfo
+  /** Processes found outside the tree (by the launch token), or that outlived SIGTERM. */
+  survivors: TeardownSurvivor[]
+}
+
 /** A launched process: its whole tree is torn down by `stop()`. */
 export interface EngineProcess {
   pid: number
+  /** The value of `SERVEGATE_LAUNCH` in the environment of every process of this launch. */
+  launchToken: string
   logPath: string
   /** The last lines of its output, sanitized. */
   logTail(): string
@@ -26,8 +37,12 @@ export interface EngineProcess {
   exit(): ExitInfo | null
   /** Records the current descendants (done every second too); call it once the engine is ready. */
   track(): Promise<void>
-  /** SIGTERM to the whole tree, SIGKILL after the grace period; resolves when all are gone. */
-  stop(): Promise<ExitInfo>
+  /**
+   * SIGTERM to the whole tree and to every process carrying the launch token, SIGKILL after the
+   * grace period; resolves when all are gone, with those that escaped the tree or outlived
+   * SIGTERM. Idempotent.
+   */
+  stop(): Promise<TreeTeardown>
 }
 
 const TAIL_LINES = 40
@@ -148,8 +163,9 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
   }
 
   const [file, ...args] = o.argv
+  const token = newLaunchToken()
   const child: ResultPromise = execa(file as string, args, {
-    env: o.env,
+    env: { ...o.env, [LAUNCH_TOKEN_VAR]: token },
     extendEnv: false,
     detached: true,
     cleanup: true,
@@ -198,8 +214,20 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
   })
 
   const pid = child.pid ?? -1
+  let stopping: Promise<TreeTeardown> | null = null
+  const tearDown = async (): Promise<TreeTeardown> => {
+    if (pid < 0) return { exit: await exited, survivors: [] }
+    requested = true
+    // Collect the tree first: children that started their own session escape the group signal.
+    if (exitInfo === null) await snapshot()
+    const tree: number[] = exitInfo === null ? [pid] : []
+    for (const [p, started] of seen) if ((await startTime(p)) === started) tree.push(p)
+    const survivors = await stopTree(pid, tree, token, o.graceMs, () => exitInfo !== null)
+    return { exit: await exited, survivors }
+  }
   const proc: EngineProcess = {
     pid,
+    launchToken: token,
     logPath: o.logPath,
     logTail: () =>
       sanitizeMessage(
@@ -212,25 +240,7 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
     exited,
     exit: () => exitInfo,
     track: snapshot,
-    async stop() {
-      if (pid < 0) return exited
-      requested = true
-      // Collect the tree first: children that started their own session escape the group signal.
-      if (exitInfo === null) await snapshot()
-      const tree: number[] = []
-      for (const [p, started] of seen) if ((await startTime(p)) === started) tree.push(p)
-      killTreeSync(pid, 'SIGTERM')
-      for (const p of tree) signalPid(p, 'SIGTERM')
-      const timer = setTimeout(() => {
-        killTreeSync(pid, 'SIGKILL')
-        for (const p of tree) signalPid(p, 'SIGKILL')
-      }, o.graceMs)
-      const info = await exited
-      clearTimeout(timer)
-      // The leader may exit first and leave members behind: make sure the whole tree is gone.
-      await waitGone(tree, o.graceMs)
-      return info
-    },
+    stop: () => (stopping ??= tearDown()),
   }
   if (pid > 0) {
     void snapshot()
@@ -240,6 +250,7 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
         requested = true
         killTreeSync(pid, 'SIGKILL')
         for (const p of seen.keys()) signalPid(p, 'SIGKILL')
+        for (const p of markedProcesses(token)) signalPid(p, 'SIGKILL')
       },
     }
     live.add(entry)
@@ -249,22 +260,60 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
   return proc
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
+type Target = TeardownSurvivor & { foundBy: 'process-tree' | 'launch-token' }
+
+/** Resolves once `done()` holds or the deadline (performance.now() ms) passes. */
+async function until(done: () => boolean, deadline: number): Promise<void> {
+  while (!done() && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50))
 }
 
-/** Waits for the given pids to exit, SIGKILLing stragglers after `graceMs`. */
-async function waitGone(pids: number[], graceMs: number): Promise<void> {
-  const deadline = performance.now() + graceMs
-  let remaining = pids.filter(alive)
-  while (remaining.length > 0 && performance.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 50))
-    remaining = remaining.filter(alive)
+/**
+ * Stops a launch: SIGTERM to the leader's group, to the tree seen by parent walks and to every
+ * process whose environment carries the launch token (a double-forked daemon reparented to
+ * init); SIGKILL to whatever still runs after `graceMs`; then sweeps once more for marked
+ * processes forked during the shutdown. Returns the processes found only by the token, and
+ * those that needed SIGKILL or could not be ended.
+ */
+async function stopTree(
+  leader: number,
+  tree: number[],
+  token: string,
+  graceMs: number,
+  leaderExited: () => boolean,
+): Promise<TeardownSurvivor[]> {
+  const targets = new Map<number, Target>()
+  const add = async (pid: number, foundBy: Target['foundBy']): Promise<Target | null> => {
+    if (targets.has(pid)) return null
+    const target: Target = { pid, command: await commandLine(pid), foundBy, endedBy: null }
+    targets.set(pid, target)
+    return target
   }
-  for (const p of remaining) signalPid(p, 'SIGKILL')
+  for (const p of tree) await add(p, 'process-tree')
+  // A marked process still in the leader's group is part of the tree the group signal reaches.
+  for (const p of markedProcesses(token)) await add(p, processGroup(p) === leader ? 'process-tree' : 'launch-token')
+  const live = (): Target[] => [...targets.values()].filter((t) => running(t.pid))
+
+  killTreeSync(leader, 'SIGTERM')
+  for (const t of targets.values()) signalPid(t.pid, 'SIGTERM')
+  await until(() => leaderExited() && live().length === 0, performance.now() + graceMs)
+  const stubborn = new Set(live())
+  if (!leaderExited() || stubborn.size > 0) killTreeSync(leader, 'SIGKILL')
+  for (const t of targets.values()) {
+    t.endedBy = stubborn.has(t) ? 'SIGKILL' : 'SIGTERM'
+    if (stubborn.has(t)) signalPid(t.pid, 'SIGKILL')
+  }
+  // Workers forked while the tree shut down: nothing of this launch may outlive it.
+  for (let sweep = 0; sweep < 3; sweep++) {
+    const late = markedProcesses(token).filter((p) => !targets.has(p))
+    if (late.length === 0) break
+    for (const p of late) {
+      const target = await add(p, 'launch-token')
+      signalPid(p, 'SIGKILL')
+      if (target !== null) target.endedBy = 'SIGKILL'
+    }
+    await until(() => live().length === 0, performance.now() + 1000)
+  }
+  await until(() => live().length === 0, performance.now() + 2000)
+  for (const t of live()) t.endedBy = null
+  return [...targets.values()].filter((t) => t.foundBy !== 'process-tree' || t.endedBy !== 'SIGTERM')
 }

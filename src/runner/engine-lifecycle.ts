@@ -3,7 +3,7 @@ import { type LaunchContext, launchEngine, type RunningEngine } from '../engines
 import { type InProcessEngine, startNodeLlamaCpp } from '../engines/node-llama-cpp.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
 import type { PhaseListener } from '../schema/progress.ts'
-import type { ErrorInfo, RunRecord } from '../schema/run.ts'
+import type { EngineTeardown, ErrorInfo, RunRecord } from '../schema/run.ts'
 import type { ResolvedCellPlan } from './cell-options.ts'
 import { startTelemetry } from './cell-telemetry.ts'
 import type { CellTransport } from './cell-transport.ts'
@@ -137,7 +137,19 @@ async function measureInProcess(
   return { ...record, manifest: live.engine.manifest }
 }
 
-/** Stops a started engine (the whole process tree, or the in-process model). */
-export async function stopEngine(live: LiveEngine): Promise<void> {
-  await live.engine.stop()
+/**
+ * Stops a started engine (the whole process tree, or the in-process model): how a launched
+ * process tree went down, or null when servegate launched no process.
+ */
+export async function stopEngine(live: LiveEngine): Promise<EngineTeardown | null> {
+  if (live.shape === 'in-process') {
+    await live.engine.stop()
+    return null
+  }
+  return live.engine.stop()
+}
+
+/** The record of a cell measured on an engine launched for it alone, with how that engine went down. */
+export function withTeardown(record: RunRecord, teardown: EngineTeardown | null): RunRecord {
+  return teardown === null ? record : { ...record, teardown }
 }

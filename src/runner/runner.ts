@@ -1,6 +1,6 @@
 import { type EngineConfig, resolveEngineConfig } from '../engines/config.ts'
 import type { CapacitySearch } from '../schema/capacity-record.ts'
-import type { ErrorInfo, RunRecord } from '../schema/run.ts'
+import type { EngineTeardown, ErrorInfo, RunRecord } from '../schema/run.ts'
 import type { CellResult, PairResult } from '../schema/results.ts'
 import { type CapacityHooks, type ResolvedCapacityOptions, searchCapacity } from './capacity-search.ts'
 import { type EngineCellOptions, type ResolvedCellPlan, resolveCellPlan } from './cell-options.ts'
@@ -13,6 +13,7 @@ import {
   type Started,
   startEngine,
   stopEngine,
+  withTeardown,
 } from './engine-lifecycle.ts'
 import type { Environment } from './environment.ts'
 import { type FeedContext, PhaseFeed } from './phase-feed.ts'
@@ -86,7 +87,8 @@ export class Runner {
 
   /**
    * The one engine lifecycle: the engine started for this use (and stopped after it) or the
-   * file's shared instance, `use` on it, or `failed` with why it did not start.
+   * file's shared instance, `use` on it, or `failed` with why it did not start. `afterStop`
+   * gives the result of a fresh launch how its engine went down.
    */
   async onEngine<T>(
     engine: EngineRef,
@@ -95,17 +97,19 @@ export class Runner {
     use: (live: LiveEngine) => Promise<T>,
     failed: (failure: ErrorInfo) => T | Promise<T>,
     signal?: AbortSignal,
+    afterStop: (result: T, teardown: EngineTeardown | null) => T = (result) => result,
   ): Promise<T> {
     const started = await (launch === 'fresh' ? startEngine(engine.config, this.env, signal, onPhase) : this.sharedEngine(engine, onPhase))
     if ('failure' in started) return failed(started.failure)
-    try {
-      return await use(started)
-    } finally {
-      if (launch === 'fresh') {
-        onPhase?.({ phase: 'tearing-down' })
-        await stopEngine(started)
-      }
-    }
+    if (launch === 'shared') return use(started)
+    const outcome = await use(started).then(
+      (value) => ({ ok: true as const, value }),
+      (error: unknown) => ({ ok: false as const, error }),
+    )
+    onPhase?.({ phase: 'tearing-down' })
+    const teardown = await stopEngine(started)
+    if (!outcome.ok) throw outcome.error
+    return afterStop(outcome.value, teardown)
   }
 
   /** Measures a plan on an engine; an engine that fails makes a failed record. */
@@ -117,6 +121,7 @@ export class Runner {
       (live) => measureOnEngine(live, plan, this.env, hooks),
       (failure) => engineFailedRecord(plan, engine.config.model.id, failure, this.env),
       hooks.signal,
+      withTeardown,
     )
   }
 

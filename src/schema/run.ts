@@ -58,6 +58,33 @@ export const ErrorInfo = z.object({
 })
 export type ErrorInfo = z.infer<typeof ErrorInfo>
 
+/** A process of a launched engine that teardown had to hunt down, and how it ended. */
+export const TeardownSurvivor = z.object({
+  pid: z.int().positive(),
+  /** Its command line, secrets redacted, at most 200 characters. */
+  command: z.string(),
+  /**
+   * How teardown found it: in the engine's process tree (its group or a parent walk), only by
+   * the launch token in its environment (it had left the tree: a session of its own, reparented
+   * to init), or only as the listener on the engine's port.
+   */
+  foundBy: z.enum(['process-tree', 'launch-token', 'port']),
+  /** What ended it: SIGTERM, or SIGKILL after the grace period; null when it still ran (or was left running: not this launch's). */
+  endedBy: z.enum(['SIGTERM', 'SIGKILL']).nullable(),
+})
+export type TeardownSurvivor = z.infer<typeof TeardownSurvivor>
+
+/** How a launched engine's teardown went: every process that escaped its tree or outlived SIGTERM, and its port. */
+export const EngineTeardown = z.object({
+  /** Empty when the tree went down on SIGTERM with nothing outside it. */
+  survivors: z.array(TeardownSurvivor),
+  /** False when something still accepted connections on the engine's loopback port afterwards. */
+  portClosed: z.boolean(),
+  /** One sentence per survivor or open port, for people (also written to stderr); empty when clean. */
+  findings: z.array(z.string()),
+})
+export type EngineTeardown = z.infer<typeof EngineTeardown>
+
 export const CompletionTokenSource = z.enum(['usage', 'client-count'])
 export type CompletionTokenSource = z.infer<typeof CompletionTokenSource>
 
@@ -368,6 +395,12 @@ export const RunRecord = z.object({
    * requests measured before it stay in the record, and the cell is not accepted.
    */
   cellFailure: ErrorInfo.nullable().default(null),
+  /**
+   * The teardown of the engine launched for this record alone (`servegate run --engine`, repeated
+   * cells); absent when nothing was launched for it (an external endpoint, an in-process engine,
+   * an engine shared by a file's cells, whose teardown comes after its records and goes to stderr).
+   */
+  teardown: EngineTeardown.optional(),
   /** Set when the record was imported from another harness's format. */
   importedFrom: ImportSource.nullable(),
 })
