@@ -133,8 +133,9 @@ async function waitReady(
   for (const path of readinessPaths(config)) {
     for (;;) {
       onPhase?.({ phase: 'waiting', elapsedMs: performance.now() - started, timeoutMs: config.startupTimeoutMs, logPath: proc.logPath })
+      // First: Ctrl-C kills the engine too, and its exit then is ours, not a crash.
+      if (signal?.aborted) throw new ServegateError('REQUEST_ABORTED', `start-up of engine ${config.kind} was interrupted`)
       if (exited) throw exitedError(config.kind, proc, 'during start-up')
-      if (signal?.aborted) throw new ServegateError('REQUEST_ABORTED', `start-up of engine ${config.kind} was cancelled`)
       if (performance.now() > deadline) {
         throw new ServegateError(
           'ENGINE_START_TIMEOUT',
@@ -294,9 +295,9 @@ function finding(kind: string, s: TeardownSurvivor): string {
       : `${who} still listened on the engine's port after teardown: ended by ${s.endedBy}`
   }
   const how =
-    s.endedBy === null ? 'and could not be ended' : s.endedBy === 'SIGKILL' ? 'and outlived SIGTERM: ended by SIGKILL' : 'ended by SIGTERM'
+    s.endedBy === null ? 'could not be ended' : s.endedBy === 'SIGKILL' ? 'outlived SIGTERM, ended by SIGKILL' : 'ended by SIGTERM'
   const where = s.foundBy === 'launch-token' ? 'had left the process tree (found by its launch token)' : 'was in the process tree'
-  return `${who} ${where} ${how}`
+  return `${who} ${where}; ${how}`
 }
 
 function killQuietly(pid: number): void {

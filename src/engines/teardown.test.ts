@@ -73,8 +73,8 @@ describe('teardown finds every process of a launch, even one that left the tree'
     expect(stderr()).toContain(`servegate: teardown: ${teardown?.findings[0]}\n`)
     expect(teardown?.findings[0]).toMatch(
       foundBy === 'launch-token'
-        ? /^engine command: pid \d+ \(.*sim --port \d+.*\) had left the process tree \(found by its launch token\) ended by SIGTERM$/
-        : /^engine command: pid \d+ \(.*--child.*\) was in the process tree and outlived SIGTERM: ended by SIGKILL$/,
+        ? /^engine command: pid \d+ \(.*sim --port \d+.*\) had left the process tree \(found by its launch token\); ended by SIGTERM$/
+        : /^engine command: pid \d+ \(.*--child.*\) was in the process tree; outlived SIGTERM, ended by SIGKILL$/,
     )
   })
 })
