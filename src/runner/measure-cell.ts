@@ -7,14 +7,14 @@ import { parseBaseUrl } from '../loopback.ts'
 import type { OpenLoopStats } from '../schema/load.ts'
 import type { CellProgress, PhaseListener } from '../schema/progress.ts'
 import type { ErrorInfo, RequestRecord, RunRecord } from '../schema/run.ts'
-import { bodyBytes, requestStreamSha256, stripModel } from '../workload/bytes.ts'
-import { type PreparedRequest, preparedFor } from '../workload/prepare.ts'
+import { type PlannedRequest, preparedFor } from '../workload/prepare.ts'
+import { BodyFeed, WireHash } from './body-feed.ts'
 import { type CellOptions, type ResolvedCellOptions, resolveCellOptions } from './cell-options.ts'
 import { type CellTransport, connectionsToWarm, httpTransport } from './cell-transport.ts'
 import { closedLoop, openLoop, type Slot } from './dispatch.ts'
 import { type Clock, systemClock } from './environment.ts'
 import { probeEndpoint } from './probe.ts'
-import { assembleRecord, busySpanMs, cellPlan, harnessHealth, requestRecord } from './run-record.ts'
+import { assembleRecord, cellPlan, harnessHealth, requestRecord } from './run-record.ts'
 import { warmClientJit } from './warm.ts'
 
 export type { CellProgress } from '../schema/progress.ts'
@@ -108,12 +108,9 @@ export async function measureCell(
     phase?.({ phase: 'turn', stage: stage + 1, stages: s.ends.length })
     return s.turn(stage)
   }
+  const feeds: BodyFeed[] = []
   try {
     if (stages !== null) await turn(stages, 0)
-    const send =
-      (bodies: Buffer[], captureChars: number, offset = 0) =>
-      (index: number) =>
-        transport.send(bodies[offset + index] as Buffer, captureChars, signal)
     // Drawn (or read) before anything is sent: a trace also sizes the requests.
     const arrivals = o.arrival === null ? null : await planArrivals(o.arrival, o.requests)
     const workload = await preparedFor(
@@ -124,28 +121,46 @@ export async function measureCell(
         phase?.({ phase: 'calibrating' })
         return transport.tokenizer()
       },
+      signal,
     )
     const captureChars = workload.spec.canaries || workload.spec.kind === 'dataset' ? workload.spec.captureChars : 0
-    const measuredBytes = workload.measured.map((r) => bodyBytes(o.model, r.body))
-    const warmupBytes = workload.warmup.map((r) => bodyBytes(o.model, r.body))
+    // Bodies are built as they are sent, a bounded look-ahead in front, never all at once.
+    const measuredFeed = new BodyFeed(workload, o.model, 0, workload.measuredCount, signal)
+    const warmupFeed = new BodyFeed(workload, o.model, workload.measuredCount, workload.measuredCount + workload.warmupCount, signal)
+    feeds.push(measuredFeed, warmupFeed)
+    // Each request's plan waits here only while it is in flight.
+    const inFlight = new Map<number, PlannedRequest>()
+    const send =
+      (feed: BodyFeed, base: number, track: boolean) =>
+      (index: number): Promise<StreamObservation> => {
+        const fed = feed.take(base + index)
+        if (track) inFlight.set(base + index, fed.planned)
+        return transport.send(fed.bytes, captureChars, signal)
+      }
 
     const clock = hooks.clock ?? systemClock
     const startedAt = clock.date()
-    const slots: Slot[] = []
+    // One record per ended request, made as it ends: the observation (chunks written, content,
+    // chunk times) is dropped then; only the record and the running hashes stay.
+    const records: RequestRecord[] = []
+    const wire = new WireHash(o.model)
     let ok = 0
     let failed = 0
     warmClientJit()
-    if (warmupBytes.length > 0) {
+    if (workload.warmupCount > 0) {
       let warmed = 0
-      const total = warmupBytes.length
+      const total = workload.warmupCount
       phase?.({ phase: 'warmup', done: 0, total })
-      await closedLoop(total, o.concurrency, send(warmupBytes, captureChars), () => phase?.({ phase: 'warmup', done: ++warmed, total }))
+      await closedLoop(total, o.concurrency, send(warmupFeed, workload.measuredCount, false), () =>
+        phase?.({ phase: 'warmup', done: ++warmed, total }),
+      )
     }
+    warmupFeed.close()
     await transport.warm?.(connectionsToWarm(o))
 
     await hooks.onMeasureStart?.()
     const loopDelay = monitorEventLoopDelay({ resolution: 2 })
-    const ends = stages?.ends ?? [measuredBytes.length]
+    const ends = stages?.ends ?? [workload.measuredCount]
     let cpuMs = 0
     let activeMs = 0
     let wallClockMs = 0
@@ -154,14 +169,13 @@ export async function measureCell(
     let openLoopStats: OpenLoopStats | null = null
     for (let stage = 0; stage < ends.length; stage++) {
       if (stage > 0 && (stages === null || !(await turn(stages, stage)))) break
-      const end = Math.min(ends[stage] as number, measuredBytes.length)
+      const end = Math.min(ends[stage] as number, workload.measuredCount)
       const offset = sent
-      const before = slots.length
       const stageOf = stages === null ? null : { index: stage + 1, of: ends.length }
       const requestsPhase = (): void => {
         phase?.({
           phase: 'requests',
-          done: slots.length,
+          done: records.length,
           total: o.requests,
           ok,
           failed,
@@ -173,42 +187,41 @@ export async function measureCell(
       loopDelay.enable()
       const cpuBefore = process.cpuUsage()
       const stageStart = performance.now()
+      // The stage's busy span (busySpanMs over its requests), kept as it goes.
+      let firstSend = Infinity
+      let lastEnd = -Infinity
       const onDone = (slot: Slot): void => {
-        slots.push({ ...slot, index: offset + slot.index })
-        if (slot.obs.error === null) ok++
+        const index = offset + slot.index
+        const { obs } = slot
+        firstSend = Math.min(firstSend, obs.sentAt)
+        lastEnd = Math.max(lastEnd, obs.endAt ?? obs.sentAt)
+        const planned = inFlight.get(index) ?? workload.planned(index)
+        inFlight.delete(index)
+        records.push(requestRecord({ ...slot, index }, cellStart, planned, workload))
+        wire.add(index, obs.sentChunks)
+        if (obs.error === null) ok++
         else failed++
-        hooks.onProgress?.({ done: slots.length, total: o.requests, ok, failed, elapsedMs: performance.now() - cellStart })
+        hooks.onProgress?.({ done: records.length, total: o.requests, ok, failed, elapsedMs: performance.now() - cellStart })
         requestsPhase()
       }
-      openLoopStats = await measuredPhase(o, end - offset, arrivals, cellStart, signal, send(measuredBytes, captureChars, offset), onDone)
+      openLoopStats = await measuredPhase(o, end - offset, arrivals, cellStart, signal, send(measuredFeed, offset, true), onDone)
       activeMs += performance.now() - stageStart
       const cpu = process.cpuUsage(cpuBefore)
       cpuMs += (cpu.user + cpu.system) / 1000
       loopDelay.disable()
-      wallClockMs += busySpanMs(slots.slice(before))
+      wallClockMs += Math.max(0, lastEnd - firstSend)
       sent = end
-      if (stages !== null) {
-        const records = slots
-          .map((s) => requestRecord(s, cellStart, workload.measured[s.index] as PreparedRequest, workload))
-          .sort((a, b) => a.index - b.index)
-        stages.done(stage, records, signal.aborted || hooks.engine?.failure() != null)
-      }
+      records.sort((a, b) => a.index - b.index)
+      if (stages !== null) stages.done(stage, records.slice(), signal.aborted || hooks.engine?.failure() != null)
     }
-
-    slots.sort((a, b) => a.index - b.index)
-    const records = slots.map((s) => requestRecord(s, cellStart, workload.measured[s.index] as PreparedRequest, workload))
-    const wireBodies = slots.map((s) => {
-      const written = Buffer.concat(s.obs.sentChunks)
-      return stripModel(o.model, written) ?? written
-    })
-    const wireStreamSha256 = requestStreamSha256(wireBodies)
+    measuredFeed.close()
 
     return assembleRecord({
       options: o,
       startedAt,
       finishedAt: clock.date(),
       target,
-      plan: cellPlan(o, workload, wireStreamSha256, arrivals?.plan ?? null, sent),
+      plan: cellPlan(o, workload, measuredFeed.requestStreamSha256, wire.digest(), arrivals?.plan ?? null, sent),
       requests: records,
       metrics: { ...computeCellMetrics(records, wallClockMs, o.slo), openLoop: openLoopStats },
       harness: harnessHealth(o, cpuMs, activeMs, loopDelay, records),
@@ -220,6 +233,7 @@ export async function measureCell(
     if (err instanceof ServegateError) throw err
     throw new ServegateError('INTERNAL', `cell failed unexpectedly: ${sanitizeMessage((err as Error).message)}`, { cause: err })
   } finally {
+    for (const feed of feeds) feed.close()
     await transport.close()
   }
 }

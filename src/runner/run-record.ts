@@ -10,9 +10,8 @@ import type { Manifest } from '../schema/manifest.ts'
 import { type ErrorInfo, type HarnessHealth, RUN_SCHEMA_ID, type RequestRecord, type RunRecord } from '../schema/run.ts'
 import { scrubDeep } from '../secrets.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
-import { requestStreamSha256 } from '../workload/bytes.ts'
 import { checkCanary, withoutMarkers } from '../workload/canary.ts'
-import { ESTIMATED_TOKENS_PER_WORD, type PreparedRequest, type PreparedWorkload } from '../workload/prepare.ts'
+import { ESTIMATED_TOKENS_PER_WORD, type PlannedRequest, type PreparedWorkload } from '../workload/prepare.ts'
 import { scoreResponse } from '../workload/score.ts'
 import { type CellOptions, type ResolvedCellOptions, resolveCellOptions } from './cell-options.ts'
 import type { Slot } from './dispatch.ts'
@@ -27,7 +26,7 @@ function contractInvalid(message: string): ErrorInfo {
  * that fails its canary, or (strict output control) is not exactly max_tokens long, is
  * contract-invalid: kept with its timings and reason, excluded from every distribution.
  */
-export function requestRecord(slot: Slot, cellStart: number, planned: PreparedRequest, workload: PreparedWorkload): RequestRecord {
+export function requestRecord(slot: Slot, cellStart: number, planned: PlannedRequest, workload: PreparedWorkload): RequestRecord {
   const { obs } = slot
   const m = deriveRequestMetrics(obs)
   let error = obs.error
@@ -140,11 +139,13 @@ export function busySpanMs(slots: readonly Slot[]): number {
 /**
  * The plan part of a record; `workload` is null when the cell failed before it was prepared.
  * `sent` is how many of the planned requests went out (fewer when a sequential pair stopped
- * early): the planned hash then covers those, so the wire hash is compared with what was due.
+ * early); `plannedSha` is the request-stream hash of those (null when not every one was built),
+ * so the wire hash is compared with what was due.
  */
 export function cellPlan(
   o: ResolvedCellOptions,
   workload: PreparedWorkload | null,
+  plannedSha: string | null,
   wireStreamSha256: string | null,
   arrival: RunRecord['plan']['arrival'],
   sent = o.requests,
@@ -152,12 +153,6 @@ export function cellPlan(
   const spec = workload?.spec ?? o.workload
   const calibration = workload?.calibration ?? null
   const sharedTokens = calibration?.sharedPrefixTokens ?? (spec.prefixCache.mode === 'shared' ? spec.prefixCache.tokens : null)
-  const plannedSha =
-    workload === null
-      ? null
-      : sent >= workload.measured.length
-        ? workload.requestStreamSha256
-        : requestStreamSha256(workload.measured.slice(0, sent).map((r) => r.body))
   return {
     api: o.api,
     model: o.model,
@@ -271,7 +266,7 @@ export function failedCellRecord(
     startedAt: now,
     finishedAt: now,
     target: null,
-    plan: cellPlan(o, null, null, o.arrival === null ? null : arrivalPlanUnread(o.arrival, o.requests)),
+    plan: cellPlan(o, null, null, null, o.arrival === null ? null : arrivalPlanUnread(o.arrival, o.requests)),
     requests: [],
     metrics: computeCellMetrics([], 0),
     harness: { ...NOTHING_SENT },

@@ -1,7 +1,9 @@
 import { describe, expect, test } from 'vitest'
 import { bodyExtras } from './body.ts'
 import { canaryMarker, checkCanary, withoutMarkers } from './canary.ts'
-import { calibrationTolerance, fitPieces, prepareWorkload } from './prepare.ts'
+import type { TokenizerProbe } from '../client/tokenize.ts'
+import { requestStreamSha256 } from './bytes.ts'
+import { calibrationTolerance, fitPieces, type PreparedRequest, type PreparedWorkload, prepareWorkload, streamSha256 } from './prepare.ts'
 import { codeSource, proseSource } from './text.ts'
 
 describe('fitPieces', () => {
@@ -76,18 +78,23 @@ describe('bodyExtras', () => {
   })
 })
 
+/** Requests `from` … `to` − 1, built. */
+function built(w: PreparedWorkload, from = 0, to = w.measuredCount): PreparedRequest[] {
+  return Array.from({ length: to - from }, (_, i) => w.request(from + i))
+}
+
 describe('prepareWorkload', () => {
   const plan = { api: 'chat' as const, maxTokens: 16, requests: 3, warmupRequests: 2 }
 
   test('the same plan gives byte-identical bodies; warm-ups get their own prompts', async () => {
     const a = await prepareWorkload({ promptTokens: 200, seed: 9, canaries: true }, plan, null)
     const b = await prepareWorkload({ promptTokens: 200, seed: 9, canaries: true }, plan, null)
-    expect(a.measured.map((r) => r.body)).toEqual(b.measured.map((r) => r.body))
-    expect(a.requestStreamSha256).toBe(b.requestStreamSha256)
-    expect(a.warmup).toHaveLength(2)
-    expect(new Set([...a.measured, ...a.warmup].map((r) => r.body)).size).toBe(5)
-    expect(a.measured[1]?.canaryMarker).toBe('SGREQ-9-00001')
-    expect(JSON.parse(a.measured[1]?.body as string).messages[0].content).toMatch(/^Request 9-1\.\n\n/)
+    expect(built(a).map((r) => r.body)).toEqual(built(b).map((r) => r.body))
+    expect(streamSha256(a)).toBe(streamSha256(b))
+    expect(a.warmupCount).toBe(2)
+    expect(new Set(built(a, 0, 5).map((r) => r.body)).size).toBe(5)
+    expect(a.request(1).canaryMarker).toBe('SGREQ-9-00001')
+    expect(JSON.parse(a.request(1).body).messages[0].content).toMatch(/^Request 9-1\.\n\n/)
     expect(a.calibration).toMatchObject({ method: 'estimate', warning: 'no tokenizer was probed; prompt sizes are estimated' })
   })
 
@@ -103,10 +110,99 @@ describe('prepareWorkload', () => {
 
   test('a shared prefix is byte-identical across requests; the rest differs', async () => {
     const w = await prepareWorkload({ kind: 'shared-prefix', promptTokens: 300, prefixCache: { mode: 'shared', tokens: 150 } }, plan, null)
-    const contents = w.measured.map((r) => JSON.parse(r.body).messages[0].content as string)
+    const contents = built(w).map((r) => JSON.parse(r.body).messages[0].content as string)
     const shared = (contents[0] as string).split('\n\n')[0] as string
     expect(shared.split(' ').length).toBeGreaterThan(80)
     for (const c of contents) expect(c.startsWith(`${shared}\n\nRequest `)).toBe(true)
     expect(new Set(contents).size).toBe(3)
+  })
+})
+
+describe('bodies built on demand', () => {
+  // A tokenizer that counts words: deterministic, so calibration fits every request the same way.
+  const words: TokenizerProbe = {
+    warning: null,
+    tokenizer: {
+      description: 'words',
+      countText: async (t) => Math.round(t.split(/\s+/).length * 1.21) + 3,
+      countChat: async (m) => Math.round((m[0]?.content ?? '').split(/\s+/).length * 1.21) + 9,
+    },
+  }
+  // Hashes of the bodies as eager preparation (every body built up front, before this change) gave them.
+  test.each([
+    [
+      'estimated, canaries, shared prefix',
+      { promptTokens: 200, seed: 9, canaries: true, prefixCache: { mode: 'shared' as const, tokens: 60 } },
+      { api: 'chat' as const, maxTokens: 16, requests: 40, warmupRequests: 3 },
+      null,
+      'ce65fbec2a17494868fbc24c8d3fe4371f8e8bb79f075f6df149076236e792e3',
+      '616e4220db1578a8bc5b41883b5552ea46f34cb3ec4bab81afd19a53c42d39a9',
+    ],
+    [
+      'a trace sizes each request',
+      { kind: 'synthetic-repeated-code' as const, promptTokens: 120, seed: 4 },
+      {
+        api: 'completions' as const,
+        maxTokens: 8,
+        requests: 25,
+        warmupRequests: 0,
+        sizes: Array.from({ length: 25 }, (_, i) => ({ promptTokens: 60 + 7 * i, maxTokens: 4 + (i % 3) })),
+      },
+      null,
+      '3d9f4cab38366fa632b3412c109b519f25910e2a26c2c2e3212991eb33f5a8f7',
+      '3d9f4cab38366fa632b3412c109b519f25910e2a26c2c2e3212991eb33f5a8f7',
+    ],
+    [
+      'calibrated with a tokenizer',
+      { promptTokens: 150, seed: 5, canaries: true },
+      { api: 'chat' as const, maxTokens: 12, requests: 30, warmupRequests: 2 },
+      words,
+      'c88f837409b26c375a92bd17d959f80b63e03469aecc22dd3ff85953b494e936',
+      '53431ae634493045c64829b36ac6a8a3e17a00d0ea34745ba68108321b917c3b',
+    ],
+  ])('%s: the same stream hash as eager preparation', async (_, spec, plan, probe, measuredSha, allSha) => {
+    const w = await prepareWorkload(spec, plan, probe)
+    const total = w.measuredCount + w.warmupCount
+    expect(streamSha256(w)).toBe(measuredSha)
+    expect(requestStreamSha256(built(w, 0, total).map((r) => r.body))).toBe(allSha)
+    // Built again, out of order: the same bytes.
+    expect(w.request(7).body).toBe(built(w, 0, 8)[7]?.body)
+    if (probe !== null) expect(w.request(0).plannedPromptTokens).toBe(149)
+  })
+
+  test('a plan of 5,000,000 requests holds no body: planning is instant and small', async () => {
+    const heapBefore = process.memoryUsage().heapUsed
+    const started = performance.now()
+    const w = await prepareWorkload(
+      { promptTokens: 512, seed: 1 },
+      { api: 'chat', maxTokens: 16, requests: 5_000_000, warmupRequests: 0 },
+      null,
+    )
+    const first = w.request(0)
+    const last = w.request(4_999_999)
+    expect(performance.now() - started).toBeLessThan(1000)
+    expect(process.memoryUsage().heapUsed - heapBefore).toBeLessThan(20 * 1024 * 1024)
+    expect(JSON.parse(first.body).messages[0].content).toMatch(/^Request 1-0\./)
+    expect(JSON.parse(last.body).messages[0].content).toMatch(/^Request 1-4999999\./)
+    expect(() => w.request(5_000_000)).toThrow(RangeError)
+  })
+
+  test('calibration stops between requests when its signal aborts', async () => {
+    const stop = new AbortController()
+    let calls = 0
+    const slow: TokenizerProbe = {
+      warning: null,
+      tokenizer: {
+        description: 'slow',
+        countText: async (t) => t.split(/\s+/).length,
+        countChat: async (m) => {
+          if (++calls === 20) stop.abort()
+          return (m[0]?.content ?? '').split(/\s+/).length
+        },
+      },
+    }
+    const plan = { api: 'chat' as const, maxTokens: 8, requests: 5_000_000, warmupRequests: 0 }
+    await expect(prepareWorkload({ promptTokens: 64 }, plan, slow, stop.signal)).rejects.toMatchObject({ code: 'REQUEST_ABORTED' })
+    expect(calls).toBeLessThan(40)
   })
 })

@@ -1,3 +1,4 @@
+import { createHash, type Hash } from 'node:crypto'
 import type { ChatText, EngineTokenizer, TokenizerProbe } from '../client/tokenize.ts'
 import { ServegateError } from '../errors.ts'
 import type { Api } from '../schema/run.ts'
@@ -5,7 +6,6 @@ import { bodyExtras, type BodyExtras, type ChatContent, requestJson } from './bo
 import { canaryInstruction, canaryMarker } from './canary.ts'
 import { datasetUserContent, loadDataset, type LoadedDataset, type ResolvedRow } from './dataset.ts'
 import { type ResolvedWorkloadSpec, WorkloadSpec } from './workload-spec.ts'
-import { requestStreamSha256 } from './bytes.ts'
 import { codeSource, proseSource, type TextSource } from './text.ts'
 
 /** How planned tokens become text where no engine tokenizer answers. */
@@ -24,6 +24,9 @@ export interface PreparedRequest {
   row: ResolvedRow | null
 }
 
+/** What judging a reply needs of its request once the body is sent. */
+export type PlannedRequest = Omit<PreparedRequest, 'body'>
+
 export interface Calibration {
   method: 'engine-tokenizer' | 'estimate' | 'none'
   tokenizer: string | null
@@ -38,15 +41,23 @@ export interface Calibration {
   sharedPrefixTokens: number | null
 }
 
-/** A workload built once per plan: the same bytes serve both arms. */
+/**
+ * A workload planned once per plan: the same bytes serve both arms. Bodies are not held: each
+ * is rebuilt from its index on demand (`request`), so a plan of millions of requests costs a
+ * few bytes per request (its calibrated size, when a tokenizer calibrated it) until it is sent.
+ */
 export interface PreparedWorkload {
   spec: ResolvedWorkloadSpec
   api: Api
   maxTokens: number
-  measured: PreparedRequest[]
-  warmup: PreparedRequest[]
-  /** sha256 of the ordered measured bodies (length-prefixed), hex. */
-  requestStreamSha256: string
+  /** Measured requests are indices 0 … measuredCount − 1. */
+  measuredCount: number
+  /** Warm-up requests follow the measured ones: indices measuredCount … measuredCount + warmupCount − 1. */
+  warmupCount: number
+  /** Builds request `index`: the same bytes on every call, on either arm. */
+  request(index: number): PreparedRequest
+  /** Request `index` without its body (cheap: no text is generated). */
+  planned(index: number): PlannedRequest
   calibration: Calibration
   extras: BodyExtras
   dataset: { path: string; sha256: string; rows: number } | null
@@ -163,12 +174,19 @@ export function resolveWorkloadSpec(input: WorkloadSpec): ResolvedWorkloadSpec {
 }
 
 /**
- * Builds a workload once: synthetic prompts calibrated to the planned size with the engine's
+ * Plans a workload once: synthetic prompts calibrated to the planned size with the engine's
  * own tokenizer when it has one (else estimated, with a warning), canary instructions, the
  * shared or unique prefix, sampling and output-control fields, and the request-stream hash.
- * Warm-up requests get their own indices after the measured ones.
+ * Warm-up requests get their own indices after the measured ones. With a tokenizer every
+ * request is fitted here (a few tokenizer calls each; `signal` stops it between requests);
+ * bodies are built only when `request` asks for them.
  */
-export async function prepareWorkload(input: WorkloadSpec, plan: PreparePlan, probe: TokenizerProbe | null): Promise<PreparedWorkload> {
+export async function prepareWorkload(
+  input: WorkloadSpec,
+  plan: PreparePlan,
+  probe: TokenizerProbe | null,
+  signal?: AbortSignal,
+): Promise<PreparedWorkload> {
   const spec = resolveWorkloadSpec(input)
   const extras = bodyExtras(plan.api, plan.maxTokens, spec.sampling, spec.outputControl)
   const total = plan.requests + plan.warmupRequests
@@ -223,54 +241,76 @@ export async function prepareWorkload(input: WorkloadSpec, plan: PreparePlan, pr
     if (shared === null) shared = sharedText(Math.round(sharedTokens / ESTIMATED_TOKENS_PER_WORD))
   }
 
-  const requests: PreparedRequest[] = []
+  // Calibrated sizes are fitted for every request before anything is sent (the tokenizer is the
+  // engine's, and must not share it with the load), and kept as two numbers a request; without a
+  // tokenizer the size is estimated from the index alone when the body is built.
+  const fitted = useTokenizer ? new Int32Array(total) : null
+  const plannedTokens = useTokenizer ? new Float64Array(total).fill(Number.NaN) : null
+  const rowOf = (index: number): ResolvedRow | null =>
+    dataset === null ? null : (dataset.rows[index % dataset.rows.length] as ResolvedRow)
+  const estimateOf = (index: number, size: PlannedSize): number => {
+    const fixedTokens = Math.round(promptText(spec, shared, index, 0, null).split(/\s+/).length * ESTIMATED_TOKENS_PER_WORD)
+    return Math.max(1, Math.round((size.promptTokens - fixedTokens) / ESTIMATED_TOKENS_PER_WORD))
+  }
   let outsideTolerance = 0
-  let last: { pieces: number; target: number } | null = null
-  for (let index = 0; index < total; index++) {
-    const row = dataset === null ? null : (dataset.rows[index % dataset.rows.length] as ResolvedRow)
-    const size = sizeOf(index)
-    let pieces = 0
-    let planned: number | null = null
-    if (row === null) {
-      const fixedTokens = Math.round(promptText(spec, shared, index, 0, null).split(/\s+/).length * ESTIMATED_TOKENS_PER_WORD)
-      const estimate = Math.max(1, Math.round((size.promptTokens - fixedTokens) / ESTIMATED_TOKENS_PER_WORD))
-      // The previous request's fit is the best start when the targets match (every request but a trace's).
-      pieces = last !== null && last.target === size.promptTokens ? last.pieces : estimate
-      if (useTokenizer) {
+  if (fitted !== null && plannedTokens !== null) {
+    let last: { pieces: number; target: number } | null = null
+    for (let index = 0; index < total; index++) {
+      if (signal?.aborted === true) throw new ServegateError('REQUEST_ABORTED', `calibration aborted at request ${index} of ${total}`)
+      const row = rowOf(index)
+      const size = sizeOf(index)
+      let pieces = 0
+      let planned: number | null = null
+      if (row === null) {
+        const estimate = estimateOf(index, size)
+        // The previous request's fit is the best start when the targets match (every request but a trace's).
+        pieces = last !== null && last.target === size.promptTokens ? last.pieces : estimate
+        if (useTokenizer) {
+          try {
+            const fit = await fitPieces((p) => countPrompt(promptText(spec, shared, index, p, null)), size.promptTokens, pieces)
+            pieces = fit.pieces
+            planned = fit.tokens
+            last = { pieces: fit.pieces, target: size.promptTokens }
+            if (Math.abs(fit.tokens - size.promptTokens) > calibrationTolerance(size.promptTokens)) outsideTolerance++
+          } catch (err) {
+            useTokenizer = false
+            pieces = estimate
+            warning =
+              `the engine's tokenizer failed during calibration (${(err as Error).message}); ` +
+              `prompt sizes are estimated from request ${index} on`
+          }
+        }
+      } else if (useTokenizer) {
         try {
-          const fit = await fitPieces((p) => countPrompt(promptText(spec, shared, index, p, null)), size.promptTokens, pieces)
-          pieces = fit.pieces
-          planned = fit.tokens
-          last = { pieces: fit.pieces, target: size.promptTokens }
-          if (Math.abs(fit.tokens - size.promptTokens) > calibrationTolerance(size.promptTokens)) outsideTolerance++
-        } catch (err) {
-          useTokenizer = false
-          pieces = estimate
-          warning =
-            `the engine's tokenizer failed during calibration (${(err as Error).message}); ` +
-            `prompt sizes are estimated from request ${index} on`
+          planned = await countPrompt(promptText(spec, shared, index, 0, row))
+        } catch {
+          planned = null
         }
       }
+      fitted[index] = pieces
+      if (planned !== null) plannedTokens[index] = planned
     }
-    const prompt = promptText(spec, shared, index, pieces, row)
-    if (row !== null && useTokenizer) {
-      try {
-        planned = await countPrompt(prompt)
-      } catch {
-        planned = null
-      }
-    }
-    const ownExtras = size.maxTokens === plan.maxTokens ? extras : bodyExtras(plan.api, size.maxTokens, spec.sampling, spec.outputControl)
-    requests.push({
-      body: requestJson(plan.api, contentOf(prompt, row), size.maxTokens, ownExtras),
-      plannedPromptTokens: planned,
-      maxTokens: size.maxTokens,
-      canaryMarker: spec.canaries ? canaryMarker(spec.seed, index) : null,
-      row,
-    })
   }
 
-  const measured = requests.slice(0, plan.requests)
+  const planned = (index: number): PlannedRequest => {
+    if (!Number.isInteger(index) || index < 0 || index >= total) throw new RangeError(`request ${index} is not in this plan`)
+    const tokens = plannedTokens?.[index]
+    return {
+      plannedPromptTokens: tokens === undefined || Number.isNaN(tokens) ? null : tokens,
+      maxTokens: sizeOf(index).maxTokens,
+      canaryMarker: spec.canaries ? canaryMarker(spec.seed, index) : null,
+      row: rowOf(index),
+    }
+  }
+  const request = (index: number): PreparedRequest => {
+    const p = planned(index)
+    const size = sizeOf(index)
+    const pieces = p.row !== null ? 0 : fitted !== null ? (fitted[index] as number) : estimateOf(index, size)
+    const prompt = promptText(spec, shared, index, pieces, p.row)
+    const ownExtras = size.maxTokens === plan.maxTokens ? extras : bodyExtras(plan.api, size.maxTokens, spec.sampling, spec.outputControl)
+    return { body: requestJson(plan.api, contentOf(prompt, p.row), size.maxTokens, ownExtras), ...p }
+  }
+
   // Per-request sizes (a trace): the record states their mean; each request was held to its own tolerance.
   const target = plan.sizes
     ? Math.round(plan.sizes.reduce((s, x) => s + x.promptTokens, 0) / Math.max(1, plan.sizes.length))
@@ -280,9 +320,10 @@ export async function prepareWorkload(input: WorkloadSpec, plan: PreparePlan, pr
     spec,
     api: plan.api,
     maxTokens: plan.maxTokens,
-    measured,
-    warmup: requests.slice(plan.requests),
-    requestStreamSha256: requestStreamSha256(measured.map((r) => r.body)),
+    measuredCount: plan.requests,
+    warmupCount: plan.warmupRequests,
+    request,
+    planned,
     calibration: {
       method,
       tokenizer: tokenizer?.description ?? null,
@@ -297,6 +338,36 @@ export async function prepareWorkload(input: WorkloadSpec, plan: PreparePlan, pr
   }
 }
 
+/**
+ * `requestStreamSha256` (bytes.ts) fed one body at a time: sha256 over the ordered bodies, each
+ * prefixed by its byte length, without holding them.
+ */
+export class StreamHash {
+  readonly #hash: Hash = createHash('sha256')
+  /** Bodies hashed so far. */
+  count = 0
+  update(body: string | Uint8Array): void {
+    const bytes = typeof body === 'string' ? Buffer.from(body) : body
+    this.#hash.update(`${bytes.length}\n`)
+    this.#hash.update(bytes)
+    this.count++
+  }
+  /** The hex digest of what was hashed so far; the hash goes on accepting bodies. */
+  digest(): string {
+    return this.#hash.copy().digest('hex')
+  }
+}
+
+/**
+ * The request-stream hash of requests `from` … `to` − 1 (the measured ones by default), built
+ * one body at a time: the hash a cell records when it sends them in order.
+ */
+export function streamSha256(w: PreparedWorkload, from = 0, to = w.measuredCount): string {
+  const hash = new StreamHash()
+  for (let i = from; i < to; i++) hash.update(w.request(i).body)
+  return hash.digest()
+}
+
 const cache = new Map<string, Promise<PreparedWorkload>>()
 const CACHE_LIMIT = 32
 
@@ -308,11 +379,12 @@ export function preparedFor(
   input: WorkloadSpec,
   plan: PreparePlan,
   probe: () => Promise<TokenizerProbe | null>,
+  signal?: AbortSignal,
 ): Promise<PreparedWorkload> {
   const key = JSON.stringify([resolveWorkloadSpec(input), plan])
   let prepared = cache.get(key)
   if (prepared === undefined) {
-    prepared = probe().then((p) => prepareWorkload(input, plan, p))
+    prepared = probe().then((p) => prepareWorkload(input, plan, p, signal))
     // A failed preparation is not cached: the next cell may retry.
     prepared.catch(() => cache.delete(key))
     if (cache.size >= CACHE_LIMIT) cache.delete(cache.keys().next().value as string)

@@ -1,0 +1,40 @@
+import { describe, expect, test } from 'vitest'
+import { requestStreamSha256, stripModel } from '../workload/bytes.ts'
+import { prepareWorkload, streamSha256 } from '../workload/prepare.ts'
+import { BodyFeed, WireHash } from './body-feed.ts'
+
+const plan = { api: 'chat' as const, maxTokens: 8, requests: 50, warmupRequests: 0 }
+
+describe('BodyFeed', () => {
+  test('taken in order, its bytes and hash are what eager preparation gives; the look-ahead stays bounded', async () => {
+    const w = await prepareWorkload({ promptTokens: 100, seed: 3, canaries: true }, plan, null)
+    const feed = new BodyFeed(w, 'm', 0, w.measuredCount, new AbortController().signal, 4)
+    const wire = new WireHash('m')
+    const sent: Buffer[] = []
+    for (let i = 0; i < w.measuredCount; i++) {
+      const fed = feed.take(i)
+      expect(fed.bytes.equals(Buffer.from(`{"model":"m",${w.request(i).body.slice(1)}`))).toBe(true)
+      sent.push(fed.bytes)
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    // Requests end out of order; the wire hash is still in plan order.
+    for (const i of [...sent.keys()].reverse()) wire.add(i, [sent[i] as Buffer])
+    const eager = requestStreamSha256(sent.map((b) => stripModel('m', b) as Buffer))
+    expect(feed.requestStreamSha256).toBe(streamSha256(w))
+    expect(wire.digest()).toBe(eager)
+    expect(eager).toBe(streamSha256(w))
+    feed.close()
+  })
+
+  test('after an abort no body is built and the planned hash is withheld', async () => {
+    const w = await prepareWorkload({ promptTokens: 100 }, plan, null)
+    const stop = new AbortController()
+    const feed = new BodyFeed(w, 'm', 0, w.measuredCount, stop.signal)
+    feed.take(0)
+    stop.abort()
+    expect(feed.take(1).bytes.length).toBe(0)
+    expect(feed.take(1).planned.maxTokens).toBe(8)
+    expect(feed.requestStreamSha256).toBeNull()
+    feed.close()
+  })
+})

@@ -1,0 +1,127 @@
+import { bodyBytes, stripModel } from '../workload/bytes.ts'
+import { type PlannedRequest, type PreparedWorkload, StreamHash } from '../workload/prepare.ts'
+
+/** Bodies a feed builds ahead of the one being sent. */
+export const LOOK_AHEAD = 32
+/** Bodies built per event-loop turn while filling the look-ahead, so a due send never waits long behind them. */
+const PER_TURN = 4
+
+/** One request as the dispatcher sends it: its bytes (model included) and what judging its reply needs. */
+export interface FedRequest {
+  bytes: Buffer
+  planned: PlannedRequest
+}
+
+interface Built {
+  body: string
+  fed: FedRequest
+}
+
+/**
+ * Builds a range of a workload's bodies as they are sent, at most `lookAhead` ahead of the last
+ * one taken (filled between event-loop turns), and hashes them in the order taken: taken in
+ * index order, that is the request-stream hash of what was sent. Once `signal` aborts, a body is
+ * no longer built (the request fails as aborted anyway) and `requestStreamSha256` is null.
+ */
+export class BodyFeed {
+  readonly #workload: PreparedWorkload
+  readonly #model: string
+  readonly #end: number
+  readonly #signal: AbortSignal
+  readonly #lookAhead: number
+  readonly #built = new Map<number, Built>()
+  readonly #hash = new StreamHash()
+  #next: number
+  #taken: number
+  #complete = true
+  #refill: NodeJS.Immediate | null = null
+
+  constructor(workload: PreparedWorkload, model: string, from: number, end: number, signal: AbortSignal, lookAhead = LOOK_AHEAD) {
+    this.#workload = workload
+    this.#model = model
+    this.#end = end
+    this.#signal = signal
+    this.#lookAhead = lookAhead
+    this.#next = from
+    this.#taken = from
+  }
+
+  /** The request at `index` (absolute in the workload), built now if the look-ahead has not yet. */
+  take(index: number): FedRequest {
+    if (index !== this.#taken) this.#complete = false
+    this.#taken = index + 1
+    if (this.#signal.aborted) {
+      this.#complete = false
+      this.#built.delete(index)
+      return { bytes: Buffer.alloc(0), planned: this.#workload.planned(index) }
+    }
+    const built = this.#built.get(index) ?? this.#build(index)
+    this.#built.delete(index)
+    this.#hash.update(built.body)
+    this.#schedule()
+    return built.fed
+  }
+
+  /** sha256 over the taken bodies (bytes.ts `requestStreamSha256`); null unless every one was built and taken in order. */
+  get requestStreamSha256(): string | null {
+    return this.#complete ? this.#hash.digest() : null
+  }
+
+  /** Stops filling the look-ahead. */
+  close(): void {
+    if (this.#refill !== null) clearImmediate(this.#refill)
+    this.#refill = null
+    this.#built.clear()
+  }
+
+  #build(index: number): Built {
+    const r = this.#workload.request(index)
+    const { body, ...planned } = r
+    return { body, fed: { bytes: bodyBytes(this.#model, body), planned } }
+  }
+
+  #schedule(): void {
+    if (this.#refill !== null) return
+    this.#refill = setImmediate(() => {
+      this.#refill = null
+      if (this.#signal.aborted) return
+      const until = Math.min(this.#end, this.#taken + this.#lookAhead)
+      this.#next = Math.max(this.#next, this.#taken)
+      for (let n = 0; n < PER_TURN && this.#next < until; n++, this.#next++) {
+        if (!this.#built.has(this.#next)) this.#built.set(this.#next, this.#build(this.#next))
+      }
+      if (this.#next < until) this.#schedule()
+    })
+  }
+}
+
+/**
+ * The wire-stream hash: what was written for each request, model removed, hashed in plan order
+ * as requests end in any order. A body waits here only until those before it have ended.
+ */
+export class WireHash {
+  readonly #model: string
+  readonly #waiting = new Map<number, Buffer>()
+  readonly #hash = new StreamHash()
+  #next: number
+
+  constructor(model: string, from = 0) {
+    this.#model = model
+    this.#next = from
+  }
+
+  /** Request `index` ended having written `sentChunks`. */
+  add(index: number, sentChunks: readonly Buffer[]): void {
+    const written = Buffer.concat(sentChunks)
+    this.#waiting.set(index, stripModel(this.#model, written) ?? written)
+    for (let body = this.#waiting.get(this.#next); body !== undefined; body = this.#waiting.get(this.#next)) {
+      this.#hash.update(body)
+      this.#waiting.delete(this.#next++)
+    }
+  }
+
+  /** The hash over every request from the first up to the first one still missing. */
+  digest(): string {
+    return this.#hash.digest()
+  }
+}
