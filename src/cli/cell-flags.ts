@@ -9,6 +9,17 @@ import type { Slo } from '../schema/load.ts'
 import { WORKLOAD_KINDS, type WorkloadSpec } from '../workload/workload-spec.ts'
 import { intFlag, type parseFlags } from './flags.ts'
 
+/**
+ * Upper bounds of the count flags: a cell's requests and their records are held in memory, so a
+ * million requests (a few GiB of record at most) is the largest cell; measure more as several
+ * cells (one record each, compared as repeats).
+ */
+export const MAX_REQUESTS = 1_000_000
+/** Warm-up requests are sent and not recorded: more than this is a typo, not a warm-up. */
+export const MAX_WARMUP = 100_000
+/** `--max-tokens` and `--prompt-tokens`: no served model's context is larger (the real limit is checked against the engine). */
+export const MAX_TOKENS_FLAG = 10_000_000
+
 /** The flags that say where to measure: an endpoint that is up, or an engine to launch. */
 export const TARGET_FLAGS = {
   'base-url': { type: 'string' },
@@ -96,7 +107,7 @@ function workloadFlags(values: CellFlagValues): WorkloadSpec {
   return {
     kind: oneOf('--workload', values.workload, WORKLOAD_KINDS) ?? (values.dataset === undefined ? undefined : 'dataset'),
     datasetPath: values.dataset,
-    promptTokens: intFlag('--prompt-tokens', values['prompt-tokens'], 8),
+    promptTokens: intFlag('--prompt-tokens', values['prompt-tokens'], 8, MAX_TOKENS_FLAG),
     seed: intFlag('--seed', values.seed, 0),
     prefixCache: prefixCacheFlag(values['prefix-cache']),
     canaries: values.canaries === true,
@@ -217,12 +228,12 @@ export function cellFromFlags(values: CellFlagValues): EngineCellOptions {
   }
   return {
     api,
-    requests: intFlag('--requests', values.requests, 1),
-    warmupRequests: intFlag('--warmup', values.warmup, 0),
-    maxTokens: intFlag('--max-tokens', values['max-tokens'], 1),
+    requests: intFlag('--requests', values.requests, 1, MAX_REQUESTS),
+    warmupRequests: intFlag('--warmup', values.warmup, 0, MAX_WARMUP),
+    maxTokens: intFlag('--max-tokens', values['max-tokens'], 1, MAX_TOKENS_FLAG),
     workload: workloadFlags(values),
     calibrate: values['no-calibrate'] !== true,
-    requestTimeoutMs: intFlag('--request-timeout-ms', values['request-timeout-ms'], 1),
+    requestTimeoutMs: intFlag('--request-timeout-ms', values['request-timeout-ms'], 1, 86_400_000),
     sendLagLimitMs: numberFlag('--send-lag-limit-ms', values['send-lag-limit-ms'], Number.MIN_VALUE, 60_000),
     eventLoopDelayLimitMs: numberFlag('--event-loop-delay-limit-ms', values['event-loop-delay-limit-ms'], Number.MIN_VALUE, 60_000),
     slo: sloFlag(values.slo) ?? null,

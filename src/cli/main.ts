@@ -5,6 +5,7 @@ import { demoCommand } from './demo.ts'
 import { compareCommand, reportCommand, verifyCommand } from './evidence-commands.ts'
 import { importCommand } from './import.ts'
 import { initCommand } from './init.ts'
+import { INTERRUPT_SIGNALS, Interrupted, type InterruptSignal } from './interrupt.ts'
 import { rescoreCommand } from './rescore-command.ts'
 import { type CliIo, scrubbingIo } from './cli-io.ts'
 import { runCommand } from './run-command.ts'
@@ -29,17 +30,25 @@ const HELP = `servegate ${SERVEGATE_VERSION} — LLM-serving benchmarks as asser
 /**
  * The CLI entry: dispatches to a command and turns every ServegateError into one line on
  * stderr and exit code 2 (1 for failures after load started); never prints a stack trace
- * for an expected error.
+ * for an expected error. Exit codes of `run`: docs/cli.md.
  */
 export async function main(argv: string[], given: CliIo = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
   // Every line the CLI prints passes here, so no command can print a secret it was given.
   const io = scrubbingIo(given)
   const [command, ...rest] = argv
   const controller = new AbortController()
-  const onSignal = (): void => controller.abort()
+  // Ctrl-C, SIGTERM and SIGHUP (a dropped SSH session) all stop the command the same way: the
+  // partial record is written and the exit code says which (128 + the signal's number).
+  const handlers = INTERRUPT_SIGNALS.map((name: InterruptSignal) => {
+    const handler = (): void => {
+      // After a hang-up the terminal is gone: a failed write must not crash the record's writing.
+      if (name === 'SIGHUP') for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {})
+      if (!controller.signal.aborted) controller.abort(new Interrupted(name))
+    }
+    return [name, handler] as const
+  })
   // `on`, not `once`: other listeners (engine teardown) decide whether to re-raise by counting us.
-  process.on('SIGINT', onSignal)
-  process.on('SIGTERM', onSignal)
+  for (const [name, handler] of handlers) process.on(name, handler)
   try {
     switch (command) {
       case 'init':
@@ -85,7 +94,6 @@ export async function main(argv: string[], given: CliIo = { stdout: process.stdo
     io.stderr.write(`servegate: internal error: ${(err as Error).message}\n`)
     return 1
   } finally {
-    process.off('SIGINT', onSignal)
-    process.off('SIGTERM', onSignal)
+    for (const [name, handler] of handlers) process.off(name, handler)
   }
 }

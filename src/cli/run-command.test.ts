@@ -106,8 +106,9 @@ describe('servegate run in the open loop', () => {
 
   test('a trace file that is not there is named', async () => {
     const r = await cli(['run', '--base-url', sim.url, '--model', 'm', '--trace', join(dir, 'missing.jsonl')])
-    expect(r.code).toBe(1)
-    expect(r.stderr).toMatch(/^servegate: trace .*missing\.jsonl: cannot read it \(ENOENT\); pass the path of a JSONL trace\n$/)
+    // Checked before the cell, as a configuration error.
+    expect(r.code).toBe(2)
+    expect(r.stderr).toMatch(/^servegate: --trace: .*missing\.jsonl does not exist; pass the path of a JSONL trace\n$/)
   })
 })
 

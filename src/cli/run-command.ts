@@ -1,5 +1,6 @@
 import { resolve } from 'node:path'
 import { ServegateError } from '../errors.ts'
+import { parseBaseUrl } from '../loopback.ts'
 import { MAX_RATE_PER_S } from '../load/arrival-spec.ts'
 import { writeJsonAtomic } from '../record/record-io.ts'
 import type { EngineCellOptions } from '../runner/cell-options.ts'
@@ -21,6 +22,9 @@ import {
 } from './cell-flags.ts'
 import { intFlag, parseFlags } from './flags.ts'
 import type { CliIo } from './cli-io.ts'
+import { checkContextFits, contextLimit } from './context-limit.ts'
+import { interruption } from './interrupt.ts'
+import { checkReadableFile, checkWritableFile } from './path-flags.ts'
 import { progressLine } from './progress-line.ts'
 import { renderSummary } from './summary.ts'
 
@@ -68,8 +72,13 @@ export const RUN_HELP =
   --event-loop-delay-limit-ms MS  … or its event-loop delay p99 exceeds this, default 10
   --api-key-env NAME        read the API key from this environment variable (never recorded)
   --nvidia-smi PATH         nvidia-smi for the manifest's GPU facts and the GPU sampler, default nvidia-smi on PATH
-  --out FILE                run record path, default servegate-runs/<run id>.json
-  --json                    print the run record's metrics as JSON instead of the table`
+  --out FILE                run record path, default servegate-runs/<run id>.json (checked before the cell;
+                            an existing file is replaced)
+  --json                    print the run record's metrics as JSON instead of the table
+
+exit codes: 0 measured; 1 the cell failed (engine exited, did not start); 2 bad flags or paths, before
+anything runs; 3 the cell ran but every request failed (e.g. all 401); 130 Ctrl-C, 143 SIGTERM,
+129 SIGHUP (the partial record is written in every case but 2)`
 
 const FLAGS = {
   ...TARGET_FLAGS,
@@ -116,6 +125,20 @@ function loadFlags(values: RunFlags): Pick<EngineCellOptions, 'concurrency' | 'a
   return { concurrency }
 }
 
+/** The exit code of a cell that ran but whose every request failed (a wrong key, a wrong route): nothing was measured. */
+export const EXIT_NOTHING_MEASURED = 3
+
+/**
+ * Fails before the cell when its sizes cannot fit the served model's context (where the server
+ * reports it): the engine would refuse every request.
+ */
+async function checkSizesFit(baseUrl: string, model: string, cell: EngineCellOptions): Promise<void> {
+  const limit = await contextLimit(parseBaseUrl(baseUrl).origin, model)
+  if (limit === null) return
+  const fromDataset = cell.workload?.kind === 'dataset' || cell.arrival?.kind === 'trace'
+  checkContextFits(limit, cell.maxTokens ?? 128, fromDataset ? null : (cell.workload?.promptTokens ?? 256))
+}
+
 /** `servegate run`: runs a cell, shows progress on a TTY, prints the summary, writes the record. */
 export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
   const { values } = parseFlags('run', argv, FLAGS)
@@ -125,9 +148,14 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
   }
   requireTarget(values)
   const cell: EngineCellOptions = { ...cellFromFlags(values), ...loadFlags(values) }
+  // Every path is checked before the cell: a bad --out found after it would lose the measurement.
+  await checkWritableFile(values.out === undefined ? '--out (default servegate-runs/)' : '--out', values.out ?? 'servegate-runs/x.json')
+  if (values.dataset !== undefined) await checkReadableFile('--dataset', values.dataset, 'a JSONL dataset')
+  if (values.trace !== undefined) await checkReadableFile('--trace', values.trace, 'a JSONL trace')
   // A trace without --requests replays every row.
   if (values.trace !== undefined && cell.requests === undefined) cell.requests = await traceRows(values.trace)
   const engine = values.engine === undefined ? null : await readEngineConfig(values.engine)
+  if (engine === null) await checkSizesFit(values['base-url'] as string, values.model as string, cell)
   const env = environmentFromFlags(values)
   const hooks = { onPhase: progressLine(io, engine === null ? (values.model as string) : `${engine.kind}:${engine.model.id}`), signal }
   // An endpoint that is already up is an external engine: it gets a manifest from what it reports
@@ -137,17 +165,32 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
 
   const out = resolve(values.out ?? `servegate-runs/${record.runId}.json`)
   await writeJsonAtomic(out, record)
+  // A signal wins over the failure it caused (an engine start-up cut short is not a crash).
+  if (signal?.aborted === true) {
+    const stop = interruption(signal)
+    io.stdout.write(`${renderSummary(record, out)}\n`)
+    io.stderr.write(
+      record.cellFailure !== null
+        ? `servegate: ${stop.message} before the cell ran (${record.cellFailure.code}: ${record.cellFailure.message.split('\n')[0]}); the record says so\n`
+        : `servegate: ${stop.message}; the requests measured so far are in the record, the cancelled ones failed as REQUEST_ABORTED\n`,
+    )
+    return stop.exitCode
+  }
   if (record.cellFailure !== null) {
     io.stdout.write(`${renderSummary(record, out)}\n`)
     io.stderr.write(`servegate: the cell failed: ${record.cellFailure.code}: ${record.cellFailure.message.split('\n')[0]}\n`)
     return 1
   }
-  if (signal?.aborted === true) {
+  if (record.completed === 0 && record.failed > 0) {
     io.stdout.write(`${renderSummary(record, out)}\n`)
-    io.stderr.write(
-      'servegate: interrupted; the requests measured so far are in the record, the cancelled ones failed as REQUEST_ABORTED\n',
-    )
-    return 130
+    const codes = Object.entries(record.failures)
+      .sort((a, b) => b[1] - a[1])
+      .map(([code, n]) => `${n} ${code}`)
+      .join(', ')
+    const first = record.requests.find((q) => q.status === 'failed')
+    const example = first?.status === 'failed' ? `; the first: ${first.error.message}` : ''
+    io.stderr.write(`servegate: the cell measured nothing: all ${record.failed} requests failed (${codes})${example}\n`)
+    return EXIT_NOTHING_MEASURED
   }
   if (values.json === true) {
     const { metrics, completed, failed, failures, harness } = record
