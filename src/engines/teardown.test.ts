@@ -27,7 +27,11 @@ afterEach(() => {
   vi.restoreAllMocks()
 })
 
-/** A command engine: the fixture, then the argv it runs (or its own port and model). */
+/**
+ * A command engine: the fixture, then the argv it runs (or its own port and model). The grace
+ * period is generous for servers that do stop on SIGTERM, so a busy machine does not turn them
+ * into SIGKILLs; the stubborn one gets a short one.
+ */
 function engine(fixture: string, ...argv: string[]): EngineConfig {
   return {
     kind: 'command',
@@ -35,7 +39,7 @@ function engine(fixture: string, ...argv: string[]): EngineConfig {
     model: { id: 'escape-model' },
     logDir: join(dir, 'logs'),
     startupTimeoutMs: 20_000,
-    shutdownGraceMs: 1000,
+    shutdownGraceMs: fixture === 'stubborn-engine' ? 1000 : 5000,
   }
 }
 
