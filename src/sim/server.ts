@@ -30,6 +30,8 @@ export interface SimStats {
   maxQueued: number
   /** Faults injected so far, by kind. */
   faultsInjected: Record<FaultKind, number>
+  /** Streams without a fault that the server wrote to the end (`[DONE]` included): each one a client must count as ok. */
+  cleanCompletions: number
 }
 
 /** A running simulated engine. */
@@ -80,6 +82,7 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
   let promptTokens = 0
   let generationTokens = 0
   let requestsFinished = 0
+  let cleanCompletions = 0
   const timings = { count: 0, ttftSecondsSum: 0, prefillSecondsSum: 0, decodeSecondsSum: 0 }
   let tokenizeRequests = 0
   let maxActive = 0
@@ -175,8 +178,9 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
     promptTokens += request.promptTokens
     const openedAt = performance.now()
     let firstTokenAt: number | null = null
-    const stream = new SimStream(res, streamPlan(opts, request, index, fault), (emitted) => {
+    const stream = new SimStream(res, streamPlan(opts, request, index, fault), (emitted, complete) => {
       streams.delete(stream)
+      if (complete && fault === null) cleanCompletions++
       generationTokens += emitted
       requestsFinished++
       if (emitted > 0 && firstTokenAt !== null) {
@@ -221,6 +225,7 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
       queued: engine.queued(),
       maxQueued: engine.maxQueued(),
       faultsInjected: { ...faultsInjected },
+      cleanCompletions,
     }),
     close() {
       closing ??= new Promise<void>((resolve) => {

@@ -49,7 +49,7 @@ export class SimStream implements EngineJob {
   readonly reservedTokens: number
   readonly #res: ServerResponse
   readonly #plan: StreamPlan
-  readonly #onEnd: (emittedTokens: number) => void
+  readonly #onEnd: (emittedTokens: number, complete: boolean) => void
   #emitted = 0
   #pending: string[] = []
   #pendingKind: TokenKind = 'content'
@@ -57,7 +57,7 @@ export class SimStream implements EngineJob {
   #keepalive: NodeJS.Timeout | null = null
   #ended = false
 
-  constructor(res: ServerResponse, plan: StreamPlan, onEnd: (emittedTokens: number) => void) {
+  constructor(res: ServerResponse, plan: StreamPlan, onEnd: (emittedTokens: number, complete: boolean) => void) {
     this.promptTokens = plan.promptTokens
     this.reservedTokens = plan.promptTokens + plan.outputTokens
     this.#res = res
@@ -90,12 +90,12 @@ export class SimStream implements EngineJob {
     return false
   }
 
-  /** Stops everything after the client or the server closed the connection. */
-  dispose(): void {
+  /** Stops everything after the client or the server closed the connection (`complete`: after `[DONE]` was written). */
+  dispose(complete = false): void {
     if (this.#ended) return
     this.#ended = true
     this.#stopKeepalive()
-    this.#onEnd(this.#emitted)
+    this.#onEnd(this.#emitted, complete)
   }
 
   #emitToken(): void {
@@ -163,9 +163,10 @@ export class SimStream implements EngineJob {
       }
       this.#write(dataEvent(usageChunk(header, usage), eol))
     }
+    const complete = !this.#ended && !this.#res.destroyed && !this.#res.writableEnded
     this.#write(doneEvent(eol))
     if (!this.#ended) this.#res.end()
-    this.dispose()
+    this.dispose(complete)
   }
 
   #write(text: string): void {

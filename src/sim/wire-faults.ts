@@ -15,6 +15,8 @@ export interface WireFaultServer {
   readonly url: string
   /** Requests whose head the server read (each one the engine would have worked on). */
   requests(): number
+  /** Of those, completion requests (`POST …/completions`), without the client's probes. */
+  completions(): number
   close(): Promise<void>
 }
 
@@ -57,6 +59,7 @@ function endlessLine(socket: Socket, bytes: number): void {
  */
 export async function startWireFaultServer(fault: WireFault, options: { longLineBytes?: number } = {}): Promise<WireFaultServer> {
   let requests = 0
+  let completions = 0
   const sockets = new Set<Socket>()
   const server: Server = createServer((socket) => {
     sockets.add(socket)
@@ -73,6 +76,7 @@ export async function startWireFaultServer(fault: WireFault, options: { longLine
         if (buffered.length < headEnd + 4 + length) return
         buffered = buffered.subarray(headEnd + 4 + length)
         requests++
+        if (/^POST \S*\/completions /.test(head)) completions++
         if (fault === 'html-page') reply(socket, 'text/html; charset=utf-8', HTML)
         else if (fault === 'json-reply') reply(socket, 'application/json', JSON_REPLY)
         else if (fault === 'malformed-status-line')
@@ -85,6 +89,7 @@ export async function startWireFaultServer(fault: WireFault, options: { longLine
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     requests: () => requests,
+    completions: () => completions,
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy()
