@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { checkMeta, decisionMeta } from '../../fixtures/judged-meta.ts'
-import { testManifest } from '../../fixtures/manifest.ts'
+import { measuredArm } from '../../fixtures/manifest.ts'
 import { runCell } from '../runner/measure-cell.ts'
 import { failedCellRecord } from '../runner/run-record.ts'
 import { EvidenceIndex } from '../schema/evidence.ts'
@@ -20,30 +20,11 @@ let dir: string
 let baseline: RunRecord
 let candidate: RunRecord
 
-/** One arm measured against its own simulated engine, the API key sent on every request. */
-async function measure(decodeTokPerS: number): Promise<RunRecord> {
-  const sim = await startSimServer({ model: 'm', prefillTokPerS: 40_000, decodeTokPerS, seed: 3 })
-  try {
-    const record = await runCell({
-      baseUrl: sim.url,
-      model: 'm',
-      concurrency: 2,
-      requests: 12,
-      maxTokens: 16,
-      apiKey: SECRET,
-      workload: { promptTokens: 64, canaries: true },
-    })
-    // As if servegate had launched the engine: the arms are then a matched pair.
-    return { ...record, manifest: testManifest() }
-  } finally {
-    await sim.close()
-  }
-}
-
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'servegate-evidence-'))
-  baseline = await measure(300)
-  candidate = await measure(600)
+  // The API key is sent on every request; the arms are a matched pair, as if servegate had launched them.
+  baseline = await measuredArm(300, { apiKey: SECRET, workload: { promptTokens: 64, canaries: true } })
+  candidate = await measuredArm(600, { apiKey: SECRET, workload: { promptTokens: 64, canaries: true } })
 }, 60_000)
 
 afterAll(async () => {

@@ -10,17 +10,15 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { okRequest } from '../../fixtures/gate-fixture.ts'
 import { checkMeta, decisionMeta } from '../../fixtures/judged-meta.ts'
-import { testManifest } from '../../fixtures/manifest.ts'
+import { measuredArm } from '../../fixtures/manifest.ts'
 import { decideAgain } from '../gates/decide-again.ts'
 import { sloGate } from '../gates/slo.ts'
 import { computeCellMetrics } from '../metrics/cell-metrics.ts'
-import { runCell } from '../runner/measure-cell.ts'
 import { failedCellRecord } from '../runner/run-record.ts'
 import type { JudgedSearch } from '../schema/task-meta.ts'
 import type { EvidenceIndex } from '../schema/evidence.ts'
 import type { RunRecord } from '../schema/run.ts'
 import type { DeclaredCell } from '../schema/task-meta.ts'
-import { startSimServer } from '../sim/server.ts'
 import { buildEvidence, promotionOf, statisticsOf, type TestInput } from './build.ts'
 import { DEFAULT_RENDERERS } from './renderers.ts'
 import { listFiles, verifyEvidence } from './verify.ts'
@@ -30,27 +28,10 @@ let dir: string
 let slow: RunRecord
 let fast: RunRecord
 
-async function measure(decodeTokPerS: number): Promise<RunRecord> {
-  const sim = await startSimServer({ model: 'm', prefillTokPerS: 40_000, decodeTokPerS, seed: 3 })
-  try {
-    const record = await runCell({
-      baseUrl: sim.url,
-      model: 'm',
-      concurrency: 2,
-      requests: 12,
-      maxTokens: 16,
-      workload: { promptTokens: 64 },
-    })
-    return { ...record, manifest: testManifest() }
-  } finally {
-    await sim.close()
-  }
-}
-
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'servegate-verify-'))
-  slow = await measure(300)
-  fast = await measure(600)
+  slow = await measuredArm(300)
+  fast = await measuredArm(600)
 }, 60_000)
 
 afterAll(async () => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { failureOf } from '../../fixtures/matchers.ts'
-import { hostFacts } from '../engines/manifest-facts.ts'
+import { testManifest } from '../../fixtures/manifest.ts'
 import { runCell } from '../runner/measure-cell.ts'
 import type { Manifest } from '../schema/manifest.ts'
 import type { PairResult } from '../schema/results.ts'
@@ -11,22 +11,12 @@ import { startSimServer } from '../sim/server.ts'
 let sim: SimServer
 let base: RunRecord
 
-const manifest = (over: Partial<Manifest['model']> = {}, gpu = 'NVIDIA H100 80GB HBM3'): Manifest => ({
-  engine: {
-    kind: 'vllm',
-    shape: 'http',
-    version: { value: '0.11.0', source: 'GET /version', reason: null },
-    commit: { value: null, source: null, reason: 'none' },
-    argv: [],
-    envNames: [],
-    visibleDevices: '0',
-    tensorParallel: 1,
-  },
-  model: { id: 'm', revision: 'abc', fingerprint: { value: null, source: null, reason: 'no local path' }, ...over },
-  gpus: { status: 'ok', devices: [{ index: 0, name: gpu, uuid: 'GPU-1', driverVersion: '550.54.15', memoryTotalMiB: 81559 }] },
-  host: hostFacts(),
-  harness: { version: '0.1.0', hash: 'h'.repeat(64) },
-})
+/** The shared test manifest, with its model facts and GPU name overridden. */
+const manifest = (over: Partial<Manifest['model']> = {}, gpu = 'NVIDIA H100 80GB HBM3'): Manifest => {
+  const m = testManifest()
+  const devices = m.gpus.status === 'ok' ? m.gpus.devices.map((d) => ({ ...d, name: gpu })) : []
+  return { ...m, model: { ...m.model, ...over }, gpus: { status: 'ok', devices } }
+}
 
 beforeAll(async () => {
   sim = await startSimServer({ model: 'm', decodeTokPerS: 2000 })
