@@ -2,7 +2,7 @@
  * Arm summaries of the evidence index, computed from run records alone: `servegate verify`
  * recomputes them the same way and compares.
  */
-import type { ArmSummary, CellPlanSummary, FileRef, Percentiles } from '../schema/evidence.ts'
+import type { ArmSummary, CellPlanSummary, FileRef, MeasuredFacts, Percentiles } from '../schema/evidence.ts'
 import type { Distribution, RunRecord } from '../schema/run.ts'
 
 function percentiles(d: Distribution): Percentiles {
@@ -106,5 +106,23 @@ export function armSummary(record: RunRecord, arm: ArmSummary['arm'], launch: nu
         ? null
         : { stoppedAt: sequential.stoppedAt, plannedRequests: sequential.plannedRequests, reason: sequential.reason },
     record: ref,
+    measured: measuredFacts(record),
+    accuracy: record.metrics.accuracy === null ? null : { ...record.metrics.accuracy },
+  }
+}
+
+/** The manifest's facts the board shows; null when the record has none (an import, a failed start). */
+export function measuredFacts(record: RunRecord): MeasuredFacts | null {
+  const m = record.manifest
+  if (m === null) return null
+  return {
+    engineCommit: m.engine.commit.value,
+    modelId: m.model.id,
+    modelRevision: m.model.revision,
+    modelFingerprint: m.model.fingerprint.value,
+    gpus: m.gpus.status === 'ok' ? m.gpus.devices.map((d) => ({ ...d })) : [],
+    gpusAbsent: m.gpus.status === 'ok' ? null : m.gpus.reason,
+    host: { ...m.host },
+    harness: { ...m.harness },
   }
 }

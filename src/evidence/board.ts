@@ -2,10 +2,10 @@
  * The board: `evidence/README.md`, the page a reviewer reads in a PR comment or the job summary.
  * Rendered from the index alone, so `servegate report` re-renders it identically.
  */
-import type { ArmSummary, EvidenceCell, EvidenceIndex, FileRef, GateEntry, Percentiles } from '../schema/evidence.ts'
+import type { ArmSummary, EvidenceCell, EvidenceIndex, FileRef, GateEntry, MeasuredFacts, Percentiles } from '../schema/evidence.ts'
 import { promotableSummary } from './promotion-text.ts'
-import type { WinGateName } from '../schema/gate.ts'
-import { ABSENT, formatFixedPercent, formatSignificant } from '../number-format.ts'
+import type { GateDecision, WinGateName } from '../schema/gate.ts'
+import { ABSENT, formatFixedPercent, formatInUnit, formatSignificant } from '../number-format.ts'
 import { isMatchedPair } from './build.ts'
 
 const WIN_METRICS: ReadonlyArray<{ gate: WinGateName; words: string }> = [
@@ -15,24 +15,39 @@ const WIN_METRICS: ReadonlyArray<{ gate: WinGateName; words: string }> = [
 ]
 
 /** Escapes a string for a Markdown table cell. */
-function cell(text: string): string {
+export function cell(text: string): string {
   return text.replace(/\|/g, '\\|').replace(/\n/g, ' ')
 }
 
-function table(head: readonly string[], rows: ReadonlyArray<readonly string[]>): string[] {
+/** A Markdown table; `_none_` when it has no rows. */
+export function table(head: readonly string[], rows: ReadonlyArray<readonly string[]>): string[] {
   if (rows.length === 0) return ['_none_']
   return [`| ${head.join(' | ')} |`, `| ${head.map(() => '---').join(' | ')} |`, ...rows.map((r) => `| ${r.map(cell).join(' | ')} |`)]
+}
+
+/** A section: its heading, a blank line, its body and a blank line; nothing when it has no body. */
+function section(heading: string, body: readonly string[]): string[] {
+  return body.length === 0 ? [] : [heading, '', ...body, '']
 }
 
 function armOf(c: EvidenceCell, arm: ArmSummary['arm']): ArmSummary | undefined {
   return c.arms.find((a) => a.arm === arm && a.launch === 1)
 }
 
+/**
+ * A decision's effect in its own unit with its interval: `1.052× [1.010×, 1.090×]` for a ratio,
+ * `-20.0 pt [-27.1 pt, -12.9 pt]` for an accuracy gap, `+3.1 ms […]` for a difference in time.
+ */
+export function effectText(d: GateDecision): string {
+  const e = d.effect
+  if (e.estimate === null) return 'not estimable'
+  const bounds = e.low === null && e.high === null ? '' : ` [${formatInUnit(e.low, e.unit)}, ${formatInUnit(e.high, e.unit)}]`
+  return `${formatInUnit(e.estimate, e.unit)}${bounds}`
+}
+
 function effect(g: GateEntry | undefined): string {
   if (g === undefined) return 'no gate'
-  const e = g.decision.effect
-  if (e.estimate === null) return `${g.decision.outcome} (not estimable)`
-  return `${formatSignificant(e.estimate)}× [${formatSignificant(e.low)}, ${formatSignificant(e.high)}] ${g.decision.outcome}`
+  return `${effectText(g.decision)} ${g.decision.outcome}`
 }
 
 const pairs = (index: EvidenceIndex) => index.cells.filter((c) => c.kind === 'pair')
@@ -69,73 +84,69 @@ export function glanceLines(index: EvidenceIndex): string[] {
 }
 
 function metricTables(index: EvidenceIndex): string[] {
-  const out: string[] = []
-  const rows = (gate: WinGateName, of: (a: ArmSummary) => Percentiles) =>
+  if (pairs(index).length === 0) return []
+  const head = ['cell', 'baseline', 'candidate', 'candidate/baseline [interval], outcome']
+  const rows = (gate: WinGateName, of: (a: ArmSummary) => number | null) =>
     pairs(index).map((c) => {
       const b = armOf(c, 'baseline')
       const k = armOf(c, 'candidate')
       return [
         c.id,
-        formatSignificant(b === undefined ? null : of(b).p50),
-        formatSignificant(k === undefined ? null : of(k).p50),
+        formatSignificant(b === undefined ? null : of(b)),
+        formatSignificant(k === undefined ? null : of(k)),
         effect(index.gates.find((g) => g.cell === c.id && g.decision.gate === gate)),
       ]
     })
-  out.push(
-    '### Decode tok/s (p50 per request)',
+  return [
+    '## Rates per pair (baseline and candidate p50; the gates judge paired requests)',
     '',
-    ...table(
-      ['cell', 'baseline', 'candidate', 'candidate/baseline [interval]'],
-      rows('toWinDecode', (a) => a.timings.decodeTokPerS),
+    ...section(
+      '### Decode tok/s (p50 per request)',
+      table(
+        head,
+        rows('toWinDecode', (a) => a.timings.decodeTokPerS.p50),
+      ),
     ),
-    '',
-  )
-  out.push(
-    '### Effective prefill tok/s (p50 per request)',
-    '',
-    ...table(
-      ['cell', 'baseline', 'candidate', 'candidate/baseline [interval]'],
-      rows('toWinPrefill', (a) => a.timings.effectivePrefillTokPerS),
+    ...section(
+      '### Effective prefill tok/s (p50 per request)',
+      table(
+        head,
+        rows('toWinPrefill', (a) => a.timings.effectivePrefillTokPerS.p50),
+      ),
     ),
-    '',
-  )
-  const throughput = pairs(index).map((c) => {
-    const b = armOf(c, 'baseline')
-    const k = armOf(c, 'candidate')
-    return [
-      c.id,
-      formatSignificant(b?.outputThroughputTokPerS),
-      formatSignificant(k?.outputThroughputTokPerS),
-      effect(index.gates.find((g) => g.cell === c.id && g.decision.gate === 'toWinThroughput')),
-    ]
-  })
-  out.push(
-    '### Output throughput tok/s (cell aggregate; the gate judges tokens per service second per request)',
-    '',
-    ...table(['cell', 'baseline', 'candidate', 'candidate/baseline [interval]'], throughput),
-    '',
-  )
-  return out
+    ...section(
+      '### Output throughput tok/s (cell aggregate; the gate judges tokens per service second per request)',
+      table(
+        head,
+        rows('toWinThroughput', (a) => a.outputThroughputTokPerS),
+      ),
+    ),
+  ]
 }
 
 function armLabel(c: EvidenceCell, a: ArmSummary): string {
   return `${c.id} · ${a.arm}${c.arms.filter((x) => x.arm === a.arm).length > 1 ? ` #${a.launch}` : ''}`
 }
 
+const allArms = (index: EvidenceIndex) => index.cells.flatMap((c) => c.arms.map((a) => ({ c, a })))
+
 function latencyTable(index: EvidenceIndex): string[] {
   const p = (x: Percentiles) => {
     const figures = [x.p50, x.p95, x.p99].map((v) => formatSignificant(v)).join(' / ')
     return `${figures}${x.samples < 100 && x.p99 !== null ? '*' : ''}`
   }
-  const rows = index.cells.flatMap((c) =>
-    c.arms.map((a) => [armLabel(c, a), p(a.timings.ttftMs), p(a.timings.tpotMs), p(a.timings.e2eMs), formatSignificant(a.itlJitterMs)]),
-  )
-  return [
+  const rows = allArms(index).map(({ c, a }) => [
+    armLabel(c, a),
+    p(a.timings.ttftMs),
+    p(a.timings.tpotMs),
+    p(a.timings.e2eMs),
+    formatSignificant(a.itlJitterMs),
+  ])
+  if (rows.length === 0) return []
+  return section(
     '## Latency (ms, p50 / p95 / p99; * p99 on fewer than 100 samples is descriptive only)',
-    '',
-    ...table(['arm', 'TTFT', 'TPOT', 'e2e', 'ITL jitter (sd)'], rows),
-    '',
-  ]
+    table(['arm', 'TTFT ms', 'TPOT ms', 'e2e ms', 'ITL jitter ms (sd)'], rows),
+  )
 }
 
 function loadTable(index: EvidenceIndex): string[] {
@@ -154,73 +165,81 @@ function loadTable(index: EvidenceIndex): string[] {
         ]),
   )
   if (rows.length === 0) return []
-  return [
+  return section(
     '## Open loop (good share: requests meeting every SLO, Wilson 95%)',
-    '',
-    ...table(['arm', 'arrivals', 'good share', 'goodput req/s', 'send lag p99 ms', 'in flight (max)', 'harness-limited'], rows),
-    '',
-  ]
+    table(['arm', 'arrivals', 'good share', 'goodput req/s', 'send lag p99 ms', 'in flight (max)', 'harness-limited'], rows),
+  )
 }
 
 function concurrencyTable(index: EvidenceIndex): string[] {
-  const rows = index.cells.flatMap((c) =>
-    c.arms.map((a) => [
-      armLabel(c, a),
-      String(a.concurrency.requested),
-      String(a.concurrency.clientObservedMax),
-      formatSignificant(a.concurrency.engineRunningMax),
-      formatSignificant(a.concurrency.engineWaitingMax),
-    ]),
+  const rows = allArms(index).map(({ c, a }) => [
+    armLabel(c, a),
+    String(a.concurrency.requested),
+    String(a.concurrency.clientObservedMax),
+    formatSignificant(a.concurrency.engineRunningMax),
+    formatSignificant(a.concurrency.engineWaitingMax),
+  ])
+  if (rows.length === 0) return []
+  return section(
+    '## Achieved concurrency (requests in flight)',
+    table(['arm', 'requested', 'client in flight (max)', 'engine running (max)', 'engine waiting (max)'], rows),
   )
-  return [
-    '## Achieved concurrency',
-    '',
-    ...table(['arm', 'requested', 'client in flight (max)', 'engine running (max)', 'engine waiting (max)'], rows),
-    '',
-  ]
+}
+
+/** An arm's accuracy with its Wilson 95% interval: `80.0% [72.7%, 85.8%]`. */
+function accuracyText(a: NonNullable<ArmSummary['accuracy']>): string {
+  return `${formatFixedPercent(a.rate)} [${formatFixedPercent(a.wilson95Low)}, ${formatFixedPercent(a.wilson95High)}]`
 }
 
 function qualityAudit(index: EvidenceIndex): string[] {
   const accuracy = index.gates.filter((g) => g.decision.gate === 'toStayWithinAccuracyGap')
+  const perArm = allArms(index).flatMap(({ c, a }) =>
+    a.accuracy === undefined || a.accuracy === null
+      ? []
+      : [[armLabel(c, a), accuracyText(a.accuracy), `${a.accuracy.correct}/${a.accuracy.samples}`]],
+  )
   const canaries = index.cells.flatMap((c) =>
     c.checks
       .filter((k) => k.check === 'toPassCanaries')
       .map((k) => [c.id, k.passed ? 'passed' : `failed: ${k.findings.slice(0, 2).join('; ')}`]),
   )
   const warnings = index.findings.filter((f) => f.kind === 'quality').map((f) => [f.cell, f.message])
-  return [
-    '## Quality audit',
-    '',
-    ...table(
-      ['cell', 'accuracy gap', 'rule'],
-      accuracy.map((g) => [g.cell, effect(g), g.decision.rule]),
-    ),
-    '',
-    ...table(['cell', 'canaries'], canaries),
-    '',
-    ...table(['cell', 'quality warning'], warnings),
-    '',
+  const parts = [
+    ...(perArm.length === 0
+      ? []
+      : ['Accuracy per arm (Wilson 95%):', '', ...table(['arm', 'accuracy [Wilson 95%]', 'right/scored'], perArm), '']),
+    ...(accuracy.length === 0
+      ? []
+      : [
+          'Accuracy gap, candidate − baseline in points:',
+          '',
+          ...table(
+            ['cell', 'gap pt [interval]', 'rule'],
+            accuracy.map((g) => [g.cell, effect(g), g.decision.rule]),
+          ),
+          '',
+        ]),
+    ...(canaries.length === 0 ? [] : [...table(['cell', 'canaries'], canaries), '']),
+    ...(warnings.length === 0 ? [] : [...table(['cell', 'quality warning'], warnings), '']),
   ]
+  return section('## Quality audit', parts.length === 0 ? ['No accuracy, canary or quality check ran.'] : parts.slice(0, -1))
 }
 
 function gpuTable(index: EvidenceIndex): string[] {
-  const rows = index.cells.flatMap((c) =>
-    c.arms.map((a) => [
-      armLabel(c, a),
-      formatSignificant(a.memory.peakVramMiB),
-      formatSignificant(a.memory.vramGrowthMiB),
-      formatSignificant(a.gpu.activePowerMeanW),
-      formatSignificant(a.gpu.temperatureP95C),
-      formatSignificant(a.gpu.joulesPerToken),
-      formatSignificant(a.memory.hostPeakMiB),
-    ]),
-  )
-  return [
+  const rows = allArms(index).map(({ c, a }) => [
+    armLabel(c, a),
+    formatSignificant(a.memory.peakVramMiB),
+    formatSignificant(a.memory.vramGrowthMiB),
+    formatSignificant(a.gpu.activePowerMeanW),
+    formatSignificant(a.gpu.temperatureP95C),
+    formatSignificant(a.gpu.joulesPerToken),
+    formatSignificant(a.memory.hostPeakMiB),
+  ])
+  if (rows.length === 0) return []
+  return section(
     '## GPU operating characteristics (worst device; — where not observed)',
-    '',
-    ...table(['arm', 'peak VRAM MiB', 'VRAM growth MiB', 'active power W', 'temp p95 °C', 'J/token', 'host peak MiB'], rows),
-    '',
-  ]
+    table(['arm', 'peak VRAM MiB', 'VRAM growth MiB', 'active power W', 'temp p95 °C', 'J/token', 'host peak MiB'], rows),
+  )
 }
 
 /** Who set an inconclusive gate's policy, in a table cell. */
@@ -238,11 +257,14 @@ function gateTable(index: EvidenceIndex): string[] {
     g.decision.outcome === 'inconclusive'
       ? `inconclusive (${g.passed ? 'passes' : 'fails'}: ${POLICY_SOURCE[g.policy.from]})`
       : g.decision.outcome,
-    effect(g),
+    effectText(g.decision),
     `${g.decision.samples.paired} paired`,
     g.testPassed ? 'passed' : 'FAILED',
   ])
-  return ['## Every gate', '', ...table(['cell', 'gate', 'outcome', 'effect [interval]', 'samples', 'test'], rows), '']
+  return section(
+    '## Every gate',
+    rows.length === 0 ? ['No gate was asserted.'] : table(['cell', 'gate', 'outcome', 'effect [interval]', 'samples', 'test'], rows),
+  )
 }
 
 function cellTable(index: EvidenceIndex): string[] {
@@ -254,18 +276,241 @@ function cellTable(index: EvidenceIndex): string[] {
     c.plan === null
       ? ABSENT
       : `${c.plan.workload} ctx${c.plan.promptTokens} ` +
-        `${c.plan.arrivalRatePerS === null ? `c${c.plan.concurrency}` : `${c.plan.arrivalRatePerS} req/s`} × ${c.plan.requests}`,
+        `${c.plan.arrivalRatePerS === null ? `c${c.plan.concurrency}` : `${c.plan.arrivalRatePerS} req/s`}, ${c.plan.requests} requests`,
     Object.entries(c.engines)
       .map(([arm, e]) => `${arm}: ${e}`)
       .join('; '),
     c.reason ?? '',
   ])
-  return [
+  return section(
     '## Cells (a sweep or capacity search keeps its cells together on one ladder)',
+    rows.length === 0 ? ['No cells were planned.'] : table(['cell', 'ladder', 'kind', 'disposition', 'plan', 'engines', 'reason'], rows),
+  )
+}
+
+/** Requests completed and failed: per arm over every cell, then per cell and arm. */
+function requestsSection(index: EvidenceIndex): string[] {
+  const arms = allArms(index)
+  if (arms.length === 0) return []
+  const roles = [...new Set(arms.map(({ a }) => a.arm))]
+  const totals = roles.map((role) => {
+    const of = arms.filter(({ a }) => a.arm === role)
+    const completed = of.reduce((n, { a }) => n + a.completed, 0)
+    const failed = of.reduce((n, { a }) => n + a.failed, 0)
+    const cellFailures = of.filter(({ a }) => a.cellFailure !== null).length
+    return [
+      role,
+      String(completed),
+      String(failed),
+      `${of.length} launch(es) in ${new Set(of.map(({ c }) => c.id)).size} cell(s)`,
+      String(cellFailures),
+    ]
+  })
+  const perCell = arms.map(({ c, a }) => [armLabel(c, a), String(a.completed), String(a.failed), a.cellFailure ?? ''])
+  return section('## Requests completed and failed', [
+    ...table(['arm', 'completed', 'failed', 'over', 'launches that failed'], totals),
     '',
-    ...table(['cell', 'ladder', 'kind', 'disposition', 'plan', 'engines', 'reason'], rows),
-    '',
+    ...table(['cell · arm', 'completed', 'failed', 'cell failure'], perCell),
+  ])
+}
+
+/** The facts `toBeMatchedPair` compares, in the order it reports them (src/gates/fairness.ts). */
+const PAIR_FACTS = [
+  'served model',
+  'request stream sha256',
+  'wire bytes',
+  'request count',
+  'concurrency',
+  'arrivals',
+  'max tokens',
+  'sampling parameters',
+  'output control',
+  'output length',
+  'failed share',
+  'input tokens',
+  'manifest',
+  'model revision',
+  'model fingerprint',
+  'GPU model and memory',
+  'GPU driver',
+  'harness hash',
+  'host',
+] as const
+
+/** The fact a matched-pair finding is about: its label, or for a per-arm finding what it says is missing. */
+function factOf(finding: string): string {
+  const [label = '', rest = ''] = finding.split(/: (.*)/s)
+  if (label === 'baseline' || label === 'candidate') {
+    if (rest.startsWith('no request stream hash')) return 'request stream sha256'
+    if (rest.startsWith('the bytes written')) return 'wire bytes'
+    if (rest.startsWith('no manifest')) return 'manifest'
+    return rest.split(/[,:(]/)[0]?.trim() ?? rest
+  }
+  return label
+}
+
+const NOT_COMPARED = 'a cell failed, so nothing can be compared'
+
+/** The GPUs' UUIDs of a launch, sorted; null when its record had no GPU facts. */
+function uuids(m: MeasuredFacts | null | undefined): string | null {
+  if (m === undefined || m === null || m.gpus.length === 0) return null
+  return m.gpus
+    .map((d) => d.uuid ?? '?')
+    .sort()
+    .join(',')
+}
+
+/**
+ * Pair checks per fact: for each fact of the matched-pair check, the pairs where it held of those
+ * compared; then the same GPU devices on both arms (UUIDs, from the index's measured facts), and
+ * the other checks per cell.
+ */
+function pairCheckSection(index: EvidenceIndex): string[] {
+  const all = pairs(index)
+  if (all.length === 0) return []
+  const checked = all.filter((c) => c.checks.some((k) => k.check === 'toBeMatchedPair'))
+  const findingsOf = (c: EvidenceCell) => c.checks.filter((k) => k.check === 'toBeMatchedPair').flatMap((k) => k.findings)
+  const uncompared = checked.filter((c) => findingsOf(c).length > 0 && findingsOf(c).every((f) => f.startsWith(NOT_COMPARED)))
+  const compared = checked.filter((c) => !uncompared.includes(c))
+  const failedFacts = new Map(compared.map((c) => [c.id, new Set(findingsOf(c).map(factOf))]))
+  const facts = [
+    ...PAIR_FACTS,
+    ...new Set([...failedFacts.values()].flatMap((s) => [...s]).filter((f) => !PAIR_FACTS.includes(f as never))),
   ]
+  const rows = facts.map((fact) => {
+    const off = compared.filter((c) => failedFacts.get(c.id)?.has(fact)).map((c) => c.id)
+    return [fact, `${compared.length - off.length}/${compared.length}`, list(off)]
+  })
+  const withGpus = compared.filter((c) => [armOf(c, 'baseline'), armOf(c, 'candidate')].every((a) => uuids(a?.measured) !== null))
+  const sameGpu = withGpus.filter((c) => uuids(armOf(c, 'baseline')?.measured) === uuids(armOf(c, 'candidate')?.measured))
+  if (withGpus.length > 0)
+    rows.push([
+      'GPU UUID (same devices on both arms; not required for a match)',
+      `${sameGpu.length}/${withGpus.length}`,
+      list(withGpus.filter((c) => !sameGpu.includes(c)).map((c) => c.id)),
+    ])
+  const others = (['toPassCanaries', 'toReachConcurrency'] as const).flatMap((check) => {
+    const ran = index.cells.filter((c) => c.checks.some((k) => k.check === check))
+    const held = ran.filter((c) => c.checks.filter((k) => k.check === check).every((k) => k.passed))
+    return ran.length === 0 ? [] : [[check, `${held.length}/${ran.length}`, list(ran.filter((c) => !held.includes(c)).map((c) => c.id))]]
+  })
+  const notes = [
+    ...(uncompared.length > 0 ? [`- Not compared (an arm failed, so no fact can be): ${list(uncompared.map((c) => c.id))}.`] : []),
+    ...(checked.length < all.length
+      ? [`- Never checked with toBeMatchedPair: ${list(all.filter((c) => !checked.includes(c)).map((c) => c.id))}.`]
+      : []),
+  ]
+  return section(`## Pair checks per fact (${compared.length} pair(s) compared of ${all.length})`, [
+    ...(compared.length === 0 ? ['No pair was compared.'] : table(['fact', 'held', 'not held in'], [...rows, ...others])),
+    ...(notes.length === 0 ? [] : ['', ...notes]),
+  ])
+}
+
+/** Cell ids, the first six and a count of the rest; `—` when none. */
+function list(ids: readonly string[]): string {
+  if (ids.length === 0) return ABSENT
+  return ids.length <= 6 ? ids.join(', ') : `${ids.slice(0, 6).join(', ')} and ${ids.length - 6} more`
+}
+
+/** Where a value of a fact was seen: every launch, or the launches by label. */
+function seenIn(labels: readonly string[], total: number): string {
+  return labels.length === total ? (total === 1 ? 'the one launch' : `all ${total} launches`) : list(labels)
+}
+
+/** One row per distinct value of a fact over the launches. */
+function factRows(name: string, of: ReadonlyArray<{ label: string; value: string }>, total: number): string[][] {
+  const by = new Map<string, string[]>()
+  for (const { label, value } of of) by.set(value, [...(by.get(value) ?? []), label])
+  return [...by].map(([value, labels]) => [name, value, seenIn(labels, total)])
+}
+
+function gpuText(m: MeasuredFacts): string {
+  if (m.gpus.length === 0) return `none (${m.gpusAbsent ?? 'not reported'})`
+  const kinds = new Map<string, number>()
+  for (const d of m.gpus) {
+    const key = `${d.name ?? 'unknown GPU'}, ${d.memoryTotalMiB === null ? 'memory unknown' : `${formatSignificant(d.memoryTotalMiB / 1024)} GiB`}`
+    kinds.set(key, (kinds.get(key) ?? 0) + 1)
+  }
+  return [...kinds].map(([k, n]) => `${n}× ${k}`).join(' + ')
+}
+
+function hostText(h: MeasuredFacts['host']): string {
+  return (
+    `${h.os} ${h.kernel} ${h.arch}, ${h.cpuModel ?? 'CPU unknown'} (${h.cpus} CPUs), ` +
+    `${formatSignificant(h.memoryBytes / 2 ** 30)} GiB RAM, Node ${h.node}`
+  )
+}
+
+const orAbsent = (v: string | null | undefined) => v ?? ABSENT
+const short = (hash: string | null) => (hash === null ? ABSENT : `${hash.slice(0, 12)}…`)
+
+/**
+ * What was measured, from the index's per-launch facts: the hardware (GPUs, driver, host), each
+ * arm's engine (declared name, kind, version, commit) and model (id, revision, fingerprint), and
+ * servegate (version, harness hash). A fact that differs between launches gets a row per value.
+ */
+function measuredSection(index: EvidenceIndex): string[] {
+  const launches = allArms(index).map(({ c, a }) => ({ label: armLabel(c, a), c, a, m: a.measured }))
+  if (launches.length === 0) return section('## What was measured', ['Nothing: no cell ran.'])
+  const known = launches.flatMap((l) => (l.m === undefined || l.m === null ? [] : [{ ...l, m: l.m }]))
+  const total = launches.length
+  const unknown = launches.filter((l) => l.m === undefined || l.m === null).map((l) => l.label)
+  const hardware = [
+    ...factRows(
+      'GPUs',
+      known.map((l) => ({ label: l.label, value: gpuText(l.m) })),
+      total,
+    ),
+    ...factRows(
+      'GPU driver',
+      known.map((l) => ({ label: l.label, value: [...new Set(l.m.gpus.map((d) => d.driverVersion ?? 'unknown'))].join(', ') || ABSENT })),
+      total,
+    ),
+    ...factRows(
+      'host',
+      known.map((l) => ({ label: l.label, value: hostText(l.m.host) })),
+      total,
+    ),
+    ...factRows(
+      'harness',
+      known.map((l) => ({ label: l.label, value: `servegate ${l.m.harness.version}, hash ${short(l.m.harness.hash)}` })),
+      total,
+    ),
+  ]
+  const roles = [...new Set(launches.map((l) => l.a.arm))]
+  const software = roles.flatMap((role) => {
+    const of = launches.filter((l) => l.a.arm === role)
+    const by = new Map<string, string[]>()
+    for (const l of of) {
+      const m = l.m ?? null
+      const row = [
+        role,
+        l.c.engines[role] ?? ABSENT,
+        orAbsent(l.a.engine),
+        orAbsent(l.a.engineVersion),
+        orAbsent(m?.engineCommit),
+        m?.modelId ?? l.a.model,
+        orAbsent(m?.modelRevision),
+        m === null ? ABSENT : short(m.modelFingerprint),
+      ]
+      const key = JSON.stringify(row)
+      by.set(key, [...(by.get(key) ?? []), l.c.id])
+    }
+    const cells = new Set(of.map((l) => l.c.id)).size
+    return [...by].map(([key, ids]) => [
+      ...(JSON.parse(key) as string[]),
+      new Set(ids).size === cells ? `all ${cells}` : list([...new Set(ids)]),
+    ])
+  })
+  return section('## What was measured', [
+    '### Hardware and harness',
+    '',
+    ...(hardware.length === 0 ? [] : [...table(['fact', 'value', 'launches'], hardware), '']),
+    ...(unknown.length === 0 ? [] : [`No manifest, so hardware and software unknown: ${list(unknown)}.`, '']),
+    '### Engines and model per arm',
+    '',
+    ...table(['arm', 'declared', 'engine', 'version', 'commit', 'model', 'revision', 'fingerprint', 'cells'], software),
+  ])
 }
 
 const METHODOLOGY = [
@@ -277,38 +522,77 @@ const METHODOLOGY = [
     'gates compare per prompt (paired by request index).',
   '- Win gates pass only when proven at the stated confidence and margin (one-sided 99% by default) with a launch-noise floor; ' +
     'non-regression gates fail only on a confident regression.',
+  '- Units: × for ratios (candidate ÷ baseline), pt for accuracy points (candidate − baseline), ms for times, tok/s and req/s for rates.',
   '- Run records are in `runs/`; `servegate verify` recomputes every hash and summary from them.',
   '',
 ]
 
 function inventory(files: readonly FileRef[]): string[] {
-  return [
+  if (files.length === 0) return []
+  return section(
     '## Artifacts',
-    '',
-    ...table(
+    table(
       ['file', 'bytes', 'sha256'],
       files.map((f) => [f.path, String(f.bytes), `${f.sha256.slice(0, 16)}…`]),
     ),
-    '',
+  )
+}
+
+/**
+ * The files the board lists in its inventory, from the index alone: the run records (cells, then
+ * stored baselines) and the charts, in the order the writer lists them, so `renderBoard(index,
+ * boardFiles(index))` is the board the evidence directory holds.
+ */
+export function boardFiles(index: EvidenceIndex): FileRef[] {
+  return [
+    ...index.cells.flatMap((c) => c.arms.map((a) => a.record)),
+    ...index.storedBaselines.map((s) => s.record),
+    ...index.artifacts.filter((f) => f.path !== 'README.md' && f.path !== 'index.html'),
   ]
 }
 
-/** The board as Markdown; `files` are the run records and artifacts to list in its inventory. */
-export function renderBoard(index: EvidenceIndex, files: readonly FileRef[]): string {
+/** The promotion verdict as a heading and its numbered reasons, each with its figures. */
+export function promotionLines(index: EvidenceIndex): string[] {
+  if (index.promotion.promotable) return [`**Promotable**: ${promotableSummary(index)}.`]
+  const n = index.promotion.reasons.length
+  return [`**Not promotable**: ${n} reason${n === 1 ? '' : 's'}.`, '', ...index.promotion.reasons.map((r, i) => `${i + 1}. ${cell(r)}`)]
+}
+
+/** How the board is drawn beyond the index. */
+export interface BoardOptions {
+  /** Markdown charts to embed (e.g. Mermaid blocks); none by default. */
+  charts?: string
+}
+
+/**
+ * The board as Markdown; `files` are the run records and artifacts to list in its inventory.
+ * Each section appears once; with no pair, the pair sections are left out; with no cell, it says so.
+ * @example renderBoard(index, boardFiles(index), { charts: mermaidCharts(index) })
+ */
+export function renderBoard(index: EvidenceIndex, files: readonly FileRef[], options: BoardOptions = {}): string {
   const p = index.provenance
+  const findings = index.findings.filter((f) => f.kind !== 'descriptive-p99')
+  const charts = options.charts?.trim() ?? ''
   return [
     '# servegate evidence',
     '',
-    ...glanceLines(index).map((l) => `- ${l}`),
+    // The promotion verdict and its reasons follow in full, so the glance lines start after it.
+    ...glanceLines(index)
+      .slice(1)
+      .map((l) => `- ${l}`),
     '',
-    ...(index.promotion.reasons.length > 0
-      ? ['### Why not promotable', '', ...index.promotion.reasons.map((r) => `- ${cell(r)}`), '']
-      : []),
-    ...(index.findings.filter((f) => f.kind !== 'descriptive-p99').length > 0
-      ? ['### Findings', '', ...index.findings.map((f) => `- **${f.kind}** ${f.cell}: ${cell(f.message)}`), '']
-      : []),
+    ...promotionLines(index),
+    '',
+    ...section(
+      '### Findings',
+      findings.map((f) => `- **${f.kind}** ${f.cell}: ${cell(f.message)}`),
+    ),
+    ...measuredSection(index),
+    ...section('## Charts', charts === '' ? [] : [charts]),
     ...metricTables(index),
     ...latencyTable(index),
+    ...requestsSection(index),
+    ...pairCheckSection(index),
     ...concurrencyTable(index),
     ...loadTable(index),
     ...qualityAudit(index),

@@ -20,6 +20,7 @@ import { scrubDeep } from '../secrets.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 import { policyText } from '../gates/inconclusive-policy.ts'
 import { armSummary, planSummary } from './arm-summary.ts'
+import { checkReason, gateReason } from './promotion-text.ts'
 
 /** A spec file and the cells it declared (its meta as read, the version tag already checked). */
 export interface SpecFileInput {
@@ -346,8 +347,7 @@ export function promotionOf(
   if (cells.length === 0) reasons.push('no cells were planned')
   for (const c of cells)
     if (c.required && c.disposition !== 'accepted') reasons.push(`required cell ${c.id} is ${c.disposition}: ${c.reason ?? ''}`)
-  for (const g of gates)
-    if (!g.testPassed) reasons.push(`${g.decision.gate} on ${g.cell} did not pass (${g.decision.outcome}) in "${g.test}"`)
-  for (const c of cells) for (const k of c.checks) if (!k.testPassed) reasons.push(`${k.check} on ${c.id} did not pass in "${k.test}"`)
+  for (const g of gates) if (!g.testPassed) reasons.push(gateReason(g))
+  for (const c of cells) for (const k of c.checks) if (!k.testPassed) reasons.push(checkReason(c.id, k))
   return { promotable: reasons.length === 0, reasons }
 }

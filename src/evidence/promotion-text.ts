@@ -1,4 +1,8 @@
-import type { EvidenceIndex } from '../schema/evidence.ts'
+import { policyText } from '../gates/inconclusive-policy.ts'
+import { accuracyArmsText, samplesText } from '../gates/verdict.ts'
+import { formatFixedPercent, formatInUnit } from '../number-format.ts'
+import type { EvidenceIndex, GateEntry, PairCheck } from '../schema/evidence.ts'
+import type { GateDecision } from '../schema/gate.ts'
 
 /**
  * Why a promotable index is promotable, in words that count gate outcomes, not test results: a
@@ -14,4 +18,47 @@ export function promotableSummary(index: EvidenceIndex): string {
       ? ''
       : `; the ${notPassing} that did not pass held as asserted: non-wins expected with .not, or holds that pass with a warning`
   return `every required cell accepted and every gate's test held (gates: ${pass} pass, ${fail} fail, ${inconclusive} inconclusive${held})`
+}
+
+/**
+ * A gate's figures for a promotion reason or a table: the outcome, the metric, the effect in its
+ * unit with its interval and confidence, and the samples it rests on.
+ * @example gateFigures(d) // 'fail: decodeTokPerS 0.960× [0.920×, 1.000×] at 95%, 128 paired (128/128)'
+ */
+export function gateFigures(d: GateDecision): string {
+  const e = d.effect
+  const bounds = e.low === null && e.high === null ? '' : ` [${formatInUnit(e.low, e.unit)}, ${formatInUnit(e.high, e.unit)}]`
+  const at = e.confidence === null || bounds === '' ? '' : ` at ${formatFixedPercent(e.confidence, 0)}`
+  const estimate = e.estimate === null ? 'not estimable' : formatInUnit(e.estimate, e.unit)
+  const arms = d.accuracy === undefined ? '' : `; ${accuracyArmsText(d.accuracy)}`
+  return `${d.outcome}: ${d.metric} ${estimate}${bounds}${at}, ${samplesText(d.samples)}${arms}`
+}
+
+/**
+ * Why a gate's test keeps the evidence from promotion, with its figures (and, for an inconclusive
+ * one, the policy that made it fail).
+ * @example gateReason(g)
+ * // 'toWinDecode on c4 did not pass in "c4 > wins": fail: decodeTokPerS 0.960× [0.920×, 1.000×] at 95%, 128 paired (128/128)'
+ */
+export function gateReason(g: GateEntry): string {
+  const policy = g.decision.outcome === 'inconclusive' ? `; ${policyText(g.policy, g.decision.kind)}` : ''
+  const not = g.isNot ? ' (asserted with .not)' : ''
+  return `${g.decision.gate} on ${g.cell} did not pass in "${g.test}"${not}: ${gateFigures(g.decision)}${policy}`
+}
+
+/**
+ * Why a check's test keeps the evidence from promotion, with what it found (the first three findings).
+ * @example checkReason('c4', k)
+ * // 'toBeMatchedPair on c4 did not pass in "c4 > is matched": GPU driver: baseline 550.54 ≠ 560.28 (1/2 launches as the baseline)'
+ */
+export function checkReason(cell: string, k: PairCheck): string {
+  const shown = k.findings.slice(0, 3)
+  const more = k.findings.length > shown.length ? `; and ${k.findings.length - shown.length} more` : ''
+  const found =
+    k.passed && k.isNot
+      ? 'it held, but the test asserted it would not (.not)'
+      : shown.length === 0
+        ? 'no finding recorded'
+        : shown.join('; ')
+  return `${k.check} on ${cell} did not pass in "${k.test}": ${found}${more}`
 }

@@ -2,6 +2,7 @@ import { z } from 'zod'
 import { CheckName } from './gate.ts'
 import { Api } from './run.ts'
 import { CheckMeta, DecisionMeta } from './task-meta.ts'
+import { GpuFactSchema, Manifest } from './manifest.ts'
 
 export const EVIDENCE_SCHEMA_ID = 'servegate.evidence/v1'
 
@@ -25,6 +26,36 @@ export const Percentiles = z.object({
   samples: z.int().nonnegative(),
 })
 export type Percentiles = z.infer<typeof Percentiles>
+
+/**
+ * What one launch measured, from its run record's manifest, so the board names the hardware and
+ * software from the index alone: the engine's commit (its kind and version are beside it), the
+ * model served, the GPUs, the host and the harness.
+ */
+export const MeasuredFacts = z.object({
+  engineCommit: z.string().nullable(),
+  /** The model id as the manifest has it (what the engine served). */
+  modelId: z.string(),
+  modelRevision: z.string().nullable(),
+  /** sha256 of the weights, where the engine's files were local; null otherwise. */
+  modelFingerprint: z.string().nullable(),
+  /** The GPUs the launch saw; empty when none, with `gpusAbsent` saying why. */
+  gpus: z.array(GpuFactSchema),
+  gpusAbsent: z.string().nullable(),
+  host: Manifest.shape.host,
+  harness: Manifest.shape.harness,
+})
+export type MeasuredFacts = z.infer<typeof MeasuredFacts>
+
+/** An arm's share of right answers on a dataset workload, with its Wilson 95% interval (fractions in [0, 1]). */
+export const ArmAccuracySummary = z.object({
+  samples: z.int().nonnegative(),
+  correct: z.int().nonnegative(),
+  rate: z.number().min(0).max(1).nullable(),
+  wilson95Low: z.number().min(0).max(1).nullable(),
+  wilson95High: z.number().min(0).max(1).nullable(),
+})
+export type ArmAccuracySummary = z.infer<typeof ArmAccuracySummary>
 
 /** One measured launch of one arm, summarized from its run record. */
 export const ArmSummary = z.object({
@@ -86,6 +117,10 @@ export const ArmSummary = z.object({
   /** Where the stage-wise sequential pair stopped, if it was one. */
   sequential: z.object({ stoppedAt: z.int().nonnegative(), plannedRequests: z.int().positive(), reason: z.string() }).nullable(),
   record: FileRef,
+  /** What was measured (null: the record has no manifest); absent in indexes written before it was kept. */
+  measured: MeasuredFacts.nullable().optional(),
+  /** Dataset workloads: the arm's accuracy (null: nothing scored); absent in indexes written before it was kept. */
+  accuracy: ArmAccuracySummary.nullable().optional(),
 })
 export type ArmSummary = z.infer<typeof ArmSummary>
 
