@@ -61,16 +61,32 @@ export function cellThrew(id: string, error: unknown): void {
     Object.assign(cell, { status: 'threw', error: sanitizeMessage(error instanceof Error ? error.message : String(error)) })
 }
 
+/** Work on a measured cell's records that finishes before `await cell` gives them to the test. */
+type MeasuredHook = (id: string, records: DeclaredCell['records']) => Promise<void>
+const measuredHooks: MeasuredHook[] = []
+
+/**
+ * Runs `hook` on every cell this worker measures, before its result reaches the test (the
+ * matchers draw the cell's chart here, so a test that fails at once still has it). A hook that
+ * throws is ignored.
+ */
+export function onCellMeasured(hook: MeasuredHook): void {
+  measuredHooks.push(hook)
+}
+
 /** Runs a cell's measurement, recording its outcome in the registry either way. */
 export async function tracked<T>(id: string, work: () => Promise<T>, recordsOf: (result: T) => DeclaredCell['records']): Promise<T> {
+  let result: T
   try {
-    const result = await work()
-    cellMeasured(id, recordsOf(result))
-    return result
+    result = await work()
   } catch (error) {
     cellThrew(id, error)
     throw error
   }
+  const records = recordsOf(result)
+  cellMeasured(id, records)
+  await Promise.all(measuredHooks.map((hook) => hook(id, records).catch(() => {})))
+  return result
 }
 
 /** A declared cell of this file by id (its engines and whether it is required), or undefined. */

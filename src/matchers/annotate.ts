@@ -1,21 +1,63 @@
 /**
  * What a reviewer sees of a cell in @vitest/ui and vitest's HTML reporter: one annotation with
- * its key figures and its chart as an SVG attachment, once per test and cell. The figures are read
- * from the run records at once; the evidence builder and Vega load when a test first draws a
- * chart, not in every worker that registers the matchers.
+ * its key figures and one with its chart as an SVG attachment, once per test and cell, and each
+ * verdict typed by its outcome. The figures are read from the run records at once. The chart is
+ * drawn while `await cell` resolves (see `drawChartOnMeasure`), so a matcher attaches it before
+ * it returns: a test that fails on that matcher has it too. The evidence builder and Vega load
+ * when the first cell is measured, not in every worker that registers the matchers.
  */
-import { declaredCell } from '../declare/registry.ts'
+import { declaredCell, onCellMeasured } from '../declare/registry.ts'
 import { formatSignificant as num } from '../number-format.ts'
 import type { EvidenceCell } from '../schema/evidence.ts'
+import type { GateOutcome } from '../schema/gate.ts'
 import type { RunRecord } from '../schema/run.ts'
+import type { DeclaredCell } from '../schema/task-meta.ts'
 import type { Subject } from './subject.ts'
 
+/**
+ * vitest's built-in annotation types, which its GitHub Actions reporter turns into `::notice`,
+ * `::warning` and `::error` and its default reporter labels; @vitest/ui 5 prints the type above
+ * the message.
+ */
+export type AnnotationType = 'notice' | 'warning' | 'error'
+
+/** An SVG chart as an annotation attachment: the markup as UTF-8 text, which @vitest/ui shows as an image. */
+export interface SvgAttachment {
+  body: string
+  contentType: 'image/svg+xml'
+  bodyEncoding: 'utf-8'
+}
+
 /** The running test's annotate function (vitest's `context.annotate`). */
-type Annotate = (message: string, type: string, attachment?: { body: string; contentType: string }) => Promise<unknown>
+export type Annotate = (message: string, type: AnnotationType, attachment?: SvgAttachment) => Promise<unknown>
+
+/**
+ * The annotation type of a verdict: `notice` for pass, `warning` for inconclusive (whatever its
+ * policy made of the test), `error` for fail.
+ * @example annotationType('inconclusive') // 'warning'
+ */
+export function annotationType(outcome: GateOutcome): AnnotationType {
+  return outcome === 'pass' ? 'notice' : outcome === 'inconclusive' ? 'warning' : 'error'
+}
+
+/**
+ * An SVG string as an attachment @vitest/ui renders: vitest reads a string body as base64
+ * unless `bodyEncoding` says `utf-8`, and an SVG read as base64 shows as a broken image.
+ */
+export function svgAttachment(svg: string): SvgAttachment {
+  return { body: svg, contentType: 'image/svg+xml', bodyEncoding: 'utf-8' }
+}
+
+type Arms = DeclaredCell['records']
 
 /** A subject's records per arm, as the evidence keeps them: `cell`, or `baseline` then `candidate`. */
-function armsOf(s: Subject): { cell?: RunRecord[]; baseline?: RunRecord[]; candidate?: RunRecord[] } {
+function armsOf(s: Subject): Arms {
   return s.kind === 'cell' ? { cell: [...s.records] } : { baseline: [...s.baseline], candidate: [...s.candidate] }
+}
+
+/** The record a drawn chart is kept under: the first of the measured arm (a stored baseline is shared, the candidate never is). */
+function keyRecord(arms: Arms): RunRecord | undefined {
+  return (arms.cell ?? arms.candidate)?.[0]
 }
 
 /**
@@ -37,32 +79,68 @@ export function keyFigures(s: Subject): string {
   return `${s.id}: ${arms.join('; ')}`
 }
 
-/** The subject's chart (SVG), drawn from the cell as the evidence summarizes it; no files are written. */
-async function cellChartOf(s: Subject, declared: ReturnType<typeof declaredCell>): Promise<string> {
+/** A cell's chart (SVG), drawn from the cell as the evidence summarizes it; no files are written. */
+async function drawCellChart(id: string, arms: Arms, declared: DeclaredCell | undefined): Promise<string> {
   const [{ buildEvidence }, { cellChart }] = await Promise.all([import('../evidence/build.ts'), import('../evidence/charts.ts')])
-  const records = armsOf(s)
   const engines =
-    declared?.engines ?? Object.fromEntries(Object.entries(records).map(([arm, list]) => [arm, list[0]?.manifest?.engine.kind ?? arm]))
+    declared?.engines ?? Object.fromEntries(Object.entries(arms).map(([arm, list]) => [arm, list[0]?.manifest?.engine.kind ?? arm]))
   const cell = {
-    id: s.id,
-    kind: s.kind,
+    id,
+    kind: arms.cell === undefined ? ('pair' as const) : ('cell' as const),
     required: declared?.required ?? true,
     ladder: declared?.ladder ?? null,
     engines,
     status: 'measured' as const,
     error: null,
-    records,
+    records: arms,
   }
   const built = buildEvidence([{ file: '', meta: { cells: [cell] } }], [], { suiteCommit: null, redact: false })
   return cellChart(built.index.cells[0] as EvidenceCell)
 }
 
-/** Annotates a cell's key figures and attaches its chart; never fails the test over a drawing. */
-export function annotateCell(annotate: Annotate, s: Subject): void {
-  void annotate(keyFigures(s), 'servegate-figures').catch(() => {})
+/** Charts drawn while their cell resolved, by the cell's key record; null where drawing failed. */
+const drawn = new WeakMap<RunRecord, string | null>()
+
+/**
+ * Draws a measured cell's chart before `await cell` hands its records to the test, so the
+ * matchers attach it synchronously. A chart that cannot be drawn is left out, never an error.
+ */
+export async function drawChartOnMeasure(id: string, arms: Arms): Promise<void> {
+  const key = keyRecord(arms)
+  if (key === undefined || drawn.has(key) || !Object.values(arms).every((list) => list.every((r) => r.requests.length > 0))) return
+  drawn.set(key, await drawCellChart(id, arms, declaredCell(id)).catch(() => null))
+}
+
+onCellMeasured(drawChartOnMeasure)
+
+/**
+ * Annotates a cell's key figures and attaches its chart, both as `notice`s, before it returns.
+ * The chart is the one drawn when the cell was measured; a subject built some other way (records
+ * handed to `expect` directly, a stored baseline against a cell) has its chart drawn now and
+ * attached once drawn, which vitest awaits before a passing test ends. Never fails the test over
+ * a drawing.
+ */
+export function annotateCell(annotate: Annotate, s: Subject): Promise<void> {
+  const arms = armsOf(s)
+  const figures = annotate(keyFigures(s), 'notice').then(
+    () => {},
+    () => {},
+  )
+  const title = `${s.id}: latency by arm`
+  const key = keyRecord(arms)
+  const ready = key === undefined ? undefined : drawn.get(key)
+  if (ready !== undefined) {
+    const chart = ready === null ? Promise.resolve() : annotate(title, 'notice', svgAttachment(ready))
+    return Promise.all([figures, chart]).then(
+      () => {},
+      () => {},
+    )
+  }
   // Read now: the registry empties when the file ends, which may come before the chart is drawn.
   const declared = declaredCell(s.id)
-  void cellChartOf(s, declared)
-    .then((svg) => annotate(`${s.id} latency by arm`, 'servegate-chart', { body: svg, contentType: 'image/svg+xml' }))
-    .catch(() => {})
+  const chart = drawCellChart(s.id, arms, declared).then((svg) => annotate(title, 'notice', svgAttachment(svg)))
+  return Promise.all([figures, chart]).then(
+    () => {},
+    () => {},
+  )
 }

@@ -7,7 +7,7 @@ import { formatFixedPercent, formatInUnit } from '../number-format.ts'
 import type { CheckName, GateDecision, GateName } from '../schema/gate.ts'
 import { workerOptions } from '../declare/worker-options.ts'
 import { message } from './format.ts'
-import { annotateCell } from './annotate.ts'
+import { type Annotate, type AnnotationType, annotateCell, annotationType } from './annotate.ts'
 import { gateOptionsOf, type InconclusiveOption } from './gate-matcher-options.ts'
 import type { StoredBaseline } from '../record/stored-baseline.ts'
 import { cellFailures, recordsOf, storedBaselineOf, type Subject } from './subject.ts'
@@ -15,22 +15,29 @@ import { cellFailures, recordsOf, storedBaselineOf, type Subject } from './subje
 /** Cells already annotated with their figures and chart, per test. */
 const annotated = new WeakMap<object, Set<string>>()
 
+/** What a matcher records on the running test: its servegate meta, and an annotation of a given type. */
+interface RunningTest {
+  meta: TestMeta
+  annotate: (message: string, type: AnnotationType) => void
+}
+
 /**
  * The running test's servegate meta, created on first use, with its annotate function; the
- * first time a test reads a cell, the cell's key figures and chart are annotated. Null outside
- * a test.
+ * first time a test reads a cell, the cell's key figures and chart are annotated. Every
+ * annotation is issued before the matcher returns (vitest then awaits it before a passing test
+ * ends, and sends it for a failing one); a chart still being drawn is added to the test's
+ * pending promises, which vitest awaits before a passing test ends. Null outside a test.
  */
-function testMeta(subject: Subject | undefined): { meta: TestMeta; annotate: (message: string, type: string) => void } | null {
+function testMeta(subject: Subject | undefined): RunningTest | null {
   const test = TestRunner.getCurrentTest()
   if (test === undefined) return null
   test.meta.servegate ??= { ...META_TAG, decisions: [], checks: [], storedBaselines: [] }
-  const annotate = (message: string, type: string, attachment?: { body: string; contentType: string }) =>
-    Promise.resolve(test.context.annotate(message, type, attachment))
+  const annotate: Annotate = async (message, type, attachment) => test.context.annotate(message, type, attachment)
   const seen = annotated.get(test) ?? new Set<string>()
   annotated.set(test, seen)
   if (subject !== undefined && !seen.has(subject.id) && recordsOf(subject).every(({ record }) => record.requests.length > 0)) {
     seen.add(subject.id)
-    annotateCell(annotate, subject)
+    ;(test.promises ??= []).push(annotateCell(annotate, subject))
   }
   return { meta: test.meta.servegate, annotate: (message, type) => void annotate(message, type).catch(() => {}) }
 }
@@ -88,9 +95,9 @@ function record(v: Verdict, subject?: Subject): void {
   const { cell, decision: d, call, policy, passed, isNot } = v
   test.meta.decisions.push({ cell, decision: d, judged: call.judged, options: gateOptionsOf(call.options), policy, passed, isNot })
   // An undecided verdict is a warning wherever annotations are shown, never a plain verdict, and says what it did to the test.
-  if (d.outcome === 'inconclusive') test.annotate(`${verdictLine(d)}; ${policyText(policy, d.kind)}`, 'warning')
-  else test.annotate(verdictLine(d), 'servegate')
-  for (const warning of d.warnings) test.annotate(warning, 'servegate-warning')
+  const line = d.outcome === 'inconclusive' ? `${verdictLine(d)}; ${policyText(policy, d.kind)}` : verdictLine(d)
+  test.annotate(line, annotationType(d.outcome))
+  for (const warning of d.warnings) test.annotate(warning, 'warning')
 }
 
 /**
@@ -104,7 +111,7 @@ export function recordCheck(subject: Subject, check: CheckName, passed: boolean,
   test.meta.checks.push({ cell: subject.id, check, passed, findings: [...findings], judged: judgedRecordsOf(subject), isNot })
   test.annotate(
     `${check} ${passed ? 'PASS' : 'FAIL'}${findings.length > 0 ? `: ${findings.length} finding(s), first: ${findings[0]}` : ''}`,
-    'servegate',
+    annotationType(passed ? 'pass' : 'fail'),
   )
 }
 
