@@ -15,7 +15,8 @@ import type { Chart } from './charts.ts'
 /** How charts and the HTML page are drawn (injected so the writer stays testable on its own). */
 export interface Renderers {
   charts(index: EvidenceIndex): Promise<Chart[]>
-  html(index: EvidenceIndex, board: string, charts: readonly Chart[]): string
+  /** `runs`: the run record files, which the page reads for the failures of the arms that failed. */
+  html(index: EvidenceIndex, board: string, charts: readonly Chart[], runs: readonly EvidenceFile[]): string
 }
 
 export const SUMS_FILE = 'SHA256SUMS'
@@ -87,7 +88,7 @@ export async function renderEvidence(
   const chartFiles = charts.map((c) => ({ path: c.file, content: c.svg }))
   const board = renderBoard(built.index, [...built.runs, ...chartFiles].map(ref))
   const boardFile = { path: 'README.md', content: board }
-  const htmlFile = { path: 'index.html', content: renderers.html(built.index, board, charts) }
+  const htmlFile = { path: 'index.html', content: renderers.html(built.index, board, charts, built.runs) }
   const index = EvidenceIndex.parse({ ...built.index, artifacts: [...chartFiles, boardFile, htmlFile].map(ref) })
   const indexFile = { path: 'index.json', content: `${JSON.stringify(index, null, 2)}\n` }
   const files = [...built.runs, ...chartFiles, boardFile, htmlFile, indexFile]
