@@ -1,59 +1,102 @@
 /**
  * The evidence charts: Vega-Lite specs built from the evidence index and drawn to SVG
  * headlessly (no browser, no canvas). The same index gives byte-identical SVG on every machine.
+ * Which cells are drawn is `chartSelection` (chart-data.ts): identity-matched accepted pairs and
+ * accepted single-arm cells, one mark per cell; every other cell is listed with its reason.
  */
 import { basename } from 'node:path'
 import * as vega from 'vega'
 import { compile, type TopLevelSpec } from 'vega-lite'
-import { nearestRank } from '../metrics/distribution.ts'
-import type { ArmSummary, CellPlanSummary, EvidenceCell, EvidenceIndex } from '../schema/evidence.ts'
+import type { ArmSummary, EvidenceCell, EvidenceIndex } from '../schema/evidence.ts'
+import { fileSafe, sha256 } from './build.ts'
+import {
+  armsOf,
+  armValue,
+  type CellLabel,
+  type ChartSelection,
+  cellLabels,
+  chartSelection,
+  DELTA_METRICS,
+  type DeltaMetric,
+  deltaText,
+  type DrawnCell,
+  type NotDrawnCell,
+  pairDeltas,
+} from './chart-data.ts'
+
+export { chartSelection, type NotDrawnCell } from './chart-data.ts'
 
 /** One drawn chart: its path relative to the evidence directory, its title and its SVG markup. */
 export interface Chart {
-  /** e.g. `charts/throughput-by-concurrency.svg` */
+  /** e.g. `charts/decode-delta-heatmap.svg`, or `charts/cells/<cell>.svg` for a cell's own chart. */
   file: string
   title: string
   svg: string
+  /** A cell's own chart (its distributions): the cell's id; absent on the charts of the whole index. */
+  cell?: string
+  /** The charts of the whole index: the ids of the cells drawn in this one, in chart order. */
+  cells?: string[]
+  /** The charts of the whole index: every cell the charts leave out, with its disposition and why (the same list on each). */
+  notDrawn?: NotDrawnCell[]
 }
 
-/** One arm of one plotted cell, its launches reduced to their median (never the best one). */
-interface ArmPoint {
-  workload: string
-  arm: ArmSummary['arm']
-  engine: string
-  concurrency: number
-  outputTokPerS: number | null
-  decodeTokPerSP50: number | null
-  prefillTokPerSP50: number | null
+/** A chart before it is drawn: its spec (null: nothing to show, drawn as "no data") and what it shows. */
+export interface ChartSpec {
+  file: string
+  title: string
+  spec: TopLevelSpec | null
+  cell?: string
+  cells?: string[]
 }
 
-/** A chart of the evidence page: where it goes, what it is called, how it is drawn. */
+/** A chart of the whole index: where it goes, what it is called, how it is drawn from the selection. */
 interface ChartDefinition {
   file: string
   title: string
-  /** The spec of the chart, or null when the index has nothing for it to show. */
-  spec: (index: EvidenceIndex, title: string) => TopLevelSpec | null
+  draw: (selection: ChartSelection, title: string) => { spec: TopLevelSpec; cells: string[] } | null
 }
 
 const FONT = 'DejaVu Sans, Helvetica, Arial, sans-serif'
-const FACET_WIDTH = 260
-const FACET_HEIGHT = 200
-const ARM_ORDER: readonly ArmSummary['arm'][] = ['baseline', 'candidate', 'cell']
-const ROW_SEPARATOR = ' · '
-/** The smallest half-range of the ratio colour scale, so a 1% difference is not painted as a rout. */
-const MIN_RATIO_SPREAD = 0.1
-
+const PANEL_WIDTH = 260
+const PANEL_HEIGHT = 180
+/** Panels per row in a chart of several ladders. */
+const PANEL_COLUMNS = 2
+/** A heatmap square: wide enough for `-100.0%` at the label's font size (Vega estimates 0.8 em a character). */
+const SQUARE_WIDTH = 76
+const SQUARE_HEIGHT = 44
+const SQUARE_FONT_SIZE = 11
+/** How far a row label may reach left of a heatmap before it is cut with an ellipsis, px. */
+const ROW_LABEL_LIMIT = 300
+/** The least room a panel header has before it is cut with an ellipsis, px. */
+const HEADER_LIMIT = 480
+/** How many characters of a twin cell's id its row label keeps. */
+const ID_END = 24
+const LINE_SEPARATOR = '\n'
+/** The smallest half-range of the delta colour scale, %, so a 1% difference is not painted as a rout. */
+const MIN_DELTA_SPREAD_PCT = 10
+/** The largest, so one outlier does not wash out every other square; beyond it the colour is the scale's end. */
+const MAX_DELTA_SPREAD_PCT = 50
+/** The nearest-rank percentiles the index keeps per arm, as points of a step CDF. */
+const CDF_POINTS = [
+  { percentile: 'p50', share: 0.5 },
+  { percentile: 'p95', share: 0.95 },
+  { percentile: 'p99', share: 0.99 },
+] as const satisfies readonly { percentile: keyof ArmSummary['timings']['ttftMs']; share: number }[]
 const LATENCIES = [
   { metric: 'TTFT', timing: 'ttftMs' },
-  { metric: 'TPOT', timing: 'tpotMs' },
+  { metric: 'ITL', timing: 'itlMs' },
 ] as const satisfies readonly { metric: string; timing: keyof ArmSummary['timings'] }[]
 
 const CONFIG = {
   font: FONT,
   background: 'white',
-  title: { anchor: 'start', fontSize: 14 },
+  title: { anchor: 'start', fontSize: 14, subtitleFontSize: 11, subtitleColor: '#555' },
   axis: { labelFontSize: 11, titleFontSize: 11 },
+  // Vega's default drops every other label only when neighbours overlap by its own test; greedy
+  // with a gap drops any label that would touch the one before it.
+  axisQuantitative: { labelOverlap: 'greedy', labelSeparation: 4 },
   legend: { labelFontSize: 11, titleFontSize: 11, labelLimit: 260 },
+  header: { labelFontSize: 11, labelLimit: PANEL_WIDTH },
 } as const
 
 // Vega measures text with node-canvas when it is installed and estimates widths otherwise, and
@@ -61,95 +104,88 @@ const CONFIG = {
 // (vega exports textMetrics from vega-scenegraph; its typings leave it out.)
 ;(vega as unknown as { textMetrics: { canvas(use: boolean): void } }).textMetrics.canvas(false)
 
+const HEATMAPS: readonly ChartDefinition[] = DELTA_METRICS.map((metric) => ({
+  file: `charts/${metric.key}-delta-heatmap.svg`,
+  title: `${metric.name}: candidate vs baseline, Δ% by context × concurrency`,
+  draw: (selection: ChartSelection, title: string) => deltaHeatmap(selection, metric, title),
+}))
+
 const CHARTS: readonly ChartDefinition[] = [
+  ...HEATMAPS,
   {
-    file: 'charts/throughput-by-concurrency.svg',
-    title: 'Output throughput by concurrency',
-    spec: (index, title) => byConcurrency(armPoints(index), 'outputTokPerS', 'output tok/s', title),
-  },
-  {
-    file: 'charts/decode-ratio-heatmap.svg',
-    title: 'Decode tok/s p50, candidate ÷ baseline',
-    spec: ratioHeatmap,
-  },
-  {
-    file: 'charts/prefill-by-concurrency.svg',
-    title: 'Effective prefill tok/s p50 by concurrency',
-    spec: (index, title) => byConcurrency(armPoints(index), 'prefillTokPerSP50', 'effective prefill tok/s (p50)', title),
-  },
-  {
-    file: 'charts/serving-tradeoff.svg',
-    title: 'Serving trade-off: decode tok/s per user against aggregate output tok/s',
-    spec: (index, title) => tradeOff(armPoints(index), title),
+    file: 'charts/latency-by-rate.svg',
+    title: 'Open loop: TTFT and ITL p50, p95 and p99 by offered rate',
+    draw: latencyByRate,
   },
   {
     file: 'charts/goodput-by-rate.svg',
     title: 'Open loop: share of requests meeting every SLO by offered rate',
-    spec: goodByRate,
+    draw: goodByRate,
   },
 ]
 
 /**
- * Draws the evidence charts, always the same five files (a chart with nothing to show is drawn
- * with a "no data" title): output throughput by concurrency per arm, the candidate ÷ baseline
- * ratio of median decode tok/s as a heatmap, effective prefill tok/s by concurrency, the
- * serving trade-off (per-user decode against aggregate throughput) — closed-loop cells — and
- * the good share by offered rate of open-loop cells (sweeps, capacity probes), a panel per
- * ladder. Arms of accepted and failed cells are plotted; the ratio heatmap compares accepted
- * pairs only.
+ * The specs of the evidence charts: always the same five charts of the whole index (a chart
+ * with nothing to show has a null spec) — Δ% heatmaps of decode, output throughput and
+ * effective prefill by context × concurrency (closed-loop matched pairs), TTFT and ITL
+ * percentiles by offered rate and the good share by offered rate (open-loop cells, a panel per
+ * ladder) — then one chart per drawn cell, its TTFT and ITL distributions.
+ * @example for (const { file, spec } of chartSpecs(index)) console.log(file, spec === null ? 'no data' : 'drawn')
+ */
+export function chartSpecs(index: EvidenceIndex): ChartSpec[] {
+  const selection = chartSelection(index)
+  const whole = CHARTS.map((definition): ChartSpec => {
+    const drawn = definition.draw(selection, definition.title)
+    return drawn === null
+      ? { file: definition.file, title: noDataTitle(definition.title), spec: null, cells: [] }
+      : { file: definition.file, title: definition.title, spec: drawn.spec, cells: drawn.cells }
+  })
+  const files = new Set<string>()
+  const perCell = selection.drawn.map((cell): ChartSpec => {
+    const name = cellFileName(cell.id)
+    let file = `charts/cells/${name}.svg`
+    for (let k = 2; files.has(file); k++) file = `charts/cells/${name}~${k}.svg`
+    files.add(file)
+    const spec = distributionSpec(cell)
+    return { file, title: spec === null ? noDataTitle(distributionTitle(cell)) : distributionTitle(cell), spec, cell: cell.id }
+  })
+  return [...whole, ...perCell]
+}
+
+/** A cell id as a file name: `fileSafe`, and past 96 characters its start and a hash of the whole id (names stay under 255 bytes). */
+function cellFileName(id: string): string {
+  const safe = fileSafe(id)
+  return safe.length <= MAX_FILE_NAME ? safe : `${safe.slice(0, MAX_FILE_NAME - 13)}-${sha256(id).slice(0, 12)}`
+}
+
+const MAX_FILE_NAME = 96
+
+/**
+ * Draws the evidence charts (`chartSpecs`) to SVG. The charts of the whole index carry the cells
+ * drawn in each and the cells not drawn, with their dispositions and reasons, for the page to list.
  * @example for (const chart of await renderCharts(index)) await writeFile(join(dir, chart.file), chart.svg)
  */
 export async function renderCharts(index: EvidenceIndex): Promise<Chart[]> {
+  const { notDrawn } = chartSelection(index)
   const charts: Chart[] = []
-  for (const definition of CHARTS) {
-    const spec = definition.spec(index, definition.title)
-    const title = spec === null ? noDataTitle(definition.title) : definition.title
-    charts.push({ file: definition.file, title, svg: await toSvg(spec ?? noDataSpec(title), basename(definition.file, '.svg')) })
+  for (const c of chartSpecs(index)) {
+    const svg = await toSvg(c.spec ?? noDataSpec(c.title), basename(c.file, '.svg'))
+    const { file, title, cell, cells } = c
+    charts.push(cell === undefined ? { file, title, svg, cells: cells ?? [], notDrawn } : { file, title, svg, cell })
   }
   return charts
 }
 
 /**
- * One small chart of one cell for @vitest/ui: p50 and p95 of TTFT and TPOT (ms) per arm.
- * A cell without measured requests gets a "no data" chart.
+ * One cell's own chart, for @vitest/ui and the page's drill-down: its TTFT and ITL
+ * distributions per arm (step CDFs through the percentiles the index keeps). Whatever arms
+ * measured are drawn, so a failed cell shows the arm that ran; a cell without measured requests
+ * gets a "no data" chart.
  * @example await cellChart(index.cells[0])
  */
 export async function cellChart(cell: EvidenceCell): Promise<string> {
-  const rows = mergeLaunches(cell).flatMap(({ engine, arms }) =>
-    LATENCIES.flatMap(({ metric, timing }) =>
-      (['p50', 'p95'] as const).flatMap((percentile) => {
-        const value = medianOf(arms.map((a) => a.timings[timing][percentile]))
-        return value === null ? [] : [{ engine, metric, percentile, value }]
-      }),
-    ),
-  )
-  if (rows.length === 0) return toSvg(noDataSpec(noDataTitle(cell.id)), 'cell')
-  return toSvg(
-    {
-      title: { text: cell.id, fontSize: 12 },
-      data: { values: rows },
-      facet: { column: { field: 'metric', type: 'nominal', title: null, sort: LATENCIES.map((l) => l.metric) } },
-      resolve: { scale: { y: 'independent' } },
-      spec: {
-        width: 150,
-        height: 120,
-        mark: 'bar',
-        encoding: {
-          x: { field: 'engine', type: 'nominal', title: null, sort: null, axis: { labelAngle: -20 } },
-          xOffset: { field: 'percentile', type: 'nominal' },
-          y: { field: 'value', type: 'quantitative', title: 'ms' },
-          color: {
-            field: 'percentile',
-            type: 'nominal',
-            title: 'percentile',
-            scale: { domain: ['p50', 'p95'], range: ['#9ecae9', '#2f6b9a'] },
-          },
-        },
-      },
-      config: CONFIG,
-    },
-    'cell',
-  )
+  const spec = distributionSpec(cell)
+  return toSvg(spec ?? noDataSpec(noDataTitle(distributionTitle(cell))), 'cell')
 }
 
 function noDataTitle(title: string): string {
@@ -159,7 +195,7 @@ function noDataTitle(title: string): string {
 function noDataSpec(title: string): TopLevelSpec {
   return {
     title,
-    width: FACET_WIDTH,
+    width: PANEL_WIDTH,
     height: 60,
     data: { values: [{}] },
     mark: { type: 'text', fontSize: 14, color: '#777' },
@@ -195,230 +231,330 @@ async function drawSvg(spec: TopLevelSpec): Promise<string> {
   }
 }
 
-/** Median (nearest-rank) of the values present; null when none is. */
-function medianOf(values: readonly (number | null)[]): number | null {
-  const present = values.filter((v): v is number => v !== null).sort((a, b) => a - b)
-  return present.length === 0 ? null : nearestRank(present, 50)
-}
-
-function workloadLabel(plan: CellPlanSummary): string {
-  return `${plan.workload} ctx${plan.promptTokens}`
+/** One axis-aligned box of drawn text, in the chart's pixels. */
+export interface TextBox {
+  text: string
+  x1: number
+  y1: number
+  x2: number
+  y2: number
 }
 
 /**
- * The launches of each arm of a cell, grouped, in arm order (baseline, candidate, cell), named
- * by the spec's engine name (two arms of one engine kind are still two series).
+ * The boxes of every text Vega lays out for a spec (axis and legend labels, titles, headers,
+ * square labels), from its scenegraph: what a test checks for overlapping labels without a browser.
+ * @example const boxes = await textBoxes(chartSpecs(index)[0].spec)
  */
-function mergeLaunches(cell: Pick<EvidenceCell, 'arms' | 'engines'>): { arm: ArmSummary['arm']; engine: string; arms: ArmSummary[] }[] {
-  return ARM_ORDER.flatMap((arm) => {
-    const launches = cell.arms.filter((a) => a.arm === arm)
-    const first = launches[0]
-    return first === undefined ? [] : [{ arm, engine: cell.engines[arm] ?? first.engine ?? arm, arms: launches }]
+export async function textBoxes(spec: TopLevelSpec): Promise<TextBox[]> {
+  const view = new vega.View(vega.parse(compile(spec).spec), { renderer: 'none' })
+  try {
+    await view.runAsync()
+    const boxes: TextBox[] = []
+    walkText((view.scenegraph() as unknown as { root: SceneNode }).root, 0, 0, boxes)
+    return boxes
+  } finally {
+    view.finalize()
+  }
+}
+
+/** The parts of a Vega scenegraph node that `textBoxes` reads (vega's typings leave the scenegraph untyped). */
+interface SceneNode {
+  marktype?: string
+  items?: SceneNode[]
+  x?: number
+  y?: number
+  text?: unknown
+  /** 0 on a label Vega hid because it would overlap another. */
+  opacity?: number
+  bounds?: { x1: number; y1: number; x2: number; y2: number }
+}
+
+/** Item bounds are relative to the enclosing group: each group's x and y move its children. */
+function walkText(node: SceneNode, dx: number, dy: number, out: TextBox[]): void {
+  for (const item of node.items ?? []) {
+    if (node.marktype === 'text') {
+      const text = Array.isArray(item.text) ? item.text.join(' ') : String(item.text ?? '')
+      const b = item.bounds
+      if (text.trim() !== '' && item.opacity !== 0 && b !== undefined && b.x2 > b.x1)
+        out.push({ text, x1: b.x1 + dx, y1: b.y1 + dy, x2: b.x2 + dx, y2: b.y2 + dy })
+    } else if (node.marktype === 'group') {
+      walkText(item, dx + (item.x ?? 0), dy + (item.y ?? 0), out)
+    } else {
+      walkText(item, dx, dy, out)
+    }
+  }
+}
+
+/**
+ * A heatmap of one metric's candidate-against-baseline Δ%: a panel per engine pair and workload,
+ * in it a row per context and a column per concurrency, one square per closed-loop matched pair,
+ * labelled with its Δ%. Cells that would share a square (same pair, workload, context and
+ * concurrency, e.g. from two spec files) get rows of their own, named by the end of their ids.
+ */
+function deltaHeatmap(selection: ChartSelection, metric: DeltaMetric, title: string): { spec: TopLevelSpec; cells: string[] } | null {
+  const deltas = pairDeltas(selection, metric, 'closed')
+  if (deltas.length === 0) return null
+  const spread = Math.min(MAX_DELTA_SPREAD_PCT, Math.max(MIN_DELTA_SPREAD_PCT, ...deltas.map((d) => Math.abs(d.deltaPct ?? 0))))
+  const rows = deltas.map((d) => ({
+    cell: d.cell,
+    series: d.seriesLines.join(LINE_SEPARATOR),
+    row: d.twin === null ? d.context : `${d.context}${LINE_SEPARATOR}${idEnd(d.twin)}`,
+    concurrency: d.concurrency,
+    deltaPct: d.deltaPct,
+    label: deltaText(d.deltaPct),
+    strong: d.deltaPct !== null && Math.abs(d.deltaPct) > 0.6 * spread,
+  }))
+  const columns = new Set(rows.map((r) => r.concurrency)).size
+  const notDrawn = selection.notDrawn.length
+  return {
+    cells: deltas.map((d) => d.cell),
+    spec: {
+      title: {
+        text: title,
+        subtitle: [
+          '(candidate ÷ baseline − 1) in %, higher is better; each arm at the median of its launches',
+          `identity-matched accepted closed-loop pairs only, one square per cell${notDrawn > 0 ? `; ${notDrawn} other cells not drawn` : ''}`,
+        ],
+      },
+      data: { values: rows },
+      vconcat: [...new Set(rows.map((r) => r.series))].map((series) => ({
+        title: {
+          text: series.split(LINE_SEPARATOR),
+          anchor: 'start',
+          fontSize: 11,
+          fontWeight: 'normal',
+          limit: Math.max(HEADER_LIMIT, columns * SQUARE_WIDTH),
+        },
+        transform: [{ filter: { field: 'series', equal: series } }],
+        width: { step: SQUARE_WIDTH },
+        height: { step: SQUARE_HEIGHT },
+        encoding: {
+          x: { field: 'concurrency', type: 'ordinal', title: 'concurrency', axis: { labelAngle: 0, orient: 'top' } },
+          y: {
+            field: 'row',
+            type: 'nominal',
+            title: null,
+            sort: null,
+            axis: { labelExpr: `split(datum.label, '\\n')`, labelLimit: ROW_LABEL_LIMIT },
+          },
+        },
+        layer: [
+          { transform: [{ filter: 'datum.deltaPct === null' }], mark: { type: 'rect', color: '#e5e5e5' } },
+          {
+            transform: [{ filter: 'datum.deltaPct !== null' }],
+            mark: 'rect',
+            encoding: {
+              color: {
+                field: 'deltaPct',
+                type: 'quantitative',
+                title: 'Δ%',
+                scale: { scheme: 'redblue', domain: [-spread, spread], domainMid: 0, clamp: true },
+                legend: { format: '+.0f' },
+              },
+            },
+          },
+          {
+            mark: { type: 'text', fontSize: SQUARE_FONT_SIZE },
+            encoding: {
+              text: { field: 'label', type: 'nominal' },
+              color: { condition: { test: 'datum.strong', value: 'white' }, value: 'black' },
+            },
+          },
+        ],
+      })),
+      resolve: { scale: { x: 'shared', y: 'independent', color: 'shared' } },
+      config: CONFIG,
+    } as TopLevelSpec,
+  }
+}
+
+/** The end of a cell id, where ids that share a long prefix differ (`…ctx512-c1~2`). */
+function idEnd(id: string): string {
+  return id.length <= ID_END ? id : `…${id.slice(-(ID_END - 1))}`
+}
+
+/** An arm as a legend names it, e.g. `candidate · photon`. */
+function armName(arm: ArmSummary['arm'], engine: string): string {
+  return arm === 'cell' ? engine : `${arm} · ${engine}`
+}
+
+/** The drawn open-loop cells with an offered rate, each with the panel (its ladder, or its series and context) it is drawn in. */
+function rateCells(selection: ChartSelection): { cell: DrawnCell; group: string; rate: number }[] {
+  const labels = cellLabels(selection.drawn)
+  return selection.drawn.flatMap((cell) => {
+    const rate = cell.plan.arrivalRatePerS
+    if (cell.plan.arrival === 'closed' || rate === null) return []
+    const label = labels.get(cell.id) as CellLabel
+    return [{ cell, group: cell.ladder ?? `${label.series} · ${label.context}`, rate }]
   })
 }
 
-/** Cells whose arms are plotted: accepted or failed, with a plan and arm summaries; closed-loop ones, or open-loop ones. */
-function plottedCells(index: EvidenceIndex, loop: 'closed' | 'open' = 'closed'): (EvidenceCell & { plan: CellPlanSummary })[] {
-  return index.cells.filter(
-    (c): c is EvidenceCell & { plan: CellPlanSummary } =>
-      (c.disposition === 'accepted' || c.disposition === 'failed') &&
-      c.plan !== null &&
-      c.arms.length > 0 &&
-      (c.plan.arrival === 'closed') === (loop === 'closed'),
-  )
-}
-
-/** One arm of an open-loop cell at its offered rate: the good share with its Wilson interval. */
-interface RatePoint {
-  group: string
-  engine: string
-  rate: number
-  good: number
-  low: number | null
-  high: number | null
-}
-
-/** Every arm of every plotted open-loop cell with a rate and a good share, grouped by ladder (or workload). */
-function ratePoints(index: EvidenceIndex): RatePoint[] {
-  const points = plottedCells(index, 'open').flatMap((cell) =>
-    cell.plan.arrivalRatePerS === null
-      ? []
-      : mergeLaunches(cell).flatMap(({ engine, arms }) => {
-          const good = medianOf(arms.map((a) => a.load.goodFraction))
-          if (good === null) return []
-          const one = arms.length === 1 ? arms[0] : undefined
-          return [
-            {
-              group: cell.ladder ?? workloadLabel(cell.plan),
-              engine,
-              rate: cell.plan.arrivalRatePerS as number,
-              good,
-              low: one?.load.goodFractionLow ?? null,
-              high: one?.load.goodFractionHigh ?? null,
-            },
-          ]
-        }),
-  )
-  return points.sort((a, b) => a.group.localeCompare(b.group, 'en') || a.engine.localeCompare(b.engine, 'en') || a.rate - b.rate)
-}
-
-/** A chart of the rows with a panel per value of `column`, each panel drawn by `panel` at the panel size; null without rows. */
-function panels(title: string, rows: readonly object[], column: string, panel: Record<string, unknown>): TopLevelSpec | null {
-  if (rows.length === 0) return null
+/** A chart of the rows with a panel per value of `panel`, PANEL_COLUMNS to a row, each drawn by `inner` at the panel size. */
+function panels(
+  title: string | { text: string; subtitle: string[] },
+  rows: readonly object[],
+  inner: Record<string, unknown>,
+): TopLevelSpec {
   return {
     title,
     data: { values: [...rows] },
-    facet: { column: { field: column, type: 'nominal', title: null } },
-    spec: { width: FACET_WIDTH, height: FACET_HEIGHT, ...panel },
+    facet: { field: 'panel', type: 'nominal', title: null, sort: null, header: { labelExpr: `split(datum.label, '\\n')` } },
+    columns: PANEL_COLUMNS,
+    spec: { width: PANEL_WIDTH, height: PANEL_HEIGHT, ...inner },
+    resolve: { scale: { y: 'independent', x: 'independent' } },
     config: CONFIG,
   } as TopLevelSpec
 }
 
-/** The good share (requests meeting every SLO) by offered rate, a line per engine, its Wilson interval as a bar, a panel per ladder. */
-function goodByRate(index: EvidenceIndex, title: string): TopLevelSpec | null {
-  const rows = ratePoints(index)
-  return panels(title, rows, 'group', {
-    encoding: {
-      x: { field: 'rate', type: 'quantitative', title: 'offered rate (req/s)', scale: { zero: false } },
-      color: { field: 'engine', type: 'nominal', title: 'engine', scale: { domain: [...new Set(rows.map((r) => r.engine))] } },
-    },
-    layer: [
-      { mark: { type: 'rule' }, encoding: { y: { field: 'low', type: 'quantitative' }, y2: { field: 'high' } } },
+/** TTFT and ITL p50, p95 and p99 by offered rate: a line per arm and percentile, a panel per ladder and metric. */
+function latencyByRate(selection: ChartSelection, title: string): { spec: TopLevelSpec; cells: string[] } | null {
+  const rows = rateCells(selection).flatMap(({ cell, group, rate }) =>
+    LATENCIES.flatMap(({ metric, timing }, m) =>
+      armsOf(cell).flatMap((arm) =>
+        CDF_POINTS.flatMap(({ percentile }) => {
+          const valueMs = armValue(arm, (a) => a.timings[timing][percentile])
+          const panel = `${group}${LINE_SEPARATOR}${metric} (ms)`
+          return valueMs === null ? [] : [{ cell: cell.id, group, m, panel, arm: armName(arm.arm, arm.engine), percentile, rate, valueMs }]
+        }),
+      ),
+    ),
+  )
+  if (rows.length === 0) return null
+  rows.sort(
+    (a, b) => compare(a.group, b.group) || a.m - b.m || compare(a.arm, b.arm) || compare(a.percentile, b.percentile) || a.rate - b.rate,
+  )
+  return {
+    cells: [...new Set(rows.map((r) => r.cell))],
+    spec: panels(
+      { text: title, subtitle: ['nearest-rank percentiles of each arm, at the median of its launches; a panel per ladder and metric'] },
+      rows,
       {
-        mark: { type: 'line', point: true },
+        mark: { type: 'line', point: { filled: true, size: 24 } },
         encoding: {
-          y: {
-            field: 'good',
-            type: 'quantitative',
-            title: 'good share (meets every SLO)',
-            scale: { domain: [0, 1] },
-            axis: { format: '%' },
+          x: { field: 'rate', type: 'quantitative', title: 'offered rate (req/s)', scale: { zero: false } },
+          y: { field: 'valueMs', type: 'quantitative', title: 'ms' },
+          color: { field: 'arm', type: 'nominal', title: 'arm', scale: { domain: [...new Set(rows.map((r) => r.arm))].sort(armFirst) } },
+          strokeDash: {
+            field: 'percentile',
+            type: 'nominal',
+            title: 'percentile',
+            scale: { domain: CDF_POINTS.map((p) => p.percentile) },
+            legend: { symbolType: 'stroke', symbolStrokeWidth: 2 },
           },
         },
       },
-    ],
-  })
+    ),
+  }
 }
 
-/** Every arm of every plotted cell, sorted so that the order of cells in the index does not matter. */
-function armPoints(index: EvidenceIndex): ArmPoint[] {
-  const points = plottedCells(index).flatMap((cell) =>
-    mergeLaunches(cell).map(({ arm, engine, arms }) => ({
-      workload: workloadLabel(cell.plan),
-      arm,
-      engine,
-      concurrency: cell.plan.concurrency,
-      outputTokPerS: medianOf(arms.map((a) => a.outputThroughputTokPerS)),
-      decodeTokPerSP50: medianOf(arms.map((a) => a.timings.decodeTokPerS.p50)),
-      prefillTokPerSP50: medianOf(arms.map((a) => a.timings.effectivePrefillTokPerS.p50)),
-    })),
-  )
-  return points.sort(
-    (a, b) => a.workload.localeCompare(b.workload, 'en') || a.engine.localeCompare(b.engine, 'en') || a.concurrency - b.concurrency,
-  )
+/** Baselines first, so a suite's baseline keeps the first colour. */
+function armFirst(a: string, b: string): number {
+  const rank = (s: string) => (s.startsWith('baseline') ? 0 : s.startsWith('candidate') ? 1 : 2)
+  return rank(a) - rank(b) || compare(a, b)
 }
 
-/** The colour of each engine: baselines first, so a suite's baseline keeps the first colour. */
-function engineColor(points: readonly ArmPoint[]) {
-  const order = [...points].sort((a, b) => ARM_ORDER.indexOf(a.arm) - ARM_ORDER.indexOf(b.arm) || a.engine.localeCompare(b.engine, 'en'))
-  return { field: 'engine', type: 'nominal', title: 'engine', scale: { domain: [...new Set(order.map((p) => p.engine))] } } as const
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0
 }
 
-/** A line per engine over concurrency, one panel per workload. */
-function byConcurrency(
-  points: readonly ArmPoint[],
-  field: 'outputTokPerS' | 'prefillTokPerSP50',
-  yTitle: string,
-  title: string,
-): TopLevelSpec | null {
-  const rows = points.filter((p) => p[field] !== null)
-  return panels(title, rows, 'workload', {
-    mark: { type: 'line', point: true },
-    encoding: {
-      x: { field: 'concurrency', type: 'ordinal', title: 'concurrency', axis: { labelAngle: 0 } },
-      y: { field, type: 'quantitative', title: yTitle },
-      color: engineColor(rows),
-    },
-  })
-}
-
-/** Per-user decode speed against aggregate throughput: a line per engine, points labelled by concurrency. */
-function tradeOff(points: readonly ArmPoint[], title: string): TopLevelSpec | null {
-  const rows = points
-    .filter((p) => p.decodeTokPerSP50 !== null && p.outputTokPerS !== null)
-    .map((p) => ({ ...p, label: `c${p.concurrency}` }))
-  return panels(title, rows, 'workload', {
-    encoding: {
-      x: { field: 'decodeTokPerSP50', type: 'quantitative', title: 'decode tok/s per user (p50)', scale: { zero: false } },
-      y: { field: 'outputTokPerS', type: 'quantitative', title: 'aggregate output tok/s' },
-      color: engineColor(rows),
-    },
-    layer: [
-      { mark: { type: 'line', point: true }, encoding: { order: { field: 'concurrency', type: 'quantitative' } } },
-      { mark: { type: 'text', align: 'left', dx: 5, dy: -7, fontSize: 10 }, encoding: { text: { field: 'label', type: 'nominal' } } },
-    ],
-  })
-}
-
-/** The candidate ÷ baseline ratio of median p50 decode tok/s of each accepted pair. */
-function decodeRatios(index: EvidenceIndex): { row: string; concurrency: number; ratio: number }[] {
-  return plottedCells(index)
-    .filter((c) => c.disposition === 'accepted' && c.kind === 'pair')
-    .flatMap((cell) => {
-      const arms = mergeLaunches(cell)
-      const baseline = arms.find((a) => a.arm === 'baseline')
-      const candidate = arms.find((a) => a.arm === 'candidate')
-      if (baseline === undefined || candidate === undefined) return []
-      const b = medianOf(baseline.arms.map((a) => a.timings.decodeTokPerS.p50))
-      const c = medianOf(candidate.arms.map((a) => a.timings.decodeTokPerS.p50))
-      if (b === null || c === null || b <= 0) return []
+/** The good share (requests meeting every SLO) by offered rate, a line per arm, its Wilson interval as a bar, a panel per ladder. */
+function goodByRate(selection: ChartSelection, title: string): { spec: TopLevelSpec; cells: string[] } | null {
+  const rows = rateCells(selection).flatMap(({ cell, group, rate }) =>
+    armsOf(cell).flatMap(({ arm, engine, launches }) => {
+      const good = armValue({ arm, engine, launches }, (a) => a.load.goodFraction)
+      if (good === null) return []
+      const one = launches.length === 1 ? launches[0] : undefined
       return [
         {
-          row: `${candidate.engine} ÷ ${baseline.engine}${ROW_SEPARATOR}${workloadLabel(cell.plan)}`,
-          concurrency: cell.plan.concurrency,
-          ratio: c / b,
+          cell: cell.id,
+          panel: group,
+          arm: armName(arm, engine),
+          rate,
+          good,
+          low: one?.load.goodFractionLow ?? null,
+          high: one?.load.goodFractionHigh ?? null,
         },
       ]
-    })
-    .sort((a, b) => a.row.localeCompare(b.row, 'en') || a.concurrency - b.concurrency)
-}
-
-/** Rows: engine pair and workload; columns: concurrency; colour diverging around 1, labelled with the ratio. */
-function ratioHeatmap(index: EvidenceIndex, title: string): TopLevelSpec | null {
-  const ratios = decodeRatios(index)
-  if (ratios.length === 0) return null
-  const spread = Math.max(MIN_RATIO_SPREAD, ...ratios.map((r) => Math.abs(r.ratio - 1)))
-  const rows = ratios.map((r) => ({ ...r, label: `${r.ratio.toFixed(2)}×`, strong: Math.abs(r.ratio - 1) > 0.6 * spread }))
+    }),
+  )
+  if (rows.length === 0) return null
+  rows.sort((a, b) => compare(a.panel, b.panel) || compare(a.arm, b.arm) || a.rate - b.rate)
   return {
-    title: { text: title, subtitle: 'accepted pairs only; a blank square has none' },
-    data: { values: rows },
-    width: { step: 64 },
-    height: { step: 36 },
-    encoding: {
-      x: { field: 'concurrency', type: 'ordinal', title: 'concurrency', axis: { labelAngle: 0, orient: 'top' } },
-      // Two lines: the engine pair, then the workload.
-      y: { field: 'row', type: 'nominal', title: null, axis: { labelExpr: `split(datum.label, '${ROW_SEPARATOR}')`, labelLimit: 300 } },
-    },
-    layer: [
-      {
-        mark: 'rect',
-        encoding: {
-          color: {
-            field: 'ratio',
-            type: 'quantitative',
-            title: 'candidate ÷ baseline',
-            scale: { scheme: 'redblue', domain: [1 - spread, 1 + spread], domainMid: 1 },
+    cells: [...new Set(rows.map((r) => r.cell))],
+    spec: panels(title, rows, {
+      encoding: {
+        x: { field: 'rate', type: 'quantitative', title: 'offered rate (req/s)', scale: { zero: false } },
+        color: { field: 'arm', type: 'nominal', title: 'arm', scale: { domain: [...new Set(rows.map((r) => r.arm))].sort(armFirst) } },
+      },
+      layer: [
+        { mark: { type: 'rule' }, encoding: { y: { field: 'low', type: 'quantitative' }, y2: { field: 'high' } } },
+        {
+          mark: { type: 'line', point: true },
+          encoding: {
+            y: {
+              field: 'good',
+              type: 'quantitative',
+              title: 'good share (meets every SLO)',
+              scale: { domain: [0, 1] },
+              axis: { format: '%' },
+            },
           },
         },
-      },
-      {
-        mark: { type: 'text', fontSize: 12 },
-        encoding: {
-          text: { field: 'label', type: 'nominal' },
-          color: { condition: { test: 'datum.strong', value: 'white' }, value: 'black' },
-        },
-      },
-    ],
-    config: CONFIG,
+      ],
+    }),
   }
+}
+
+function distributionTitle(cell: Pick<EvidenceCell, 'id'>): string {
+  return `${cell.id}: TTFT and ITL distributions`
+}
+
+/**
+ * A cell's TTFT and ITL distributions per arm as step CDFs through the nearest-rank p50, p95 and
+ * p99 the index keeps (each at the median of the arm's launches): a lower bound of the share of
+ * requests (ITL: of gaps) at or under each value, starting at 50%. Null when no arm measured.
+ */
+function distributionSpec(cell: Pick<EvidenceCell, 'id' | 'arms' | 'engines'>): TopLevelSpec | null {
+  const rows = LATENCIES.flatMap(({ metric, timing }) =>
+    armsOf(cell).flatMap((launches) => {
+      const points = CDF_POINTS.flatMap(({ percentile, share }) => {
+        const valueMs = armValue(launches, (a) => a.timings[timing][percentile])
+        return valueMs === null
+          ? []
+          : [{ panel: `${metric} (ms)`, arm: armName(launches.arm, launches.engine), percentile, share, valueMs }]
+      })
+      return points
+    }),
+  )
+  if (rows.length === 0) return null
+  return {
+    title: {
+      text: distributionTitle(cell),
+      subtitle: [
+        'step CDF through the nearest-rank p50, p95 and p99 the index keeps per arm (median of launches),',
+        'not every request: it starts at 50%, and between two points it is a lower bound',
+      ],
+    },
+    data: { values: rows },
+    facet: { field: 'panel', type: 'nominal', title: null, sort: LATENCIES.map((l) => `${l.metric} (ms)`) },
+    columns: PANEL_COLUMNS,
+    spec: {
+      width: PANEL_WIDTH,
+      height: PANEL_HEIGHT - 40,
+      mark: { type: 'line', interpolate: 'step-after', point: true },
+      encoding: {
+        x: { field: 'valueMs', type: 'quantitative', title: 'ms', scale: { zero: false } },
+        y: { field: 'share', type: 'quantitative', title: 'share at or under', scale: { domain: [0, 1] }, axis: { format: '%' } },
+        color: {
+          field: 'arm',
+          type: 'nominal',
+          title: 'arm',
+          scale: { domain: [...new Set(rows.map((r) => r.arm))].sort(armFirst) },
+        },
+        order: { field: 'share', type: 'quantitative' },
+      },
+    },
+    resolve: { scale: { x: 'independent' } },
+    config: CONFIG,
+  } as TopLevelSpec
 }

@@ -199,7 +199,7 @@ describe('an evidence directory', () => {
         'index.html',
         'index.json',
         'runs/baseline/won.json',
-        'charts/throughput-by-concurrency.svg',
+        'charts/decode-delta-heatmap.svg',
       ]),
     )
     for (const name of names.filter((n) => n.includes('.'))) {
