@@ -1,14 +1,19 @@
-import { cp, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises'
+import { cp, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { PassThrough } from 'node:stream'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { cli } from '../../fixtures/cli.ts'
+import { boardFiles, renderBoard } from '../evidence/board.ts'
 import { buildEvidence } from '../evidence/build.ts'
+import { PR_COMMENT_MARKER, renderPrComment } from '../evidence/pr-comment.ts'
+import { readIndex } from '../evidence/verify.ts'
 import { DEFAULT_RENDERERS } from '../evidence/renderers.ts'
 import { writeEvidence } from '../evidence/write.ts'
 import { runCell } from '../runner/measure-cell.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { startSimServer } from '../sim/server.ts'
+import { boardLocation, reportCommand } from './evidence-commands.ts'
 
 let dir: string
 const records: Record<string, RunRecord> = {}
@@ -95,6 +100,41 @@ describe('servegate verify and report', () => {
     )
     expect((await cli(['verify', join(dir, 'evidence'), '--require-promotion'])).stderr).toMatch(
       /^servegate: unknown flag --require-promotion; see servegate verify --help$/m,
+    )
+  })
+
+  test('report --pr-comment prints the PR comment and writes nothing', async () => {
+    const evidence = join(dir, 'not-promotable')
+    const before = await Promise.all(['README.md', 'index.json', 'index.html', 'SHA256SUMS'].map((f) => stat(join(evidence, f))))
+    const r = await cli(['report', evidence, '--pr-comment'])
+    expect(r).toMatchObject({ code: 0, stderr: '' })
+    const index = await readIndex(evidence)
+    expect(r.stdout.startsWith(`${PR_COMMENT_MARKER}\n## servegate: ❌ not promotable\n`)).toBe(true)
+    expect(r.stdout).toContain('**Not promotable**: 1 reason.\n\n1. test "p > wins decode" in a.bench.ts failed\n')
+    expect(r.stdout).toContain(`<details><summary>The full board`)
+    expect(r.stdout).toContain(renderBoard(index, boardFiles(index)))
+    expect(r.stdout).not.toMatch(/^rendered /m)
+    const after = await Promise.all(['README.md', 'index.json', 'index.html', 'SHA256SUMS'].map((f) => stat(join(evidence, f))))
+    expect(after.map((s) => s.mtimeMs)).toEqual(before.map((s) => s.mtimeMs))
+    expect((await cli(['report', '--help'])).stdout).toMatch(/^ {2}--pr-comment {3}instead print the pull-request comment to stdout/m)
+  })
+
+  test('report --pr-comment says where the full board is: the directory, or on GitHub Actions the run that has it', async () => {
+    const evidence = join(dir, 'not-promotable')
+    const io = () => {
+      let out = ''
+      const stdout = new PassThrough().on('data', (b: Buffer) => (out += b.toString()))
+      return { io: { stdout, stderr: new PassThrough() }, out: () => out }
+    }
+    const big = renderPrComment(await readIndex(evidence), { limit: 3000, boardLocation: 'X' })
+    expect(big).toContain('The full board is X.')
+    const local = io()
+    expect(await reportCommand([evidence, '--pr-comment'], local.io, {})).toBe(0)
+    expect(local.out()).toMatch(/^<!-- servegate:pr-comment -->/)
+    const actions = { GITHUB_SERVER_URL: 'https://github.com', GITHUB_REPOSITORY: 'team/engine', GITHUB_RUN_ID: '42' }
+    expect(boardLocation(evidence, {})).toBe(`\`${evidence}/README.md\``)
+    expect(boardLocation(`${evidence}/`, actions)).toBe(
+      `\`${evidence}/README.md\` in the evidence artifact of [this workflow run](https://github.com/team/engine/actions/runs/42)`,
     )
   })
 

@@ -1,5 +1,6 @@
 import { ServegateError } from '../errors.ts'
 import { glanceLines } from '../evidence/board.ts'
+import { GITHUB_COMMENT_LIMIT, PR_COMMENT_MARKER, renderPrComment } from '../evidence/pr-comment.ts'
 import { promotableSummary } from '../evidence/promotion-text.ts'
 import { readEvidence, readIndex, readPublicKey, verifyEvidence } from '../evidence/verify.ts'
 import { writeEvidence } from '../evidence/write.ts'
@@ -23,8 +24,13 @@ export const VERIFY_HELP = `servegate verify EVIDENCE_DIR [--require-promotable]
                          promotable (a required cell not accepted, a gate or check not passed, a test failed)
   --public-key FILE      an ed25519 public key (PEM): also exit 1 unless SHA256SUMS.sig is its signature of
                          SHA256SUMS (the reporter signs when SERVEGATE_SIGNING_KEY holds the private key)`
-export const REPORT_HELP =
-  'servegate report EVIDENCE_DIR — render the board (README.md), the charts and index.html again ' + 'from index.json and the run records'
+export const REPORT_HELP = `servegate report EVIDENCE_DIR [--pr-comment]
+
+  Renders the board (README.md), the charts and index.html again from index.json and the run records.
+  --pr-comment   instead print the pull-request comment to stdout and write nothing: the gate table, the
+                 promotion verdict with its reasons, then the board in <details>, cut to fit GitHub's
+                 ${GITHUB_COMMENT_LIMIT}-character limit; it starts with ${PR_COMMENT_MARKER}, which the workflow
+                 servegate init writes finds to update its one comment (also fit for $GITHUB_STEP_SUMMARY)`
 export const COMPARE_HELP =
   'servegate compare BASELINE_RUN CANDIDATE_RUN [--allow-unmatched] [--require-win decode,prefill,throughput] ' +
   `[--launch-noise X] [--json]
@@ -104,15 +110,31 @@ export async function verifyCommand(argv: string[], io: CliIo): Promise<number> 
 }
 
 /** `servegate report`: the board, charts and page rendered again from index.json and the records. */
-export async function reportCommand(argv: string[], io: CliIo): Promise<number> {
-  const args = directoryArgument('report', REPORT_HELP, argv, io)
+export async function reportCommand(argv: string[], io: CliIo, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const args = directoryArgument('report', REPORT_HELP, argv, io, ['pr-comment'])
   if (args === null) return 0
   const { dir } = args
+  if (args.set.has('pr-comment')) {
+    // Read only. The records are checked against the index first, so a comment never shows edited
+    // evidence as it was; the index is read as written, with its artifacts (the charts the board lists).
+    await readEvidence(dir)
+    const index = await readIndex(dir)
+    io.stdout.write(renderPrComment(index, { boardLocation: boardLocation(dir, env) }))
+    return 0
+  }
   const { DEFAULT_RENDERERS } = await import('../evidence/renderers.ts')
   const { index } = await writeEvidence(dir, await readEvidence(dir), DEFAULT_RENDERERS)
   for (const line of glanceLines(index)) io.stdout.write(`${line}\n`)
   io.stdout.write(`rendered ${dir}/README.md, ${dir}/charts/, ${dir}/index.html\n`)
   return 0
+}
+
+/** Where the full board is, for the PR comment's note: this run's artifact on GitHub Actions, else the directory. */
+export function boardLocation(dir: string, env: NodeJS.ProcessEnv): string {
+  const readme = `\`${dir.replace(/\/+$/, '')}/README.md\``
+  const { GITHUB_SERVER_URL: server, GITHUB_REPOSITORY: repo, GITHUB_RUN_ID: run } = env
+  if (server === undefined || repo === undefined || run === undefined || server === '' || repo === '' || run === '') return readme
+  return `${readme} in the evidence artifact of [this workflow run](${server}/${repo}/actions/runs/${run})`
 }
 
 const WIN_GATES = { decode: 'toWinDecode', prefill: 'toWinPrefill', throughput: 'toWinThroughput' } as const

@@ -3,6 +3,7 @@
  * baseline-vs-candidate spec that runs on a GPU or on the simulated engine, the CI workflow
  * and the .gitignore block. Plain strings, so the command and its tests share one source.
  */
+import { GITHUB_COMMENT_LIMIT, PR_COMMENT_MARKER } from '../evidence/pr-comment.ts'
 
 /** Where the evidence goes; the workflow and the next steps name the same directory. */
 export const EVIDENCE_DIR = 'evidence'
@@ -10,11 +11,14 @@ export const EVIDENCE_DIR = 'evidence'
 /** Where each shard's blob report goes, and the directory `vitest --merge-reports` reads. */
 export const BLOB_DIR = '.vitest/blob'
 
-/** Marks the one pull-request comment the workflow posts and then updates. */
-export const COMMENT_MARKER = '<!-- servegate-evidence -->'
+/** Marks the one pull-request comment the workflow posts and then updates (its first line). */
+export const COMMENT_MARKER = PR_COMMENT_MARKER
 
-/** GitHub's limit on a comment body, characters. */
-export const COMMENT_LIMIT = 65_536
+/** GitHub's limit on a comment body, characters; `servegate report --pr-comment` stays within it. */
+export const COMMENT_LIMIT = GITHUB_COMMENT_LIMIT
+
+/** The file the workflow renders the comment into, then posts and appends to the job summary. */
+export const COMMENT_FILE = 'servegate-comment.md'
 
 export const VITEST_CONFIG_PATH = 'vitest.config.ts'
 export const SPEC_PATH = 'benchmarks/serving.bench.ts'
@@ -82,20 +86,17 @@ describe(\`\${model.id} at concurrency \${concurrency}\`, () => {
 })
 `
 
-/** The github-script step's script: one comment per pull request, found by its marker and updated. */
+/**
+ * The github-script step's script: posts the comment `servegate report --pr-comment` rendered, or
+ * updates the one a bot posted before, found by the marker on its first line: one comment per PR.
+ */
 const COMMENT_SCRIPT = `const fs = require('fs')
 const marker = '${COMMENT_MARKER}'
-const limit = ${COMMENT_LIMIT}
+const body = fs.readFileSync('${COMMENT_FILE}', 'utf8')
+if (!body.startsWith(marker)) throw new Error('${COMMENT_FILE} does not start with ' + marker + ': render it with servegate report --pr-comment')
+if (body.length > ${COMMENT_LIMIT}) throw new Error('${COMMENT_FILE} has ' + body.length + ' characters, over GitHub\\'s ${COMMENT_LIMIT}')
 const { owner, repo } = context.repo
 const issue_number = context.issue.number
-const run = context.serverUrl + '/' + owner + '/' + repo + '/actions/runs/' + context.runId
-const footer = '\\n\\n---\\nCharts, index.html and run records: the servegate-evidence artifact of [this run](' + run + ').'
-const board = fs.readFileSync('${EVIDENCE_DIR}/README.md', 'utf8')
-let body = marker + '\\n' + board + footer
-if (body.length > limit) {
-  const note = '\\n\\n… (truncated to GitHub\\'s ' + limit + '-character comment limit)' + footer
-  body = (marker + '\\n' + board).slice(0, limit - note.length).replace(/[\\uD800-\\uDBFF]$/, '') + note
-}
 const comments = await github.paginate(github.rest.issues.listComments, { owner, repo, issue_number, per_page: 100 })
 const previous = comments.find((c) => c.user?.type === 'Bot' && c.body?.startsWith(marker))
 if (previous) await github.rest.issues.updateComment({ owner, repo, comment_id: previous.id, body })
@@ -198,14 +199,20 @@ jobs:
         # A shard that crashed before writing one would leave its cells out of the evidence unseen.
         run: |
 ${indent(SHARD_CHECK, 10)}
-      - name: Merge the shards into ${EVIDENCE_DIR}/ (the board also goes to the job summary)
+      - name: Merge the shards into ${EVIDENCE_DIR}/
         # A failed test fails this step; promotion below decides the job, after the comment and upload.
+        # The job summary gets the PR comment below (gate table first), so the reporter's board is not added twice.
         continue-on-error: true
-        run: npx vitest --merge-reports=${BLOB_DIR}
+        run: GITHUB_STEP_SUMMARY= npx vitest --merge-reports=${BLOB_DIR}
       - name: Verify the evidence
         run: npx servegate verify ${EVIDENCE_DIR}
-      - name: Post or update the board on the pull request
-        if: \${{ !cancelled() && github.event_name == 'pull_request' && hashFiles('${EVIDENCE_DIR}/README.md') != '' }}
+      - name: Render the pull-request comment (gate table, verdict, the board collapsed) into the job summary
+        if: \${{ !cancelled() && hashFiles('${EVIDENCE_DIR}/index.json') != '' }}
+        run: |
+          npx servegate report ${EVIDENCE_DIR} --pr-comment > ${COMMENT_FILE}
+          cat ${COMMENT_FILE} >> "$GITHUB_STEP_SUMMARY"
+      - name: Post or update the comment on the pull request
+        if: \${{ !cancelled() && github.event_name == 'pull_request' && hashFiles('${COMMENT_FILE}') != '' }}
         # Pull requests from forks get a read-only token: no comment, and no failure for it.
         continue-on-error: true
         uses: actions/github-script@v7

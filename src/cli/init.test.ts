@@ -11,6 +11,7 @@ import { cli } from '../../fixtures/cli.ts'
 import { gitignoreWith } from './init.ts'
 import {
   BLOB_DIR,
+  COMMENT_FILE,
   COMMENT_LIMIT,
   COMMENT_MARKER,
   CONFIG_IMPORT_LINE,
@@ -249,12 +250,20 @@ describe('the workflow', () => {
     expect(download?.with).toEqual({ pattern: 'servegate-blob-*', path: BLOB_DIR, 'merge-multiple': true })
     const names = evidence.steps.map((s) => s.run ?? s.uses)
     const at = (run: string) => names.indexOf(run)
-    expect(at(`npx vitest --merge-reports=${BLOB_DIR}`)).toBeGreaterThan(names.indexOf('actions/download-artifact@v4'))
-    expect(evidence.steps[at(`npx vitest --merge-reports=${BLOB_DIR}`)]?.['continue-on-error']).toBe(true)
-    expect(at('npx servegate verify evidence')).toBeGreaterThan(at(`npx vitest --merge-reports=${BLOB_DIR}`))
+    // The reporter's board stays out of the job summary: the PR comment goes there instead, once.
+    const merge = `GITHUB_STEP_SUMMARY= npx vitest --merge-reports=${BLOB_DIR}`
+    expect(at(merge)).toBeGreaterThan(names.indexOf('actions/download-artifact@v4'))
+    expect(evidence.steps[at(merge)]?.['continue-on-error']).toBe(true)
+    expect(at('npx servegate verify evidence')).toBeGreaterThan(at(merge))
+    const render = `npx servegate report evidence --pr-comment > ${COMMENT_FILE}\ncat ${COMMENT_FILE} >> "$GITHUB_STEP_SUMMARY"\n`
+    expect(at(render)).toBeGreaterThan(at('npx servegate verify evidence'))
+    expect(evidence.steps[at(render)]?.if).toBe("${{ !cancelled() && hashFiles('evidence/index.json') != '' }}")
     const comment = uses(evidence, 'actions/github-script')[0]
     expect(comment?.uses).toBe('actions/github-script@v7')
-    expect(String(comment?.with?.script)).toContain(COMMENT_MARKER)
+    expect(comment?.if).toBe(`\${{ !cancelled() && github.event_name == 'pull_request' && hashFiles('${COMMENT_FILE}') != '' }}`)
+    expect(comment?.['continue-on-error']).toBe(true)
+    expect(String(comment?.with?.script)).toContain(`const marker = '${COMMENT_MARKER}'`)
+    expect(at('actions/github-script@v7')).toBeGreaterThan(at(render))
     const [upload] = uses(evidence, 'actions/upload-artifact')
     expect(upload?.with).toMatchObject({ name: 'servegate-evidence', path: 'evidence/' })
     // The gate comes last, after the comment and the upload.
@@ -276,8 +285,8 @@ describe('the workflow', () => {
     const docs = await readFile(join(ROOT, 'docs', 'ci.md'), 'utf8')
     const commands = [...runs(bench), ...runs(evidence)]
       .flatMap((r) => r.split('\n'))
-      .filter((line) => /^npx (servegate|vitest) /.test(line))
-    expect(commands).toHaveLength(4)
+      .filter((line) => /^(GITHUB_STEP_SUMMARY= )?npx (servegate|vitest) /.test(line))
+    expect(commands).toHaveLength(5)
     for (const command of commands) expect(docs, command).toContain(command)
   })
 })
@@ -287,8 +296,8 @@ describe("the workflow's comment script", () => {
   const AsyncFunction = (async () => {}).constructor as new (...args: string[]) => (...args: unknown[]) => Promise<void>
   const context = { repo: { owner: 'team', repo: 'engine' }, issue: { number: 7 }, serverUrl: 'https://github.com', runId: 42 }
 
-  /** Runs the script as github-script does, against a pull request that has `comments`. */
-  async function post(board: string, comments: Array<{ id: number; body: string; user: { type: string } }>) {
+  /** Runs the script as github-script does, with `comment` rendered, against a pull request that has `comments`. */
+  async function post(comment: string, comments: Array<{ id: number; body: string; user: { type: string } }>) {
     const calls: Array<{ call: string; id?: number; body: string }> = []
     const github = {
       paginate: async (list: () => Promise<unknown>) => list(),
@@ -304,31 +313,30 @@ describe("the workflow's comment script", () => {
     }
     const require = (name: string) => {
       if (name !== 'fs') throw new Error(`unexpected require ${name}`)
-      return { readFileSync: (path: string) => (path === 'evidence/README.md' ? board : '') }
+      return { readFileSync: (path: string) => (path === COMMENT_FILE ? comment : '') }
     }
     await new AsyncFunction('require', 'github', 'context', script)(require, github, context)
     return calls
   }
 
-  test('creates the comment, then updates the one with its marker; a long board is cut to the limit', async () => {
-    const [created] = await post('# servegate evidence\n', [{ id: 1, body: `quoting ${COMMENT_MARKER}`, user: { type: 'User' } }])
-    expect(created?.call).toBe('create #7')
-    expect(created?.body).toMatch(
-      new RegExp(`^${COMMENT_MARKER}\n# servegate evidence\n\n\n---\n.*\\(https://github\\.com/team/engine/actions/runs/42\\)\\.$`),
-    )
-    const updated = await post('# board\n', [
+  test('posts the rendered comment, then updates the one a bot posted with its marker: one comment per PR', async () => {
+    const body = `${COMMENT_MARKER}\n## servegate: ✅ promotable\n`
+    const created = await post(body, [{ id: 1, body: `quoting ${COMMENT_MARKER}`, user: { type: 'User' } }])
+    expect(created).toEqual([{ call: 'create #7', body }])
+    const updated = await post(body, [
       { id: 1, body: 'lgtm', user: { type: 'User' } },
       { id: 9, body: `${COMMENT_MARKER}\nold`, user: { type: 'Bot' } },
     ])
-    expect(updated).toEqual([{ call: 'update', id: 9, body: expect.stringMatching(/^<!-- servegate-evidence -->\n# board\n/) }])
-    const [long] = await post('x'.repeat(2 * COMMENT_LIMIT), [])
-    expect(long?.body.length).toBe(COMMENT_LIMIT)
-    expect(long?.body).toMatch(/x\n\n… \(truncated to GitHub's 65536-character comment limit\)\n\n---\n/)
-    // The cut never splits a character in two: an emoji that would be cut is left out whole.
-    const kept = /^.*\n(x*)/.exec(long?.body ?? '')?.[1]?.length ?? 0
-    const [emoji] = await post(`${'x'.repeat(kept - 1)}😀${'y'.repeat(COMMENT_LIMIT)}`, [])
-    expect(emoji?.body.length).toBe(COMMENT_LIMIT - 1)
-    expect(emoji?.body).toMatch(/x\n\n… \(truncated/)
+    expect(updated).toEqual([{ call: 'update', id: 9, body }])
+  })
+
+  test('refuses a file that is not a servegate comment, or one over the limit, and posts nothing', async () => {
+    await expect(post('# servegate evidence\n', [])).rejects.toThrow(
+      `${COMMENT_FILE} does not start with ${COMMENT_MARKER}: render it with servegate report --pr-comment`,
+    )
+    await expect(post(`${COMMENT_MARKER}\n${'x'.repeat(COMMENT_LIMIT)}`, [])).rejects.toThrow(
+      `${COMMENT_FILE} has ${COMMENT_LIMIT + COMMENT_MARKER.length + 1} characters, over GitHub's ${COMMENT_LIMIT}`,
+    )
   })
 })
 
