@@ -1,155 +1,167 @@
 /**
- * End to end: the evidence page as a browser draws it. Headless Chromium loads index.html from
- * a temporary evidence directory, dumps its DOM and takes a screenshot into test-artifacts/.
+ * End to end: the evidence page as a browser draws it. Headless Chromium, driven over the
+ * DevTools pipe, loads index.html from a temporary evidence directory; the DOM is checked, a
+ * header is clicked and the table must sort, and a full-page screenshot (into test-artifacts/)
+ * is checked for blank bands. `SERVEGATE_UPDATE_SCREENSHOTS=1` also writes the README's
+ * docs/images/evidence-page.png.
  */
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { execa } from 'execa'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { onPath } from '../engines/launch.ts'
-import type { EvidenceIndex } from '../schema/evidence.ts'
-import { renderCharts } from './charts.ts'
+import {
+  type Browser,
+  decodePng,
+  findChromium,
+  flatness,
+  launchBrowser,
+  MISSING_CHROMIUM,
+  type Page,
+  processesNaming,
+} from '../../fixtures/chromium.ts'
 import { sampleEvidence } from '../../fixtures/evidence-fixture.ts'
+import { renderBoard } from './board.ts'
+import { renderCharts } from './charts.ts'
 import { renderHtml } from './html.ts'
 
 const SCREENSHOT = resolve('test-artifacts', 'evidence-index.png')
-const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
-const MISSING =
-  "no Chromium found (SERVEGATE_CHROMIUM, or chromium / chromium-browser on PATH): install Debian's chromium (apt-get install chromium)"
-
-/** `SERVEGATE_CHROMIUM` (a path or a name), else `chromium` or `chromium-browser` on PATH. */
-async function findChromium(): Promise<string | null> {
-  const names = process.env.SERVEGATE_CHROMIUM ? [process.env.SERVEGATE_CHROMIUM] : ['chromium', 'chromium-browser']
-  for (const name of names) {
-    const found = await onPath(name, process.env.PATH)
-    if (found !== null) return found
-  }
-  return null
-}
+const README_IMAGE = resolve('docs', 'images', 'evidence-page.png')
+const FAILED_CELL = 'qwen3-8b-summary-ctx8192-c16'
 
 const chromium = await findChromium()
 const required = process.env.SERVEGATE_REQUIRE_BROWSER === '1'
-
-/** A board as the reporter writes it: a Markdown table of the cells. */
-function boardOf(index: EvidenceIndex): string {
-  const rows = index.cells.map((c) => `| \`${c.id}\` | ${c.disposition} | ${c.reason ?? ''} |`)
-  return ['## Board', '', '| cell | disposition | reason |', '|---|---|---|', ...rows, ''].join('\n')
-}
-
-/**
- * Runs headless Chromium with `home` as its HOME and profile and returns its stdout. Afterwards,
- * whatever happened, its process group is killed (zygote, renderers) and so is any process still
- * naming `home`: its crash handlers detach from the group, and HOME keeps their database in it.
- */
-async function runChromium(executable: string, home: string, args: readonly string[]): Promise<string> {
-  const child = execa(
-    executable,
-    [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--no-first-run',
-      '--no-default-browser-check',
-      '--disable-extensions',
-      `--user-data-dir=${join(home, 'profile')}`,
-      ...args,
-    ],
-    {
-      env: { HOME: home },
-      detached: true,
-      cleanup: true,
-      forceKillAfterDelay: 2_000,
-      timeout: 60_000,
-      reject: false,
-      stdin: 'ignore',
-    },
-  )
-  try {
-    const result = await child
-    if (result.exitCode !== 0)
-      throw new Error(`chromium ${args.join(' ')} exited with ${result.exitCode ?? result.signal}: ${result.stderr.slice(-2000)}`)
-    return result.stdout
-  } finally {
-    if (child.pid !== undefined) kill(-child.pid)
-    for (const pid of await processesNaming(home)) kill(pid)
-  }
-}
-
-function kill(pid: number): void {
-  try {
-    process.kill(pid, 'SIGKILL')
-  } catch {
-    // Already gone.
-  }
-}
-
-/** Live processes whose command line contains `text` (Linux /proc; a zombie's is empty). */
-async function processesNaming(text: string): Promise<number[]> {
-  const entries = await readdir('/proc').catch(() => [])
-  const pids: number[] = []
-  for (const entry of entries.filter((e) => /^\d+$/.test(e))) {
-    const cmdline = await readFile(join('/proc', entry, 'cmdline'), 'utf8').catch(() => '')
-    if (cmdline.includes(text)) pids.push(Number(entry))
-  }
-  return pids
-}
-
 const skipped = chromium === null && !required
 
-describe.skipIf(skipped)(`the evidence page in headless Chromium${skipped ? ` (skipped: ${MISSING})` : ''}`, () => {
+/** The failed candidate's run record, as far as the page reads it: failures by code and the engine's exit with its log tail. */
+function failedRun(): { path: string; content: string } {
+  const message =
+    'engine photon exited mid-cell with code 1; log tail:\n' +
+    'INFO loading weights (16.4 GiB)\nINFO KV cache: 8192 tokens × 16 sequences\n' +
+    'ERROR torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'
+  const record = { failures: { ENGINE_EXITED: 1, REQUEST_ABORTED: 511 }, cellFailure: { code: 'ENGINE_EXITED', message } }
+  return { path: `runs/${FAILED_CELL}/candidate-1.json`, content: JSON.stringify(record) }
+}
+
+/** The Δ column of the gate table as its sort keys, top to bottom (null: absent). */
+const DELTAS = `[...document.querySelectorAll('#gate-table tbody tr')].map((r) => { const v = r.cells[4].dataset.sort; return v === '' ? null : Number(v) })`
+
+describe.skipIf(skipped)(`the evidence page in headless Chromium${skipped ? ` (skipped: ${MISSING_CHROMIUM})` : ''}`, () => {
   let dir = ''
-  let page = ''
+  let home = ''
+  let browser: Browser | null = null
+  let page: Page
   beforeAll(async () => {
-    if (chromium === null) throw new Error(`SERVEGATE_REQUIRE_BROWSER=1 but ${MISSING}`)
+    if (chromium === null) throw new Error(`SERVEGATE_REQUIRE_BROWSER=1 but ${MISSING_CHROMIUM}`)
     dir = await mkdtemp(join(tmpdir(), 'servegate-evidence-'))
+    home = join(dir, 'chromium')
     const index = sampleEvidence()
     const charts = await renderCharts(index)
-    await mkdir(join(dir, 'charts'))
+    await mkdir(join(dir, 'charts', 'cells'), { recursive: true })
     for (const chart of charts) await writeFile(join(dir, chart.file), chart.svg)
-    page = pathToFileURL(join(dir, 'index.html')).href
-    await writeFile(join(dir, 'index.html'), renderHtml(index, boardOf(index), charts))
-  })
+    await writeFile(join(dir, 'index.html'), renderHtml(index, renderBoard(index, []), charts, [failedRun()]))
+    browser = await launchBrowser(chromium, home)
+    page = await browser.open(pathToFileURL(join(dir, 'index.html')).href, { width: 1280, height: 1000 })
+  }, 90_000)
   afterAll(async () => {
+    await browser?.close()
+    if (home !== '') expect(await processesNaming(home)).toEqual([])
     if (dir !== '') await rm(dir, { recursive: true, force: true })
   })
 
-  test('its DOM has the board as a table and the five charts as inline SVG', { timeout: 90_000 }, async () => {
-    const home = join(dir, 'chromium-dom')
-    const dom = await runChromium(chromium as string, home, ['--dump-dom', page])
-    await expect.poll(() => processesNaming(home)).toEqual([])
-    expect(dom).toContain('<p class="promotion not-promotable">Not promotable</p>')
-    expect(dom).toMatch(/<table>\s*<thead>\s*<tr>\s*<th>cell<\/th>\s*<th>disposition<\/th>/)
-    expect(dom.match(/<tr>/g)).toHaveLength(1 + sampleEvidence().cells.length)
-    expect(dom).toContain('<code>qwen3-8b-summary-ctx8192-c16</code>')
-    const figures = [
-      ...dom.matchAll(/<figure id="(chart-[a-z-]+)">\s*<svg [^>]*>[\s\S]*?<\/svg>\s*<figcaption>([^<]*)<\/figcaption>/g),
-    ].map((m) => [m[1], m[2]])
-    expect(figures).toEqual([
-      ['chart-throughput-by-concurrency', 'Output throughput by concurrency'],
-      ['chart-decode-ratio-heatmap', 'Decode tok/s p50, candidate ÷ baseline'],
-      ['chart-prefill-by-concurrency', 'Effective prefill tok/s p50 by concurrency'],
-      ['chart-serving-tradeoff', 'Serving trade-off: decode tok/s per user against aggregate output tok/s'],
-      ['chart-goodput-by-rate', 'Open loop: share of requests meeting every SLO by offered rate (no data)'],
+  test('one h1, the four cards, the gate table, a drill-down per cell, the charts; no errors, nothing wider than the window', async () => {
+    const index = sampleEvidence()
+    const dom = await page.evaluate<{
+      h1: string[]
+      cards: string[]
+      gateRows: number
+      cells: number
+      figures: number
+      svgs: number
+      boardOpen: boolean
+    }>(
+      `({ h1: [...document.querySelectorAll('h1')].map((e) => e.textContent),
+          cards: [...document.querySelectorAll('.cards .card')].map((e) => e.id + ': ' + e.innerText.replace(/\\s+/g, ' ').trim()),
+          gateRows: document.querySelectorAll('#gate-table tbody tr').length,
+          cells: document.querySelectorAll('details.cell').length,
+          figures: document.querySelectorAll('figure').length,
+          svgs: document.querySelectorAll('figure > svg').length,
+          boardOpen: document.querySelector('#board details').open })`,
+    )
+    expect(dom.h1).toEqual(['servegate evidence'])
+    expect(dom.cards).toEqual([
+      expect.stringMatching(/^card-promotable: PROMOTABLE no \d+ reason\(s\), listed below$/),
+      'card-gates: GATES 7 pass 1 fail 2 inconclusive',
+      'card-cells: CELLS 5 accepted 1 failed 0 blocked 1 pending of 7 planned (7 required)',
+      'card-pairs: MATCHED PAIRS 5 of 7 only matched pairs are compared',
     ])
-    expect(dom).not.toContain('<script')
+    expect(dom.gateRows).toBe(index.gates.length)
+    expect(dom.cells).toBe(index.cells.length)
+    expect(dom.figures).toBeGreaterThanOrEqual(5)
+    expect(dom.svgs).toBe(dom.figures)
+    expect(dom.boardOpen).toBe(false)
+    // The sorter ran: its hash matched the page's Content-Security-Policy, which blocks anything else.
+    expect(page.errors).toEqual([])
+    const width = () => page.evaluate<[number, number]>('[document.documentElement.scrollWidth, window.innerWidth]')
+    const [wide, window1280] = await width()
+    expect(wide).toBeLessThanOrEqual(window1280)
   })
 
-  test(`a screenshot of it lands in ${join('test-artifacts', 'evidence-index.png')}`, { timeout: 90_000 }, async () => {
+  test('clicking a header sorts its table, a second click reverses it', async () => {
+    const before = await page.evaluate<Array<number | null>>(DELTAS)
+    await page.click('#gate-table thead th:nth-child(5) button')
+    const ascending = await page.evaluate<Array<number | null>>(DELTAS)
+    const known = before.filter((v): v is number => v !== null).sort((a, b) => a - b)
+    expect(ascending).toEqual([...known, ...before.filter((v) => v === null)])
+    expect(ascending).not.toEqual(before)
+    expect(await page.evaluate('document.querySelector("#gate-table thead th:nth-child(5)").getAttribute("aria-sort")')).toBe('ascending')
+    await page.click('#gate-table thead th:nth-child(5) button')
+    expect((await page.evaluate<Array<number | null>>(DELTAS)).filter((v) => v !== null)).toEqual([...known].reverse())
+    await page.click('#cell-table thead th:nth-child(2) button')
+    const dispositions = await page.evaluate<string[]>(
+      `[...document.querySelectorAll('#cell-table tbody tr')].map((r) => r.cells[1].textContent)`,
+    )
+    expect(dispositions).toEqual([...dispositions].sort())
+  })
+
+  test("a failed cell's drill-down shows its failures by code and the engine's log tail", async () => {
+    await page.click(`#cell-${FAILED_CELL} > summary`)
+    const shown = await page.evaluate<{ open: boolean; codes: string[]; tail: string; tailHeight: number }>(
+      `(() => { const d = document.getElementById('cell-${FAILED_CELL}'); const pre = d.querySelector('pre.log-tail');
+        return { open: d.open, codes: [...d.querySelectorAll('#failures-${FAILED_CELL} tbody tr')].map((r) => r.innerText.replace(/\\s+/g, ' ')),
+                 tail: pre.textContent, tailHeight: pre.offsetHeight } })()`,
+    )
+    expect(shown.open).toBe(true)
+    expect(shown.codes).toEqual(['candidate ENGINE_EXITED 1', 'candidate REQUEST_ABORTED 511'])
+    expect(shown.tail).toMatch(/CUDA out of memory\. Tried to allocate 2\.00 GiB$/)
+    expect(shown.tailHeight).toBeGreaterThan(0)
+    const [wide, window1280] = await page.evaluate<[number, number]>('[document.documentElement.scrollWidth, window.innerWidth]')
+    expect(wide).toBeLessThanOrEqual(window1280)
+    await page.click(`#cell-${FAILED_CELL} > summary`)
+  })
+
+  test('at 800 px wide nothing overflows the window either: wide tables scroll inside their box', async () => {
+    const narrow = await (browser as Browser).open(await page.evaluate<string>('location.href'), { width: 800, height: 1000 })
+    const [wide, window800] = await narrow.evaluate<[number, number]>('[document.documentElement.scrollWidth, window.innerWidth]')
+    expect(window800).toBe(800)
+    expect(wide).toBeLessThanOrEqual(window800)
+  })
+
+  test(`a full-page screenshot (${join('test-artifacts', 'evidence-index.png')}) has no blank band`, { timeout: 90_000 }, async () => {
+    await page.evaluate('window.scrollTo(0, 0)')
+    const png = await page.screenshot({ fullPage: true })
     await mkdir(resolve('test-artifacts'), { recursive: true })
-    await rm(SCREENSHOT, { force: true })
-    await runChromium(chromium as string, join(dir, 'chromium-shot'), [
-      '--hide-scrollbars',
-      '--window-size=1280,2000',
-      `--screenshot=${SCREENSHOT}`,
-      page,
-    ])
-    const png = await readFile(SCREENSHOT)
-    expect(png.subarray(0, 8)).toEqual(PNG_SIGNATURE)
-    // IHDR: width and height, big-endian, right after the signature and the chunk header.
-    expect([png.readUInt32BE(16), png.readUInt32BE(20)]).toEqual([1280, 2000])
-    // A blank page of this size compresses to a few KiB; text and four charts do not.
-    expect(png.length).toBeGreaterThan(50_000)
+    await writeFile(SCREENSHOT, png)
+    const image = decodePng(png)
+    expect(image.width).toBe(1280)
+    expect(image.height).toBe(await page.evaluate<number>('document.documentElement.scrollHeight'))
+    const flat = flatness(image, Math.max(4, Math.floor(image.height / 400)))
+    // Mostly white with text, tables and charts: never one colour overall, and no band of it flat.
+    expect(flat.overall).toBeLessThan(0.95)
+    for (const [i, share] of flat.bands.entries()) expect(share, `band ${i + 1} of ${flat.bands.length} is blank`).toBeLessThan(0.995)
+    if (process.env.SERVEGATE_UPDATE_SCREENSHOTS === '1') {
+      await mkdir(resolve('docs', 'images'), { recursive: true })
+      await writeFile(README_IMAGE, await page.screenshot())
+    }
   })
 })

@@ -103,6 +103,7 @@ const STYLE = [
   '.scroll{overflow-x:auto;max-width:100%}',
   'table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}',
   'th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-align:top}',
+  'td.id{white-space:nowrap}',
   'td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}',
   'th{background:#f6f8fa;white-space:nowrap}',
   'th button{font:inherit;font-weight:bold;background:none;border:0;padding:0;cursor:pointer;color:inherit}',
