@@ -8,6 +8,7 @@ import { failedCellRecord } from '../runner/run-record.ts'
 import type { RunRecord } from '../schema/run.ts'
 import type { DeclaredCell } from '../schema/task-meta.ts'
 import { boardFiles, renderBoard } from './board.ts'
+import { mermaidCharts } from './mermaid.ts'
 import { buildEvidence, type SpecFileInput, type TestInput } from './build.ts'
 import { readIndex } from './verify.ts'
 import { writeEvidence } from './write.ts'
@@ -253,13 +254,15 @@ describe('rendered from the index alone', () => {
     expect(written).not.toContain('| README.md |')
   })
 
-  test('charts given as Markdown appear once, under their own heading; none by default', () => {
+  test("charts given as Markdown appear once, under their own heading; by default the index's Mermaid charts, '' for none", () => {
     const { files, tests } = suite([pairCell('c4', baseline, candidate)])
     const { index } = buildEvidence(files, tests, { suiteCommit: null, redact: false })
     const chart = '```mermaid\nxychart-beta\n  bar [1, 2]\n```'
     const md = renderBoard(index, [], { charts: chart })
     expect(sectionOf(md, '## Charts')).toBe(`## Charts\n\n${chart}\n`)
     expect(md.split(chart)).toHaveLength(2)
-    expect(renderBoard(index, [])).not.toContain('## Charts')
+    expect(renderBoard(index, [], { charts: '' })).not.toContain('## Charts')
+    const own = mermaidCharts(index)
+    expect(own === '' ? !renderBoard(index, []).includes('## Charts') : renderBoard(index, []).includes(own.trim())).toBe(true)
   })
 })

@@ -7,6 +7,7 @@ import { promotableSummary } from './promotion-text.ts'
 import type { GateDecision, WinGateName } from '../schema/gate.ts'
 import { ABSENT, formatFixedPercent, formatInUnit, formatSignificant } from '../number-format.ts'
 import { isMatchedPair } from './build.ts'
+import { mermaidCharts } from './mermaid.ts'
 
 const WIN_METRICS: ReadonlyArray<{ gate: WinGateName; words: string }> = [
   { gate: 'toWinDecode', words: 'decode' },
@@ -560,19 +561,19 @@ export function promotionLines(index: EvidenceIndex): string[] {
 
 /** How the board is drawn beyond the index. */
 export interface BoardOptions {
-  /** Markdown charts to embed (e.g. Mermaid blocks); none by default. */
+  /** Markdown charts to embed; by default the index's Mermaid charts (`mermaidCharts`), '' for none. */
   charts?: string
 }
 
 /**
  * The board as Markdown; `files` are the run records and artifacts to list in its inventory.
  * Each section appears once; with no pair, the pair sections are left out; with no cell, it says so.
- * @example renderBoard(index, boardFiles(index), { charts: mermaidCharts(index) })
+ * @example renderBoard(index, boardFiles(index))
  */
 export function renderBoard(index: EvidenceIndex, files: readonly FileRef[], options: BoardOptions = {}): string {
   const p = index.provenance
   const findings = index.findings.filter((f) => f.kind !== 'descriptive-p99')
-  const charts = options.charts?.trim() ?? ''
+  const charts = (options.charts ?? mermaidCharts(index)).trim()
   return [
     '# servegate evidence',
     '',

@@ -6,6 +6,7 @@ import type { RunRecord } from '../schema/run.ts'
 import type { DeclaredCell } from '../schema/task-meta.ts'
 import { boardFiles, renderBoard } from './board.ts'
 import { buildEvidence, type TestInput } from './build.ts'
+import { mermaidCharts } from './mermaid.ts'
 import { GITHUB_COMMENT_LIMIT, PR_COMMENT_MARKER, renderPrComment } from './pr-comment.ts'
 
 let baseline: RunRecord
@@ -114,7 +115,7 @@ describe('renderPrComment', () => {
 
   test('then the verdict with numbered reasons, each with its figures, then the whole board collapsed', () => {
     const index = evidence(2)
-    const comment = renderPrComment(index)
+    const comment = renderPrComment(index, { charts: '' })
     expect(comment).toContain('**Not promotable**: 2 reasons.')
     expect(comment).toMatch(
       /^1\. toWinDecode on qwen3-8b-ctx1024-c0 did not pass in "qwen3-8b-ctx1024-c0 > wins decode 10×": fail: decodeTokPerS \d\.\d{3}× \[\d\.\d{3}×, \d\.\d{3}×\] at \d+%, 12 paired \(12\/12\)$/m,
@@ -146,14 +147,29 @@ describe('renderPrComment', () => {
     expect(comment).toContain('**Promotable**: every required cell accepted')
     expect(comment.indexOf(chart)).toBeGreaterThan(comment.indexOf('**Promotable**'))
     expect(comment.indexOf(chart)).toBeLessThan(comment.indexOf('<details>'))
-    expect(renderPrComment(promotable)).not.toContain('```mermaid')
+    expect(renderPrComment(promotable, { charts: '' }).split('```mermaid')).toHaveLength(renderBoard(promotable, []).split('```mermaid').length)
+  })
+
+  test('by default the key Mermaid charts sit above the fold, and the board below leaves its own out', () => {
+    const index = evidence(3)
+    const key = mermaidCharts(index, { maxCharts: 1 })
+    expect(key).toContain('```mermaid')
+    const comment = renderPrComment(index)
+    expect(comment.indexOf(key.trim())).toBeGreaterThan(comment.indexOf('**Not promotable**'))
+    expect(comment.indexOf(key.trim())).toBeLessThan(comment.indexOf('<details>'))
+    expect(comment.slice(comment.indexOf('<details>'))).not.toContain('```mermaid')
+    // Given no room, the charts give way before any reason or gate row; the board then keeps its own.
+    // (The board is cut before anything above it: a limit the top with its charts cannot meet.)
+    const tight = renderPrComment(index, { limit: comment.indexOf('<details>') + 300 - Math.floor(key.length / 2) })
+    expect(tight.slice(0, tight.indexOf('<details>'))).not.toContain('```mermaid')
+    expect(gateTable(tight)).toHaveLength(index.gates.length)
   })
 
   test("a board over GitHub's limit is cut inside <details>, saying what was cut and where the full board is; the gate table is whole", () => {
     const index = evidence(50)
     const board = renderBoard(index, boardFiles(index))
     expect(board.length).toBeGreaterThan(GITHUB_COMMENT_LIMIT)
-    const comment = renderPrComment(index, { boardLocation: '`evidence/README.md` in the evidence artifact' })
+    const comment = renderPrComment(index, { charts: '', boardLocation: '`evidence/README.md` in the evidence artifact' })
     expect(comment.length).toBeLessThanOrEqual(GITHUB_COMMENT_LIMIT)
     expect(comment.length).toBeGreaterThan(GITHUB_COMMENT_LIMIT - 2000)
     expect(gateTable(comment)).toHaveLength(index.gates.length)
@@ -166,10 +182,14 @@ describe('renderPrComment', () => {
       ),
     )
     const kept = comment.slice(comment.indexOf('</summary>\n\n') + '</summary>\n\n'.length, comment.indexOf('\n\n… the board is cut here'))
-    expect(kept.length).toBeGreaterThan(20_000)
-    expect(board.startsWith(kept)).toBe(true)
+    // A cut inside a chart's fenced block closes the fence, so the note is not read as code.
+    const fenced = kept.split('\n').filter((l) => l.startsWith('```')).length % 2 === 0
+    expect(fenced).toBe(true)
+    const unfenced = kept.endsWith('\n```') && !board.startsWith(kept) ? kept.slice(0, -4) : kept
+    expect(unfenced.length).toBeGreaterThan(20_000)
+    expect(board.startsWith(unfenced)).toBe(true)
     const left = Number(/cut here: (\d+) of/.exec(comment)?.[1])
-    expect(left).toBe(board.length - kept.length - 1)
+    expect(left).toBe(board.length - unfenced.length - 1)
   })
 
   test('with more reasons than fit beside the whole gate table, the last reasons are counted, not listed', () => {

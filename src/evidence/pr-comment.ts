@@ -7,6 +7,7 @@ import { ABSENT, formatFixedPercent, formatInUnit, formatSignificant } from '../
 import type { ArmSummary, EvidenceCell, EvidenceIndex, GateEntry } from '../schema/evidence.ts'
 import type { GateDecision } from '../schema/gate.ts'
 import { boardFiles, promotionLines, renderBoard, table } from './board.ts'
+import { mermaidCharts } from './mermaid.ts'
 
 /** The first line of every servegate PR comment: the workflow finds its own comment by it and updates it. */
 export const PR_COMMENT_MARKER = '<!-- servegate:pr-comment -->'
@@ -19,7 +20,7 @@ const VERDICT: Record<GateDecision['outcome'], string> = { pass: '✅ pass', fai
 
 /** How the comment is drawn beyond the index. */
 export interface PrCommentOptions {
-  /** Markdown charts (e.g. Mermaid blocks) shown after the verdict, outside `<details>`; none by default. */
+  /** Markdown charts shown after the verdict, outside `<details>`; by default one Mermaid chart per metric (`mermaidCharts`), '' for none. */
   charts?: string
   /** Where the full board is, for the line that says what was cut. @default 'README.md in the evidence directory' */
   boardLocation?: string
@@ -127,38 +128,47 @@ function headline(index: EvidenceIndex): string {
 export function renderPrComment(index: EvidenceIndex, options: PrCommentOptions = {}): string {
   const limit = options.limit ?? GITHUB_COMMENT_LIMIT
   const where = options.boardLocation ?? 'README.md in the evidence directory'
-  const charts = options.charts?.trim() ?? ''
+  // The key charts above the fold, one per metric; the board below then leaves its own out.
+  const keyCharts = (options.charts ?? mermaidCharts(index, { maxCharts: 1 })).trim()
   const rows = gateRows(index)
   const gateTable = rows.length === 0 ? ['No gate was asserted.'] : table(GATE_HEAD, rows)
   const reasons = promotionLines(index)
-  const head = (gates: readonly string[], verdict: readonly string[]) =>
+  const head = (gates: readonly string[], verdict: readonly string[], charts: string) =>
     `${[PR_COMMENT_MARKER, headline(index), '', ...gates, '', ...verdict, ...(charts === '' ? [] : ['', charts])].join('\n')}\n\n`
 
   const open = '<details><summary>The full board: what was measured, pair checks, every table</summary>\n\n'
   const close = '\n\n</details>\n'
-  const board = renderBoard(index, boardFiles(index))
-  const cutNote = (kept: number) =>
-    `\n\n… the board is cut here: ${board.length - kept} of its ${board.length} characters left out to stay within ` +
+  const boardOf = (charts: string) => renderBoard(index, boardFiles(index), { charts: charts === '' ? undefined : '' })
+  const cutNote = (kept: number, total: number) =>
+    `\n\n… the board is cut here: ${total - kept} of its ${total} characters left out to stay within ` +
     `GitHub's ${limit}-character comment limit. The full board is ${where}.`
   // What the board's part needs at the least: the <details> around a cut note (and a closed fence).
-  const reserve = open.length + close.length + cutNote(0).length + 8
+  // (With the charts or without, whichever board is the longer: its length has the most digits.)
+  const reserve = open.length + close.length + cutNote(0, Math.max(boardOf('').length, boardOf(keyCharts).length)).length + 8
   const fits = (text: string) => text.length + reserve <= limit
   const [verdict = '', ...listed] = reasons
-  let top = head(gateTable, reasons)
-  // Reasons give way first, counted; only a gate table over the limit by itself loses its last rows.
+  // Charts give way first (the board below keeps them), then reasons, counted; only a gate table
+  // over the limit by itself loses its last rows.
+  let charts = keyCharts
+  let top = head(gateTable, reasons, charts)
+  if (!fits(top)) {
+    charts = ''
+    top = head(gateTable, reasons, charts)
+  }
   if (!fits(top))
-    top = head(gateTable, [verdict, ...fitLines(listed, limit - reserve - head(gateTable, [verdict]).length - 80, 'reason(s)')])
+    top = head(gateTable, [verdict, ...fitLines(listed, limit - reserve - head(gateTable, [verdict], '').length - 80, 'reason(s)')], '')
   if (!fits(top)) {
     const counted = [verdict, ...fitLines(listed, 0, 'reason(s)')]
-    const budget = limit - reserve - head([], counted).length - 80
-    top = head(fitLines(gateTable, budget, 'gate row(s); every gate is in the board'), counted)
+    const budget = limit - reserve - head([], counted, '').length - 80
+    top = head(fitLines(gateTable, budget, 'gate row(s); every gate is in the board'), counted, '')
   }
+  const board = boardOf(charts)
   if (top.length + open.length + board.length + close.length <= limit) return `${top}${open}${board}${close}`
-  const budget = limit - top.length - open.length - close.length - cutNote(board.length).length - 4
+  const budget = limit - top.length - open.length - close.length - cutNote(board.length, board.length).length - 4
   const kept = budget <= 0 ? '' : board.slice(0, board.lastIndexOf('\n', budget) + 1)
   // A cut inside a fenced block (a chart) would turn the note into code: close the fence first.
   const fence = kept.split('\n').filter((l) => l.startsWith('```')).length % 2 === 1 ? '\n```' : ''
-  return `${top}${open}${kept.trimEnd()}${fence}${cutNote(kept.length)}${close}`
+  return `${top}${open}${kept.trimEnd()}${fence}${cutNote(kept.length, board.length)}${close}`
 }
 
 /** The lines that fit in `budget` characters, with a last line counting those left out. */
