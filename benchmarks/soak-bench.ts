@@ -1,16 +1,23 @@
 /**
  * `npm run bench:soak [-- --minutes 30] [-- --rate 100] [-- --json FILE]`: does a long cell's
- * memory stay flat? One open-loop cell at a constant rate against the in-process simulated
- * engine for the given minutes, RSS sampled every 10 s (every second under a minute). Prints the
- * RSS after warm-up (the first fifth of the run, at least one sample), at the end, and the
- * growth between the medians of the first and last three samples after warm-up (a busy machine
- * is noisy), against the target: under 20 MB growth over 30 minutes after warm-up. Nothing here
- * fails the run.
+ * memory stay flat? One open-loop cell at a constant rate, its requests spilled to disk as
+ * `servegate run` spills them, against the simulated engine in a process of its own (so only
+ * the client's memory is counted), for the given minutes. RSS is sampled every 10 s (every
+ * second under a minute) while the requests run. Prints the RSS after warm-up (the first fifth
+ * of the run, at least one sample), at the end, and the growth between the medians of the first
+ * and last three samples after warm-up (a busy machine is noisy), against the target: under
+ * 20 MB growth over 30 minutes after warm-up. Then, apart, the cost of the end: the figures
+ * read back from the spill and the record written from it (its time and the RSS peak it
+ * reaches). Nothing here fails the run.
  */
-import { writeFile } from 'node:fs/promises'
+import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
+import { execa } from 'execa'
+import { RequestSpill, writeSpilledRecord } from '../src/record/request-spill.ts'
 import { runCell } from '../src/runner/measure-cell.ts'
-import { startSimServer } from '../src/sim/server.ts'
 
 const TARGET_GROWTH_MB = 20
 
@@ -25,6 +32,30 @@ export interface SoakFigures {
   growthMB: number
   /** Growth per finished request after warm-up, bytes. */
   growthBytesPerRequest: number | null
+  /** The end of the cell: the figures from the spill, then the record written from it. */
+  finish: { seconds: number; rssPeakMB: number; recordMB: number }
+}
+
+const BIN = fileURLToPath(new URL('../bin/servegate.js', import.meta.url))
+
+/** The simulated engine in a child process; resolves with its URL once it listens. */
+async function startSimProcess(): Promise<{ url: string; close(): Promise<void> }> {
+  const flags = ['--port', '0', '--model', 'm', '--prefill-tok-per-s', '1000000', '--decode-tok-per-s', '2000', '--batch-slowdown', '0']
+  const child = execa(process.execPath, [BIN, 'sim', ...flags], { reject: false, buffer: false })
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout?.on('data', (chunk: Buffer) => {
+      const found = /listening on (\S+)/.exec(chunk.toString())
+      if (found !== null) resolve(found[1] as string)
+    })
+    void child.then(() => reject(new Error('servegate sim exited before it listened')))
+  })
+  return {
+    url,
+    async close() {
+      child.kill('SIGTERM')
+      await child
+    },
+  }
 }
 
 const median = (xs: readonly number[]): number => {
@@ -34,13 +65,17 @@ const median = (xs: readonly number[]): number => {
 
 /** Runs the soak and returns its figures. */
 export async function soak(minutes: number, ratePerS: number, log: (line: string) => void = console.log): Promise<SoakFigures> {
-  const sim = await startSimServer({ model: 'm', prefillTokPerS: 1_000_000, decodeTokPerS: 2000, batchSlowdown: 0 })
+  const sim = await startSimProcess()
+  const dir = await mkdtemp(join(tmpdir(), 'servegate-soak-'))
+  const spill = await RequestSpill.create(join(dir, 'soak.json.requests.jsonl'))
   const requests = Math.round(minutes * 60 * ratePerS)
   const everyMs = minutes < 1 ? 1000 : 10_000
   const samples: Array<{ atS: number; rssMB: number; done: number }> = []
   let done = 0
+  let measuring = true
   const started = performance.now()
   const timer = setInterval(() => {
+    if (!measuring) return
     const sample = { atS: (performance.now() - started) / 1000, rssMB: process.memoryUsage().rss / 2 ** 20, done }
     samples.push(sample)
     log(`${sample.atS.toFixed(0)} s: RSS ${sample.rssMB.toFixed(1)} MB, ${done} requests done`)
@@ -56,8 +91,22 @@ export async function soak(minutes: number, ratePerS: number, log: (line: string
         workload: { promptTokens: 256 },
         arrival: { kind: 'constant', ratePerS },
       },
-      { onProgress: (p) => (done = p.done) },
+      {
+        spill,
+        onProgress: (p) => {
+          done = p.done
+          if (done === requests) measuring = false
+        },
+      },
     )
+    const finishStarted = performance.now()
+    let rssPeakMB = process.memoryUsage().rss / 2 ** 20
+    const peak = setInterval(() => (rssPeakMB = Math.max(rssPeakMB, process.memoryUsage().rss / 2 ** 20)), 100)
+    const out = join(dir, 'soak.json')
+    await writeSpilledRecord(out, record, spill)
+    clearInterval(peak)
+    rssPeakMB = Math.max(rssPeakMB, process.memoryUsage().rss / 2 ** 20)
+    const finish = { seconds: (performance.now() - finishStarted) / 1000, rssPeakMB, recordMB: (await stat(out)).size / 2 ** 20 }
     const after = samples.slice(Math.max(1, Math.floor(samples.length / 5)))
     const head = after.slice(0, 3)
     const tail = after.slice(-3)
@@ -73,10 +122,13 @@ export async function soak(minutes: number, ratePerS: number, log: (line: string
       rssEndMB: tail.at(-1)?.rssMB ?? Number.NaN,
       growthMB,
       growthBytesPerRequest: requestsBetween > 0 ? (growthMB * 2 ** 20) / requestsBetween : null,
+      finish,
     }
   } finally {
     clearInterval(timer)
+    await spill.remove()
     await sim.close()
+    await rm(dir, { recursive: true, force: true })
   }
 }
 
@@ -90,6 +142,8 @@ export function soakReport(f: SoakFigures): string {
     `growth ${f.growthMB.toFixed(1)} MB (median of 3 samples each end; ${perRequest})`,
     `target: under ${TARGET_GROWTH_MB} MB over 30 min after warm-up; at this rate 30 min projects to ` +
       `${projected === null ? '—' : `${projected.toFixed(1)} MB`}`,
+    `end of the cell (figures from the spill, record written from it): ${f.finish.seconds.toFixed(1)} s, ` +
+      `RSS peak ${f.finish.rssPeakMB.toFixed(1)} MB, record ${f.finish.recordMB.toFixed(1)} MB`,
   ].join('\n')
 }
 

@@ -2,7 +2,8 @@ import { resolve } from 'node:path'
 import { ServegateError } from '../errors.ts'
 import { parseBaseUrl } from '../loopback.ts'
 import { MAX_RATE_PER_S } from '../load/arrival-spec.ts'
-import { writeJsonAtomic } from '../record/record-io.ts'
+import { RequestSpill, writeSpilledRecord } from '../record/request-spill.ts'
+import type { ErrorInfo, RunRecord } from '../schema/run.ts'
 import type { EngineCellOptions } from '../runner/cell-options.ts'
 import { runEngineCell } from '../runner/runner.ts'
 import {
@@ -139,6 +140,17 @@ async function checkSizesFit(baseUrl: string, model: string, cell: EngineCellOpt
   checkContextFits(limit, cell.maxTokens ?? 128, fromDataset ? null : (cell.workload?.promptTokens ?? 256))
 }
 
+/** Where a cell's requests wait on disk until its record is written: beside `--out`. */
+function spillPath(out: string | undefined): string {
+  return resolve(out === undefined ? `servegate-runs/in-progress-${process.pid}.requests.jsonl` : `${out}.requests.jsonl`)
+}
+
+/** The first failed request's error, read back from the spill (before it is removed). */
+async function firstFailure(spill: RequestSpill): Promise<ErrorInfo | null> {
+  for await (const r of spill.inOrder()) if (r.status === 'failed') return r.error
+  return null
+}
+
 /** `servegate run`: runs a cell, shows progress on a TTY, prints the summary, writes the record. */
 export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
   const { values } = parseFlags('run', argv, FLAGS)
@@ -157,14 +169,32 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
   const engine = values.engine === undefined ? null : await readEngineConfig(values.engine)
   if (engine === null) await checkSizesFit(values['base-url'] as string, values.model as string, cell)
   const env = environmentFromFlags(values)
-  const hooks = { onPhase: progressLine(io, engine === null ? (values.model as string) : `${engine.kind}:${engine.model.id}`), signal }
+  // Each finished request goes to disk as it ends, so a long cell's memory stays flat and a cell
+  // killed outright leaves every request it finished in the spill.
+  const spill = await RequestSpill.create(spillPath(values.out))
+  const hooks = {
+    onPhase: progressLine(io, engine === null ? (values.model as string) : `${engine.kind}:${engine.model.id}`),
+    signal,
+    spill,
+  }
   // An endpoint that is already up is an external engine: it gets a manifest from what it reports
   // (version, models, GPU facts of this host), so two such runs can be compared as a pair.
   const target = engine ?? { kind: 'external' as const, baseUrl: values['base-url'] as string, model: { id: values.model as string } }
-  const record = await runEngineCell(env, target, cell, hooks)
+  let record: RunRecord
+  try {
+    record = await runEngineCell(env, target, cell, hooks)
+  } catch (err) {
+    // Nothing was measured (a bad config, an unreachable endpoint): no spill is worth keeping.
+    if (spill.count === 0) await spill.remove()
+    else await spill.close()
+    throw err
+  }
 
   const out = resolve(values.out ?? `servegate-runs/${record.runId}.json`)
-  await writeJsonAtomic(out, record)
+  await writeSpilledRecord(out, record, spill)
+  // Read before the spill goes: the one failure a cell that measured nothing is explained by.
+  const first = record.completed === 0 && record.failed > 0 ? await firstFailure(spill) : null
+  await spill.remove()
   // A signal wins over the failure it caused (an engine start-up cut short is not a crash).
   if (signal?.aborted === true) {
     const stop = interruption(signal)
@@ -187,8 +217,7 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
       .sort((a, b) => b[1] - a[1])
       .map(([code, n]) => `${n} ${code}`)
       .join(', ')
-    const first = record.requests.find((q) => q.status === 'failed')
-    const example = first?.status === 'failed' ? `; the first: ${first.error.message}` : ''
+    const example = first === null ? '' : `; the first: ${first.message}`
     io.stderr.write(`servegate: the cell measured nothing: all ${record.failed} requests failed (${codes})${example}\n`)
     return EXIT_NOTHING_MEASURED
   }

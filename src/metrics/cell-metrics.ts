@@ -1,46 +1,155 @@
-import { type CellMetrics, PERCENTILE_METHOD, P99_MIN_SAMPLES, REQUEST_METRIC_NAMES, type RequestRecord } from '../schema/run.ts'
 import type { ResolvedSlo } from '../schema/load.ts'
+import {
+  type CellMetrics,
+  type Distribution,
+  type ErrorInfo,
+  PERCENTILE_METHOD,
+  P99_MIN_SAMPLES,
+  REQUEST_METRIC_NAMES,
+  type RequestRecord,
+} from '../schema/run.ts'
 import { wilsonInterval } from '../stats/wilson.ts'
 import { distribution, p99IsDescriptive } from './distribution.ts'
-import { computeGoodput } from './goodput.ts'
+import { emptyMisses, type GoodCount, goodputOf, tallyGood } from './goodput.ts'
 
 type Distributions = CellMetrics['distributions']
+type DistributionName = keyof Distributions & keyof RequestRecord
 
-function pick(records: readonly RequestRecord[], key: keyof RequestRecord & keyof Distributions): number[] {
-  const out: number[] = []
-  for (const r of records) {
-    const v = r[key]
-    if (typeof v === 'number') out.push(v)
-  }
-  return out
-}
+/** The per-request numbers a distribution is drawn from (ITL is pooled from every request's gaps). */
+const PER_REQUEST: readonly DistributionName[] = [
+  'ttftMs',
+  'timeToFirstOutputMs',
+  'e2eMs',
+  'generationMs',
+  'tpotMs',
+  'decodeTokPerS',
+  'effectivePrefillTokPerS',
+  'promptTokens',
+  'completionTokens',
+  'queueDelayMs',
+  'sendLagMs',
+]
 
 /** Failed requests counted by error code, the run record's `failures`. */
-export function countFailures(records: readonly RequestRecord[]): Record<string, number> {
+export function countFailures(records: Iterable<RequestRecord>): Record<string, number> {
   const failures: Record<string, number> = {}
   for (const r of records) if (r.status === 'failed') failures[r.error.code] = (failures[r.error.code] ?? 0) + 1
   return failures
 }
 
-/** Canary, output-control and accuracy counts over every checked request; null where none was checked. */
-function checks(records: readonly RequestRecord[]): Pick<CellMetrics, 'canaries' | 'outputControl' | 'accuracy'> {
-  const canaried = records.filter((r) => r.canary !== null)
-  const controlled = records.filter((r) => r.outputAdherence !== null)
-  const observable = controlled.filter((r) => r.outputAdherence !== 'unobservable').length
-  const exact = controlled.filter((r) => r.outputAdherence === 'exact').length
-  const scored = records.filter((r) => r.score !== null)
-  const correct = scored.filter((r) => r.score?.correct === true).length
-  const wilson = wilsonInterval(correct, scored.length)
-  return {
-    canaries: canaried.length === 0 ? null : { samples: canaried.length, passed: canaried.filter((r) => r.canary?.passed === true).length },
-    outputControl:
-      controlled.length === 0
-        ? null
-        : { samples: observable, exact, rate: observable > 0 ? exact / observable : null, unobservable: controlled.length - observable },
-    accuracy:
-      scored.length === 0
-        ? null
-        : { samples: scored.length, correct, rate: correct / scored.length, wilson95Low: wilson.low, wilson95High: wilson.high },
+/**
+ * A cell's figures taken one request at a time, so a cell whose records are on disk (spilled)
+ * is summarized from a single pass over them: only numbers are kept, never the records.
+ * Fed in plan order it gives exactly what `computeCellMetrics` gives over the same records.
+ */
+export class CellTally {
+  completed = 0
+  failed = 0
+  readonly failures: Record<string, number> = {}
+  /** Every measured request's send lag, ok or failed (the harness's own lateness). */
+  readonly sendLags: number[] = []
+  /** The first failed request's error, for a one-line "why" when nothing was measured. */
+  firstFailure: ErrorInfo | null = null
+  private readonly columns = new Map<DistributionName, number[]>(PER_REQUEST.map((name) => [name, []]))
+  private readonly itl: number[] = []
+  private readonly sources = { usage: 0, 'client-count': 0 }
+  private totalCompletionTokens = 0
+  private totalPromptTokens = 0
+  private canaries = { samples: 0, passed: 0 }
+  private control = { controlled: 0, observable: 0, exact: 0 }
+  private scores = { samples: 0, correct: 0 }
+  private readonly slo: ResolvedSlo | null
+  private readonly good: GoodCount | null
+
+  constructor(slo: ResolvedSlo | null = null) {
+    this.slo = slo
+    this.good = slo === null ? null : { samples: 0, good: 0, missed: emptyMisses() }
+  }
+
+  add(r: RequestRecord): void {
+    if (r.sendLagMs !== null) this.sendLags.push(r.sendLagMs)
+    if (r.canary !== null) {
+      this.canaries.samples++
+      if (r.canary.passed) this.canaries.passed++
+    }
+    if (r.outputAdherence !== null) {
+      this.control.controlled++
+      if (r.outputAdherence !== 'unobservable') this.control.observable++
+      if (r.outputAdherence === 'exact') this.control.exact++
+    }
+    if (r.score !== null) {
+      this.scores.samples++
+      if (r.score.correct) this.scores.correct++
+    }
+    if (this.good !== null && this.slo !== null) tallyGood(this.good, r, this.slo)
+    if (r.status === 'failed') {
+      this.failed++
+      this.failures[r.error.code] = (this.failures[r.error.code] ?? 0) + 1
+      this.firstFailure ??= r.error
+      return
+    }
+    this.completed++
+    for (const [name, values] of this.columns) {
+      const v = r[name]
+      if (typeof v === 'number') values.push(v)
+    }
+    if (r.itlMs !== null) for (const gap of r.itlMs) this.itl.push(gap)
+    if (r.completionTokenSource !== null) this.sources[r.completionTokenSource]++
+    this.totalCompletionTokens += r.completionTokens ?? 0
+    this.totalPromptTokens += r.promptTokens ?? 0
+  }
+
+  /** The cell-level metrics over what was added; throughput and rates divide by `wallClockMs`. */
+  metrics(wallClockMs: number): CellMetrics {
+    const column = (name: DistributionName): Distribution => distribution(this.columns.get(name) ?? [])
+    const distributions = {
+      ttftMs: column('ttftMs'),
+      timeToFirstOutputMs: column('timeToFirstOutputMs'),
+      e2eMs: column('e2eMs'),
+      generationMs: column('generationMs'),
+      tpotMs: column('tpotMs'),
+      decodeTokPerS: column('decodeTokPerS'),
+      effectivePrefillTokPerS: column('effectivePrefillTokPerS'),
+      promptTokens: column('promptTokens'),
+      completionTokens: column('completionTokens'),
+      itlMs: distribution(this.itl),
+      queueDelayMs: column('queueDelayMs'),
+      sendLagMs: column('sendLagMs'),
+    } satisfies Distributions
+    const seconds = wallClockMs / 1000
+    const ok = this.completed
+    const { controlled, observable, exact } = this.control
+    const wilson = wilsonInterval(this.scores.correct, this.scores.samples)
+    return {
+      percentileMethod: PERCENTILE_METHOD,
+      p99MinSamples: P99_MIN_SAMPLES,
+      p99DescriptiveOnly: REQUEST_METRIC_NAMES.filter((name) => {
+        const d = distributions[name]
+        return d.samples > 0 && p99IsDescriptive(d)
+      }),
+      distributions,
+      totalCompletionTokens: this.totalCompletionTokens,
+      totalPromptTokens: this.totalPromptTokens,
+      completionTokenSources: { ...this.sources },
+      outputThroughputTokPerS: seconds > 0 && ok > 0 ? this.totalCompletionTokens / seconds : null,
+      requestRateReqPerS: seconds > 0 && ok > 0 ? ok / seconds : null,
+      wallClockMs,
+      canaries: this.canaries.samples === 0 ? null : { ...this.canaries },
+      outputControl:
+        controlled === 0 ? null : { samples: observable, exact, rate: observable > 0 ? exact / observable : null, unobservable: controlled - observable },
+      accuracy:
+        this.scores.samples === 0
+          ? null
+          : {
+              samples: this.scores.samples,
+              correct: this.scores.correct,
+              rate: this.scores.correct / this.scores.samples,
+              wilson95Low: wilson.low,
+              wilson95High: wilson.high,
+            },
+      goodput: this.good === null || this.slo === null ? null : goodputOf(this.good, wallClockMs, this.slo),
+      openLoop: null,
+    }
   }
 }
 
@@ -49,51 +158,8 @@ function checks(records: readonly RequestRecord[]): Pick<CellMetrics, 'canaries'
  * distribution). Throughput and request rate divide by the cell's wall clock. With an SLO,
  * goodput is judged over every measured request (a failed one is never good).
  */
-export function computeCellMetrics(records: readonly RequestRecord[], wallClockMs: number, slo: ResolvedSlo | null = null): CellMetrics {
-  const ok = records.filter((r) => r.status === 'ok')
-  const itl: number[] = []
-  for (const r of ok) if (r.itlMs !== null) for (const gap of r.itlMs) itl.push(gap)
-
-  const distributions = {
-    ttftMs: distribution(pick(ok, 'ttftMs')),
-    timeToFirstOutputMs: distribution(pick(ok, 'timeToFirstOutputMs')),
-    e2eMs: distribution(pick(ok, 'e2eMs')),
-    generationMs: distribution(pick(ok, 'generationMs')),
-    tpotMs: distribution(pick(ok, 'tpotMs')),
-    decodeTokPerS: distribution(pick(ok, 'decodeTokPerS')),
-    effectivePrefillTokPerS: distribution(pick(ok, 'effectivePrefillTokPerS')),
-    promptTokens: distribution(pick(ok, 'promptTokens')),
-    completionTokens: distribution(pick(ok, 'completionTokens')),
-    itlMs: distribution(itl),
-    queueDelayMs: distribution(pick(ok, 'queueDelayMs')),
-    sendLagMs: distribution(pick(ok, 'sendLagMs')),
-  } satisfies Distributions
-
-  const sources = { usage: 0, 'client-count': 0 }
-  let totalCompletionTokens = 0
-  let totalPromptTokens = 0
-  for (const r of ok) {
-    if (r.completionTokenSource !== null) sources[r.completionTokenSource]++
-    totalCompletionTokens += r.completionTokens ?? 0
-    totalPromptTokens += r.promptTokens ?? 0
-  }
-  const seconds = wallClockMs / 1000
-  return {
-    percentileMethod: PERCENTILE_METHOD,
-    p99MinSamples: P99_MIN_SAMPLES,
-    p99DescriptiveOnly: REQUEST_METRIC_NAMES.filter((name) => {
-      const d = distributions[name]
-      return d.samples > 0 && p99IsDescriptive(d)
-    }),
-    distributions,
-    totalCompletionTokens,
-    totalPromptTokens,
-    completionTokenSources: sources,
-    outputThroughputTokPerS: seconds > 0 && ok.length > 0 ? totalCompletionTokens / seconds : null,
-    requestRateReqPerS: seconds > 0 && ok.length > 0 ? ok.length / seconds : null,
-    wallClockMs,
-    ...checks(records),
-    goodput: slo === null ? null : computeGoodput(records, wallClockMs, slo),
-    openLoop: null,
-  }
+export function computeCellMetrics(records: Iterable<RequestRecord>, wallClockMs: number, slo: ResolvedSlo | null = null): CellMetrics {
+  const tally = new CellTally(slo)
+  for (const r of records) tally.add(r)
+  return tally.metrics(wallClockMs)
 }

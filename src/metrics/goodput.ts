@@ -52,32 +52,39 @@ export function missedObjectives(r: OkRequest, slo: ResolvedSlo): SloObjective[]
   return missed
 }
 
-/** Good requests among all measured ones (failed ones are never good), with misses by objective. */
-export function countGood(
-  records: readonly RequestRecord[],
-  slo: ResolvedSlo,
-): { samples: number; good: number; missed: Goodput['missed'] } {
-  const missed = { ...(Object.fromEntries(SLO_OBJECTIVES.map((o) => [o, 0])) as Record<SloObjective, number>), failed: 0 }
-  let good = 0
-  for (const r of records) {
-    if (r.status === 'failed') {
-      missed.failed++
-      continue
-    }
-    const misses = missedObjectives(r, slo)
-    for (const objective of misses) missed[objective]++
-    if (misses.length === 0) good++
-  }
-  return { samples: records.length, good, missed }
+/** No misses yet, by objective and for failed requests. */
+export function emptyMisses(): Goodput['missed'] {
+  return { ...(Object.fromEntries(SLO_OBJECTIVES.map((o) => [o, 0])) as Record<SloObjective, number>), failed: 0 }
 }
 
-/**
- * Goodput of a cell: requests meeting every objective of the SLO, their share of all measured
- * requests with a Wilson 95% interval, and good requests per second of the cell's wall clock.
- * @example computeGoodput(record.requests, record.metrics.wallClockMs, resolveSlo({ ttftMs: 500, tpotMs: 50 }))
- */
-export function computeGoodput(records: readonly RequestRecord[], wallClockMs: number, slo: ResolvedSlo): Goodput {
-  const { samples, good, missed } = countGood(records, slo)
+/** Good requests so far, with misses by objective. */
+export interface GoodCount {
+  samples: number
+  good: number
+  missed: Goodput['missed']
+}
+
+/** Counts one measured request into `count`: a failed one is never good. */
+export function tallyGood(count: GoodCount, r: RequestRecord, slo: ResolvedSlo): void {
+  count.samples++
+  if (r.status === 'failed') {
+    count.missed.failed++
+    return
+  }
+  const misses = missedObjectives(r, slo)
+  for (const objective of misses) count.missed[objective]++
+  if (misses.length === 0) count.good++
+}
+
+/** Good requests among all measured ones (failed ones are never good), with misses by objective. */
+export function countGood(records: Iterable<RequestRecord>, slo: ResolvedSlo): GoodCount {
+  const count = { samples: 0, good: 0, missed: emptyMisses() }
+  for (const r of records) tallyGood(count, r, slo)
+  return count
+}
+
+/** Goodput from a count of good requests over the cell's wall clock. */
+export function goodputOf({ samples, good, missed }: GoodCount, wallClockMs: number, slo: ResolvedSlo): Goodput {
   const wilson = wilsonInterval(good, samples)
   return {
     slo,
@@ -89,4 +96,13 @@ export function computeGoodput(records: readonly RequestRecord[], wallClockMs: n
     goodputReqPerS: wallClockMs > 0 && samples > 0 ? good / (wallClockMs / 1000) : null,
     missed,
   }
+}
+
+/**
+ * Goodput of a cell: requests meeting every objective of the SLO, their share of all measured
+ * requests with a Wilson 95% interval, and good requests per second of the cell's wall clock.
+ * @example computeGoodput(record.requests, record.metrics.wallClockMs, resolveSlo({ ttftMs: 500, tpotMs: 50 }))
+ */
+export function computeGoodput(records: Iterable<RequestRecord>, wallClockMs: number, slo: ResolvedSlo): Goodput {
+  return goodputOf(countGood(records, slo), wallClockMs, slo)
 }

@@ -1,6 +1,6 @@
 import type { RunningEngine } from '../engines/launch.ts'
 import type { CellTelemetry, EngineKind } from '../schema/telemetry.ts'
-import type { RunRecord } from '../schema/run.ts'
+import type { RequestRecord, RunRecord } from '../schema/run.ts'
 import { compareEngineHistograms, compareLlamaServerTimings } from '../telemetry/agreement.ts'
 import { startHostMemorySampler } from '../telemetry/cgroup.ts'
 import { summarizeGpu } from '../telemetry/gpu-summary.ts'
@@ -19,7 +19,8 @@ export interface TelemetryOptions {
 /** Telemetry of one cell: started when the engine is ready, marked at the measured phase, finished after it. */
 export interface TelemetrySession {
   markLoadStart(): Promise<void>
-  finish(record: RunRecord): Promise<CellTelemetry>
+  /** `requests`: the record's, or, for a spilled cell, read back from its spill. */
+  finish(record: RunRecord, requests: Iterable<RequestRecord> | AsyncIterable<RequestRecord>): Promise<CellTelemetry>
   /** Stops every sampler without a summary (the cell failed before it had a record). */
   cancel(): Promise<void>
 }
@@ -56,10 +57,14 @@ export function startTelemetry(engine: RunningEngine, concurrency: number, optio
       loadStartedAt = gpu?.markLoadStart() ?? Date.now()
       await scraper?.markLoadStart()
     },
-    async finish(record) {
+    async finish(record, requests) {
       const loadEndedAt = Date.now()
       const [samples, occupancy, hostMemory] = await Promise.all([gpu?.stop() ?? null, scraper?.stop() ?? null, memory.stop()])
-      const ok = record.requests.filter((r) => r.status === 'ok')
+      // Only the engine-timing fields of the ok requests, never whole records.
+      const ok: Array<Pick<RequestRecord, 'engineTimings' | 'timeToFirstOutputMs' | 'generationMs'>> = []
+      for await (const r of requests) {
+        if (r.status === 'ok') ok.push({ engineTimings: r.engineTimings, timeToFirstOutputMs: r.timeToFirstOutputMs, generationMs: r.generationMs })
+      }
       const gpus = engine.manifest.gpus
       const gpuPart: CellTelemetry['gpu'] =
         gpus.status === 'absent' || samples === null

@@ -20,7 +20,7 @@ export interface EngineRef {
 }
 
 /** What a measurement on an engine hears and obeys, besides the environment. */
-export type EngineCellHooks = Pick<RunCellHooks, 'onProgress' | 'onPhase' | 'signal' | 'stages'>
+export type EngineCellHooks = Pick<RunCellHooks, 'onProgress' | 'onPhase' | 'signal' | 'stages' | 'spill'>
 
 /** An engine servegate started: over HTTP (a process or an external URL) or in-process. */
 export type LiveEngine =
@@ -105,7 +105,7 @@ export async function measureOnEngine(
       },
     )
     finished = true
-    const observed = telemetry === null ? null : await telemetry.finish(record)
+    const observed = telemetry === null ? null : await telemetry.finish(record, hooks.spill?.inOrder() ?? record.requests)
     return { ...record, manifest: engine.manifest, telemetry: observed, cellFailure: engine.failure() ?? record.cellFailure }
   } catch (error) {
     const failure = engine.failure()

@@ -2,8 +2,9 @@ import { monitorEventLoopDelay } from 'node:perf_hooks'
 import type { StreamObservation } from '../client/stream.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
 import { planArrivals, type ArrivalSchedule } from '../load/plan.ts'
-import { computeCellMetrics } from '../metrics/cell-metrics.ts'
+import { CellTally } from '../metrics/cell-metrics.ts'
 import { parseBaseUrl } from '../loopback.ts'
+import type { RequestSpill } from '../record/request-spill.ts'
 import type { OpenLoopStats } from '../schema/load.ts'
 import type { CellProgress, PhaseListener } from '../schema/progress.ts'
 import type { ErrorInfo, RequestRecord, RunRecord } from '../schema/run.ts'
@@ -40,6 +41,13 @@ export interface RunCellHooks {
   stages?: CellStages
   /** The wall clock of the record's times. @default the system clock */
   clock?: Clock
+  /**
+   * Keep each finished request on disk, not in memory (a long cell's memory stays flat): the
+   * returned record's `requests` is then empty, its counts and metrics cover every request, and
+   * `writeSpilledRecord` writes the record with them. Not with `stages` (a sequential arm judges
+   * its records between stages).
+   */
+  spill?: RequestSpill
 }
 
 /**
@@ -102,6 +110,8 @@ export async function measureCell(
     if (hooks.engine?.failure() !== null) stop.abort()
   })
   const stages = hooks.stages ?? null
+  const spill = hooks.spill ?? null
+  if (spill !== null && stages !== null) throw new ServegateError('INTERNAL', 'a staged cell cannot spill its requests')
   const phase = hooks.onPhase
   // A sequential arm says it waits before each stage's turn.
   const turn = (s: CellStages, stage: number): Promise<boolean> => {
@@ -141,11 +151,13 @@ export async function measureCell(
     const clock = hooks.clock ?? systemClock
     const startedAt = clock.date()
     // One record per ended request, made as it ends: the observation (chunks written, content,
-    // chunk times) is dropped then; only the record and the running hashes stay.
+    // chunk times) is dropped then; only the record (in memory, or spilled to disk) and the
+    // running hashes stay.
     const records: RequestRecord[] = []
     const wire = new WireHash(o.model)
     let ok = 0
     let failed = 0
+    let done = 0
     warmClientJit()
     if (workload.warmupCount > 0) {
       let warmed = 0
@@ -175,7 +187,7 @@ export async function measureCell(
       const requestsPhase = (): void => {
         phase?.({
           phase: 'requests',
-          done: records.length,
+          done,
           total: o.requests,
           ok,
           failed,
@@ -197,11 +209,14 @@ export async function measureCell(
         lastEnd = Math.max(lastEnd, obs.endAt ?? obs.sentAt)
         const planned = inFlight.get(index) ?? workload.planned(index)
         inFlight.delete(index)
-        records.push(requestRecord({ ...slot, index }, cellStart, planned, workload))
+        const record = requestRecord({ ...slot, index }, cellStart, planned, workload)
+        if (spill === null) records.push(record)
+        else spill.add(record)
         wire.add(index, obs.sentChunks)
         if (obs.error === null) ok++
         else failed++
-        hooks.onProgress?.({ done: records.length, total: o.requests, ok, failed, elapsedMs: performance.now() - cellStart })
+        done++
+        hooks.onProgress?.({ done, total: o.requests, ok, failed, elapsedMs: performance.now() - cellStart })
         requestsPhase()
       }
       openLoopStats = await measuredPhase(o, end - offset, arrivals, cellStart, signal, send(measuredFeed, offset, true), onDone)
@@ -216,6 +231,10 @@ export async function measureCell(
     }
     measuredFeed.close()
 
+    // The figures from one pass over every request, in plan order (read back when spilled).
+    const tally = new CellTally(o.slo)
+    if (spill === null) for (const r of records) tally.add(r)
+    else for await (const r of spill.inOrder()) tally.add(r)
     return assembleRecord({
       options: o,
       startedAt,
@@ -223,8 +242,9 @@ export async function measureCell(
       target,
       plan: cellPlan(o, workload, measuredFeed.requestStreamSha256, wire.digest(), arrivals?.plan ?? null, sent),
       requests: records,
-      metrics: { ...computeCellMetrics(records, wallClockMs, o.slo), openLoop: openLoopStats },
-      harness: harnessHealth(o, cpuMs, activeMs, loopDelay, records),
+      counts: tally,
+      metrics: { ...tally.metrics(wallClockMs), openLoop: openLoopStats },
+      harness: harnessHealth(o, cpuMs, activeMs, loopDelay, tally.sendLags),
       manifest: null,
       cellFailure: hooks.engine?.failure() ?? null,
     })

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import type { monitorEventLoopDelay } from 'node:perf_hooks'
 import { sanitizeMessage } from '../errors.ts'
 import { arrivalPlanUnread } from '../load/plan.ts'
-import { computeCellMetrics, countFailures } from '../metrics/cell-metrics.ts'
+import { type CellTally, computeCellMetrics } from '../metrics/cell-metrics.ts'
 import { distribution } from '../metrics/distribution.ts'
 import { METHODOLOGY } from '../metrics/methodology.ts'
 import { deriveRequestMetrics, requestMetricFields } from '../metrics/request-metrics.ts'
@@ -97,12 +97,11 @@ export function harnessHealth(
   cpuMs: number,
   wallMs: number,
   loopDelay: ReturnType<typeof monitorEventLoopDelay>,
-  records: readonly RequestRecord[],
+  sendLags: readonly number[],
 ): HarnessHealth {
   const cpuShare = wallMs > 0 ? cpuMs / wallMs : null
   const loopP99 = loopDelay.count > 0 ? loopDelay.percentile(99) / 1e6 : null
   const loopMax = loopDelay.count > 0 ? loopDelay.max / 1e6 : null
-  const sendLags = records.flatMap((r) => (r.sendLagMs === null ? [] : [r.sendLagMs]))
   const sendLagP99 = distribution(sendLags).p99
   const reasons: string[] = []
   if (cpuShare !== null && cpuShare >= o.cpuShareLimit) {
@@ -202,8 +201,10 @@ export interface RecordParts {
   /** Where the requests went (a display URL, `in-process`), or null when none was sent. */
   target: string | null
   plan: RunRecord['plan']
-  /** The measured requests, in plan order. */
+  /** The measured requests, in plan order; empty when they were spilled to disk (`counts` still counts them). */
   requests: RequestRecord[]
+  /** Ok and failed requests, and the failures by code, over every measured request. */
+  counts: Pick<CellTally, 'completed' | 'failed' | 'failures'>
   metrics: RunRecord['metrics']
   harness: HarnessHealth
   manifest: Manifest | null
@@ -211,11 +212,10 @@ export interface RecordParts {
 }
 
 /**
- * The one place a run record is put together; counts come from the requests. Every string in it
- * (messages, kept replies) is scrubbed of the registered secrets, before it leaves the worker.
+ * The one place a run record is put together. Every string in it (messages, kept replies) is
+ * scrubbed of the registered secrets, before it leaves the worker.
  */
 export function assembleRecord(parts: RecordParts): RunRecord {
-  const completed = parts.requests.filter((r) => r.status === 'ok').length
   return scrubDeep({
     schema: RUN_SCHEMA_ID,
     runId: runId(parts.startedAt),
@@ -224,9 +224,9 @@ export function assembleRecord(parts: RecordParts): RunRecord {
     finishedAt: parts.finishedAt.toISOString(),
     target: { baseUrl: parts.target, model: parts.options.model },
     plan: parts.plan,
-    completed,
-    failed: parts.requests.length - completed,
-    failures: countFailures(parts.requests),
+    completed: parts.counts.completed,
+    failed: parts.counts.failed,
+    failures: { ...parts.counts.failures },
     requests: parts.requests,
     metrics: parts.metrics,
     harness: parts.harness,
@@ -268,6 +268,7 @@ export function failedCellRecord(
     target: null,
     plan: cellPlan(o, null, null, null, o.arrival === null ? null : arrivalPlanUnread(o.arrival, o.requests)),
     requests: [],
+    counts: { completed: 0, failed: 0, failures: {} },
     metrics: computeCellMetrics([], 0),
     harness: { ...NOTHING_SENT },
     manifest,
