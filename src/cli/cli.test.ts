@@ -232,7 +232,9 @@ describe('servegate run --engine', () => {
     expect(result.exitCode).toBe(130)
     expect(result.stderr).toMatch(/interrupted by SIGINT; the requests measured so far are in the record/)
     const record = RunRecord.parse(JSON.parse(await readFile(out, 'utf8')))
-    expect(record.requests).toHaveLength(20)
+    expect(record.requests.length + record.unsent).toBe(20)
+    expect(record.unsent).toBeGreaterThan(0)
+    expect(result.stderr).toMatch(new RegExp(`, ${record.unsent} never sent are counted as unsent`))
     expect(record.failures.REQUEST_ABORTED).toBeGreaterThan(0)
     const tree = (await readFile(pids, 'utf8')).split('\n').filter(Boolean).map(Number)
     const alive = (pid: number) => {

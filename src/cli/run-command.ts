@@ -202,7 +202,8 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
     io.stderr.write(
       record.cellFailure !== null
         ? `servegate: ${stop.message} before the cell ran (${record.cellFailure.code}: ${record.cellFailure.message.split('\n')[0]}); the record says so\n`
-        : `servegate: ${stop.message}; the requests measured so far are in the record, the cancelled ones failed as REQUEST_ABORTED\n`,
+        : `servegate: ${stop.message}; the requests measured so far are in the record, those in flight failed as REQUEST_ABORTED` +
+            `${record.unsent > 0 ? `, ${record.unsent} never sent are counted as unsent` : ''}\n`,
     )
     return stop.exitCode
   }

@@ -107,7 +107,8 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
   const load = plan.arrival === null ? `concurrency ${plan.concurrency}` : 'open loop'
   lines.push(`${record.runId} · ${plan.model} @ ${record.target.baseUrl ?? 'imported'} · ${api} · ${load}`)
   lines.push(
-    `${plan.requests} requests: ${record.completed} ok, ${record.failed} failed · wall clock ${formatSeconds(metrics.wallClockMs, 2)}` +
+    `${plan.requests} requests: ${record.completed} ok, ${record.failed} failed` +
+      `${record.unsent > 0 ? `, ${record.unsent} never sent (cut short)` : ''} · wall clock ${formatSeconds(metrics.wallClockMs, 2)}` +
       ` · output ${formatByMagnitude(metrics.outputThroughputTokPerS)} tok/s · ${formatByMagnitude(metrics.requestRateReqPerS)} req/s`,
   )
   const w = plan.workload

@@ -160,6 +160,7 @@ export function importAnvilRun(input: AnvilRun): RunRecord {
     completed,
     failed: records.length - completed,
     failures: countFailures(records),
+    unsent: 0,
     requests: records,
     metrics: computeCellMetrics(records, input.wall_clock_ms),
     harness: {

@@ -528,6 +528,7 @@ export function assembleRunRecord(run: ImportedRun): RunRecord {
     completed: run.completed,
     failed: run.failed,
     failures: countFailures(records),
+    unsent: 0,
     requests: records,
     metrics,
     harness: {

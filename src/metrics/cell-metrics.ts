@@ -136,7 +136,9 @@ export class CellTally {
       wallClockMs,
       canaries: this.canaries.samples === 0 ? null : { ...this.canaries },
       outputControl:
-        controlled === 0 ? null : { samples: observable, exact, rate: observable > 0 ? exact / observable : null, unobservable: controlled - observable },
+        controlled === 0
+          ? null
+          : { samples: observable, exact, rate: observable > 0 ? exact / observable : null, unobservable: controlled - observable },
       accuracy:
         this.scores.samples === 0
           ? null

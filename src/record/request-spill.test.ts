@@ -81,27 +81,31 @@ describe('a spilled cell', () => {
 })
 
 describe('servegate run spills beside --out', () => {
-  test('killed outright (SIGKILL) mid-cell: the spill holds every request it finished, each a valid record', { timeout: 60_000 }, async () => {
-    const slow = await startSimServer({ model: 'm', decodeTokPerS: 200, prefillTokPerS: 1_000_000, batchSlowdown: 0 })
-    try {
-      const out = join(dir, 'killed.json')
-      const argv = ['run', '--base-url', slow.url, '--model', 'm', '--requests', '400', '--concurrency', '4', '--max-tokens', '20']
-      const child = execa(process.execPath, [BIN, ...argv, '--prompt-tokens', '16', '--no-calibrate', '--out', out], { reject: false })
-      const spillFile = `${out}.requests.jsonl`
-      const lines = async (): Promise<string[]> => (await readFile(spillFile, 'utf8').catch(() => '')).split('\n').filter(Boolean)
-      // 4 streams of 20 tokens at 200 tok/s: about 40 requests a second; wait for a few seconds' worth on disk.
-      await expect.poll(async () => (await lines()).length, { timeout: 30_000, interval: 200 }).toBeGreaterThanOrEqual(40)
-      child.kill('SIGKILL')
-      await child
-      await expect(stat(out)).rejects.toThrow(/ENOENT/)
-      const kept = (await lines()).map((line) => RequestRecord.parse(JSON.parse(line)))
-      expect(kept.length).toBeGreaterThanOrEqual(40)
-      expect(new Set(kept.map((r) => r.index)).size).toBe(kept.length)
-      expect(kept.every((r) => r.status === 'ok')).toBe(true)
-    } finally {
-      await slow.close()
-    }
-  })
+  test(
+    'killed outright (SIGKILL) mid-cell: the spill holds every request it finished, each a valid record',
+    { timeout: 60_000 },
+    async () => {
+      const slow = await startSimServer({ model: 'm', decodeTokPerS: 200, prefillTokPerS: 1_000_000, batchSlowdown: 0 })
+      try {
+        const out = join(dir, 'killed.json')
+        const argv = ['run', '--base-url', slow.url, '--model', 'm', '--requests', '400', '--concurrency', '4', '--max-tokens', '20']
+        const child = execa(process.execPath, [BIN, ...argv, '--prompt-tokens', '16', '--no-calibrate', '--out', out], { reject: false })
+        const spillFile = `${out}.requests.jsonl`
+        const lines = async (): Promise<string[]> => (await readFile(spillFile, 'utf8').catch(() => '')).split('\n').filter(Boolean)
+        // 4 streams of 20 tokens at 200 tok/s: about 40 requests a second; wait for a few seconds' worth on disk.
+        await expect.poll(async () => (await lines()).length, { timeout: 30_000, interval: 200 }).toBeGreaterThanOrEqual(40)
+        child.kill('SIGKILL')
+        await child
+        await expect(stat(out)).rejects.toThrow(/ENOENT/)
+        const kept = (await lines()).map((line) => RequestRecord.parse(JSON.parse(line)))
+        expect(kept.length).toBeGreaterThanOrEqual(40)
+        expect(new Set(kept.map((r) => r.index)).size).toBe(kept.length)
+        expect(kept.every((r) => r.status === 'ok')).toBe(true)
+      } finally {
+        await slow.close()
+      }
+    },
+  )
 
   test('a cell that ends writes the whole record and removes its spill', { timeout: 60_000 }, async () => {
     const out = join(dir, 'whole.json')

@@ -105,9 +105,13 @@ export class RequestSpill {
     await this.writing
     if (this.writeError !== null) {
       const code = (this.writeError as { code?: string }).code ?? 'write failed'
-      throw new ServegateError('FILE_INVALID', `cannot write the request spill ${this.path} (${code}); free disk space or pass another --out`, {
-        cause: this.writeError,
-      })
+      throw new ServegateError(
+        'FILE_INVALID',
+        `cannot write the request spill ${this.path} (${code}); free disk space or pass another --out`,
+        {
+          cause: this.writeError,
+        },
+      )
     }
   }
 

@@ -63,7 +63,8 @@ export function startTelemetry(engine: RunningEngine, concurrency: number, optio
       // Only the engine-timing fields of the ok requests, never whole records.
       const ok: Array<Pick<RequestRecord, 'engineTimings' | 'timeToFirstOutputMs' | 'generationMs'>> = []
       for await (const r of requests) {
-        if (r.status === 'ok') ok.push({ engineTimings: r.engineTimings, timeToFirstOutputMs: r.timeToFirstOutputMs, generationMs: r.generationMs })
+        if (r.status === 'ok')
+          ok.push({ engineTimings: r.engineTimings, timeToFirstOutputMs: r.timeToFirstOutputMs, generationMs: r.generationMs })
       }
       const gpus = engine.manifest.gpus
       const gpuPart: CellTelemetry['gpu'] =

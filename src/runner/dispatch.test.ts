@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest'
 import { emptyObservation, type StreamObservation } from '../client/stream.ts'
-import { openLoop, type Slot } from './dispatch.ts'
+import { closedLoop, openLoop, type Slot } from './dispatch.ts'
 
 /** An observation of a request that was sent at `sentAt` and ended now. */
 function observed(sentAt: number): StreamObservation {
@@ -61,13 +61,32 @@ describe('openLoop', () => {
     expect((byIndex.get(4) as Slot).slotAt).toBe(startAt + 200)
   })
 
-  test('an abort sends every remaining request at once (they fail as aborted) instead of waiting for its time', async () => {
+  test('an abort ends the loop at once: nothing more is sent, not even what waited for the cap', async () => {
     const controller = new AbortController()
-    const { send, calledAt } = slowSend(1)
+    const { send, calledAt } = slowSend(50)
     const startAt = performance.now()
     setTimeout(() => controller.abort(), 30)
-    await openLoop({ offsetsMs: [0, 10_000, 20_000], maxInFlight: null, startAt, signal: controller.signal }, send, () => {})
+    const ended: number[] = []
+    await openLoop({ offsetsMs: [0, 0, 10_000, 20_000], maxInFlight: 1, startAt, signal: controller.signal }, send, (s) =>
+      ended.push(s.index),
+    )
     expect(performance.now() - startAt).toBeLessThan(2000)
-    expect(calledAt).toHaveLength(3)
+    // Request 0 was in flight and ends; request 1 waited for the cap and is never sent, nor are 2 and 3.
+    expect(calledAt).toHaveLength(1)
+    expect(ended).toEqual([0])
+  })
+
+  test('closed loop: after an abort no slot takes another request', async () => {
+    const controller = new AbortController()
+    const { send: slow, calledAt } = slowSend(20)
+    // The abort comes as request 3 goes out: it and request 2 are in flight and end; nothing after starts.
+    const send = (index: number): Promise<StreamObservation> => {
+      if (index === 3) controller.abort()
+      return slow(index)
+    }
+    const ended: number[] = []
+    await closedLoop(100, 2, send, (s) => ended.push(s.index), controller.signal)
+    expect(calledAt).toHaveLength(4)
+    expect(ended.sort((a, b) => a - b)).toEqual([0, 1, 2, 3])
   })
 })

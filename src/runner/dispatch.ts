@@ -15,12 +15,21 @@ export interface Slot {
 
 export type Send = (index: number) => Promise<StreamObservation>
 
-/** Runs `count` requests over `concurrency` slots: when one ends the next starts on its slot. */
-export async function closedLoop(count: number, concurrency: number, send: Send, onDone: (slot: Slot) => void): Promise<void> {
+/**
+ * Runs `count` requests over `concurrency` slots: when one ends the next starts on its slot.
+ * Once `signal` aborts no more are sent (those in flight end as they end); the rest are unsent.
+ */
+export async function closedLoop(
+  count: number,
+  concurrency: number,
+  send: Send,
+  onDone: (slot: Slot) => void,
+  signal?: AbortSignal,
+): Promise<void> {
   const readyAt = performance.now()
   let next = 0
   const worker = async (): Promise<void> => {
-    while (next < count) {
+    while (next < count && signal?.aborted !== true) {
       const index = next++
       const slotAt = performance.now()
       const obs = await send(index)
@@ -45,7 +54,7 @@ export interface OpenLoopOptions {
   maxInFlight: number | null
   /** The monotonic time the offsets count from. */
   startAt: number
-  /** On abort, every request not yet sent is sent at once (it fails as aborted without waiting for its time). */
+  /** On abort, no more requests are sent, even those waiting for the cap: they stay unsent, and the loop ends with those in flight. */
   signal: AbortSignal
 }
 
@@ -53,19 +62,23 @@ export interface OpenLoopOptions {
  * The open-loop dispatcher: each request is sent at its scheduled time whatever the engine is
  * doing, by a timer, never by a completion. With a cap, a request due while `maxInFlight` are in
  * flight waits for the first to end (its `slotAt` is then that moment). Resolves when every
- * request has ended.
+ * request sent has ended and none is left to send (or the signal aborted).
  */
 export function openLoop(o: OpenLoopOptions, send: Send, onDone: (slot: Slot) => void): Promise<OpenLoopStats> {
   const count = o.offsetsMs.length
   const due: Array<{ index: number; slotAt: number }> = []
   let next = 0
   let inFlight = 0
-  let finished = 0
   let inFlightMax = 0
   let cappedRequests = 0
   let timer: { kind: 'timeout'; handle: NodeJS.Timeout } | { kind: 'immediate'; handle: NodeJS.Immediate } | null = null
 
   return new Promise((resolve) => {
+    const settleIfDone = (): void => {
+      if (inFlight > 0 || (due.length > 0 && !o.signal.aborted) || (next < count && !o.signal.aborted)) return
+      o.signal.removeEventListener('abort', onAbort)
+      resolve({ inFlightMax, cappedRequests })
+    }
     if (count === 0) return resolve({ inFlightMax, cappedRequests })
     const scheduledAt = (index: number): number => o.startAt + (o.offsetsMs[index] as number)
 
@@ -74,20 +87,16 @@ export function openLoop(o: OpenLoopOptions, send: Send, onDone: (slot: Slot) =>
       inFlightMax = Math.max(inFlightMax, inFlight)
       void send(index).then((obs) => {
         inFlight--
-        finished++
         const freedAt = performance.now()
         onDone({ index, readyAt: scheduledAt(index), slotAt, scheduledOffsetMs: o.offsetsMs[index] as number, obs })
         drain(freedAt)
-        if (finished === count) {
-          o.signal.removeEventListener('abort', onAbort)
-          resolve({ inFlightMax, cappedRequests })
-        }
+        settleIfDone()
       })
     }
 
     // Sends what is due while the cap allows; a request that waited for the cap could go at `freedAt`.
     const drain = (freedAt: number | null): void => {
-      while (due.length > 0 && (o.maxInFlight === null || inFlight < o.maxInFlight)) {
+      while (!o.signal.aborted && due.length > 0 && (o.maxInFlight === null || inFlight < o.maxInFlight)) {
         const { index, slotAt } = due.shift() as { index: number; slotAt: number }
         launch(index, freedAt === null ? slotAt : Math.max(slotAt, freedAt))
       }
@@ -96,7 +105,7 @@ export function openLoop(o: OpenLoopOptions, send: Send, onDone: (slot: Slot) =>
     const tick = (): void => {
       timer = null
       const now = performance.now()
-      while (next < count && (o.signal.aborted || scheduledAt(next) <= now)) {
+      while (next < count && scheduledAt(next) <= now) {
         if (o.maxInFlight !== null && inFlight + due.length >= o.maxInFlight) cappedRequests++
         due.push({ index: next, slotAt: scheduledAt(next) })
         next++
@@ -114,11 +123,14 @@ export function openLoop(o: OpenLoopOptions, send: Send, onDone: (slot: Slot) =>
     }
 
     function onAbort(): void {
-      if (timer === null) return
-      if (timer.kind === 'timeout') clearTimeout(timer.handle)
-      else clearImmediate(timer.handle)
-      tick()
+      if (timer !== null) {
+        if (timer.kind === 'timeout') clearTimeout(timer.handle)
+        else clearImmediate(timer.handle)
+        timer = null
+      }
+      settleIfDone()
     }
+    if (o.signal.aborted) return resolve({ inFlightMax, cappedRequests })
     o.signal.addEventListener('abort', onAbort, { once: true })
     tick()
   })

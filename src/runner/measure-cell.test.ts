@@ -112,7 +112,7 @@ describe('runCell against the simulated engine', () => {
     expect(stall?.e2eMs as number).toBeGreaterThanOrEqual(1400)
   })
 
-  test('an abort fails the requests in flight and still returns the record', async () => {
+  test('an abort fails the requests in flight, sends no more (counted as unsent) and still returns the record', async () => {
     const s = await start({ decodeTokPerS: 20 })
     const controller = new AbortController()
     setTimeout(() => controller.abort(), 300)
@@ -120,8 +120,44 @@ describe('runCell against the simulated engine', () => {
       { baseUrl: s.url, model: 'm', requests: 4, concurrency: 2, maxTokens: 100, workload: { promptTokens: 32 } },
       { signal: controller.signal },
     )
+    expect(record.requests.map((r) => r.index)).toEqual([0, 1])
+    expect(record.failures.REQUEST_ABORTED).toBe(2)
+    expect(record.unsent).toBe(2)
+    await expect.poll(() => s.stats().active).toBe(0)
+  })
+
+  test('aborting a huge cell records only what was in flight: a million planned requests cost nothing', async () => {
+    const s = await start({ decodeTokPerS: 20 })
+    const controller = new AbortController()
+    setTimeout(() => controller.abort(), 300)
+    const record = await runCell(
+      { baseUrl: s.url, model: 'm', requests: 1_000_000, concurrency: 4, maxTokens: 100, calibrate: false, workload: { promptTokens: 32 } },
+      { signal: controller.signal },
+    )
     expect(record.requests).toHaveLength(4)
-    expect(record.failures.REQUEST_ABORTED).toBe(4)
+    expect(record.unsent).toBe(1_000_000 - 4)
+    expect(record.completed + record.failed + record.unsent).toBe(1_000_000)
+  })
+
+  test('open loop: an abort sends nothing more, even what waited for the cap', async () => {
+    const s = await start({ decodeTokPerS: 20 })
+    const controller = new AbortController()
+    setTimeout(() => controller.abort(), 400)
+    const record = await runCell(
+      {
+        baseUrl: s.url,
+        model: 'm',
+        requests: 200,
+        maxTokens: 100,
+        calibrate: false,
+        workload: { promptTokens: 32 },
+        arrival: { kind: 'constant', ratePerS: 20, maxInFlight: 3 },
+      },
+      { signal: controller.signal },
+    )
+    expect(record.requests.length).toBeLessThanOrEqual(3)
+    expect(record.requests.every((r) => r.status === 'failed' && r.error.code === 'REQUEST_ABORTED')).toBe(true)
+    expect(record.completed + record.failed + record.unsent).toBe(200)
     await expect.poll(() => s.stats().active).toBe(0)
   })
 

@@ -28,11 +28,15 @@ export interface RunCellHooks {
    * (at each stage's start and after each request), and a sequential arm's wait for its turn.
    */
   onPhase?: PhaseListener
-  /** Cancels the cell: requests in flight fail as REQUEST_ABORTED, the record is still returned. */
+  /**
+   * Cancels the cell: requests in flight fail as REQUEST_ABORTED, the rest are not sent (counted
+   * as `unsent`), and the record is still returned.
+   */
   signal?: AbortSignal
   /**
    * The engine being measured, when servegate launched it: if it exits mid-cell, the requests in
-   * flight and those not sent fail, and the record's `cellFailure` says why (exit code, log tail).
+   * flight fail, those not sent are counted as `unsent`, and the record's `cellFailure` says why
+   * (exit code, log tail).
    */
   engine?: { exited: Promise<unknown>; failure(): ErrorInfo | null }
   /** Called after warm-up, right before the measured requests (telemetry marks its idle baseline's end). */
@@ -91,7 +95,7 @@ async function measuredPhase(
   onDone: (slot: Slot) => void,
 ): Promise<OpenLoopStats | null> {
   if (arrivals === null) {
-    await closedLoop(count, o.concurrency, send, onDone)
+    await closedLoop(count, o.concurrency, send, onDone, signal)
     return null
   }
   return openLoop({ offsetsMs: arrivals.offsetsMs, maxInFlight: arrivals.plan.maxInFlight, startAt, signal }, send, onDone)
@@ -163,8 +167,12 @@ export async function measureCell(
       let warmed = 0
       const total = workload.warmupCount
       phase?.({ phase: 'warmup', done: 0, total })
-      await closedLoop(total, o.concurrency, send(warmupFeed, workload.measuredCount, false), () =>
-        phase?.({ phase: 'warmup', done: ++warmed, total }),
+      await closedLoop(
+        total,
+        o.concurrency,
+        send(warmupFeed, workload.measuredCount, false),
+        () => phase?.({ phase: 'warmup', done: ++warmed, total }),
+        signal,
       )
     }
     warmupFeed.close()
@@ -243,6 +251,8 @@ export async function measureCell(
       plan: cellPlan(o, workload, measuredFeed.requestStreamSha256, wire.digest(), arrivals?.plan ?? null, sent),
       requests: records,
       counts: tally,
+      // Requests due that were never sent: the cell was cut short (an abort, the engine gone).
+      unsent: sent - done,
       metrics: { ...tally.metrics(wallClockMs), openLoop: openLoopStats },
       harness: harnessHealth(o, cpuMs, activeMs, loopDelay, tally.sendLags),
       manifest: null,

@@ -205,6 +205,8 @@ export interface RecordParts {
   requests: RequestRecord[]
   /** Ok and failed requests, and the failures by code, over every measured request. */
   counts: Pick<CellTally, 'completed' | 'failed' | 'failures'>
+  /** Planned requests never sent, the cell cut short; counted, not recorded one by one. */
+  unsent: number
   metrics: RunRecord['metrics']
   harness: HarnessHealth
   manifest: Manifest | null
@@ -227,6 +229,7 @@ export function assembleRecord(parts: RecordParts): RunRecord {
     completed: parts.counts.completed,
     failed: parts.counts.failed,
     failures: { ...parts.counts.failures },
+    unsent: parts.unsent,
     requests: parts.requests,
     metrics: parts.metrics,
     harness: parts.harness,
@@ -269,6 +272,7 @@ export function failedCellRecord(
     plan: cellPlan(o, null, null, null, o.arrival === null ? null : arrivalPlanUnread(o.arrival, o.requests)),
     requests: [],
     counts: { completed: 0, failed: 0, failures: {} },
+    unsent: 0,
     metrics: computeCellMetrics([], 0),
     harness: { ...NOTHING_SENT },
     manifest,

@@ -382,6 +382,12 @@ export const RunRecord = z.object({
   failed: z.int().nonnegative(),
   /** Failed requests counted by error code. */
   failures: z.record(z.string(), z.int().positive()),
+  /**
+   * Planned requests never sent because the cell was cut short (Ctrl-C, a signal, the engine
+   * exiting): counted here, not recorded one by one. `completed + failed + unsent` is the
+   * requests the cell was due to send.
+   */
+  unsent: z.int().nonnegative().default(0),
   requests: z.array(RequestRecord),
   metrics: CellMetrics,
   harness: HarnessHealth,
