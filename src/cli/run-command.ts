@@ -23,7 +23,7 @@ import {
 } from './cell-flags.ts'
 import { intFlag, parseFlags } from './flags.ts'
 import type { CliIo } from './cli-io.ts'
-import { checkContextFits, contextLimit } from './context-limit.ts'
+import { checkContextFits, contextLimit } from '../runner/context-limit.ts'
 import { interruption } from './interrupt.ts'
 import { checkReadableFile, checkWritableFile } from './path-flags.ts'
 import { progressLine } from './progress-line.ts'

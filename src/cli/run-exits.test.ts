@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -69,6 +70,38 @@ describe('input is checked before the cell', () => {
     expect(r.code).toBe(2)
   })
 })
+
+test(
+  '--engine: sizes the launched model cannot hold fail before any request, exit 2, naming the limit; the engine is gone',
+  {
+    timeout: 30_000,
+  },
+  async () => {
+    const pids = join(dir, 'context-pids.txt')
+    const config = join(dir, 'short-context.json')
+    const env = { FAKE_ENGINE_PIDFILE: pids }
+    await writeFile(
+      config,
+      JSON.stringify({ kind: 'vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, maxContext: 512, env }),
+    )
+    const r = await cli(['run', '--engine', config, '--max-tokens', '600', '--out', join(dir, 'never-engine.json')])
+    expect(r.stderr).toMatch(
+      /^servegate: maxTokens \(--max-tokens\): 600 does not fit the model's context of 512 tokens \(max_model_len in GET \/v1\/models\); pass fewer than 512\n$/,
+    )
+    expect(r.code).toBe(2)
+    const tree = (await readFile(pids, 'utf8')).split('\n').filter(Boolean).map(Number)
+    expect(tree.length).toBeGreaterThan(0)
+    const alive = (pid: number): boolean => {
+      try {
+        process.kill(pid, 0)
+        return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+      } catch {
+        return false
+      }
+    }
+    await expect.poll(() => tree.filter(alive), { timeout: 5000 }).toEqual([])
+  },
+)
 
 describe('exit codes of a cell that ran', () => {
   test('every request refused (all 401): exit 3, the record is written, the first failure is named', async () => {

@@ -14,6 +14,7 @@ import { type CellOptions, type ResolvedCellOptions, resolveCellOptions } from '
 import { type CellTransport, connectionsToWarm, httpTransport } from './cell-transport.ts'
 import { closedLoop, openLoop, type Slot } from './dispatch.ts'
 import { type Clock, systemClock } from './environment.ts'
+import { checkContextFits, contextLimit, OPTION_NAMES } from './context-limit.ts'
 import { probeEndpoint } from './probe.ts'
 import { assembleRecord, cellPlan, harnessHealth, requestRecord } from './run-record.ts'
 import { warmClientJit } from './warm.ts'
@@ -74,13 +75,19 @@ export interface CellStages {
 /**
  * Measures one closed-loop cell: optional warm-up, then N requests at concurrency C against
  * an OpenAI-compatible endpoint, and returns its run record. Request failures never stop
- * the cell; they are counted by code. Throws only before any load is sent: bad options
- * (CONFIG_INVALID) or an unreachable endpoint (CONNECT_FAILED).
+ * the cell; they are counted by code. Throws only before any load is sent: bad options, or sizes
+ * the served model's context cannot hold (CONFIG_INVALID), or an unreachable endpoint (CONNECT_FAILED).
  */
 export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Promise<RunRecord> {
   const o = resolveCellOptions(input)
   const { origin, display } = parseBaseUrl(o.baseUrl)
   await probeEndpoint(origin, o.model, hooks.signal)
+  // Sizes the served model cannot hold fail here, before any load: the engine would refuse them all.
+  const limit = await contextLimit(origin, o.model)
+  if (limit !== null) {
+    const fromRows = o.workload.kind === 'dataset' || o.arrival?.kind === 'trace'
+    checkContextFits(limit, o.maxTokens, fromRows ? null : o.workload.promptTokens, OPTION_NAMES)
+  }
   return measureCell(o, httpTransport(o, origin), display, hooks)
 }
 

@@ -37,19 +37,27 @@ export async function contextLimit(origin: string, model: string, timeoutMs = 20
   return nCtx === null ? null : { tokens: nCtx, source: 'n_ctx in GET /props' }
 }
 
+/** How the sizes are named in a message: the CLI's flags, or a cell's option fields. */
+export interface SizeNames {
+  maxTokens: string
+  promptTokens: string
+}
+export const FLAG_NAMES: SizeNames = { maxTokens: '--max-tokens', promptTokens: '--prompt-tokens' }
+export const OPTION_NAMES: SizeNames = { maxTokens: 'maxTokens (--max-tokens)', promptTokens: 'workload.promptTokens (--prompt-tokens)' }
+
 /**
  * Fails before the cell when its sizes cannot fit the model's context: the engine would refuse
  * every request. `promptTokens` is null when the prompts' sizes come from a dataset.
  * @throws ServegateError CONFIG_INVALID naming the flag and the limit
  */
-export function checkContextFits(limit: ContextLimit, maxTokens: number, promptTokens: number | null): void {
+export function checkContextFits(limit: ContextLimit, maxTokens: number, promptTokens: number | null, names = FLAG_NAMES): void {
   const of = `the model's context of ${limit.tokens} tokens (${limit.source})`
   if (maxTokens >= limit.tokens)
-    throw new ServegateError('CONFIG_INVALID', `--max-tokens: ${maxTokens} does not fit ${of}; pass fewer than ${limit.tokens}`)
+    throw new ServegateError('CONFIG_INVALID', `${names.maxTokens}: ${maxTokens} does not fit ${of}; pass fewer than ${limit.tokens}`)
   if (promptTokens !== null && promptTokens + maxTokens > limit.tokens)
     throw new ServegateError(
       'CONFIG_INVALID',
-      `--prompt-tokens ${promptTokens} + --max-tokens ${maxTokens} = ${promptTokens + maxTokens} exceeds ${of}; ` +
+      `${names.promptTokens} ${promptTokens} + ${names.maxTokens} ${maxTokens} = ${promptTokens + maxTokens} exceeds ${of}; ` +
         `pass at most ${limit.tokens - maxTokens} prompt tokens or fewer max tokens`,
     )
 }
