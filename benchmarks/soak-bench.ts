@@ -32,6 +32,8 @@ export interface SoakFigures {
   growthMB: number
   /** Growth per finished request after warm-up, bytes. */
   growthBytesPerRequest: number | null
+  /** Of the growth, how much is the JS heap V8 reserved (heapTotal), MB. */
+  heapGrowthMB: number
   /** The end of the cell: the figures from the spill, then the record written from it. */
   finish: { seconds: number; rssPeakMB: number; recordMB: number }
 }
@@ -70,15 +72,18 @@ export async function soak(minutes: number, ratePerS: number, log: (line: string
   const spill = await RequestSpill.create(join(dir, 'soak.json.requests.jsonl'))
   const requests = Math.round(minutes * 60 * ratePerS)
   const everyMs = minutes < 1 ? 1000 : 10_000
-  const samples: Array<{ atS: number; rssMB: number; done: number }> = []
+  const samples: Array<{ atS: number; rssMB: number; heapMB: number; done: number }> = []
   let done = 0
   let measuring = true
   const started = performance.now()
   const timer = setInterval(() => {
     if (!measuring) return
-    const sample = { atS: (performance.now() - started) / 1000, rssMB: process.memoryUsage().rss / 2 ** 20, done }
+    const m = process.memoryUsage()
+    const sample = { atS: (performance.now() - started) / 1000, rssMB: m.rss / 2 ** 20, heapMB: m.heapTotal / 2 ** 20, done }
     samples.push(sample)
-    log(`${sample.atS.toFixed(0)} s: RSS ${sample.rssMB.toFixed(1)} MB, ${done} requests done`)
+    // The JS heap V8 holds (used or not) and what it holds live, apart from the rest of RSS.
+    const live = `heap ${(m.heapUsed / 2 ** 20).toFixed(1)} of ${sample.heapMB.toFixed(1)} MB, external ${(m.external / 2 ** 20).toFixed(1)} MB`
+    log(`${sample.atS.toFixed(0)} s: RSS ${sample.rssMB.toFixed(1)} MB (${live}), ${done} requests done`)
   }, everyMs)
   try {
     const record = await runCell(
@@ -111,6 +116,7 @@ export async function soak(minutes: number, ratePerS: number, log: (line: string
     const head = after.slice(0, 3)
     const tail = after.slice(-3)
     const growthMB = median(tail.map((s) => s.rssMB)) - median(head.map((s) => s.rssMB))
+    const heapGrowthMB = median(tail.map((s) => s.heapMB)) - median(head.map((s) => s.heapMB))
     const requestsBetween = median(tail.map((s) => s.done)) - median(head.map((s) => s.done))
     return {
       minutes,
@@ -122,6 +128,7 @@ export async function soak(minutes: number, ratePerS: number, log: (line: string
       rssEndMB: tail.at(-1)?.rssMB ?? Number.NaN,
       growthMB,
       growthBytesPerRequest: requestsBetween > 0 ? (growthMB * 2 ** 20) / requestsBetween : null,
+      heapGrowthMB,
       finish,
     }
   } finally {
@@ -139,7 +146,8 @@ export function soakReport(f: SoakFigures): string {
   return [
     `soak: ${Number(f.minutes.toFixed(2))} min at ${f.ratePerS} req/s, ${f.completed}/${f.requests} completed, ${f.samples} RSS samples`,
     `RSS after warm-up ${f.rssAfterWarmupMB.toFixed(1)} MB, at the end ${f.rssEndMB.toFixed(1)} MB`,
-    `growth ${f.growthMB.toFixed(1)} MB (median of 3 samples each end; ${perRequest})`,
+    `growth ${f.growthMB.toFixed(1)} MB (median of 3 samples each end; ${perRequest}), ` +
+      `of which the JS heap V8 reserved ${f.heapGrowthMB.toFixed(1)} MB`,
     `target: under ${TARGET_GROWTH_MB} MB over 30 min after warm-up; at this rate 30 min projects to ` +
       `${projected === null ? '—' : `${projected.toFixed(1)} MB`}`,
     `end of the cell (figures from the spill, record written from it): ${f.finish.seconds.toFixed(1)} s, ` +

@@ -147,7 +147,9 @@ describe('renderPrComment', () => {
     expect(comment).toContain('**Promotable**: every required cell accepted')
     expect(comment.indexOf(chart)).toBeGreaterThan(comment.indexOf('**Promotable**'))
     expect(comment.indexOf(chart)).toBeLessThan(comment.indexOf('<details>'))
-    expect(renderPrComment(promotable, { charts: '' }).split('```mermaid')).toHaveLength(renderBoard(promotable, []).split('```mermaid').length)
+    expect(renderPrComment(promotable, { charts: '' }).split('```mermaid')).toHaveLength(
+      renderBoard(promotable, []).split('```mermaid').length,
+    )
   })
 
   test('by default the key Mermaid charts sit above the fold, and the board below leaves its own out', () => {

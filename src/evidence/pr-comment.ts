@@ -20,7 +20,10 @@ const VERDICT: Record<GateDecision['outcome'], string> = { pass: '✅ pass', fai
 
 /** How the comment is drawn beyond the index. */
 export interface PrCommentOptions {
-  /** Markdown charts shown after the verdict, outside `<details>`; by default one Mermaid chart per metric (`mermaidCharts`), '' for none. */
+  /**
+   * Markdown charts shown after the verdict, outside `<details>`; by default one Mermaid chart per
+   * metric (`mermaidCharts`), '' for none.
+   */
   charts?: string
   /** Where the full board is, for the line that says what was cut. @default 'README.md in the evidence directory' */
   boardLocation?: string
