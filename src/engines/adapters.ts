@@ -1,3 +1,6 @@
+import { readFile } from 'node:fs/promises'
+import { basename } from 'node:path'
+import { ServegateError } from '../errors.ts'
 import type { LaunchedConfig } from './config.ts'
 
 /** Where an engine reveals its version over HTTP, and how to read it. */
@@ -7,10 +10,20 @@ export interface VersionProbe {
   read(json: Record<string, unknown>): { version: string | null; commit: string | null }
 }
 
+/** Files an engine reads at start (name → content), written by the launcher beside its log. */
+export type EngineFiles = Readonly<Record<string, string>>
+
 /** What servegate knows about an engine kind. */
 export interface EngineAdapter {
-  /** The argv that launches it on 127.0.0.1:`port`. */
-  argv(config: LaunchedConfig, port: number): string[]
+  /**
+   * The argv that launches it on 127.0.0.1:`port`; `paths` holds where each of its
+   * {@link EngineAdapter.files} was written.
+   */
+  argv(config: LaunchedConfig, port: number, paths?: Readonly<Record<string, string>>): string[]
+  /** Files to write before launch (TensorRT-LLM's extra options YAML), or none. */
+  files?(config: LaunchedConfig): Promise<EngineFiles>
+  /** The model name the engine serves (what `/v1/models` lists and requests must use). */
+  servedModel(config: LaunchedConfig): string
   /** Paths polled until one answers 200 (all must, in order). */
   readiness: string[]
   /** HTTP version sources, tried in order. */
@@ -27,6 +40,8 @@ const str = (v: unknown): string | null => (typeof v === 'string' && v.length > 
 
 const optional = (flag: string, value: string | number | null | undefined): string[] =>
   value === null || value === undefined ? [] : [flag, String(value)]
+
+const asGiven = (c: LaunchedConfig): string => c.model.id
 
 /** vLLM: `vllm serve MODEL`; `/health`, `/version`, `/tokenize`, `/metrics`. */
 const vllm: EngineAdapter = {
@@ -48,11 +63,15 @@ const vllm: EngineAdapter = {
   readiness: ['/health', '/v1/models'],
   versionHttp: [{ path: '/version', read: (j) => ({ version: str(j.version), commit: null }) }],
   versionArgv: (c) => [c.kind === 'vllm' ? c.executable : 'vllm', '--version'],
+  servedModel: asGiven,
   tokenizerPath: '/tokenize',
   metricsPath: '/metrics',
 }
 
-/** SGLang: `python -m sglang.launch_server`; `/health`, `/get_server_info`, `/metrics` with `--enable-metrics`. */
+/**
+ * SGLang: `python -m sglang.launch_server`; `/health`, `/server_info` (its deprecated alias
+ * `/get_server_info` on releases before it), `/metrics` with `--enable-metrics`.
+ */
 const sglang: EngineAdapter = {
   argv: (c, port) => [
     c.kind === 'sglang' ? c.python : 'python',
@@ -74,23 +93,30 @@ const sglang: EngineAdapter = {
   ],
   readiness: ['/health', '/v1/models'],
   versionHttp: [
+    { path: '/server_info', read: (j) => ({ version: str(j.version), commit: null }) },
     { path: '/get_server_info', read: (j) => ({ version: str(j.version), commit: null }) },
     { path: '/version', read: (j) => ({ version: str(j.version), commit: null }) },
   ],
   versionArgv: () => null,
+  servedModel: asGiven,
   tokenizerPath: '/tokenize',
   metricsPath: '/metrics',
 }
 
-/** llama.cpp's `llama-server`: `/health`, `/props` (build info), `/tokenize`, `/metrics` with `--metrics`. */
+/**
+ * llama.cpp's `llama-server`: `/health`, `/props` (build info), `/tokenize`, `/metrics` with
+ * `--metrics`. Local weights go by `-m`; a Hugging Face id without them by `-hf` (which takes
+ * `<user>/<model>[:quant]` and has no revision option). Layers are offloaded with `-ngl` (builds
+ * without GPU support ignore it with a warning).
+ */
 const llamaServer: EngineAdapter = {
   argv: (c, port) => {
     const slots = c.kind === 'llama-server' ? c.slots : 1
-    const threads = c.kind === 'llama-server' ? c.threads : 1
+    const threads = c.kind === 'llama-server' ? c.threads : null
+    const gpuLayers = c.kind === 'llama-server' ? c.gpuLayers : null
     return [
       c.kind === 'llama-server' ? c.executable : 'llama-server',
-      '-m',
-      c.model.path ?? c.model.id,
+      ...(c.model.path !== undefined ? ['-m', c.model.path] : ['-hf', c.model.id]),
       '--alias',
       c.model.id,
       '--host',
@@ -99,8 +125,8 @@ const llamaServer: EngineAdapter = {
       String(port),
       '-np',
       String(slots),
-      '-t',
-      String(threads),
+      ...optional('-t', threads),
+      ...optional('-ngl', gpuLayers),
       // llama-server divides -c among its slots: each slot gets maxContext.
       ...optional('-c', c.maxContext === null ? null : c.maxContext * slots),
       '--metrics',
@@ -110,24 +136,91 @@ const llamaServer: EngineAdapter = {
   readiness: ['/health', '/v1/models'],
   versionHttp: [{ path: '/props', read: (j) => ({ version: str(j.build_info), commit: null }) }],
   versionArgv: (c) => [c.kind === 'llama-server' ? c.executable : 'llama-server', '--version'],
+  servedModel: asGiven,
   tokenizerPath: '/tokenize',
   metricsPath: '/metrics',
 }
 
-/** TensorRT-LLM: `trtllm-serve MODEL`; `/health`, `/version`, `/metrics`. */
+/** The options servegate needs in trtllm-serve's extra options YAML: Prometheus text, and the iteration gauges. */
+export const TRTLLM_REQUIRED_OPTIONS = { return_perf_metrics: true, enable_iter_perf_stats: true } as const
+
+/** trtllm-serve's flag for its extra options YAML; `--config` is its alias from 1.1 on. */
+const TRTLLM_OPTIONS_FLAGS = ['--extra_llm_api_options', '--config']
+const TRTLLM_OPTIONS_FILE = 'extra-llm-api-options.yaml'
+
+/** The user's own extra options file in `extraArgs` (`--flag path` or `--flag=path`), and the args without it. */
+function userOptionsFile(extraArgs: readonly string[]): { path: string | null; rest: string[] } {
+  const rest: string[] = []
+  let path: string | null = null
+  for (let i = 0; i < extraArgs.length; i++) {
+    const arg = extraArgs[i] as string
+    const eq = arg.indexOf('=')
+    if (eq > 0 && TRTLLM_OPTIONS_FLAGS.includes(arg.slice(0, eq))) path = arg.slice(eq + 1)
+    else if (TRTLLM_OPTIONS_FLAGS.includes(arg)) path = extraArgs[++i] ?? null
+    else rest.push(arg)
+  }
+  return { path, rest }
+}
+
+/**
+ * trtllm-serve's extra options YAML: the user's own file (from `extraArgs`) with
+ * {@link TRTLLM_REQUIRED_OPTIONS} appended where it does not set them at its top level. A key the
+ * user set is left as set: `return_perf_metrics: false` then means no metrics, recorded as absent.
+ * @example
+ * trtllmOptionsYaml('return_perf_metrics: true\n')
+ * // 'return_perf_metrics: true\n# added by servegate…\nenable_iter_perf_stats: true\n'
+ */
+export function trtllmOptionsYaml(userYaml: string): string {
+  const setAtTop = (key: string): boolean => new RegExp(`^${key}\\s*:`, 'm').test(userYaml)
+  const added = Object.entries(TRTLLM_REQUIRED_OPTIONS)
+    .filter(([key]) => !setAtTop(key))
+    .map(([key, value]) => `${key}: ${value}`)
+  const user = userYaml.length === 0 || userYaml.endsWith('\n') ? userYaml : `${userYaml}\n`
+  return `${user}${added.length > 0 ? `# added by servegate: /prometheus/metrics and its iteration gauges\n${added.join('\n')}\n` : ''}`
+}
+
+/**
+ * TensorRT-LLM: `trtllm-serve MODEL`; `/health`, `/version`, Prometheus text at
+ * `/prometheus/metrics`. servegate writes its extra options YAML itself (see
+ * {@link trtllmOptionsYaml}). A local directory is served under its own name (trtllm-serve has no
+ * served-model-name option), so that is the name requests and the metrics use.
+ */
 const trtllm: EngineAdapter = {
-  argv: (c, port) => [
-    c.kind === 'trtllm' ? c.executable : 'trtllm-serve',
-    c.model.path ?? c.model.id,
-    '--host',
-    '127.0.0.1',
-    '--port',
-    String(port),
-    '--tp_size',
-    String(c.tensorParallel),
-    ...optional('--max_seq_len', c.maxContext),
-    ...c.extraArgs,
-  ],
+  argv: (c, port, paths = {}) => {
+    const { rest } = userOptionsFile(c.extraArgs)
+    const options = paths[TRTLLM_OPTIONS_FILE]
+    return [
+      c.kind === 'trtllm' ? c.executable : 'trtllm-serve',
+      c.model.path ?? c.model.id,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      ...optional('--revision', c.model.path === undefined ? c.model.revision : null),
+      '--tp_size',
+      String(c.tensorParallel),
+      ...optional('--max_seq_len', c.maxContext),
+      ...optional('--extra_llm_api_options', options),
+      ...rest,
+    ]
+  },
+  async files(c) {
+    const { path } = userOptionsFile(c.extraArgs)
+    let user = ''
+    if (path !== null) {
+      try {
+        user = await readFile(path, 'utf8')
+      } catch (error) {
+        throw new ServegateError(
+          'CONFIG_INVALID',
+          `engine.extraArgs: the trtllm-serve options file ${path} cannot be read (${(error as Error).message}); fix the path`,
+          { cause: error },
+        )
+      }
+    }
+    return { [TRTLLM_OPTIONS_FILE]: trtllmOptionsYaml(user) }
+  },
+  servedModel: (c) => (c.model.path === undefined ? c.model.id : basename(c.model.path.replace(/\/+$/, ''))),
   readiness: ['/health', '/v1/models'],
   versionHttp: [{ path: '/version', read: (j) => ({ version: str(j.version), commit: null }) }],
   versionArgv: () => null,
@@ -151,6 +244,7 @@ const command: EngineAdapter = {
   readiness: [],
   versionHttp: [{ path: '/version', read: (j) => ({ version: str(j.version), commit: str(j.commit) }) }],
   versionArgv: (c) => (c.kind === 'command' ? (c.versionArgv ?? null) : null),
+  servedModel: asGiven,
   tokenizerPath: '/tokenize',
   metricsPath: '/metrics',
 }
@@ -166,6 +260,22 @@ export const ADAPTERS: Record<LaunchedConfig['kind'], EngineAdapter> = {
 /** The readiness paths of a launched config (a command's own health path). */
 export function readinessPaths(config: LaunchedConfig): string[] {
   return config.kind === 'command' ? [config.healthPath] : ADAPTERS[config.kind].readiness
+}
+
+/**
+ * SGLang's `--decode-log-interval` when the argv sets it (it refreshes its running gauge that
+ * often), else null.
+ * @example runningRefreshSteps(['python', '-m', 'sglang.launch_server', '--decode-log-interval', '10']) // 10
+ */
+export function runningRefreshSteps(argv: readonly string[] | null): number | null {
+  if (argv === null) return null
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string
+    const value = arg === '--decode-log-interval' ? argv[i + 1] : arg.startsWith('--decode-log-interval=') ? arg.split('=')[1] : undefined
+    const n = Number(value)
+    if (value !== undefined && Number.isInteger(n) && n > 0) return n
+  }
+  return null
 }
 
 /**

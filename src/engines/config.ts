@@ -74,8 +74,17 @@ export const EngineConfig = z.discriminatedUnion('kind', [
     ...launched,
     /** Parallel slots (`-np`); the context is divided among them. @default 1 */
     slots: z.int().min(1).default(1),
-    /** CPU threads (`-t`). @default 1 */
-    threads: z.int().min(1).default(1),
+    /**
+     * CPU threads (`-t`); null leaves llama.cpp's own default (its count of physical cores).
+     * @default null
+     */
+    threads: z.int().min(1).nullable().default(null),
+    /**
+     * Layers offloaded to the GPU (`-ngl`): 999 offloads every layer, 0 keeps the model on the CPU,
+     * null passes no `-ngl` (the build's own default, zero layers on older builds). A build
+     * without GPU support ignores it. @default 999
+     */
+    gpuLayers: z.int().min(0).nullable().default(999),
   }),
   z.object({ kind: z.literal('trtllm'), executable: z.string().default('trtllm-serve'), ...launched }),
   z.object({
@@ -137,6 +146,13 @@ export function resolveEngineConfig(input: unknown, source = 'engine'): Resolved
     throw new ServegateError('CONFIG_INVALID', `invalid engine config: ${issues.join('; ')}`)
   }
   const config = result.data
+  if (config.kind === 'llama-server' && config.model.path === undefined && config.model.revision !== null) {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `invalid engine config: ${source}.model.revision: llama-server loads a Hugging Face id with -hf <user>/<model>[:quant], ` +
+        'which takes no revision; download the GGUF and set model.path, or drop model.revision',
+    )
+  }
   if (config.kind === 'command' && config.model.path === undefined && config.argv.some((a) => a.includes('{modelPath}'))) {
     throw new ServegateError(
       'CONFIG_INVALID',

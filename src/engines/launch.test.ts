@@ -71,7 +71,8 @@ function fake(kind: 'vllm' | 'sglang' | 'llama-server' | 'trtllm', env: Record<s
     case 'sglang':
       return { kind, python: join(FAKES, 'python'), ...common }
     case 'llama-server':
-      return { kind, executable: join(FAKES, 'llama-server'), slots: 2, ...common }
+      // llama-server's -hf takes no revision.
+      return { kind, executable: join(FAKES, 'llama-server'), slots: 2, ...common, model: { id: 'fake/model-7b' } }
     case 'trtllm':
       return { kind, executable: join(FAKES, 'trtllm-serve'), ...common }
   }
@@ -86,15 +87,19 @@ describe('each launched adapter against its fake executable', () => {
     ],
     [
       'sglang',
-      { value: '0.5.3', source: 'GET /get_server_info' },
+      { value: '0.5.3', source: 'GET /server_info' },
       ['-m', 'sglang.launch_server', '--model-path', 'fake/model-7b', '--tp-size', '1', '--enable-metrics'],
     ],
     [
       'llama-server',
       { value: 'b6543-d8cfd8d1', source: 'GET /props' },
-      ['-m', 'fake/model-7b', '--alias', 'fake/model-7b', '-np', '2', '-t', '1', '--metrics'],
+      ['-hf', 'fake/model-7b', '--alias', 'fake/model-7b', '-np', '2', '-ngl', '999', '--metrics'],
     ],
-    ['trtllm', { value: '1.0.0', source: 'GET /version' }, ['fake/model-7b', '--host', '127.0.0.1', '--tp_size', '1']],
+    [
+      'trtllm',
+      { value: '1.3.0', source: 'GET /version' },
+      ['fake/model-7b', '--host', '127.0.0.1', '--revision', 'abc123', '--tp_size', '1', '--extra_llm_api_options'],
+    ],
   ] as const)('%s: launches, measures a cell, reports its manifest, and leaves no process behind', async (kind, version, argvPart) => {
     const pids = await pidfile()
     const record = await runEngineCell(testEnv, fake(kind, { FAKE_ENGINE_PIDFILE: pids }), cell)
@@ -108,7 +113,7 @@ describe('each launched adapter against its fake executable', () => {
     for (const part of argvPart) expect(m.engine.argv).toContain(part)
     expect(m.model).toMatchObject({
       id: 'fake/model-7b',
-      revision: 'abc123',
+      revision: kind === 'llama-server' ? null : 'abc123',
       fingerprint: { value: null, reason: expect.stringMatching(/no local path/) },
     })
     expect(m.gpus).toEqual({ status: 'absent', reason: 'test: no GPU probe' })

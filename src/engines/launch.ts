@@ -1,5 +1,5 @@
 import { constants } from 'node:fs'
-import { access } from 'node:fs/promises'
+import { access, mkdir, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { delimiter, isAbsolute, join } from 'node:path'
 import { execa } from 'execa'
@@ -214,7 +214,11 @@ export async function launchEngine(
 
   const port = config.port === 0 ? await freePort() : config.port
   const origin = `http://127.0.0.1:${port}`
-  const argv = ADAPTERS[config.kind].argv(config, port)
+  const adapter = ADAPTERS[config.kind]
+  const stamp = new Date().toISOString().replace(/[-:.]/g, '')
+  const logDir = config.logDir ?? context.logDir
+  const paths = await writeEngineFiles(config, logDir, `${config.kind}-${stamp}-${port}`)
+  const argv = adapter.argv(config, port, paths)
   const env = engineEnv(config)
   registerEngineSecrets(config, env)
   const executable = argv[0] as string
@@ -225,11 +229,10 @@ export async function launchEngine(
       `engine ${config.kind}: ${executable} is not an executable on the engine's PATH; install it or set engine.${field} to its path`,
     )
   }
-  const stamp = new Date().toISOString().replace(/[-:.]/g, '')
   const proc = await spawnEngine({
     argv,
     env,
-    logPath: join(config.logDir ?? context.logDir, `${config.kind}-${stamp}-${port}.log`),
+    logPath: join(logDir, `${config.kind}-${stamp}-${port}.log`),
     graceMs: config.shutdownGraceMs,
   })
   try {
@@ -259,12 +262,12 @@ export async function launchEngine(
       host: hostFacts(),
       harness,
     }
-    const metricsPath = ADAPTERS[config.kind].metricsPath
+    const metricsPath = adapter.metricsPath
     let teardown: Promise<EngineTeardown> | null = null
     return {
       kind: config.kind,
       baseUrl: origin,
-      model: config.model.id,
+      model: adapter.servedModel(config),
       manifest,
       metricsUrl: metricsPath === null ? null : `${origin}${metricsPath}`,
       process: proc,
@@ -285,6 +288,19 @@ export async function launchEngine(
     await tearDown(config.kind, port, proc)
     throw error
   }
+}
+
+/** Writes the files the adapter asks for beside the engine's log (`<prefix>-<name>`); their paths by name. */
+async function writeEngineFiles(config: LaunchedConfig, dir: string, prefix: string): Promise<Record<string, string>> {
+  const files = (await ADAPTERS[config.kind].files?.(config)) ?? {}
+  const paths: Record<string, string> = {}
+  if (Object.keys(files).length > 0) await mkdir(dir, { recursive: true })
+  for (const [name, content] of Object.entries(files)) {
+    const path = join(dir, `${prefix}-${name}`)
+    await writeFile(path, content)
+    paths[name] = path
+  }
+  return paths
 }
 
 function finding(kind: string, s: TeardownSurvivor): string {
@@ -338,9 +354,10 @@ async function connectExternal(
   gpuFacts: GpuFactsProbe,
 ): Promise<RunningEngine> {
   const { origin } = parseBaseUrl(config.baseUrl)
-  let version: Fact = absent('no version endpoint answered (tried GET /version, /get_server_info, /props)')
+  let version: Fact = absent('no version endpoint answered (tried GET /version, /server_info, /get_server_info, /props)')
   for (const [path, key] of [
     ['/version', 'version'],
+    ['/server_info', 'version'],
     ['/get_server_info', 'version'],
     ['/props', 'build_info'],
   ] as const) {

@@ -1,3 +1,4 @@
+import { runningRefreshSteps } from '../engines/adapters.ts'
 import type { RunningEngine } from '../engines/launch.ts'
 import type { CellTelemetry, EngineKind } from '../schema/telemetry.ts'
 import type { RequestRecord, RunRecord } from '../schema/run.ts'
@@ -83,7 +84,13 @@ export function startTelemetry(engine: RunningEngine, concurrency: number, optio
             {
               status: 'ok',
               occupancy,
-              concurrency: record.plan.arrival === null ? reachedConcurrency(occupancy, record.plan.concurrency) : null,
+              concurrency:
+                record.plan.arrival === null
+                  ? reachedConcurrency(occupancy, record.plan.concurrency, {
+                      outputTokensP50: record.metrics.distributions.completionTokens.p50,
+                      runningRefreshSteps: runningRefreshSteps(engine.manifest.engine.argv),
+                    })
+                  : null,
             }
       let agreement: CellTelemetry['timingAgreement']
       if (engine.kind === 'llama-server') {

@@ -1,5 +1,5 @@
-/** Which engine's Prometheus names the sim's `/metrics` and version endpoint imitate. */
-export type MetricsDialect = 'vllm' | 'sglang' | 'llama-server'
+/** Which engine's Prometheus names the sim's metrics endpoint and version endpoint imitate. */
+export type MetricsDialect = 'vllm' | 'sglang' | 'llama-server' | 'trtllm'
 
 export interface SimCounters {
   running: number
@@ -23,7 +23,17 @@ export interface SimTimings {
   decodeSecondsSum: number
 }
 
-const NAMES: Record<MetricsDialect, Record<keyof SimCounters, [name: string, type: 'gauge' | 'counter', help: string]>> = {
+/** What a dialect's endpoint serves beyond its names: TensorRT-LLM's release line and options. */
+export interface DialectShape {
+  /** The engine version the sim reports; TensorRT-LLM's metric names depend on it. */
+  version: string
+  /** TensorRT-LLM `enable_iter_perf_stats`: the running/waiting/KV gauges. @default true */
+  iterationStats?: boolean
+}
+
+type Row = [name: string, type: 'gauge' | 'counter', help: string]
+
+const NAMES: Record<Exclude<MetricsDialect, 'trtllm'>, Partial<Record<keyof SimCounters, Row>>> = {
   vllm: {
     running: ['vllm:num_requests_running', 'gauge', 'Number of requests in model execution batches.'],
     waiting: ['vllm:num_requests_waiting', 'gauge', 'Number of requests waiting to be processed.'],
@@ -32,21 +42,23 @@ const NAMES: Record<MetricsDialect, Record<keyof SimCounters, [name: string, typ
     generationTokens: ['vllm:generation_tokens_total', 'counter', 'Number of generation tokens processed.'],
     requestsFinished: ['vllm:request_success_total', 'counter', 'Count of successfully processed requests.'],
   },
+  // SGLang 0.5.x: scheduler gauges (refreshed by the caller the way SGLang refreshes them) and
+  // tokenizer counters, all labelled model_name (see ../../../shared/reference/wild/metrics/sglang.prom).
   sglang: {
-    running: ['sglang:num_running_reqs', 'gauge', 'The number of running requests.'],
-    waiting: ['sglang:num_queue_reqs', 'gauge', 'The number of requests in the waiting queue.'],
-    kvUsage: ['sglang:token_usage', 'gauge', 'The token usage.'],
+    running: ['sglang:num_running_reqs', 'gauge', 'The number of running requests'],
+    waiting: ['sglang:num_queue_reqs', 'gauge', 'The number of requests in the waiting queue'],
+    kvUsage: ['sglang:token_usage', 'gauge', 'The token usage'],
     promptTokens: ['sglang:prompt_tokens_total', 'counter', 'Number of prefill tokens processed.'],
     generationTokens: ['sglang:generation_tokens_total', 'counter', 'Number of generation tokens processed.'],
     requestsFinished: ['sglang:num_requests_total', 'counter', 'Number of requests processed.'],
   },
+  // Current llama.cpp (2025–2026): no KV-usage gauge, removed in PR #13660. The requests counter
+  // the sim keeps is not one llama-server exports, so it is left out.
   'llama-server': {
-    running: ['llamacpp:requests_processing', 'gauge', 'Number of requests processing.'],
-    waiting: ['llamacpp:requests_deferred', 'gauge', 'Number of requests deferred.'],
-    kvUsage: ['llamacpp:kv_cache_usage_ratio', 'gauge', 'KV-cache usage. 1 means 100 percent usage.'],
     promptTokens: ['llamacpp:prompt_tokens_total', 'counter', 'Number of prompt tokens processed.'],
     generationTokens: ['llamacpp:tokens_predicted_total', 'counter', 'Number of generation tokens processed.'],
-    requestsFinished: ['llamacpp:n_decode_total', 'counter', 'Total number of llama_decode() calls'],
+    running: ['llamacpp:requests_processing', 'gauge', 'Number of requests processing.'],
+    waiting: ['llamacpp:requests_deferred', 'gauge', 'Number of requests deferred.'],
   },
 }
 
@@ -61,8 +73,89 @@ function histogram(name: string, help: string, labels: string, count: number, su
   ]
 }
 
-/** The engine's timing metrics: vLLM's histograms, llama.cpp's second counters. */
-function timingLines(dialect: MetricsDialect, labels: string, t: SimTimings): string[] {
+function sample(name: string, type: 'gauge' | 'counter', help: string, labels: string, value: number): string[] {
+  return [`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, `${name}${labels} ${value}`]
+}
+
+/** `{model_name="…"}` with Prometheus escaping; extra labels first. */
+function labelSet(model: string, extra: Record<string, string> = {}): string {
+  const escaped = model.replaceAll('\\', '\\\\').replaceAll('"', '\\"')
+  const parts = [...Object.entries(extra).map(([k, v]) => `${k}="${v}"`), `model_name="${escaped}"`]
+  return `{${parts.join(',')}}`
+}
+
+/** Whether a TensorRT-LLM version is of the 1.3 line or later (the `trtllm_` names). */
+export function trtllmPrefixed(version: string): boolean {
+  const m = /^(\d+)\.(\d+)/.exec(version)
+  if (m === null) return true
+  const [major, minor] = [Number(m[1]), Number(m[2])]
+  return major > 1 || (major === 1 && minor >= 3)
+}
+
+/**
+ * TensorRT-LLM's `/prometheus/metrics`: up to 1.2 five unprefixed request series labelled
+ * `engine_type="undefined",model_name="undefined"` (as in the wild trtllm.prom); from 1.3 the
+ * `trtllm_` names with iteration gauges (with `enable_iter_perf_stats`), prefill/decode
+ * histograms and token counters (tensorrt_llm/metrics/collector.py).
+ */
+function trtllmLines(c: SimCounters, t: SimTimings, shape: DialectShape): string[] {
+  const labels = '{engine_type="undefined",model_name="undefined"}'
+  const e2e = t.ttftSecondsSum + t.decodeSecondsSum
+  const queue = Math.max(0, t.ttftSecondsSum - t.prefillSecondsSum)
+  // Per-request decode time over its tokens, approximated with the mean output length.
+  const tpot = t.count === 0 ? 0 : t.decodeSecondsSum / Math.max(1, c.generationTokens / t.count)
+  if (!trtllmPrefixed(shape.version)) {
+    return [
+      ...sample('request_success_total', 'counter', 'Count of successfully processed requests.', labels, c.requestsFinished),
+      ...histogram('e2e_request_latency_seconds', 'Histogram of end to end request latency in seconds.', labels, t.count, e2e),
+      ...histogram('time_to_first_token_seconds', 'Histogram of time to first token in seconds.', labels, t.count, t.ttftSecondsSum),
+      ...histogram('time_per_output_token_seconds', 'Histogram of time per output token in seconds.', labels, t.count, tpot),
+      ...histogram('request_queue_time_seconds', 'Histogram of time spent in WAITING phase for request.', labels, t.count, queue),
+    ]
+  }
+  const p = 'trtllm_'
+  const iteration =
+    shape.iterationStats === false
+      ? []
+      : [
+          ...sample(`${p}num_requests_running`, 'gauge', 'Number of active requests', labels, c.running),
+          ...sample(`${p}num_requests_waiting`, 'gauge', 'Number of queued requests', labels, c.waiting),
+          ...sample(`${p}kv_cache_utilization`, 'gauge', 'KV cache utilization', labels, c.kvUsage),
+        ]
+  return [
+    ...sample(`${p}request_success_total`, 'counter', 'Count of successfully processed requests.', labels, c.requestsFinished),
+    ...histogram(`${p}e2e_request_latency_seconds`, 'Histogram of end to end request latency in seconds.', labels, t.count, e2e),
+    ...histogram(`${p}time_to_first_token_seconds`, 'Histogram of time to first token in seconds.', labels, t.count, t.ttftSecondsSum),
+    ...histogram(`${p}request_queue_time_seconds`, 'Histogram of time spent in WAITING phase for request.', labels, t.count, queue),
+    ...histogram(
+      `${p}request_prefill_time_seconds`,
+      'Histogram of prefill (context) phase duration in seconds.',
+      labels,
+      t.count,
+      t.prefillSecondsSum,
+    ),
+    ...histogram(
+      `${p}request_decode_time_seconds`,
+      'Histogram of decode (generation) phase duration in seconds.',
+      labels,
+      t.count,
+      t.decodeSecondsSum,
+    ),
+    ...sample(`${p}prompt_tokens_total`, 'counter', 'Cumulative number of prompt (input) tokens processed.', labels, c.promptTokens),
+    ...sample(
+      `${p}generation_tokens_total`,
+      'counter',
+      'Cumulative number of generation (output) tokens produced.',
+      labels,
+      c.generationTokens,
+    ),
+    ...iteration,
+  ]
+}
+
+/** The engine's timing metrics: vLLM's histograms, SGLang's request and stage histograms, llama.cpp's second counters. */
+function timingLines(dialect: MetricsDialect, model: string, t: SimTimings): string[] {
+  const labels = labelSet(model)
   if (dialect === 'vllm') {
     return [
       ...histogram('vllm:time_to_first_token_seconds', 'Histogram of time to first token in seconds.', labels, t.count, t.ttftSecondsSum),
@@ -80,6 +173,29 @@ function timingLines(dialect: MetricsDialect, labels: string, t: SimTimings): st
         t.count,
         t.decodeSecondsSum,
       ),
+    ]
+  }
+  if (dialect === 'sglang') {
+    // SGLang 0.5.x observes per-stage latency only for the stages marked metrics_is_observed:
+    // prefill_forward and request_process here; decode_loop is a tracing span, never exported.
+    const stage = (name: string, sum: number): string[] => [
+      `sglang:per_stage_req_latency_seconds_bucket${labelSet(model, { stage: name }).slice(0, -1)},le="+Inf"} ${t.count}`,
+      `sglang:per_stage_req_latency_seconds_sum${labelSet(model, { stage: name })} ${sum}`,
+      `sglang:per_stage_req_latency_seconds_count${labelSet(model, { stage: name })} ${t.count}`,
+    ]
+    return [
+      ...histogram('sglang:time_to_first_token_seconds', 'Histogram of time to first token in seconds.', labels, t.count, t.ttftSecondsSum),
+      ...histogram(
+        'sglang:e2e_request_latency_seconds',
+        'Histogram of End-to-end request latency in seconds',
+        labels,
+        t.count,
+        t.ttftSecondsSum + t.decodeSecondsSum,
+      ),
+      '# HELP sglang:per_stage_req_latency_seconds The latency of each stage of requests.',
+      '# TYPE sglang:per_stage_req_latency_seconds histogram',
+      ...stage('prefill_forward', t.prefillSecondsSum),
+      ...stage('request_process', 0.0001 * t.count),
     ]
   }
   if (dialect === 'llama-server') {
@@ -101,20 +217,26 @@ export function renderMetrics(
   model: string,
   c: SimCounters,
   t: SimTimings = { count: 0, ttftSecondsSum: 0, prefillSecondsSum: 0, decodeSecondsSum: 0 },
+  shape: DialectShape = { version: '1.3.0' },
 ): string {
-  const labels = dialect === 'llama-server' ? '' : `{model_name="${model.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"}`
+  if (dialect === 'trtllm') return `${trtllmLines(c, t, shape).join('\n')}\n`
+  const labels = dialect === 'llama-server' ? '' : labelSet(model)
   const lines: string[] = []
-  for (const key of Object.keys(NAMES[dialect]) as Array<keyof SimCounters>) {
-    const [name, type, help] = NAMES[dialect][key]
-    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, `${name}${labels} ${c[key]}`)
+  for (const [key, row] of Object.entries(NAMES[dialect]) as Array<[keyof SimCounters, Row]>) {
+    lines.push(...sample(row[0], row[1], row[2], labels, c[key]))
   }
-  lines.push(...timingLines(dialect, labels, t))
+  lines.push(...timingLines(dialect, model, t))
   return `${lines.join('\n')}\n`
 }
 
-/** The engine's own version endpoint, as the dialect's engine answers it. */
-export function versionRoute(dialect: MetricsDialect, version: string): { path: string; body: Record<string, unknown> } {
-  if (dialect === 'sglang') return { path: '/get_server_info', body: { version, model_path: 'sim', tp_size: 1 } }
-  if (dialect === 'llama-server') return { path: '/props', body: { build_info: version, total_slots: 1 } }
-  return { path: '/version', body: { version } }
+/** Where the dialect's engine serves Prometheus text: TensorRT-LLM under `/prometheus/metrics`. */
+export function metricsRoute(dialect: MetricsDialect): string {
+  return dialect === 'trtllm' ? '/prometheus/metrics' : '/metrics'
+}
+
+/** The engine's own version endpoint, as the dialect's engine answers it (SGLang: `/server_info`, alias `/get_server_info`). */
+export function versionRoutes(dialect: MetricsDialect, version: string): { paths: string[]; body: Record<string, unknown> } {
+  if (dialect === 'sglang') return { paths: ['/server_info', '/get_server_info'], body: { version, model_path: 'sim', tp_size: 1 } }
+  if (dialect === 'llama-server') return { paths: ['/props'], body: { build_info: version, total_slots: 1 } }
+  return { paths: ['/version'], body: { version } }
 }

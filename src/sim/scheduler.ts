@@ -33,6 +33,14 @@ export interface Engine {
   close(): void
 }
 
+/** Observers of the scheduler's events (the sim's SGLang gauges refresh on them). */
+export interface EngineHooks {
+  /** A job finished its prefill and is about to join the batch, which now holds `running` jobs. */
+  onPrefill?(running: number): void
+  /** Decode step number `step` (from 1) ended; `batchSize` jobs ran in it. */
+  onStep?(step: number, batchSize: number): void
+}
+
 type Timing = Pick<ResolvedSimOptions, 'prefillTokPerS' | 'decodeTokPerS' | 'batchSlowdown' | 'maxBatch' | 'kvBudgetTokens'>
 
 /**
@@ -49,7 +57,7 @@ type Timing = Pick<ResolvedSimOptions, 'prefillTokPerS' | 'decodeTokPerS' | 'bat
  * held for exactly one step per output token while the prefills of one boundary fit in a step
  * (see `simCapacity`), which makes the saturation rate computable.
  */
-export function createEngine(timing: Timing, now: () => number = () => performance.now()): Engine {
+export function createEngine(timing: Timing, now: () => number = () => performance.now(), hooks: EngineHooks = {}): Engine {
   const prefillQueue: EngineJob[] = []
   let prefilling: EngineJob | null = null
   let prefillTimer: NodeJS.Timeout | null = null
@@ -59,6 +67,7 @@ export function createEngine(timing: Timing, now: () => number = () => performan
   const batch = new Set<EngineJob>()
   const joining = new Set<EngineJob>()
   let stepTimer: NodeJS.Timeout | null = null
+  let steps = 0
   let stepEndsAt = 0
   let maxRunning = 0
   let closed = false
@@ -106,6 +115,7 @@ export function createEngine(timing: Timing, now: () => number = () => performan
     prefilling = null
     prefillTimer = null
     laneFreeAt = prefillEndsAt
+    if (job) hooks.onPrefill?.(batch.size)
     if (job && job.step()) join(job)
     else if (job) release(job)
     startPrefill()
@@ -132,6 +142,8 @@ export function createEngine(timing: Timing, now: () => number = () => performan
 
   function endStep(): void {
     stepTimer = null
+    steps++
+    hooks.onStep?.(steps, batch.size)
     for (const job of batch) {
       if (closed) return
       if (!job.step()) {

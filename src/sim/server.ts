@@ -6,7 +6,7 @@ import { createEngine } from './scheduler.ts'
 import { createFaultPlan } from './faults.ts'
 import { FAULT_KINDS, resolveSimOptions, type FaultKind, type ResolvedSimOptions, type SimOptions } from './sim-options.ts'
 import { mixSeed } from '../random.ts'
-import { renderMetrics, versionRoute } from './metrics.ts'
+import { metricsRoute, renderMetrics, type SimCounters, versionRoutes } from './metrics.ts'
 import { parseCompletionRequest, parseTokenizeRequest, type SimRequest } from './request-body.ts'
 import { errorBody, type SimApi } from './chunks.ts'
 import { SimStream, type StreamPlan } from './sim-stream.ts'
@@ -51,7 +51,9 @@ const ROUTES: Record<string, { method: 'GET' | 'POST'; api?: SimApi }> = {
   '/health': { method: 'GET' },
   '/v1/models': { method: 'GET' },
   '/metrics': { method: 'GET' },
+  '/prometheus/metrics': { method: 'GET' },
   '/version': { method: 'GET' },
+  '/server_info': { method: 'GET' },
   '/get_server_info': { method: 'GET' },
   '/props': { method: 'GET' },
   '/tokenize': { method: 'POST' },
@@ -74,7 +76,26 @@ const ROUTES: Record<string, { method: 'GET' | 'POST'; api?: SimApi }> = {
  */
 export async function startSimServer(options: SimOptions = {}): Promise<SimServer> {
   const opts = resolveSimOptions(options)
-  const engine = createEngine(opts)
+  // SGLang's scheduler publishes its gauges at a prefill (counting the batch already decoding)
+  // and every --decode-log-interval decode steps; between those a scrape reads the last values.
+  const published = { running: 0, waiting: 0, kvUsage: 0 }
+  const publish = (running: number): void => {
+    published.running = running
+    published.waiting = Math.max(0, streams.size - engine.running())
+    published.kvUsage = kvUsageNow()
+  }
+  const hooks =
+    opts.dialect === 'sglang'
+      ? {
+          onPrefill: (running: number) => publish(running),
+          onStep: (step: number, batchSize: number) => {
+            if (step % opts.decodeLogInterval === 0) publish(batchSize)
+          },
+        }
+      : {}
+  const engine = createEngine(opts, undefined, hooks)
+  const kvUsageNow = (): number =>
+    opts.kvBudgetTokens === null ? Math.min(1, engine.running() / 64) : engine.reservedTokens() / opts.kvBudgetTokens
   const faultPlan = createFaultPlan(opts)
   const streams = new Set<SimStream>()
   const faultsInjected = Object.fromEntries(FAULT_KINDS.map((kind) => [kind, 0])) as Record<FaultKind, number>
@@ -111,16 +132,25 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
       res.writeHead(200, { 'content-length': 0 }).end()
       return
     }
-    if (path === '/metrics') {
+    if (path === '/metrics' || path === '/prometheus/metrics') {
+      // TensorRT-LLM mounts /prometheus/metrics only with return_perf_metrics; its /metrics is JSON iteration stats.
+      if (path !== metricsRoute(opts.dialect) || (opts.dialect === 'trtllm' && !opts.perfMetrics)) {
+        return opts.dialect === 'trtllm' && path === '/metrics' ? sendJson(res, 200, '[]') : sendError(res, 404, 'Not Found')
+      }
       const running = engine.running()
-      const kvUsage = opts.kvBudgetTokens === null ? Math.min(1, running / 64) : engine.reservedTokens() / opts.kvBudgetTokens
-      const counters = { running, waiting: streams.size - running, kvUsage, promptTokens, generationTokens, requestsFinished }
-      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(renderMetrics(opts.dialect, opts.model, counters, timings))
+      const gauges = opts.dialect === 'sglang' ? published : { running, waiting: streams.size - running, kvUsage: kvUsageNow() }
+      const counters: SimCounters = { ...gauges, promptTokens, generationTokens, requestsFinished }
+      const shape = { version: opts.version, iterationStats: opts.iterationStats }
+      res
+        .writeHead(200, { 'content-type': 'text/plain; version=0.0.4' })
+        .end(renderMetrics(opts.dialect, opts.model, counters, timings, shape))
       return
     }
-    const version = versionRoute(opts.dialect, opts.version)
-    if (path === version.path) return sendJson(res, 200, JSON.stringify(version.body))
-    if (path === '/version' || path === '/get_server_info' || path === '/props') return sendError(res, 404, 'Not Found')
+    const version = versionRoutes(opts.dialect, opts.version)
+    if (version.paths.includes(path)) return sendJson(res, 200, JSON.stringify(version.body))
+    if (path === '/version' || path === '/server_info' || path === '/get_server_info' || path === '/props') {
+      return sendError(res, 404, 'Not Found')
+    }
     if (path === '/v1/models') {
       const model = { id: opts.model, object: 'model', created: startedS, owned_by: 'servegate-sim', max_model_len: opts.maxModelLen }
       sendJson(res, 200, JSON.stringify({ object: 'list', data: [model] }))

@@ -96,10 +96,21 @@ export const SimOptions = z.strictObject({
   noTokenize: z.boolean().default(false),
   /** Ignore `ignore_eos` and `min_tokens`, as an engine that drops unknown fields does. @default false */
   ignoreOutputKnobs: z.boolean().default(false),
-  /** Whose Prometheus names `/metrics` uses and which version endpoint answers. @default 'vllm' */
-  dialect: z.enum(['vllm', 'sglang', 'llama-server']).default('vllm'),
-  /** The version the version endpoint reports. @default 'servegate-sim' */
+  /**
+   * Whose Prometheus names the metrics endpoint uses (`/metrics`; TensorRT-LLM's
+   * `/prometheus/metrics`) and which version endpoint answers. SGLang's running and waiting gauges
+   * are refreshed as SGLang refreshes them: at each prefill and every `decodeLogInterval` decode
+   * steps. @default 'vllm'
+   */
+  dialect: z.enum(['vllm', 'sglang', 'llama-server', 'trtllm']).default('vllm'),
+  /** The version the version endpoint reports; for `trtllm`, below 1.3 gives its unprefixed metric names. @default 'servegate-sim' */
   version: z.string().min(1).default('servegate-sim'),
+  /** TensorRT-LLM `return_perf_metrics`: without it `/prometheus/metrics` is not mounted (404). @default true */
+  perfMetrics: z.boolean().default(true),
+  /** TensorRT-LLM `enable_iter_perf_stats`: its running, waiting and KV gauges. @default true */
+  iterationStats: z.boolean().default(true),
+  /** SGLang `--decode-log-interval`: decode steps between refreshes of its gauges. @default 40 */
+  decodeLogInterval: z.int().positive().default(40),
 })
 /** Options as callers write them: every field optional. */
 export type SimOptions = z.input<typeof SimOptions>
@@ -129,8 +140,11 @@ const SIM_OPTION_FIXES: Readonly<Record<SimOptionName, string>> = {
   keepaliveMs: 'use an integer >= 1 (ms), or leave it unset for no keep-alives',
   crlf: 'use true or false',
   noTokenize: 'use true or false',
-  dialect: 'use vllm, sglang or llama-server',
+  dialect: 'use vllm, sglang, llama-server or trtllm',
   version: 'use a non-empty version string',
+  perfMetrics: 'use true or false',
+  iterationStats: 'use true or false',
+  decodeLogInterval: 'use an integer >= 1 (decode steps), e.g. 40',
   ignoreOutputKnobs: 'use true or false',
 }
 

@@ -46,6 +46,16 @@ export interface EngineMetricNames {
   queueSeconds: MetricSource
   promptTokens: MetricSource
   generationTokens: MetricSource
+  /**
+   * Values of the `model_name` label that name no model (TensorRT-LLM labels every series
+   * `model_name="undefined"`): such series are kept whatever model is served.
+   */
+  placeholderModelNames: readonly string[]
+  /**
+   * How often the engine refreshes its running-requests gauge, when not continuously: SGLang
+   * publishes `num_running_reqs` at a prefill and every `decodeSteps` decode steps only.
+   */
+  runningRefresh: { decodeSteps: number; flag: string; note: string } | null
   /** Labels, flags and version history. */
   notes: readonly string[]
 }
@@ -61,6 +71,8 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
   vllm: {
     metricsPath: '/metrics',
     rankLabel: 'engine',
+    placeholderModelNames: [],
+    runningRefresh: null,
     running: { name: 'vllm:num_requests_running', type: 'gauge' },
     waiting: { name: 'vllm:num_requests_waiting', type: 'gauge' },
     kvUsage: {
@@ -89,6 +101,14 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
   sglang: {
     metricsPath: '/metrics',
     rankLabel: 'dp_rank',
+    placeholderModelNames: [],
+    runningRefresh: {
+      decodeSteps: 40,
+      flag: '--decode-log-interval',
+      note:
+        'SGLang refreshes sglang:num_running_reqs only at a prefill (where it counts the requests already decoding, ' +
+        'not the batch being admitted) and every --decode-log-interval decode steps (scheduler_metrics_mixin.py)',
+    },
     running: { name: 'sglang:num_running_reqs', type: 'gauge' },
     waiting: { name: 'sglang:num_queue_reqs', type: 'gauge' },
     kvUsage: { name: 'sglang:token_usage', type: 'gauge', note: 'share of the KV token pool in use' },
@@ -96,11 +116,25 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
       name: 'sglang:per_stage_req_latency_seconds',
       type: 'histogram',
       match: { stage: 'prefill_forward' },
-      note: 'per-stage request latency; with chunked prefill the earlier chunks are stage="chunked_prefill"',
+      note:
+        'per-stage request latency, exported by releases with RequestStage (0.5.x line, late 2025); ' +
+        'the 2025 metric set of docs/references/production_metrics.md has no stage series; ' +
+        'with chunked prefill the earlier chunks are stage="chunked_prefill"',
     },
-    decodeSeconds: { name: 'sglang:per_stage_req_latency_seconds', type: 'histogram', match: { stage: 'decode_loop' } },
+    decodeSeconds: {
+      name: null,
+      reason:
+        'SGLang exports no per-request decode time: sglang:per_stage_req_latency_seconds observes only the stages marked ' +
+        'metrics_is_observed (request_process, prefill_forward, chunked_prefill and the disaggregation stages); ' +
+        'decode_loop and decode_forward are tracing spans only (RequestStage in req_time_stats.py, 0.5.x), ' +
+        'and releases before the stage histogram have no stage series at all',
+    },
     ttftSeconds: { name: 'sglang:time_to_first_token_seconds', type: 'histogram' },
-    queueSeconds: { name: 'sglang:queue_time_seconds', type: 'histogram' },
+    queueSeconds: {
+      name: 'sglang:queue_time_seconds',
+      type: 'histogram',
+      note: 'a scheduler histogram of the 0.5.x line; the 2025 metric set has only the avg_request_queue_latency gauge',
+    },
     promptTokens: { name: 'sglang:prompt_tokens_total', type: 'counter' },
     generationTokens: { name: 'sglang:generation_tokens_total', type: 'counter' },
     notes: [
@@ -109,11 +143,16 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
         'tokenizer-side metrics carry model_name only',
       'only TP rank 0 records scheduler metrics unless --enable-metrics-for-all-schedulers',
       'older releases (2024) labelled with name= instead of model_name=',
+      'num_running_reqs and num_queue_reqs are refreshed at each prefill (counting the requests already decoding) ' +
+        'and every --decode-log-interval decode steps (default 40), not continuously',
+      '/server_info (since 0.4.x) and its deprecated alias /get_server_info report the version',
     ],
   },
   'llama-server': {
     metricsPath: '/metrics',
     rankLabel: null,
+    placeholderModelNames: [],
+    runningRefresh: null,
     running: { name: 'llamacpp:requests_processing', type: 'gauge' },
     waiting: { name: 'llamacpp:requests_deferred', type: 'gauge' },
     kvUsage: {
@@ -142,19 +181,66 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
   trtllm: {
     metricsPath: '/prometheus/metrics',
     rankLabel: null,
-    running: { name: 'trtllm_num_requests_running', type: 'gauge', note: 'iteration stats: needs enable_iter_perf_stats' },
-    waiting: { name: 'trtllm_num_requests_waiting', type: 'gauge', note: 'iteration stats: needs enable_iter_perf_stats' },
-    kvUsage: { name: 'trtllm_kv_cache_utilization', type: 'gauge', note: 'usedNumBlocks / maxNumBlocks; iteration stats' },
-    prefillSeconds: { name: 'trtllm_request_prefill_time_seconds', type: 'histogram', note: 'first scheduled → first token' },
-    decodeSeconds: { name: 'trtllm_request_decode_time_seconds', type: 'histogram', note: 'first → last token' },
-    ttftSeconds: { name: 'trtllm_time_to_first_token_seconds', type: 'histogram' },
-    queueSeconds: { name: 'trtllm_request_queue_time_seconds', type: 'histogram' },
-    promptTokens: { name: 'trtllm_prompt_tokens_total', type: 'counter' },
-    generationTokens: { name: 'trtllm_generation_tokens_total', type: 'counter' },
+    // Every release so far labels its series model_name="undefined" (OpenAIServer builds its
+    // MetricsCollector with that placeholder), so the served name cannot select them.
+    placeholderModelNames: ['undefined'],
+    runningRefresh: null,
+    running: {
+      name: 'trtllm_num_requests_running',
+      type: 'gauge',
+      note: 'an iteration-stats gauge of the 1.3 line, needs enable_iter_perf_stats: true; releases up to 1.2 export no running gauge',
+    },
+    waiting: {
+      name: 'trtllm_num_requests_waiting',
+      type: 'gauge',
+      note: 'an iteration-stats gauge of the 1.3 line, needs enable_iter_perf_stats: true; releases up to 1.2 export no waiting gauge',
+    },
+    kvUsage: {
+      name: 'trtllm_kv_cache_utilization',
+      type: 'gauge',
+      note: 'usedNumBlocks / maxNumBlocks, an iteration-stats gauge of the 1.3 line; releases up to 1.2 export none',
+    },
+    prefillSeconds: {
+      name: 'trtllm_request_prefill_time_seconds',
+      type: 'histogram',
+      note: 'first scheduled → first token, 1.3 line; releases up to 1.2 export no prefill histogram',
+    },
+    decodeSeconds: {
+      name: 'trtllm_request_decode_time_seconds',
+      type: 'histogram',
+      note: 'first → last token, 1.3 line; releases up to 1.2 export no decode histogram',
+    },
+    ttftSeconds: {
+      name: 'trtllm_time_to_first_token_seconds',
+      type: 'histogram',
+      fallbacks: ['time_to_first_token_seconds'],
+      note: 'trtllm_-prefixed from the 1.3 line; releases up to 1.2 name it time_to_first_token_seconds',
+    },
+    queueSeconds: {
+      name: 'trtllm_request_queue_time_seconds',
+      type: 'histogram',
+      fallbacks: ['request_queue_time_seconds'],
+      note: 'trtllm_-prefixed from the 1.3 line; releases up to 1.2 name it request_queue_time_seconds',
+    },
+    promptTokens: {
+      name: 'trtllm_prompt_tokens_total',
+      type: 'counter',
+      note: 'a counter of the 1.3 line; releases up to 1.2 count no tokens',
+    },
+    generationTokens: {
+      name: 'trtllm_generation_tokens_total',
+      type: 'counter',
+      note: 'a counter of the 1.3 line; releases up to 1.2 count no tokens',
+    },
     notes: [
-      'trtllm-serve serves Prometheus text at /prometheus/metrics since PR #5785 ' +
-        '(2025; first releases had request histograms only, without the trtllm_ prefix); its /metrics is JSON iteration stats',
-      'labels: model_name, engine_type',
+      'trtllm-serve mounts Prometheus text at /prometheus/metrics only with return_perf_metrics: true in its ' +
+        '--extra_llm_api_options YAML (also --config from 1.1); its /metrics is JSON iteration stats. ' +
+        'The running/waiting/KV gauges also need enable_iter_perf_stats: true (PyTorch backend)',
+      'up to 1.2: five unprefixed series only (request_success_total, e2e_request_latency_seconds, ' +
+        'time_to_first_token_seconds, time_per_output_token_seconds, request_queue_time_seconds); ' +
+        'from 1.3: the trtllm_ prefix, iteration gauges, prefill/decode histograms and token counters (metrics/collector.py)',
+      'labels: model_name="undefined", engine_type="undefined" (a placeholder, not the served name)',
+      'a model launched from a local directory is served under the directory name: trtllm-serve has no option to rename it',
     ],
   },
 }
@@ -182,17 +268,30 @@ export interface EngineReading {
   generationTokens: number | null
 }
 
-function matches(sample: ExpositionSample, name: string, match: MetricRef['match'], modelName: string | undefined): boolean {
+function matches(
+  sample: ExpositionSample,
+  name: string,
+  match: MetricRef['match'],
+  modelName: string | undefined,
+  placeholders: readonly string[],
+): boolean {
   if (sample.name !== name) return false
-  if (modelName !== undefined && sample.labels.model_name !== undefined && sample.labels.model_name !== modelName) return false
+  const label = sample.labels.model_name
+  if (modelName !== undefined && label !== undefined && label !== modelName && !placeholders.includes(label)) return false
   for (const [k, v] of Object.entries(match ?? {})) if (sample.labels[k] !== v) return false
   return true
 }
 
 /** The series of a metric (its first exposed name, fallbacks included), finite values only. */
-function series(exposition: Exposition, ref: MetricRef, suffix: string, modelName: string | undefined): ExpositionSample[] | null {
+function series(
+  exposition: Exposition,
+  ref: MetricRef,
+  suffix: string,
+  modelName: string | undefined,
+  placeholders: readonly string[],
+): ExpositionSample[] | null {
   for (const name of [ref.name, ...(ref.fallbacks ?? [])]) {
-    const found = exposition.samples.filter((s) => matches(s, name + suffix, ref.match, modelName))
+    const found = exposition.samples.filter((s) => matches(s, name + suffix, ref.match, modelName, placeholders))
     if (found.length > 0) return found.filter((s) => Number.isFinite(s.value))
   }
   return null
@@ -215,12 +314,13 @@ function occupancy(found: readonly ExpositionSample[] | null, rankLabel: string 
 
 /**
  * Reduces one parsed scrape to running, waiting, KV usage, timing totals and token counters.
- * Pure. `modelName` keeps series whose `model_name` label is that name (or that have none).
+ * Pure. `modelName` keeps series whose `model_name` label is that name (or that have none, or the
+ * engine's placeholder such as TensorRT-LLM's `"undefined"`).
  */
 export function readEngineMetrics(exposition: Exposition, kind: EngineKind, modelName?: string): EngineReading {
   const names = ENGINE_METRIC_NAMES[kind]
   const get = (source: MetricSource, suffix = ''): ExpositionSample[] | null =>
-    source.name === null ? null : series(exposition, source, suffix, modelName)
+    source.name === null ? null : series(exposition, source, suffix, modelName, names.placeholderModelNames)
   const timing = (key: TimingKey): EngineReading['timings'][TimingKey] => {
     const source = names[TIMING_SOURCES[key]] as MetricSource
     if (source.name === null) return null
@@ -457,12 +557,22 @@ export function startMetricsScraper(options: MetricsScraperOptions): MetricsScra
 /** Below this many scrapes a running count under the requested concurrency may just be a missed peak. */
 const MIN_SCRAPES_FOR_NOT_REACHED = 3
 
+/** What the cell itself knows that bears on reading the running gauge. */
+export interface ConcurrencyContext {
+  /** Median output tokens of the cell's ok requests, or null when none finished. */
+  outputTokensP50?: number | null
+  /** The engine's refresh interval of its running gauge when set on its command line (SGLang's `--decode-log-interval`). */
+  runningRefreshSteps?: number | null
+}
+
 /**
  * Whether the engine ran `requested` requests at once at some scrape. Pure. `reached` is null when
- * the engine does not report running requests or too few scrapes succeeded to say it never did.
+ * the engine does not report running requests, too few scrapes succeeded to say it never did, or
+ * (SGLang) the requests were too short for its running gauge, refreshed every N decode steps, to
+ * see them.
  * @example reachedConcurrency(occupancy, 8) // { requested: 8, runningMax: 4, reached: false, reason: '… up to 4 waited in its queue …' }
  */
-export function reachedConcurrency(occupancy: EngineOccupancy, requested: number): ConcurrencyCheck {
+export function reachedConcurrency(occupancy: EngineOccupancy, requested: number, context: ConcurrencyContext = {}): ConcurrencyCheck {
   const { runningMax, waitingMax, scrapes, intervalMs } = occupancy
   if (!(Number.isInteger(requested) && requested > 0))
     throw new TypeError(`reachedConcurrency: requested must be a positive integer, got ${requested}`)
@@ -486,15 +596,32 @@ export function reachedConcurrency(occupancy: EngineOccupancy, requested: number
       reason: `only ${scrapes} successful scrape(s): a peak of ${requested} may have fallen between them`,
     }
   }
+  const refresh = ENGINE_METRIC_NAMES[occupancy.kind].runningRefresh
+  if (refresh !== null) {
+    const steps = context.runningRefreshSteps ?? refresh.decodeSteps
+    const output = context.outputTokensP50 ?? null
+    if (output === null || output < steps) {
+      const size = output === null ? 'no finished request told their output length' : `the median request generated ${output} tokens`
+      return {
+        requested,
+        runningMax,
+        reached: null,
+        reason:
+          `not observable for outputs under ${steps} tokens: ${refresh.note}, every ${steps} here; ` +
+          `${size}, so a request can start and finish between two refreshes (the gauge read at most ${runningMax} of ${requested})`,
+      }
+    }
+  }
   const why =
     waitingMax !== null && waitingMax > 0
       ? `up to ${waitingMax} waited in its queue: ` +
         'its batch limit (max-num-seqs, max-running-requests, --parallel slots…) is below the requested concurrency'
       : 'none waited in its queue: the client did not keep the requests in flight, or the peaks fell between scrapes'
+  const stale = refresh === null ? '' : `; ${refresh.note}, so short peaks may go unseen`
   return {
     requested,
     runningMax,
     reached: false,
-    reason: `the engine ran at most ${runningMax} of ${requested} requests at once over ${scrapes} scrapes every ${intervalMs} ms; ${why}`,
+    reason: `the engine ran at most ${runningMax} of ${requested} requests at once over ${scrapes} scrapes every ${intervalMs} ms; ${why}${stale}`,
   }
 }
