@@ -65,10 +65,14 @@ describe('servegate import', () => {
     const last = join(dir, 'sglang-last.json')
     const first = join(dir, 'sglang-first.json')
     const r2 = await cli(['import', SGLANG, '--from', 'sglang', '--out', last])
-    expect(r2.stdout).toBe(`imported sglang.bench-serving from ${SGLANG}: per-request: 5 requests, 4 ok, 1 failed; wrote ${last}\n`)
+    expect(r2.stdout).toBe(
+      `imported sglang.bench-serving from ${SGLANG} line 2 (the last of 2 runs; --line N picks another, --all imports each): ` +
+        `per-request: 5 requests, 4 ok, 1 failed; wrote ${last}\n`,
+    )
     const r1 = await cli(['import', SGLANG, '--from', 'sglang', '--line', '1', '--model', 'Qwen/Qwen3-8B', '--out', first])
     expect(r1.stdout).toBe(
-      `imported sglang.bench-serving from ${SGLANG} line 1: summary-only (no per-request data; 10 completed, 0 failed); wrote ${first}\n`,
+      `imported sglang.bench-serving from ${SGLANG} line 1 (of 2 runs; --line N picks another, --all imports each): ` +
+        `summary-only (no per-request data; 10 completed, failed unknown); wrote ${first}\n`,
     )
     expect((await readRecord(first)).plan.model).toBe('Qwen/Qwen3-8B')
     expect((await readRecord(last)).failures).toEqual({ HTTP_STATUS: 1 })
@@ -115,12 +119,12 @@ describe('bad import input gets one line', () => {
     [
       ['import', VLLM_DETAILED, '--out', 'x.json'],
       2,
-      /^servegate: --from is required; pass --from with one of auto, vllm, sglang, anvil\n$/,
+      /^servegate: --from is required; pass --from with one of auto, vllm, sglang, anvil, aiperf, guidellm, llmperf\n$/,
     ],
     [
       ['import', VLLM_DETAILED, '--from', 'tgi', '--out', 'x.json'],
       2,
-      /^servegate: --from: "tgi" is not valid; pass one of auto, vllm, sglang, anvil\n$/,
+      /^servegate: --from: "tgi" is not valid; pass one of auto, vllm, sglang, anvil, aiperf, guidellm, llmperf\n$/,
     ],
     [
       ['import', VLLM_DETAILED, '--from', 'vllm'],

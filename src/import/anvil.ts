@@ -3,7 +3,16 @@ import { ERROR_CODES, type ErrorCode, sanitizeMessage } from '../errors.ts'
 import { importedWorkload, NO_REQUEST_CHECKS } from './common.ts'
 import { computeCellMetrics, countFailures } from '../metrics/cell-metrics.ts'
 import { METHODOLOGY } from '../metrics/methodology.ts'
-import { CompletionTokenSource, RUN_SCHEMA_ID, type RequestRecord, type RunRecord } from '../schema/run.ts'
+import {
+  type Calibration,
+  type CanaryCheck,
+  CompletionTokenSource,
+  RUN_SCHEMA_ID,
+  type RequestRecord,
+  type RunRecord,
+  type SamplingEntry,
+  type WorkloadPlan,
+} from '../schema/run.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 
 /** Schema id of the peer harness format servegate imports. */
@@ -19,6 +28,8 @@ const AnvilTiming = z.looseObject({
   e2e_ms: num,
   generation_ms: num,
   tpot_ms: num,
+  mean_time_per_output_token_ms: num,
+  mean_inter_token_latency_ms: num,
   decode_tok_s: num,
   effective_prefill_tok_s: num,
   prompt_tokens: z.int().nullable().optional(),
@@ -26,7 +37,25 @@ const AnvilTiming = z.looseObject({
   output_token_source: CompletionTokenSource.nullable().optional(),
   reasoning_chunks: z.int().nullable().optional(),
   content_chunks: z.int().nullable().optional(),
-  request_canary: z.looseObject({ passed: z.boolean() }).nullable().optional(),
+  request_canary: z
+    .looseObject({
+      passed: z.boolean(),
+      marker: z.string().optional(),
+      marker_at_start: z.boolean().optional(),
+      foreign_marker_count: z.int().nonnegative().optional(),
+      capture_complete: z.boolean().optional(),
+    })
+    .nullable()
+    .optional(),
+})
+
+const SamplingValue = z.union([z.string(), z.number(), z.boolean()]).nullable().optional()
+
+/** anvil's record of one sampling parameter: asked for, sent or not, in effect on the request. */
+const AnvilSampling = z.looseObject({
+  requested: SamplingValue,
+  sent: z.boolean().optional(),
+  effective_request: SamplingValue,
 })
 
 const AnvilFailure = z.looseObject({
@@ -53,6 +82,13 @@ export const AnvilRun = z.looseObject({
   started_at: z.string(),
   finished_at: z.string(),
   wall_clock_ms: z.number().nonnegative(),
+  request_canaries: z.boolean().nullable().optional(),
+  controlled_output_policy: z.string().nullable().optional(),
+  response_words: z.int().nonnegative().nullable().optional(),
+  prompt_cache_mode: z.string().nullable().optional(),
+  shared_prefix_tokens: z.int().nonnegative().nullable().optional(),
+  sampling: z.record(z.string(), AnvilSampling.nullable()).nullable().optional(),
+  warmup_requests: z.int().nonnegative().nullable().optional(),
   request_timings: z.array(AnvilTiming),
   failures: z.array(AnvilFailure).default([]),
 })
@@ -65,6 +101,86 @@ function toIso(label: string): string {
   return Number.isNaN(ms) ? new Date(0).toISOString() : new Date(ms).toISOString()
 }
 
+/**
+ * anvil's TPOT: `tpot_ms`, else the same figure under its older names
+ * (`mean_time_per_output_token_ms`, then the legacy `mean_inter_token_latency_ms`, which anvil
+ * documents as generation time ÷ completion tokens after the first: a TPOT, not a raw ITL).
+ */
+function anvilTpot(t: z.infer<typeof AnvilTiming>): number | null {
+  return nn(t.tpot_ms) ?? nn(t.mean_time_per_output_token_ms) ?? nn(t.mean_inter_token_latency_ms)
+}
+
+function canaryCheck(c: z.infer<typeof AnvilTiming>['request_canary']): CanaryCheck | null {
+  if (c === null || c === undefined || c.marker === undefined) return null
+  const foreign = c.foreign_marker_count ?? 0
+  return {
+    marker: c.marker,
+    atStart: c.marker_at_start ?? c.passed,
+    // anvil counts other requests' markers without naming them.
+    foreignMarkers: Array.from({ length: foreign }, () => 'ANVIL_REQ (unnamed in the source)'),
+    captureComplete: c.capture_complete ?? true,
+    passed: c.passed,
+    reason: c.passed ? null : 'request canary failed in the source harness',
+  }
+}
+
+function samplingOf(input: AnvilRun): Record<string, SamplingEntry> | null {
+  if (input.sampling === null || input.sampling === undefined) return null
+  const out: Record<string, SamplingEntry> = {}
+  for (const [name, entry] of Object.entries(input.sampling)) {
+    if (entry === null) continue
+    const sent = entry.sent ?? false
+    const requested = entry.requested
+    out[name] = {
+      requested: typeof requested === 'boolean' ? String(requested) : (requested ?? null),
+      sent,
+      field: sent ? name : null,
+      effective: entry.effective_request ?? null,
+      note: sent ? null : "not sent by anvil: the engine's default applied (unknown here)",
+    }
+  }
+  return out
+}
+
+function prefixCacheOf(input: AnvilRun): WorkloadPlan['prefixCache'] {
+  const shared = input.shared_prefix_tokens ?? null
+  if (input.prompt_cache_mode === 'unique') return { mode: 'unique', tokens: null }
+  if (input.prompt_cache_mode === 'shared') return { mode: 'shared', tokens: shared }
+  return { mode: 'unknown', tokens: shared }
+}
+
+function outputControlOf(input: AnvilRun): WorkloadPlan['outputControl'] {
+  const policy = input.controlled_output_policy
+  const words = input.response_words ?? 0
+  if ((policy === 'observe' || policy === 'strict') && words > 0) return { mode: policy, knob: `response_words ${words}` }
+  return { mode: 'none', knob: null }
+}
+
+/** The actual prompt sizes against the planned context: anvil plans a size, the engine counts its own. */
+function calibrationOf(input: AnvilRun, records: readonly RequestRecord[]): Calibration {
+  const target = input.context_tokens
+  const tolerance = Math.max(Math.ceil(target * 0.005), 8)
+  const sizes = records.flatMap((r) => (r.promptTokens === null ? [] : [r.promptTokens]))
+  const outside = sizes.filter((n) => Math.abs(n - target) > tolerance).length
+  const range = sizes.length === 0 ? null : [Math.min(...sizes), Math.max(...sizes)]
+  return {
+    method: 'none',
+    tokenizer: null,
+    targetTokens: target,
+    toleranceTokens: tolerance,
+    outsideTolerance: outside,
+    warning:
+      range === null
+        ? `anvil planned context_tokens ${target}; the actual prompt sizes are not recorded (unknown)`
+        : outside === 0
+          ? null
+          : `anvil planned context_tokens ${target}, but the engine counted ${range[0]}–${range[1]} prompt tokens ` +
+            `(usage.prompt_tokens): ${outside} of ${sizes.length} requests outside ±${tolerance} tokens; ` +
+            'promptTokens and effective prefill use the actual counts',
+    sharedPrefixTokens: input.prompt_cache_mode === 'shared' ? (input.shared_prefix_tokens ?? null) : null,
+  }
+}
+
 function timingRecord(t: z.infer<typeof AnvilTiming>): RequestRecord {
   const common = {
     index: t.request_index,
@@ -75,7 +191,7 @@ function timingRecord(t: z.infer<typeof AnvilTiming>): RequestRecord {
     timeToFirstOutputMs: nn(t.time_to_first_output_ms),
     e2eMs: nn(t.e2e_ms),
     generationMs: nn(t.generation_ms),
-    tpotMs: nn(t.tpot_ms),
+    tpotMs: anvilTpot(t),
     decodeTokPerS: nn(t.decode_tok_s),
     effectivePrefillTokPerS: nn(t.effective_prefill_tok_s),
     promptTokens: nn(t.prompt_tokens),
@@ -86,6 +202,7 @@ function timingRecord(t: z.infer<typeof AnvilTiming>): RequestRecord {
     itlMs: null,
     finishReason: null,
     ...NO_REQUEST_CHECKS,
+    canary: canaryCheck(t.request_canary),
   }
   if (t.request_canary?.passed === false) {
     const error = {
@@ -138,6 +255,15 @@ export function importAnvilRun(input: AnvilRun): RunRecord {
     ...input.failures.map((f, i) => failureRecord(f, input.request_timings.length + i)),
   ].sort((a, b) => a.index - b.index)
   const completed = records.filter((r) => r.status === 'ok').length
+  const workload: WorkloadPlan = {
+    ...importedWorkload(input.context_tokens, input.context_seed, `as planned by ${ANVIL_SCHEMA_ID} (context_tokens)`),
+    prefixCache: prefixCacheOf(input),
+    canaries: input.request_canaries === true,
+    outputControl: outputControlOf(input),
+    sampling: samplingOf(input),
+    calibration: calibrationOf(input, records),
+  }
+  const legacyTpot = input.request_timings.filter((t) => nn(t.tpot_ms) === null && anvilTpot(t) !== null).length
   return {
     schema: RUN_SCHEMA_ID,
     runId: input.run_id ?? 'imported',
@@ -150,10 +276,10 @@ export function importAnvilRun(input: AnvilRun): RunRecord {
       model: input.model,
       concurrency: input.concurrency,
       requests: input.requests,
-      warmupRequests: 0,
+      warmupRequests: input.warmup_requests ?? null,
       maxTokens: input.max_tokens,
       requestTimeoutMs: null,
-      workload: importedWorkload(input.context_tokens, input.context_seed, `as planned by ${ANVIL_SCHEMA_ID} (context_tokens)`),
+      workload,
       sequential: null,
       arrival: null,
     },
@@ -175,6 +301,29 @@ export function importAnvilRun(input: AnvilRun): RunRecord {
     methodology: {
       ...METHODOLOGY,
       import: `imported from ${ANVIL_SCHEMA_ID}; per-request values as recorded there, distributions recomputed by servegate`,
+      tpot:
+        legacyTpot === 0
+          ? "anvil's tpot_ms: client-observed generation time ÷ completion tokens after the first"
+          : `anvil's tpot_ms; ${legacyTpot} request(s) record only the older key (mean_time_per_output_token_ms or ` +
+            'mean_inter_token_latency_ms, which anvil documents as the same TPOT proxy, not a raw ITL), taken as their TPOT',
+      warmup:
+        input.warmup_requests === undefined || input.warmup_requests === null
+          ? 'anvil does not record its warm-up: plan.warmupRequests is null (unknown)'
+          : `anvil's warmup_requests (${input.warmup_requests})`,
+      canaries:
+        input.request_canaries === true
+          ? "anvil's request canaries: each reply must start with its own ANVIL_REQ marker and hold no other; " +
+            'a failed canary is a CONTRACT_INVALID request'
+          : 'anvil sent no request canaries',
+      outputControl:
+        `anvil's controlled_output_policy ${JSON.stringify(input.controlled_output_policy ?? null)} with response_words ${input.response_words ?? 'not recorded'}: ` +
+        ((input.response_words ?? 0) > 0
+          ? 'a word-count instruction in the prompt (anvil observe records adherence, strict rejects misses), not an engine knob'
+          : 'no length target, so no output control was in effect (mode none)'),
+      prefixCache: `anvil's prompt_cache_mode ${JSON.stringify(input.prompt_cache_mode ?? null)}${input.prompt_cache_mode === 'unique' || input.prompt_cache_mode === 'shared' ? '' : ' (unknown to servegate)'}`,
+      promptTokens:
+        'plan.workload.promptTokens is anvil\'s planned context_tokens; each request\'s promptTokens is its actual usage.prompt_tokens, ' +
+        'and calibration compares the two (method none: servegate did not size these prompts)',
     },
     manifest: null,
     telemetry: null,

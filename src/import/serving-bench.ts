@@ -14,6 +14,7 @@ import {
   RUN_SCHEMA_ID,
   type RequestRecord,
   type RunRecord,
+  type WorkloadPlan,
 } from '../schema/run.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 import { importedWorkload, NO_REQUEST_CHECKS } from './common.ts'
@@ -236,18 +237,23 @@ const EMPTY: Distribution = {
   max: null,
 }
 
+/** How a source computed its standard deviation: numpy's `std` (ddof 0) or pandas' `std` (ddof 1). */
+export type StdKind = 'population' | 'sample'
+
 /**
- * A distribution holding only what the source summarized. numpy's population std becomes the
- * sample std (× √(n/(n−1)), n = `samples`); the median is p50; p0 and p100 are min and max.
- * The 95% interval stays null: servegate does not rebuild statistics the source did not give.
+ * A distribution holding only what the source summarized. A population std becomes the
+ * sample std (× √(n/(n−1)), n = `samples`); a sample std is kept; the median is p50; p0 and
+ * p100 are min and max. The 95% interval stays null: servegate does not rebuild statistics
+ * the source did not give.
  */
-export function summaryDistribution(s: NumpySummary | null, samples: number): Distribution {
+export function summaryDistribution(s: NumpySummary | null, samples: number, std: StdKind = 'population'): Distribution {
   if (s === null || samples <= 0) return { ...EMPTY }
   const p = (q: number): number | null => s.percentiles.get(q) ?? null
+  const stddev = s.std === null || samples < 2 ? null : std === 'sample' ? s.std : s.std * Math.sqrt(samples / (samples - 1))
   return {
     samples,
     mean: s.mean,
-    stddev: s.std !== null && samples >= 2 ? s.std * Math.sqrt(samples / (samples - 1)) : null,
+    stddev,
     ci95Low: null,
     ci95High: null,
     min: p(0),
@@ -352,8 +358,18 @@ export function checkListLengths(lists: Record<string, readonly unknown[] | null
   return first.length
 }
 
+/** The message of a request the source counted successful although it produced nothing. */
+export const EMPTY_SUCCESS_NOTE = 'counted successful by the source but empty'
+
+/** Requests {@link buildRequests} failed as empty although the source counted them successful. */
+export function countEmptySuccesses(records: readonly RequestRecord[]): number {
+  return records.filter((r) => r.status === 'failed' && r.error.message.startsWith(EMPTY_SUCCESS_NOTE)).length
+}
+
 /**
- * Builds one request record per entry, seconds → ms. A request failed when its error string
+ * Builds one request record per entry, seconds → ms. A "successful" entry with no output at
+ * all (empty error, 0 output tokens, no chunk, ttft 0.0) becomes an `EMPTY_COMPLETION` failure,
+ * as servegate's own client would record it. A request failed when its error string
  * is non-empty; a 0 ttft is the tools' "never measured" default and becomes null. e2e is the
  * source's own latency when recorded, else ttft + Σ itl (the last token chunk) for an ok
  * request and null for a failed one.
@@ -365,11 +381,13 @@ export function buildRequests(lists: PerRequestLists, tokenSource: CompletionTok
     const error = lists.errors[index] ?? ''
     const latencyS = lists.latenciesS?.[index] ?? null
     const hasTtft = ttftS > 0
-    const failed = error.trim() !== ''
+    const outputLen = lists.outputLens[index] ?? null
+    // "Successful" with no output at all (0 tokens, no chunk, ttft 0.0): servegate fails an empty completion.
+    const empty = error.trim() === '' && outputLen === 0 && itlS.length === 0 && !hasTtft
+    const failed = error.trim() !== '' || empty
     // A failed stream's last chunk is not its end: without the source's latency its e2e is unknown.
     const e2eS = latencyS !== null && latencyS > 0 ? latencyS : hasTtft && !failed ? ttftS + itlS.reduce((a, b) => a + b, 0) : null
     const ttftMs = hasTtft ? ttftS * 1000 : null
-    const outputLen = lists.outputLens[index] ?? null
     const m = deriveRequestMetrics({
       sentAt: 0,
       firstOutputAt: ttftMs,
@@ -395,6 +413,10 @@ export function buildRequests(lists: PerRequestLists, tokenSource: CompletionTok
       ...NO_REQUEST_CHECKS,
     }
     if (!failed) return { status: 'ok', ...common }
+    if (empty) {
+      const message = `${EMPTY_SUCCESS_NOTE}: no error string, 0 output tokens, no chunk and ttft 0.0`
+      return { status: 'failed', error: { code: 'EMPTY_COMPLETION', message, httpStatus: null, retryAfterS: null }, ...common }
+    }
     const { code, message, httpStatus } = classifyError(error)
     return { status: 'failed', error: { code, message, httpStatus, retryAfterS: null }, ...common }
   })
@@ -407,6 +429,19 @@ export interface SummaryStats {
   itl: NumpySummary | null
   e2e: NumpySummary | null
   queueDelay: NumpySummary | null
+  /** Full token-count summaries, where the source kept them (else only the exact mean from the totals). */
+  promptTokens?: NumpySummary | null | undefined
+  completionTokens?: NumpySummary | null | undefined
+}
+
+/**
+ * The gaps an ITL summary pooled, estimated as one per output token after each request's first:
+ * total output tokens − completed (exact when every chunk carries one token); the completed
+ * count when the total is unknown.
+ */
+export function itlGapCount(totalOutputTokens: number | null, completed: number): number {
+  if (totalOutputTokens === null || totalOutputTokens <= completed) return completed
+  return totalOutputTokens - completed
 }
 
 /** Cell metrics of a summary-only import: the source's figures, nothing recomputed or invented. */
@@ -419,25 +454,40 @@ export function summaryMetrics(input: {
   requestThroughput: number | null
   wallClockMs: number
   tokenSource: CompletionTokenSource
+  /**
+   * How many gaps the ITL summary pooled; default: total output tokens − completed (one gap
+   * per token after the first), else the completed count.
+   */
+  itlSamples?: number | null | undefined
+  /** How the source computed its standard deviations. @default 'population' */
+  std?: StdKind | undefined
+  /** How the source computed its percentiles. @default 'linear-interpolation' (numpy, pandas) */
+  percentileMethod?: CellMetrics['percentileMethod'] | undefined
 }): CellMetrics {
   const n = input.completed
-  const ttft = summaryDistribution(input.stats.ttft, n)
+  const std = input.std ?? 'population'
+  const itlSamples = input.itlSamples ?? itlGapCount(input.totalOutputTokens, n)
+  const ttft = summaryDistribution(input.stats.ttft, n, std)
   const distributions = {
     ttftMs: ttft,
     timeToFirstOutputMs: { ...ttft },
-    e2eMs: summaryDistribution(input.stats.e2e, n),
+    e2eMs: summaryDistribution(input.stats.e2e, n, std),
     generationMs: { ...EMPTY },
-    tpotMs: summaryDistribution(input.stats.tpot, n),
+    tpotMs: summaryDistribution(input.stats.tpot, n, std),
     decodeTokPerS: { ...EMPTY },
     effectivePrefillTokPerS: { ...EMPTY },
-    promptTokens: meanOnlyDistribution(input.totalInputTokens, n),
-    completionTokens: meanOnlyDistribution(input.totalOutputTokens, n),
-    itlMs: summaryDistribution(input.stats.itl, n),
-    queueDelayMs: summaryDistribution(input.stats.queueDelay, n),
+    promptTokens: input.stats.promptTokens
+      ? summaryDistribution(input.stats.promptTokens, n, std)
+      : meanOnlyDistribution(input.totalInputTokens, n),
+    completionTokens: input.stats.completionTokens
+      ? summaryDistribution(input.stats.completionTokens, n, std)
+      : meanOnlyDistribution(input.totalOutputTokens, n),
+    itlMs: summaryDistribution(input.stats.itl, n > 0 ? itlSamples : 0, std),
+    queueDelayMs: summaryDistribution(input.stats.queueDelay, n, std),
     sendLagMs: { ...EMPTY },
   } satisfies CellMetrics['distributions']
   return {
-    percentileMethod: 'linear-interpolation',
+    percentileMethod: input.percentileMethod ?? 'linear-interpolation',
     p99MinSamples: P99_MIN_SAMPLES,
     p99DescriptiveOnly: REQUEST_METRIC_NAMES.filter((name) => {
       const d = distributions[name]
@@ -459,21 +509,29 @@ export function summaryMetrics(input: {
 }
 
 /** The methodology strings a summary-only import replaces: what its distributions hold. */
-export function summaryOnlyMethodology(tool: string): Record<string, string> {
+export function summaryOnlyMethodology(tool: string, std: StdKind = 'population'): Record<string, string> {
+  const stdNote =
+    std === 'population'
+      ? "stddev is the source's population std (numpy ddof 0) × √(n/(n−1)) with n = samples"
+      : "stddev is the source's own sample std (pandas ddof 1), kept as is"
   return {
     distributions:
-      `summary-only: each distribution holds only what ${tool} summarized — mean, stddev, p50 (numpy median) and the ` +
-      'pNN keys it wrote; min and max only from p0/p100 (or max_*) keys; ci95, and p25/p75 unless written, are null. ' +
-      `The percentiles are numpy's linear interpolation, not servegate's ${PERCENTILE_METHOD} (percentileMethod says so). ` +
-      "stddev is numpy's population std (ddof 0) × √(n/(n−1)) with n = samples. " +
+      `summary-only: each distribution holds only what ${tool} summarized — mean, stddev, p50 (its median) and the ` +
+      'pNN keys it wrote; min and max only from p0/p100 (or min/max) keys; ci95, and p25/p75 unless written, are null. ' +
+      `The percentiles are the source's linear interpolation, not servegate's ${PERCENTILE_METHOD} (percentileMethod says so). ` +
+      `${stdNote}. ` +
       'samples = completed requests: exact for ttft and e2e, ' +
-      'an upper bound for tpot (only requests with more than one output token have one) ' +
-      'and a lower bound for itl (every gap of every request is pooled). ' +
+      'an upper bound for tpot (only requests with more than one output token have one); ' +
+      'for itl samples is the gap count, total output tokens − completed (one gap per token after the first; ' +
+      'exact when every chunk carries one token, an upper bound when chunks carry several), and its stddev is rescaled by that count. ' +
       'promptTokens and completionTokens hold only their exact mean (total ÷ completed). ' +
       'generation, decode and effective prefill have no summary and stay empty',
     p99: `descriptive only below ${P99_MIN_SAMPLES} samples; in a summary-only import it is ${tool}'s interpolated p99`,
   }
 }
+
+/** The methodology key that says the failed count is unknown (the record's `failed` is then 0). */
+export const FAILED_UNKNOWN_KEY = 'failedCount'
 
 /** Everything the two importers know about a run, in servegate units, before assembly. */
 export interface ImportedRun {
@@ -500,6 +558,13 @@ export interface ImportedRun {
   failed: number
   wallClockMs: number
   methodology: Record<string, string>
+  /** Facts of the workload the source did record (prefix cache, sampling…); the rest stays unknown. */
+  workload?: Partial<WorkloadPlan> | undefined
+  /** Warm-up requests the source recorded; null (the default) when it does not say. */
+  warmupRequests?: number | null | undefined
+  /** Planned requests the source says were never sent. @default 0 */
+  unsent?: number | undefined
+  gpu?: string | null | undefined
 }
 
 /** Assembles the servegate.run/v1 record; per-request imports get their metrics recomputed. */
@@ -518,17 +583,17 @@ export function assembleRunRecord(run: ImportedRun): RunRecord {
       model: run.model,
       concurrency: run.concurrency,
       requests: run.requests,
-      warmupRequests: null,
+      warmupRequests: run.warmupRequests ?? null,
       maxTokens: run.maxTokens,
       requestTimeoutMs: null,
-      workload: importedWorkload(run.promptTokens, null, run.promptTokensEstimator),
+      workload: { ...importedWorkload(run.promptTokens, null, run.promptTokensEstimator), ...run.workload },
       sequential: null,
       arrival: null,
     },
     completed: run.completed,
     failed: run.failed,
     failures: countFailures(records),
-    unsent: 0,
+    unsent: run.unsent ?? 0,
     requests: records,
     metrics,
     harness: {
@@ -544,7 +609,7 @@ export function assembleRunRecord(run: ImportedRun): RunRecord {
     manifest: null,
     telemetry: null,
     cellFailure: null,
-    importedFrom: { schema: run.format, runId: null, engine: run.engine, gpu: null, perRequest: run.records !== null },
+    importedFrom: { schema: run.format, runId: null, engine: run.engine, gpu: run.gpu ?? null, perRequest: run.records !== null },
   }
 }
 

@@ -112,7 +112,7 @@ describe('a 2024-shaped SGLang line (no per-request lists, bare Infinity request
       max: null,
     })
     expect(d.e2eMs).toMatchObject({ samples: 10, mean: oldLine.mean_e2e_latency_ms, p50: oldLine.median_e2e_latency_ms, stddev: null })
-    expect(d.itlMs).toMatchObject({ samples: 10, p50: oldLine.median_itl_ms, mean: null })
+    expect(d.itlMs).toMatchObject({ samples: (oldLine.total_output_tokens as number) - 10, p50: oldLine.median_itl_ms, mean: null })
     expect(d.tpotMs.samples).toBe(0)
     expect(record.metrics.outputThroughputTokPerS).toBe(oldLine.output_throughput)
     expect(record.metrics.requestRateReqPerS).toBeNull()

@@ -6,8 +6,10 @@ import {
   type BenchImportOptions,
   buildRequests,
   checkListLengths,
+  countEmptySuccesses,
   describeSource,
   describeTraffic,
+  FAILED_UNKNOWN_KEY,
   invalidFieldError,
   positiveInt,
   readNumpySummary,
@@ -76,6 +78,7 @@ export const SglangResult = z.looseObject({
   sharegpt_output_len: optionalInt,
   random_input_len: optionalInt,
   random_output_len: optionalInt,
+  random_range_ratio: num,
   server_info: z.record(z.string(), z.unknown()).nullable().optional(),
   duration: z.number().positive(),
   completed: z.int().nonnegative(),
@@ -159,6 +162,71 @@ function str(v: unknown): string | null {
   return typeof v === 'string' && v !== '' ? v : null
 }
 
+/** What a line's `server_info` says about the model and engine, and where it said it. */
+export interface SglangServerFacts {
+  model: string | null
+  engine: string | null
+  /** Where the model came from, for the methodology (e.g. `server_info.prefill[0].served_model_name`). */
+  modelFrom: string | null
+  /** Set for a prefill/decode-disaggregated router: its server counts. */
+  disaggregated: { prefill: number; decode: number } | null
+}
+
+function serverEntries(v: unknown): Record<string, unknown>[] {
+  return Array.isArray(v) ? v.filter((e): e is Record<string, unknown> => e !== null && typeof e === 'object' && !Array.isArray(e)) : []
+}
+
+/**
+ * Reads model and engine version from `server_info`: a single server's flat dict, or a
+ * prefill/decode-disaggregated router's `{ internal_states, prefill: [...], decode: [...] }`,
+ * whose servers each carry their own `served_model_name` and `version` (they may differ).
+ */
+export function sglangServerFacts(info: Record<string, unknown> | null): SglangServerFacts {
+  if (info === null) return { model: null, engine: null, modelFrom: null, disaggregated: null }
+  const prefill = serverEntries(info.prefill)
+  const decode = serverEntries(info.decode)
+  if (prefill.length === 0 && decode.length === 0) {
+    const served = str(info.served_model_name)
+    const version = str(info.version)
+    return {
+      model: served ?? str(info.model_path),
+      engine: version === null ? null : `sglang ${version}`,
+      modelFrom: served !== null ? 'server_info.served_model_name' : str(info.model_path) !== null ? 'server_info.model_path' : null,
+      disaggregated: null,
+    }
+  }
+  let model: string | null = null
+  let modelFrom: string | null = null
+  for (const [role, servers] of [['prefill', prefill], ['decode', decode]] as const) {
+    for (const [i, server] of servers.entries()) {
+      for (const key of ['served_model_name', 'model_path'] as const) {
+        if (model === null && str(server[key]) !== null) {
+          model = str(server[key])
+          modelFrom = `server_info.${role}[${i}].${key}`
+        }
+      }
+    }
+  }
+  const versions = (servers: Record<string, unknown>[]): string[] => [...new Set(servers.flatMap((e) => str(e.version) ?? []))]
+  const pv = versions(prefill)
+  const dv = versions(decode)
+  const all = [...new Set([...pv, ...dv])]
+  const engine =
+    all.length === 0
+      ? null
+      : all.length === 1
+        ? `sglang ${all[0]} (prefill/decode disaggregated)`
+        : `sglang ${pv.join('/') || 'unknown'} prefill + ${dv.join('/') || 'unknown'} decode`
+  return { model, engine, modelFrom, disaggregated: { prefill: prefill.length, decode: decode.length } }
+}
+
+/** The length range SGLang's random dataset draws from: `[max(⌊len × ratio⌋, 1), len]`, exact at ratio ≥ 1. */
+export function randomLengthRange(len: number | null | undefined, ratio: number | null | undefined): [number, number] | null {
+  if (len === null || len === undefined) return null
+  if (ratio === null || ratio === undefined || ratio >= 1) return [len, len]
+  return [Math.max(Math.floor(len * Math.max(ratio, 0)), 1), len]
+}
+
 /** Validates one parsed SGLang line (either key spelling) and imports it; a wrong shape throws naming the field. */
 export function parseSglangResult(value: unknown, options: BenchImportOptions): RunRecord {
   if (isVllmShaped(value)) {
@@ -182,16 +250,31 @@ export function parseSglangResult(value: unknown, options: BenchImportOptions): 
 export function importSglangResult(input: SglangResult, options: BenchImportOptions, spellings: readonly string[] = []): RunRecord {
   const source = describeSource(options)
   const info = input.server_info ?? null
-  const version = str(info?.version)
-  const model = options.model ?? str(info?.served_model_name) ?? str(info?.model_path) ?? 'unknown'
+  const facts = sglangServerFacts(info)
+  const model = options.model ?? facts.model ?? 'unknown'
   const native = input.backend === 'sglang' || input.backend === 'sglang-native'
   // Recent native clients take meta_info.completion_tokens from the server; the versions that
   // write server_info are such versions. Otherwise output_lens may be the requested length.
   const tokenSource: CompletionTokenSource = native && info !== null ? 'usage' : 'client-count'
   const wallClockMs = input.duration * 1000
   const random = (input.dataset_name ?? '').startsWith('random')
-  const plannedOutput = random ? input.random_output_len : input.dataset_name === 'sharegpt' ? input.sharegpt_output_len : null
-  const plannedInput = random ? input.random_input_len : null
+  // The range ratio applies to both lengths; a line without it (older versions) leaves the range unknown.
+  const ratioKnown = input.random_range_ratio !== undefined && input.random_range_ratio !== null
+  const inputRange = random && ratioKnown ? randomLengthRange(input.random_input_len, input.random_range_ratio) : null
+  const outputRange = random && ratioKnown ? randomLengthRange(input.random_output_len, input.random_range_ratio) : null
+  const exact = (r: [number, number] | null): number | null => (r !== null && r[0] === r[1] ? r[0] : null)
+  const plannedOutput = random ? exact(outputRange) : input.dataset_name === 'sharegpt' ? input.sharegpt_output_len : null
+  const plannedInput = random ? exact(inputRange) : null
+  const rangeText = (r: [number, number] | null, key: string): string =>
+    r === null
+      ? `${key} ${String(input[key as 'random_input_len'] ?? 'not recorded')} with no random_range_ratio in the line, so the range is unknown`
+      : `drawn uniformly from [${r[0]}, ${r[1]}] (${key} ${r[1]}, random_range_ratio ${input.random_range_ratio})`
+  const inputEstimator = (meanOf: string): string =>
+    plannedInput !== null
+      ? `SGLang random_input_len ${plannedInput} (random_range_ratio ${input.random_range_ratio}: every prompt that long)`
+      : random
+        ? `${meanOf}: SGLang random prompt lengths ${rangeText(inputRange, 'random_input_len')}, so no single planned size`
+        : meanOf
   const traffic = describeTraffic(input.request_rate, input.max_concurrency)
   const lineNote = options.line === undefined ? '' : ` line ${options.line}`
   const spellingNote = spellings.length === 0 ? '' : `; key spellings mapped: ${spellings.join(', ')}`
@@ -199,7 +282,7 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
   const common = {
     format: SGLANG_FORMAT_ID,
     runId: `sglang-${input.tag ?? input.backend}${options.line === undefined ? '' : `-line${options.line}`}`,
-    engine: version === null ? null : `sglang ${version}`,
+    engine: facts.engine,
     model,
     api: apiOf(input.backend),
     ...runSpan(null, wallClockMs),
@@ -245,12 +328,19 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
       'plan.model ' +
       (options.model !== undefined
         ? 'given on import'
-        : info !== null
-          ? 'from server_info'
-          : 'is not recorded by SGLang ("unknown"; pass --model)') +
+        : facts.modelFrom !== null
+          ? `from ${facts.modelFrom}` +
+            (facts.disaggregated === null
+              ? ''
+              : ` (a prefill/decode-disaggregated router: ${facts.disaggregated.prefill} prefill and ${facts.disaggregated.decode} decode servers; engine names each side's version)`)
+          : `is not recorded by SGLang${info === null ? '' : ' (server_info names no model)'} ("unknown"; pass --model)`) +
       '; ' +
       'plan.maxTokens ' +
-      (plannedOutput ? `is the line's ${random ? 'random_output_len' : 'sharegpt_output_len'}` : 'is not recorded (null)') +
+      (plannedOutput
+        ? `is the line's ${random ? 'random_output_len (random_range_ratio ≥ 1: every request asked for that many)' : 'sharegpt_output_len'}`
+        : random
+          ? `is null: output lengths ${rangeText(outputRange, 'random_output_len')}`
+          : 'is not recorded (null)') +
       '; ' +
       'plan.workload.seed is not recorded (null); ' +
       'SGLang records no date, so startedAt and finishedAt are null (the duration is the wall clock)',
@@ -272,9 +362,7 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
       requests: completed,
       maxTokens: plannedOutput === null || plannedOutput === undefined ? null : positiveInt(plannedOutput, 1),
       promptTokens: positiveInt(plannedInput ?? input.total_input_tokens / completed, 1),
-      promptTokensEstimator: plannedInput
-        ? 'SGLang random_input_len (the upper end when random_range_ratio < 1)'
-        : 'SGLang total_input_tokens ÷ completed (mean prompt tokens)',
+      promptTokensEstimator: inputEstimator('SGLang total_input_tokens ÷ completed (mean prompt tokens)'),
       records: null,
       summary: summaryMetrics({
         stats: {
@@ -298,7 +386,10 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
         ...methodology,
         ...summaryOnlyMethodology('SGLang'),
         e2e: "SGLang's e2e latency: send to the last chunk read, [DONE] included",
-        failures: 'SGLang lines without --output-details record no failed count: failed 0 means unknown, and failures is empty',
+        failures: 'failure codes are unknown in a summary-only import, so failures is empty',
+        [FAILED_UNKNOWN_KEY]:
+          'unknown: SGLang lines without --output-details record no failed count (completed counts only the successes); ' +
+          'failed is recorded as 0, which here means unknown',
         import:
           `summary-only import of SGLang bench_serving${lineNote} written without --output-details; ${traffic}; ` +
           'plan.requests is completed (SGLang records no request count); ' +
@@ -335,7 +426,7 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
     tokenSource,
   )
   const completed = records.filter((r) => r.status === 'ok').length
-  if (completed !== input.completed) {
+  if (completed + countEmptySuccesses(records) !== input.completed) {
     throw new ServegateError(
       'FILE_INVALID',
       `${source}: field "completed" is ${input.completed} but the per-request lists hold ${completed} requests with an empty errors[i]; ` +
@@ -349,9 +440,7 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
     requests: n,
     maxTokens: plannedOutput === null || plannedOutput === undefined ? null : positiveInt(plannedOutput, 1),
     promptTokens: positiveInt(plannedInput ?? inputs.reduce((a, b) => a + b, 0) / inputs.length, 1),
-    promptTokensEstimator: plannedInput
-      ? 'SGLang random_input_len (the upper end when random_range_ratio < 1)'
-      : 'mean of SGLang input_lens',
+    promptTokensEstimator: inputEstimator('mean of SGLang input_lens'),
     records,
     summary: null,
     completed,

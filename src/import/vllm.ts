@@ -1,13 +1,15 @@
 import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
-import type { Api, RunRecord } from '../schema/run.ts'
+import type { Api, RequestRecord, RunRecord } from '../schema/run.ts'
 import { looksLikeSglang } from './sglang.ts'
 import {
   assembleRunRecord,
   type BenchImportOptions,
   buildRequests,
   checkListLengths,
+  countEmptySuccesses,
   describeSource,
+  FAILED_UNKNOWN_KEY,
   describeTraffic,
   invalidFieldError,
   positiveInt,
@@ -90,6 +92,27 @@ function apiOf(backend: string | null | undefined): Api | null {
 
 const PER_REQUEST_FIELDS = ['input_lens', 'output_lens', 'ttfts', 'itls', 'errors'] as const
 
+/**
+ * Says what servegate did with the requests vLLM counted successful although they produced
+ * nothing, and why its TTFT then differs from vLLM's `mean_ttft_ms` (which averaged their 0.0 in).
+ */
+function emptySuccessNote(input: VllmResult, records: readonly RequestRecord[], empties: number): string {
+  const ttfts = records.flatMap((r) => (r.status === 'ok' && r.ttftMs !== null ? [r.ttftMs] : []))
+  const mean = ttfts.length === 0 ? null : ttfts.reduce((a, b) => a + b, 0) / ttfts.length
+  const fileMean = (input as Record<string, unknown>).mean_ttft_ms
+  const ms = (v: number): string => `${v.toFixed(2)} ms`
+  const comparison =
+    typeof fileMean === 'number' && mean !== null
+      ? `; vLLM's mean_ttft_ms ${ms(fileMean)} averages in their 0.0 ms TTFT over ${input.completed} requests, ` +
+        `servegate's TTFT over the ${ttfts.length} others is ${ms(mean)} ` +
+        `(the same sum: ${ms(fileMean)} × ${input.completed} ÷ ${ttfts.length}); its median and p99 differ for the same reason`
+      : ''
+  return (
+    `${empties} request(s) vLLM counted successful (empty errors[i]) produced no output: 0 output tokens, no chunk, ttft 0.0. ` +
+    `servegate records them as failed EMPTY_COMPLETION, so completed is ${input.completed - empties}, not vLLM's ${input.completed}${comparison}`
+  )
+}
+
 /** Validates a parsed vLLM result and imports it; a wrong shape throws naming the field. */
 export function parseVllmResult(value: unknown, options: BenchImportOptions): RunRecord {
   // vLLM always writes model_id; SGLang never does.
@@ -167,7 +190,13 @@ export function importVllmResult(input: VllmResult, options: BenchImportOptions)
         `${source}: field "num_prompts" is missing and "completed" is 0, so the run has no requests to import; ${FIX}`,
       )
     }
+    const failedKnown = input.failed !== undefined && input.failed !== null
     const failed = input.failed ?? Math.max(0, requests - completed)
+    const failedNote = failedKnown
+      ? `vLLM's failed count (${failed})`
+      : input.num_prompts !== undefined && input.num_prompts !== null
+        ? `not written by this vLLM version; derived as num_prompts − completed = ${failed}`
+        : 'unknown: this vLLM version writes neither failed nor num_prompts; failed is recorded as 0, which here means unknown'
     const record = input as Record<string, unknown>
     const stats = {
       ttft: readNumpySummary(record, ['ttft']),
@@ -201,9 +230,8 @@ export function importVllmResult(input: VllmResult, options: BenchImportOptions)
         ...summaryOnlyMethodology('vLLM'),
         e2e: "vLLM's e2el: send to the last chunk carrying `choices` (older versions: to [DONE])",
         queueDelay: "vLLM's client_queue_time summary where written (wait for the --max-concurrency semaphore); else not recorded",
-        failures:
-          "failed = vLLM's failed count (or num_prompts − completed); " +
-          'failure codes are unknown in a summary-only import, so failures is empty',
+        failures: 'failure codes are unknown in a summary-only import, so failures is empty',
+        [FAILED_UNKNOWN_KEY]: failedNote,
         import:
           `summary-only import of a vLLM --save-result file written without --save-detailed${lineNote}; ${traffic}; ` +
           'requests is empty and nothing per-request is invented',
@@ -248,14 +276,16 @@ export function importVllmResult(input: VllmResult, options: BenchImportOptions)
     'client-count',
   )
   const completed = records.filter((r) => r.status === 'ok').length
-  if (completed !== input.completed) {
+  const empties = countEmptySuccesses(records)
+  if (completed + empties !== input.completed) {
     throw new ServegateError(
       'FILE_INVALID',
-      `${source}: field "completed" is ${input.completed} but the per-request lists hold ${completed} requests with an empty errors[i]; ` +
+      `${source}: field "completed" is ${input.completed} but the per-request lists hold ${completed + empties} requests with an empty errors[i]; ` +
         `the summary and the lists disagree, so the file was cut or edited; ${FIX}`,
     )
   }
   const inputs = input.input_lens ?? []
+  const emptyNote: Record<string, string> = empties === 0 ? {} : { emptySuccesses: emptySuccessNote(input, records, empties) }
   return assembleRunRecord({
     ...common,
     concurrency: input.max_concurrency ?? n,
@@ -282,6 +312,7 @@ export function importVllmResult(input: VllmResult, options: BenchImportOptions)
         input.start_times === undefined
           ? 'not recorded by this vLLM version'
           : "vLLM's start_times relative to the first send (vLLM's own benchmark start is not recorded)",
+      ...emptyNote,
       import:
         `imported from a vLLM --save-result --save-detailed file${lineNote}; ${traffic}; per-request values converted seconds → ms, ` +
         "distributions recomputed by servegate's rules over the ok requests",
