@@ -30,9 +30,12 @@ function withValues(text: string, values: Record<string, number>): string {
 
 const SGLANG_DECODE_REASON = ENGINE_METRIC_NAMES.sglang.decodeSeconds.name === null ? ENGINE_METRIC_NAMES.sglang.decodeSeconds.reason : ''
 
+const LLAMA_LINE = '; the scrape shows a llama.cpp build after PR #13660 (May 2025: no KV-usage gauge)'
+
 const LLAMA_KV_REASON =
   "llamacpp:kv_cache_usage_ratio is not in the engine's metrics " +
-  '(llama.cpp removed llamacpp:kv_cache_usage_ratio and kv_cache_tokens from /metrics in PR #13660 (May 2025); only older builds expose it)'
+  '(llama.cpp removed llamacpp:kv_cache_usage_ratio and kv_cache_tokens from /metrics in PR #13660 (May 2025); only older builds expose it); ' +
+  'the scrape shows a llama.cpp build after PR #13660 (May 2025: no KV-usage gauge)'
 
 const EXPECTED: Array<
   [string, EngineKind, string, Omit<EngineOccupancy, 'url' | 'intervalMs' | 'scrapes' | 'scrapeErrors' | 'lastScrapeError' | 'kind'>]
@@ -74,7 +77,7 @@ const EXPECTED: Array<
         promptTokens: 163840,
         generationTokens: 4096,
       },
-      reasons: { 'timings.decode': SGLANG_DECODE_REASON },
+      reasons: { 'timings.decode': `${SGLANG_DECODE_REASON}; the scrape shows a SGLang 0.5.x metric set (with per-stage histograms)` },
     },
   ],
   ...(['llama-server (fixture)', 'llama-server (captured)'] as const).map(
@@ -106,8 +109,8 @@ const EXPECTED: Array<
           },
           reasons: {
             kvUsageMax: LLAMA_KV_REASON,
-            'timings.ttft': 'llama-server exposes no time-to-first-token metric',
-            'timings.queue': 'llama-server exposes no queue time, only the deferred request count',
+            'timings.ttft': `llama-server exposes no time-to-first-token metric${LLAMA_LINE}`,
+            'timings.queue': `llama-server exposes no queue time, only the deferred request count${LLAMA_LINE}`,
           },
         },
       ]
@@ -130,6 +133,7 @@ describe('readEngineMetrics on real-shaped /metrics', () => {
       },
       promptTokens: expected.timings.promptTokens,
       generationTokens: expected.timings.generationTokens,
+      line: expect.any(String),
     })
   })
 

@@ -56,6 +56,11 @@ export interface EngineMetricNames {
    * publishes `num_running_reqs` at a prefill and every `decodeSteps` decode steps only.
    */
   runningRefresh: { decodeSteps: number; flag: string; note: string } | null
+  /**
+   * The engine's release lines, told apart by the names a scrape holds: the first whose marker
+   * matches a sample name is the line named in the reason of an absent figure.
+   */
+  lines: ReadonlyArray<{ label: string; marker: RegExp }>
   /** Labels, flags and version history. */
   notes: readonly string[]
 }
@@ -72,6 +77,10 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
     metricsPath: '/metrics',
     rankLabel: 'engine',
     placeholderModelNames: [],
+    lines: [
+      { label: 'vLLM 0.9 or later (vllm:kv_cache_usage_perc)', marker: /^vllm:kv_cache_usage_perc$/ },
+      { label: 'vLLM before 0.9 (vllm:gpu_cache_usage_perc)', marker: /^vllm:gpu_cache_usage_perc$/ },
+    ],
     runningRefresh: null,
     running: { name: 'vllm:num_requests_running', type: 'gauge' },
     waiting: { name: 'vllm:num_requests_waiting', type: 'gauge' },
@@ -102,6 +111,10 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
     metricsPath: '/metrics',
     rankLabel: 'dp_rank',
     placeholderModelNames: [],
+    lines: [
+      { label: 'SGLang 0.5.x metric set (with per-stage histograms)', marker: /^sglang:per_stage_req_latency_seconds/ },
+      { label: 'SGLang 2025 metric set (no per-stage or queue-time histograms)', marker: /^sglang:/ },
+    ],
     runningRefresh: {
       decodeSteps: 40,
       flag: '--decode-log-interval',
@@ -152,6 +165,10 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
     metricsPath: '/metrics',
     rankLabel: null,
     placeholderModelNames: [],
+    lines: [
+      { label: 'llama.cpp build before PR #13660 (with llamacpp:kv_cache_usage_ratio)', marker: /^llamacpp:kv_cache_usage_ratio$/ },
+      { label: 'llama.cpp build after PR #13660 (May 2025: no KV-usage gauge)', marker: /^llamacpp:/ },
+    ],
     runningRefresh: null,
     running: { name: 'llamacpp:requests_processing', type: 'gauge' },
     waiting: { name: 'llamacpp:requests_deferred', type: 'gauge' },
@@ -184,6 +201,13 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
     // Every release so far labels its series model_name="undefined" (OpenAIServer builds its
     // MetricsCollector with that placeholder), so the served name cannot select them.
     placeholderModelNames: ['undefined'],
+    lines: [
+      { label: 'trtllm-serve 1.3 line (trtllm_ names)', marker: /^trtllm_/ },
+      {
+        label: 'trtllm-serve up to 1.2 (five unprefixed request series only)',
+        marker: /^(e2e_request_latency_seconds|time_to_first_token_seconds|request_queue_time_seconds|request_success_total)/,
+      },
+    ],
     runningRefresh: null,
     running: {
       name: 'trtllm_num_requests_running',
@@ -266,6 +290,16 @@ export interface EngineReading {
   timings: Record<TimingKey, { secondsSum: number; count: number | null } | null>
   promptTokens: number | null
   generationTokens: number | null
+  /** The engine's release line as its names show it (see {@link EngineMetricNames.lines}), or null. */
+  line: string | null
+}
+
+/** The release line a scrape's names show, or null when none of the engine's markers match. */
+export function metricLine(exposition: Exposition, kind: EngineKind): string | null {
+  for (const { label, marker } of ENGINE_METRIC_NAMES[kind].lines) {
+    if (exposition.samples.some((s) => marker.test(s.name))) return label
+  }
+  return null
 }
 
 function matches(
@@ -345,10 +379,16 @@ export function readEngineMetrics(exposition: Exposition, kind: EngineKind, mode
     timings: { prefill: timing('prefill'), decode: timing('decode'), ttft: timing('ttft'), queue: timing('queue') },
     promptTokens: counter(names.promptTokens),
     generationTokens: counter(names.generationTokens),
+    line: metricLine(exposition, kind),
   }
 }
 
-function notExposed(source: MetricSource): string {
+function notExposed(source: MetricSource, line: string | null = null): string {
+  const seen = line === null ? '' : `; the scrape shows a ${line}`
+  return notExposedBy(source) + seen
+}
+
+function notExposedBy(source: MetricSource): string {
   if (source.name === null) return source.reason
   const names = [source.name, ...(source.fallbacks ?? [])].join(' / ')
   const where =
@@ -401,7 +441,7 @@ export function timingDeltas(
     const x = b.reading.timings[key]
     const y = l.reading.timings[key]
     if (x === null || y === null) {
-      reasons[`timings.${key}`] = notExposed(names[TIMING_SOURCES[key]] as MetricSource)
+      reasons[`timings.${key}`] = notExposed(names[TIMING_SOURCES[key]] as MetricSource, l.reading.line)
       continue
     }
     const seconds = y.secondsSum - x.secondsSum
@@ -415,7 +455,7 @@ export function timingDeltas(
   ] as const) {
     const x = b.reading[key]
     const y = l.reading[key]
-    if (x === null || y === null) reasons[`timings.${key}`] = notExposed(source)
+    if (x === null || y === null) reasons[`timings.${key}`] = notExposed(source, l.reading.line)
     else if (y < x) reasons[`timings.${key}`] = backwards
     else timings[key] = y - x
   }
@@ -530,9 +570,10 @@ export function startMetricsScraper(options: MetricsScraperOptions): MetricsScra
         const names = ENGINE_METRIC_NAMES[kind]
         const reasons: NullReasons = {}
         const none = scrapes === 0 ? `no successful scrape of ${url} (${scrapeErrors} failed; last: ${lastScrapeError ?? 'none'})` : null
-        if (runningMax === null) reasons.runningMax = none ?? notExposed(names.running)
-        if (waitingMax === null) reasons.waitingMax = none ?? notExposed(names.waiting)
-        if (kvUsageMax === null) reasons.kvUsageMax = none ?? notExposed(names.kvUsage)
+        const line = last?.reading.line ?? null
+        if (runningMax === null) reasons.runningMax = none ?? notExposed(names.running, line)
+        if (waitingMax === null) reasons.waitingMax = none ?? notExposed(names.waiting, line)
+        if (kvUsageMax === null) reasons.kvUsageMax = none ?? notExposed(names.kvUsage, line)
         const deltas = timingDeltas(base, last, kind)
         if (none !== null) for (const key of Object.keys(deltas.reasons)) deltas.reasons[key] = none
         return {
