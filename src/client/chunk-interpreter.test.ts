@@ -147,6 +147,12 @@ describe('a stream that fails', () => {
     ['{"error":{"message":"out of memory"}}', 'the server sent an error event: out of memory'],
     ['{"error":"overloaded"}', 'the server sent an error event: overloaded'],
     ['{"error":{}}', 'the server sent an error event: unknown error'],
+    // An ErrorResponse put bare on the data line (older engines' stream handlers).
+    [
+      '{"object":"error","message":"This model\'s maximum context length is 4096 tokens.","type":"BadRequestError","param":null,"code":400}',
+      "the server sent an error event: This model's maximum context length is 4096 tokens.",
+    ],
+    ['{"object":"error","message":"","type":"InternalServerError","code":500}', 'the server sent an error event: unknown error'],
   ])('an in-stream error event %s fails it as STREAM_ERROR_EVENT and asks for the exchange to be aborted', (event, message) => {
     const { it, settlements } = streaming()
     it.onResponseData(sse(content('a'), event, content('b')), 120)

@@ -18,6 +18,12 @@ interface ChunkShape {
   choices?: ChunkChoice[]
   usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null
   error?: { message?: unknown } | string
+  /**
+   * An OpenAI-style ErrorResponse put bare on a data line, as older engine stream handlers did:
+   * `{"object":"error","message":…}` (the shape vLLM's pre-2025 and TensorRT-LLM's ErrorResponse serialize to).
+   */
+  object?: unknown
+  message?: unknown
   timings?: Record<string, unknown>
 }
 
@@ -235,9 +241,10 @@ export class ChunkInterpreter {
       this.fail('STREAM_PROTOCOL', `data line is not a JSON object: ${data.slice(0, 80)}`, at)
       return
     }
-    if (chunk.error !== undefined) {
-      const message = typeof chunk.error === 'string' ? chunk.error : String(chunk.error?.message ?? 'unknown error')
-      this.fail('STREAM_ERROR_EVENT', `the server sent an error event: ${message}`, at)
+    if (chunk.error !== undefined || chunk.object === 'error') {
+      const fromError = typeof chunk.error === 'string' ? chunk.error : chunk.error?.message
+      const message = [fromError, chunk.message].find((v) => typeof v === 'string' && v.length > 0) ?? 'unknown error'
+      this.fail('STREAM_ERROR_EVENT', `the server sent an error event: ${String(message)}`, at)
       return
     }
     const obs = this.obs

@@ -65,6 +65,9 @@ export interface TokenizerProbe {
  * `{ content }` with `/apply-template` for chat. Where chat messages cannot be tokenized
  * through the template, the template's cost is measured once with `measureChatOverhead`
  * (a one-token chat request whose `usage.prompt_tokens` is compared with the text count).
+ * `chatTemplateKwargs` (e.g. `{ enable_thinking: false }`) goes with every templated call, as the
+ * chat requests send it: a thinking template renders a different prompt with it (vLLM's
+ * `/tokenize` and llama.cpp's `/apply-template` take the field).
  * Never throws: no tokenizer is a warning, and the caller estimates.
  */
 export async function probeTokenizer(
@@ -72,12 +75,14 @@ export async function probeTokenizer(
   model: string,
   measureChatOverhead: (contentTokens: (text: string) => Promise<number>) => Promise<number | null>,
   timeoutMs = 10_000,
+  chatTemplateKwargs: Readonly<Record<string, unknown>> | null = null,
 ): Promise<TokenizerProbe> {
   const sample = 'Hello there, tokenizer.'
   const post = (path: string, body: Json) => postJson(origin, path, body, timeoutMs)
+  const templated = (body: Json): Json => (chatTemplateKwargs === null ? body : { ...body, chat_template_kwargs: chatTemplateKwargs })
   try {
     const chatCount = sampleCount(
-      await post('/tokenize', { model, messages: [{ role: 'user', content: sample }], add_generation_prompt: true }),
+      await post('/tokenize', templated({ model, messages: [{ role: 'user', content: sample }], add_generation_prompt: true })),
     )
     const textCount = sampleCount(await post('/tokenize', { model, prompt: sample, add_special_tokens: true }))
     if (textCount !== null) {
@@ -92,7 +97,7 @@ export async function probeTokenizer(
             description: 'POST /tokenize (vLLM shape; chat template applied by the engine)',
             countText,
             async countChat(messages) {
-              const n = countOf(await post('/tokenize', { model, messages, add_generation_prompt: true }))
+              const n = countOf(await post('/tokenize', templated({ model, messages, add_generation_prompt: true })))
               if (n === null) throw new Error('POST /tokenize (messages) stopped answering')
               return n
             },
@@ -109,14 +114,14 @@ export async function probeTokenizer(
         if (n === null) throw new Error('POST /tokenize stopped answering')
         return n
       }
-      const templated = await post('/apply-template', { messages: [{ role: 'user', content: sample }] })
-      if (templated.status === 200 && typeof templated.json?.prompt === 'string') {
+      const applied = await post('/apply-template', templated({ messages: [{ role: 'user', content: sample }] }))
+      if (applied.status === 200 && typeof applied.json?.prompt === 'string') {
         return {
           tokenizer: {
             description: 'POST /apply-template then POST /tokenize (llama.cpp server shape)',
             countText,
             async countChat(messages) {
-              const answer = await post('/apply-template', { messages })
+              const answer = await post('/apply-template', templated({ messages }))
               if (typeof answer.json?.prompt !== 'string') throw new Error('POST /apply-template stopped answering')
               return countText(answer.json.prompt)
             },

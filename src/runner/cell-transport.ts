@@ -41,6 +41,9 @@ export function httpTransport(o: ResolvedCellOptions, origin: string): CellTrans
   const pool = new Pool(origin, { connections, pipelining: 1, keepAliveTimeout: 60_000 })
   const send: CellTransport['send'] = (body, captureChars, signal) =>
     streamCompletion(pool, origin, { api: o.api, body, headers, deadlineMs: o.requestTimeoutMs, signal, captureChars })
+  // The chat requests' chat_template_kwargs, so prompts are counted through the template they get.
+  const thinking = o.workload.sampling.thinking
+  const templateKwargs = o.api === 'chat' && thinking !== undefined ? { enable_thinking: thinking === 'enabled' } : null
   // The template cost of a chat prompt, where the tokenizer cannot apply the template itself:
   // one single-token request whose usage.prompt_tokens is compared with the text's count.
   const measureChatOverhead = async (countText: (text: string) => Promise<number>): Promise<number | null> => {
@@ -49,6 +52,7 @@ export function httpTransport(o: ResolvedCellOptions, origin: string): CellTrans
       JSON.stringify({
         model: o.model,
         messages: [{ role: 'user', content }],
+        ...(templateKwargs === null ? {} : { chat_template_kwargs: templateKwargs }),
         max_tokens: 1,
         stream: true,
         stream_options: { include_usage: true },
@@ -63,7 +67,7 @@ export function httpTransport(o: ResolvedCellOptions, origin: string): CellTrans
   }
   return {
     send,
-    tokenizer: () => probeTokenizer(origin, o.model, o.api === 'chat' ? measureChatOverhead : async () => null),
+    tokenizer: () => probeTokenizer(origin, o.model, o.api === 'chat' ? measureChatOverhead : async () => null, undefined, templateKwargs),
     warm: async (connections) => {
       // Best effort: an engine that refuses the extra connections is measured as it is.
       await Promise.allSettled(Array.from({ length: connections }, warmOne))
