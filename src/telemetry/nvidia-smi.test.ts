@@ -5,7 +5,15 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, test } from 'vitest'
 import { summarizeGpu } from './gpu-summary.ts'
-import { parseGpuFacts, parseGpuSamples, parseNvidiaSmiTimestamp, queryGpuFacts, selectVisibleGpus, startGpuSampler } from './nvidia-smi.ts'
+import {
+  parseGpuFacts,
+  parseGpuSamples,
+  parseMigEnabled,
+  parseNvidiaSmiTimestamp,
+  queryGpuFacts,
+  selectVisibleGpus,
+  startGpuSampler,
+} from './nvidia-smi.ts'
 
 const fake = (name: string): string => fileURLToPath(new URL(`../../fixtures/fakes/${name}`, import.meta.url))
 const NVIDIA_SMI = fake('nvidia-smi')
@@ -116,6 +124,28 @@ describe('queryGpuFacts', () => {
   test('a MIG instance cannot be measured with --query-gpu', async () => {
     const facts = await queryGpuFacts({ executable: NVIDIA_SMI, visibleDevices: 'MIG-4f2c5d1e-0b7a-5c3d-9e8f-1a2b3c4d5e6f' })
     expect(facts).toEqual({ status: 'absent', reason: expect.stringContaining('names a MIG instance') })
+  })
+
+  test('a MIG-enabled GPU chosen by index: no whole-GPU figures, the limitation recorded', async () => {
+    const mig = { ...TWO, FAKE_NVIDIA_SMI_MIG: '1' }
+    const facts = await queryGpuFacts({ executable: NVIDIA_SMI, env: mig, visibleDevices: '1' })
+    expect(facts).toEqual({
+      status: 'absent',
+      reason:
+        "GPU 1 (NVIDIA H100 80GB HBM3) has MIG mode enabled: nvidia-smi --query-gpu reports the whole GPU's power, memory and " +
+        'utilization, not the MIG instance the engine runs on, so no GPU figures are recorded; run on a GPU without MIG to measure them',
+    })
+    // The other GPU is not in MIG mode: measured as before.
+    expect(await queryGpuFacts({ executable: NVIDIA_SMI, env: mig, visibleDevices: '0' })).toMatchObject({ status: 'ok' })
+    // No CUDA_VISIBLE_DEVICES: the engine may land on the MIG GPU, so none is measured.
+    expect(await queryGpuFacts({ executable: NVIDIA_SMI, env: mig, visibleDevices: null })).toMatchObject({ status: 'absent' })
+    // The sampler starts from the same facts: nothing sampled.
+    const sampler = startGpuSampler({ executable: NVIDIA_SMI, env: mig, visibleDevices: '1', intervalMs: 20 })
+    expect(await sampler.stop()).toMatchObject({ status: 'absent', reason: expect.stringMatching(/MIG mode enabled/) })
+  })
+
+  test('MIG mode parsed from its own query; [N/A] (GPUs without MIG) is not enabled', () => {
+    expect(parseMigEnabled('0, Disabled\n1, Enabled\n2, [N/A]\n')).toEqual(new Set([1]))
   })
 
   test('no nvidia-smi on PATH: absent, ENOENT', async () => {

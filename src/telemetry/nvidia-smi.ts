@@ -5,6 +5,8 @@ import type { GpuFact, GpuSample, GpuSamples } from '../schema/telemetry.ts'
 
 /** The `--query-gpu` fields of {@link queryGpuFacts}, in output order. */
 export const GPU_FACT_FIELDS = ['index', 'name', 'uuid', 'driver_version', 'memory.total'] as const
+/** The MIG query, separate so a driver that predates MIG (and rejects the field) still gives its facts. */
+export const GPU_MIG_FIELDS = ['index', 'mig.mode.current'] as const
 /** The `--query-gpu` fields of the sampler, in output order. */
 export const GPU_SAMPLE_FIELDS = ['index', 'timestamp', 'power.draw', 'memory.used', 'temperature.gpu', 'utilization.gpu'] as const
 
@@ -122,6 +124,30 @@ export function parseGpuSamples(stdout: string, fallbackMs: number): { samples: 
   return { samples, invalid }
 }
 
+/** Parses `--query-gpu=index,mig.mode.current` output: the indices whose MIG mode is `Enabled`. Pure. */
+export function parseMigEnabled(stdout: string): Set<number> {
+  const { cells } = rows(stdout, GPU_MIG_FIELDS.length)
+  return new Set(cells.filter(([, mode]) => mode === 'Enabled').map(([index]) => Number(index)))
+}
+
+/**
+ * The GPUs chosen, unless one is in MIG mode: nvidia-smi's `--query-gpu` power, memory and
+ * utilization are then the whole GPU's, not the MIG instance the engine runs on, so no figure is
+ * kept rather than a wrong one (the absent reason says so). Pure.
+ */
+export function refuseMigGpus(selection: GpuFactsResult, migEnabled: ReadonlySet<number>): GpuFactsResult {
+  if (selection.status === 'absent') return selection
+  const mig = selection.gpus.filter((g) => g.index !== null && migEnabled.has(g.index))
+  if (mig.length === 0) return selection
+  const which = mig.map((g) => `GPU ${g.index}${g.name === null ? '' : ` (${g.name})`}`).join(', ')
+  return {
+    status: 'absent',
+    reason:
+      `${which} has MIG mode enabled: nvidia-smi --query-gpu reports the whole GPU's power, memory and utilization, ` +
+      'not the MIG instance the engine runs on, so no GPU figures are recorded; run on a GPU without MIG to measure them',
+  }
+}
+
 /**
  * The GPUs an engine with this `CUDA_VISIBLE_DEVICES` sees, the way CUDA reads it: a comma list
  * of indices or `GPU-` UUIDs (a unique prefix is enough), read up to the first entry that names no
@@ -187,9 +213,13 @@ export async function queryGpuFacts(options: NvidiaSmiOptions = {}): Promise<Gpu
     return { status: 'absent', reason: `${executable} printed no GPU rows: ${sanitizeMessage(invalid.join(' | '), 200)}` }
   }
   const visibleDevices = resolveVisibleDevices(options)
-  if (visibleDevices === null) return { status: 'ok', gpus, visibleDevices: null, note: null }
   const order = options.env?.CUDA_DEVICE_ORDER ?? process.env.CUDA_DEVICE_ORDER
-  return selectVisibleGpus(gpus, visibleDevices, order)
+  const selection: GpuFactsResult =
+    visibleDevices === null ? { status: 'ok', gpus, visibleDevices: null, note: null } : selectVisibleGpus(gpus, visibleDevices, order)
+  if (selection.status === 'absent') return selection
+  // A driver that predates MIG rejects the field: its GPUs cannot be in MIG mode.
+  const mig = await callNvidiaSmi(executable, [`--query-gpu=${GPU_MIG_FIELDS.join(',')}`, FORMAT], options.env)
+  return mig.status === 'ok' ? refuseMigGpus(selection, parseMigEnabled(mig.stdout)) : selection
 }
 
 export interface GpuSamplerOptions extends NvidiaSmiOptions {
