@@ -178,6 +178,61 @@ describe('bad import input gets one line', () => {
     )
   })
 
+  test('--all writes one record per run of an appended file and names the runs; without it the line and count are said', async () => {
+    const wild = fileURLToPath(new URL('../../../shared/reference/wild/sglang-10-datacrunch-2024-12-online.jsonl', import.meta.url))
+    const out = join(dir, 'all')
+    const r = await cli(['import', wild, '--from', 'auto', '--all', '--out', out, '--model', 'meta-llama/Llama-3.3-70B-Instruct'])
+    expect(r.stderr).toBe('')
+    const rows = r.stdout.trimEnd().split('\n')
+    expect(rows[0]).toBe(`${wild} holds 7 runs; no run is marked warm-up (the file does not say which, if any, were)`)
+    expect(rows).toHaveLength(8)
+    expect(rows[7]).toBe(
+      `  line 7: sglang.bench-serving, summary-only (no per-request data; 2400 completed, failed unknown); ` +
+        `wrote ${join(out, 'sglang-10-datacrunch-2024-12-online-line7.json')}`,
+    )
+    const line3 = await readRecord(join(out, 'sglang-10-datacrunch-2024-12-online-line3.json'))
+    expect([line3.completed, line3.plan.model]).toEqual([1200, 'meta-llama/Llama-3.3-70B-Instruct'])
+    const one = await cli(['import', wild, '--from', 'sglang', '--out', join(dir, 'one.json')])
+    expect(one.stdout).toMatch(/ line 7 \(the last of 7 runs; --line N picks another, --all imports each\): summary-only/)
+    const both = await cli(['import', wild, '--from', 'sglang', '--all', '--line', '2', '--out', out])
+    expect(both.stderr).toMatch(/--line and --all do not go together/)
+  })
+
+  test('a tagged warm-up line is marked in the output and in its record', async () => {
+    const lines = (await readFile(SGLANG, 'utf8')).trimEnd().split('\n')
+    const tagged = join(dir, 'warm.jsonl')
+    await writeFile(tagged, `${lines[0]?.replace('{', '{"tag": "warmup", ')}\n${lines[1]}\n`)
+    const r = await cli(['import', tagged, '--from', 'sglang', '--all', '--out', join(dir, 'warm')])
+    expect(r.stdout).toMatch(/warm-up: line 1 \(marked by its tag or label\)/)
+    expect(r.stdout).toMatch(/^ {2}line 1 \(warm-up\): /m)
+    expect((await readRecord(join(dir, 'warm', 'warm-line1.json'))).methodology.warmupRun).toMatch(/marked warm-up/)
+  })
+
+  test('--from auto on an unknown shape names what it looked for, the keys the file has, and the fix', async () => {
+    const odd = join(dir, 'odd.json')
+    await writeFile(odd, JSON.stringify({ results: [], model: 'x', tokens_per_second: 3 }))
+    const r = await cli(['import', odd, '--from', 'auto', '--out', join(dir, 'x.json')])
+    expect(r.code).toBe(1)
+    expect(r.stderr).toMatch(/not a format servegate recognizes: it looked for a "schema" field .* a GuideLLM "benchmarks" array/)
+    expect(r.stderr).toMatch(
+      /but the file holds \{ results, model, tokens_per_second \}; pass a servegate\.run\/v1 .* or name the format with --from/,
+    )
+  })
+
+  test.each([
+    ['aiperf', 'aiperf-run/profile_export_aiperf.json', 'aiperf.profile-export', 'per-request: 7 requests, 6 ok, 1 failed'],
+    ['guidellm', 'guidellm-benchmarks.json', 'guidellm.benchmarks', 'per-request: 7 requests, 6 ok, 1 failed'],
+    ['llmperf', 'llmperf-run/Qwen-Qwen3-0.6B_512_8_summary.json', 'llmperf.token-benchmark', 'per-request: 7 requests, 6 ok, 1 failed'],
+  ])('--from %s and auto import %s', async (from, name, schema, shape) => {
+    for (const f of [from, 'auto']) {
+      const out = join(dir, `${from}-${f}.json`)
+      const r = await cli(['import', fixture(`import/${name}`), '--from', f, '--out', out])
+      expect(r.stderr).toBe('')
+      expect(r.stdout).toContain(shape)
+      expect((await readRecord(out)).importedFrom?.schema).toBe(schema)
+    }
+  })
+
   test('--help prints the formats', async () => {
     const r = await cli(['import', '--help'])
     expect(r.code).toBe(0)

@@ -132,7 +132,8 @@ const METHODOLOGY = {
   tpot: "AIPerf's inter_token_latency: (request_latency − ttft) ÷ (output_sequence_length − 1) per request, which is servegate's tpot",
   completionTokens:
     "AIPerf's output_sequence_length: output plus reasoning tokens, from the server's usage where reported, else its tokenizer (client-count)",
-  warmup: "AIPerf's --warmup-request-count is excluded from its profiling figures; plan.warmupRequests counts warm-up lines when the per-request export holds them, else null",
+  warmup:
+    "AIPerf's --warmup-request-count is excluded from its profiling figures; plan.warmupRequests counts warm-up lines when the per-request export holds them, else null",
 }
 
 /**
@@ -142,13 +143,17 @@ const METHODOLOGY = {
 export function importAiperfAggregate(value: unknown, options: BenchImportOptions & { records?: unknown[] }): RunRecord {
   const source = describeSource(options)
   if (!looksLikeAiperfAggregate(value)) {
-    throw new ServegateError('FILE_INVALID', `${source}: fields "time_to_first_token" and "request_latency" ({ unit, avg, … }) are missing; ${FIX}`)
+    throw new ServegateError(
+      'FILE_INVALID',
+      `${source}: fields "time_to_first_token" and "request_latency" ({ unit, avg, … }) are missing; ${FIX}`,
+    )
   }
   const a = value as Record<string, unknown>
   if (options.records !== undefined) return importAiperfRecords(options.records, { ...options, aggregate: a })
   const facts = factsOf(a)
   const completed = Math.round(avgOf(a, 'request_count') ?? 0)
-  if (completed === 0) throw new ServegateError('FILE_INVALID', `${source}: field "request_count.avg" is missing or 0, so there is nothing to import; ${FIX}`)
+  if (completed === 0)
+    throw new ServegateError('FILE_INVALID', `${source}: field "request_count.avg" is missing or 0, so there is nothing to import; ${FIX}`)
   const errorCount = avgOf(a, 'error_request_count')
   const errorSummary = Array.isArray(a.error_summary) ? a.error_summary : null
   const summed = errorSummary?.reduce((n: number, e) => n + (num(at(e, ['count'])) ?? 0), 0) ?? null
@@ -246,7 +251,8 @@ export function importAiperfRecords(lines: readonly unknown[], options: BenchImp
     if (phase === 'warmup') warmup++
     else kept.push(line as Record<string, unknown>)
   }
-  if (kept.length === 0) throw new ServegateError('FILE_INVALID', `${source}: no profiling lines (only warm-up), so there is nothing to import; ${FIX}`)
+  if (kept.length === 0)
+    throw new ServegateError('FILE_INVALID', `${source}: no profiling lines (only warm-up), so there is nothing to import; ${FIX}`)
   const starts = kept.map((l) => num(at(l, ['metadata', 'request_start_ns'])))
   const ends = kept.map((l) => num(at(l, ['metadata', 'request_end_ns'])))
   const known = starts.filter((s): s is number => s !== null)
@@ -256,7 +262,10 @@ export function importAiperfRecords(lines: readonly unknown[], options: BenchImp
     const err = line.error
     const cancelled = at(line, ['metadata', 'was_cancelled']) === true
     const icl = metricValue(metrics, 'inter_chunk_latency')
-    const gaps = icl !== null && Array.isArray(icl.value) ? icl.value.flatMap((v) => (num(v) === null ? [] : [toMs(v as number, icl.unit) ?? 0])) : null
+    const gaps =
+      icl !== null && Array.isArray(icl.value)
+        ? icl.value.flatMap((v) => (num(v) === null ? [] : [toMs(v as number, icl.unit) ?? 0]))
+        : null
     const status = isObject(err) ? httpStatusOf(err.code) : null
     const start = starts[i] ?? null
     const end = ends[i] ?? null
@@ -307,7 +316,9 @@ export function importAiperfRecords(lines: readonly unknown[], options: BenchImp
     maxTokens: facts.outputMean === null ? null : Math.max(1, Math.round(facts.outputMean)),
     promptTokens: Math.max(1, Math.round(facts.inputMean ?? (prompts.reduce((x, y) => x + y, 0) / Math.max(prompts.length, 1) || 1))),
     promptTokensEstimator:
-      facts.inputMean !== null ? `AIPerf input_config input.prompt.input_tokens.mean ${facts.inputMean}` : "mean of AIPerf's input_sequence_length",
+      facts.inputMean !== null
+        ? `AIPerf input_config input.prompt.input_tokens.mean ${facts.inputMean}`
+        : "mean of AIPerf's input_sequence_length",
     records,
     summary: null,
     completed,

@@ -108,4 +108,32 @@ describe('importing the anvil-serving reference run', () => {
       /x\.json: field "schema" is "other\/v9"; expected "servegate\.run\/v1"/,
     )
   })
+
+  test('records canaries, output control, prompt-cache mode, sampling, unknown warm-up and the actual context', () => {
+    const w = record.plan.workload
+    expect(w.canaries).toBe(true)
+    expect(record.metrics.canaries).toEqual({ samples: 3, passed: 3 })
+    expect(record.requests[0]?.canary).toMatchObject({ marker: 'ANVIL_REQ_17_00000', atStart: true, foreignMarkers: [], passed: true })
+    // observe with response_words 0: no length target, so nothing was controlled.
+    expect(w.outputControl).toEqual({ mode: 'none', knob: null })
+    expect(record.methodology.outputControl).toMatch(/"observe" with response_words 0: no length target/)
+    expect(w.prefixCache).toEqual({ mode: 'unique', tokens: null })
+    expect(w.sampling).toEqual({
+      temperature: { requested: 0.9, sent: true, field: 'temperature', effective: 0.9, note: null },
+      top_p: { requested: 0.95, sent: true, field: 'top_p', effective: 0.95, note: null },
+    })
+    expect(record.plan.warmupRequests).toBeNull()
+    expect(record.methodology.warmup).toMatch(/does not record its warm-up/)
+    expect(w.promptTokens).toBe(8192)
+    expect(w.calibration).toMatchObject({ method: 'none', targetTokens: 8192, toleranceTokens: 41, outsideTolerance: 3 })
+    expect(w.calibration?.warning).toMatch(/planned context_tokens 8192, but the engine counted 7415–7418 prompt tokens/)
+  })
+
+  test('keeps TPOT from mean_inter_token_latency_ms when that is all a request records', () => {
+    const timings = raw.request_timings.map(({ tpot_ms: _t, mean_time_per_output_token_ms: _m, ...t }) => t)
+    const r = parseRunRecord({ ...raw, request_timings: timings }, 'legacy')
+    for (const [i, t] of raw.request_timings.entries()) expect(r.requests[i]?.tpotMs).toBe(t.mean_inter_token_latency_ms)
+    expectRelClose(r.metrics.distributions.tpotMs.mean, raw.metrics.tpot_mean_ms as number, 'tpot mean')
+    expect(r.methodology.tpot).toMatch(/3 request\(s\) record only the older key/)
+  })
 })

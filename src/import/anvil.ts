@@ -322,7 +322,7 @@ export function importAnvilRun(input: AnvilRun): RunRecord {
           : 'no length target, so no output control was in effect (mode none)'),
       prefixCache: `anvil's prompt_cache_mode ${JSON.stringify(input.prompt_cache_mode ?? null)}${input.prompt_cache_mode === 'unique' || input.prompt_cache_mode === 'shared' ? '' : ' (unknown to servegate)'}`,
       promptTokens:
-        'plan.workload.promptTokens is anvil\'s planned context_tokens; each request\'s promptTokens is its actual usage.prompt_tokens, ' +
+        "plan.workload.promptTokens is anvil's planned context_tokens; each request's promptTokens is its actual usage.prompt_tokens, " +
         'and calibration compares the two (method none: servegate did not size these prompts)',
     },
     manifest: null,

@@ -64,8 +64,9 @@ export function looksLikeGuidellm(value: unknown): boolean {
 
 /** The benchmarks of a report, for `--all` and `--line` (a benchmark's 1-based position). */
 export function guidellmBenchmarks(value: unknown, source: string): Record<string, unknown>[] {
-  if (!looksLikeGuidellm(value)) throw new ServegateError('FILE_INVALID', `${source}: field "benchmarks" (an array of benchmarks with metrics) is missing; ${FIX}`)
-  return ((value as { benchmarks: unknown[] }).benchmarks).filter(isObject)
+  if (!looksLikeGuidellm(value))
+    throw new ServegateError('FILE_INVALID', `${source}: field "benchmarks" (an array of benchmarks with metrics) is missing; ${FIX}`)
+  return (value as { benchmarks: unknown[] }).benchmarks.filter(isObject)
 }
 
 const PERCENTILE_KEYS: ReadonlyArray<[string, number]> = [
@@ -154,7 +155,8 @@ export function importGuidellmBenchmark(b: Record<string, unknown>, options: Ben
   const where = options.line === undefined ? '' : ` (benchmark ${options.line}${options.count === undefined ? '' : ` of ${options.count}`})`
   const lists = isObject(b.requests) ? b.requests : null
   const sampled = b.request_samples !== null && b.request_samples !== undefined
-  const kept = lists === null ? [] : (['successful', 'errored', 'incomplete'] as const).flatMap((k) => (Array.isArray(lists[k]) ? lists[k] : []))
+  const kept =
+    lists === null ? [] : (['successful', 'errored', 'incomplete'] as const).flatMap((k) => (Array.isArray(lists[k]) ? lists[k] : []))
   const perRequest = !sampled && kept.length > 0 && kept.every((r) => isObject(r) && num(r.start_time) !== null)
   const common = {
     format: GUIDELLM_FORMAT_ID,
@@ -187,7 +189,8 @@ export function importGuidellmBenchmark(b: Record<string, unknown>, options: Ben
         ...METHODOLOGY,
         itl: 'not recorded per gap by GuideLLM (only first and last token times): itlMs is null',
         tpot: "(e2e − ttft) ÷ (output tokens − 1), derived by servegate; GuideLLM's inter_token_latency_ms measures to the last token instead of the end",
-        failures: 'errored requests keep their error text (code INTERNAL); incomplete ones (cut off when the benchmark ended) are REQUEST_ABORTED',
+        failures:
+          'errored requests keep their error text (code INTERNAL); incomplete ones (cut off when the benchmark ended) are REQUEST_ABORTED',
         import:
           `imported from GuideLLM benchmarks.json${where}, ${describeStrategy(strategy)}; ` +
           "per-request times converted Unix seconds → ms from the benchmark's start, distributions recomputed by servegate's rules",

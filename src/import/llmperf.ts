@@ -40,17 +40,7 @@ import {
 /** `importedFrom.schema` of a record imported from llmperf's results. */
 export const LLMPERF_FORMAT_ID = 'llmperf.token-benchmark'
 
-const FIX =
-  'pass the *_summary.json or *_individual_responses.json that llmperf token_benchmark_ray.py writes, or pick another --from'
-
-const METRIC_STEMS = [
-  'inter_token_latency_s',
-  'ttft_s',
-  'end_to_end_latency_s',
-  'request_output_throughput_token_per_s',
-  'number_input_tokens',
-  'number_output_tokens',
-] as const
+const FIX = 'pass the *_summary.json or *_individual_responses.json that llmperf token_benchmark_ray.py writes, or pick another --from'
 
 /** True for llmperf's flattened summary: used by `--from auto`. */
 export function looksLikeLlmperfSummary(value: unknown): boolean {
@@ -213,7 +203,7 @@ export function importLlmperfSummary(value: unknown, options: BenchImportOptions
       throughput:
         "llmperf's results_mean_output_throughput_token_per_s (Σ output tokens of ok requests ÷ test time); " +
         'the wall clock is results_num_completed_requests ÷ results_num_completed_requests_per_min (llmperf records no duration)',
-      promptTokens: 'promptTokens and completionTokens hold llmperf\'s own summaries of number_input_tokens and number_output_tokens',
+      promptTokens: "promptTokens and completionTokens hold llmperf's own summaries of number_input_tokens and number_output_tokens",
       import:
         `summary-only import of an llmperf summary (results version ${String(s.version ?? 'not recorded')}); ` +
         'put its *_individual_responses.json beside it to import per request',
@@ -228,7 +218,8 @@ export function importLlmperfSummary(value: unknown, options: BenchImportOptions
 export function importLlmperfIndividual(value: unknown, options: BenchImportOptions & { summary?: unknown }): RunRecord {
   const source = describeSource(options)
   if (!Array.isArray(value)) throw new ServegateError('FILE_INVALID', `${source}: is not a JSON array of requests; ${FIX}`)
-  if (value.length === 0) throw new ServegateError('FILE_INVALID', `${source}: the array is empty, so there are no requests to import; ${FIX}`)
+  if (value.length === 0)
+    throw new ServegateError('FILE_INVALID', `${source}: the array is empty, so there are no requests to import; ${FIX}`)
   const records: RequestRecord[] = value.map((raw, index) => {
     if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
       throw new ServegateError('FILE_INVALID', `${source}: entry [${index}] is not an object; ${FIX}`)
@@ -289,7 +280,9 @@ export function importLlmperfIndividual(value: unknown, options: BenchImportOpti
     methodology: {
       ...METHODOLOGY,
       ...(facts.model === null && options.model === undefined
-        ? { plan: `${METHODOLOGY.plan}; no *_summary.json beside the file, so model is "unknown" (pass --model) and concurrency 1 (unknown)` }
+        ? {
+            plan: `${METHODOLOGY.plan}; no *_summary.json beside the file, so model is "unknown" (pass --model) and concurrency 1 (unknown)`,
+          }
         : {}),
       failures:
         'a request failed when error_code is not null (the HTTP status, or −1 for an exception); its code is derived from the status',

@@ -197,7 +197,10 @@ export function sglangServerFacts(info: Record<string, unknown> | null): SglangS
   }
   let model: string | null = null
   let modelFrom: string | null = null
-  for (const [role, servers] of [['prefill', prefill], ['decode', decode]] as const) {
+  for (const [role, servers] of [
+    ['prefill', prefill],
+    ['decode', decode],
+  ] as const) {
     for (const [i, server] of servers.entries()) {
       for (const key of ['served_model_name', 'model_path'] as const) {
         if (model === null && str(server[key]) !== null) {

@@ -3,7 +3,13 @@ import { basename, dirname, join } from 'node:path'
 import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
 import { ANVIL_SCHEMA_ID, AnvilRun, importAnvilRun } from '../import/anvil.ts'
-import { AIPERF_RECORDS_FILE, importAiperfAggregate, importAiperfRecords, looksLikeAiperfAggregate, looksLikeAiperfRecord } from '../import/aiperf.ts'
+import {
+  AIPERF_RECORDS_FILE,
+  importAiperfAggregate,
+  importAiperfRecords,
+  looksLikeAiperfAggregate,
+  looksLikeAiperfRecord,
+} from '../import/aiperf.ts'
 import { describeKeys } from '../import/common.ts'
 import { guidellmBenchmarks, importGuidellmBenchmark, looksLikeGuidellm } from '../import/guidellm.ts'
 import { importLlmperfIndividual, importLlmperfSummary, looksLikeLlmperfIndividual, looksLikeLlmperfSummary } from '../import/llmperf.ts'
@@ -126,13 +132,7 @@ function parseJsonFor(text: string, path: string, fix: string): unknown {
   return parseBenchmarkLines(text, path, fix).map((r) => r.value)
 }
 
-function benchmarkRun(
-  run: BenchmarkLine,
-  from: 'vllm' | 'sglang',
-  path: string,
-  runs: number,
-  options: ReadRunRecordOptions,
-): RunRecord {
+function benchmarkRun(run: BenchmarkLine, from: 'vllm' | 'sglang', path: string, runs: number, options: ReadRunRecordOptions): RunRecord {
   const line = runs > 1 || options.line !== undefined ? run.line : undefined
   const opts = { source: path, line, model: options.model }
   return from === 'vllm' ? parseVllmResult(run.value, opts) : parseSglangResult(run.value, opts)
@@ -176,11 +176,19 @@ function aiperfFile(values: unknown[], path: string, options: ReadRunRecordOptio
   if (values.length === 1 && looksLikeAiperfAggregate(values[0])) {
     refuseLine(options, path, "AIPerf's aggregate export")
     const records = other ?? undefined
-    return single('aiperf', importAiperfAggregate(values[0], { ...opts, records }), records === undefined ? null : (options.companion?.path ?? null))
+    return single(
+      'aiperf',
+      importAiperfAggregate(values[0], { ...opts, records }),
+      records === undefined ? null : (options.companion?.path ?? null),
+    )
   }
   refuseLine(options, path, `AIPerf's ${AIPERF_RECORDS_FILE} (one line per request)`)
   const aggregate = other?.[0]
-  return single('aiperf', importAiperfRecords(values, { ...opts, aggregate }), aggregate === undefined ? null : (options.companion?.path ?? null))
+  return single(
+    'aiperf',
+    importAiperfRecords(values, { ...opts, aggregate }),
+    aggregate === undefined ? null : (options.companion?.path ?? null),
+  )
 }
 
 function llmperfFile(value: unknown, path: string, options: ReadRunRecordOptions): ImportedFile {
@@ -194,7 +202,8 @@ function llmperfFile(value: unknown, path: string, options: ReadRunRecordOptions
 
 function guidellmFile(value: unknown, path: string, options: ReadRunRecordOptions): ImportedFile {
   const benchmarks = guidellmBenchmarks(value, path)
-  if (benchmarks.length === 0) throw new ServegateError('FILE_INVALID', `${path}: field "benchmarks" is empty, so there is nothing to import; ${ANY_FIX}`)
+  if (benchmarks.length === 0)
+    throw new ServegateError('FILE_INVALID', `${path}: field "benchmarks" is empty, so there is nothing to import; ${ANY_FIX}`)
   const runs: BenchmarkLine[] = benchmarks.map((b, i) => ({ line: i + 1, value: b }))
   let picked: BenchmarkLine[]
   if (options.all === true) picked = runs
@@ -202,9 +211,13 @@ function guidellmFile(value: unknown, path: string, options: ReadRunRecordOption
     try {
       picked = [pickLine(runs, path, options.line)]
     } catch (err) {
-      throw new ServegateError('CONFIG_INVALID', `--line ${options.line}: ${path} holds ${runs.length} GuideLLM benchmark(s); pass --line 1 to ${runs.length}`, {
-        cause: err,
-      })
+      throw new ServegateError(
+        'CONFIG_INVALID',
+        `--line ${options.line}: ${path} holds ${runs.length} GuideLLM benchmark(s); pass --line 1 to ${runs.length}`,
+        {
+          cause: err,
+        },
+      )
     }
   }
   const count = runs.length
@@ -274,7 +287,11 @@ export function parseRunFile(text: string, path: string, options: ReadRunRecordO
   const runs = parseBenchmarkLines(text, path, 'pass a run record JSON file')
   const value = (runs[0] as BenchmarkLine).value
   if (looksLikeAiperfRecord(value) || (runs.length === 1 && looksLikeAiperfAggregate(value))) {
-    return aiperfFile(runs.map((r) => r.value), path, options)
+    return aiperfFile(
+      runs.map((r) => r.value),
+      path,
+      options,
+    )
   }
   if (runs.length === 1 && looksLikeGuidellm(value)) return guidellmFile(value, path, options)
   if (runs.length === 1 && (looksLikeLlmperfSummary(value) || looksLikeLlmperfIndividual(value))) return llmperfFile(value, path, options)
@@ -357,6 +374,10 @@ export function importRunFile(path: string, from: ImportFormat, options: Omit<Re
 }
 
 /** Imports every run (with `all`) or the picked one of another harness's result file. */
-export function importRunFileRuns(path: string, from: ImportFormat, options: Omit<ReadRunRecordOptions, 'from'> = {}): Promise<ImportedFile> {
+export function importRunFileRuns(
+  path: string,
+  from: ImportFormat,
+  options: Omit<ReadRunRecordOptions, 'from'> = {},
+): Promise<ImportedFile> {
   return readRunRecords(path, { ...options, from })
 }
