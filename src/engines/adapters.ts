@@ -13,13 +13,24 @@ export interface VersionProbe {
 /** Files an engine reads at start (name → content), written by the launcher beside its log. */
 export type EngineFiles = Readonly<Record<string, string>>
 
+/** What the launcher knows before it builds the argv. */
+export interface LaunchFacts {
+  /** Where each of the adapter's {@link EngineAdapter.files} was written, by name. */
+  paths?: Readonly<Record<string, string>>
+  /** Whether nvidia-smi shows a GPU on the host (llama-server's `gpuLayers: 'auto'`). @default false */
+  gpuHost?: boolean
+}
+
+/** Layers llama-server offloads to mean "all of them". */
+export const ALL_GPU_LAYERS = 999
+
 /** What servegate knows about an engine kind. */
 export interface EngineAdapter {
   /**
-   * The argv that launches it on 127.0.0.1:`port`; `paths` holds where each of its
-   * {@link EngineAdapter.files} was written.
+   * The argv that launches it on 127.0.0.1:`port`, given what the launcher found (see
+   * {@link LaunchFacts}).
    */
-  argv(config: LaunchedConfig, port: number, paths?: Readonly<Record<string, string>>): string[]
+  argv(config: LaunchedConfig, port: number, launch?: LaunchFacts): string[]
   /** Files to write before launch (TensorRT-LLM's extra options YAML), or none. */
   files?(config: LaunchedConfig): Promise<EngineFiles>
   /** The model name the engine serves (what `/v1/models` lists and requests must use). */
@@ -106,14 +117,15 @@ const sglang: EngineAdapter = {
 /**
  * llama.cpp's `llama-server`: `/health`, `/props` (build info), `/tokenize`, `/metrics` with
  * `--metrics`. Local weights go by `-m`; a Hugging Face id without them by `-hf` (which takes
- * `<user>/<model>[:quant]` and has no revision option). Layers are offloaded with `-ngl` (builds
- * without GPU support ignore it with a warning).
+ * `<user>/<model>[:quant]` and has no revision option). Layers are offloaded with `-ngl` where
+ * GPUs are requested or present (`gpuLayers`).
  */
 const llamaServer: EngineAdapter = {
-  argv: (c, port) => {
+  argv: (c, port, launch = {}) => {
     const slots = c.kind === 'llama-server' ? c.slots : 1
     const threads = c.kind === 'llama-server' ? c.threads : null
-    const gpuLayers = c.kind === 'llama-server' ? c.gpuLayers : null
+    const configured = c.kind === 'llama-server' ? c.gpuLayers : null
+    const gpuLayers = configured === 'auto' ? (c.gpus !== null || launch.gpuHost === true ? ALL_GPU_LAYERS : null) : configured
     return [
       c.kind === 'llama-server' ? c.executable : 'llama-server',
       ...(c.model.path !== undefined ? ['-m', c.model.path] : ['-hf', c.model.id]),
@@ -186,9 +198,9 @@ export function trtllmOptionsYaml(userYaml: string): string {
  * served-model-name option), so that is the name requests and the metrics use.
  */
 const trtllm: EngineAdapter = {
-  argv: (c, port, paths = {}) => {
+  argv: (c, port, launch = {}) => {
     const { rest } = userOptionsFile(c.extraArgs)
-    const options = paths[TRTLLM_OPTIONS_FILE]
+    const options = launch.paths?.[TRTLLM_OPTIONS_FILE]
     return [
       c.kind === 'trtllm' ? c.executable : 'trtllm-serve',
       c.model.path ?? c.model.id,

@@ -75,16 +75,21 @@ export const EngineConfig = z.discriminatedUnion('kind', [
     /** Parallel slots (`-np`); the context is divided among them. @default 1 */
     slots: z.int().min(1).default(1),
     /**
-     * CPU threads (`-t`); null leaves llama.cpp's own default (its count of physical cores).
-     * @default null
+     * CPU threads (`-t`); null leaves llama.cpp's own default (its count of physical cores). One
+     * by default: with the layers on the GPU the CPU only samples, and on a small shared CPU host
+     * llama.cpp's default competes with the client for the cores it measures with. @default 1
      */
-    threads: z.int().min(1).nullable().default(null),
+    threads: z.int().min(1).nullable().default(1),
     /**
-     * Layers offloaded to the GPU (`-ngl`): 999 offloads every layer, 0 keeps the model on the CPU,
-     * null passes no `-ngl` (the build's own default, zero layers on older builds). A build
-     * without GPU support ignores it. @default 999
+     * Layers offloaded to the GPU (`-ngl`): a count (999 offloads every layer, 0 keeps the model
+     * on the CPU), null for no `-ngl` (the build's own default: zero layers on older builds), or
+     * `'auto'`: 999 when `gpus` is set or nvidia-smi shows a GPU on the host, else no `-ngl`.
+     * @default 'auto'
      */
-    gpuLayers: z.int().min(0).nullable().default(999),
+    gpuLayers: z
+      .union([z.int().min(0), z.literal('auto')])
+      .nullable()
+      .default('auto'),
   }),
   z.object({ kind: z.literal('trtllm'), executable: z.string().default('trtllm-serve'), ...launched }),
   z.object({

@@ -133,16 +133,33 @@ describe('llama-server', () => {
   })
   const argv = (config: EngineConfig) => ADAPTERS['llama-server'].argv(launched(config), 8000)
 
-  test('a hub id goes by -hf, local weights by -m; every layer offloaded unless configured', () => {
-    expect(argv(llama())).toEqual(expect.arrayContaining(['-hf', 'ggml-org/gemma-3-1b-it-GGUF', '-ngl', '999']))
+  test('a hub id goes by -hf, local weights by -m; every layer offloaded where there is a GPU', () => {
+    expect(argv(llama({ gpus: '0' }))).toEqual(expect.arrayContaining(['-hf', 'ggml-org/gemma-3-1b-it-GGUF', '-ngl', '999']))
+    expect(ADAPTERS['llama-server'].argv(launched(llama()), 8000, { gpuHost: true })).toEqual(expect.arrayContaining(['-ngl', '999']))
+    // No GPU requested and none on the host: llama.cpp's CPU path, no -ngl.
+    expect(argv(llama())).not.toContain('-ngl')
     expect(argv(llama())).not.toContain('-m')
+    expect(argv(llama())).toEqual(expect.arrayContaining(['-t', '1']))
     expect(argv(llama({ model: { id: 'tiny', path: '/w/tiny.gguf' }, gpuLayers: 0, threads: 4 }))).toEqual(
       expect.arrayContaining(['-m', '/w/tiny.gguf', '-ngl', '0', '-t', '4']),
     )
-    // null: the build's own default; no -t: llama.cpp's own thread count.
-    const plain = argv(llama({ gpuLayers: null }))
+    // null: the build's own defaults (layers, and llama.cpp's own thread count).
+    const plain = argv(llama({ gpuLayers: null, threads: null }))
     expect(plain).not.toContain('-ngl')
     expect(plain).not.toContain('-t')
+  })
+
+  test('on a host where nvidia-smi shows a GPU, the launch offloads every layer', async () => {
+    const gpuHost: Environment = {
+      ...testEnv,
+      gpuFacts: async () => ({
+        status: 'ok',
+        devices: [{ index: 0, name: 'NVIDIA H100 80GB HBM3', uuid: null, driverVersion: '550.54.15', memoryTotalMiB: 81559 }],
+      }),
+    }
+    const record = await runEngineCell(gpuHost, llama(), { requests: 2, concurrency: 1, maxTokens: 4, workload: { promptTokens: 16 } })
+    expect(record.cellFailure).toBeNull()
+    expect(record.manifest?.engine.argv).toEqual(expect.arrayContaining(['-ngl', '999']))
   })
 
   test('a revision with -hf is refused, naming the field and the fix', () => {

@@ -93,7 +93,7 @@ describe('each launched adapter against its fake executable', () => {
     [
       'llama-server',
       { value: 'b6543-d8cfd8d1', source: 'GET /props' },
-      ['-hf', 'fake/model-7b', '--alias', 'fake/model-7b', '-np', '2', '-ngl', '999', '--metrics'],
+      ['-hf', 'fake/model-7b', '--alias', 'fake/model-7b', '-np', '2', '-t', '1', '--metrics'],
     ],
     [
       'trtllm',

@@ -218,7 +218,12 @@ export async function launchEngine(
   const stamp = new Date().toISOString().replace(/[-:.]/g, '')
   const logDir = config.logDir ?? context.logDir
   const paths = await writeEngineFiles(config, logDir, `${config.kind}-${stamp}-${port}`)
-  const argv = adapter.argv(config, port, paths)
+  // llama-server offloads its layers only where there is a GPU to offload them to.
+  const gpuHost =
+    config.kind === 'llama-server' && config.gpuLayers === 'auto' && config.gpus === null
+      ? (await context.gpuFacts(null)).status === 'ok'
+      : false
+  const argv = adapter.argv(config, port, { paths, gpuHost })
   const env = engineEnv(config)
   registerEngineSecrets(config, env)
   const executable = argv[0] as string

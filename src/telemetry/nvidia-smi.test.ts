@@ -202,8 +202,8 @@ async function sampleCell(executable: string, env: Record<string, string>, inter
     visibleDevices: null,
     env: { ...env, FAKE_NVIDIA_SMI_LOAD_FILE: loadFile, FAKE_NVIDIA_SMI_CALL_LOG: log },
   })
-  // 1 facts query + 3 polls started: at least 2 baseline samples are in.
-  await calls(log, 4)
+  // The facts and MIG queries + 3 polls started: at least 2 baseline samples are in.
+  await calls(log, 5)
   const loadStartedAt = sampler.markLoadStart()
   await writeFile(loadFile, '')
   // Polls are sequential: when the 4th poll after the load file starts, 3 loaded ones are in.

@@ -206,7 +206,11 @@ function resolveVisibleDevices(options: NvidiaSmiOptions): string | null {
  */
 export async function queryGpuFacts(options: NvidiaSmiOptions = {}): Promise<GpuFactsResult> {
   const executable = options.executable ?? 'nvidia-smi'
-  const call = await callNvidiaSmi(executable, [`--query-gpu=${GPU_FACT_FIELDS.join(',')}`, FORMAT], options.env)
+  // Both at once: the sampler's idle baseline starts after these.
+  const [call, mig] = await Promise.all([
+    callNvidiaSmi(executable, [`--query-gpu=${GPU_FACT_FIELDS.join(',')}`, FORMAT], options.env),
+    callNvidiaSmi(executable, [`--query-gpu=${GPU_MIG_FIELDS.join(',')}`, FORMAT], options.env),
+  ])
   if (call.status === 'absent') return call
   const { gpus, invalid } = parseGpuFacts(call.stdout)
   if (gpus.length === 0) {
@@ -218,7 +222,6 @@ export async function queryGpuFacts(options: NvidiaSmiOptions = {}): Promise<Gpu
     visibleDevices === null ? { status: 'ok', gpus, visibleDevices: null, note: null } : selectVisibleGpus(gpus, visibleDevices, order)
   if (selection.status === 'absent') return selection
   // A driver that predates MIG rejects the field: its GPUs cannot be in MIG mode.
-  const mig = await callNvidiaSmi(executable, [`--query-gpu=${GPU_MIG_FIELDS.join(',')}`, FORMAT], options.env)
   return mig.status === 'ok' ? refuseMigGpus(selection, parseMigEnabled(mig.stdout)) : selection
 }
 
