@@ -179,7 +179,7 @@ describe('bad import input gets one line', () => {
   })
 
   test('--all writes one record per run of an appended file and names the runs; without it the line and count are said', async () => {
-    const wild = fileURLToPath(new URL('../../../shared/reference/wild/sglang-10-datacrunch-2024-12-online.jsonl', import.meta.url))
+    const wild = fileURLToPath(new URL('../../fixtures/reference/wild/sglang-10-datacrunch-2024-12-online.jsonl', import.meta.url))
     const out = join(dir, 'all')
     const r = await cli(['import', wild, '--from', 'auto', '--all', '--out', out, '--model', 'meta-llama/Llama-3.3-70B-Instruct'])
     expect(r.stderr).toBe('')

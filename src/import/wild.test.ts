@@ -6,12 +6,12 @@ import { type RequestRecord, RunRecord } from '../schema/run.ts'
 import { normalizePythonJson } from './serving-bench.ts'
 
 /*
- * Other people's real result files (see ../shared/reference/wild/PROVENANCE.md): each one imports,
+ * Other people's real result files (see fixtures/reference/wild/PROVENANCE.md, byte copies of ../shared/reference/wild): each one imports,
  * and servegate's figures agree with the file's own summaries to the file's precision (float64:
  * 1e-9 relative). Per-request imports are recomputed by servegate, so they are compared with the
  * numpy statistics (mean, population std, linear percentiles) taken over the imported requests.
  */
-const WILD = join(import.meta.dirname, '../../../shared/reference/wild')
+const WILD = join(import.meta.dirname, '../../fixtures/reference/wild')
 const read = (name: string): string => readFileSync(join(WILD, name), 'utf8')
 const json = (name: string): Record<string, unknown> => JSON.parse(normalizePythonJson(read(name))) as Record<string, unknown>
 const lines = (name: string): Record<string, number>[] =>

@@ -43,7 +43,7 @@ const NAMES: Record<Exclude<MetricsDialect, 'trtllm'>, Partial<Record<keyof SimC
     requestsFinished: ['vllm:request_success_total', 'counter', 'Count of successfully processed requests.'],
   },
   // SGLang 0.5.x: scheduler gauges (refreshed by the caller the way SGLang refreshes them) and
-  // tokenizer counters, all labelled model_name (see ../../../shared/reference/wild/metrics/sglang.prom).
+  // tokenizer counters, all labelled model_name (see ../../fixtures/reference/wild/metrics/sglang.prom).
   sglang: {
     running: ['sglang:num_running_reqs', 'gauge', 'The number of running requests'],
     waiting: ['sglang:num_queue_reqs', 'gauge', 'The number of requests in the waiting queue'],

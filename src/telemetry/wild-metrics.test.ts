@@ -4,12 +4,12 @@ import { describe, expect, test } from 'vitest'
 import { parseExposition } from './exposition.ts'
 import { metricLine, readEngineMetrics, timingDeltas } from './prometheus.ts'
 
-// Real /metrics dumps other people published (provenance in ../shared/reference/wild/PROVENANCE.md).
-const WILD = fileURLToPath(new URL('../../../shared/reference/wild/metrics/', import.meta.url))
+// Real /metrics dumps other people published (provenance in fixtures/reference/wild/PROVENANCE.md).
+const WILD = fileURLToPath(new URL('../../fixtures/reference/wild/metrics/', import.meta.url))
 
 function wild(name: string): string {
   const path = `${WILD}${name}`
-  if (!existsSync(path)) throw new Error(`${path} is missing: these tests read the real dumps in ../shared/reference/wild/metrics/`)
+  if (!existsSync(path)) throw new Error(`${path} is missing: these tests read the real dumps in fixtures/reference/wild/metrics/`)
   return readFileSync(path, 'utf8')
 }
 
