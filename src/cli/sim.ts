@@ -73,7 +73,7 @@ const FLAGS: readonly Flag[] = [
     name: 'dialect',
     option: 'dialect',
     value: 'string',
-    help: 'Prometheus names and version endpoint of vllm (default), sglang or llama-server',
+    help: 'Prometheus names and version endpoint of vllm (default), sglang, llama-server or trtllm',
   },
   { name: 'version', option: 'version', value: 'string', help: 'version the version endpoint reports (default servegate-sim)' },
 ]

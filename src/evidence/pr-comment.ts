@@ -167,7 +167,7 @@ export function renderPrComment(index: EvidenceIndex, options: PrCommentOptions 
   }
   const board = boardOf(charts)
   if (top.length + open.length + board.length + close.length <= limit) return `${top}${open}${board}${close}`
-  const budget = limit - top.length - open.length - close.length - cutNote(board.length, board.length).length - 4
+  const budget = limit - top.length - open.length - close.length - cutNote(0, board.length).length - 4
   const kept = budget <= 0 ? '' : board.slice(0, board.lastIndexOf('\n', budget) + 1)
   // A cut inside a fenced block (a chart) would turn the note into code: close the fence first.
   const fence = kept.split('\n').filter((l) => l.startsWith('```')).length % 2 === 1 ? '\n```' : ''
