@@ -106,6 +106,14 @@ describe('servegate summarize reads vLLM and SGLang files directly', () => {
     const { metrics } = JSON.parse(r.stdout) as { metrics: Record<string, { samples: number }> }
     expect(metrics.ttftMs?.samples).toBe(samples)
   })
+
+  test('a source that records no failed count reads "failed unknown", never "0 failed"', async () => {
+    const wild = fileURLToPath(new URL('../../fixtures/reference/wild/sglang-10-datacrunch-2024-12-online.jsonl', import.meta.url))
+    const r = await cli(['summarize', wild])
+    expect(r.stderr).toBe('')
+    expect(r.stdout).toMatch(/ requests: \d+ ok, failed unknown · /)
+    expect(r.stdout).not.toMatch(/ 0 failed/)
+  })
 })
 
 describe('bad import input gets one line', () => {

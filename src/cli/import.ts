@@ -1,6 +1,5 @@
 import { basename, extname, join } from 'node:path'
 import { ServegateError } from '../errors.ts'
-import { FAILED_UNKNOWN_KEY } from '../import/serving-bench.ts'
 import {
   IMPORT_FORMATS,
   type ImportedFile,
@@ -11,6 +10,7 @@ import {
 } from '../record/record-io.ts'
 import type { RunRecord } from '../schema/run.ts'
 import type { CliIo } from './cli-io.ts'
+import { failedText } from './summary.ts'
 import { intFlag, parseFlags } from './flags.ts'
 
 export const IMPORT_HELP =
@@ -33,11 +33,6 @@ export const IMPORT_HELP =
 
 Without per-request lists the record is summary-only: requests is empty and the distributions
 hold only the figures the source summarized. See docs/migrating.md.`
-
-function failedText(record: RunRecord): string {
-  const unknown = (record.methodology[FAILED_UNKNOWN_KEY] ?? '').startsWith('unknown')
-  return unknown ? 'failed unknown' : `${record.failed} failed`
-}
 
 function shapeOf(record: RunRecord): string {
   return record.importedFrom?.perRequest === false

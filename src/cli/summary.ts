@@ -1,3 +1,4 @@
+import { FAILED_UNKNOWN_KEY } from '../import/serving-bench.ts'
 import { describeArrival } from '../load/arrival.ts'
 import { p99IsDescriptive } from '../metrics/distribution.ts'
 import { describeSlo } from '../metrics/goodput.ts'
@@ -99,6 +100,12 @@ function goodputLine(record: RunRecord): string | null {
   )
 }
 
+/** "N failed", or "failed unknown" for an import whose source records no failed count. */
+export function failedText(record: RunRecord): string {
+  const unknown = (record.methodology[FAILED_UNKNOWN_KEY] ?? '').startsWith('unknown')
+  return unknown ? 'failed unknown' : `${record.failed} failed`
+}
+
 /** Renders the readable summary of a run record: headline, a metric table, failures, harness health. */
 export function renderSummary(record: RunRecord, recordPath?: string): string {
   const { plan, metrics, harness } = record
@@ -107,7 +114,7 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
   const load = plan.arrival === null ? `concurrency ${plan.concurrency}` : 'open loop'
   lines.push(`${record.runId} · ${plan.model} @ ${record.target.baseUrl ?? 'imported'} · ${api} · ${load}`)
   lines.push(
-    `${plan.requests} requests: ${record.completed} ok, ${record.failed} failed` +
+    `${plan.requests} requests: ${record.completed} ok, ${failedText(record)}` +
       `${record.unsent > 0 ? `, ${record.unsent} never sent (cut short)` : ''} · wall clock ${formatSeconds(metrics.wallClockMs, 2)}` +
       ` · output ${formatByMagnitude(metrics.outputThroughputTokPerS)} tok/s · ${formatByMagnitude(metrics.requestRateReqPerS)} req/s`,
   )
