@@ -16,19 +16,7 @@ type Distributions = CellMetrics['distributions']
 type DistributionName = keyof Distributions & keyof RequestRecord
 
 /** The per-request numbers a distribution is drawn from (ITL is pooled from every request's gaps). */
-const PER_REQUEST: readonly DistributionName[] = [
-  'ttftMs',
-  'timeToFirstOutputMs',
-  'e2eMs',
-  'generationMs',
-  'tpotMs',
-  'decodeTokPerS',
-  'effectivePrefillTokPerS',
-  'promptTokens',
-  'completionTokens',
-  'queueDelayMs',
-  'sendLagMs',
-]
+const PER_REQUEST: readonly DistributionName[] = [...REQUEST_METRIC_NAMES, 'queueDelayMs', 'sendLagMs']
 
 /** Failed requests counted by error code, the run record's `failures`. */
 export function countFailures(records: Iterable<RequestRecord>): Record<string, number> {
