@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { alive, treePids } from '../../fixtures/processes.ts'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -236,15 +236,7 @@ describe('servegate run --engine', () => {
     expect(record.unsent).toBeGreaterThan(0)
     expect(result.stderr).toMatch(new RegExp(`, ${record.unsent} never sent are counted as unsent`))
     expect(record.failures.REQUEST_ABORTED).toBeGreaterThan(0)
-    const tree = (await readFile(pids, 'utf8')).split('\n').filter(Boolean).map(Number)
-    const alive = (pid: number) => {
-      try {
-        process.kill(pid, 0)
-        return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))
-      } catch {
-        return false
-      }
-    }
+    const tree = await treePids(pids)
     await expect.poll(() => tree.filter(alive), { timeout: 5000 }).toEqual([])
   })
 

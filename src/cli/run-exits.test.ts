@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { alive, treePids } from '../../fixtures/processes.ts'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -89,16 +89,8 @@ test(
       /^servegate: maxTokens \(--max-tokens\): 600 does not fit the model's context of 512 tokens \(max_model_len in GET \/v1\/models\); pass fewer than 512\n$/,
     )
     expect(r.code).toBe(2)
-    const tree = (await readFile(pids, 'utf8')).split('\n').filter(Boolean).map(Number)
+    const tree = await treePids(pids)
     expect(tree.length).toBeGreaterThan(0)
-    const alive = (pid: number): boolean => {
-      try {
-        process.kill(pid, 0)
-        return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))
-      } catch {
-        return false
-      }
-    }
     await expect.poll(() => tree.filter(alive), { timeout: 5000 }).toEqual([])
   },
 )

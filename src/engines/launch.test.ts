@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { alive, treePids } from '../../fixtures/processes.ts'
 import { createHash } from 'node:crypto'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -27,28 +27,9 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true })
 })
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-  } catch {
-    return false
-  }
-  // A zombie still answers kill(0): it has exited, only its entry waits to be reaped.
-  try {
-    return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))
-  } catch {
-    return false
-  }
-}
-
 let n = 0
 async function pidfile(): Promise<string> {
   return join(dir, `pids-${n++}.txt`)
-}
-
-async function treePids(path: string): Promise<number[]> {
-  const text = await readFile(path, 'utf8').catch(() => '')
-  return text.split('\n').filter(Boolean).map(Number)
 }
 
 async function expectNoOrphans(path: string): Promise<void> {
