@@ -2,7 +2,6 @@ import type { ResolvedSlo } from '../schema/load.ts'
 import {
   type CellMetrics,
   type Distribution,
-  type ErrorInfo,
   PERCENTILE_METHOD,
   P99_MIN_SAMPLES,
   REQUEST_METRIC_NAMES,
@@ -36,8 +35,6 @@ export class CellTally {
   readonly failures: Record<string, number> = {}
   /** Every measured request's send lag, ok or failed (the harness's own lateness). */
   readonly sendLags: number[] = []
-  /** The first failed request's error, for a one-line "why" when nothing was measured. */
-  firstFailure: ErrorInfo | null = null
   private readonly columns = new Map<DistributionName, number[]>(PER_REQUEST.map((name) => [name, []]))
   private readonly itl: number[] = []
   private readonly sources = { usage: 0, 'client-count': 0 }
@@ -73,7 +70,6 @@ export class CellTally {
     if (r.status === 'failed') {
       this.failed++
       this.failures[r.error.code] = (this.failures[r.error.code] ?? 0) + 1
-      this.firstFailure ??= r.error
       return
     }
     this.completed++

@@ -6,8 +6,7 @@
  * the whole record from memory gives. A cell killed outright (SIGKILL, out of power) leaves the
  * spill: one valid line per request that finished, less at most the last second's.
  */
-import { type FileHandle, open, rename, rm } from 'node:fs/promises'
-import { mkdir } from 'node:fs/promises'
+import { type FileHandle, mkdir, open, rename, rm } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { ServegateError } from '../errors.ts'
 import type { RequestRecord, RunRecord } from '../schema/run.ts'

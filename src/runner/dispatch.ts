@@ -75,7 +75,7 @@ export function openLoop(o: OpenLoopOptions, send: Send, onDone: (slot: Slot) =>
 
   return new Promise((resolve) => {
     const settleIfDone = (): void => {
-      if (inFlight > 0 || (due.length > 0 && !o.signal.aborted) || (next < count && !o.signal.aborted)) return
+      if (inFlight > 0 || (!o.signal.aborted && (due.length > 0 || next < count))) return
       o.signal.removeEventListener('abort', onAbort)
       resolve({ inFlightMax, cappedRequests })
     }

@@ -214,7 +214,7 @@ export async function measureCell(
       loopDelay.enable()
       const cpuBefore = process.cpuUsage()
       const stageStart = performance.now()
-      // The stage's busy span (busySpanMs over its requests), kept as it goes.
+      // The stage's busy span, from its first send to its last end, kept as requests end.
       let firstSend = Infinity
       let lastEnd = -Infinity
       const onDone = (slot: Slot): void => {

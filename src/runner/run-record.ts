@@ -124,17 +124,6 @@ export function harnessHealth(
   }
 }
 
-/** From the first send to the last end of some requests: the time the engine was busy with them. */
-export function busySpanMs(slots: readonly Slot[]): number {
-  let firstSend = Infinity
-  let lastEnd = -Infinity
-  for (const { obs } of slots) {
-    firstSend = Math.min(firstSend, obs.sentAt)
-    lastEnd = Math.max(lastEnd, obs.endAt ?? obs.sentAt)
-  }
-  return Math.max(0, lastEnd - firstSend)
-}
-
 /**
  * The plan part of a record; `workload` is null when the cell failed before it was prepared.
  * `sent` is how many of the planned requests went out (fewer when a sequential pair stopped
