@@ -57,7 +57,7 @@ of its share of good requests and kept with its run record.
   --arrival KIND            rate probes: constant (default), poisson or gamma; --burstiness B, --arrival-seed S,
                             --ramp-up-s S, --ramp-up-from R, --max-in-flight N as in servegate run
   --nvidia-smi PATH         nvidia-smi for the manifest's GPU facts and the GPU sampler, default nvidia-smi on PATH
-  --send-lag-limit-ms MS, --event-loop-delay-limit-ms MS
+  --send-lag-limit-ms MS, --event-loop-delay-limit-ms MS, --client-workers auto|N
                             harness bounds of each probe, as in servegate run (a probe beyond them stops the search)
   --out FILE                capacity record (servegate.capacity/v1, every probe's run record inside),
                             default servegate-runs/<id>.capacity.json

@@ -4,6 +4,7 @@ import { ServegateError } from '../errors.ts'
 import { loadTrace } from '../load/trace.ts'
 import type { ArrivalSpec } from '../load/arrival-spec.ts'
 import type { EngineCellOptions } from '../runner/cell-options.ts'
+import { MAX_CLIENT_WORKERS } from '../runner/client-workers.ts'
 import { createEnvironment, type Environment } from '../runner/environment.ts'
 import type { Slo } from '../schema/load.ts'
 import { WORKLOAD_KINDS, type WorkloadSpec } from '../workload/workload-spec.ts'
@@ -61,6 +62,7 @@ export const WORKLOAD_FLAGS = {
   'request-timeout-ms': { type: 'string' },
   'send-lag-limit-ms': { type: 'string' },
   'event-loop-delay-limit-ms': { type: 'string' },
+  'client-workers': { type: 'string' },
 } as const
 
 /** The flags that shape open-loop arrivals (the rate itself is `--rate` or the searched value) and the SLO that judges the load. */
@@ -91,6 +93,12 @@ export function numberFlag(flag: string, value: string | undefined, min: number,
     throw new ServegateError('CONFIG_INVALID', `${flag}: "${value}" is not valid; pass a number from ${min} to ${max}`)
   }
   return n
+}
+
+/** `--client-workers auto|N`: the client's worker threads (0 streams in the cell's thread). */
+function clientWorkersFlag(value: string | undefined): number | 'auto' | undefined {
+  if (value === undefined || value === 'auto') return value
+  return intFlag('--client-workers', value, 0, MAX_CLIENT_WORKERS)
 }
 
 function prefixCacheFlag(value: string | undefined): WorkloadSpec['prefixCache'] {
@@ -237,6 +245,7 @@ export function cellFromFlags(values: CellFlagValues): EngineCellOptions {
     sendLagLimitMs: numberFlag('--send-lag-limit-ms', values['send-lag-limit-ms'], Number.MIN_VALUE, 60_000),
     eventLoopDelayLimitMs: numberFlag('--event-loop-delay-limit-ms', values['event-loop-delay-limit-ms'], Number.MIN_VALUE, 60_000),
     slo: sloFlag(values.slo) ?? null,
+    clientWorkers: clientWorkersFlag(values['client-workers']),
     apiKey,
   }
 }

@@ -71,6 +71,8 @@ export const RUN_HELP =
   --request-timeout-ms MS   per-request deadline, default 120000
   --send-lag-limit-ms MS    flag the cell harness-limited when its send lag p99 exceeds this, default 5
   --event-loop-delay-limit-ms MS  … or its event-loop delay p99 exceeds this, default 10
+  --client-workers auto|N   worker threads the client streams on (0: the cell's own thread), default auto:
+                            one per 32 streams where more than one core is free beyond the engine's
   --api-key-env NAME        read the API key from this environment variable (never recorded)
   --nvidia-smi PATH         nvidia-smi for the manifest's GPU facts and the GPU sampler, default nvidia-smi on PATH
   --out FILE                run record path, default servegate-runs/<run id>.json (checked before the cell;

@@ -1,7 +1,10 @@
+import { createHash } from 'node:crypto'
 import { describe, expect, test } from 'vitest'
 import { ServegateError } from '../errors.ts'
 import { ChunkInterpreter } from './chunk-interpreter.ts'
 import type { StreamObservation } from './observation.ts'
+
+const sha = (text: string): string => createHash('sha256').update(text).digest('hex')
 
 const ORIGIN = 'http://127.0.0.1:9'
 
@@ -52,7 +55,7 @@ describe('a stream that finishes', () => {
 
     expect(settlements).toEqual([{ obs: it.obs, abortWith: null }])
     expect(it.settled).toBe(true)
-    expect({ ...it.obs, sentChunks: Buffer.concat(it.obs.sentChunks).toString() }).toEqual({
+    expect({ ...it.obs, outputChunkAt: Array.from(it.obs.outputChunkAt) }).toEqual({
       dispatchedAt: 100,
       sentAt: 101,
       firstOutputAt: 110,
@@ -67,7 +70,8 @@ describe('a stream that finishes', () => {
       httpStatus: 200,
       content: '',
       contentTruncated: false,
-      sentChunks: '{"a":1}',
+      // What was written is kept as lengths and digests, not bytes.
+      sent: { bytes: 7, sha256: sha('{"a":1}'), bodyBytes: 7, bodySha256: sha('{"a":1}') },
       engineTimings: null,
       attempts: 1,
       error: null,
@@ -82,14 +86,14 @@ describe('a stream that finishes', () => {
     it.onResponseError(new Error('late'), 140)
     it.fail('REQUEST_DEADLINE', 'late', 150)
     expect(settlements).toHaveLength(1)
-    expect(it.obs).toMatchObject({ contentChunks: 2, outputChunkAt: [110, 110], endAt: 110, error: null })
+    expect(it.obs).toMatchObject({ contentChunks: 2, outputChunkAt: Float64Array.of(110, 110), endAt: 110, error: null })
   })
 
   test('an event split across reads gets the arrival time of the read that completes it', () => {
     const { it } = streaming()
     it.onResponseData(Buffer.from('data: {"choices":[{"delta":{"con'), 110)
     it.onResponseData(Buffer.from('tent":"x"}}]}\n\ndata: [DONE]\n\n'), 115)
-    expect(it.obs).toMatchObject({ firstOutputAt: 115, firstContentAt: 115, outputChunkAt: [115], endAt: 115, error: null })
+    expect(it.obs).toMatchObject({ firstOutputAt: 115, firstContentAt: 115, outputChunkAt: Float64Array.of(115), endAt: 115, error: null })
   })
 
   test('a completions stream carries its content in `text`; a finish_reason without [DONE] ends it cleanly', () => {

@@ -1,6 +1,7 @@
 import { type ErrorCode, sanitizeMessage, ServegateError } from '../errors.ts'
 import type { ErrorInfo } from '../schema/run.ts'
-import { captureContent, emptyObservation, type StreamObservation } from './observation.ts'
+import { captureContent, ChunkStamps, emptyObservation, type StreamObservation } from './observation.ts'
+import { digestSent } from './sent-digest.ts'
 import { createSseParser, DEFAULT_MAX_SSE_LINE_BYTES, type SseParser } from './sse.ts'
 
 const MAX_ERROR_BODY_BYTES = 4096
@@ -64,6 +65,8 @@ export interface ChunkInterpreterOptions {
   origin: string
   /** Bytes one SSE line (or one event's data) may hold before the request fails as STREAM_PROTOCOL. @default 4 MiB */
   maxSseLineBytes?: number
+  /** The model name the body was built with: its member is left out of the wire digest's body hash. @default null */
+  model?: string | null
   /**
    * Called once, when the observation is final. `abortWith` is set when the interpreter failed
    * the request while the exchange may still be running: the caller aborts the request with it.
@@ -102,12 +105,17 @@ export class ChunkInterpreter {
   private retryAfterS: number | null = null
   /** The arrival time of the read being parsed. */
   private readAt = 0
+  private readonly stamps = new ChunkStamps()
+  /** The pieces handed to the socket, until the request is sent and they are digested. */
+  private sentPieces: Uint8Array[] = []
+  private readonly model: string | null
 
   constructor(options: ChunkInterpreterOptions) {
     this.obs = emptyObservation(options.dispatchedAt, NOT_SENT)
     this.captureChars = options.captureChars
     this.origin = options.origin
     this.onSettle = options.onSettle
+    this.model = options.model ?? null
     this.parser = createSseParser((data) => this.onEvent(data, this.readAt), {
       maxLineBytes: options.maxSseLineBytes ?? DEFAULT_MAX_SSE_LINE_BYTES,
     })
@@ -118,14 +126,21 @@ export class ChunkInterpreter {
     return this.isSettled
   }
 
-  /** Request bytes were handed to the socket; they are kept as written. */
+  /** Request bytes were handed to the socket; they are held only until the request is sent. */
   onBodySent(chunk: Uint8Array): void {
-    this.obs.sentChunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk))
+    this.sentPieces.push(chunk)
   }
 
-  /** The whole request was handed to the socket at `at`. */
+  /** The whole request was handed to the socket at `at`: what was written is digested, and the bytes let go. */
   onRequestSent(at: number): void {
     this.obs.sentAt = at
+    this.digestSent()
+  }
+
+  private digestSent(): void {
+    if (this.sentPieces.length === 0) return
+    this.obs.sent = digestSent(this.sentPieces, this.model)
+    this.sentPieces = []
   }
 
   /**
@@ -256,7 +271,7 @@ export class ChunkInterpreter {
       const content = nonEmpty(text)
       if (content && this.captureChars > 0 && !obs.contentTruncated) captureContent(obs, text as string, this.captureChars)
       if (reasoning || content) {
-        obs.outputChunkAt.push(at)
+        this.stamps.push(at)
         if (obs.firstOutputAt === null) obs.firstOutputAt = at
         if (reasoning) obs.reasoningChunks++
         if (content) {
@@ -311,6 +326,8 @@ export class ChunkInterpreter {
     this.isSettled = true
     const obs = this.obs
     if (obs.sentAt < 0) obs.sentAt = obs.dispatchedAt
+    this.digestSent()
+    obs.outputChunkAt = this.stamps.finish()
     obs.endAt = at
     if (error === null && obs.firstOutputAt === null) {
       error = {

@@ -1,6 +1,10 @@
 import type { ErrorInfo } from '../schema/run.ts'
+import type { SentDigest } from './sent-digest.ts'
 
-/** What the client saw of one request, monotonic ms (performance.now()), before any derivation. */
+/** The chunk times of a request that saw none; shared, as nothing writes into an empty array. */
+const NO_CHUNKS = new Float64Array(0)
+
+/** What the client saw of one request, monotonic ms (`monoMs()`, process-wide), before any derivation. */
 export interface StreamObservation {
   /** When `dispatch` was called. */
   dispatchedAt: number
@@ -9,8 +13,11 @@ export interface StreamObservation {
   firstOutputAt: number | null
   firstContentAt: number | null
   endAt: number | null
-  /** Arrival time of each chunk carrying a non-empty delta (reasoning or content). */
-  outputChunkAt: number[]
+  /**
+   * Arrival time of each chunk carrying a non-empty delta (reasoning or content): a typed array
+   * (8 bytes a chunk, no object per chunk), exactly as long as the chunks once the request ends.
+   */
+  outputChunkAt: Float64Array
   reasoningChunks: number
   contentChunks: number
   usagePromptTokens: number | null
@@ -21,8 +28,8 @@ export interface StreamObservation {
   content: string
   /** True when the content was longer than the capture. */
   contentTruncated: boolean
-  /** The buffers handed to the socket, as written (for hashing what was sent). */
-  sentChunks: Buffer[]
+  /** What was handed to the socket, as lengths and hashes (the bytes themselves are not kept); null when nothing was. */
+  sent: SentDigest | null
   /** The engine's own timings, where its stream carries them (llama-server's `timings`). */
   engineTimings: Record<string, number> | null
   /** 2 when the first attempt's connection was closed by the server before any response. */
@@ -37,8 +44,8 @@ export interface StreamObservation {
  * @param dispatchedAt when the request was dispatched, monotonic ms
  * @param sentAt when its bytes were handed over, monotonic ms; @default dispatchedAt
  * @example
- * const obs = emptyObservation(performance.now())
- * obs.sentChunks.push(body)
+ * const obs = emptyObservation(monoMs())
+ * obs.sent = digestSent([body], model)
  */
 export function emptyObservation(dispatchedAt: number, sentAt = dispatchedAt): StreamObservation {
   return {
@@ -47,7 +54,7 @@ export function emptyObservation(dispatchedAt: number, sentAt = dispatchedAt): S
     firstOutputAt: null,
     firstContentAt: null,
     endAt: null,
-    outputChunkAt: [],
+    outputChunkAt: NO_CHUNKS,
     reasoningChunks: 0,
     contentChunks: 0,
     usagePromptTokens: null,
@@ -56,7 +63,7 @@ export function emptyObservation(dispatchedAt: number, sentAt = dispatchedAt): S
     httpStatus: null,
     content: '',
     contentTruncated: false,
-    sentChunks: [],
+    sent: null,
     engineTimings: null,
     attempts: 1,
     error: null,
@@ -71,5 +78,33 @@ export function captureContent(obs: StreamObservation, text: string, captureChar
     obs.contentTruncated = true
   } else {
     obs.content += text
+  }
+}
+
+/**
+ * Chunk arrival times as they come: a Float64Array that doubles when full, so a stream of any
+ * length costs 8 bytes a chunk and no allocation per chunk; `finish` hands over an exact copy.
+ */
+export class ChunkStamps {
+  #times = new Float64Array(64)
+  #count = 0
+
+  /** Chunks stamped so far. */
+  get count(): number {
+    return this.#count
+  }
+
+  push(at: number): void {
+    if (this.#count === this.#times.length) {
+      const grown = new Float64Array(this.#times.length * 2)
+      grown.set(this.#times)
+      this.#times = grown
+    }
+    this.#times[this.#count++] = at
+  }
+
+  /** The stamps, exactly as many as were pushed (a copy: the growing buffer is dropped with this). */
+  finish(): Float64Array {
+    return this.#count === 0 ? NO_CHUNKS : this.#times.slice(0, this.#count)
   }
 }

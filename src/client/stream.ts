@@ -3,6 +3,7 @@ import { ServegateError } from '../errors.ts'
 import type { Api } from '../schema/run.ts'
 import { ChunkInterpreter } from './chunk-interpreter.ts'
 import type { StreamObservation } from './observation.ts'
+import { monoMs } from './clock.ts'
 
 // Callers take the observation and its helpers from the client's entry, beside streamCompletion.
 export { captureContent, emptyObservation, type StreamObservation } from './observation.ts'
@@ -21,6 +22,8 @@ export interface StreamRequest {
   captureChars?: number
   /** Bytes one SSE line may hold before the request fails as STREAM_PROTOCOL. @default 4 MiB */
   maxSseLineBytes?: number
+  /** The model name the body starts with, left out of the wire digest's body hash (`obs.sent`). @default none */
+  model?: string
 }
 
 export const API_PATHS: Record<Api, string> = {
@@ -45,7 +48,7 @@ export async function streamCompletion(dispatcher: Dispatcher, origin: string, r
   // a reply (STREAM_PROTOCOL, RESPONSE_NOT_STREAM…) and is never resent: the engine may have done
   // the work. The one resend goes on a fresh connection, within what is left of the deadline; the
   // record keeps the attempt count.
-  const left = req.deadlineMs - (performance.now() - first.dispatchedAt)
+  const left = req.deadlineMs - (monoMs() - first.dispatchedAt)
   if (left <= 0) return first
   // A connection of its own: the pool's other idle connections may be closing the same way.
   const fresh = new Client(origin, { pipelining: 1 })
@@ -63,10 +66,11 @@ function streamOnce(dispatcher: Dispatcher, origin: string, req: StreamRequest):
   return new Promise((resolve) => {
     let controllerRef: Dispatcher.DispatchController | null = null
     const interpreter = new ChunkInterpreter({
-      dispatchedAt: performance.now(),
+      dispatchedAt: monoMs(),
       captureChars: req.captureChars ?? 0,
       origin,
       maxSseLineBytes: req.maxSseLineBytes,
+      model: req.model ?? null,
       onSettle(obs, abortWith) {
         clearTimeout(deadline)
         req.signal?.removeEventListener('abort', onAbort)
@@ -76,9 +80,9 @@ function streamOnce(dispatcher: Dispatcher, origin: string, req: StreamRequest):
     })
 
     const deadline = setTimeout(() => {
-      interpreter.fail('REQUEST_DEADLINE', `no end of stream within the ${req.deadlineMs} ms request deadline`, performance.now())
+      interpreter.fail('REQUEST_DEADLINE', `no end of stream within the ${req.deadlineMs} ms request deadline`, monoMs())
     }, req.deadlineMs)
-    const onAbort = (): void => interpreter.fail('REQUEST_ABORTED', 'cancelled by the caller', performance.now())
+    const onAbort = (): void => interpreter.fail('REQUEST_ABORTED', 'cancelled by the caller', monoMs())
     if (req.signal?.aborted) {
       queueMicrotask(onAbort)
     } else {
@@ -95,19 +99,19 @@ function streamOnce(dispatcher: Dispatcher, origin: string, req: StreamRequest):
         interpreter.onBodySent(chunk)
       },
       onRequestSent() {
-        interpreter.onRequestSent(performance.now())
+        interpreter.onRequestSent(monoMs())
       },
       onResponseStart(_controller, statusCode, headers) {
         interpreter.onResponseStart(statusCode, headers, Date.now())
       },
       onResponseData(_controller, bytes) {
-        interpreter.onResponseData(bytes, performance.now())
+        interpreter.onResponseData(bytes, monoMs())
       },
       onResponseEnd() {
-        interpreter.onResponseEnd(performance.now())
+        interpreter.onResponseEnd(monoMs())
       },
       onResponseError(_controller, err) {
-        interpreter.onResponseError(err, performance.now())
+        interpreter.onResponseError(err, monoMs())
       },
     }
 
@@ -125,7 +129,7 @@ function streamOnce(dispatcher: Dispatcher, origin: string, req: StreamRequest):
         handler,
       )
     } catch (err) {
-      interpreter.fail('INTERNAL', `dispatch failed: ${(err as Error).message}`, performance.now())
+      interpreter.fail('INTERNAL', `dispatch failed: ${(err as Error).message}`, monoMs())
     }
   })
 }

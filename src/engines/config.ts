@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os'
 import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
 import { MIN_SECRET_CHARS, registerEnvSecrets } from '../secrets.ts'
@@ -181,5 +182,28 @@ export function registerEngineSecrets(config: LaunchedConfig, env: Readonly<Reco
       `invalid engine config: engine.secretEnv: ${tooShort.join(', ')} ${tooShort.length > 1 ? 'have values' : 'has a value'} shorter than ` +
         `${MIN_SECRET_CHARS} characters, too short to scrub from servegate's output; use a longer secret or drop it from secretEnv`,
     )
+  }
+}
+
+/**
+ * The CPU cores an engine takes on the machine it shares with the client, which the client's
+ * worker threads leave to it: llama-server's threads (all cores when llama.cpp picks), a GPU
+ * engine's API server and scheduler (2) plus one busy process per tensor-parallel GPU worker,
+ * one for a command or an external endpoint, none for the in-process engine (it runs in the
+ * cell's own thread).
+ * @example engineCpuCores(resolveEngineConfig({ kind: 'vllm', model: { id: 'm' }, tensorParallel: 8 })) // 10
+ */
+export function engineCpuCores(config: ResolvedEngineConfig, cores = availableParallelism()): number {
+  switch (config.kind) {
+    case 'llama-server':
+      return config.threads ?? cores
+    case 'vllm':
+    case 'sglang':
+    case 'trtllm':
+      return 2 + config.tensorParallel
+    case 'node-llama-cpp':
+      return 0
+    default:
+      return 1
   }
 }

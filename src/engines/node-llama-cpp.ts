@@ -2,6 +2,8 @@ import { existsSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
+import { ChunkStamps } from '../client/observation.ts'
+import { digestSent } from '../client/sent-digest.ts'
 import { captureContent, emptyObservation, type StreamObservation } from '../client/stream.ts'
 import type { ChatText, EngineTokenizer } from '../client/tokenize.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
@@ -10,6 +12,7 @@ import type { ErrorInfo } from '../schema/run.ts'
 import type { ResolvedEngineConfig } from './config.ts'
 import type { GpuFactsProbe } from './launch.ts'
 import { absent, harnessFacts, hostFacts, known, modelFingerprint } from './manifest-facts.ts'
+import { monoMs } from '../client/clock.ts'
 
 type Config = Extract<ResolvedEngineConfig, { kind: 'node-llama-cpp' }>
 
@@ -46,6 +49,7 @@ export interface InProcessEngine {
 }
 
 interface RequestBody {
+  model?: unknown
   messages?: Array<{ content?: unknown }>
   prompt?: unknown
   max_tokens?: number
@@ -139,21 +143,23 @@ export async function startNodeLlamaCpp(config: Config, gpuFacts: GpuFactsProbe)
   }
 
   async function send(body: Buffer, captureChars: number, signal: AbortSignal, deadlineMs: number): Promise<StreamObservation> {
-    const sentAt = performance.now()
+    const sentAt = monoMs()
     const obs = emptyObservation(sentAt)
-    obs.sentChunks.push(body)
     let parsed: RequestBody
     try {
       parsed = JSON.parse(body.toString('utf8')) as RequestBody
     } catch {
+      obs.sent = digestSent([body], null)
       obs.error = failure('STREAM_PROTOCOL', 'the request body is not JSON')
-      obs.endAt = performance.now()
+      obs.endAt = monoMs()
       return obs
     }
+    obs.sent = digestSent([body], typeof parsed.model === 'string' ? parsed.model : null)
+    const stamps = new ChunkStamps()
     const text = promptOf(parsed)
     if (text === null) {
       obs.error = failure('CONTRACT_INVALID', 'the in-process engine takes text only; this request has image parts')
-      obs.endAt = performance.now()
+      obs.endAt = monoMs()
       return obs
     }
     const maxTokens = parsed.max_completion_tokens ?? parsed.max_tokens ?? 16
@@ -167,7 +173,7 @@ export async function startNodeLlamaCpp(config: Config, gpuFacts: GpuFactsProbe)
       let generated = 0
       const options = { temperature: parsed.temperature ?? 0.8, topP: parsed.top_p, seed: parsed.seed }
       for await (const token of sequence.evaluate(prompt as never, options)) {
-        const at = performance.now()
+        const at = monoMs()
         if (model.isEogToken(token) && generated >= minTokens) {
           obs.finishReason = 'stop'
           break
@@ -176,7 +182,7 @@ export async function startNodeLlamaCpp(config: Config, gpuFacts: GpuFactsProbe)
         history.push(token as unknown as number)
         generated++
         if (piece !== '') {
-          obs.outputChunkAt.push(at)
+          stamps.push(at)
           obs.contentChunks++
           obs.firstOutputAt ??= at
           obs.firstContentAt ??= at
@@ -196,15 +202,16 @@ export async function startNodeLlamaCpp(config: Config, gpuFacts: GpuFactsProbe)
         }
       }
       obs.usageCompletionTokens = generated
-      obs.endAt = performance.now()
+      obs.endAt = monoMs()
       if (obs.error === null && obs.firstOutputAt === null)
         obs.error = failure('EMPTY_COMPLETION', 'the engine generated no non-empty token')
     } catch (error) {
-      obs.endAt = performance.now()
+      obs.endAt = monoMs()
       obs.error = failure('INTERNAL', `node-llama-cpp failed: ${(error as Error).message}`)
     } finally {
       await sequence.clearHistory()
       release(sequence)
+      obs.outputChunkAt = stamps.finish()
     }
     return obs
   }

@@ -3,7 +3,7 @@ import { PERCENTILE_METHOD, P99_MIN_SAMPLES } from '../schema/run.ts'
 /** The methodology strings every servegate run record carries, so evidence explains itself. */
 export const METHODOLOGY: Readonly<Record<string, string>> = {
   clock:
-    'client monotonic clock (performance.now()); each network read is timestamped on arrival, before SSE or JSON parsing, ' +
+    'client monotonic clock (process.hrtime, one clock for every client thread); each network read is timestamped on arrival, before SSE or JSON parsing, ' +
     'and every event in a read shares that timestamp',
   requestStart: 'the moment the request bytes were fully handed to the socket (undici onRequestSent)',
   timeToFirstOutput: 'request start to the first non-empty streamed delta, reasoning or content',

@@ -1,6 +1,6 @@
 import type { CompletionTokenSource } from '../schema/run.ts'
 
-/** Raw client-side observations of one request, monotonic ms (performance.now()). */
+/** Raw client-side observations of one request, monotonic ms (`monoMs()`, process-wide). */
 export interface RequestTimings {
   /** When the request bytes were handed to the socket. */
   sentAt: number
@@ -11,7 +11,7 @@ export interface RequestTimings {
   /** Arrival of the read that ended the stream, or of the failure. */
   endAt: number | null
   /** Arrival time of every chunk that carried a non-empty delta. */
-  outputChunkAt: readonly number[]
+  outputChunkAt: ArrayLike<number>
   /** `usage.prompt_tokens` when the server sent usage. */
   usagePromptTokens: number | null
   /** `usage.completion_tokens` when the server sent usage. */

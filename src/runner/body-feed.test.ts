@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest'
-import { requestStreamSha256, stripModel } from '../workload/bytes.ts'
+import { digestSent, stripModel } from '../client/sent-digest.ts'
+import { requestStreamSha256 } from '../workload/bytes.ts'
 import { prepareWorkload, streamSha256 } from '../workload/prepare.ts'
 import { BodyFeed, WireHash } from './body-feed.ts'
 
@@ -9,7 +10,7 @@ describe('BodyFeed', () => {
   test('taken in order, its bytes and hash are what eager preparation gives; the look-ahead stays bounded', async () => {
     const w = await prepareWorkload({ promptTokens: 100, seed: 3, canaries: true }, plan, null)
     const feed = new BodyFeed(w, 'm', 0, w.measuredCount, new AbortController().signal, 4)
-    const wire = new WireHash('m')
+    const wire = new WireHash()
     const sent: Buffer[] = []
     for (let i = 0; i < w.measuredCount; i++) {
       const fed = feed.take(i)
@@ -18,7 +19,7 @@ describe('BodyFeed', () => {
       await new Promise((resolve) => setImmediate(resolve))
     }
     // Requests end out of order; the wire hash is still in plan order.
-    for (const i of [...sent.keys()].reverse()) wire.add(i, [sent[i] as Buffer])
+    for (const i of [...sent.keys()].reverse()) wire.add(i, digestSent([sent[i] as Buffer], 'm'))
     const eager = requestStreamSha256(sent.map((b) => stripModel('m', b) as Buffer))
     expect(feed.requestStreamSha256).toBe(streamSha256(w))
     expect(wire.digest()).toBe(eager)

@@ -1,4 +1,5 @@
-import { bodyBytes, stripModel } from '../workload/bytes.ts'
+import type { SentDigest } from '../client/sent-digest.ts'
+import { bodyBytes } from '../workload/bytes.ts'
 import { type PlannedRequest, type PreparedWorkload, StreamHash } from '../workload/prepare.ts'
 
 /** Bodies a feed builds ahead of the one being sent. */
@@ -97,25 +98,25 @@ export class BodyFeed {
 
 /**
  * The wire-stream hash: what was written for each request, model removed, hashed in plan order
- * as requests end in any order. A body waits here only until those before it have ended.
+ * as requests end in any order. Only each body's length and digest wait here (never its bytes),
+ * until those before it have ended.
  */
 export class WireHash {
-  readonly #model: string
-  readonly #waiting = new Map<number, Buffer>()
+  readonly #waiting = new Map<number, SentDigest | null>()
   readonly #hash = new StreamHash()
   #next: number
 
-  constructor(model: string, from = 0) {
-    this.#model = model
+  constructor(from = 0) {
     this.#next = from
   }
 
-  /** Request `index` ended having written `sentChunks`. */
-  add(index: number, sentChunks: readonly Buffer[]): void {
-    const written = Buffer.concat(sentChunks)
-    this.#waiting.set(index, stripModel(this.#model, written) ?? written)
-    for (let body = this.#waiting.get(this.#next); body !== undefined; body = this.#waiting.get(this.#next)) {
-      this.#hash.update(body)
+  /** Request `index` ended having written what `sent` digests (null: nothing was written). */
+  add(index: number, sent: SentDigest | null): void {
+    this.#waiting.set(index, sent)
+    while (this.#waiting.has(this.#next)) {
+      const entry = this.#waiting.get(this.#next) ?? null
+      if (entry === null) this.#hash.update('')
+      else this.#hash.updateDigest(entry.bodyBytes, entry.bodySha256)
       this.#waiting.delete(this.#next++)
     }
   }

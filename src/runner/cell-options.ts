@@ -6,6 +6,7 @@ import { Slo } from '../schema/load.ts'
 import { Api } from '../schema/run.ts'
 import { MIN_SECRET_CHARS, registerSecret } from '../secrets.ts'
 import { WorkloadSpec } from '../workload/workload-spec.ts'
+import { MAX_CLIENT_WORKERS } from './client-workers.ts'
 
 /**
  * What one cell measures, wherever it is sent: closed loop (at `concurrency`) or open loop (at
@@ -51,6 +52,12 @@ export const CellPlan = z.strictObject({
   cpuShareLimit: z.number().positive().default(0.9),
   /** A cell whose event-loop delay p99 exceeds this is flagged harness-limited, ms. @default 10 */
   eventLoopDelayLimitMs: z.number().positive().default(10),
+  /**
+   * Worker threads the client streams on, each with its own connections; 0 streams in the cell's
+   * own thread. `'auto'`: one per 32 streams, up to the cores free beyond the engine's share less
+   * one (the cell's thread), at most 16; 0 where one core or none is free. @default 'auto'
+   */
+  clientWorkers: z.union([z.literal('auto'), z.int().min(0).max(MAX_CLIENT_WORKERS)]).default('auto'),
 })
 /** A cell's plan as declared (on an engine servegate launches: no URL, no model name). */
 export type EngineCellOptions = z.input<typeof CellPlan>

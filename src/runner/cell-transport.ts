@@ -1,7 +1,10 @@
 import { Pool } from 'undici'
 import { streamCompletion, type StreamObservation } from '../client/stream.ts'
+import { StreamWorkers } from '../client/stream-workers.ts'
 import { probeTokenizer, type TokenizerProbe } from '../client/tokenize.ts'
+import type { WorkerMeasure } from '../client/worker-protocol.ts'
 import type { ResolvedCellOptions } from './cell-options.ts'
+import { clientWorkerCount } from './client-workers.ts'
 
 /**
  * How a cell reaches its engine: over HTTP (an undici pool) or in-process. Either way each
@@ -19,6 +22,8 @@ export interface CellTransport {
    * count as send lag); a transport without connections leaves it out.
    */
   warm?(connections: number): Promise<void>
+  /** The client's worker threads, around the measured phase; absent when it streams in the cell's thread. */
+  workers?: { count: number; measureStart(): void; measureStop(): Promise<WorkerMeasure[]> }
   close(): Promise<void>
 }
 
@@ -33,14 +38,43 @@ export function connectionsToWarm(o: ResolvedCellOptions): number {
   return Math.min(o.requests, o.arrival === null ? o.concurrency : (o.arrival.maxInFlight ?? OPEN_LOOP_WARM_CONNECTIONS))
 }
 
-/** The HTTP transport: a pool of C keep-alive connections to a loopback origin. */
-export function httpTransport(o: ResolvedCellOptions, origin: string): CellTransport {
+/**
+ * The HTTP transport: C keep-alive connections to a loopback origin, in the cell's thread or
+ * shared out over worker threads (`clientWorkers`), the engine's cores left to it.
+ * @param engineCores the CPU cores the engine takes on this machine (`engineCpuCores`); 1 when unknown
+ */
+export function httpTransport(o: ResolvedCellOptions, origin: string, engineCores = 1): CellTransport {
   const headers = o.apiKey === undefined ? undefined : { authorization: `Bearer ${o.apiKey}` }
   // Open loop: as many connections as requests in flight (the cap, or unbounded), so none waits in the pool.
   const connections = o.arrival === null ? o.concurrency : o.arrival.maxInFlight
+  const workerCount = clientWorkerCount(o.clientWorkers, connections, engineCores)
+  const workers =
+    workerCount === 0
+      ? null
+      : new StreamWorkers(workerCount, {
+          origin,
+          api: o.api,
+          model: o.model,
+          headers: headers ?? null,
+          deadlineMs: o.requestTimeoutMs,
+          connections,
+        })
+  // Streams every request in the cell's thread; with workers each has a pool of its own, and this
+  // one is never used (undici opens no connection before a request).
   const pool = new Pool(origin, { connections, pipelining: 1, keepAliveTimeout: 60_000 })
-  const send: CellTransport['send'] = (body, captureChars, signal) =>
-    streamCompletion(pool, origin, { api: o.api, body, headers, deadlineMs: o.requestTimeoutMs, signal, captureChars })
+  const send: CellTransport['send'] =
+    workers === null
+      ? (body, captureChars, signal) =>
+          streamCompletion(pool, origin, {
+            api: o.api,
+            body,
+            headers,
+            deadlineMs: o.requestTimeoutMs,
+            signal,
+            captureChars,
+            model: o.model,
+          })
+      : (body, captureChars, signal) => workers.send(body, captureChars, signal)
   // The chat requests' chat_template_kwargs, so prompts are counted through the template they get.
   const thinking = o.workload.sampling.thinking
   const templateKwargs = o.api === 'chat' && thinking !== undefined ? { enable_thinking: thinking === 'enabled' } : null
@@ -69,9 +103,15 @@ export function httpTransport(o: ResolvedCellOptions, origin: string): CellTrans
     send,
     tokenizer: () => probeTokenizer(origin, o.model, o.api === 'chat' ? measureChatOverhead : async () => null, undefined, templateKwargs),
     warm: async (connections) => {
+      if (workers !== null) return workers.warm(connections)
       // Best effort: an engine that refuses the extra connections is measured as it is.
       await Promise.allSettled(Array.from({ length: connections }, warmOne))
     },
-    close: () => pool.destroy(),
+    ...(workers === null
+      ? {}
+      : { workers: { count: workers.count, measureStart: () => workers.measureStart(), measureStop: () => workers.measureStop() } }),
+    close: async () => {
+      await Promise.all([pool.destroy(), workers?.close()])
+    },
   }
 }

@@ -1,5 +1,6 @@
 import type { StreamObservation } from '../client/stream.ts'
 import type { OpenLoopStats } from '../schema/load.ts'
+import { monoMs } from '../client/clock.ts'
 
 /** One request as dispatched: when it was ready, when it could go, when it was due, and what came back. */
 export interface Slot {
@@ -26,12 +27,12 @@ export async function closedLoop(
   onDone: (slot: Slot) => void,
   signal?: AbortSignal,
 ): Promise<void> {
-  const readyAt = performance.now()
+  const readyAt = monoMs()
   let next = 0
   const worker = async (): Promise<void> => {
     while (next < count && signal?.aborted !== true) {
       const index = next++
-      const slotAt = performance.now()
+      const slotAt = monoMs()
       const obs = await send(index)
       onDone({ index, readyAt, slotAt, scheduledOffsetMs: null, obs })
     }
@@ -87,7 +88,7 @@ export function openLoop(o: OpenLoopOptions, send: Send, onDone: (slot: Slot) =>
       inFlightMax = Math.max(inFlightMax, inFlight)
       void send(index).then((obs) => {
         inFlight--
-        const freedAt = performance.now()
+        const freedAt = monoMs()
         onDone({ index, readyAt: scheduledAt(index), slotAt, scheduledOffsetMs: o.offsetsMs[index] as number, obs })
         drain(freedAt)
         settleIfDone()
@@ -104,7 +105,7 @@ export function openLoop(o: OpenLoopOptions, send: Send, onDone: (slot: Slot) =>
 
     const tick = (): void => {
       timer = null
-      const now = performance.now()
+      const now = monoMs()
       while (next < count && scheduledAt(next) <= now) {
         if (o.maxInFlight !== null && inFlight + due.length >= o.maxInFlight) cappedRequests++
         due.push({ index: next, slotAt: scheduledAt(next) })
@@ -115,7 +116,7 @@ export function openLoop(o: OpenLoopOptions, send: Send, onDone: (slot: Slot) =>
     }
 
     const arm = (): void => {
-      const wait = scheduledAt(next) - performance.now()
+      const wait = scheduledAt(next) - monoMs()
       timer =
         wait > POLL_WINDOW_MS
           ? { kind: 'timeout', handle: setTimeout(tick, wait - POLL_WINDOW_MS) }

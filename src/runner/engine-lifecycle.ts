@@ -1,4 +1,4 @@
-import type { ResolvedEngineConfig } from '../engines/config.ts'
+import { engineCpuCores, type ResolvedEngineConfig } from '../engines/config.ts'
 import { type LaunchContext, launchEngine, type RunningEngine } from '../engines/launch.ts'
 import { type InProcessEngine, startNodeLlamaCpp } from '../engines/node-llama-cpp.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
@@ -24,7 +24,7 @@ export type EngineCellHooks = Pick<RunCellHooks, 'onProgress' | 'onPhase' | 'sig
 
 /** An engine servegate started: over HTTP (a process or an external URL) or in-process. */
 export type LiveEngine =
-  | { shape: 'http'; model: string; engine: RunningEngine }
+  | { shape: 'http'; model: string; engine: RunningEngine; /** CPU cores the engine takes on this machine. */ cpuCores: number }
   | { shape: 'in-process'; model: string; engine: InProcessEngine; config: Extract<ResolvedEngineConfig, { kind: 'node-llama-cpp' }> }
 
 /** A started engine, or why it did not start. */
@@ -60,7 +60,7 @@ export async function startEngine(
       return { shape: 'in-process', model: config.model.id, engine: await startNodeLlamaCpp(config, context.gpuFacts), config }
     }
     const engine = await launchEngine(config, context, signal, onPhase)
-    return { shape: 'http', model: engine.model, engine }
+    return { shape: 'http', model: engine.model, engine, cpuCores: engineCpuCores(config) }
   } catch (error) {
     const failure = startFailure(error, config)
     if (failure === null) throw error
@@ -101,6 +101,7 @@ export async function measureOnEngine(
         ...hooks,
         clock: env.clock,
         engine: { exited, failure: () => engine.failure() },
+        engineCores: live.cpuCores,
         onMeasureStart: () => telemetry?.markLoadStart(),
       },
     )

@@ -8,7 +8,7 @@ export type SendProgress = (event: ProgressEvent) => void
 
 /**
  * The wall clock of records and progress events. Request timings never read it: they use the
- * monotonic `performance.now()` of the process, whatever clock is set here.
+ * process-wide monotonic clock (`monoMs()`, from `process.hrtime`), whatever clock is set here.
  */
 export interface Clock {
   /** Now, for a record's `startedAt`, `finishedAt` and run id. */

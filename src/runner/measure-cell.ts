@@ -11,6 +11,7 @@ import type { ErrorInfo, RequestRecord, RunRecord } from '../schema/run.ts'
 import { type PlannedRequest, preparedFor } from '../workload/prepare.ts'
 import { BodyFeed, WireHash } from './body-feed.ts'
 import { type CellOptions, type ResolvedCellOptions, resolveCellOptions } from './cell-options.ts'
+import type { WorkerMeasure } from '../client/worker-protocol.ts'
 import { type CellTransport, connectionsToWarm, httpTransport } from './cell-transport.ts'
 import { closedLoop, openLoop, type Slot } from './dispatch.ts'
 import { type Clock, systemClock } from './environment.ts'
@@ -18,6 +19,7 @@ import { checkContextFits, contextLimit, OPTION_NAMES } from './context-limit.ts
 import { probeEndpoint } from './probe.ts'
 import { assembleRecord, cellPlan, harnessHealth, requestRecord } from './run-record.ts'
 import { warmClientJit } from './warm.ts'
+import { monoMs } from '../client/clock.ts'
 
 export type { CellProgress } from '../schema/progress.ts'
 
@@ -40,6 +42,8 @@ export interface RunCellHooks {
    * (exit code, log tail).
    */
   engine?: { exited: Promise<unknown>; failure(): ErrorInfo | null }
+  /** The CPU cores the engine takes on this machine, left to it by the client's worker threads (`clientWorkers: 'auto'`). @default 1 */
+  engineCores?: number
   /** Called after warm-up, right before the measured requests (telemetry marks its idle baseline's end). */
   onMeasureStart?: () => void | Promise<void>
   /** Measure in stages, taking turns with another cell (one arm of a sequential pair). */
@@ -88,7 +92,7 @@ export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Pro
     const fromRows = o.workload.kind === 'dataset' || o.arrival?.kind === 'trace'
     checkContextFits(limit, o.maxTokens, fromRows ? null : o.workload.promptTokens, OPTION_NAMES)
   }
-  return measureCell(o, httpTransport(o, origin), display, hooks)
+  return measureCell(o, httpTransport(o, origin, hooks.engineCores), display, hooks)
 }
 
 /** The measured requests, closed loop at the concurrency or open loop on the schedule; the open loop's own stats. */
@@ -165,7 +169,7 @@ export async function measureCell(
     // chunk times) is dropped then; only the record (in memory, or spilled to disk) and the
     // running hashes stay.
     const records: RequestRecord[] = []
-    const wire = new WireHash(o.model)
+    const wire = new WireHash()
     let ok = 0
     let failed = 0
     let done = 0
@@ -189,10 +193,12 @@ export async function measureCell(
     const loopDelay = monitorEventLoopDelay({ resolution: 2 })
     const ends = stages?.ends ?? [workload.measuredCount]
     let cpuMs = 0
+    let threadCpuMs = 0
+    const workerMeasures: WorkerMeasure[][] = []
     let activeMs = 0
     let wallClockMs = 0
     let sent = 0
-    const cellStart = performance.now()
+    const cellStart = monoMs()
     let openLoopStats: OpenLoopStats | null = null
     for (let stage = 0; stage < ends.length; stage++) {
       if (stage > 0 && (stages === null || !(await turn(stages, stage)))) break
@@ -206,14 +212,16 @@ export async function measureCell(
           total: o.requests,
           ok,
           failed,
-          elapsedMs: performance.now() - cellStart,
+          elapsedMs: monoMs() - cellStart,
           stage: stageOf,
         })
       }
       requestsPhase()
       loopDelay.enable()
+      transport.workers?.measureStart()
       const cpuBefore = process.cpuUsage()
-      const stageStart = performance.now()
+      const threadCpuBefore = process.threadCpuUsage()
+      const stageStart = monoMs()
       // The stage's busy span, from its first send to its last end, kept as requests end.
       let firstSend = Infinity
       let lastEnd = -Infinity
@@ -227,18 +235,21 @@ export async function measureCell(
         const record = requestRecord({ ...slot, index }, cellStart, planned, workload)
         if (spill === null) records.push(record)
         else spill.add(record)
-        wire.add(index, obs.sentChunks)
+        wire.add(index, obs.sent)
         if (obs.error === null) ok++
         else failed++
         done++
-        hooks.onProgress?.({ done, total: o.requests, ok, failed, elapsedMs: performance.now() - cellStart })
+        hooks.onProgress?.({ done, total: o.requests, ok, failed, elapsedMs: monoMs() - cellStart })
         requestsPhase()
       }
       openLoopStats = await measuredPhase(o, end - offset, arrivals, cellStart, signal, send(measuredFeed, offset, true), onDone)
-      activeMs += performance.now() - stageStart
+      activeMs += monoMs() - stageStart
       const cpu = process.cpuUsage(cpuBefore)
+      const threadCpu = process.threadCpuUsage(threadCpuBefore)
       cpuMs += (cpu.user + cpu.system) / 1000
+      threadCpuMs += (threadCpu.user + threadCpu.system) / 1000
       loopDelay.disable()
+      if (transport.workers !== undefined) workerMeasures.push(await transport.workers.measureStop())
       wallClockMs += Math.max(0, lastEnd - firstSend)
       sent = end
       records.sort((a, b) => a.index - b.index)
@@ -261,7 +272,11 @@ export async function measureCell(
       // Requests due that were never sent: the cell was cut short (an abort, the engine gone).
       unsent: sent - done,
       metrics: { ...tally.metrics(wallClockMs), openLoop: openLoopStats },
-      harness: harnessHealth(o, cpuMs, activeMs, loopDelay, tally.sendLags),
+      harness: harnessHealth(o, cpuMs, activeMs, loopDelay, tally.sendLags, {
+        count: transport.workers?.count ?? 0,
+        cellThreadCpuMs: threadCpuMs,
+        measures: workerMeasures,
+      }),
       manifest: null,
       cellFailure: hooks.engine?.failure() ?? null,
     })

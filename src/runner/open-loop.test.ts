@@ -1,3 +1,4 @@
+import { monoMs } from '../client/clock.ts'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -23,19 +24,19 @@ afterEach(async () => {
 function instantTransport(blockMs: number): CellTransport {
   return {
     send: async () => {
-      const until = performance.now() + blockMs
-      while (performance.now() < until) {
+      const until = monoMs() + blockMs
+      while (monoMs() < until) {
         // Busy: the event loop is held, as a saturated client would hold it.
       }
-      const sentAt = performance.now()
+      const sentAt = monoMs()
       await new Promise((resolve) => setTimeout(resolve, 2))
-      const at = performance.now()
+      const at = monoMs()
       const obs: StreamObservation = {
         ...emptyObservation(sentAt),
         firstOutputAt: at,
         firstContentAt: at,
         endAt: at,
-        outputChunkAt: [at],
+        outputChunkAt: Float64Array.of(at),
         contentChunks: 1,
         usagePromptTokens: 16,
         usageCompletionTokens: 1,

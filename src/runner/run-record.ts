@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import type { monitorEventLoopDelay } from 'node:perf_hooks'
 import { sanitizeMessage } from '../errors.ts'
 import { arrivalPlanUnread } from '../load/plan.ts'
@@ -7,7 +7,8 @@ import { distribution } from '../metrics/distribution.ts'
 import { METHODOLOGY } from '../metrics/methodology.ts'
 import { deriveRequestMetrics, requestMetricFields } from '../metrics/request-metrics.ts'
 import type { Manifest } from '../schema/manifest.ts'
-import { type ErrorInfo, type HarnessHealth, RUN_SCHEMA_ID, type RequestRecord, type RunRecord } from '../schema/run.ts'
+import type { WorkerMeasure } from '../client/worker-protocol.ts'
+import { type ErrorInfo, type HarnessHealth, RUN_SCHEMA_ID, type RequestRecord, type RunRecord, type WorkerHealth } from '../schema/run.ts'
 import { scrubDeep } from '../secrets.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 import { checkCanary, withoutMarkers } from '../workload/canary.ts'
@@ -73,7 +74,7 @@ export function requestRecord(slot: Slot, cellStart: number, planned: PlannedReq
     itlMs: m.itlMs,
     finishReason: obs.finishReason,
     plannedPromptTokens: planned.plannedPromptTokens,
-    wireSha256: obs.sentChunks.length === 0 ? null : createHash('sha256').update(Buffer.concat(obs.sentChunks)).digest('hex'),
+    wireSha256: obs.sent?.sha256 ?? null,
     canary,
     outputAdherence,
     score,
@@ -92,20 +93,84 @@ export function enginePrefillRate(timings: Record<string, number> | null): numbe
   return tokens !== undefined && ms !== undefined && tokens > 0 && ms > 0 ? tokens / (ms / 1000) : null
 }
 
+/** The client's worker threads over a cell: how many, the cell's own thread's CPU, and each worker's figures per stage. */
+export interface WorkerFigures {
+  count: number
+  /** CPU time of the cell's own thread, ms. */
+  cellThreadCpuMs: number
+  /** Per stage, each live worker's figures. */
+  measures: ReadonlyArray<readonly WorkerMeasure[]>
+}
+
+/** One worker's figures over every stage, judged against the cell's limits; its reasons go to `reasons`. */
+function workerHealth(o: ResolvedCellOptions, worker: number, stages: readonly WorkerMeasure[], reasons: string[]): WorkerHealth {
+  const cpuMs = stages.reduce((sum, m) => sum + m.cpuMs, 0)
+  const wallMs = stages.reduce((sum, m) => sum + m.wallMs, 0)
+  const cpuShare = wallMs > 0 ? cpuMs / wallMs : null
+  const worst = (pick: (m: WorkerMeasure) => number | null): number | null =>
+    stages.reduce<number | null>((max, m) => (pick(m) === null ? max : Math.max(max ?? 0, pick(m) as number)), null)
+  const loopP99 = worst((m) => m.eventLoopDelayP99Ms)
+  const handoffLagP99 = distribution(stages.flatMap((m) => m.handoffLagsMs)).p99
+  const before = reasons.length
+  if (cpuShare !== null && cpuShare >= o.cpuShareLimit)
+    reasons.push(`client worker ${worker} CPU share ${cpuShare.toFixed(2)} ≥ ${o.cpuShareLimit}`)
+  if (loopP99 !== null && loopP99 > o.eventLoopDelayLimitMs) {
+    reasons.push(`client worker ${worker} event-loop delay p99 ${loopP99.toFixed(2)} ms > ${o.eventLoopDelayLimitMs} ms`)
+  }
+  return {
+    worker,
+    requests: stages.reduce((sum, m) => sum + m.requests, 0),
+    cpuShare,
+    eventLoopDelayP99Ms: loopP99,
+    eventLoopDelayMaxMs: worst((m) => m.eventLoopDelayMaxMs),
+    handoffLagP99Ms: handoffLagP99,
+    harnessLimited: reasons.length > before,
+  }
+}
+
+/**
+ * The cell's harness figures and whether the client, not the engine, limited it: the CPU share
+ * of its busiest thread, its send lag, its event-loop delay, and with worker threads each
+ * worker's own (the cell's send lag already includes the hand-off to a worker).
+ */
 export function harnessHealth(
   o: ResolvedCellOptions,
   cpuMs: number,
   wallMs: number,
   loopDelay: ReturnType<typeof monitorEventLoopDelay>,
   sendLags: readonly number[],
+  workers: WorkerFigures = { count: 0, cellThreadCpuMs: cpuMs, measures: [] },
 ): HarnessHealth {
-  const cpuShare = wallMs > 0 ? cpuMs / wallMs : null
   const loopP99 = loopDelay.count > 0 ? loopDelay.percentile(99) / 1e6 : null
   const loopMax = loopDelay.count > 0 ? loopDelay.max / 1e6 : null
   const sendLagP99 = distribution(sendLags).p99
   const reasons: string[] = []
-  if (cpuShare !== null && cpuShare >= o.cpuShareLimit) {
+  const workerReasons: string[] = []
+  const perWorker =
+    workers.count === 0
+      ? []
+      : Array.from({ length: workers.count }, (_, w) =>
+          workerHealth(
+            o,
+            w,
+            workers.measures.flatMap((stage) => stage.filter((m) => m.worker === w)),
+            workerReasons,
+          ),
+        )
+  // In the cell's thread, the process's share (every thread the client runs, GC's included);
+  // with workers, the busiest thread's, each of them on a core of its own.
+  const threadShares = [wallMs > 0 ? workers.cellThreadCpuMs / wallMs : null, ...perWorker.map((w) => w.cpuShare)]
+  const cpuShare =
+    workers.count === 0
+      ? wallMs > 0
+        ? cpuMs / wallMs
+        : null
+      : threadShares.reduce<number | null>((max, s) => (s === null ? max : Math.max(max ?? 0, s)), null)
+  const cellThreadShare = threadShares[0] ?? null
+  if (workers.count === 0 && cpuShare !== null && cpuShare >= o.cpuShareLimit) {
     reasons.push(`client CPU share ${cpuShare.toFixed(2)} ≥ ${o.cpuShareLimit} (one core is 1.0)`)
+  } else if (workers.count > 0 && cellThreadShare !== null && cellThreadShare >= o.cpuShareLimit) {
+    reasons.push(`the cell's thread CPU share ${cellThreadShare.toFixed(2)} ≥ ${o.cpuShareLimit} (one core is 1.0)`)
   }
   if (sendLagP99 !== null && sendLagP99 > o.sendLagLimitMs) {
     reasons.push(`send lag p99 ${sendLagP99.toFixed(2)} ms > ${o.sendLagLimitMs} ms`)
@@ -113,9 +178,11 @@ export function harnessHealth(
   if (loopP99 !== null && loopP99 > o.eventLoopDelayLimitMs) {
     reasons.push(`event-loop delay p99 ${loopP99.toFixed(2)} ms > ${o.eventLoopDelayLimitMs} ms`)
   }
+  reasons.push(...workerReasons)
   return {
     clientCpuMs: cpuMs,
     clientCpuShare: cpuShare,
+    ...(workers.count === 0 ? {} : { clientWorkers: workers.count, workers: perWorker }),
     eventLoopDelayP99Ms: loopP99,
     eventLoopDelayMaxMs: loopMax,
     sendLagP99Ms: sendLagP99,

@@ -338,11 +338,36 @@ export const CellMetrics = z.object({
 })
 export type CellMetrics = z.infer<typeof CellMetrics>
 
+/** One client worker thread's own figures over a cell's measured phase. */
+export const WorkerHealth = z.object({
+  /** Its index among the cell's workers (0-based). */
+  worker: z.int().nonnegative(),
+  /** Measured requests it streamed. */
+  requests: z.int().nonnegative(),
+  /** Its thread's CPU time over the wall clock: 1.0 means its core fully busy. */
+  cpuShare: z.number().nonnegative().nullable(),
+  /** Its own event loop's delay, ms (p99 and max). */
+  eventLoopDelayP99Ms: z.number().nonnegative().nullable(),
+  eventLoopDelayMaxMs: z.number().nonnegative().nullable(),
+  /** p99 of its hand-off lag: the cell's thread handing a request over to its bytes reaching the socket, ms. */
+  handoffLagP99Ms: z.number().nonnegative().nullable(),
+  /** True when this worker was over a limit; the record's `reasons` name it. */
+  harnessLimited: z.boolean(),
+})
+export type WorkerHealth = z.infer<typeof WorkerHealth>
+
 export const HarnessHealth = z.object({
-  /** CPU time of the client process during the cell, ms (user + system). */
+  /** CPU time of the client process during the cell, ms (user + system, every thread). */
   clientCpuMs: z.number().nonnegative().nullable(),
-  /** clientCpuMs / wall clock: 1.0 means one core fully busy. */
+  /**
+   * The busiest client thread's CPU time over the wall clock (1.0 means one core fully busy): the
+   * process's own share when the client streams in the cell's thread.
+   */
   clientCpuShare: z.number().nonnegative().nullable(),
+  /** Worker threads the client streamed on; 0 or absent (imports, older records): the cell's own thread. */
+  clientWorkers: z.int().nonnegative().optional(),
+  /** Each worker thread's figures, in worker order; absent or empty without workers. */
+  workers: z.array(WorkerHealth).optional(),
   /** Event-loop delay while the cell ran, ms (p99 and max of a histogram). */
   eventLoopDelayP99Ms: z.number().nonnegative().nullable(),
   eventLoopDelayMaxMs: z.number().nonnegative().nullable(),

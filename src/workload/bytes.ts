@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { createHash, type Hash } from 'node:crypto'
 
 /** The exact bytes sent for a body: `{"model":…,` followed by the model-free body. */
 export function bodyBytes(model: string, withoutModel: string): Buffer {
@@ -6,25 +6,23 @@ export function bodyBytes(model: string, withoutModel: string): Buffer {
 }
 
 /**
- * sha256 over the ordered model-free bodies, each prefixed by its byte length, so the same
- * plan proves the same request stream on both arms.
+ * The request-stream hash of the ordered model-free bodies: sha256 over each body's byte length
+ * and its own sha256, so the same plan proves the same request stream on both arms, and a wire
+ * that kept only each body's digest (not its bytes) can prove it too.
  */
 export function requestStreamSha256(bodies: ReadonlyArray<string | Uint8Array>): string {
   const hash = createHash('sha256')
-  for (const body of bodies) {
-    const bytes = typeof body === 'string' ? Buffer.from(body) : body
-    hash.update(`${bytes.length}\n`)
-    hash.update(bytes)
-  }
+  for (const body of bodies) updateStreamEntry(hash, ...bodyEntry(body))
   return hash.digest('hex')
 }
 
-/**
- * The inverse of `bodyBytes` on what was actually written: the model-free body, or null when
- * the written bytes do not start with this model's prefix.
- */
-export function stripModel(model: string, written: Buffer): Buffer | null {
-  const prefix = Buffer.from(`{"model":${JSON.stringify(model)},`)
-  if (written.length < prefix.length || !written.subarray(0, prefix.length).equals(prefix)) return null
-  return Buffer.concat([Buffer.from('{'), written.subarray(prefix.length)])
+/** One body's entry in a request-stream hash: its byte length and its sha256 (hex). */
+export function bodyEntry(body: string | Uint8Array): [bytes: number, sha256: string] {
+  const bytes = typeof body === 'string' ? Buffer.from(body) : body
+  return [bytes.length, createHash('sha256').update(bytes).digest('hex')]
+}
+
+/** Appends one body's entry, `<bytes>\n<sha256 hex>\n`, to a request-stream hash. */
+export function updateStreamEntry(hash: Hash, bytes: number, sha256: string): void {
+  hash.update(`${bytes}\n${sha256}\n`)
 }

@@ -3,6 +3,7 @@ import type { ChatText, EngineTokenizer, TokenizerProbe } from '../client/tokeni
 import { ServegateError } from '../errors.ts'
 import type { Api } from '../schema/run.ts'
 import { bodyExtras, type BodyExtras, type ChatContent, requestJson } from './body.ts'
+import { bodyEntry, updateStreamEntry } from './bytes.ts'
 import { canaryInstruction, canaryMarker } from './canary.ts'
 import { datasetUserContent, loadDataset, type LoadedDataset, type ResolvedRow } from './dataset.ts'
 import { type ResolvedWorkloadSpec, WorkloadSpec } from './workload-spec.ts'
@@ -339,17 +340,19 @@ export async function prepareWorkload(
 }
 
 /**
- * `requestStreamSha256` (bytes.ts) fed one body at a time: sha256 over the ordered bodies, each
- * prefixed by its byte length, without holding them.
+ * `requestStreamSha256` (bytes.ts) fed one body at a time: sha256 over each body's length and
+ * digest, in order, without holding the bodies.
  */
 export class StreamHash {
   readonly #hash: Hash = createHash('sha256')
   /** Bodies hashed so far. */
   count = 0
   update(body: string | Uint8Array): void {
-    const bytes = typeof body === 'string' ? Buffer.from(body) : body
-    this.#hash.update(`${bytes.length}\n`)
-    this.#hash.update(bytes)
+    this.updateDigest(...bodyEntry(body))
+  }
+  /** Appends a body known only by its length and sha256 (hex), as a wire digest keeps it. */
+  updateDigest(bytes: number, sha256: string): void {
+    updateStreamEntry(this.#hash, bytes, sha256)
     this.count++
   }
   /** The hex digest of what was hashed so far; the hash goes on accepting bodies. */

@@ -1,0 +1,113 @@
+/**
+ * A stream worker thread: streams the requests the cell's thread hands it over its own undici
+ * pool, and posts each observation back. Its event loop does nothing but this I/O, so chunk
+ * arrivals are stamped (on the process-wide `monoMs` clock) without waiting behind the cell's
+ * scheduling, records or progress. Started by `StreamWorkers`; not an entry point of its own.
+ */
+import { monitorEventLoopDelay } from 'node:perf_hooks'
+import { parentPort, workerData } from 'node:worker_threads'
+import { Pool } from 'undici'
+import { monoMs } from './clock.ts'
+import { streamCompletion } from './stream.ts'
+import type { FromWorker, ToWorker, WorkerSetup } from './worker-protocol.ts'
+
+const port = parentPort
+if (port === null) throw new Error('stream-worker.ts runs only as a worker thread (started by StreamWorkers)')
+const setup = workerData as WorkerSetup
+const pool = new Pool(setup.origin, { connections: setup.connections, pipelining: 1, keepAliveTimeout: 60_000 })
+const headers = setup.headers ?? undefined
+const inFlight = new Map<number, AbortController>()
+const post = (message: FromWorker, transfer: ArrayBuffer[] = []): void => port.postMessage(message, transfer)
+
+// The measured phase's own figures.
+const loopDelay = monitorEventLoopDelay({ resolution: 2 })
+let measuring = false
+let cpuAtStart = process.threadCpuUsage()
+let startedAt = 0
+let requests = 0
+let lags: number[] = []
+
+function send(m: Extract<ToWorker, { type: 'send' }>): void {
+  const controller = new AbortController()
+  inFlight.set(m.id, controller)
+  const body = Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength)
+  void streamCompletion(pool, setup.origin, {
+    api: setup.api,
+    body,
+    headers,
+    deadlineMs: setup.deadlineMs,
+    signal: controller.signal,
+    captureChars: m.captureChars,
+    model: setup.model,
+  }).then((obs) => {
+    inFlight.delete(m.id)
+    if (measuring) {
+      requests++
+      lags.push(Math.max(0, obs.sentAt - m.handedAt))
+    }
+    // The chunk times travel without a copy; an empty array has no buffer of its own to give.
+    post({ type: 'done', id: m.id, obs }, obs.outputChunkAt.length > 0 ? [obs.outputChunkAt.buffer as ArrayBuffer] : [])
+  })
+}
+
+async function warm(connections: number): Promise<void> {
+  const one = async (): Promise<void> => {
+    const res = await pool.request({ method: 'GET', path: '/v1/models', headers, signal: AbortSignal.timeout(setup.deadlineMs) })
+    await res.body.dump()
+  }
+  // Best effort: an engine that refuses the extra connections is measured as it is.
+  await Promise.allSettled(Array.from({ length: connections }, one))
+  post({ type: 'warmed' })
+}
+
+function measureStop(): void {
+  const cpu = process.threadCpuUsage(cpuAtStart)
+  loopDelay.disable()
+  measuring = false
+  post({
+    type: 'measured',
+    measure: {
+      worker: setup.worker,
+      requests,
+      cpuMs: (cpu.user + cpu.system) / 1000,
+      wallMs: monoMs() - startedAt,
+      eventLoopDelayP99Ms: loopDelay.count > 0 ? loopDelay.percentile(99) / 1e6 : null,
+      eventLoopDelayMaxMs: loopDelay.count > 0 ? loopDelay.max / 1e6 : null,
+      handoffLagsMs: lags,
+    },
+  })
+  lags = []
+}
+
+port.on('message', (m: ToWorker) => {
+  switch (m.type) {
+    case 'send':
+      send(m)
+      return
+    case 'abort':
+      inFlight.get(m.id)?.abort()
+      return
+    case 'warm':
+      void warm(m.connections)
+      return
+    case 'measure-start':
+      loopDelay.reset()
+      loopDelay.enable()
+      cpuAtStart = process.threadCpuUsage()
+      startedAt = monoMs()
+      requests = 0
+      lags = []
+      measuring = true
+      return
+    case 'measure-stop':
+      measureStop()
+      return
+    case 'close':
+      for (const controller of inFlight.values()) controller.abort()
+      void pool.destroy().then(() => {
+        post({ type: 'closed' })
+        port.close()
+      })
+  }
+})
+post({ type: 'ready' })
