@@ -1,9 +1,16 @@
 /**
- * `npm run bench:client [-- --quick] [-- --json FILE]`: how fast and how truthfully the
- * streaming client ingests OpenAI-compatible streams. Prints figures with targets beside them;
- * timing never fails the run (shared, noisy machines); a failed ingest request or setup does.
+ * `npm run bench:client [-- --quick] [-- --json FILE] [-- --side-by-side]`: how fast and how
+ * truthfully the streaming client ingests OpenAI-compatible streams, then the cell path at GPU-
+ * runner scale (memory per stream, ITL precision at C = 1, the scale ladder per worker count),
+ * and with `--side-by-side` the same server measured by a vLLM-style aiohttp client, A B B A.
+ * Prints figures with targets beside them; timing never fails the run (shared, noisy machines);
+ * a failed ingest request or setup does.
  */
 import { writeFile } from 'node:fs/promises'
+import { fileURLToPath } from 'node:url'
+import { execa } from 'execa'
+import { type CellBenchReport, measureLadder, measureMemory, measurePrecision, renderCellBench } from './cell-bench.ts'
+import { renderSideBySide, runSideBySide, type SideBySideReport } from './side-by-side.ts'
 import { availableParallelism, loadavg } from 'node:os'
 import { parseArgs } from 'node:util'
 import { warmClientJit } from '../src/runner/warm.ts'
@@ -120,7 +127,13 @@ async function runItl(
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { quick: { type: 'boolean', default: false }, json: { type: 'string' } } })
+  const { values } = parseArgs({
+    options: {
+      quick: { type: 'boolean', default: false },
+      json: { type: 'string' },
+      'side-by-side': { type: 'boolean', default: false },
+    },
+  })
   const plan = benchPlan(values.quick)
   const log = (line: string): void => console.error(line)
   const startedAt = new Date()
@@ -141,6 +154,22 @@ async function main(): Promise<void> {
   log('a. ingest throughput…')
   const ingest = await runIngest(plan, cpu, log)
   const itl = itlRun.levels
+  // The cell path runs from the compiled package, as a user's vitest worker does.
+  log('c. the cell path: building dist/…')
+  await execa(process.execPath, [fileURLToPath(new URL('../scripts/build.ts', import.meta.url))], { stdio: 'inherit' })
+  const workerCounts = [0, 1, 2, 4, 8, 16].filter((w) => w === 0 || w <= availableParallelism() - 1)
+  log('c1. memory per stream…')
+  const memory = await measureMemory(plan.quick, cpu, log)
+  log('c2. ITL precision at C = 1…')
+  const precision = await measurePrecision(plan.quick, cpu, log)
+  log(`c3. scale ladder, workers ${workerCounts.join(', ')}…`)
+  const ladder = await measureLadder(plan.quick, workerCounts, cpu, log)
+  const cellPath: CellBenchReport = { memory, precision, ladder }
+  let sideBySide: SideBySideReport | null = null
+  if (values['side-by-side']) {
+    log('d. side by side with a vLLM-style aiohttp client…')
+    sideBySide = await runSideBySide({ quick: plan.quick, log })
+  }
 
   const report: ClientBenchReport = {
     startedAt: startedAt.toISOString(),
@@ -157,8 +186,10 @@ async function main(): Promise<void> {
     targets: judge(ingest, itl),
   }
   console.log(`\n${renderReport(report)}`)
+  console.log(`\n${renderCellBench(cellPath)}`)
+  if (sideBySide !== null) console.log(`\n${renderSideBySide(sideBySide)}`)
   if (values.json !== undefined) {
-    await writeFile(values.json, `${JSON.stringify(report, null, 2)}\n`)
+    await writeFile(values.json, `${JSON.stringify({ ...report, cellPath, sideBySide }, null, 2)}\n`)
     log(`figures written to ${values.json}`)
   }
   // A failed request against a zero-delay server is a client bug, not noise.

@@ -103,11 +103,6 @@ export function serverStamps(bytes: Uint8Array): number[] {
   return stamps
 }
 
-/** Milliseconds to add to `performance.now()` to get `process.hrtime` time in ms. */
-export function monotonicOffsetMs(): number {
-  return Number(process.hrtime.bigint()) / 1e6 - performance.now()
-}
-
 /**
  * Measures inter-token-latency accuracy against a paced server: `concurrency` streams started
  * at once, `rounds` requests per slot, closed loop. Gaps come from the client's own
@@ -141,7 +136,6 @@ export async function measureItl(o: ItlOptions): Promise<ItlResult> {
     })
     const wallMs = performance.now() - t0
     const cpu = process.cpuUsage(cpu0)
-    const offsetMs = monotonicOffsetMs()
 
     const itl: number[] = []
     const client: number[] = []
@@ -168,7 +162,8 @@ export async function measureItl(o: ItlOptions): Promise<ItlResult> {
       for (let k = 0; k < n; k++) {
         const atK = at[k] as number
         const sentK = stamps[k] as number
-        arrival.push(atK + offsetMs - sentK)
+        // Both stamps are process.hrtime ms (the client's monoMs, the server's "t"): one clock.
+        arrival.push(atK - sentK)
         if (k === 0) continue
         const gap = atK - (at[k - 1] as number)
         const sentGap = sentK - (stamps[k - 1] as number)

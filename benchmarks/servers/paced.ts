@@ -9,12 +9,15 @@
  * earliest due chunk, then with `Atomics.wait` (sub-millisecond, frees the core) until just
  * before it, then spins on the clock and sends each chunk when it falls due.
  *
+ * `GET /stats` says whether it kept that schedule since the last call: chunks sent and how late
+ * (send time − due time) at p50, p99 and max, ms.
+ *
  * Usage: `node benchmarks/servers/paced.ts [--port 0] [--interval-ms 10]`
  */
 import { createServer, type ServerResponse } from 'node:http'
 import { parseArgs } from 'node:util'
 import { chunkHead, DONE_EVENT, roleEvent, tokenEvent, usageEvent } from '../chunks.ts'
-import { requestedTokens, serveUntilStopped } from './serve.ts'
+import { answerModels, requestedTokens, serveUntilStopped } from './serve.ts'
 
 const { values } = parseArgs({
   options: {
@@ -58,6 +61,8 @@ let timer: NodeJS.Timeout | null = null
 let immediate: NodeJS.Immediate | null = null
 let timerDueMs = Infinity
 let served = 0
+/** How late each chunk went out (send time − due time, ms) since the last `GET /stats`. */
+let lateness: number[] = []
 
 function earliestDue(): number {
   let due = Infinity
@@ -86,6 +91,7 @@ function schedule(): void {
 function send(s: PacedStream, at: number): void {
   const k = s.next
   const last = k === s.tokens - 1
+  lateness.push(at - s.dueMs)
   let text = tokenEvent(s.head, k, last ? 'length' : null, at)
   if (last) text += usageEvent(s.head, PROMPT_TOKENS, s.tokens) + DONE_EVENT
   s.res.write(text)
@@ -128,7 +134,21 @@ function warmRenderer(): number {
 }
 warmRenderer()
 
+/** `GET /stats`: whether the server kept its schedule since the last call (chunks sent, lateness percentiles, ms); resets. */
+function stats(): string {
+  const sorted = lateness.sort((a, b) => a - b)
+  const at = (q: number): number | null =>
+    sorted.length === 0 ? null : (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number)
+  lateness = []
+  return JSON.stringify({ chunks: sorted.length, lateP50Ms: at(0.5), lateP99Ms: at(0.99), lateMaxMs: at(1) })
+}
+
 const server = createServer((req, res) => {
+  if (answerModels(req, res)) return
+  if (req.method === 'GET' && req.url === '/stats') {
+    res.writeHead(200, { 'content-type': 'application/json' }).end(stats())
+    return
+  }
   if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
     res.writeHead(404).end()
     return

@@ -1,4 +1,5 @@
-import type { IncomingMessage, Server } from 'node:http'
+import type { IncomingMessage, Server, ServerResponse } from 'node:http'
+import { MODEL } from '../chunks.ts'
 import type { AddressInfo } from 'node:net'
 
 /**
@@ -32,6 +33,17 @@ export function serveUntilStopped(server: Server, port: number, onStop: () => vo
   server.listen(port, '127.0.0.1', () => {
     process.stdout.write(`listening ${(server.address() as AddressInfo).port}\n`)
   })
+}
+
+/**
+ * Answers `GET /v1/models` as vLLM does (the served model, its context), so a servegate cell's
+ * endpoint probe passes; false for any other request.
+ */
+export function answerModels(req: IncomingMessage, res: ServerResponse): boolean {
+  if (req.method !== 'GET' || req.url !== '/v1/models') return false
+  res.writeHead(200, { 'content-type': 'application/json' })
+  res.end(JSON.stringify({ object: 'list', data: [{ id: MODEL, object: 'model', owned_by: 'bench', max_model_len: 131_072 }] }))
+  return true
 }
 
 /** Reads a request body and returns its `max_tokens`, or `fallback` when absent or unreadable. */

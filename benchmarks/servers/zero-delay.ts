@@ -8,7 +8,7 @@
 import { createServer, type ServerResponse } from 'node:http'
 import { parseArgs } from 'node:util'
 import { renderCompletion } from '../chunks.ts'
-import { requestedTokens, serveUntilStopped } from './serve.ts'
+import { answerModels, requestedTokens, serveUntilStopped } from './serve.ts'
 
 const { values } = parseArgs({
   options: {
@@ -53,6 +53,7 @@ async function writeAll(res: ServerResponse, pieces: readonly Buffer[]): Promise
 }
 
 const server = createServer((req, res) => {
+  if (answerModels(req, res)) return
   if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
     res.writeHead(404).end()
     return

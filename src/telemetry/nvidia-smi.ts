@@ -1,5 +1,4 @@
 import { pollEvery } from './poll.ts'
-import { execa } from 'execa'
 import { sanitizeMessage } from '../errors.ts'
 import type { GpuFact, GpuSample, GpuSamples } from '../schema/telemetry.ts'
 
@@ -40,6 +39,8 @@ export type GpuFactsResult =
 type CallResult = { status: 'ok'; stdout: string } | { status: 'absent'; reason: string }
 
 async function callNvidiaSmi(executable: string, args: string[], env: NvidiaSmiOptions['env']): Promise<CallResult> {
+  // Loaded on first use: a cell without GPUs (and every vitest worker until then) does without it.
+  const { execa } = await import('execa')
   const result = await execa(executable, args, { reject: false, timeout: CALL_TIMEOUT_MS, env, stdin: 'ignore' })
   if (result.code === 'ENOENT') return { status: 'absent', reason: `${executable} not found (ENOENT): no NVIDIA driver tools on this host` }
   if (result.timedOut) return { status: 'absent', reason: `${executable} did not answer within ${CALL_TIMEOUT_MS / 1000} s` }

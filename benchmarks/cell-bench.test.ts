@@ -1,0 +1,131 @@
+import { describe, expect, test } from 'vitest'
+import {
+  type CellBenchReport,
+  type CellRunResult,
+  measurePrecision,
+  type PacedRun,
+  perThreadCapacity,
+  renderCellBench,
+  runCellProcess,
+} from './cell-bench.ts'
+import { serverCpu } from './cpu.ts'
+import { startServerProcess } from './servers/spawn.ts'
+
+// cell-run.js runs the compiled package: `npm test` builds dist/ first.
+describe('the cell path in a process of its own', () => {
+  test('a zero-delay cell on one worker thread: every token delivered, its peak RSS and heap read', async () => {
+    const server = await startServerProcess('zeroDelay')
+    try {
+      const r = await runCellProcess({ origin: server.origin, concurrency: 4, requests: 8, tokens: 50, workers: 1, spill: true })
+      expect(r.completed).toBe(8)
+      expect(r.deliveredShare).toBe(1)
+      expect(r.workers).toBe(1)
+      expect(r.harness.workers?.[0]?.requests).toBe(8)
+      expect(r.peakRssMB).toBeGreaterThan(20)
+      expect(r.heapAfterGcMB).toBeGreaterThan(1)
+    } finally {
+      await server.close()
+    }
+  }, 60_000)
+
+  test('C = 1 precision against the paced server reads the server’s own lateness beside the client’s error', async () => {
+    const runs = await measurePrecision(true, serverCpu(), () => {})
+    expect(runs.map((r) => r.workers)).toEqual([0, 1])
+    for (const r of runs) {
+      expect(r.run.deliveredShare).toBe(1)
+      expect(r.run.itlErrorMs?.p99).toBeGreaterThanOrEqual(0)
+      // The server sent 50 chunks to the warm-up request and 50 to the measured one.
+      expect(r.server.chunks).toBe(100)
+      expect(r.server.lateP99Ms).not.toBeNull()
+    }
+  }, 60_000)
+})
+
+const run = (over: Partial<CellRunResult>): CellRunResult => ({
+  concurrency: 256,
+  requests: 512,
+  tokens: 100,
+  workers: 0,
+  completed: 512,
+  failed: 0,
+  failures: {},
+  offeredTokens: 51_200,
+  deliveredTokens: 51_200,
+  deliveredShare: 1,
+  wallMs: 2000,
+  chunksPerSPerWorker: 25_000,
+  itlErrorMs: {
+    samples: 50_000,
+    mean: 0.5,
+    stddev: 1,
+    ci95Low: 0.4,
+    ci95High: 0.6,
+    min: 0,
+    p25: 0.1,
+    p50: 0.2,
+    p75: 0.5,
+    p90: 1,
+    p95: 2,
+    p99: 3,
+    max: 9,
+  },
+  harness: {
+    clientCpuMs: 1,
+    clientCpuShare: 0.5,
+    eventLoopDelayP99Ms: 1,
+    eventLoopDelayMaxMs: 2,
+    sendLagP99Ms: 1,
+    harnessLimited: false,
+    reasons: [],
+  },
+  peakRssMB: 200,
+  heapAfterGcMB: 20,
+  ...over,
+})
+const rung = (concurrency: number, workers: number, holds: boolean, late = 0.2, chunksPerSPerWorker = 25_000): PacedRun => ({
+  concurrency,
+  workers,
+  run: run({ concurrency, workers, chunksPerSPerWorker }),
+  server: { chunks: 1, lateP50Ms: 0.1, lateP99Ms: late, lateMaxMs: late },
+  holds,
+  serverOnTime: late <= 1,
+})
+
+describe('renderCellBench', () => {
+  test('judges each figure against its target and says when the server, not the client, was late', () => {
+    const report: CellBenchReport = {
+      memory: {
+        peaks: [
+          {
+            label: 'C = 1 × 1000 tokens',
+            concurrency: 1,
+            tokens: 1000,
+            targetMB: 100,
+            defaultMB: 112,
+            smallYoungMB: 98,
+            heapAfterGcMB: 16,
+          },
+        ],
+        retained: { concurrency: 64, tokens: 200, requests: [1500, 4500], spilledBytesPerRequest: 40, inMemoryBytesPerRequest: 2600 },
+      },
+      precision: [rung(1, 0, true, 2.5)],
+      ladder: [rung(256, 0, true), rung(512, 0, false, 30), rung(256, 2, true, 0.3, 20_000)],
+    }
+    const text = renderCellBench(report)
+    expect(text).toContain('| C = 1 × 1000 tokens | 112 MB | ≤ 100 MB (**not met**) | 98 MB (met) | 16.0 MB |')
+    expect(text).toContain('40 B spilled to disk (target ≤ 200 B: met)')
+    expect(text).toContain('(late: the figure measures the server)')
+    expect(text).toContain('| 0 | 512 | 100.0% | 3.00 ms | 25000 | 30.00 ms | no (server late) |')
+    expect(text).toContain('- 0 workers: highest C that held: 256')
+    expect(text).toContain('about 9 worker threads')
+  })
+
+  test('per-thread capacity comes from rungs that held, else the best rung as a lower bound', () => {
+    expect(perThreadCapacity([rung(256, 0, true, 0.2, 20_000), rung(512, 0, false, 0.2, 30_000)])).toEqual({
+      chunksPerS: 20_000,
+      held: true,
+    })
+    expect(perThreadCapacity([rung(256, 0, false, 9, 30_000)])).toEqual({ chunksPerS: 30_000, held: false })
+    expect(perThreadCapacity([])).toBeNull()
+  })
+})

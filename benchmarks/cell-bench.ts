@@ -1,0 +1,341 @@
+/**
+ * The client measured as a cell runs it: each figure from `benchmarks/cell-run.js` in a fresh
+ * process (the compiled package, the cell path end to end) against a bench server pinned to a
+ * core of its own. Three parts of `npm run bench:client`: peak memory per stream and what a
+ * finished request leaves behind, ITL precision at C = 1, and the scale ladder per worker count.
+ */
+import { fileURLToPath } from 'node:url'
+import { execa } from 'execa'
+import type { Distribution, HarnessHealth } from '../src/schema/run.ts'
+import { MODEL } from './chunks.ts'
+import { startServerProcess } from './servers/spawn.ts'
+
+const CELL_RUN = fileURLToPath(new URL('./cell-run.js', import.meta.url))
+/** The chunk interval of the precision and ladder parts, ms. */
+export const LADDER_INTERVAL_MS = 10
+/** A paced server kept its schedule when its chunks went out at most this late at p99, ms. */
+export const SERVER_ON_TIME_P99_MS = 1
+/** A rung holds when it delivers at least this share of the offered tokens… */
+export const RUNG_DELIVERED = 0.99
+/** …with ITL error p99 at most this, ms. */
+export const RUNG_ITL_P99_MS = 5
+
+/** What one cell process measured (printed by cell-run.js). */
+export interface CellRunResult {
+  concurrency: number
+  requests: number
+  tokens: number
+  workers: number
+  completed: number
+  failed: number
+  failures: Record<string, number>
+  offeredTokens: number
+  deliveredTokens: number
+  deliveredShare: number
+  wallMs: number
+  chunksPerSPerWorker: number
+  itlErrorMs: Distribution | null
+  harness: HarnessHealth
+  peakRssMB: number
+  heapAfterGcMB: number | null
+}
+
+/** A paced server's own lateness over one run (its `GET /stats`). */
+export interface ServerSchedule {
+  chunks: number
+  lateP50Ms: number | null
+  lateP99Ms: number | null
+  lateMaxMs: number | null
+}
+
+export interface CellRunOptions {
+  origin: string
+  concurrency: number
+  requests: number
+  tokens: number
+  workers: number | 'auto'
+  intervalMs?: number
+  spill?: boolean
+  /** Node flags of the cell's process, e.g. `--max-semi-space-size=1`. */
+  nodeFlags?: readonly string[]
+  /** Unmeasured requests first (connections, JIT, the server's own warm-up). @default 0 */
+  warmup?: number
+  /** The server's CPU: the cell's process (every thread it starts) runs on the others. Null: unpinned. */
+  serverCpu?: number | null
+}
+
+/** Runs one cell in a fresh process (needs `dist/`: `node scripts/build.ts`). */
+export async function runCellProcess(o: CellRunOptions): Promise<CellRunResult> {
+  const args = [
+    ...(o.nodeFlags ?? []),
+    '--expose-gc',
+    CELL_RUN,
+    ...['--origin', o.origin, '--model', MODEL, '--concurrency', String(o.concurrency)],
+    ...['--requests', String(o.requests), '--tokens', String(o.tokens), '--workers', String(o.workers)],
+    ...(o.intervalMs === undefined ? [] : ['--interval-ms', String(o.intervalMs)]),
+    ...(o.spill === true ? ['--spill'] : []),
+    ...['--warmup', String(o.warmup ?? 0)],
+  ]
+  // Pinned from its start, so the worker threads it starts inherit the CPUs the server leaves.
+  const cpu = o.serverCpu ?? null
+  const [file, argv] = cpu === null || cpu === 0 ? [process.execPath, args] : ['taskset', ['-c', `0-${cpu - 1}`, process.execPath, ...args]]
+  const result = await execa(file, argv, { reject: false, timeout: 600_000 })
+  if (result.exitCode !== 0) throw new Error(`cell-run.js ${args.slice(-12).join(' ')} failed: ${result.stderr || result.shortMessage}`)
+  return JSON.parse(result.stdout) as CellRunResult
+}
+
+async function serverSchedule(origin: string): Promise<ServerSchedule> {
+  const res = await fetch(`${origin}/stats`)
+  return (await res.json()) as ServerSchedule
+}
+
+/** Peak RSS of one shape, with Node's defaults and with a small young generation. */
+export interface MemoryFigure {
+  label: string
+  concurrency: number
+  tokens: number
+  /** Target peak RSS, MB. */
+  targetMB: number
+  defaultMB: number
+  /** With `--max-semi-space-size=1` (V8's young generation bounded to 1 MB a semi-space). */
+  smallYoungMB: number
+  heapAfterGcMB: number | null
+}
+
+/** Heap a finished request leaves behind, bytes: from two spilled cells, N and 3N requests. */
+export interface RetainedFigure {
+  concurrency: number
+  tokens: number
+  requests: [number, number]
+  spilledBytesPerRequest: number | null
+  inMemoryBytesPerRequest: number | null
+}
+
+export const MEMORY_SHAPES = [
+  { label: 'C = 1 × 1000 tokens', concurrency: 1, tokens: 1000, requests: 16, targetMB: 100 },
+  { label: 'C = 256 × 1000 tokens', concurrency: 256, tokens: 1000, requests: 512, targetMB: 260 },
+  { label: 'C = 1024 × 200 tokens', concurrency: 1024, tokens: 200, requests: 2048, targetMB: 170 },
+] as const
+
+/** Peak memory per shape and what a finished request retains, against a zero-delay server. */
+export async function measureMemory(
+  quick: boolean,
+  cpu: number | null,
+  log: (line: string) => void,
+): Promise<{ peaks: MemoryFigure[]; retained: RetainedFigure }> {
+  const server = await startServerProcess('zeroDelay', [], { cpu })
+  try {
+    const peaks: MemoryFigure[] = []
+    for (const shape of MEMORY_SHAPES) {
+      const requests = quick ? shape.concurrency : shape.requests
+      const base = { origin: server.origin, concurrency: shape.concurrency, requests, tokens: shape.tokens, workers: 0, serverCpu: cpu }
+      const plain = await runCellProcess(base)
+      const small = await runCellProcess({ ...base, nodeFlags: ['--max-semi-space-size=1'] })
+      log(`  memory ${shape.label}: ${plain.peakRssMB.toFixed(0)} MB, ${small.peakRssMB.toFixed(0)} MB with a 1 MB semi-space`)
+      peaks.push({
+        label: shape.label,
+        concurrency: shape.concurrency,
+        tokens: shape.tokens,
+        targetMB: shape.targetMB,
+        defaultMB: plain.peakRssMB,
+        smallYoungMB: small.peakRssMB,
+        heapAfterGcMB: plain.heapAfterGcMB,
+      })
+    }
+    const n = quick ? 200 : 1500
+    const shape = { origin: server.origin, concurrency: 64, tokens: 200, workers: 0 as const, serverCpu: cpu }
+    const perRequest = async (spill: boolean): Promise<number | null> => {
+      const [a, b] = [await runCellProcess({ ...shape, requests: n, spill }), await runCellProcess({ ...shape, requests: 3 * n, spill })]
+      return a.heapAfterGcMB === null || b.heapAfterGcMB === null ? null : ((b.heapAfterGcMB - a.heapAfterGcMB) * 2 ** 20) / (2 * n)
+    }
+    const retained: RetainedFigure = {
+      concurrency: 64,
+      tokens: 200,
+      requests: [n, 3 * n],
+      spilledBytesPerRequest: await perRequest(true),
+      inMemoryBytesPerRequest: await perRequest(false),
+    }
+    log(
+      `  retained per request: ${retained.spilledBytesPerRequest?.toFixed(0)} B spilled, ${retained.inMemoryBytesPerRequest?.toFixed(0)} B in memory`,
+    )
+    return { peaks, retained }
+  } finally {
+    await server.close()
+  }
+}
+
+/** One cell against the paced server, with the server's own lateness over it. */
+export interface PacedRun {
+  concurrency: number
+  workers: number
+  run: CellRunResult
+  server: ServerSchedule
+  /** Delivered ≥ 99%, ITL error p99 ≤ 5 ms, and the server on time. */
+  holds: boolean
+  serverOnTime: boolean
+}
+
+async function pacedRun(
+  origin: string,
+  cpu: number | null,
+  concurrency: number,
+  workers: number,
+  chunks: number,
+  rounds: number,
+): Promise<PacedRun> {
+  // The server's figures cover the whole run, its warm-up round included (each GET /stats resets them).
+  await serverSchedule(origin)
+  const run = await runCellProcess({
+    origin,
+    serverCpu: cpu,
+    warmup: concurrency,
+    concurrency,
+    requests: concurrency * rounds,
+    tokens: chunks,
+    workers,
+    intervalMs: LADDER_INTERVAL_MS,
+  })
+  const server = await serverSchedule(origin)
+  const serverOnTime = server.lateP99Ms !== null && server.lateP99Ms <= SERVER_ON_TIME_P99_MS
+  const itlP99 = run.itlErrorMs?.p99 ?? null
+  const holds = run.deliveredShare >= RUNG_DELIVERED && itlP99 !== null && itlP99 <= RUNG_ITL_P99_MS && serverOnTime
+  return { concurrency, workers, run, server, holds, serverOnTime }
+}
+
+/** ITL precision at C = 1 through the whole cell path, in the cell's thread and on one worker. */
+export async function measurePrecision(quick: boolean, cpu: number | null, log: (line: string) => void): Promise<PacedRun[]> {
+  const server = await startServerProcess('paced', ['--interval-ms', String(LADDER_INTERVAL_MS)], { cpu })
+  try {
+    const runs: PacedRun[] = []
+    for (const workers of [0, 1]) {
+      const r = await pacedRun(server.origin, cpu, 1, workers, quick ? 50 : 300, quick ? 1 : 3)
+      log(
+        `  C=1, ${workers} workers: ITL error p99 ${r.run.itlErrorMs?.p99?.toFixed(3)} ms, server late p99 ${r.server.lateP99Ms?.toFixed(3)} ms`,
+      )
+      runs.push(r)
+    }
+    return runs
+  } finally {
+    await server.close()
+  }
+}
+
+export const LADDER_LEVELS = [256, 512, 1024, 2048] as const
+
+/** The ladder: C = 256 … 2048 at 10 ms a chunk, per worker count; a count stops climbing at its first failed rung. */
+export async function measureLadder(
+  quick: boolean,
+  workerCounts: readonly number[],
+  cpu: number | null,
+  log: (line: string) => void,
+): Promise<PacedRun[]> {
+  const server = await startServerProcess('paced', ['--interval-ms', String(LADDER_INTERVAL_MS)], { cpu })
+  try {
+    const runs: PacedRun[] = []
+    for (const workers of workerCounts) {
+      for (const concurrency of quick ? LADDER_LEVELS.slice(0, 1) : LADDER_LEVELS) {
+        const r = await pacedRun(server.origin, cpu, concurrency, workers, quick ? 30 : 100, 2)
+        log(
+          `  ladder C=${concurrency}, ${workers} workers: delivered ${(r.run.deliveredShare * 100).toFixed(1)}%, ` +
+            `ITL error p99 ${r.run.itlErrorMs?.p99?.toFixed(2)} ms, ${Math.round(r.run.chunksPerSPerWorker)} chunks/s per thread, ` +
+            `server late p99 ${r.server.lateP99Ms?.toFixed(2)} ms`,
+        )
+        runs.push(r)
+        if (!r.holds) break
+      }
+    }
+    return runs
+  } finally {
+    await server.close()
+  }
+}
+
+/** The cell-path parts of a bench:client report. */
+export interface CellBenchReport {
+  memory: { peaks: MemoryFigure[]; retained: RetainedFigure } | null
+  precision: PacedRun[] | null
+  ladder: PacedRun[] | null
+}
+
+/** The C = 1 precision target: vLLM's client's ITL error p99 on the same server (the external measurement), ms. */
+export const C1_ITL_P99_TARGET_MS = 0.3
+/** Retained heap per finished request, spilled, bytes. */
+export const RETAINED_TARGET_BYTES = 200
+
+const ms = (v: number | null | undefined, digits = 2): string => (v === null || v === undefined ? '–' : `${v.toFixed(digits)} ms`)
+const mark = (ok: boolean): string => (ok ? 'met' : '**not met**')
+
+/** The chunk rate one streaming thread kept at a rung that held (or, where none held, at the best rung). */
+export function perThreadCapacity(ladder: readonly PacedRun[]): { chunksPerS: number; held: boolean } | null {
+  const held = ladder.filter((r) => r.holds)
+  const pool = held.length > 0 ? held : ladder
+  if (pool.length === 0) return null
+  return { chunksPerS: Math.max(...pool.map((r) => r.run.chunksPerSPerWorker)), held: held.length > 0 }
+}
+
+/** The cell-path sections of the bench:client report, as Markdown. */
+export function renderCellBench(r: CellBenchReport): string {
+  const out: string[] = []
+  if (r.memory !== null) {
+    out.push('## Memory per stream (the cell path, compiled package, a fresh process per figure)', '')
+    out.push('| shape | peak RSS | target | with `--max-semi-space-size=1` | heap after GC |', '|---|--:|--:|--:|--:|')
+    for (const p of r.memory.peaks) {
+      out.push(
+        `| ${p.label} | ${p.defaultMB.toFixed(0)} MB | ≤ ${p.targetMB} MB (${mark(p.defaultMB <= p.targetMB)}) | ` +
+          `${p.smallYoungMB.toFixed(0)} MB (${mark(p.smallYoungMB <= p.targetMB)}) | ${p.heapAfterGcMB?.toFixed(1) ?? '–'} MB |`,
+      )
+    }
+    const k = r.memory.retained
+    const spilled = k.spilledBytesPerRequest
+    out.push(
+      '',
+      `Retained per finished request (C = ${k.concurrency} × ${k.tokens} tokens, heap after GC of ${k.requests[1]} less ${k.requests[0]} requests): ` +
+        `${spilled === null ? '–' : `${spilled.toFixed(0)} B`} spilled to disk (target ≤ ${RETAINED_TARGET_BYTES} B: ${mark(spilled !== null && spilled <= RETAINED_TARGET_BYTES)}), ` +
+        `${k.inMemoryBytesPerRequest?.toFixed(0) ?? '–'} B with the records in memory (a vitest cell: each keeps its ITL array).`,
+      '',
+    )
+  }
+  if (r.precision !== null) {
+    out.push(`## ITL precision at C = 1 (${LADDER_INTERVAL_MS} ms a chunk, the cell path)`, '')
+    out.push('| client | ITL error p50 | p99 | target p99 | server late p99 |', '|---|--:|--:|--:|--:|')
+    for (const p of r.precision) {
+      const p99 = p.run.itlErrorMs?.p99 ?? null
+      out.push(
+        `| ${p.workers === 0 ? "cell's thread" : `${p.workers} worker`} | ${ms(p.run.itlErrorMs?.p50, 3)} | ${ms(p99, 3)} | ` +
+          `≤ ${C1_ITL_P99_TARGET_MS} ms (${mark(p99 !== null && p99 <= C1_ITL_P99_TARGET_MS)}) | ${ms(p.server.lateP99Ms, 3)}${p.serverOnTime ? '' : ' (late: the figure measures the server)'} |`,
+      )
+    }
+    out.push('')
+  }
+  if (r.ladder !== null) {
+    out.push(
+      `## Scale ladder (${LADDER_INTERVAL_MS} ms a chunk; a rung holds at ≥ ${RUNG_DELIVERED * 100}% delivered, ITL error p99 ≤ ${RUNG_ITL_P99_MS} ms, server late p99 ≤ ${SERVER_ON_TIME_P99_MS} ms)`,
+      '',
+      '| workers | C | delivered | ITL error p99 | chunks/s per thread | server late p99 | holds |',
+      '|--:|--:|--:|--:|--:|--:|---|',
+    )
+    for (const p of r.ladder) {
+      out.push(
+        `| ${p.workers} | ${p.concurrency} | ${(p.run.deliveredShare * 100).toFixed(1)}% | ${ms(p.run.itlErrorMs?.p99)} | ` +
+          `${Math.round(p.run.chunksPerSPerWorker)} | ${ms(p.server.lateP99Ms)} | ${p.holds ? 'yes' : p.serverOnTime ? 'no' : 'no (server late)'} |`,
+      )
+    }
+    const counts = [...new Set(r.ladder.map((p) => p.workers))]
+    out.push('')
+    for (const w of counts) {
+      const best = r.ladder.filter((p) => p.workers === w && p.holds).map((p) => p.concurrency)
+      out.push(`- ${w} workers: highest C that held: ${best.length === 0 ? 'none' : Math.max(...best)}`)
+    }
+    const cap = perThreadCapacity(r.ladder)
+    if (cap !== null) {
+      const need = (c: number): number => Math.ceil((c * 1000) / LADDER_INTERVAL_MS / cap.chunksPerS)
+      out.push(
+        `- Per streaming thread here: ${Math.round(cap.chunksPerS)} chunk arrivals/s${cap.held ? '' : ' (at a rung that did not hold: a lower bound)'}. ` +
+          `C = 2048 at ${LADDER_INTERVAL_MS} ms is ${(2048 * 1000) / LADDER_INTERVAL_MS} chunks/s: about ${need(2048)} worker threads, ` +
+          `which a 16-core runner (engine ≈ 10 cores for TP 8, 'auto' gives up to 5) ${need(2048) <= 5 ? 'has' : 'does not have'} and a 64-core runner (up to 16) ${need(2048) <= 16 ? 'has' : 'does not have'}.`,
+      )
+    }
+    out.push('')
+  }
+  return out.join('\n')
+}

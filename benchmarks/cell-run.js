@@ -1,0 +1,106 @@
+/**
+ * One servegate cell in a process of its own, for the figures a process must be fresh for:
+ * peak RSS, the heap the cell leaves, and a scale rung's timing. It runs the real cell path from
+ * the compiled package (`dist/`, what a user's vitest worker loads: no TypeScript stripper in
+ * the process), `runCell`: probe, bodies, dispatch, the client in the cell's thread or on worker
+ * threads, records, against a bench server, and prints one JSON line (`CellRunResult` in
+ * cell-bench.ts). Plain JavaScript for the same reason.
+ *
+ * Usage: `node --expose-gc benchmarks/cell-run.js --origin URL --model M --concurrency C
+ *   --requests N --tokens T [--workers auto|N] [--interval-ms I] [--warmup N] [--spill]` (after `node scripts/build.ts`)
+ */
+import { readFileSync } from 'node:fs'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { distribution } from '../dist/metrics/distribution.js'
+import { RequestSpill } from '../dist/record/request-spill.js'
+import { runCell } from '../dist/runner/measure-cell.js'
+
+/**
+ * Peak resident set of this process, MB: VmHWM of `/proc/self/status`. Not `resourceUsage().maxRSS`:
+ * Linux carries the peak of the image before exec into it, so this child would report its parent's.
+ */
+function peakRssMB() {
+  const kb = /^VmHWM:\s*(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1]
+  return kb === undefined ? process.resourceUsage().maxRSS / 1024 : Number(kb) / 1024
+}
+
+const { values } = parseArgs({
+  options: {
+    origin: { type: 'string' },
+    model: { type: 'string' },
+    concurrency: { type: 'string', default: '1' },
+    requests: { type: 'string', default: '32' },
+    tokens: { type: 'string', default: '100' },
+    workers: { type: 'string', default: 'auto' },
+    'interval-ms': { type: 'string' },
+    warmup: { type: 'string', default: '0' },
+    spill: { type: 'boolean', default: false },
+  },
+})
+if (values.origin === undefined || values.model === undefined) {
+  throw new Error('--origin and --model: required; pass the bench server and its model, e.g. --origin http://127.0.0.1:8000 --model m')
+}
+const concurrency = Number(values.concurrency)
+const requests = Number(values.requests)
+const tokens = Number(values.tokens)
+const intervalMs = values['interval-ms'] === undefined ? null : Number(values['interval-ms'])
+const dir = values.spill ? await mkdtemp(join(tmpdir(), 'servegate-cell-run-')) : null
+const spill = dir === null ? undefined : await RequestSpill.create(join(dir, 'cell.requests.jsonl'))
+try {
+  const record = await runCell(
+    {
+      baseUrl: values.origin,
+      model: values.model,
+      concurrency,
+      requests,
+      maxTokens: tokens,
+      warmupRequests: Number(values.warmup),
+      calibrate: false,
+      workload: { promptTokens: 64, seed: 1 },
+      clientWorkers: values.workers === 'auto' ? 'auto' : Number(values.workers),
+      // A paced stream's nominal length and half again: what is later than that is not delivered.
+      requestTimeoutMs: intervalMs === null ? 120_000 : Math.ceil(1.5 * tokens * intervalMs) + 1000,
+    },
+    { spill },
+  )
+  let delivered = 0
+  const errors = []
+  const take = (r) => {
+    delivered += r.contentChunks
+    if (intervalMs !== null) for (const gap of r.itlMs ?? []) errors.push(Math.abs(gap - intervalMs))
+  }
+  if (spill === undefined) record.requests.forEach(take)
+  else for await (const r of spill.inOrder()) take(r)
+  const workers = record.harness.clientWorkers ?? 0
+  const wallMs = record.metrics.wallClockMs ?? 0
+  const itlErrorMs = intervalMs === null ? null : distribution(errors)
+  errors.length = 0
+  // What the cell leaves behind: the record it returned (and the spill's index) are still held.
+  globalThis.gc?.()
+  const heapAfterGcMB = globalThis.gc === undefined ? null : process.memoryUsage().heapUsed / 2 ** 20
+  const result = {
+    concurrency,
+    requests,
+    tokens,
+    workers,
+    completed: record.completed,
+    failed: record.failed,
+    failures: record.failures,
+    offeredTokens: requests * tokens,
+    deliveredTokens: delivered,
+    deliveredShare: delivered / (requests * tokens),
+    wallMs,
+    chunksPerSPerWorker: wallMs > 0 ? delivered / (wallMs / 1000) / Math.max(1, workers) : 0,
+    itlErrorMs,
+    harness: record.harness,
+    peakRssMB: peakRssMB(),
+    heapAfterGcMB,
+  }
+  process.stdout.write(`${JSON.stringify(result)}\n`)
+} finally {
+  await spill?.close()
+  if (dir !== null) await rm(dir, { recursive: true, force: true })
+}
