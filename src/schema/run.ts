@@ -228,7 +228,7 @@ export const WorkloadPlan = z.object({
   calibration: Calibration.nullable(),
   /** How planned tokens were turned into text. */
   promptTokensEstimator: z.string(),
-  /** sha256 of the ordered request bodies as planned (without the model name), hex. */
+  /** sha256 over each planned request body's byte length and sha256, in order (bodies without the model name), hex. */
   requestStreamSha256: z.string().nullable(),
   /** The same hash over the bytes actually written to the socket (model name removed). */
   wireStreamSha256: z.string().nullable(),
