@@ -19,7 +19,9 @@ const EMPTY_RUN: ClientBenchReport = {
 
 test("the comparison with vLLM's client is the side-by-side measurement with its method, never a ratio to a constant", () => {
   const text = renderReport(EMPTY_RUN)
-  expect(text).toContain("Side by side with vLLM's client (an external measurement, not rerun here; medians [min–max])")
+  expect(text).toContain(
+    "Side by side with vLLM's client (an external measurement; medians [min–max]; -- --side-by-side reruns it with a vLLM-style client)",
+  )
   expect(text).toContain(SIDE_BY_SIDE_WITH_VLLM.method)
   const escape = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
   for (const row of SIDE_BY_SIDE_WITH_VLLM.rows) {

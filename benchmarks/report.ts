@@ -245,7 +245,7 @@ export function renderReport(r: ClientBenchReport): string {
       r.targets.map((t) => [t.name, t.target, t.value, t.pass ? 'PASS' : 'MISS']),
     ),
     '',
-    "Side by side with vLLM's client (an external measurement, not rerun here; medians [min–max])",
+    "Side by side with vLLM's client (an external measurement; medians [min–max]; -- --side-by-side reruns it with a vLLM-style client)",
     `  ${SIDE_BY_SIDE_WITH_VLLM.method}`,
     table(
       ['  figure', 'servegate', "vLLM's client"],
