@@ -16,6 +16,7 @@
  */
 import { createServer, type ServerResponse } from 'node:http'
 import { parseArgs } from 'node:util'
+import { monoMs } from '../../src/client/clock.ts'
 import { chunkHead, DONE_EVENT, roleEvent, tokenEvent, usageEvent } from '../chunks.ts'
 import { answerModels, requestedTokens, serveUntilStopped } from './serve.ts'
 
@@ -50,10 +51,8 @@ interface PacedStream {
   dueMs: number
 }
 
-/** `performance.now()` to `process.hrtime` ms: the same monotonic clock, fixed origin. */
-const HRTIME_OFFSET_MS = Number(process.hrtime.bigint()) / 1e6 - performance.now()
-/** Monotonic ms as `process.hrtime` counts them, without allocating a BigInt per read (the spin loop reads it often). */
-const nowMs = (): number => performance.now() + HRTIME_OFFSET_MS
+/** Monotonic ms as `process.hrtime` counts them (the client's own clock), allocating nothing (the spin loop reads it often). */
+const nowMs = monoMs
 
 /** Open streams in start order, which is also due order (one interval for all). */
 let streams: PacedStream[] = []

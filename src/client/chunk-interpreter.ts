@@ -134,10 +134,11 @@ export class ChunkInterpreter {
   /** The whole request was handed to the socket at `at`: what was written is digested, and the bytes let go. */
   onRequestSent(at: number): void {
     this.obs.sentAt = at
-    this.digestSent()
+    this.digestPieces()
   }
 
-  private digestSent(): void {
+  /** Keeps what was written as its digest, and lets the pieces go. */
+  private digestPieces(): void {
     if (this.sentPieces.length === 0) return
     this.obs.sent = digestSent(this.sentPieces, this.model)
     this.sentPieces = []
@@ -326,7 +327,7 @@ export class ChunkInterpreter {
     this.isSettled = true
     const obs = this.obs
     if (obs.sentAt < 0) obs.sentAt = obs.dispatchedAt
-    this.digestSent()
+    this.digestPieces()
     obs.outputChunkAt = this.stamps.finish()
     obs.endAt = at
     if (error === null && obs.firstOutputAt === null) {

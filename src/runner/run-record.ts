@@ -102,14 +102,17 @@ export interface WorkerFigures {
   measures: ReadonlyArray<readonly WorkerMeasure[]>
 }
 
+/** The largest of the values given, null when none is. */
+function maxOf(values: ReadonlyArray<number | null>): number | null {
+  return values.reduce<number | null>((max, v) => (v === null ? max : Math.max(max ?? v, v)), null)
+}
+
 /** One worker's figures over every stage, judged against the cell's limits; its reasons go to `reasons`. */
 function workerHealth(o: ResolvedCellOptions, worker: number, stages: readonly WorkerMeasure[], reasons: string[]): WorkerHealth {
   const cpuMs = stages.reduce((sum, m) => sum + m.cpuMs, 0)
   const wallMs = stages.reduce((sum, m) => sum + m.wallMs, 0)
   const cpuShare = wallMs > 0 ? cpuMs / wallMs : null
-  const worst = (pick: (m: WorkerMeasure) => number | null): number | null =>
-    stages.reduce<number | null>((max, m) => (pick(m) === null ? max : Math.max(max ?? 0, pick(m) as number)), null)
-  const loopP99 = worst((m) => m.eventLoopDelayP99Ms)
+  const loopP99 = maxOf(stages.map((m) => m.eventLoopDelayP99Ms))
   const handoffLagP99 = distribution(stages.flatMap((m) => m.handoffLagsMs)).p99
   const before = reasons.length
   if (cpuShare !== null && cpuShare >= o.cpuShareLimit)
@@ -122,7 +125,7 @@ function workerHealth(o: ResolvedCellOptions, worker: number, stages: readonly W
     requests: stages.reduce((sum, m) => sum + m.requests, 0),
     cpuShare,
     eventLoopDelayP99Ms: loopP99,
-    eventLoopDelayMaxMs: worst((m) => m.eventLoopDelayMaxMs),
+    eventLoopDelayMaxMs: maxOf(stages.map((m) => m.eventLoopDelayMaxMs)),
     handoffLagP99Ms: handoffLagP99,
     harnessLimited: reasons.length > before,
   }
@@ -159,14 +162,9 @@ export function harnessHealth(
         )
   // In the cell's thread, the process's share (every thread the client runs, GC's included);
   // with workers, the busiest thread's, each of them on a core of its own.
-  const threadShares = [wallMs > 0 ? workers.cellThreadCpuMs / wallMs : null, ...perWorker.map((w) => w.cpuShare)]
-  const cpuShare =
-    workers.count === 0
-      ? wallMs > 0
-        ? cpuMs / wallMs
-        : null
-      : threadShares.reduce<number | null>((max, s) => (s === null ? max : Math.max(max ?? 0, s)), null)
-  const cellThreadShare = threadShares[0] ?? null
+  const cellThreadShare = wallMs > 0 ? workers.cellThreadCpuMs / wallMs : null
+  const processShare = wallMs > 0 ? cpuMs / wallMs : null
+  const cpuShare = workers.count === 0 ? processShare : maxOf([cellThreadShare, ...perWorker.map((w) => w.cpuShare)])
   if (workers.count === 0 && cpuShare !== null && cpuShare >= o.cpuShareLimit) {
     reasons.push(`client CPU share ${cpuShare.toFixed(2)} ≥ ${o.cpuShareLimit} (one core is 1.0)`)
   } else if (workers.count > 0 && cellThreadShare !== null && cellThreadShare >= o.cpuShareLimit) {
