@@ -9,6 +9,7 @@ import {
   runCellProcess,
 } from './cell-bench.ts'
 import { serverCpu } from './cpu.ts'
+import { findPythonClient } from './python-client.ts'
 import { startServerProcess } from './servers/spawn.ts'
 
 // cell-run.js runs the compiled package: `npm test` builds dist/ first.
@@ -29,8 +30,16 @@ describe('the cell path in a process of its own', () => {
   }, 60_000)
 
   test('C = 1 precision against the paced server reads the server’s own lateness beside the client’s error', async () => {
-    const runs = await measurePrecision(true, serverCpu(), () => {})
+    const py = await findPythonClient()
+    const { runs, python } = await measurePrecision(true, serverCpu(), () => {}, py)
     expect(runs.map((r) => r.workers)).toEqual([0, 1])
+    if (py === null) expect(python).toBeNull()
+    else {
+      // The vLLM-style client ran on the same server, and the server was read for its run alone.
+      expect(python?.runs).toHaveLength(1)
+      expect(python?.runs[0]?.itlErrorMs.samples).toBe(49)
+      expect(python?.runs[0]?.server.chunks).toBe(100)
+    }
     for (const r of runs) {
       expect(r.run.deliveredShare).toBe(1)
       expect(r.run.itlErrorMs?.p99).toBeGreaterThanOrEqual(0)
@@ -101,18 +110,34 @@ describe('renderCellBench', () => {
             concurrency: 1,
             tokens: 1000,
             targetMB: 100,
+            workerFlagsMB: 98,
+            workerFlagsRunsMB: [97, 98, 104],
             defaultMB: 112,
-            smallYoungMB: 98,
             heapAfterGcMB: 16,
           },
         ],
         retained: { concurrency: 64, tokens: 200, requests: [1500, 4500], spilledBytesPerRequest: 40, inMemoryBytesPerRequest: 2600 },
       },
-      precision: [rung(1, 0, true, 2.5)],
+      precision: {
+        runs: [rung(1, 0, true, 2.5), rung(1, 0, true, 0.2)],
+        python: {
+          python: '3.11.2',
+          aiohttp: '3.8.4',
+          runs: [{ itlErrorMs: { ...run({}).itlErrorMs!, p99: 3.5 }, server: rung(1, 0, true).server }],
+        },
+      },
       ladder: [rung(256, 0, true), rung(512, 0, false, 30), rung(256, 2, true, 0.3, 20_000)],
     }
     const text = renderCellBench(report)
-    expect(text).toContain('| C = 1 × 1000 tokens | 112 MB | ≤ 100 MB (**not met**) | 98 MB (met) | 16.0 MB |')
+    expect(text).toContain('| C = 1 × 1000 tokens | 98 MB (97, 98, 104) | ≤ 100 MB (met) | 112 MB | 16.0 MB |')
+    // Judged against the vLLM-style client on the same server: 3.00 ms ≤ its 3.50 ms.
+    expect(text).toContain("Target: ITL error p99 ≤ the vLLM-style client's median here, 3.500 ms.")
+    expect(text).toContain(
+      "| servegate, cell's thread | 2 | 0.200 ms | 3.000 ms [3.000–3.000] | met | 2.500 ms (late: the figure measures the server) |",
+    )
+    expect(text).toContain(
+      '| vLLM-style (Python 3.11.2, aiohttp 3.8.4) | 1 | 0.200 ms | 3.500 ms [3.500–3.500] | (the target) | 0.200 ms |',
+    )
     expect(text).toContain('40 B spilled to disk (target ≤ 200 B: met)')
     expect(text).toContain('(late: the figure measures the server)')
     expect(text).toContain('| 0 | 512 | 100.0% | 3.00 ms | 25000 | 30.00 ms | no (server late) |')

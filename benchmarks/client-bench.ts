@@ -10,6 +10,7 @@ import { writeFile } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
 import { type CellBenchReport, measureLadder, measureMemory, measurePrecision, renderCellBench } from './cell-bench.ts'
+import { findPythonClient } from './python-client.ts'
 import { renderSideBySide, runSideBySide, type SideBySideReport } from './side-by-side.ts'
 import { availableParallelism, loadavg } from 'node:os'
 import { parseArgs } from 'node:util'
@@ -160,8 +161,12 @@ async function main(): Promise<void> {
   const workerCounts = [0, 1, 2, 4, 8, 16].filter((w) => w === 0 || w <= availableParallelism() - 1)
   log('c1. memory per stream…')
   const memory = await measureMemory(plan.quick, cpu, log)
-  log('c2. ITL precision at C = 1…')
-  const precision = await measurePrecision(plan.quick, cpu, log)
+  // Beside the vLLM-style client where one is installed (python3-aiohttp, python3-numpy).
+  const py = await findPythonClient()
+  log(
+    `c2. ITL precision at C = 1${py === null ? ' (no Python with aiohttp: against the external figure)' : ', beside the vLLM-style client'}…`,
+  )
+  const precision = await measurePrecision(plan.quick, cpu, log, py)
   log(`c3. scale ladder, workers ${workerCounts.join(', ')}…`)
   const ladder = await measureLadder(plan.quick, workerCounts, cpu, log)
   const cellPath: CellBenchReport = { memory, precision, ladder }

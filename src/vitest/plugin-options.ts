@@ -2,6 +2,20 @@ import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
 import { WorkerOptions } from '../schema/worker-options.ts'
 
+/**
+ * The V8 flags the plugin gives `vitest bench`'s forked workers, where cells measure: what the
+ * client's memory figures in `npm run bench:client` are measured under (docs/client-benchmark.md).
+ * - `--max-semi-space-size=2`: V8 grows its young generation to 16 MB a semi-space (three of
+ *   them resident) under a streaming client's allocation rate; 2 MB holds a cell's garbage as
+ *   well, at a peak RSS 60 to 130 MB lower at C = 256 and C = 1024, with no measured cost to
+ *   ingest or to ITL precision.
+ * - `--wasm-tiering-budget=2000000000`: keeps undici's HTTP parser (llhttp, WebAssembly) on
+ *   V8's baseline compiler. Its tier-up to the optimizing compiler comes a few thousand reads
+ *   into the first cell and takes 20 MB for the compile, which was the whole gap between a
+ *   C = 1 cell and 100 MB; the baseline code parses as fast here.
+ */
+export const BENCH_WORKER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=2', '--wasm-tiering-budget=2000000000']
+
 /** Options of the servegate vitest plugin. */
 export const ServegateOptions = z.object({
   /** Where the reporter writes evidence. @default 'evidence' */
@@ -14,6 +28,15 @@ export const ServegateOptions = z.object({
   redact: z.boolean().default(false),
   /** Show each cell's phase while `vitest bench` runs (live lines on a terminal, a plain line every few seconds in CI). @default true */
   progress: z.boolean().default(true),
+  /**
+   * Node (V8) flags for `vitest bench`'s workers under the `forks` and `vmForks` pools; a flag the
+   * project's own `execArgv` already sets is left as the project set it. Worker threads (the
+   * `threads` pools) cannot take V8 flags and get none. `[]` leaves the workers as vitest starts them.
+   * @default BENCH_WORKER_NODE_FLAGS
+   */
+  workerNodeFlags: z
+    .array(z.string().regex(/^--[a-z0-9][a-z0-9-]*(=\S+)?$/, 'a Node flag, e.g. "--max-semi-space-size=2"'))
+    .default([...BENCH_WORKER_NODE_FLAGS]),
   // What the workers read: `nvidiaSmi` and `inconclusive` (schema/worker-options.ts).
   ...WorkerOptions.shape,
 })
@@ -28,6 +51,18 @@ export function resolveServegateOptions(input: unknown): ResolvedServegateOption
     throw new ServegateError('CONFIG_INVALID', `invalid servegate plugin options: ${issues.join('; ')}`)
   }
   return result.data
+}
+
+/**
+ * The `execArgv` of a bench project's workers: the project's own, then each of `flags` whose
+ * name (the part before `=`) the project did not set. Threads pools take none (Node refuses V8
+ * flags in a worker thread's `execArgv`).
+ */
+export function benchWorkerExecArgv(pool: unknown, execArgv: readonly string[], flags: readonly string[]): string[] {
+  if (pool !== 'forks' && pool !== 'vmForks') return [...execArgv]
+  const nameOf = (flag: string): string => flag.split('=', 1)[0] as string
+  const set = new Set(execArgv.map(nameOf))
+  return [...execArgv, ...flags.filter((f) => !set.has(nameOf(f)))]
 }
 
 /** The part of the resolved options the workers read. */

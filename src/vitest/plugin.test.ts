@@ -11,6 +11,7 @@ import { execa } from 'execa'
 import { expect, test } from 'vitest'
 import { readIndex, verifyEvidence } from '../evidence/verify.ts'
 import { RunRecord } from '../schema/run.ts'
+import { BENCH_WORKER_NODE_FLAGS, resolveServegateOptions } from './plugin-options.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const VITEST = join(dirname(createRequire(import.meta.url).resolve('vitest/package.json')), 'vitest.mjs')
@@ -98,3 +99,34 @@ test("servegate({ inconclusive: 'pass' }) reaches the matchers: an undecided win
   expect(await verifyEvidence(passing)).toMatchObject({ problems: [] })
   expect(await verifyEvidence(byDefault)).toMatchObject({ problems: [] })
 }, 120_000)
+
+async function workerFlags(env: Record<string, string>): Promise<string[]> {
+  const out = join(ROOT, '.servegate', `node-flags-${Object.values(env).join('_').replace(/\W+/g, '')}.json`)
+  await rm(out, { force: true })
+  const run = await execa(process.execPath, [VITEST, 'bench', '--run', '--root', 'fixtures/node-flags-suite'], {
+    cwd: ROOT,
+    env: { ...env, SERVEGATE_FLAGS_OUT: out, SERVEGATE_EVIDENCE_DIR: join(ROOT, '.servegate', 'node-flags-evidence'), FORCE_COLOR: '0' },
+    reject: false,
+    timeout: 120_000,
+    cleanup: true,
+  })
+  expect(run.exitCode, run.stdout + run.stderr).toBe(0)
+  return JSON.parse(await readFile(out, 'utf8')) as string[]
+}
+
+test('the bench workers get the V8 flags the client memory figures are measured under, the project keeping its own', async () => {
+  expect(await workerFlags({})).toEqual(expect.arrayContaining([...BENCH_WORKER_NODE_FLAGS]))
+  // A flag the project sets stays as it set it; the others are added.
+  const own = await workerFlags({ SERVEGATE_EXEC_ARGV: JSON.stringify(['--max-semi-space-size=8']) })
+  expect(own.filter((f) => f.startsWith('--max-semi-space-size'))).toEqual(['--max-semi-space-size=8'])
+  expect(own).toContain('--wasm-tiering-budget=2000000000')
+  // Worker threads refuse V8 flags: the threads pool runs without them.
+  expect((await workerFlags({ SERVEGATE_POOL: 'threads' })).filter((f) => f.startsWith('--max-semi') || f.startsWith('--wasm'))).toEqual([])
+  expect(await workerFlags({ SERVEGATE_WORKER_NODE_FLAGS: '[]' })).not.toContain('--max-semi-space-size=2')
+}, 240_000)
+
+test('a workerNodeFlags entry that is not a flag is refused, naming the field', () => {
+  expect(() => resolveServegateOptions({ workerNodeFlags: ['max-semi-space-size=2'] })).toThrow(
+    /servegate\(options\)\.workerNodeFlags\.0: a Node flag/,
+  )
+})

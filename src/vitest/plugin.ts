@@ -2,7 +2,13 @@ import { fileURLToPath } from 'node:url'
 import type { Plugin } from 'vitest/config'
 import { ServegateProgressReporter } from '../evidence/progress-reporter.ts'
 import { ServegateReporter } from '../evidence/reporter.ts'
-import { type ResolvedServegateOptions, resolveServegateOptions, type ServegateOptions, workerOptionsOf } from './plugin-options.ts'
+import {
+  benchWorkerExecArgv,
+  type ResolvedServegateOptions,
+  resolveServegateOptions,
+  type ServegateOptions,
+  workerOptionsOf,
+} from './plugin-options.ts'
 
 // The setup file beside this module: setup.ts in a clone of the repository, setup.js in the package.
 const SETUP = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './setup.ts' : './setup.js', import.meta.url))
@@ -11,7 +17,8 @@ const SETUP = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './setup.t
  * The servegate vitest plugin: registers the matchers (a setup file), provides the options to
  * the workers, adds the evidence reporter (it writes after `vitest bench` and after
  * `vitest --merge-reports`), and configures `vitest bench` to run `benchmarks/**\/*.bench.ts` one
- * file at a time with long timeouts (`benchTimeoutMs`: cells launch engines and measure for minutes).
+ * file at a time with long timeouts (`benchTimeoutMs`: cells launch engines and measure for minutes)
+ * and with the client's V8 flags on its forked workers (`workerNodeFlags`).
  *
  * Each cell's phase (launching, waiting for readiness with its log, calibrating, warm-up, n/N
  * requests, tearing down) is shown while `vitest bench` runs, unless `progress: false`.
@@ -54,6 +61,8 @@ export function servegate(input?: ServegateOptions): Plugin {
       if (project.config.benchmark?.enabled === true) {
         project.config.testTimeout = options.benchTimeoutMs
         project.config.hookTimeout = options.benchTimeoutMs
+        // Read when vitest builds the project's tasks, after this hook.
+        project.config.execArgv = benchWorkerExecArgv(project.config.pool, project.config.execArgv, options.workerNodeFlags)
       }
     },
   }
