@@ -29,7 +29,7 @@ const EXPECTED: Record<string, string[]> = {
     'storedBaseline',
     'sweep',
   ],
-  './vitest': ['servegate'],
+  './vitest': ['BENCH_WORKER_NODE_FLAGS', 'servegate'],
   './reporter': [
     'EVIDENCE_SCHEMA_ID',
     'EvidenceIndex',

@@ -30,7 +30,7 @@ export const ServegateOptions = z.object({
   progress: z.boolean().default(true),
   /**
    * Node (V8) flags for `vitest bench`'s workers under the `forks` and `vmForks` pools; a flag the
-   * project's own `execArgv` already sets is left as the project set it. Worker threads (the
+   * project's own `execArgv` or `NODE_OPTIONS` already sets is left as set there. Worker threads (the
    * `threads` pools) cannot take V8 flags and get none. `[]` leaves the workers as vitest starts them.
    * @default BENCH_WORKER_NODE_FLAGS
    */
@@ -55,13 +55,19 @@ export function resolveServegateOptions(input: unknown): ResolvedServegateOption
 
 /**
  * The `execArgv` of a bench project's workers: the project's own, then each of `flags` whose
- * name (the part before `=`) the project did not set. Threads pools take none (Node refuses V8
- * flags in a worker thread's `execArgv`).
+ * name (the part before `=`) neither the project nor `NODE_OPTIONS` sets (a command-line flag
+ * would override the user's `NODE_OPTIONS`). Threads pools take none (Node refuses V8 flags in
+ * a worker thread's `execArgv`).
  */
-export function benchWorkerExecArgv(pool: unknown, execArgv: readonly string[], flags: readonly string[]): string[] {
+export function benchWorkerExecArgv(
+  pool: unknown,
+  execArgv: readonly string[],
+  flags: readonly string[],
+  nodeOptions: string = process.env.NODE_OPTIONS ?? '',
+): string[] {
   if (pool !== 'forks' && pool !== 'vmForks') return [...execArgv]
   const nameOf = (flag: string): string => flag.split('=', 1)[0] as string
-  const set = new Set(execArgv.map(nameOf))
+  const set = new Set([...execArgv, ...nodeOptions.split(/\s+/)].map(nameOf))
   return [...execArgv, ...flags.filter((f) => !set.has(nameOf(f)))]
 }
 

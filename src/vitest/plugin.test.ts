@@ -120,6 +120,10 @@ test('the bench workers get the V8 flags the client memory figures are measured 
   const own = await workerFlags({ SERVEGATE_EXEC_ARGV: JSON.stringify(['--max-semi-space-size=8']) })
   expect(own.filter((f) => f.startsWith('--max-semi-space-size'))).toEqual(['--max-semi-space-size=8'])
   expect(own).toContain('--wasm-tiering-budget=2000000000')
+  // So does one set in NODE_OPTIONS (a command-line flag would override it).
+  const fromEnv = await workerFlags({ NODE_OPTIONS: '--max-semi-space-size=8' })
+  expect(fromEnv.filter((f) => f.startsWith('--max-semi-space-size'))).toEqual([])
+  expect(fromEnv).toContain('--wasm-tiering-budget=2000000000')
   // Worker threads refuse V8 flags: the threads pool runs without them.
   expect((await workerFlags({ SERVEGATE_POOL: 'threads' })).filter((f) => f.startsWith('--max-semi') || f.startsWith('--wasm'))).toEqual([])
   expect(await workerFlags({ SERVEGATE_WORKER_NODE_FLAGS: '[]' })).not.toContain('--max-semi-space-size=2')
