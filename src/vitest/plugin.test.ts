@@ -134,3 +134,20 @@ test('a workerNodeFlags entry that is not a flag is refused, naming the field', 
     /servegate\(options\)\.workerNodeFlags\.0: a Node flag/,
   )
 })
+
+test('a worker flag this Node does not take stops the run before any worker starts, naming it', async () => {
+  const run = await execa(process.execPath, [VITEST, 'bench', '--run', '--root', 'fixtures/node-flags-suite'], {
+    cwd: ROOT,
+    env: {
+      SERVEGATE_WORKER_NODE_FLAGS: JSON.stringify(['--no-such-v8-flag-here=1']),
+      SERVEGATE_FLAGS_OUT: join(ROOT, '.servegate', 'node-flags-refused.json'),
+      SERVEGATE_EVIDENCE_DIR: join(ROOT, '.servegate', 'node-flags-evidence'),
+      FORCE_COLOR: '0',
+    },
+    reject: false,
+    timeout: 120_000,
+    cleanup: true,
+  })
+  expect(run.exitCode).not.toBe(0)
+  expect(run.stdout + run.stderr).toMatch(/workerNodeFlags: --no-such-v8-flag-here=1 is not an option of this Node/)
+}, 120_000)

@@ -9,6 +9,7 @@ import {
   type ServegateOptions,
   workerOptionsOf,
 } from './plugin-options.ts'
+import { flagsThisNodeTakes, v8OptionsOf } from './node-flags.ts'
 
 // The setup file beside this module: setup.ts in a clone of the repository, setup.js in the package.
 const SETUP = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './setup.ts' : './setup.js', import.meta.url))
@@ -32,6 +33,7 @@ const SETUP = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './setup.t
  */
 export function servegate(input?: ServegateOptions): Plugin {
   const options: ResolvedServegateOptions = resolveServegateOptions(input)
+  const workerFlagsChosen = input?.workerNodeFlags !== undefined
   const reporter = new ServegateReporter({ evidenceDir: options.evidenceDir, redact: options.redact })
   const progress = options.progress ? new ServegateProgressReporter() : null
   return {
@@ -62,7 +64,10 @@ export function servegate(input?: ServegateOptions): Plugin {
         project.config.testTimeout = options.benchTimeoutMs
         project.config.hookTimeout = options.benchTimeoutMs
         // Read when vitest builds the project's tasks, after this hook.
-        project.config.execArgv = benchWorkerExecArgv(project.config.pool, project.config.execArgv, options.workerNodeFlags)
+        const flags = benchWorkerExecArgv(project.config.pool, project.config.execArgv, options.workerNodeFlags)
+        const added = flags.slice(project.config.execArgv.length)
+        const taken = added.length === 0 ? [] : flagsThisNodeTakes(added, workerFlagsChosen, v8OptionsOf())
+        project.config.execArgv = [...project.config.execArgv, ...taken]
       }
     },
   }
