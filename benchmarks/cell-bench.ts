@@ -10,6 +10,7 @@ import type { Distribution, HarnessHealth } from '../src/schema/run.ts'
 import { BENCH_WORKER_NODE_FLAGS } from '../src/vitest/plugin-options.ts'
 import { MODEL } from './chunks.ts'
 import { type PythonClient, runPythonItl } from './python-client.ts'
+import { median } from './report.ts'
 import { startServerProcess } from './servers/spawn.ts'
 
 const CELL_RUN = fileURLToPath(new URL('./cell-run.js', import.meta.url))
@@ -104,12 +105,6 @@ export interface MemoryFigure {
   /** Plain `node`, no flags: the CLI's process, or a pool the flags cannot reach (`threads`). */
   defaultMB: number
   heapAfterGcMB: number | null
-}
-
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  const m = Math.floor(s.length / 2)
-  return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2
 }
 
 /** Heap a finished request leaves behind, bytes: from two spilled cells, N and 3N requests. */

@@ -9,7 +9,6 @@
  * Usage: `node --expose-gc benchmarks/cell-run.js --origin URL --model M --concurrency C
  *   --requests N --tokens T [--workers auto|N] [--interval-ms I] [--warmup N] [--spill]` (after `node scripts/build.ts`)
  */
-import { readFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -17,15 +16,7 @@ import { parseArgs } from 'node:util'
 import { distribution } from '../dist/metrics/distribution.js'
 import { RequestSpill } from '../dist/record/request-spill.js'
 import { runCell } from '../dist/runner/measure-cell.js'
-
-/**
- * Peak resident set of this process, MB: VmHWM of `/proc/self/status`. Not `resourceUsage().maxRSS`:
- * Linux carries the peak of the image before exec into it, so this child would report its parent's.
- */
-function peakRssMB() {
-  const kb = /^VmHWM:\s*(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1]
-  return kb === undefined ? process.resourceUsage().maxRSS / 1024 : Number(kb) / 1024
-}
+import { peakRssMB } from './peak-rss.js'
 
 const { values } = parseArgs({
   options: {

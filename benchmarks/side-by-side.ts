@@ -8,7 +8,6 @@
  * A B B A (A = servegate in this process, B = Python in a fresh process), `cycles` times; each
  * figure is the median [min–max] of its runs. Peak RSS is of a fresh process on both sides.
  */
-import { readFileSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { availableParallelism } from 'node:os'
 import { fileURLToPath } from 'node:url'
@@ -21,6 +20,7 @@ import { pinToCpu, serverCpu } from './cpu.ts'
 import { type IngestResult, measureIngest } from './ingest.ts'
 import { type ItlResult, measureItl } from './itl.ts'
 import { findPythonClient, type PythonClient, runPythonIngest, runPythonItl } from './python-client.ts'
+import { peakRssMB } from './peak-rss.js'
 import { median } from './report.ts'
 import { startServerProcess } from './servers/spawn.ts'
 
@@ -482,21 +482,6 @@ export function renderSideBySide(r: SideBySideReport): string {
   ]
   if (r.failures.length > 0) lines.push('', `Failed requests (${r.failures.length} runs):`, ...r.failures.map((f) => `- ${f}`))
   return lines.join('\n')
-}
-
-/**
- * Peak resident set of this process, MB: VmHWM of `/proc/self/status` where there is one. Not
- * `resourceUsage().maxRSS`: Linux carries the peak of the image before exec into it, so a child
- * of this bench would report the bench's own RSS.
- */
-function peakRssMB(): number {
-  try {
-    const kb = /^VmHWM:\s*(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1]
-    if (kb !== undefined) return Number(kb) / 1024
-  } catch {
-    // No procfs: fall back to getrusage.
-  }
-  return process.resourceUsage().maxRSS / 1024
 }
 
 /** `rss-child ORIGIN C N T`: one `measureIngest` in this fresh process; prints its peak RSS. */

@@ -18,6 +18,7 @@ import { parseArgs } from 'node:util'
 import { execa } from 'execa'
 import { RequestSpill, writeSpilledRecord } from '../src/record/request-spill.ts'
 import { runCell } from '../src/runner/measure-cell.ts'
+import { median } from './report.ts'
 
 const TARGET_GROWTH_MB = 20
 
@@ -58,11 +59,6 @@ async function startSimProcess(): Promise<{ url: string; close(): Promise<void> 
       await child
     },
   }
-}
-
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.floor((s.length - 1) / 2)] as number
 }
 
 /** Runs the soak and returns its figures. */

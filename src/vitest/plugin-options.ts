@@ -62,21 +62,21 @@ export function resolveServegateOptions(input: unknown): ResolvedServegateOption
 }
 
 /**
- * The `execArgv` of a bench project's workers: the project's own, then each of `flags` whose
- * name (the part before `=`) neither the project nor `NODE_OPTIONS` sets (a command-line flag
- * would override the user's `NODE_OPTIONS`). Threads pools take none (Node refuses V8 flags in
- * a worker thread's `execArgv`).
+ * The flags to add to a bench project's workers: each of `flags` whose name (the part before
+ * `=`) neither the project's `execArgv` nor `NODE_OPTIONS` sets (a command-line flag would
+ * override the user's `NODE_OPTIONS`). Threads pools take none (Node refuses V8 flags in a
+ * worker thread's `execArgv`).
  */
-export function benchWorkerExecArgv(
+export function benchWorkerFlagsToAdd(
   pool: unknown,
   execArgv: readonly string[],
   flags: readonly string[],
   nodeOptions: string = process.env.NODE_OPTIONS ?? '',
 ): string[] {
-  if (pool !== 'forks' && pool !== 'vmForks') return [...execArgv]
+  if (pool !== 'forks' && pool !== 'vmForks') return []
   const nameOf = (flag: string): string => flag.split('=', 1)[0] as string
   const set = new Set([...execArgv, ...nodeOptions.split(/\s+/)].map(nameOf))
-  return [...execArgv, ...flags.filter((f) => !set.has(nameOf(f)))]
+  return flags.filter((f) => !set.has(nameOf(f)))
 }
 
 /** The part of the resolved options the workers read. */

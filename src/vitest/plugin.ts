@@ -3,7 +3,7 @@ import type { Plugin } from 'vitest/config'
 import { ServegateProgressReporter } from '../evidence/progress-reporter.ts'
 import { ServegateReporter } from '../evidence/reporter.ts'
 import {
-  benchWorkerExecArgv,
+  benchWorkerFlagsToAdd,
   type ResolvedServegateOptions,
   resolveServegateOptions,
   type ServegateOptions,
@@ -64,10 +64,9 @@ export function servegate(input?: ServegateOptions): Plugin {
         project.config.testTimeout = options.benchTimeoutMs
         project.config.hookTimeout = options.benchTimeoutMs
         // Read when vitest builds the project's tasks, after this hook.
-        const flags = benchWorkerExecArgv(project.config.pool, project.config.execArgv, options.workerNodeFlags)
-        const added = flags.slice(project.config.execArgv.length)
-        const taken = added.length === 0 ? [] : flagsThisNodeTakes(added, workerFlagsChosen, v8OptionsOf())
-        project.config.execArgv = [...project.config.execArgv, ...taken]
+        const added = benchWorkerFlagsToAdd(project.config.pool, project.config.execArgv, options.workerNodeFlags)
+        if (added.length > 0)
+          project.config.execArgv = [...project.config.execArgv, ...flagsThisNodeTakes(added, workerFlagsChosen, v8OptionsOf())]
       }
     },
   }
