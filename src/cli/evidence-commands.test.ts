@@ -217,14 +217,17 @@ describe('servegate compare: a candidate against a stored baseline (the main bra
   const day = 24 * 60 * 60 * 1000
   beforeAll(async () => {
     // Two runs of the same plan on two days: main's artifact at 200 tok/s decode, the candidate at 400.
+    // Prefill at 800 tok/s makes each TTFT 40 ms of simulated work, so the p95 TTFT that the hold
+    // gate compares is the engine's, not a sub-millisecond figure a busy CI machine can double;
+    // one stream at a time, so no request's TTFT holds another's prefill.
     for (const [name, decodeTokPerS] of [
       ['main', 200],
       ['pr', 400],
     ] as const) {
-      const sim = await startSimServer({ model: 'm', prefillTokPerS: 40_000, decodeTokPerS, seed: 5 })
+      const sim = await startSimServer({ model: 'm', prefillTokPerS: 800, decodeTokPerS, seed: 5 })
       try {
         const flags = ['--base-url', sim.url, '--model', 'm', '--requests', '24', '--max-tokens', '16', '--prompt-tokens', '32']
-        expect((await cli(['run', ...flags, '--concurrency', '2', '--out', join(dir, `${name}.json`)])).code).toBe(0)
+        expect((await cli(['run', ...flags, '--out', join(dir, `${name}.json`)])).code).toBe(0)
       } finally {
         await sim.close()
       }
