@@ -146,11 +146,29 @@ describe('renderCellBench', () => {
   })
 
   test('per-thread capacity comes from rungs that held, else the best rung as a lower bound', () => {
+    // 512 failed with the server on time: the client's capacity lies below its 51 200 chunks/s.
     expect(perThreadCapacity([rung(256, 0, true, 0.2, 20_000), rung(512, 0, false, 0.2, 30_000)])).toEqual({
       chunksPerS: 20_000,
       held: true,
+      failedAtChunksPerS: 51_200,
     })
-    expect(perThreadCapacity([rung(256, 0, false, 9, 30_000)])).toEqual({ chunksPerS: 30_000, held: false })
+    // A rung the server was late for bounds nothing.
+    expect(perThreadCapacity([rung(256, 0, false, 9, 30_000)])).toEqual({ chunksPerS: 30_000, held: false, failedAtChunksPerS: null })
+    // On two workers, C = 512 offers each 25 600 chunks/s.
+    expect(perThreadCapacity([rung(256, 2, true, 0.2, 12_800), rung(512, 2, false, 0.2, 20_000)])?.failedAtChunksPerS).toBe(25_600)
     expect(perThreadCapacity([])).toBeNull()
+  })
+
+  test('the ladder states the thread count C = 2048 needs as a range where a rung bounds it from above', () => {
+    const report: CellBenchReport = {
+      memory: null,
+      precision: null,
+      ladder: [rung(64, 1, true, 0.2, 6_300), rung(128, 1, true, 0.2, 12_500), rung(256, 1, false, 0.2, 24_000)],
+    }
+    const text = renderCellBench(report)
+    expect(text).toContain('- 1 workers: highest C that held: 128')
+    expect(text).toContain('12500 chunk arrivals/s at a rung that held; a rung that offered 25600 a thread did not hold')
+    // 204 800 chunks/s: 8 threads at 25 600 each, 17 at 12 500.
+    expect(text).toContain('204800 chunks/s: 8 to 17 worker threads')
   })
 })

@@ -5,6 +5,18 @@
  * machine's monotonic clock (`process.hrtime`), so a client can tell its own error from the
  * server's lateness.
  *
+ * It speaks HTTP/1.1 over `node:net` itself (keep-alive, `content-length` request bodies, chunked
+ * responses), and records its lateness in a typed array: with `node:http` and an array of
+ * numbers, the server, not the client, was the first to fall behind at a few hundred streams
+ * (late p99 38–82 ms at C = 256 on one core of the development VM, 4–10 ms after this change).
+ *
+ * `--phases aligned` (the default) starts each stream when its request arrives, so streams
+ * started together fall due together, as one decode step of a batching engine delivers them.
+ * `--phases spread` starts stream i a fraction frac(i·0.618…) of an interval later (its first
+ * token chunk included), which spreads any count of streams evenly over the interval: a scale
+ * ladder then measures how many chunk arrivals a client takes, not how long one thread takes to
+ * write a burst of thousands (about 5 µs a write: 10 ms for 2048, the whole interval).
+ *
  * One timer loop serves every stream: it sleeps with `setTimeout` until shortly before the
  * earliest due chunk, then with `Atomics.wait` (sub-millisecond, frees the core) until just
  * before it, then spins on the clock and sends each chunk when it falls due.
@@ -12,22 +24,28 @@
  * `GET /stats` says whether it kept that schedule since the last call: chunks sent and how late
  * (send time − due time) at p50, p99 and max, ms.
  *
- * Usage: `node benchmarks/servers/paced.ts [--port 0] [--interval-ms 10]`
+ * Usage: `node benchmarks/servers/paced.ts [--port 0] [--interval-ms 10] [--phases aligned|spread]`
  */
-import { createServer, type ServerResponse } from 'node:http'
+import { createServer, type Socket } from 'node:net'
 import { parseArgs } from 'node:util'
 import { monoMs } from '../../src/client/clock.ts'
-import { chunkHead, DONE_EVENT, roleEvent, tokenEvent, usageEvent } from '../chunks.ts'
-import { answerModels, requestedTokens, serveUntilStopped } from './serve.ts'
+import { chunkHead, DONE_EVENT, MODEL, roleEvent, tokenEvent, usageEvent } from '../chunks.ts'
+import { serveUntilStopped } from './serve.ts'
 
 const { values } = parseArgs({
   options: {
     port: { type: 'string', default: '0' },
     'interval-ms': { type: 'string', default: '10' },
+    phases: { type: 'string', default: 'aligned' },
   },
 })
 const intervalMs = Number(values['interval-ms'])
+if (values.phases !== 'aligned' && values.phases !== 'spread') throw new Error(`--phases: use aligned or spread, got ${values.phases}`)
+const spread = values.phases === 'spread'
+/** The golden ratio's fraction: stream i starts at frac(i·GOLDEN) of an interval, which spreads any count of streams evenly. */
+const GOLDEN = (Math.sqrt(5) - 1) / 2
 const PROMPT_TOKENS = 32
+const DEFAULT_TOKENS = 200
 /**
  * How long before a due chunk the loop stops sleeping on a timer, ms. Node timers have
  * whole-millisecond granularity and fire up to ~1 ms late, hence more than 1 ms.
@@ -40,10 +58,12 @@ const TIMER_MARGIN_MS = 2
  * may need.
  */
 const SPIN_MS = 1
+/** The largest request head or body the server reads, bytes; a bench request is far smaller. */
+const MAX_REQUEST_BYTES = 1 << 20
 const blocker = new Int32Array(new SharedArrayBuffer(4))
 
 interface PacedStream {
-  res: ServerResponse
+  socket: Socket
   head: string
   t0: number
   next: number
@@ -51,29 +71,83 @@ interface PacedStream {
   dueMs: number
 }
 
-/** Monotonic ms as `process.hrtime` counts them (the client's own clock), allocating nothing (the spin loop reads it often). */
-const nowMs = monoMs
-
-/** Open streams in start order, which is also due order (one interval for all). */
-let streams: PacedStream[] = []
+/** Open streams, a binary min-heap on `dueMs`: `heap[0]` is due first. */
+let heap: PacedStream[] = []
 let timer: NodeJS.Timeout | null = null
 let immediate: NodeJS.Immediate | null = null
 let timerDueMs = Infinity
 let served = 0
-/** How late each chunk went out (send time − due time, ms) since the last `GET /stats`. */
-let lateness: number[] = []
+/**
+ * How late each chunk went out (send time − due time, ms) since the last `GET /stats`: the
+ * first `lateCount` entries, in a typed array that doubles when full (no heap number per chunk,
+ * no growing array of them for the garbage collector to copy while streams wait).
+ */
+let lateness = new Float64Array(1 << 16)
+let lateCount = 0
 
-function earliestDue(): number {
-  let due = Infinity
-  for (const s of streams) if (s.dueMs < due) due = s.dueMs
-  return due
+function push(s: PacedStream): void {
+  let i = heap.push(s) - 1
+  while (i > 0) {
+    const parent = (i - 1) >> 1
+    const p = heap[parent] as PacedStream
+    if (p.dueMs <= s.dueMs) break
+    heap[i] = p
+    i = parent
+  }
+  heap[i] = s
+}
+
+function pop(): PacedStream | undefined {
+  const top = heap[0]
+  const last = heap.pop()
+  if (top === undefined || last === undefined || heap.length === 0) return top
+  let i = 0
+  for (;;) {
+    const left = 2 * i + 1
+    if (left >= heap.length) break
+    const right = left + 1
+    const child = right < heap.length && (heap[right] as PacedStream).dueMs < (heap[left] as PacedStream).dueMs ? right : left
+    if ((heap[child] as PacedStream).dueMs >= last.dueMs) break
+    heap[i] = heap[child] as PacedStream
+    i = child
+  }
+  heap[i] = last
+  return top
+}
+
+/** One HTTP/1.1 chunk of a chunked response. */
+function chunk(text: string): string {
+  return `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`
+}
+
+function respond(socket: Socket, status: string, type: string, body: string): void {
+  socket.write(`HTTP/1.1 ${status}\r\ncontent-type: ${type}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+}
+
+/** Sends stream `s`'s next chunk, stamped `at`; true when it was the last. */
+function send(s: PacedStream, at: number): boolean {
+  const k = s.next
+  const last = k === s.tokens - 1
+  if (lateCount === lateness.length) {
+    const grown = new Float64Array(2 * lateness.length)
+    grown.set(lateness)
+    lateness = grown
+  }
+  lateness[lateCount++] = at - s.dueMs
+  let text = tokenEvent(s.head, k, last ? 'length' : null, at)
+  if (last) text += usageEvent(s.head, PROMPT_TOKENS, s.tokens) + DONE_EVENT
+  s.socket.write(last ? `${chunk(text)}0\r\n\r\n` : chunk(text))
+  s.next++
+  s.dueMs = s.t0 + s.next * intervalMs
+  return last
 }
 
 /** Wakes the loop in time for the earliest due chunk. */
 function schedule(): void {
-  const due = earliestDue()
-  if (due === Infinity || immediate !== null) return
-  const sleepMs = due - TIMER_MARGIN_MS - nowMs()
+  const head = heap[0]
+  if (head === undefined || immediate !== null) return
+  const due = head.dueMs
+  const sleepMs = due - TIMER_MARGIN_MS - monoMs()
   if (sleepMs < 1) {
     if (timer !== null) clearTimeout(timer)
     timer = null
@@ -87,39 +161,25 @@ function schedule(): void {
   timer = setTimeout(tick, Math.floor(sleepMs))
 }
 
-function send(s: PacedStream, at: number): void {
-  const k = s.next
-  const last = k === s.tokens - 1
-  lateness.push(at - s.dueMs)
-  let text = tokenEvent(s.head, k, last ? 'length' : null, at)
-  if (last) text += usageEvent(s.head, PROMPT_TOKENS, s.tokens) + DONE_EVENT
-  s.res.write(text)
-  s.next++
-  s.dueMs = s.t0 + s.next * intervalMs
-  if (last) s.res.end()
-}
-
 /** Waits for the earliest due chunk, sends every chunk due by then, and yields to I/O. */
 function tick(): void {
   timer = null
   immediate = null
   timerDueMs = Infinity
-  const due = earliestDue()
-  if (due === Infinity) return
+  const head = heap[0]
+  if (head === undefined) return
+  const due = head.dueMs
   // Within reach of the wait: `schedule` uses a timer only for sleeps of 1 ms or more.
-  if (due - nowMs() < TIMER_MARGIN_MS + 1) {
-    const waitMs = due - SPIN_MS - nowMs()
+  if (due - monoMs() < TIMER_MARGIN_MS + 1) {
+    const waitMs = due - SPIN_MS - monoMs()
     if (waitMs > 0) Atomics.wait(blocker, 0, 0, waitMs)
-    let now = nowMs()
-    while (now < due) now = nowMs()
-    let finished = false
-    for (const s of streams) {
-      if (s.dueMs <= now && !s.res.destroyed) {
-        send(s, nowMs())
-        if (s.next === s.tokens) finished = true
-      }
-    }
-    if (finished) streams = streams.filter((s) => s.next < s.tokens && !s.res.destroyed)
+    let now = monoMs()
+    while (now < due) now = monoMs()
+    // Only what was due when the loop woke: a server that fell a whole interval behind sends
+    // each stream's next chunk on the next turn, after the sockets have been read.
+    const batch: PacedStream[] = []
+    while (heap.length > 0 && (heap[0] as PacedStream).dueMs <= now) batch.push(pop() as PacedStream)
+    for (const s of batch) if (!s.socket.destroyed && !send(s, monoMs())) push(s)
   }
   schedule()
 }
@@ -128,48 +188,95 @@ function tick(): void {
 function warmRenderer(): number {
   let bytes = 0
   const head = chunkHead(0)
-  for (let k = 0; k < 20_000; k++) bytes += tokenEvent(head, k, null, nowMs()).length
+  for (let k = 0; k < 20_000; k++) bytes += chunk(tokenEvent(head, k, null, monoMs())).length
   return bytes
 }
 warmRenderer()
 
 /** `GET /stats`: whether the server kept its schedule since the last call (chunks sent, lateness percentiles, ms); resets. */
 function stats(): string {
-  const sorted = lateness.sort((a, b) => a - b)
+  const sorted = lateness.subarray(0, lateCount).sort()
   const at = (q: number): number | null =>
     sorted.length === 0 ? null : (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number)
-  lateness = []
+  lateCount = 0
   return JSON.stringify({ chunks: sorted.length, lateP50Ms: at(0.5), lateP99Ms: at(0.99), lateMaxMs: at(1) })
 }
 
-const server = createServer((req, res) => {
-  if (answerModels(req, res)) return
-  if (req.method === 'GET' && req.url === '/stats') {
-    res.writeHead(200, { 'content-type': 'application/json' }).end(stats())
-    return
+/** The `max_tokens` of a request body, or `fallback` when absent or unreadable. */
+function requestedTokens(body: Buffer, fallback: number): number {
+  try {
+    const n = (JSON.parse(body.toString('utf8')) as { max_tokens?: unknown }).max_tokens
+    return typeof n === 'number' && Number.isInteger(n) && n > 0 ? n : fallback
+  } catch {
+    return fallback
   }
-  if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
-    res.writeHead(404).end()
-    return
-  }
-  requestedTokens(req, 200)
-    .then((tokens) => {
-      const head = chunkHead(served++)
-      const t0 = nowMs()
-      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
-      res.write(roleEvent(head))
-      const stream: PacedStream = { res, head, t0, next: 0, tokens, dueMs: t0 }
-      streams.push(stream)
-      res.on('close', () => {
-        if (stream.next < stream.tokens) streams = streams.filter((s) => s !== stream)
-      })
-      schedule()
-    })
-    .catch(() => res.destroy())
-})
+}
 
+/**
+ * When stream `index` starts, ms: now, or with `--phases spread` a fraction of an interval later
+ * (the golden-ratio sequence), so that streams started together do not fall due together.
+ */
+function startMs(index: number): number {
+  return spread ? monoMs() + ((index * GOLDEN) % 1) * intervalMs : monoMs()
+}
+
+function startStream(socket: Socket, tokens: number): void {
+  const index = served++
+  const head = chunkHead(index)
+  const t0 = startMs(index)
+  socket.write(
+    'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n' +
+      chunk(roleEvent(head)),
+  )
+  const stream: PacedStream = { socket, head, t0, next: 0, tokens, dueMs: t0 }
+  // Aligned, the first chunk is due now: sent at once; spread, it waits for its phase.
+  if (t0 > monoMs() || !send(stream, monoMs())) push(stream)
+  schedule()
+}
+
+/** Answers one request. */
+function answer(socket: Socket, method: string, path: string, body: Buffer): void {
+  if (method === 'GET' && path === '/v1/models') {
+    const models = { object: 'list', data: [{ id: MODEL, object: 'model', owned_by: 'bench', max_model_len: 131_072 }] }
+    respond(socket, '200 OK', 'application/json', JSON.stringify(models))
+  } else if (method === 'GET' && path === '/stats') respond(socket, '200 OK', 'application/json', stats())
+  else if (method === 'POST' && path === '/v1/chat/completions') startStream(socket, requestedTokens(body, DEFAULT_TOKENS))
+  else respond(socket, '404 Not Found', 'text/plain', 'not found')
+}
+
+const HEAD_END = Buffer.from('\r\n\r\n')
+
+/** Reads requests off one connection, one after another (keep-alive; no pipelining is expected). */
+function onConnection(socket: Socket): void {
+  let pending: Buffer = Buffer.alloc(0)
+  socket.on('data', (data: Buffer) => {
+    pending = pending.length === 0 ? data : Buffer.concat([pending, data])
+    for (;;) {
+      const headEnd = pending.indexOf(HEAD_END)
+      if (headEnd < 0) break
+      const head = pending.subarray(0, headEnd).toString('latin1')
+      const lineEnd = head.indexOf('\r\n')
+      const [method = '', path = ''] = (lineEnd < 0 ? head : head.slice(0, lineEnd)).split(' ')
+      const length = /\r\ncontent-length:\s*(\d+)/i.exec(head)
+      const bodyBytes = length === null ? 0 : Number(length[1])
+      if (/\r\ntransfer-encoding:/i.test(head) || bodyBytes > MAX_REQUEST_BYTES) {
+        respond(socket, '400 Bad Request', 'text/plain', 'send a content-length body of at most 1 MiB')
+        socket.end()
+        return
+      }
+      const end = headEnd + HEAD_END.length + bodyBytes
+      if (pending.length < end) break
+      answer(socket, method, path, pending.subarray(headEnd + HEAD_END.length, end))
+      pending = pending.subarray(end)
+    }
+    if (pending.length > MAX_REQUEST_BYTES) socket.destroy()
+  })
+  socket.on('error', () => socket.destroy())
+}
+
+const server = createServer(onConnection)
 serveUntilStopped(server, Number(values.port), () => {
   if (timer !== null) clearTimeout(timer)
   if (immediate !== null) clearImmediate(immediate)
-  streams = []
+  heap = []
 })

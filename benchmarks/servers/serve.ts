@@ -1,6 +1,6 @@
-import type { IncomingMessage, Server, ServerResponse } from 'node:http'
+import { type IncomingMessage, Server as HttpServer, type ServerResponse } from 'node:http'
 import { MODEL } from '../chunks.ts'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Server, Socket } from 'node:net'
 
 /**
  * Runs a bench server as a child process: binds 127.0.0.1 (never another interface), prints
@@ -10,15 +10,20 @@ import type { AddressInfo } from 'node:net'
  * @param onStop cancels the server's own timers before the connections are closed
  */
 export function serveUntilStopped(server: Server, port: number, onStop: () => void = () => {}): void {
-  server.keepAliveTimeout = 60_000
-  server.on('connection', (socket) => socket.setNoDelay(true))
+  if (server instanceof HttpServer) server.keepAliveTimeout = 60_000
+  const sockets = new Set<Socket>()
+  server.on('connection', (socket: Socket) => {
+    socket.setNoDelay(true)
+    sockets.add(socket)
+    socket.on('close', () => sockets.delete(socket))
+  })
   let stopping = false
   const stop = (): void => {
     if (stopping) return
     stopping = true
     onStop()
     server.close()
-    server.closeAllConnections()
+    for (const socket of sockets) socket.destroy()
     process.stdin.destroy()
     process.exitCode = 0
     // Sockets the client keeps half-open must not hold the process.

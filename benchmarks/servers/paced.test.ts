@@ -1,0 +1,99 @@
+import { Readable } from 'node:stream'
+import { afterEach, describe, expect, test } from 'vitest'
+import { Client } from 'undici'
+import { serverStamps } from '../itl.ts'
+import { type ServerProcess, startServerProcess } from './spawn.ts'
+
+const INTERVAL_MS = 20
+let server: ServerProcess | null = null
+
+afterEach(async () => {
+  await server?.close()
+  server = null
+})
+
+const body = (tokens: number): string =>
+  JSON.stringify({ model: 'm', stream: true, max_tokens: tokens, messages: [{ role: 'user', content: 'x' }] })
+
+/** One streaming request on `client`'s connection: its status and the server's send stamps of its token chunks. */
+async function stream(client: Client, tokens: number): Promise<{ status: number; stamps: number[] }> {
+  const r = await client.request({
+    method: 'POST',
+    path: '/v1/chat/completions',
+    body: body(tokens),
+    headers: { 'content-type': 'application/json' },
+  })
+  const bytes = Buffer.from(await r.body.arrayBuffer())
+  return { status: r.statusCode, stamps: serverStamps(bytes) }
+}
+
+async function stats(client: Client): Promise<{ chunks: number; lateP99Ms: number | null }> {
+  const r = await client.request({ method: 'GET', path: '/stats' })
+  return (await r.body.json()) as { chunks: number; lateP99Ms: number | null }
+}
+
+describe('the paced bench server', () => {
+  test('serves requests one after another on one kept-alive connection, each chunk on its interval', async () => {
+    server = await startServerProcess('paced', ['--interval-ms', String(INTERVAL_MS)])
+    const client = new Client(server.origin, { pipelining: 1 })
+    try {
+      for (const tokens of [5, 3]) {
+        const { status, stamps } = await stream(client, tokens)
+        expect(status).toBe(200)
+        expect(stamps).toHaveLength(tokens)
+        // The absolute schedule: chunk k is due k intervals after chunk 0 was, never earlier (chunk 0
+        // itself goes out a little after it was due, hence half an interval's slack).
+        for (let k = 1; k < tokens; k++) {
+          expect((stamps[k] as number) - (stamps[0] as number)).toBeGreaterThan((k - 0.5) * INTERVAL_MS)
+        }
+      }
+      expect((await stats(client)).chunks).toBe(8)
+      // /stats resets what it reports.
+      expect((await stats(client)).chunks).toBe(0)
+      const missing = await client.request({ method: 'GET', path: '/nowhere' })
+      await missing.body.dump()
+      expect(missing.statusCode).toBe(404)
+    } finally {
+      await client.close()
+    }
+  })
+
+  test('refuses a chunked request body with 400, naming what it takes', async () => {
+    server = await startServerProcess('paced', [])
+    const client = new Client(server.origin)
+    try {
+      const r = await client.request({
+        method: 'POST',
+        path: '/v1/chat/completions',
+        body: Readable.from([Buffer.from(body(2))]),
+      })
+      expect(r.statusCode).toBe(400)
+      expect(await r.body.text()).toMatch(/content-length/)
+    } finally {
+      await client.close()
+    }
+  })
+
+  test('--phases spread starts streams sent together at different points of the interval; aligned starts them together', async () => {
+    const firstStamps = async (phases: string): Promise<number[]> => {
+      server = await startServerProcess('paced', ['--interval-ms', String(INTERVAL_MS), '--phases', phases])
+      const clients = Array.from({ length: 8 }, () => new Client((server as ServerProcess).origin))
+      try {
+        const streams = await Promise.all(clients.map((c) => stream(c, 2)))
+        return streams.map((s) => s.stamps[0] as number).sort((a, b) => a - b)
+      } finally {
+        await Promise.all(clients.map((c) => c.close()))
+        await server.close()
+      }
+    }
+    const spread = await firstStamps('spread')
+    // The golden-ratio phases of 8 streams span 0.85 of the interval, whenever the requests arrived.
+    expect((spread.at(-1) as number) - (spread[0] as number)).toBeGreaterThan(0.6 * INTERVAL_MS)
+    const aligned = await firstStamps('aligned')
+    expect((aligned.at(-1) as number) - (aligned[0] as number)).toBeLessThan((spread.at(-1) as number) - (spread[0] as number))
+  })
+
+  test('a bad --phases stops the server before it listens', async () => {
+    await expect(startServerProcess('paced', ['--phases', 'random'])).rejects.toThrow(/exited before listening/)
+  })
+})
