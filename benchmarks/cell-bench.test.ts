@@ -148,14 +148,30 @@ describe('renderCellBench', () => {
   test('per-thread capacity comes from rungs that held, else the best rung as a lower bound', () => {
     // 512 failed with the server on time: the client's capacity lies below its 51 200 chunks/s.
     expect(perThreadCapacity([rung(256, 0, true, 0.2, 20_000), rung(512, 0, false, 0.2, 30_000)])).toEqual({
+      workers: 0,
       chunksPerS: 20_000,
       held: true,
       failedAtChunksPerS: 51_200,
     })
-    // A rung the server was late for bounds nothing.
-    expect(perThreadCapacity([rung(256, 0, false, 9, 30_000)])).toEqual({ chunksPerS: 30_000, held: false, failedAtChunksPerS: null })
+    // A rung the server was late for bounds nothing; one it overloaded (chunks in bursts) gives no rate at all.
+    expect(perThreadCapacity([rung(256, 0, false, 3, 24_000)])).toEqual({
+      workers: 0,
+      chunksPerS: 24_000,
+      held: false,
+      failedAtChunksPerS: null,
+    })
+    expect(perThreadCapacity([rung(256, 0, false, 3, 24_000), rung(1024, 0, false, 600, 63_000)])?.chunksPerS).toBe(24_000)
+    expect(perThreadCapacity([rung(1024, 0, false, 600, 63_000)])).toBeNull()
     // On two workers, C = 512 offers each 25 600 chunks/s.
     expect(perThreadCapacity([rung(256, 2, true, 0.2, 12_800), rung(512, 2, false, 0.2, 20_000)])?.failedAtChunksPerS).toBe(25_600)
+    // A count's failure bounds only that count: one worker failing C = 128 does not bound the cell's thread that held it.
+    const mixed = [
+      rung(128, 0, true, 0.2, 12_600),
+      rung(256, 0, false, 0.2, 24_000),
+      rung(64, 1, true, 0.2, 6_300),
+      rung(128, 1, false, 0.2, 12_500),
+    ]
+    expect(perThreadCapacity(mixed)).toEqual({ workers: 0, chunksPerS: 12_600, held: true, failedAtChunksPerS: 25_600 })
     expect(perThreadCapacity([])).toBeNull()
   })
 
@@ -167,7 +183,7 @@ describe('renderCellBench', () => {
     }
     const text = renderCellBench(report)
     expect(text).toContain('- 1 workers: highest C that held: 128')
-    expect(text).toContain('12500 chunk arrivals/s at a rung that held; a rung that offered 25600 a thread did not hold')
+    expect(text).toContain('(1 workers): 12500 chunk arrivals/s at a rung that held; a rung that offered 25600 a thread did not hold')
     // 204 800 chunks/s: 8 threads at 25 600 each, 17 at 12 500.
     expect(text).toContain('204800 chunks/s: 8 to 17 worker threads')
   })

@@ -23,6 +23,14 @@ export const RUNG_DELIVERED = 0.99
 /** …with ITL error p99 at most this, ms. */
 export const RUNG_ITL_P99_MS = 5
 
+/**
+ * A server later than the rung's own ITL bound at p99 is overloaded, not just interrupted: its
+ * chunks go out in bursts (several to a read), and a higher rung only loads it more.
+ */
+function serverOverloaded(r: PacedRun): boolean {
+  return r.server.lateP99Ms === null || r.server.lateP99Ms > RUNG_ITL_P99_MS
+}
+
 /** What one cell process measured (printed by cell-run.js). */
 export interface CellRunResult {
   concurrency: number
@@ -295,9 +303,10 @@ export function offeredPerThread(concurrency: number, workers: number): number {
 
 /**
  * The ladder: C = 64 … 2048 at 10 ms a chunk on a server that spreads its streams' phases over
- * the interval, per worker count. A count stops climbing at its first rung the client failed;
- * a rung that failed only because the server fell behind says nothing of the client, so the
- * count climbs on (unless less than 99% was delivered: the next rung would only take longer).
+ * the interval, per worker count. A count stops climbing at its first rung the client failed; a
+ * rung that failed only because the server was briefly late says nothing of the client, so the
+ * count climbs on, unless the server was overloaded there or less than 99% was delivered (the
+ * next rung would only measure the server, and take longer).
  */
 export async function measureLadder(
   quick: boolean,
@@ -317,7 +326,7 @@ export async function measureLadder(
             `server late p99 ${r.server.lateP99Ms?.toFixed(2)} ms`,
         )
         runs.push(r)
-        if (!r.holds && (r.serverOnTime || r.run.deliveredShare < RUNG_DELIVERED)) break
+        if (!r.holds && (r.serverOnTime || serverOverloaded(r) || r.run.deliveredShare < RUNG_DELIVERED)) break
       }
     }
     return runs
@@ -343,24 +352,31 @@ const mark = (ok: boolean): string => (ok ? 'met' : '**not met**')
 
 /** What the ladder says of one streaming thread's capacity, chunk arrivals/s. */
 export interface ThreadCapacity {
-  /** The most one thread kept at a rung that held, or where none held, at the best rung (then a lower bound). */
+  /** The worker count the figures come from (0: the cell's thread). */
+  workers: number
+  /** The most one thread kept at a rung that held, or where none held, at the best rung the server did not overload (then a lower bound). */
   chunksPerS: number
   held: boolean
-  /** The least offered to one thread at a rung the client failed (the server on time) above that, or null. */
+  /** What one thread was offered at that count's first rung above it that the client failed (the server on time), or null. */
   failedAtChunksPerS: number | null
 }
 
-/** One streaming thread's capacity from the ladder: what it kept where rungs held, and what it failed where the client did. */
+/**
+ * One streaming thread's capacity from the ladder, from the worker count whose threads kept the
+ * most at a rung that held: that rate, and what its first rung above it that the client failed
+ * offered a thread (the capacity within the rung's bound lies between the two).
+ */
 export function perThreadCapacity(ladder: readonly PacedRun[]): ThreadCapacity | null {
   const held = ladder.filter((r) => r.holds)
-  const pool = held.length > 0 ? held : ladder
+  const pool = held.length > 0 ? held : ladder.filter((r) => !serverOverloaded(r))
   if (pool.length === 0) return null
-  const chunksPerS = Math.max(...pool.map((r) => r.run.chunksPerSPerWorker))
+  const best = pool.reduce((a, b) => (b.run.chunksPerSPerWorker > a.run.chunksPerSPerWorker ? b : a))
+  const chunksPerS = best.run.chunksPerSPerWorker
   const failed = ladder
-    .filter((r) => !r.holds && r.serverOnTime)
+    .filter((r) => r.workers === best.workers && !r.holds && r.serverOnTime)
     .map((r) => offeredPerThread(r.concurrency, r.workers))
     .filter((offered) => offered > chunksPerS)
-  return { chunksPerS, held: held.length > 0, failedAtChunksPerS: failed.length > 0 ? Math.min(...failed) : null }
+  return { workers: best.workers, chunksPerS, held: held.length > 0, failedAtChunksPerS: failed.length > 0 ? Math.min(...failed) : null }
 }
 
 const p99s = (ds: ReadonlyArray<Distribution | null>): number[] =>
@@ -463,11 +479,13 @@ export function renderCellBench(r: CellBenchReport): string {
       const most = need(cap.chunksPerS)
       const least = cap.failedAtChunksPerS === null ? null : need(cap.failedAtChunksPerS)
       const range = least === null || least === most ? `about ${most}` : `${least} to ${most}`
+      const has = (threads: number): string =>
+        most <= threads ? 'has' : least !== null && least <= threads ? 'may have (within the range)' : 'does not have'
       out.push(
-        `- Per streaming thread here: ${Math.round(cap.chunksPerS)} chunk arrivals/s${cap.held ? ' at a rung that held' : ' (at a rung that did not hold: a lower bound)'}` +
+        `- Per streaming thread here (${cap.workers === 0 ? "the cell's thread" : `${cap.workers} workers`}): ${Math.round(cap.chunksPerS)} chunk arrivals/s${cap.held ? ' at a rung that held' : ' (at a rung that did not hold: a lower bound)'}` +
           `${cap.failedAtChunksPerS === null ? '' : `; a rung that offered ${Math.round(cap.failedAtChunksPerS)} a thread did not hold, so its capacity within ${RUNG_ITL_P99_MS} ms p99 lies between`}. ` +
           `C = 2048 at ${LADDER_INTERVAL_MS} ms is ${offered} chunks/s: ${range} worker threads, ` +
-          `which a 16-core runner (engine ≈ 10 cores for TP 8, 'auto' gives up to 5) ${most <= 5 ? 'has' : 'does not have'} and a 64-core runner (up to 16) ${most <= 16 ? 'has' : 'does not have'}.`,
+          `which a 16-core runner (engine ≈ 10 cores for TP 8, 'auto' gives up to 5) ${has(5)} and a 64-core runner (up to 16) ${has(16)}.`,
       )
     }
     out.push('')
