@@ -354,7 +354,10 @@ const mark = (ok: boolean): string => (ok ? 'met' : '**not met**')
 export interface ThreadCapacity {
   /** The worker count the figures come from (0: the cell's thread). */
   workers: number
-  /** The most one thread kept at a rung that held, or where none held, at the best rung the server did not overload (then a lower bound). */
+  /**
+   * The most one thread kept at a rung that held, or where none held, at the best rung the server
+   * did not overload (then a lower bound).
+   */
   chunksPerS: number
   held: boolean
   /** What one thread was offered at that count's first rung above it that the client failed (the server on time), or null. */
