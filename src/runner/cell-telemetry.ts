@@ -55,7 +55,7 @@ export function startTelemetry(engine: RunningEngine, concurrency: number, optio
       await Promise.all([gpu?.stop(), scraper?.stop(), memory.stop()])
     },
     async markLoadStart() {
-      loadStartedAt = gpu?.markLoadStart() ?? Date.now()
+      loadStartedAt = (await gpu?.markLoadStart()) ?? Date.now()
       await scraper?.markLoadStart()
     },
     async finish(record, requests) {

@@ -204,7 +204,7 @@ async function sampleCell(executable: string, env: Record<string, string>, inter
   })
   // The facts and MIG queries + 3 polls started: at least 2 baseline samples are in.
   await calls(log, 5)
-  const loadStartedAt = sampler.markLoadStart()
+  const loadStartedAt = await sampler.markLoadStart()
   await writeFile(loadFile, '')
   // Polls are sequential: when the 4th poll after the load file starts, 3 loaded ones are in.
   const before = (await readFile(log, 'utf8')).split('\n').length - 1
@@ -284,9 +284,32 @@ describe('startGpuSampler against the fake nvidia-smi', () => {
     expect(summary.worst.energyJ).toEqual({ value: null, deviceIndex: null, reason: noPower })
   })
 
+  test('a load that starts before the first poll returns still gets an idle baseline', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'sg-nvsmi-'))
+    dirs.push(dir)
+    const loadFile = join(dir, 'load')
+    const sampler = startGpuSampler({
+      executable: NVIDIA_SMI,
+      intervalMs: 40,
+      visibleDevices: null,
+      env: { ...TWO, FAKE_NVIDIA_SMI_LOAD_FILE: loadFile },
+    })
+    // Marked at once: the polling loop's first call is still running, so the mark takes one itself.
+    const loadStartedAt = await sampler.markLoadStart()
+    await writeFile(loadFile, '')
+    const samples = await sampler.stop()
+    await rm(loadFile)
+    const summary = summarizeGpu(samples, { outputTokens: 10, loadStartedAt, loadEndedAt: Date.now() })
+    expect(summary.status).toBe('ok')
+    if (summary.status === 'ok') {
+      expect(summary.devices[0]).toMatchObject({ idlePowerW: 71.23, activePowerP95W: 612.48 })
+      expect(summary.devices[0]?.reasons.idlePowerW).toBeUndefined()
+    }
+  })
+
   test('no driver: stop() returns absent with the reason', async () => {
     const sampler = startGpuSampler({ executable: fake('nvidia-smi-broken'), intervalMs: 50 })
-    sampler.markLoadStart()
+    await sampler.markLoadStart()
     const samples = await sampler.stop()
     expect(samples).toEqual({ status: 'absent', reason: expect.stringContaining('exited with code 9: NVIDIA-SMI has failed') })
     expect(summarizeGpu(samples, { outputTokens: 1, loadStartedAt: 0, loadEndedAt: 1 })).toEqual(samples)

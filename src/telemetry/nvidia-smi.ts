@@ -234,8 +234,13 @@ export interface GpuSamplerOptions extends NvidiaSmiOptions {
 }
 
 export interface GpuSampler {
-  /** Marks the end of the idle baseline (samples before it) and the start of the load; returns the mark, epoch ms. */
-  markLoadStart(): number
+  /**
+   * Marks the end of the idle baseline (samples before it) and the start of the load; resolves
+   * with the mark, epoch ms. Where no poll has returned a sample yet (a load that starts within
+   * the first poll, or nvidia-smi slow to answer), it takes one first, so the baseline is never
+   * empty on a GPU that answers.
+   */
+  markLoadStart(): Promise<number>
   /** Stops polling, takes one last sample (so the load window's end is covered) and returns everything. */
   stop(): Promise<GpuSamples>
 }
@@ -255,7 +260,7 @@ export interface GpuSampler {
  * @example
  * const gpu = startGpuSampler({ intervalMs: 500 })
  * // … idle baseline …
- * const loadStartedAt = gpu.markLoadStart()
+ * const loadStartedAt = await gpu.markLoadStart()
  * // … run the cell …
  * const summary = summarizeGpu(await gpu.stop(), { outputTokens, loadStartedAt, loadEndedAt: Date.now() })
  */
@@ -288,17 +293,21 @@ export function startGpuSampler(options: GpuSamplerOptions = {}): GpuSampler {
     }
   }
 
-  const running = (async (): Promise<{ status: 'ok'; devices: Set<number> } | { status: 'absent'; reason: string }> => {
+  const ready = (async (): Promise<{ status: 'ok'; devices: Set<number> } | { status: 'absent'; reason: string }> => {
     const facts = await queryGpuFacts(options)
     if (facts.status === 'absent') return facts
-    const devices = new Set(facts.gpus.flatMap((g) => (g.index === null ? [] : [g.index])))
-    await pollEvery(intervalMs, signal, () => poll(devices))
-    return { status: 'ok', devices }
+    return { status: 'ok', devices: new Set(facts.gpus.flatMap((g) => (g.index === null ? [] : [g.index]))) }
   })()
+  const running = ready.then(async (state) => {
+    if (state.status === 'ok') await pollEvery(intervalMs, signal, () => poll(state.devices))
+    return state
+  })
 
   let stopped: Promise<GpuSamples> | null = null
   return {
-    markLoadStart() {
+    async markLoadStart() {
+      const state = await ready
+      if (state.status === 'ok' && samples.length === 0 && !signal.aborted) await poll(state.devices)
       loadStartedAt = Date.now()
       return loadStartedAt
     },
