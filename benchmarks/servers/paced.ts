@@ -29,8 +29,8 @@
 import { createServer, type Socket } from 'node:net'
 import { parseArgs } from 'node:util'
 import { monoMs } from '../../src/client/clock.ts'
-import { chunkHead, DONE_EVENT, MODEL, roleEvent, tokenEvent, usageEvent } from '../chunks.ts'
-import { serveUntilStopped } from './serve.ts'
+import { chunkHead, DONE_EVENT, roleEvent, tokenEvent, usageEvent } from '../chunks.ts'
+import { maxTokensOf, MODELS_BODY, serveUntilStopped } from './serve.ts'
 
 const { values } = parseArgs({
   options: {
@@ -202,16 +202,6 @@ function stats(): string {
   return JSON.stringify({ chunks: sorted.length, lateP50Ms: at(0.5), lateP99Ms: at(0.99), lateMaxMs: at(1) })
 }
 
-/** The `max_tokens` of a request body, or `fallback` when absent or unreadable. */
-function requestedTokens(body: Buffer, fallback: number): number {
-  try {
-    const n = (JSON.parse(body.toString('utf8')) as { max_tokens?: unknown }).max_tokens
-    return typeof n === 'number' && Number.isInteger(n) && n > 0 ? n : fallback
-  } catch {
-    return fallback
-  }
-}
-
 /**
  * When stream `index` starts, ms: now, or with `--phases spread` a fraction of an interval later
  * (the golden-ratio sequence), so that streams started together do not fall due together.
@@ -236,11 +226,9 @@ function startStream(socket: Socket, tokens: number): void {
 
 /** Answers one request. */
 function answer(socket: Socket, method: string, path: string, body: Buffer): void {
-  if (method === 'GET' && path === '/v1/models') {
-    const models = { object: 'list', data: [{ id: MODEL, object: 'model', owned_by: 'bench', max_model_len: 131_072 }] }
-    respond(socket, '200 OK', 'application/json', JSON.stringify(models))
-  } else if (method === 'GET' && path === '/stats') respond(socket, '200 OK', 'application/json', stats())
-  else if (method === 'POST' && path === '/v1/chat/completions') startStream(socket, requestedTokens(body, DEFAULT_TOKENS))
+  if (method === 'GET' && path === '/v1/models') respond(socket, '200 OK', 'application/json', MODELS_BODY)
+  else if (method === 'GET' && path === '/stats') respond(socket, '200 OK', 'application/json', stats())
+  else if (method === 'POST' && path === '/v1/chat/completions') startStream(socket, maxTokensOf(body, DEFAULT_TOKENS))
   else respond(socket, '404 Not Found', 'text/plain', 'not found')
 }
 

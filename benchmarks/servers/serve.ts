@@ -47,17 +47,27 @@ export function serveUntilStopped(server: Server, port: number, onStop: () => vo
 export function answerModels(req: IncomingMessage, res: ServerResponse): boolean {
   if (req.method !== 'GET' || req.url !== '/v1/models') return false
   res.writeHead(200, { 'content-type': 'application/json' })
-  res.end(JSON.stringify({ object: 'list', data: [{ id: MODEL, object: 'model', owned_by: 'bench', max_model_len: 131_072 }] }))
+  res.end(MODELS_BODY)
   return true
 }
+
+/** The `GET /v1/models` body, as vLLM answers it: the served model and its context. */
+export const MODELS_BODY = JSON.stringify({
+  object: 'list',
+  data: [{ id: MODEL, object: 'model', owned_by: 'bench', max_model_len: 131_072 }],
+})
 
 /** Reads a request body and returns its `max_tokens`, or `fallback` when absent or unreadable. */
 export async function requestedTokens(req: IncomingMessage, fallback: number): Promise<number> {
   const parts: Buffer[] = []
   for await (const part of req) parts.push(part as Buffer)
+  return maxTokensOf(Buffer.concat(parts), fallback)
+}
+
+/** The `max_tokens` of a JSON request body, or `fallback` when absent or unreadable. */
+export function maxTokensOf(body: Buffer, fallback: number): number {
   try {
-    const body = JSON.parse(Buffer.concat(parts).toString('utf8')) as { max_tokens?: unknown }
-    const n = body.max_tokens
+    const n = (JSON.parse(body.toString('utf8')) as { max_tokens?: unknown }).max_tokens
     return typeof n === 'number' && Number.isInteger(n) && n > 0 ? n : fallback
   } catch {
     return fallback
