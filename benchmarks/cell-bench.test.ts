@@ -4,6 +4,7 @@ import {
   type CellRunResult,
   measurePrecision,
   type PacedRun,
+  nextBisectionRung,
   perThreadCapacity,
   renderCellBench,
   runCellProcess,
@@ -173,6 +174,51 @@ describe('renderCellBench', () => {
     ]
     expect(perThreadCapacity(mixed)).toEqual({ workers: 0, chunksPerS: 12_600, held: true, failedAtChunksPerS: 25_600 })
     expect(perThreadCapacity([])).toBeNull()
+  })
+
+  test('the ladder bisects between the highest rung held and the first the client failed, to within an eighth', () => {
+    // 128 held, 256 failed with the server on time: try 192.
+    const base = [rung(64, 0, true), rung(128, 0, true), rung(256, 0, false, 0.2)]
+    expect(nextBisectionRung(base, 0)).toBe(192)
+    // 192 held: between 192 and 256, 224; then 240; 240 to 256 is within 240 / 8.
+    expect(nextBisectionRung([...base, rung(192, 0, true)], 0)).toBe(224)
+    expect(nextBisectionRung([...base, rung(192, 0, true), rung(224, 0, true)], 0)).toBe(240)
+    expect(nextBisectionRung([...base, rung(192, 0, true), rung(224, 0, true), rung(240, 0, true)], 0)).toBeNull()
+    // 192 failed: down to 160, then 144, then 128 to 144 is within 128 / 8.
+    expect(nextBisectionRung([...base, rung(192, 0, false, 0.2)], 0)).toBe(160)
+    expect(nextBisectionRung([...base, rung(192, 0, false, 0.2), rung(160, 0, false, 0.2)], 0)).toBe(144)
+    expect(nextBisectionRung([...base, rung(192, 0, false, 0.2), rung(160, 0, false, 0.2), rung(144, 0, false, 0.2)], 0)).toBeNull()
+    // The middle failed on the server: it says nothing of the client, and is not tried again.
+    expect(nextBisectionRung([...base, rung(192, 0, false, 3)], 0)).toBeNull()
+    // Nothing held, or nothing the client failed: no bounds to bisect; other worker counts do not count.
+    expect(nextBisectionRung([rung(64, 0, false, 0.2)], 0)).toBeNull()
+    expect(nextBisectionRung([rung(64, 0, true), rung(128, 0, false, 3)], 0)).toBeNull()
+    expect(nextBisectionRung(base, 1)).toBeNull()
+  })
+
+  test('the ladder table lists each worker count by C, bisected rungs between the doublings', () => {
+    const text = renderCellBench({
+      memory: null,
+      precision: null,
+      ladder: [rung(128, 0, true), rung(256, 0, false, 0.2), rung(192, 0, true), rung(64, 1, true), rung(96, 1, false, 0.2)],
+    })
+    const rows = text
+      .split('\n')
+      .filter((l) => /^\| \d+ \| \d+ \|/.test(l))
+      .map((l) =>
+        l
+          .split('|')
+          .slice(1, 3)
+          .map((c) => Number(c.trim())),
+      )
+    expect(rows).toEqual([
+      [0, 128],
+      [0, 192],
+      [0, 256],
+      [1, 64],
+      [1, 96],
+    ])
+    expect(text).toContain('- 0 workers: highest C that held: 192')
   })
 
   test('the ladder states the thread count C = 2048 needs as a range where a rung bounds it from above', () => {

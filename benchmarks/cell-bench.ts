@@ -306,7 +306,9 @@ export function offeredPerThread(concurrency: number, workers: number): number {
  * the interval, per worker count. A count stops climbing at its first rung the client failed; a
  * rung that failed only because the server was briefly late says nothing of the client, so the
  * count climbs on, unless the server was overloaded there or less than 99% was delivered (the
- * next rung would only measure the server, and take longer).
+ * next rung would only measure the server, and take longer). It then bisects between its highest
+ * rung that held and the first above it the client failed (`nextBisectionRung`), so the per-thread
+ * capacity comes out within an eighth instead of a factor of two.
  */
 export async function measureLadder(
   quick: boolean,
@@ -331,11 +333,39 @@ export async function measureLadder(
         runs.push(r)
         if (!r.holds && (r.serverOnTime || serverOverloaded(r) || r.run.deliveredShare < RUNG_DELIVERED)) break
       }
+      for (let c = quick ? null : nextBisectionRung(runs, workers); c !== null; c = nextBisectionRung(runs, workers)) {
+        const r = await pacedRun(server.origin, cpu, c, workers, 100, 2)
+        log(
+          `  bisect C=${c}, ${workers} workers: delivered ${(r.run.deliveredShare * 100).toFixed(1)}%, ` +
+            `ITL error p99 ${r.run.itlErrorMs?.p99?.toFixed(2)} ms, server late p99 ${r.server.lateP99Ms?.toFixed(2)} ms`,
+        )
+        runs.push(r)
+      }
     }
     return runs
   } finally {
     await server.close()
   }
+}
+
+/**
+ * The next rung to try between a worker count's highest rung that held and its lowest rung above
+ * that the client failed with the server on time, so the capacity is known to within an eighth
+ * of the held rung rather than a doubling; null when the two are that close, when either is
+ * missing, or when the middle was already tried (it failed on the server: the bisection cannot
+ * go on).
+ */
+export function nextBisectionRung(runs: readonly PacedRun[], workers: number): number | null {
+  const own = runs.filter((r) => r.workers === workers)
+  const held = own.filter((r) => r.holds).map((r) => r.concurrency)
+  if (held.length === 0) return null
+  const lo = Math.max(...held)
+  const failed = own.filter((r) => !r.holds && r.serverOnTime && r.concurrency > lo).map((r) => r.concurrency)
+  if (failed.length === 0) return null
+  const hi = Math.min(...failed)
+  if (hi - lo <= Math.max(1, lo / 8)) return null
+  const mid = Math.round((lo + hi) / 2)
+  return own.some((r) => r.concurrency === mid) ? null : mid
 }
 
 /** The cell-path parts of a bench:client report. */
@@ -466,13 +496,16 @@ export function renderCellBench(r: CellBenchReport): string {
       '| workers | C | delivered | ITL error p99 | chunks/s per thread | server late p99 | holds |',
       '|--:|--:|--:|--:|--:|--:|---|',
     )
-    for (const p of r.ladder) {
+    // By worker count in the order measured, then by C: bisected rungs sit between the doublings.
+    const ladder = r.ladder
+    const counts = [...new Set(ladder.map((p) => p.workers))]
+    const rows = counts.flatMap((w) => ladder.filter((p) => p.workers === w).sort((a, b) => a.concurrency - b.concurrency))
+    for (const p of rows) {
       out.push(
         `| ${p.workers} | ${p.concurrency} | ${(p.run.deliveredShare * 100).toFixed(1)}% | ${ms(p.run.itlErrorMs?.p99)} | ` +
           `${Math.round(p.run.chunksPerSPerWorker)} | ${ms(p.server.lateP99Ms)} | ${p.holds ? 'yes' : p.serverOnTime ? 'no' : 'no (server late)'} |`,
       )
     }
-    const counts = [...new Set(r.ladder.map((p) => p.workers))]
     out.push('')
     for (const w of counts) {
       const best = r.ladder.filter((p) => p.workers === w && p.holds).map((p) => p.concurrency)
