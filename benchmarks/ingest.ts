@@ -1,4 +1,4 @@
-import { Pool } from 'undici'
+import { StreamConnections } from '../src/client/connections.ts'
 import { streamCompletion, type StreamObservation } from '../src/client/stream.ts'
 import { MODEL } from './chunks.ts'
 
@@ -64,11 +64,11 @@ function okFor(obs: StreamObservation, tokens: number): boolean {
 
 /**
  * Measures how many output tokens per second the client ingests from a zero-delay server at
- * one concurrency: a fresh `Pool` (connections = concurrency), every connection opened by an
+ * one concurrency: fresh `StreamConnections` (as many as the concurrency, as a cell has), every connection opened by an
  * unmeasured short request first, then `requests` measured requests, closed loop.
  */
 export async function measureIngest(o: IngestOptions): Promise<IngestResult> {
-  const pool = new Pool(o.origin, { connections: o.concurrency, pipelining: 1, keepAliveTimeout: 60_000 })
+  const pool = new StreamConnections(o.origin, o.concurrency)
   const bodies = Array.from({ length: o.requests }, (_, i) => chatBody(o.tokens, i))
   try {
     const warmBody = chatBody(8, 0)

@@ -1,4 +1,5 @@
-import { type Dispatcher, Pool } from 'undici'
+import type { Dispatcher } from 'undici'
+import { StreamConnections } from '../src/client/connections.ts'
 import type { Distribution } from '../src/schema/run.ts'
 import { createSseParser } from '../src/client/sse.ts'
 import { streamCompletion, type StreamObservation } from '../src/client/stream.ts'
@@ -110,7 +111,7 @@ export function serverStamps(bytes: Uint8Array): number[] {
  */
 export async function measureItl(o: ItlOptions): Promise<ItlResult> {
   const logs = new Map<string, ByteLog>()
-  const pool = new Pool(o.origin, { connections: o.concurrency, pipelining: 1, keepAliveTimeout: 60_000 })
+  const pool = new StreamConnections(o.origin, o.concurrency)
   const dispatcher = pool.compose(captureBytes(logs, 1024 + o.chunks * 320))
   const deadlineMs = (o.deadlineFactor ?? 1.5) * o.chunks * o.intervalMs
   const requests = o.concurrency * o.rounds

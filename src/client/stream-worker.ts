@@ -1,20 +1,20 @@
 /**
  * A stream worker thread: streams the requests the cell's thread hands it over its own undici
- * pool, and posts each observation back. Its event loop does nothing but this I/O, so chunk
+ * connections (`StreamConnections`), and posts each observation back. Its event loop does nothing but this I/O, so chunk
  * arrivals are stamped (on the process-wide `monoMs` clock) without waiting behind the cell's
  * scheduling, records or progress. Started by `StreamWorkers`; not an entry point of its own.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { parentPort, workerData } from 'node:worker_threads'
-import { Pool } from 'undici'
 import { monoMs } from './clock.ts'
+import { StreamConnections } from './connections.ts'
 import { streamCompletion } from './stream.ts'
 import type { FromWorker, ToWorker, WorkerSetup } from './worker-protocol.ts'
 
 const port = parentPort
 if (port === null) throw new Error('stream-worker.ts runs only as a worker thread (started by StreamWorkers)')
 const setup = workerData as WorkerSetup
-const pool = new Pool(setup.origin, { connections: setup.connections, pipelining: 1, keepAliveTimeout: 60_000 })
+const dispatcher = new StreamConnections(setup.origin, setup.connections)
 const headers = setup.headers ?? undefined
 const inFlight = new Map<number, AbortController>()
 const post = (message: FromWorker, transfer: ArrayBuffer[] = []): void => port.postMessage(message, transfer)
@@ -31,7 +31,7 @@ function send(m: Extract<ToWorker, { type: 'send' }>): void {
   const controller = new AbortController()
   inFlight.set(m.id, controller)
   const body = Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength)
-  void streamCompletion(pool, setup.origin, {
+  void streamCompletion(dispatcher, setup.origin, {
     api: setup.api,
     body,
     headers,
@@ -52,7 +52,7 @@ function send(m: Extract<ToWorker, { type: 'send' }>): void {
 
 async function warm(connections: number): Promise<void> {
   const one = async (): Promise<void> => {
-    const res = await pool.request({ method: 'GET', path: '/v1/models', headers, signal: AbortSignal.timeout(setup.deadlineMs) })
+    const res = await dispatcher.request({ method: 'GET', path: '/v1/models', headers, signal: AbortSignal.timeout(setup.deadlineMs) })
     await res.body.dump()
   }
   // Best effort: an engine that refuses the extra connections is measured as it is.
@@ -104,7 +104,7 @@ port.on('message', (m: ToWorker) => {
       return
     case 'close':
       for (const controller of inFlight.values()) controller.abort()
-      void pool.destroy().then(() => {
+      void dispatcher.destroy().then(() => {
         post({ type: 'closed' })
         port.close()
       })

@@ -1,4 +1,4 @@
-import { Pool } from 'undici'
+import { StreamConnections } from '../client/connections.ts'
 import { streamCompletion, type StreamObservation } from '../client/stream.ts'
 import { StreamWorkers } from '../client/stream-workers.ts'
 import { probeTokenizer, type TokenizerProbe } from '../client/tokenize.ts'
@@ -7,7 +7,7 @@ import type { ResolvedCellOptions } from './cell-options.ts'
 import { clientWorkerCount } from './client-workers.ts'
 
 /**
- * How a cell reaches its engine: over HTTP (an undici pool) or in-process. Either way each
+ * How a cell reaches its engine: over HTTP (keep-alive connections) or in-process. Either way each
  * request yields the same observation, so one methodology measures both shapes.
  */
 export interface CellTransport {
@@ -45,7 +45,7 @@ export function connectionsToWarm(o: ResolvedCellOptions): number {
  */
 export function httpTransport(o: ResolvedCellOptions, origin: string, engineCores = 1): CellTransport {
   const headers = o.apiKey === undefined ? undefined : { authorization: `Bearer ${o.apiKey}` }
-  // Open loop: as many connections as requests in flight (the cap, or unbounded), so none waits in the pool.
+  // Open loop: as many connections as requests in flight (the cap, or unbounded), so none waits for one.
   const connections = o.arrival === null ? o.concurrency : o.arrival.maxInFlight
   const workerCount = clientWorkerCount(o.clientWorkers, connections, engineCores)
   const workers =
@@ -59,13 +59,13 @@ export function httpTransport(o: ResolvedCellOptions, origin: string, engineCore
           deadlineMs: o.requestTimeoutMs,
           connections,
         })
-  // Streams every request in the cell's thread; with workers each has a pool of its own, and this
-  // one is never used (undici opens no connection before a request).
-  const pool = new Pool(origin, { connections, pipelining: 1, keepAliveTimeout: 60_000 })
+  // Streams every request in the cell's thread; with workers each has connections of its own, and
+  // these are never used (none opens before a request).
+  const dispatcher = new StreamConnections(origin, connections)
   const send: CellTransport['send'] =
     workers === null
       ? (body, captureChars, signal) =>
-          streamCompletion(pool, origin, {
+          streamCompletion(dispatcher, origin, {
             api: o.api,
             body,
             headers,
@@ -96,7 +96,7 @@ export function httpTransport(o: ResolvedCellOptions, origin: string, engineCore
     return obs.usagePromptTokens === null ? null : obs.usagePromptTokens - (await countText(content))
   }
   const warmOne = async (): Promise<void> => {
-    const res = await pool.request({ method: 'GET', path: '/v1/models', headers, signal: AbortSignal.timeout(o.requestTimeoutMs) })
+    const res = await dispatcher.request({ method: 'GET', path: '/v1/models', headers, signal: AbortSignal.timeout(o.requestTimeoutMs) })
     await res.body.dump()
   }
   return {
@@ -111,7 +111,7 @@ export function httpTransport(o: ResolvedCellOptions, origin: string, engineCore
       ? {}
       : { workers: { count: workers.count, measureStart: () => workers.measureStart(), measureStop: () => workers.measureStop() } }),
     close: async () => {
-      await Promise.all([pool.destroy(), workers?.close()])
+      await Promise.all([dispatcher.destroy(), workers?.close()])
     },
   }
 }

@@ -1,0 +1,212 @@
+import { createServer, type ServerResponse, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import type { Dispatcher } from 'undici'
+import { afterEach, describe, expect, test } from 'vitest'
+import { StreamConnections } from './connections.ts'
+import { streamCompletion } from './stream.ts'
+
+const STREAM = 'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
+
+let server: Server | null = null
+afterEach(async () => {
+  server?.closeAllConnections()
+  await new Promise((r) => (server === null ? r(null) : server.close(r)))
+  server = null
+})
+
+/** A server that records each request's client port and answers it when `answer()` is called (or at once). */
+async function serve(hold: boolean): Promise<{ origin: string; ports: number[]; answer: () => void; open: () => number }> {
+  const ports: number[] = []
+  const held: ServerResponse[] = []
+  server = createServer((req, res) => {
+    if (req.method === 'GET') return res.end('{"data":[]}')
+    ports.push(req.socket.remotePort ?? -1)
+    req.resume()
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      if (hold) held.push(res)
+      else res.end(STREAM)
+    })
+  })
+  let sockets = 0
+  server.on('connection', (s) => {
+    sockets++
+    s.on('close', () => sockets--)
+  })
+  await new Promise<void>((r) => server?.listen(0, '127.0.0.1', r))
+  return {
+    origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    ports,
+    answer: () => held.shift()?.end(STREAM),
+    open: () => sockets,
+  }
+}
+
+/**
+ * A raw request: resolves at its response's end (or error); `turns()` counts the event-loop turns
+ * (check phases) until its bytes went out.
+ */
+function raw(d: Dispatcher, origin: string): { turns: () => Promise<number>; ended: Promise<Error | null>; abort: () => void } {
+  let sent = false
+  let controller: Dispatcher.DispatchController | null = null
+  let finish: (err: Error | null) => void = () => {}
+  const ended = new Promise<Error | null>((r) => (finish = r))
+  d.dispatch(
+    { origin, path: '/v1/chat/completions', method: 'POST', body: Buffer.from('{}'), headers: { 'content-type': 'application/json' } },
+    {
+      onRequestStart: (c) => (controller = c),
+      onRequestSent: () => (sent = true),
+      onResponseEnd: () => finish(null),
+      onResponseError: (_c, err) => finish(err),
+    },
+  )
+  const turns = async (): Promise<number> => {
+    let n = 0
+    while (!sent && n < 100) {
+      await new Promise((r) => setImmediate(r))
+      n++
+    }
+    return n
+  }
+  return { turns, ended, abort: () => controller?.abort(new Error('cancelled')) }
+}
+
+describe('StreamConnections', () => {
+  test('the next request goes out on the connection just released, one event-loop turn after the last one ended', async () => {
+    const { origin, ports } = await serve(false)
+    const connections = new StreamConnections(origin, 1)
+    try {
+      await raw(connections, origin).ended
+      // One turn: undici checks an idle keep-alive socket for bytes the server sent unasked before
+      // it writes on it again (a check this keeps). undici's Pool first holds the connection back
+      // for a turn of its own, and sends a request queued meanwhile later still.
+      const next = raw(connections, origin)
+      expect(await next.turns()).toBe(1)
+      await next.ended
+      expect(new Set(ports).size).toBe(1)
+      expect(connections.opened).toBe(1)
+    } finally {
+      await connections.destroy()
+    }
+  })
+
+  test('a closed loop of C streams reuses C connections, each slot its own', async () => {
+    const { origin, ports, open } = await serve(false)
+    const connections = new StreamConnections(origin, 3)
+    try {
+      await Promise.all(
+        Array.from({ length: 3 }, async () => {
+          for (let i = 0; i < 5; i++) {
+            const obs = await streamCompletion(connections, origin, { api: 'chat', body: Buffer.from('{}'), deadlineMs: 5000 })
+            expect(obs.error).toBeNull()
+          }
+        }),
+      )
+      expect(ports).toHaveLength(15)
+      expect(new Set(ports).size).toBe(3)
+      expect(connections.opened).toBe(3)
+      expect(open()).toBe(3)
+    } finally {
+      await connections.destroy()
+    }
+  })
+
+  test('never more than `connections` at once: the next waits, first come first served, for the first released', async () => {
+    const { origin, ports, answer } = await serve(true)
+    const connections = new StreamConnections(origin, 2)
+    try {
+      const a = raw(connections, origin)
+      const b = raw(connections, origin)
+      const c = raw(connections, origin)
+      const d = raw(connections, origin)
+      expect(connections.waiting).toBe(2)
+      expect(connections.opened).toBe(2)
+      await expect.poll(() => ports.length).toBe(2)
+      answer()
+      expect(await a.ended).toBeNull()
+      // c went out on a's connection; d still waits.
+      await expect.poll(() => ports.length).toBe(3)
+      expect(ports[2]).toBe(ports[0])
+      expect(connections.waiting).toBe(1)
+      answer()
+      answer()
+      await Promise.all([b.ended, c.ended])
+      await expect.poll(() => ports.length).toBe(4)
+      answer()
+      expect(await d.ended).toBeNull()
+      expect(connections.opened).toBe(2)
+    } finally {
+      await connections.destroy()
+    }
+  })
+
+  test('an aborted request frees its connection for the one waiting', async () => {
+    const { origin, ports, answer } = await serve(true)
+    const connections = new StreamConnections(origin, 1)
+    try {
+      const a = raw(connections, origin)
+      const b = raw(connections, origin)
+      await expect.poll(() => ports.length).toBe(1)
+      a.abort()
+      expect((await a.ended)?.message).toBe('cancelled')
+      await expect.poll(() => ports.length).toBe(2)
+      answer()
+      answer()
+      expect(await b.ended).toBeNull()
+    } finally {
+      await connections.destroy()
+    }
+  })
+
+  test('destroy fails the waiting requests and closes every connection; nothing more can be sent', async () => {
+    const { origin, ports, open } = await serve(true)
+    const connections = new StreamConnections(origin, 1)
+    const a = raw(connections, origin)
+    const b = raw(connections, origin)
+    await expect.poll(() => ports.length).toBe(1)
+    await connections.destroy()
+    expect(await a.ended).toBeInstanceOf(Error)
+    expect((await b.ended)?.message).toMatch(/destroyed before this request could be sent/)
+    await expect.poll(open).toBe(0)
+    expect(() => raw(connections, origin)).toThrow(/closed/)
+  })
+
+  test('close lets the waiting requests go out and ends when they have', async () => {
+    const { origin, ports, answer, open } = await serve(true)
+    const connections = new StreamConnections(origin, 1)
+    const a = raw(connections, origin)
+    const b = raw(connections, origin)
+    await expect.poll(() => ports.length).toBe(1)
+    const closed = connections.close()
+    answer()
+    await expect.poll(() => ports.length).toBe(2)
+    answer()
+    expect(await a.ended).toBeNull()
+    expect(await b.ended).toBeNull()
+    await closed
+    await expect.poll(open).toBe(0)
+  })
+
+  test('undici request() works over it (the warm-up GETs), and null connections open as many as are asked for', async () => {
+    const { origin, open } = await serve(false)
+    const connections = new StreamConnections(origin, null)
+    try {
+      const bodies = await Promise.all(
+        Array.from({ length: 5 }, async () => {
+          const res = await connections.request({ method: 'GET', path: '/v1/models' })
+          return res.body.text()
+        }),
+      )
+      expect(bodies).toEqual(Array(5).fill('{"data":[]}'))
+      expect(connections.opened).toBe(5)
+      expect(open()).toBe(5)
+    } finally {
+      await connections.destroy()
+    }
+  })
+
+  test('a connection count that is not a whole number ≥ 1 is refused', () => {
+    expect(() => new StreamConnections('http://127.0.0.1:1', 0)).toThrow(/connections: a whole number ≥ 1 or null, got 0/)
+    expect(() => new StreamConnections('http://127.0.0.1:1', 1.5)).toThrow(/got 1.5/)
+  })
+})
