@@ -176,6 +176,26 @@ describe('renderCellBench', () => {
     expect(perThreadCapacity([])).toBeNull()
   })
 
+  test('a rung the client failed with the server on time bounds a thread from above only', () => {
+    // 64: only the server failed it (a lower bound); 128: the client failed it, the server on time.
+    expect(perThreadCapacity([rung(64, 0, false, 1.8, 6_344), rung(128, 0, false, 0.74, 12_500)])).toEqual({
+      workers: 0,
+      chunksPerS: 6_344,
+      held: false,
+      failedAtChunksPerS: 12_800,
+    })
+    // Only rungs the client failed: no lower bound, the lowest offer above.
+    const failedOnly = [rung(128, 0, false, 0.5, 12_500), rung(256, 0, false, 0.5, 20_000), rung(128, 1, false, 0.5, 12_400)]
+    expect(perThreadCapacity(failedOnly)).toEqual({ workers: 0, chunksPerS: null, held: false, failedAtChunksPerS: 12_800 })
+    const text = renderCellBench({ memory: null, precision: null, ladder: failedOnly })
+    // 204 800 / 12 800 = 16 threads at that offer, so more than 16 below it.
+    expect(text).toContain(
+      "(the cell's thread): no rung held; one that offered 12800 chunk arrivals/s a thread did not hold with the server on time",
+    )
+    expect(text).toContain('204800 chunks/s: at least 17 worker threads')
+    expect(text).toContain('a 64-core runner (up to 16) does not have.')
+  })
+
   test('the ladder bisects between the highest rung held and the first the client failed, to within an eighth', () => {
     // 128 held, 256 failed with the server on time: try 192.
     const base = [rung(64, 0, true), rung(128, 0, true), rung(256, 0, false, 0.2)]

@@ -388,10 +388,11 @@ export interface ThreadCapacity {
   /** The worker count the figures come from (0: the cell's thread). */
   workers: number
   /**
-   * The most one thread kept at a rung that held, or where none held, at the best rung the server
-   * did not overload (then a lower bound).
+   * The most one thread kept at a rung that held; where none held, at the best rung only the
+   * server failed without overloading (then a lower bound); null where no rung gives either (every
+   * rung the server was on time for, the client failed).
    */
-  chunksPerS: number
+  chunksPerS: number | null
   held: boolean
   /** What one thread was offered at that count's first rung above it that the client failed (the server on time), or null. */
   failedAtChunksPerS: number | null
@@ -400,18 +401,34 @@ export interface ThreadCapacity {
 /**
  * One streaming thread's capacity from the ladder, from the worker count whose threads kept the
  * most at a rung that held: that rate, and what its first rung above it that the client failed
- * offered a thread (the capacity within the rung's bound lies between the two).
+ * offered a thread (the capacity within the rung's bound lies between the two). A rung the
+ * client failed with the server on time bounds the capacity from above only, never from below.
  */
 export function perThreadCapacity(ladder: readonly PacedRun[]): ThreadCapacity | null {
   const held = ladder.filter((r) => r.holds)
-  const pool = held.length > 0 ? held : ladder.filter((r) => !serverOverloaded(r))
-  if (pool.length === 0) return null
+  const clientFailed = ladder.filter((r) => !r.holds && r.serverOnTime)
+  const pool = held.length > 0 ? held : ladder.filter((r) => !r.serverOnTime && !serverOverloaded(r))
+  const offers = (workers: number, above: number): number[] =>
+    clientFailed
+      .filter((r) => r.workers === workers)
+      .map((r) => offeredPerThread(r.concurrency, r.workers))
+      .filter((offered) => offered > above)
+  if (pool.length === 0) {
+    if (clientFailed.length === 0) return null
+    // No lower bound: the lowest offer a thread failed bounds it from above.
+    const lowest = clientFailed.reduce((a, b) =>
+      offeredPerThread(b.concurrency, b.workers) < offeredPerThread(a.concurrency, a.workers) ? b : a,
+    )
+    return {
+      workers: lowest.workers,
+      chunksPerS: null,
+      held: false,
+      failedAtChunksPerS: offeredPerThread(lowest.concurrency, lowest.workers),
+    }
+  }
   const best = pool.reduce((a, b) => (b.run.chunksPerSPerWorker > a.run.chunksPerSPerWorker ? b : a))
   const chunksPerS = best.run.chunksPerSPerWorker
-  const failed = ladder
-    .filter((r) => r.workers === best.workers && !r.holds && r.serverOnTime)
-    .map((r) => offeredPerThread(r.concurrency, r.workers))
-    .filter((offered) => offered > chunksPerS)
+  const failed = offers(best.workers, chunksPerS)
   return { workers: best.workers, chunksPerS, held: held.length > 0, failedAtChunksPerS: failed.length > 0 ? Math.min(...failed) : null }
 }
 
@@ -512,19 +529,31 @@ export function renderCellBench(r: CellBenchReport): string {
       out.push(`- ${w} workers: highest C that held: ${best.length === 0 ? 'none' : Math.max(...best)}`)
     }
     const cap = perThreadCapacity(r.ladder)
-    if (cap !== null) {
-      const offered = offeredPerThread(2048, 1)
-      const need = (perS: number): number => Math.ceil(offered / perS)
+    const offered = offeredPerThread(2048, 1)
+    const need = (perS: number): number => Math.ceil(offered / perS)
+    const thread = (workers: number): string => (workers === 0 ? "the cell's thread" : `${workers} workers`)
+    const runners = (has: (threads: number) => string): string =>
+      `which a 16-core runner (engine ≈ 10 cores for TP 8, 'auto' gives up to 5) ${has(5)} and a 64-core runner (up to 16) ${has(16)}.`
+    if (cap !== null && cap.chunksPerS === null && cap.failedAtChunksPerS !== null) {
+      // Capacity below the offer: C = 2048 needs more threads than the offer implies.
+      const least = Math.floor(offered / cap.failedAtChunksPerS) + 1
+      out.push(
+        `- Per streaming thread here (${thread(cap.workers)}): no rung held; one that offered ${Math.round(cap.failedAtChunksPerS)} chunk arrivals/s a thread ` +
+          `did not hold with the server on time, so its capacity within ${RUNG_ITL_P99_MS} ms p99 is below that. ` +
+          `C = 2048 at ${LADDER_INTERVAL_MS} ms is ${offered} chunks/s: at least ${least} worker threads, ` +
+          runners((threads) => (least <= threads ? 'may have' : 'does not have')),
+      )
+    } else if (cap !== null && cap.chunksPerS !== null) {
       const most = need(cap.chunksPerS)
       const least = cap.failedAtChunksPerS === null ? null : need(cap.failedAtChunksPerS)
       const range = least === null || least === most ? `about ${most}` : `${least} to ${most}`
       const has = (threads: number): string =>
         most <= threads ? 'has' : least !== null && least <= threads ? 'may have (within the range)' : 'does not have'
       out.push(
-        `- Per streaming thread here (${cap.workers === 0 ? "the cell's thread" : `${cap.workers} workers`}): ${Math.round(cap.chunksPerS)} chunk arrivals/s${cap.held ? ' at a rung that held' : ' (at a rung that did not hold: a lower bound)'}` +
+        `- Per streaming thread here (${thread(cap.workers)}): ${Math.round(cap.chunksPerS)} chunk arrivals/s${cap.held ? ' at a rung that held' : ' (at a rung only the server failed: a lower bound)'}` +
           `${cap.failedAtChunksPerS === null ? '' : `; a rung that offered ${Math.round(cap.failedAtChunksPerS)} a thread did not hold, so its capacity within ${RUNG_ITL_P99_MS} ms p99 lies between`}. ` +
           `C = 2048 at ${LADDER_INTERVAL_MS} ms is ${offered} chunks/s: ${range} worker threads, ` +
-          `which a 16-core runner (engine ≈ 10 cores for TP 8, 'auto' gives up to 5) ${has(5)} and a 64-core runner (up to 16) ${has(16)}.`,
+          runners(has),
       )
     }
     out.push('')
