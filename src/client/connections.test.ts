@@ -46,13 +46,17 @@ async function serve(hold: boolean): Promise<{ origin: string; ports: number[]; 
  * A raw request: resolves at its response's end (or error); `turns()` counts the event-loop turns
  * (check phases) until its bytes went out.
  */
-function raw(d: Dispatcher, origin: string): { turns: () => Promise<number>; ended: Promise<Error | null>; abort: () => void } {
+function raw(
+  d: Dispatcher,
+  origin: string,
+  path = '/v1/chat/completions',
+): { turns: () => Promise<number>; ended: Promise<Error | null>; abort: () => void } {
   let sent = false
   let controller: Dispatcher.DispatchController | null = null
   let finish: (err: Error | null) => void = () => {}
   const ended = new Promise<Error | null>((r) => (finish = r))
   d.dispatch(
-    { origin, path: '/v1/chat/completions', method: 'POST', body: Buffer.from('{}'), headers: { 'content-type': 'application/json' } },
+    { origin, path, method: 'POST', body: Buffer.from('{}'), headers: { 'content-type': 'application/json' } },
     {
       onRequestStart: (c) => (controller = c),
       onRequestSent: () => (sent = true),
@@ -135,6 +139,25 @@ describe('StreamConnections', () => {
       answer()
       expect(await d.ended).toBeNull()
       expect(connections.opened).toBe(2)
+    } finally {
+      await connections.destroy()
+    }
+  })
+
+  test('a waiting request undici refuses when its turn comes hears it, and the next still goes', async () => {
+    const { origin, ports, answer } = await serve(true)
+    const connections = new StreamConnections(origin, 1)
+    try {
+      const a = raw(connections, origin)
+      const bad = raw(connections, origin, 'no-leading-slash')
+      const c = raw(connections, origin)
+      await expect.poll(() => ports.length).toBe(1)
+      answer()
+      expect(await a.ended).toBeNull()
+      expect((await bad.ended)?.message).toMatch(/path/)
+      await expect.poll(() => ports.length).toBe(2)
+      answer()
+      expect(await c.ended).toBeNull()
     } finally {
       await connections.destroy()
     }

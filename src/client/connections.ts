@@ -123,7 +123,14 @@ export class StreamConnections extends Dispatcher {
     if (this.#destroyed) return
     const next = this.#waiting.shift()
     if (next === undefined) this.#idle.push(client)
-    else this.#send(client, next.opts, next.handler)
+    else {
+      try {
+        this.#send(client, next.opts, next.handler)
+      } catch (err) {
+        // Refused as it left the queue: its caller is no longer on the stack, so it hears it here.
+        next.handler.onResponseError?.(null as unknown as Dispatcher.DispatchController, err as Error)
+      }
+    }
     if (this.#waiting.length === 0 && this.#drained !== null) {
       this.#drained()
       this.#drained = null
