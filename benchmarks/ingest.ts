@@ -64,8 +64,9 @@ function okFor(obs: StreamObservation, tokens: number): boolean {
 
 /**
  * Measures how many output tokens per second the client ingests from a zero-delay server at
- * one concurrency: fresh `StreamConnections` (as many as the concurrency, as a cell has), every connection opened by an
- * unmeasured short request first, then `requests` measured requests, closed loop.
+ * one concurrency: fresh `StreamConnections` (as many as the concurrency, as a cell has), every
+ * connection opened by an unmeasured short request first, then `requests` measured requests,
+ * closed loop.
  */
 export async function measureIngest(o: IngestOptions): Promise<IngestResult> {
   const pool = new StreamConnections(o.origin, o.concurrency)

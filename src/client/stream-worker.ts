@@ -1,8 +1,9 @@
 /**
- * A stream worker thread: streams the requests the cell's thread hands it over its own undici
- * connections (`StreamConnections`), and posts each observation back. Its event loop does nothing but this I/O, so chunk
- * arrivals are stamped (on the process-wide `monoMs` clock) without waiting behind the cell's
- * scheduling, records or progress. Started by `StreamWorkers`; not an entry point of its own.
+ * A stream worker thread: streams the requests the cell's thread hands it over connections of
+ * its own (`StreamConnections`), and posts each observation back. Its event loop does nothing but
+ * this I/O, so chunk arrivals are stamped (on the process-wide `monoMs` clock) without waiting
+ * behind the cell's scheduling, records or progress. Started by `StreamWorkers`; not an entry
+ * point of its own.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { parentPort, workerData } from 'node:worker_threads'
