@@ -21,7 +21,9 @@ interface Waiting {
  * Here the request goes onto the connection just released and waits for that check alone. Under
  * hundreds of streams a turn lasts milliseconds: at C = 128 on one thread here, the send lag
  * (slot free to bytes written) of a Pool had a p50 of 3–7 ms and a p99 of 16–24 ms, against
- * 0.3–0.8 and 4–7 ms this way.
+ * 0.3–0.8 and 4–7 ms this way. On a thread past its capacity (C = 256 on one core here, a cell
+ * flagged harness-limited either way) the ITL error's tail reads worse this way, the price of
+ * sending on time (docs/client-benchmark.md).
  *
  * A connection is released once undici has finished with its response (`onResponseEnd` or
  * `onResponseError`, then one microtask, so undici's own bookkeeping is done first), never when
