@@ -322,24 +322,24 @@ export async function measureLadder(
     // rung for it (late p99 1.8–2.2 ms at C = 64 in three runs, under 0.3 ms at C = 128 after).
     await pacedRun(server.origin, cpu, LADDER_LEVELS[0], 0, quick ? 30 : 100, 1)
     const runs: PacedRun[] = []
+    // One rung, measured, logged and kept: a doubling of the climb or a bisection step.
+    const rung = async (step: 'ladder' | 'bisect', concurrency: number, workers: number): Promise<PacedRun> => {
+      const r = await pacedRun(server.origin, cpu, concurrency, workers, quick ? 30 : 100, 2)
+      log(
+        `  ${step} C=${concurrency}, ${workers} workers: delivered ${(r.run.deliveredShare * 100).toFixed(1)}%, ` +
+          `ITL error p99 ${r.run.itlErrorMs?.p99?.toFixed(2)} ms, ${Math.round(r.run.chunksPerSPerWorker)} chunks/s per thread, ` +
+          `server late p99 ${r.server.lateP99Ms?.toFixed(2)} ms`,
+      )
+      runs.push(r)
+      return r
+    }
     for (const workers of workerCounts) {
       for (const concurrency of quick ? LADDER_LEVELS.slice(0, 1) : LADDER_LEVELS) {
-        const r = await pacedRun(server.origin, cpu, concurrency, workers, quick ? 30 : 100, 2)
-        log(
-          `  ladder C=${concurrency}, ${workers} workers: delivered ${(r.run.deliveredShare * 100).toFixed(1)}%, ` +
-            `ITL error p99 ${r.run.itlErrorMs?.p99?.toFixed(2)} ms, ${Math.round(r.run.chunksPerSPerWorker)} chunks/s per thread, ` +
-            `server late p99 ${r.server.lateP99Ms?.toFixed(2)} ms`,
-        )
-        runs.push(r)
+        const r = await rung('ladder', concurrency, workers)
         if (!r.holds && (r.serverOnTime || serverOverloaded(r) || r.run.deliveredShare < RUNG_DELIVERED)) break
       }
       for (let c = quick ? null : nextBisectionRung(runs, workers); c !== null; c = nextBisectionRung(runs, workers)) {
-        const r = await pacedRun(server.origin, cpu, c, workers, 100, 2)
-        log(
-          `  bisect C=${c}, ${workers} workers: delivered ${(r.run.deliveredShare * 100).toFixed(1)}%, ` +
-            `ITL error p99 ${r.run.itlErrorMs?.p99?.toFixed(2)} ms, server late p99 ${r.server.lateP99Ms?.toFixed(2)} ms`,
-        )
-        runs.push(r)
+        await rung('bisect', c, workers)
       }
     }
     return runs
@@ -407,28 +407,20 @@ export interface ThreadCapacity {
 export function perThreadCapacity(ladder: readonly PacedRun[]): ThreadCapacity | null {
   const held = ladder.filter((r) => r.holds)
   const clientFailed = ladder.filter((r) => !r.holds && r.serverOnTime)
+  const offer = (r: PacedRun): number => offeredPerThread(r.concurrency, r.workers)
   const pool = held.length > 0 ? held : ladder.filter((r) => !r.serverOnTime && !serverOverloaded(r))
-  const offers = (workers: number, above: number): number[] =>
-    clientFailed
-      .filter((r) => r.workers === workers)
-      .map((r) => offeredPerThread(r.concurrency, r.workers))
-      .filter((offered) => offered > above)
   if (pool.length === 0) {
     if (clientFailed.length === 0) return null
     // No lower bound: the lowest offer a thread failed bounds it from above.
-    const lowest = clientFailed.reduce((a, b) =>
-      offeredPerThread(b.concurrency, b.workers) < offeredPerThread(a.concurrency, a.workers) ? b : a,
-    )
-    return {
-      workers: lowest.workers,
-      chunksPerS: null,
-      held: false,
-      failedAtChunksPerS: offeredPerThread(lowest.concurrency, lowest.workers),
-    }
+    const lowest = clientFailed.reduce((a, b) => (offer(b) < offer(a) ? b : a))
+    return { workers: lowest.workers, chunksPerS: null, held: false, failedAtChunksPerS: offer(lowest) }
   }
   const best = pool.reduce((a, b) => (b.run.chunksPerSPerWorker > a.run.chunksPerSPerWorker ? b : a))
   const chunksPerS = best.run.chunksPerSPerWorker
-  const failed = offers(best.workers, chunksPerS)
+  const failed = clientFailed
+    .filter((r) => r.workers === best.workers)
+    .map(offer)
+    .filter((offered) => offered > chunksPerS)
   return { workers: best.workers, chunksPerS, held: held.length > 0, failedAtChunksPerS: failed.length > 0 ? Math.min(...failed) : null }
 }
 
