@@ -40,6 +40,7 @@ describe('the cell path in a process of its own', () => {
       expect(python?.runs).toHaveLength(1)
       expect(python?.runs[0]?.itlErrorMs.samples).toBe(49)
       expect(python?.runs[0]?.server.chunks).toBe(100)
+      if (process.platform === 'linux') expect(python?.runs[0]?.hostStealShare).toBeGreaterThanOrEqual(0)
     }
     for (const r of runs) {
       expect(r.run.deliveredShare).toBe(1)
@@ -47,6 +48,8 @@ describe('the cell path in a process of its own', () => {
       // The server sent 50 chunks to the warm-up request and 50 to the measured one.
       expect(r.server.chunks).toBe(100)
       expect(r.server.lateP99Ms).not.toBeNull()
+      // The cell's own record says what the host took meanwhile (Linux /proc/stat).
+      if (process.platform === 'linux') expect(r.run.harness.hostStealShare).toBeGreaterThanOrEqual(0)
     }
   }, 60_000)
 })
@@ -92,6 +95,10 @@ const run = (over: Partial<CellRunResult>): CellRunResult => ({
   heapAfterGcMB: 20,
   ...over,
 })
+const withSteal = (r: PacedRun, hostStealShare: number): PacedRun => ({
+  ...r,
+  run: { ...r.run, harness: { ...r.run.harness, hostStealShare } },
+})
 const rung = (concurrency: number, workers: number, holds: boolean, late = 0.2, chunksPerSPerWorker = 25_000): PacedRun => ({
   concurrency,
   workers,
@@ -120,11 +127,11 @@ describe('renderCellBench', () => {
         retained: { concurrency: 64, tokens: 200, requests: [1500, 4500], spilledBytesPerRequest: 40, inMemoryBytesPerRequest: 2600 },
       },
       precision: {
-        runs: [rung(1, 0, true, 2.5), rung(1, 0, true, 0.2)],
+        runs: [withSteal(rung(1, 0, true, 2.5), 0.01), withSteal(rung(1, 0, true, 0.2), 0.03), withSteal(rung(1, 0, true, 0.2), 0.02)],
         python: {
           python: '3.11.2',
           aiohttp: '3.8.4',
-          runs: [{ itlErrorMs: { ...run({}).itlErrorMs!, p99: 3.5 }, server: rung(1, 0, true).server }],
+          runs: [{ itlErrorMs: { ...run({}).itlErrorMs!, p99: 3.5 }, server: rung(1, 0, true).server, hostStealShare: null }],
         },
       },
       ladder: [rung(256, 0, true), rung(512, 0, false, 30), rung(256, 2, true, 0.3, 20_000)],
@@ -134,10 +141,10 @@ describe('renderCellBench', () => {
     // Judged against the vLLM-style client on the same server: 3.00 ms ≤ its 3.50 ms.
     expect(text).toContain("Target: ITL error p99 ≤ the vLLM-style client's median here, 3.500 ms.")
     expect(text).toContain(
-      "| servegate, cell's thread | 2 | 0.200 ms | 3.000 ms [3.000–3.000] | met | 2.500 ms (late: the figure measures the server) |",
+      "| servegate, cell's thread | 3 | 0.200 ms | 3.000 ms [3.000–3.000] | met | 2.500 ms (late: the figure measures the server) | 2.0% |",
     )
     expect(text).toContain(
-      '| vLLM-style (Python 3.11.2, aiohttp 3.8.4) | 1 | 0.200 ms | 3.500 ms [3.500–3.500] | (the target) | 0.200 ms |',
+      '| vLLM-style (Python 3.11.2, aiohttp 3.8.4) | 1 | 0.200 ms | 3.500 ms [3.500–3.500] | (the target) | 0.200 ms | – |',
     )
     expect(text).toContain('40 B spilled to disk (target ≤ 200 B: met)')
     expect(text).toContain('(late: the figure measures the server)')

@@ -7,6 +7,7 @@
 import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
 import type { Distribution, HarnessHealth } from '../src/schema/run.ts'
+import { HostSteal } from '../src/runner/host-steal.ts'
 import { BENCH_WORKER_NODE_FLAGS } from '../src/vitest/plugin-options.ts'
 import { MODEL } from './chunks.ts'
 import { type PythonClient, runPythonItl } from './python-client.ts'
@@ -231,7 +232,8 @@ async function pacedRun(
 export interface PythonPrecision {
   python: string
   aiohttp: string
-  runs: Array<{ itlErrorMs: Distribution; server: ServerSchedule }>
+  /** `hostStealShare`: the machine's CPU time the hypervisor took over the run (null off Linux). */
+  runs: Array<{ itlErrorMs: Distribution; server: ServerSchedule; hostStealShare: number | null }>
 }
 
 /** ITL precision at C = 1: the cell path in the cell's thread and on one worker, and the vLLM-style client beside them. */
@@ -264,7 +266,8 @@ export async function measurePrecision(
       for (const workers of [0, 1]) {
         const r = await pacedRun(server.origin, cpu, 1, workers, chunks, rounds)
         log(
-          `  C=1, ${workers} workers: ITL error p99 ${r.run.itlErrorMs?.p99?.toFixed(3)} ms, server late p99 ${r.server.lateP99Ms?.toFixed(3)} ms`,
+          `  C=1, ${workers} workers: ITL error p99 ${r.run.itlErrorMs?.p99?.toFixed(3)} ms, server late p99 ${r.server.lateP99Ms?.toFixed(3)} ms, ` +
+            `host steal ${percent(r.run.harness.hostStealShare ?? null)}`,
         )
         runs.push(r)
       }
@@ -278,10 +281,16 @@ export async function measurePrecision(
           rounds,
           cpu: cpu === null || cpu === 0 ? null : 0,
         }
+        const steal = new HostSteal()
+        steal.start()
         const r = await runPythonItl(py, options)
+        steal.stop()
         const late = await serverSchedule(server.origin)
-        log(`  C=1, vLLM-style client: ITL error p99 ${r.itlErrorMs.p99?.toFixed(3)} ms, server late p99 ${late.lateP99Ms?.toFixed(3)} ms`)
-        python.runs.push({ itlErrorMs: r.itlErrorMs, server: late })
+        log(
+          `  C=1, vLLM-style client: ITL error p99 ${r.itlErrorMs.p99?.toFixed(3)} ms, server late p99 ${late.lateP99Ms?.toFixed(3)} ms, ` +
+            `host steal ${percent(steal.share())}`,
+        )
+        python.runs.push({ itlErrorMs: r.itlErrorMs, server: late, hostStealShare: steal.share() })
       }
     }
     return { runs, python }
@@ -429,6 +438,15 @@ const p99s = (ds: ReadonlyArray<Distribution | null>): number[] =>
 const spread = (xs: readonly number[]): string =>
   xs.length === 0 ? '–' : `${median(xs).toFixed(3)} ms [${Math.min(...xs).toFixed(3)}–${Math.max(...xs).toFixed(3)}]`
 
+/** A share as a percentage with one decimal, or '–'. */
+const percent = (share: number | null): string => (share === null ? '–' : `${(share * 100).toFixed(1)}%`)
+
+/** The median of the shares known, as a percentage; '–' when none is. */
+function medianPercent(shares: ReadonlyArray<number | null>): string {
+  const known = shares.filter((v): v is number => v !== null)
+  return known.length === 0 ? '–' : percent(median(known))
+}
+
 /**
  * The C = 1 section: each client's ITL error p99, median [min–max] over its runs, judged against
  * the vLLM-style client's median on the same server where it ran, else against the external figure.
@@ -445,8 +463,12 @@ function renderPrecision(p: PrecisionReport): string[] {
     '',
     `Target: ITL error p99 ≤ ${targetText}. vLLM's client gave ${C1_ITL_P99_EXTERNAL_MS} ms on the quiet machine of the external measurement.`,
     '',
-    '| client | runs | ITL error p50 | ITL error p99 | vs target | server late p99 (max of runs) |',
-    '|---|--:|--:|--:|---|--:|',
+    "Host steal is the share of the machine's CPU time the hypervisor gave to other guests during a run (`/proc/stat`). " +
+      'A chunk due in a stolen slice is read late by what is left of the slice, in any client: on a virtual machine that shares its cores, ' +
+      'the p99 follows the steal more than the client.',
+    '',
+    '| client | runs | ITL error p50 | ITL error p99 | vs target | server late p99 (max of runs) | host steal (median) |',
+    '|---|--:|--:|--:|---|--:|--:|',
   ]
   for (const workers of [...new Set(p.runs.map((r) => r.workers))]) {
     const runs = p.runs.filter((r) => r.workers === workers)
@@ -455,14 +477,16 @@ function renderPrecision(p: PrecisionReport): string[] {
     const p50 = median(runs.map((r) => r.run.itlErrorMs?.p50 ?? Infinity))
     out.push(
       `| servegate, ${workers === 0 ? "cell's thread" : `${workers} worker`} | ${runs.length} | ${p50.toFixed(3)} ms | ${spread(own)} | ` +
-        `${own.length > 0 && median(own) <= target ? 'met' : '**not met**'} | ${ms(late, 3)}${runs.every((r) => r.serverOnTime) ? '' : ' (late: the figure measures the server)'} |`,
+        `${own.length > 0 && median(own) <= target ? 'met' : '**not met**'} | ${ms(late, 3)}${runs.every((r) => r.serverOnTime) ? '' : ' (late: the figure measures the server)'} | ` +
+        `${medianPercent(runs.map((r) => r.run.harness.hostStealShare ?? null))} |`,
     )
   }
   if (p.python !== null) {
     const late = Math.max(...p.python.runs.map((r) => r.server.lateP99Ms ?? Infinity))
     const p50 = median(p.python.runs.map((r) => r.itlErrorMs.p50 ?? Infinity))
     out.push(
-      `| vLLM-style (Python ${p.python.python}, aiohttp ${p.python.aiohttp}) | ${p.python.runs.length} | ${p50.toFixed(3)} ms | ${spread(py)} | (the target) | ${ms(late, 3)} |`,
+      `| vLLM-style (Python ${p.python.python}, aiohttp ${p.python.aiohttp}) | ${p.python.runs.length} | ${p50.toFixed(3)} ms | ${spread(py)} | (the target) | ${ms(late, 3)} | ` +
+        `${medianPercent(p.python.runs.map((r) => r.hostStealShare))} |`,
     )
   }
   out.push('')

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import type { Distribution } from '../src/schema/run.ts'
 import { distribution } from '../src/metrics/distribution.ts'
+import { readCpuTicks } from '../src/runner/host-steal.ts'
 
 /**
  * The machine's wake-up noise floor: how late this thread wakes from a 2 ms sleep
@@ -22,13 +23,7 @@ export function wakeLatency(samples: number): Distribution {
 const TICKS_PER_S = 100
 
 function busyTicks(): number | null {
-  try {
-    const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]?.trim().split(/\s+/).slice(1).map(Number) ?? []
-    const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = fields
-    return user + nice + system + irq + softirq + steal
-  } catch {
-    return null
-  }
+  return readCpuTicks()?.busyTicks ?? null
 }
 
 /** utime + stime of a process, all its threads, in ticks; 0 once it is gone. */

@@ -50,6 +50,11 @@ describe('runCell against the simulated engine', () => {
     expect(record.plan.workload.wireMatchesPlan).toBe(true)
     expect(record.plan.workload.calibration?.method).toBe('engine-tokenizer')
     expect(record.harness.clientCpuShare).not.toBeNull()
+    // Read from /proc/stat over the measured phase on Linux; a share, never a count of ticks.
+    if (process.platform === 'linux') {
+      expect(record.harness.hostStealShare).toBeGreaterThanOrEqual(0)
+      expect(record.harness.hostStealShare).toBeLessThanOrEqual(1)
+    }
   })
 
   test('decode timing follows the engine: tpot near 1000/decodeTokPerS at C=1', async () => {

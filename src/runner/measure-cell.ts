@@ -17,6 +17,7 @@ import { closedLoop, openLoop, type Slot } from './dispatch.ts'
 import { type Clock, systemClock } from './environment.ts'
 import { checkContextFits, contextLimit, OPTION_NAMES } from './context-limit.ts'
 import { probeEndpoint } from './probe.ts'
+import { HostSteal } from './host-steal.ts'
 import { assembleRecord, cellPlan, harnessHealth, requestRecord } from './run-record.ts'
 import { warmClientJit } from './warm.ts'
 import { monoMs } from '../client/clock.ts'
@@ -191,6 +192,7 @@ export async function measureCell(
 
     await hooks.onMeasureStart?.()
     const loopDelay = monitorEventLoopDelay({ resolution: 2 })
+    const steal = new HostSteal()
     const ends = stages?.ends ?? [workload.measuredCount]
     let cpuMs = 0
     let threadCpuMs = 0
@@ -218,6 +220,7 @@ export async function measureCell(
       }
       requestsPhase()
       loopDelay.enable()
+      steal.start()
       transport.workers?.measureStart()
       const cpuBefore = process.cpuUsage()
       const threadCpuBefore = process.threadCpuUsage()
@@ -249,6 +252,7 @@ export async function measureCell(
       cpuMs += (cpu.user + cpu.system) / 1000
       threadCpuMs += (threadCpu.user + threadCpu.system) / 1000
       loopDelay.disable()
+      steal.stop()
       if (transport.workers !== undefined) workerMeasures.push(await transport.workers.measureStop())
       wallClockMs += Math.max(0, lastEnd - firstSend)
       sent = end
@@ -272,11 +276,19 @@ export async function measureCell(
       // Requests due that were never sent: the cell was cut short (an abort, the engine gone).
       unsent: sent - done,
       metrics: { ...tally.metrics(wallClockMs), openLoop: openLoopStats },
-      harness: harnessHealth(o, cpuMs, activeMs, loopDelay, tally.sendLags, {
-        count: transport.workers?.count ?? 0,
-        cellThreadCpuMs: threadCpuMs,
-        measures: workerMeasures,
-      }),
+      harness: harnessHealth(
+        o,
+        cpuMs,
+        activeMs,
+        loopDelay,
+        tally.sendLags,
+        {
+          count: transport.workers?.count ?? 0,
+          cellThreadCpuMs: threadCpuMs,
+          measures: workerMeasures,
+        },
+        steal.share(),
+      ),
       manifest: null,
       cellFailure: hooks.engine?.failure() ?? null,
     })

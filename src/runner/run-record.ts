@@ -143,6 +143,7 @@ export function harnessHealth(
   loopDelay: ReturnType<typeof monitorEventLoopDelay>,
   sendLags: readonly number[],
   workers: WorkerFigures = { count: 0, cellThreadCpuMs: cpuMs, measures: [] },
+  hostStealShare: number | null = null,
 ): HarnessHealth {
   const loopP99 = loopDelay.count > 0 ? loopDelay.percentile(99) / 1e6 : null
   const loopMax = loopDelay.count > 0 ? loopDelay.max / 1e6 : null
@@ -184,6 +185,7 @@ export function harnessHealth(
     eventLoopDelayP99Ms: loopP99,
     eventLoopDelayMaxMs: loopMax,
     sendLagP99Ms: sendLagP99,
+    hostStealShare,
     harnessLimited: reasons.length > 0,
     reasons,
   }

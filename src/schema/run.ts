@@ -373,6 +373,13 @@ export const HarnessHealth = z.object({
   eventLoopDelayMaxMs: z.number().nonnegative().nullable(),
   /** p99 of the requests' send lag (a slot freeing, or the scheduled time, to the send), ms. */
   sendLagP99Ms: z.number().nonnegative().nullable(),
+  /**
+   * The share of the machine's CPU time (every CPU) that the hypervisor gave to other guests while
+   * the cell measured: Linux `/proc/stat` steal over all ticks, 0…1. Null where unreadable; absent
+   * in imports and records written before it was kept. Not the client's fault, so it does not
+   * mark the cell harness-limited, but a stolen slice delays any chunk due in it.
+   */
+  hostStealShare: z.number().min(0).max(1).nullable().optional(),
   /** True when the client, not the engine, was the bottleneck; see `reasons`. */
   harnessLimited: z.boolean(),
   reasons: z.array(z.string()),
