@@ -134,7 +134,7 @@ describe('renderCellBench', () => {
           runs: [{ itlErrorMs: { ...run({}).itlErrorMs!, p99: 3.5 }, server: rung(1, 0, true).server, hostStealShare: null }],
         },
       },
-      ladder: [rung(256, 0, true), rung(512, 0, false, 30), rung(256, 2, true, 0.3, 20_000)],
+      ladder: [rung(256, 0, true), rung(512, 0, false, 30), withSteal(rung(256, 2, true, 0.3, 20_000), 0.042)],
     }
     const text = renderCellBench(report)
     expect(text).toContain('| C = 1 × 1000 tokens | 98 MB (97, 98, 104) | ≤ 100 MB (met) | 112 MB | 16.0 MB |')
@@ -148,7 +148,8 @@ describe('renderCellBench', () => {
     )
     expect(text).toContain('40 B spilled to disk (target ≤ 200 B: met)')
     expect(text).toContain('(late: the figure measures the server)')
-    expect(text).toContain('| 0 | 512 | 100.0% | 3.00 ms | 25000 | 30.00 ms | no (server late) |')
+    expect(text).toContain('| 0 | 512 | 100.0% | 3.00 ms | 25000 | 30.00 ms | – | no (server late) |')
+    expect(text).toContain('| 2 | 256 | 100.0% | 3.00 ms | 20000 | 0.30 ms | 4.2% | yes |')
     expect(text).toContain('- 0 workers: highest C that held: 256')
     expect(text).toContain('about 9 worker threads')
   })

@@ -337,7 +337,7 @@ export async function measureLadder(
       log(
         `  ${step} C=${concurrency}, ${workers} workers: delivered ${(r.run.deliveredShare * 100).toFixed(1)}%, ` +
           `ITL error p99 ${r.run.itlErrorMs?.p99?.toFixed(2)} ms, ${Math.round(r.run.chunksPerSPerWorker)} chunks/s per thread, ` +
-          `server late p99 ${r.server.lateP99Ms?.toFixed(2)} ms`,
+          `server late p99 ${r.server.lateP99Ms?.toFixed(2)} ms, host steal ${percent(r.run.harness.hostStealShare ?? null)}`,
       )
       runs.push(r)
       return r
@@ -389,6 +389,9 @@ export const C1_ITL_P99_EXTERNAL_MS = 0.3
 /** Retained heap per finished request, spilled, bytes. */
 export const RETAINED_TARGET_BYTES = 200
 
+/** A share as a percentage with one decimal, or '–'. */
+const percent = (share: number | null): string => (share === null ? '–' : `${(share * 100).toFixed(1)}%`)
+
 const ms = (v: number | null | undefined, digits = 2): string => (v === null || v === undefined ? '–' : `${v.toFixed(digits)} ms`)
 const mark = (ok: boolean): string => (ok ? 'met' : '**not met**')
 
@@ -437,9 +440,6 @@ const p99s = (ds: ReadonlyArray<Distribution | null>): number[] =>
   ds.flatMap((d) => (d?.p99 === null || d?.p99 === undefined ? [] : [d.p99]))
 const spread = (xs: readonly number[]): string =>
   xs.length === 0 ? '–' : `${median(xs).toFixed(3)} ms [${Math.min(...xs).toFixed(3)}–${Math.max(...xs).toFixed(3)}]`
-
-/** A share as a percentage with one decimal, or '–'. */
-const percent = (share: number | null): string => (share === null ? '–' : `${(share * 100).toFixed(1)}%`)
 
 /** The median of the shares known, as a percentage; '–' when none is. */
 function medianPercent(shares: ReadonlyArray<number | null>): string {
@@ -526,8 +526,8 @@ export function renderCellBench(r: CellBenchReport): string {
     out.push(
       `## Scale ladder (${LADDER_INTERVAL_MS} ms a chunk; a rung holds at ≥ ${RUNG_DELIVERED * 100}% delivered, ITL error p99 ≤ ${RUNG_ITL_P99_MS} ms, server late p99 ≤ ${SERVER_ON_TIME_P99_MS} ms)`,
       '',
-      '| workers | C | delivered | ITL error p99 | chunks/s per thread | server late p99 | holds |',
-      '|--:|--:|--:|--:|--:|--:|---|',
+      '| workers | C | delivered | ITL error p99 | chunks/s per thread | server late p99 | host steal | holds |',
+      '|--:|--:|--:|--:|--:|--:|--:|---|',
     )
     // By worker count in the order measured, then by C: bisected rungs sit between the doublings.
     const ladder = r.ladder
@@ -536,7 +536,8 @@ export function renderCellBench(r: CellBenchReport): string {
     for (const p of rows) {
       out.push(
         `| ${p.workers} | ${p.concurrency} | ${(p.run.deliveredShare * 100).toFixed(1)}% | ${ms(p.run.itlErrorMs?.p99)} | ` +
-          `${Math.round(p.run.chunksPerSPerWorker)} | ${ms(p.server.lateP99Ms)} | ${p.holds ? 'yes' : p.serverOnTime ? 'no' : 'no (server late)'} |`,
+          `${Math.round(p.run.chunksPerSPerWorker)} | ${ms(p.server.lateP99Ms)} | ${percent(p.run.harness.hostStealShare ?? null)} | ` +
+          `${p.holds ? 'yes' : p.serverOnTime ? 'no' : 'no (server late)'} |`,
       )
     }
     out.push('')
