@@ -62,6 +62,18 @@ describe('openLoop', () => {
     expect((byIndex.get(4) as Slot).slotAt).toBe(startAt + 200)
   })
 
+  test('with a cap, the request that waited is dispatched before the ended one is handed over', async () => {
+    const { send, calledAt } = slowSend(15)
+    const slots: Slot[] = []
+    await openLoop({ offsetsMs: [0, 0], maxInFlight: 1, startAt: monoMs(), signal: new AbortController().signal }, send, (s) => {
+      slots.push(s)
+      const until = monoMs() + 25 // making a record that takes 25 ms
+      while (monoMs() < until);
+    })
+    const first = slots.find((s) => s.index === 0) as Slot
+    expect((calledAt[1] as number) - (first.obs.endAt as number)).toBeLessThan(10)
+  })
+
   test('an abort ends the loop at once: nothing more is sent, not even what waited for the cap', async () => {
     const controller = new AbortController()
     const { send, calledAt } = slowSend(50)
@@ -75,6 +87,31 @@ describe('openLoop', () => {
     // Request 0 was in flight and ends; request 1 waited for the cap and is never sent, nor are 2 and 3.
     expect(calledAt).toHaveLength(1)
     expect(ended).toEqual([0])
+  })
+
+  test('closed loop: the next request is dispatched before the ended one is handed over, its slot freed at the end', async () => {
+    const events: string[] = []
+    const { send: slow, calledAt } = slowSend(15)
+    const send = (index: number): Promise<StreamObservation> => {
+      events.push(`send ${index}`)
+      return slow(index)
+    }
+    const slots: Slot[] = []
+    await closedLoop(3, 1, send, (s) => {
+      events.push(`done ${s.index}`)
+      slots.push(s)
+      const until = monoMs() + 25 // making a record that takes 25 ms
+      while (monoMs() < until);
+    })
+    expect(events).toEqual(['send 0', 'send 1', 'done 0', 'send 2', 'done 1', 'done 2'])
+    expect(slots[0]?.slotAt).toBe(slots[0]?.readyAt)
+    for (const i of [1, 2]) {
+      const previous = slots[i - 1] as Slot
+      const slot = slots[i] as Slot
+      // The slot freed when the previous request ended, and the next went out then, not 25 ms later.
+      expect(slot.slotAt).toBeGreaterThanOrEqual(previous.obs.endAt as number)
+      expect((calledAt[i] as number) - (previous.obs.endAt as number)).toBeLessThan(10)
+    }
   })
 
   test('closed loop: after an abort no slot takes another request', async () => {

@@ -19,6 +19,11 @@ export type Send = (index: number) => Promise<StreamObservation>
 /**
  * Runs `count` requests over `concurrency` slots: when one ends the next starts on its slot.
  * Once `signal` aborts no more are sent (those in flight end as they end); the rest are unsent.
+ * Every slot is free at the start (no queue delay for the first round: a wait behind the other
+ * slots' sends is the client's send lag) and then the moment its request ends. The next request
+ * is dispatched first and the ended one handed to `onDone` after, so making its record does not
+ * delay the dispatch; where the bytes still wait for an event-loop turn, it counts in the next
+ * request's send lag (from the end) instead of before it.
  */
 export async function closedLoop(
   count: number,
@@ -30,12 +35,17 @@ export async function closedLoop(
   const readyAt = monoMs()
   let next = 0
   const worker = async (): Promise<void> => {
+    let slotAt = readyAt
+    let ended: Slot | null = null
     while (next < count && signal?.aborted !== true) {
       const index = next++
-      const slotAt = monoMs()
-      const obs = await send(index)
-      onDone({ index, readyAt, slotAt, scheduledOffsetMs: null, obs })
+      const sending = send(index)
+      if (ended !== null) onDone(ended)
+      const obs = await sending
+      ended = { index, readyAt, slotAt, scheduledOffsetMs: null, obs }
+      slotAt = monoMs()
     }
+    if (ended !== null) onDone(ended)
   }
   await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker))
 }
@@ -88,9 +98,9 @@ export function openLoop(o: OpenLoopOptions, send: Send, onDone: (slot: Slot) =>
       inFlightMax = Math.max(inFlightMax, inFlight)
       void send(index).then((obs) => {
         inFlight--
-        const freedAt = monoMs()
+        // A request that waited for the cap goes out before this one's record is made.
+        drain(monoMs())
         onDone({ index, readyAt: scheduledAt(index), slotAt, scheduledOffsetMs: o.offsetsMs[index] as number, obs })
-        drain(freedAt)
         settleIfDone()
       })
     }
