@@ -100,6 +100,7 @@ export function armSummary(record: RunRecord, arm: ArmSummary['arm'], launch: nu
       inFlightMax: record.metrics.openLoop?.inFlightMax ?? null,
     },
     harnessLimited: record.harness.harnessLimited,
+    hostStealShare: record.harness.hostStealShare ?? null,
     p99DescriptiveOnly: [...record.metrics.p99DescriptiveOnly],
     sequential:
       sequential === null

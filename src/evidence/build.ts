@@ -61,6 +61,13 @@ export interface BuiltEvidence {
 
 const ARMS = ['cell', 'baseline', 'candidate'] as const
 
+/**
+ * An arm whose host stole this share of the machine's CPU or more gets a `host-noise` finding. On
+ * the development VM the C = 1 ITL error p99 medians were 1.7–2.5 ms in the runs with under 1% of
+ * the client's core stolen and 5.2–7.2 ms in those with 2–17% (docs/client-benchmark.md).
+ */
+export const HOST_NOISE_STEAL_SHARE = 0.01
+
 /** sha256 of a string's UTF-8 bytes, hex. */
 export function sha256(content: string | Uint8Array): string {
   return createHash('sha256').update(content).digest('hex')
@@ -186,6 +193,13 @@ export function cellFindings(cell: EvidenceCell, gates: readonly GateEntry[]): F
     const counts = failing.map((a) => `${label(a)} ${a.failed}/${a.completed + a.failed}`).join(', ')
     add('failed-requests', `requests failed: ${counts} (see failures in the run records)`)
   }
+  const noisy = cell.arms.filter((a) => (a.hostStealShare ?? 0) >= HOST_NOISE_STEAL_SHARE)
+  if (noisy.length > 0)
+    add(
+      'host-noise',
+      `the hypervisor took ${noisy.map((a) => `${((a.hostStealShare as number) * 100).toFixed(1)}% (${label(a)})`).join(', ')} of the ` +
+        "machine's CPU while it measured: a chunk due in a stolen slice is read late, so tails of a few ms measure the host as much as the engine",
+    )
   const limited = cell.arms.filter((a) => a.harnessLimited)
   if (limited.length > 0)
     add(

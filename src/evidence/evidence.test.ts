@@ -10,6 +10,7 @@ import { EvidenceIndex } from '../schema/evidence.ts'
 import type { RunRecord } from '../schema/run.ts'
 import type { DeclaredCell } from '../schema/task-meta.ts'
 import { startSimServer } from '../sim/server.ts'
+import { boardFiles, renderBoard } from './board.ts'
 import { buildEvidence, type SpecFileInput, type TestInput } from './build.ts'
 import { DEFAULT_RENDERERS } from './renderers.ts'
 import { readEvidence, verifyEvidence } from './verify.ts'
@@ -162,6 +163,32 @@ describe('buildEvidence', () => {
         message: 'requests failed: candidate 3/12 (see failures in the run records)',
       })),
     )
+  })
+
+  test("an arm whose host stole 1% of the machine's CPU or more gets a host-noise finding; promotion does not change", () => {
+    const steal = (r: RunRecord, hostStealShare: number | null): RunRecord => ({ ...r, harness: { ...r.harness, hostStealShare } })
+    const cells = [
+      declared('noisy', { records: { baseline: [steal(baseline, 0.002)], candidate: [steal(candidate, 0.034)] } }),
+      declared('quiet', { records: { baseline: [steal(baseline, 0.009)], candidate: [steal(candidate, null)] } }),
+    ]
+    const { index } = buildEvidence([{ file: 'benchmarks/f.bench.ts', meta: { cells } }], [], { suiteCommit: null, redact: false })
+    expect(index.cells.find((c) => c.id === 'noisy')?.arms.map((a) => a.hostStealShare)).toEqual([0.002, 0.034])
+    expect(index.findings.filter((f) => f.kind === 'host-noise')).toEqual([
+      {
+        kind: 'host-noise',
+        cell: 'noisy',
+        message:
+          "the hypervisor took 3.4% (candidate) of the machine's CPU while it measured: a chunk due in a stolen slice is read late, " +
+          'so tails of a few ms measure the host as much as the engine',
+      },
+    ])
+    const unstolen = cells.map((c) =>
+      declared(c.id, { records: { baseline: [steal(baseline, null)], candidate: [steal(candidate, null)] } }),
+    )
+    const without = buildEvidence([{ file: 'benchmarks/f.bench.ts', meta: { cells: unstolen } }], [], { suiteCommit: null, redact: false })
+    expect(index.promotion).toEqual(without.index.promotion)
+    expect(index.cells.map((c) => c.disposition)).toEqual(without.index.cells.map((c) => c.disposition))
+    expect(renderBoard(index, boardFiles(index))).toContain('- **host-noise** noisy: the hypervisor took 3.4% (candidate)')
   })
 
   test('promotable only when every required cell is accepted and every test passed', () => {

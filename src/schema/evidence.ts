@@ -112,6 +112,11 @@ export const ArmSummary = z.object({
     inFlightMax: z.int().nonnegative().nullable(),
   }),
   harnessLimited: z.boolean(),
+  /**
+   * The share of the machine's CPU time the hypervisor gave to other guests while the arm measured
+   * (the record's `harness.hostStealShare`); null where unread, absent in indexes written before it was kept.
+   */
+  hostStealShare: z.number().min(0).max(1).nullable().optional(),
   /** Metric names whose p99 is descriptive only (fewer samples than p99 needs). */
   p99DescriptiveOnly: z.array(z.string()),
   /** Where the stage-wise sequential pair stopped, if it was one. */
@@ -202,6 +207,7 @@ export const Finding = z.object({
     'quality',
     'descriptive-p99',
     'harness-limited',
+    'host-noise',
     'check-failed',
     'cell-not-accepted',
     'failed-requests',
