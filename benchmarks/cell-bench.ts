@@ -465,7 +465,7 @@ function renderPrecision(p: PrecisionReport): string[] {
     '',
     "Host steal is the share of the machine's CPU time the hypervisor gave to other guests during a run (`/proc/stat`). " +
       'A chunk due in a stolen slice is read late by what is left of the slice, in any client: on a virtual machine that shares its cores, ' +
-      'the p99 follows the steal more than the client.',
+      'the p99 can follow the steal more than the client.',
     '',
     '| client | runs | ITL error p50 | ITL error p99 | vs target | server late p99 (max of runs) | host steal (median) |',
     '|---|--:|--:|--:|---|--:|--:|',
