@@ -194,6 +194,29 @@ describe('renderPrComment', () => {
     expect(left).toBe(board.length - unfenced.length - 1)
   })
 
+  test('wherever the cut falls, blank lines included, the note counts exactly the characters not shown', () => {
+    const index = evidence(2)
+    // With no charts above the board, the board keeps its own.
+    const board = renderBoard(index, boardFiles(index))
+    const full = renderPrComment(index, { charts: '' })
+    const start = full.length - Math.floor(board.length / 2)
+    let afterBlankLine = 0
+    for (let limit = start; limit < start + 600; limit++) {
+      const comment = renderPrComment(index, { charts: '', limit })
+      const kept = comment.slice(
+        comment.indexOf('</summary>\n\n') + '</summary>\n\n'.length,
+        comment.indexOf('\n\n… the board is cut here'),
+      )
+      // A cut inside a chart's fenced block closes the fence, which the board does not have there.
+      const shown = kept.endsWith('\n```') && !board.startsWith(kept) ? kept.slice(0, -4) : kept
+      expect(board.startsWith(shown)).toBe(true)
+      if (board.startsWith(`${shown}\n\n`)) afterBlankLine++
+      // What is shown, its line's newline, and what the note counts make the whole board.
+      expect(Number(/cut here: (\d+) of/.exec(comment)?.[1])).toBe(board.length - shown.length - 1)
+    }
+    expect(afterBlankLine).toBeGreaterThan(0)
+  })
+
   test('with more reasons than fit beside the whole gate table, the last reasons are counted, not listed', () => {
     const index = evidence(150)
     const comment = renderPrComment(index)

@@ -168,7 +168,9 @@ export function renderPrComment(index: EvidenceIndex, options: PrCommentOptions 
   const board = boardOf(charts)
   if (top.length + open.length + board.length + close.length <= limit) return `${top}${open}${board}${close}`
   const budget = limit - top.length - open.length - close.length - cutNote(0, board.length).length - 4
-  const kept = budget <= 0 ? '' : board.slice(0, board.lastIndexOf('\n', budget) + 1)
+  // Whole lines, ending in one newline: a cut after a blank line keeps that line out too, so the
+  // count in the note is of what is not shown.
+  const kept = budget <= 0 ? '' : board.slice(0, board.lastIndexOf('\n', budget) + 1).replace(/\n+$/, '\n')
   // A cut inside a fenced block (a chart) would turn the note into code: close the fence first.
   const fence = kept.split('\n').filter((l) => l.startsWith('```')).length % 2 === 1 ? '\n```' : ''
   return `${top}${open}${kept.trimEnd()}${fence}${cutNote(kept.length, board.length)}${close}`
