@@ -69,12 +69,12 @@ function okFor(obs: StreamObservation, tokens: number): boolean {
  * closed loop.
  */
 export async function measureIngest(o: IngestOptions): Promise<IngestResult> {
-  const pool = new StreamConnections(o.origin, o.concurrency)
+  const connections = new StreamConnections(o.origin, o.concurrency)
   const bodies = Array.from({ length: o.requests }, (_, i) => chatBody(o.tokens, i))
   try {
     const warmBody = chatBody(8, 0)
     await closedLoop(o.concurrency, o.concurrency, async () => {
-      const obs = await streamCompletion(pool, o.origin, { api: 'chat', body: warmBody, deadlineMs: o.deadlineMs })
+      const obs = await streamCompletion(connections, o.origin, { api: 'chat', body: warmBody, deadlineMs: o.deadlineMs })
       if (obs.error !== null) throw new Error(`ingest warm-up request failed: ${obs.error.code}: ${obs.error.message}`)
     })
 
@@ -84,7 +84,7 @@ export async function measureIngest(o: IngestOptions): Promise<IngestResult> {
     const cpu0 = process.cpuUsage()
     const t0 = performance.now()
     await closedLoop(o.concurrency, o.requests, async (i) => {
-      const obs = await streamCompletion(pool, o.origin, { api: 'chat', body: bodies[i] as Buffer, deadlineMs: o.deadlineMs })
+      const obs = await streamCompletion(connections, o.origin, { api: 'chat', body: bodies[i] as Buffer, deadlineMs: o.deadlineMs })
       completionTokens += obs.usageCompletionTokens ?? 0
       if (okFor(obs, o.tokens)) okRequests++
       else if (failures.length < 5) {
@@ -108,6 +108,6 @@ export async function measureIngest(o: IngestOptions): Promise<IngestResult> {
       failures,
     }
   } finally {
-    await pool.destroy()
+    await connections.destroy()
   }
 }

@@ -111,8 +111,8 @@ export function serverStamps(bytes: Uint8Array): number[] {
  */
 export async function measureItl(o: ItlOptions): Promise<ItlResult> {
   const logs = new Map<string, ByteLog>()
-  const pool = new StreamConnections(o.origin, o.concurrency)
-  const dispatcher = pool.compose(captureBytes(logs, 1024 + o.chunks * 320))
+  const connections = new StreamConnections(o.origin, o.concurrency)
+  const dispatcher = connections.compose(captureBytes(logs, 1024 + o.chunks * 320))
   const deadlineMs = (o.deadlineFactor ?? 1.5) * o.chunks * o.intervalMs
   const requests = o.concurrency * o.rounds
   const bodies = Array.from({ length: requests }, (_, i) => chatBody(o.chunks, i))
@@ -120,7 +120,7 @@ export async function measureItl(o: ItlOptions): Promise<ItlResult> {
     // Unmeasured: opens every connection and runs the paced read path until the JIT has it.
     const warmBody = chatBody(Math.min(o.chunks, WARM_CHUNKS), 0)
     await closedLoop(o.concurrency, o.concurrency, async () => {
-      const obs = await streamCompletion(pool, o.origin, { api: 'chat', body: warmBody, deadlineMs: 10_000 })
+      const obs = await streamCompletion(connections, o.origin, { api: 'chat', body: warmBody, deadlineMs: 10_000 })
       if (obs.error !== null) throw new Error(`ITL warm-up request failed: ${obs.error.code}: ${obs.error.message}`)
     })
 
@@ -190,6 +190,6 @@ export async function measureItl(o: ItlOptions): Promise<ItlResult> {
       failures,
     }
   } finally {
-    await pool.destroy()
+    await connections.destroy()
   }
 }

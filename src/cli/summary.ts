@@ -202,7 +202,7 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
     const figures =
       `client CPU ${harness.clientCpuShare.toFixed(2)} core · send lag p99 ${formatByMagnitude(harness.sendLagP99Ms)} ms · ` +
       `event-loop delay p99 ${formatByMagnitude(harness.eventLoopDelayP99Ms)} ms` +
-      (harness.hostStealShare == null ? '' : ` · host steal ${(harness.hostStealShare * 100).toFixed(1)}%`)
+      (harness.hostStealShare == null ? '' : ` · host steal ${formatFixedPercent(harness.hostStealShare)}`)
     lines.push(
       harness.harnessLimited
         ? `HARNESS-LIMITED (${harness.reasons.join('; ')}): the client was the bottleneck, ` +

@@ -17,6 +17,7 @@ import {
 import type { RunRecord } from '../schema/run.ts'
 import type { DeclaredCell, FileMeta, TestMeta } from '../schema/task-meta.ts'
 import { scrubDeep } from '../secrets.ts'
+import { formatFixedPercent } from '../number-format.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 import { policyText } from '../gates/inconclusive-policy.ts'
 import { armSummary, planSummary } from './arm-summary.ts'
@@ -197,7 +198,7 @@ export function cellFindings(cell: EvidenceCell, gates: readonly GateEntry[]): F
   if (noisy.length > 0)
     add(
       'host-noise',
-      `the hypervisor took ${noisy.map((a) => `${((a.hostStealShare as number) * 100).toFixed(1)}% (${label(a)})`).join(', ')} of the ` +
+      `the hypervisor took ${noisy.map((a) => `${formatFixedPercent(a.hostStealShare as number)} (${label(a)})`).join(', ')} of the ` +
         "machine's CPU while it measured: a chunk due in a stolen slice is read late, so tails of a few ms measure the host as much as the engine",
     )
   const limited = cell.arms.filter((a) => a.harnessLimited)
