@@ -1,8 +1,17 @@
 import { Client, Dispatcher } from 'undici'
 import { ServegateError } from '../errors.ts'
+import { monoMs } from './clock.ts'
 
-/** A request waiting for a connection: it goes out on the first one released. */
-interface Waiting {
+/**
+ * Of one event-loop turn, the ms a thread spends handing requests to undici before it lets the
+ * turn end and the reads that came meanwhile be stamped; the rest go out in the turns after. Each
+ * handed request's bytes are written in the next check phase (undici's idle-socket check), so a
+ * turn then holds the thread for a few times this with the writes.
+ */
+export const SEND_SLICE_MS = 0.25
+
+/** A request not yet handed to a connection. */
+interface Queued {
   opts: Dispatcher.DispatchOptions
   handler: Dispatcher.DispatchHandler
 }
@@ -22,8 +31,16 @@ interface Waiting {
  * hundreds of streams a turn lasts milliseconds: at C = 128 on one thread here, the send lag
  * (slot free to bytes written) of a Pool had a p50 of 3–7 ms and a p99 of 16–24 ms, against
  * 0.3–0.8 and 4–7 ms this way. On a thread past its capacity (C = 256 on one core here, a cell
- * flagged harness-limited either way) the ITL error's tail reads worse this way, the price of
- * sending on time (docs/client-benchmark.md).
+ * flagged harness-limited either way) the ITL error's tail read worse this way, the price of
+ * sending on time, until requests went out in slices (docs/client-benchmark.md).
+ *
+ * Requests go out in slices of about `SEND_SLICE_MS` per event-loop turn. A closed loop's equal
+ * streams end together, and handing each next request to the socket at once (60–170 µs each here)
+ * held one thread for 15–45 ms at C = 256: every chunk that arrived meanwhile was stamped that
+ * late, and so was a first chunk, which inflates the TTFT of requests sent early in such a storm.
+ * Sliced, the reads that arrive between slices are stamped within a turn; the requests behind go
+ * out that much later, which their send lag records (docs/client-benchmark.md). Below a slice's
+ * worth a turn, a request goes out at once, as before.
  *
  * A connection is released once undici has finished with its response (`onResponseEnd` or
  * `onResponseError`, then one microtask, so undici's own bookkeeping is done first), never when
@@ -36,16 +53,24 @@ export class StreamConnections extends Dispatcher {
   readonly #open: Client[] = []
   /** Released connections, the last released on top. */
   readonly #idle: Client[] = []
-  readonly #waiting: Waiting[] = []
+  /** Requests for which no connection was free: each goes out on the next one released. */
+  readonly #waiting: Queued[] = []
+  /** Requests past this turn's slice, oldest first: they go out in the next turns. */
+  readonly #ready: Queued[] = []
+  readonly #sliceMs: number
+  /** Ms of this turn's slice spent; reset by the turn's `#nextSlice`. */
+  #sliceUsedMs = 0
+  #sliceScheduled = false
   #accepting = true
   #destroyed = false
-  /** Called when the last waiting request has gone out, while closing. */
+  /** Called when the last waiting or queued request has gone out, while closing. */
   #drained: (() => void) | null = null
 
   /**
    * @param connections the most open at once; null for no bound (an open loop without an in-flight cap)
+   * @param options.sliceMs ms of each turn spent handing requests on; @default SEND_SLICE_MS (Infinity: all at once)
    */
-  constructor(origin: string, connections: number | null, options: { keepAliveTimeout?: number } = {}) {
+  constructor(origin: string, connections: number | null, options: { keepAliveTimeout?: number; sliceMs?: number } = {}) {
     super()
     if (connections !== null && !(Number.isInteger(connections) && connections >= 1)) {
       throw new ServegateError('INTERNAL', `connections: a whole number ≥ 1 or null, got ${connections}`)
@@ -53,6 +78,7 @@ export class StreamConnections extends Dispatcher {
     this.#origin = origin
     this.#max = connections ?? Infinity
     this.#options = { pipelining: 1, keepAliveTimeout: options.keepAliveTimeout ?? 60_000 }
+    this.#sliceMs = options.sliceMs ?? SEND_SLICE_MS
   }
 
   /** Connections opened so far (each stays open, idle or busy, until close or destroy). */
@@ -65,14 +91,17 @@ export class StreamConnections extends Dispatcher {
     return this.#waiting.length
   }
 
+  /** Requests past their turn's slice, not yet handed to a connection. */
+  get queued(): number {
+    return this.#ready.length
+  }
+
+  /** Hands the request on now, within this turn's slice, or queues it behind the others for the next turns. */
   override dispatch(opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
     if (!this.#accepting) throw new ServegateError('INTERNAL', 'the connections are closed; no request can be sent on them')
-    const client = this.#idle.pop() ?? (this.#open.length < this.#max ? this.#connect() : null)
-    if (client === null) {
-      this.#waiting.push({ opts, handler })
-      return false
-    }
-    this.#send(client, opts, handler)
+    if (this.#ready.length === 0 && this.#sliceUsedMs < this.#sliceMs) return this.#handOn(opts, handler)
+    this.#ready.push({ opts, handler })
+    this.#scheduleSlice()
     return true
   }
 
@@ -100,7 +129,7 @@ export class StreamConnections extends Dispatcher {
 
   async #closeGracefully(): Promise<void> {
     this.#accepting = false
-    while (this.#waiting.length > 0) await new Promise<void>((resolve) => (this.#drained = resolve))
+    while (this.#waiting.length > 0 || this.#ready.length > 0) await new Promise<void>((resolve) => (this.#drained = resolve))
     await Promise.all(this.#open.splice(0).map((client) => client.close()))
   }
 
@@ -109,9 +138,60 @@ export class StreamConnections extends Dispatcher {
     this.#destroyed = true
     const reason = err ?? new ServegateError('REQUEST_ABORTED', 'the connections were destroyed before this request could be sent')
     // A waiting request has no controller yet: undici's own queued requests fail the same way.
-    for (const w of this.#waiting.splice(0)) w.handler.onResponseError?.(null as unknown as Dispatcher.DispatchController, reason)
+    for (const w of [...this.#ready.splice(0), ...this.#waiting.splice(0)])
+      w.handler.onResponseError?.(null as unknown as Dispatcher.DispatchController, reason)
     this.#idle.length = 0
     await Promise.all(this.#open.splice(0).map((client) => client.destroy(err)))
+  }
+
+  /** Hands a request to a free connection (or the waiting line), counting the time against this turn's slice. */
+  #handOn(opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    this.#scheduleSlice()
+    const startedAt = monoMs()
+    try {
+      const client = this.#idle.pop() ?? (this.#open.length < this.#max ? this.#connect() : null)
+      if (client === null) {
+        this.#waiting.push({ opts, handler })
+        return false
+      }
+      this.#send(client, opts, handler)
+      return true
+    } finally {
+      this.#sliceUsedMs += monoMs() - startedAt
+    }
+  }
+
+  /** Once per turn in which something was handed on: the next turn's slice starts afresh. */
+  #scheduleSlice(): void {
+    if (this.#sliceScheduled) return
+    this.#sliceScheduled = true
+    setImmediate(this.#nextSlice)
+  }
+
+  /** Starts a new slice and hands on the oldest requests past the last one while it lasts. */
+  readonly #nextSlice = (): void => {
+    this.#sliceScheduled = false
+    this.#sliceUsedMs = 0
+    // At least one a turn, however long the last took.
+    while (this.#ready.length > 0 && !this.#destroyed) {
+      const next = this.#ready.shift() as Queued
+      try {
+        this.#handOn(next.opts, next.handler)
+      } catch (err) {
+        // Refused as it left the queue: its caller is no longer on the stack, so it hears it here.
+        next.handler.onResponseError?.(null as unknown as Dispatcher.DispatchController, err as Error)
+      }
+      if (this.#sliceUsedMs >= this.#sliceMs) break
+    }
+    if (this.#ready.length > 0) this.#scheduleSlice()
+    this.#checkDrained()
+  }
+
+  #checkDrained(): void {
+    if (this.#waiting.length === 0 && this.#ready.length === 0 && this.#drained !== null) {
+      this.#drained()
+      this.#drained = null
+    }
   }
 
   #connect(): Client {
@@ -133,10 +213,7 @@ export class StreamConnections extends Dispatcher {
         next.handler.onResponseError?.(null as unknown as Dispatcher.DispatchController, err as Error)
       }
     }
-    if (this.#waiting.length === 0 && this.#drained !== null) {
-      this.#drained()
-      this.#drained = null
-    }
+    this.#checkDrained()
   }
 
   #send(client: Client, opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): void {
