@@ -322,10 +322,20 @@ export function offeredPerThread(concurrency: number, workers: number): number {
 export async function measureLadder(
   quick: boolean,
   workerCounts: readonly number[],
-  cpu: number | null,
+  serverCpus: readonly number[],
   log: (line: string) => void,
 ): Promise<PacedRun[]> {
-  const server = await startServerProcess('paced', ['--interval-ms', String(LADDER_INTERVAL_MS), '--phases', 'spread'], { cpu })
+  const processes = Math.max(1, serverCpus.length)
+  const server = await startServerProcess(
+    'paced',
+    ['--interval-ms', String(LADDER_INTERVAL_MS), '--phases', 'spread', '--processes', String(processes)],
+    { cpus: serverCpus },
+  )
+  // The cell's process runs on the CPUs below the server's.
+  const cpu = serverCpus[0] ?? null
+  log(
+    `  server: ${processes} process${processes === 1 ? '' : 'es'}${serverCpus.length === 0 ? ', unpinned' : ` on CPU ${serverCpus.join(', ')}`}`,
+  )
   try {
     // Unmeasured: the server compiles as it goes in its first seconds, and was late at the first
     // rung for it (late p99 1.8–2.2 ms at C = 64 in three runs, under 0.3 ms at C = 128 after).
@@ -382,6 +392,8 @@ export interface CellBenchReport {
   memory: { peaks: MemoryFigure[]; retained: RetainedFigure } | null
   precision: PrecisionReport | null
   ladder: PacedRun[] | null
+  /** The ladder's server: one paced process on each of these CPUs (empty: one process, unpinned). */
+  ladderServerCpus?: number[]
 }
 
 /** vLLM's client's ITL error p99 at C = 1 in the issue's external measurement (a quiet machine), ms. */
@@ -526,6 +538,12 @@ export function renderCellBench(r: CellBenchReport): string {
     out.push(
       `## Scale ladder (${LADDER_INTERVAL_MS} ms a chunk; a rung holds at ≥ ${RUNG_DELIVERED * 100}% delivered, ITL error p99 ≤ ${RUNG_ITL_P99_MS} ms, server late p99 ≤ ${SERVER_ON_TIME_P99_MS} ms)`,
       '',
+      ...(r.ladderServerCpus === undefined
+        ? []
+        : [
+            `The server: ${Math.max(1, r.ladderServerCpus.length)} paced process(es)${r.ladderServerCpus.length === 0 ? ', unpinned' : ` on CPU ${r.ladderServerCpus.join(', ')}; the cell's process on the CPUs below`}.`,
+            '',
+          ]),
       '| workers | C | delivered | ITL error p99 | chunks/s per thread | server late p99 | host steal | holds |',
       '|--:|--:|--:|--:|--:|--:|--:|---|',
     )

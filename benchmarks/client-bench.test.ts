@@ -2,7 +2,8 @@ import { connect } from 'node:net'
 import { describe, expect, test } from 'vitest'
 import type { Distribution } from '../src/schema/run.ts'
 import { chunkHead, DONE_EVENT, roleEvent, tokenEvent, usageEvent } from './chunks.ts'
-import { ingestRequests } from './client-bench.ts'
+import { ingestRequests, ladderServerCount } from './client-bench.ts'
+import { ladderServerCpus } from './cpu.ts'
 import { measureIngest } from './ingest.ts'
 import { measureItl, serverStamps } from './itl.ts'
 import { runMicro } from './micro.ts'
@@ -79,5 +80,26 @@ describe('client bench (smoke, no timing thresholds)', () => {
     expect(ingestRequests(16, 800_000, 1000, 0.8)).toBe(640)
     expect(ingestRequests(256, 800_000, 1000, 0.8)).toBe(768)
     expect(ingestRequests(64, 1000, 1000, 0.1)).toBe(128)
+  })
+})
+
+describe("the ladder's server CPUs", () => {
+  test('the last CPU below 8, the last quarter from 8 up, never every CPU, none on one', () => {
+    expect(ladderServerCpus(1)).toEqual([])
+    expect(ladderServerCpus(2)).toEqual([1])
+    expect(ladderServerCpus(4)).toEqual([3])
+    expect(ladderServerCpus(16)).toEqual([12, 13, 14, 15])
+    expect(ladderServerCpus(64)).toHaveLength(16)
+    expect(ladderServerCpus(64)[0]).toBe(48)
+    expect(ladderServerCpus(16, 6)).toEqual([10, 11, 12, 13, 14, 15])
+    // The cell's thread keeps at least one CPU.
+    expect(ladderServerCpus(2, 5)).toEqual([1])
+  })
+
+  test('--ladder-server-cpus takes a whole number ≥ 1 and names itself otherwise', () => {
+    expect(ladderServerCount(undefined)).toBeUndefined()
+    expect(ladderServerCount('6')).toBe(6)
+    expect(() => ladderServerCount('0')).toThrow(/--ladder-server-cpus: a whole number ≥ 1, got 0/)
+    expect(() => ladderServerCount('four')).toThrow(/got four/)
   })
 })

@@ -1,8 +1,9 @@
 /**
- * `npm run bench:client [-- --quick] [-- --json FILE] [-- --side-by-side]`: how fast and how
+ * `npm run bench:client [-- --quick] [-- --json FILE] [-- --side-by-side] [-- --ladder-server-cpus N]`: how fast and how
  * truthfully the streaming client ingests OpenAI-compatible streams, then the cell path at GPU-
  * runner scale (memory per stream, ITL precision at C = 1, the scale ladder per worker count),
  * and with `--side-by-side` the same server measured by a vLLM-style aiohttp client, A B B A.
+ * The ladder's server takes the last CPUs (`ladderServerCpus`; `--ladder-server-cpus N` sets how many).
  * Prints figures with targets beside them; timing never fails the run (shared, noisy machines);
  * a failed ingest request or setup does.
  */
@@ -16,7 +17,7 @@ import { availableParallelism, loadavg } from 'node:os'
 import { parseArgs } from 'node:util'
 import { warmClientJit } from '../src/runner/warm.ts'
 import { type IngestResult, measureIngest } from './ingest.ts'
-import { serverCpu } from './cpu.ts'
+import { ladderServerCpus, serverCpu } from './cpu.ts'
 import { measureItl } from './itl.ts'
 import { runMicro } from './micro.ts'
 import { foreignCpu, wakeLatency } from './noise.ts'
@@ -127,15 +128,25 @@ async function runItl(
   }
 }
 
+/** `--ladder-server-cpus N`: how many CPUs (one paced process each) the ladder's server takes; undefined for the default. */
+export function ladderServerCount(flag: string | undefined): number | undefined {
+  if (flag === undefined) return undefined
+  const n = Number(flag)
+  if (!(Number.isInteger(n) && n >= 1)) throw new Error(`--ladder-server-cpus: a whole number ≥ 1, got ${flag}`)
+  return n
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       quick: { type: 'boolean', default: false },
       json: { type: 'string' },
       'side-by-side': { type: 'boolean', default: false },
+      'ladder-server-cpus': { type: 'string' },
     },
   })
   const plan = benchPlan(values.quick)
+  const ladderCount = ladderServerCount(values['ladder-server-cpus'])
   const log = (line: string): void => console.error(line)
   const startedAt = new Date()
   const loadBefore = loadavg()[0] ?? 0
@@ -158,7 +169,10 @@ async function main(): Promise<void> {
   // The cell path runs from the compiled package, as a user's vitest worker does.
   log('c. the cell path: building dist/…')
   await execa(process.execPath, [fileURLToPath(new URL('../scripts/build.ts', import.meta.url))], { stdio: 'inherit' })
-  const workerCounts = [0, 1, 2, 4, 8, 16].filter((w) => w === 0 || w <= availableParallelism() - 1)
+  const ladderCpus = ladderServerCpus(availableParallelism(), ladderCount)
+  // Workers beyond the cell's thread, on the CPUs the ladder's server leaves.
+  const clientCpus = ladderCpus[0] ?? availableParallelism()
+  const workerCounts = [0, 1, 2, 4, 8, 16].filter((w) => w === 0 || w <= clientCpus - 1)
   log('c1. memory per stream…')
   const memory = await measureMemory(plan.quick, cpu, log)
   // Beside the vLLM-style client where one is installed (python3-aiohttp, python3-numpy).
@@ -168,8 +182,8 @@ async function main(): Promise<void> {
   )
   const precision = await measurePrecision(plan.quick, cpu, log, py)
   log(`c3. scale ladder, workers ${workerCounts.join(', ')}…`)
-  const ladder = await measureLadder(plan.quick, workerCounts, cpu, log)
-  const cellPath: CellBenchReport = { memory, precision, ladder }
+  const ladder = await measureLadder(plan.quick, workerCounts, ladderCpus, log)
+  const cellPath: CellBenchReport = { memory, precision, ladder, ladderServerCpus: ladderCpus }
   let sideBySide: SideBySideReport | null = null
   if (values['side-by-side']) {
     log('d. side by side with a vLLM-style aiohttp client…')

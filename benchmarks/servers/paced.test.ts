@@ -93,6 +93,37 @@ describe('the paced bench server', () => {
     expect((aligned.at(-1) as number) - (aligned[0] as number)).toBeLessThan((spread.at(-1) as number) - (spread[0] as number))
   })
 
+  test('--processes 2 serves from two processes on one port; /stats merges both; close ends them all', async () => {
+    server = await startServerProcess('paced', ['--interval-ms', String(INTERVAL_MS), '--processes', '2'])
+    expect(server.workerPids).toHaveLength(2)
+    // Connections go round-robin to the workers: six of them reach both.
+    const clients = Array.from({ length: 6 }, () => new Client((server as ServerProcess).origin, { pipelining: 1 }))
+    try {
+      const streams = await Promise.all(clients.map((c) => stream(c, 3)))
+      for (const s of streams) expect(s.stamps).toHaveLength(3)
+      // Whichever worker answers /stats, it reports every process's chunks, and resets them all.
+      expect((await stats(clients[0] as Client)).chunks).toBe(18)
+      expect((await stats(clients[1] as Client)).chunks).toBe(0)
+    } finally {
+      await Promise.all(clients.map((c) => c.close()))
+    }
+    const pids = [server.pid, ...server.workerPids]
+    await server.close()
+    const alive = (pid: number): boolean => {
+      try {
+        process.kill(pid, 0)
+        return true
+      } catch {
+        return false
+      }
+    }
+    await expect.poll(() => pids.filter(alive), { timeout: 3000 }).toEqual([])
+  })
+
+  test('a bad --processes stops the server before it listens', async () => {
+    await expect(startServerProcess('paced', ['--processes', '0'])).rejects.toThrow(/exited before listening/)
+  })
+
   test('a bad --phases stops the server before it listens', async () => {
     await expect(startServerProcess('paced', ['--phases', 'random'])).rejects.toThrow(/exited before listening/)
   })

@@ -24,21 +24,31 @@
  * `GET /stats` says whether it kept that schedule since the last call: chunks sent and how late
  * (send time − due time) at p50, p99 and max, ms.
  *
- * Usage: `node benchmarks/servers/paced.ts [--port 0] [--interval-ms 10] [--phases aligned|spread]`
+ * `--processes N` serves from N processes (`node:cluster`, one shared port, connections handed
+ * round-robin): one process, one timer loop, keeps its schedule up to a few tens of thousands of
+ * chunks a second (late at C = 512 × 10 ms on one core of the development VM), and a C = 2048
+ * ladder rung asks 204,800. `GET /stats` then merges every process's lateness. The first line
+ * is `listening <port> <pid>,<pid>…`, the workers' pids, so a bench can pin each.
+ *
+ * Usage: `node benchmarks/servers/paced.ts [--port 0] [--interval-ms 10] [--phases aligned|spread] [--processes 1]`
  */
+import cluster, { type Worker } from 'node:cluster'
 import { createServer, type Socket } from 'node:net'
 import { parseArgs } from 'node:util'
 import { monoMs } from '../../src/client/clock.ts'
 import { chunkHead, DONE_EVENT, roleEvent, tokenEvent, usageEvent } from '../chunks.ts'
-import { maxTokensOf, MODELS_BODY, serveUntilStopped } from './serve.ts'
+import { maxTokensOf, MODELS_BODY, serveUntilStopped, stopWith } from './serve.ts'
 
 const { values } = parseArgs({
   options: {
     port: { type: 'string', default: '0' },
     'interval-ms': { type: 'string', default: '10' },
     phases: { type: 'string', default: 'aligned' },
+    processes: { type: 'string', default: '1' },
   },
 })
+const processes = Number(values.processes)
+if (!(Number.isInteger(processes) && processes >= 1)) throw new Error(`--processes: a whole number ≥ 1, got ${values.processes}`)
 const intervalMs = Number(values['interval-ms'])
 if (values.phases !== 'aligned' && values.phases !== 'spread') throw new Error(`--phases: use aligned or spread, got ${values.phases}`)
 const spread = values.phases === 'spread'
@@ -191,15 +201,41 @@ function warmRenderer(): number {
   for (let k = 0; k < 20_000; k++) bytes += chunk(tokenEvent(head, k, null, monoMs())).length
   return bytes
 }
-warmRenderer()
+if (!(processes > 1 && cluster.isPrimary)) warmRenderer()
 
-/** `GET /stats`: whether the server kept its schedule since the last call (chunks sent, lateness percentiles, ms); resets. */
-function stats(): string {
-  const sorted = lateness.subarray(0, lateCount).sort()
+/** This process's lateness since the last call, a copy; resets it. */
+function takeLateness(): Float64Array {
+  const taken = lateness.slice(0, lateCount)
+  lateCount = 0
+  return taken
+}
+
+/** The `GET /stats` body for these lateness values: chunks sent, lateness percentiles, ms. */
+function statsBody(values: Float64Array): string {
+  const sorted = values.sort()
   const at = (q: number): number | null =>
     sorted.length === 0 ? null : (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number)
-  lateCount = 0
   return JSON.stringify({ chunks: sorted.length, lateP50Ms: at(0.5), lateP99Ms: at(0.99), lateMaxMs: at(1) })
+}
+
+/** Messages between the processes of `--processes N`. */
+type Message =
+  | { kind: 'stats'; id: number }
+  | { kind: 'collect'; round: number }
+  | { kind: 'lateness'; round: number; values: Float64Array }
+  | { kind: 'stats-body'; id: number; body: string }
+  | { kind: 'listening'; port: number }
+
+/** `/stats` requests a worker has passed to the primary, by id: each waits for the merged body. */
+const statsWaiting = new Map<number, Socket>()
+let statsIds = 0
+
+/** `GET /stats`: whether the server kept its schedule since the last call, every process's chunks merged; resets. */
+function stats(socket: Socket): void {
+  if (!cluster.isWorker) return respond(socket, '200 OK', 'application/json', statsBody(takeLateness()))
+  const id = statsIds++
+  statsWaiting.set(id, socket)
+  process.send?.({ kind: 'stats', id } satisfies Message)
 }
 
 /**
@@ -227,7 +263,7 @@ function startStream(socket: Socket, tokens: number): void {
 /** Answers one request. */
 function answer(socket: Socket, method: string, path: string, body: Buffer): void {
   if (method === 'GET' && path === '/v1/models') respond(socket, '200 OK', 'application/json', MODELS_BODY)
-  else if (method === 'GET' && path === '/stats') respond(socket, '200 OK', 'application/json', stats())
+  else if (method === 'GET' && path === '/stats') stats(socket)
   else if (method === 'POST' && path === '/v1/chat/completions') startStream(socket, maxTokensOf(body, DEFAULT_TOKENS))
   else respond(socket, '404 Not Found', 'text/plain', 'not found')
 }
@@ -262,9 +298,85 @@ function onConnection(socket: Socket): void {
   socket.on('error', () => socket.destroy())
 }
 
-const server = createServer(onConnection)
-serveUntilStopped(server, Number(values.port), () => {
+const stopLoop = (): void => {
   if (timer !== null) clearTimeout(timer)
   if (immediate !== null) clearImmediate(immediate)
   heap = []
-})
+}
+
+/**
+ * The primary of `--processes N`: forks the workers, prints `listening <port> <pids>` once every
+ * one listens, merges their lateness for `/stats`, and stops them when it is stopped. A worker
+ * that dies stops the whole server: a bench must not read a schedule half the streams missed.
+ */
+function runPrimary(count: number): void {
+  cluster.setupPrimary({ serialization: 'advanced' })
+  const workers: Worker[] = []
+  let listening = 0
+  let round = 0
+  /** Per collect round: the values so far, how many replied, and who asked. */
+  const rounds = new Map<number, { parts: Float64Array[]; asker: Worker; id: number }>()
+  let stopping = false
+  const stop = (): void => {
+    stopping = true
+    for (const w of workers) w.kill()
+  }
+  for (let i = 0; i < count; i++) {
+    const worker = cluster.fork()
+    workers.push(worker)
+    worker.on('exit', (code) => {
+      if (stopping) return
+      process.stderr.write(`paced server: worker ${worker.process.pid} exited (${code}); stopping\n`)
+      stop()
+      process.exit(1)
+    })
+    worker.on('message', (m: Message) => {
+      if (m.kind === 'listening' && ++listening === count) {
+        process.stdout.write(`listening ${m.port} ${workers.map((w) => w.process.pid).join(',')}\n`)
+      } else if (m.kind === 'stats') {
+        const r = round++
+        rounds.set(r, { parts: [], asker: worker, id: m.id })
+        for (const w of workers) w.send({ kind: 'collect', round: r } satisfies Message)
+      } else if (m.kind === 'lateness') {
+        const pending = rounds.get(m.round)
+        if (pending === undefined) return
+        pending.parts.push(m.values)
+        if (pending.parts.length < count) return
+        rounds.delete(m.round)
+        const merged = new Float64Array(pending.parts.reduce((n, p) => n + p.length, 0))
+        let at = 0
+        for (const part of pending.parts) {
+          merged.set(part, at)
+          at += part.length
+        }
+        pending.asker.send({ kind: 'stats-body', id: pending.id, body: statsBody(merged) } satisfies Message)
+      }
+    })
+  }
+  stopWith(stop)
+}
+
+/** A worker of `--processes N`: serves on the shared port; exits when the primary goes. */
+function runWorker(server: ReturnType<typeof createServer>): void {
+  process.on('message', (m: Message) => {
+    if (m.kind === 'collect') process.send?.({ kind: 'lateness', round: m.round, values: takeLateness() } satisfies Message)
+    else if (m.kind === 'stats-body') {
+      const socket = statsWaiting.get(m.id)
+      statsWaiting.delete(m.id)
+      if (socket !== undefined && !socket.destroyed) respond(socket, '200 OK', 'application/json', m.body)
+    }
+  })
+  server.on('connection', (socket: Socket) => socket.setNoDelay(true))
+  process.on('disconnect', () => {
+    stopLoop()
+    process.exit(0)
+  })
+  server.listen(Number(values.port), '127.0.0.1', () => {
+    const address = server.address()
+    process.send?.({ kind: 'listening', port: typeof address === 'object' && address !== null ? address.port : -1 } satisfies Message)
+  })
+}
+
+if (processes > 1 && cluster.isPrimary) runPrimary(processes)
+else if (cluster.isWorker) runWorker(createServer(onConnection))
+else serveUntilStopped(createServer(onConnection), Number(values.port), stopLoop)

@@ -17,27 +17,36 @@ export function serveUntilStopped(server: Server, port: number, onStop: () => vo
     sockets.add(socket)
     socket.on('close', () => sockets.delete(socket))
   })
-  let stopping = false
-  const stop = (): void => {
-    if (stopping) return
-    stopping = true
+  stopWith(() => {
     onStop()
     server.close()
     for (const socket of sockets) socket.destroy()
-    process.stdin.destroy()
-    process.exitCode = 0
-    // Sockets the client keeps half-open must not hold the process.
-    setTimeout(() => process.exit(0), 200).unref()
-  }
-  process.on('SIGTERM', stop)
-  process.on('SIGINT', stop)
-  process.stdin.on('end', stop)
-  process.stdin.on('close', stop)
-  process.stdin.on('error', stop)
-  process.stdin.resume()
+  })
   server.listen(port, '127.0.0.1', () => {
     process.stdout.write(`listening ${(server.address() as AddressInfo).port}\n`)
   })
+}
+
+/**
+ * Calls `stop` once when the server is told to stop (SIGTERM, SIGINT) or its parent goes away
+ * (stdin closes), then lets the process exit; sockets a client keeps half-open do not hold it.
+ */
+export function stopWith(stop: () => void): void {
+  let stopping = false
+  const once = (): void => {
+    if (stopping) return
+    stopping = true
+    stop()
+    process.stdin.destroy()
+    process.exitCode = 0
+    setTimeout(() => process.exit(0), 200).unref()
+  }
+  process.on('SIGTERM', once)
+  process.on('SIGINT', once)
+  process.stdin.on('end', once)
+  process.stdin.on('close', once)
+  process.stdin.on('error', once)
+  process.stdin.resume()
 }
 
 /**

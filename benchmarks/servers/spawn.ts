@@ -16,8 +16,12 @@ export interface ServerProcess {
   origin: string
   port: number
   pid: number
-  /** The CPU the server is pinned to, or null when it runs unpinned. */
+  /** The CPU the server is pinned to (the first of `options.cpus`), or null when it runs unpinned. */
   cpu: number | null
+  /** Every CPU it is pinned to; empty when it runs unpinned. */
+  cpus: number[]
+  /** Its worker processes' pids (`--processes N`), pinned as the server is; empty for one process. */
+  workerPids: number[]
   /** Stops the process and waits for it to exit (SIGKILL after 2 s). Idempotent. */
   close(): Promise<void>
 }
@@ -26,8 +30,10 @@ const START_TIMEOUT_MS = 10_000
 
 /**
  * Starts a bench server in a child process (argv array, no shell) and waits for its
- * `listening <port>` line. The child also exits if this process dies (its stdin closes).
+ * `listening <port>` line (`listening <port> <pid>,…` from a server of several processes, each
+ * of them pinned too). The child also exits if this process dies (its stdin closes).
  * @param options.cpu pin the server (all its threads) to this CPU; best effort, see `pinToCpu`
+ * @param options.cpus pin it to these CPUs instead (a server of several processes)
  * @example
  * const server = await startServerProcess('zeroDelay')
  * try { … } finally { await server.close() }
@@ -35,7 +41,7 @@ const START_TIMEOUT_MS = 10_000
 export async function startServerProcess(
   kind: keyof typeof SERVER_SCRIPTS,
   args: readonly string[] = [],
-  options: { cpu?: number | null } = {},
+  options: { cpu?: number | null; cpus?: readonly number[] } = {},
 ): Promise<ServerProcess> {
   const child = execa(process.execPath, [SERVER_SCRIPTS[kind], ...args], {
     stdin: 'pipe',
@@ -56,6 +62,7 @@ export async function startServerProcess(
     return closing
   }
   try {
+    let workerPids: number[] = []
     const port = await new Promise<number>((resolve, reject) => {
       const lines = createInterface({ input: child.stdout })
       const timeout = setTimeout(
@@ -63,9 +70,10 @@ export async function startServerProcess(
         START_TIMEOUT_MS,
       )
       lines.on('line', (line) => {
-        const match = /^listening (\d+)$/.exec(line)
+        const match = /^listening (\d+)(?: (\d+(?:,\d+)*))?$/.exec(line)
         if (match === null) return
         clearTimeout(timeout)
+        workerPids = match[2] === undefined ? [] : match[2].split(',').map(Number)
         resolve(Number(match[1]))
       })
       void child.then((result) => {
@@ -73,9 +81,11 @@ export async function startServerProcess(
         reject(new Error(`the ${kind} server exited before listening: ${result.shortMessage ?? `exit code ${result.exitCode}`}`))
       })
     })
-    const cpu = options.cpu ?? null
-    const pinned = cpu !== null && child.pid !== undefined && (await pinToCpu(child.pid, cpu))
-    return { origin: `http://127.0.0.1:${port}`, port, pid: child.pid ?? -1, cpu: pinned ? cpu : null, close }
+    const cpu = options.cpus?.join(',') ?? options.cpu ?? null
+    const pids = child.pid === undefined ? [] : [child.pid, ...workerPids]
+    const pinned = cpu !== null && pids.length > 0 && (await Promise.all(pids.map((pid) => pinToCpu(pid, cpu)))).every(Boolean)
+    const cpus = !pinned ? [] : (options.cpus?.slice() ?? (options.cpu == null ? [] : [options.cpu]))
+    return { origin: `http://127.0.0.1:${port}`, port, pid: child.pid ?? -1, cpu: cpus[0] ?? null, cpus, workerPids, close }
   } catch (error) {
     await close()
     throw error
