@@ -2,7 +2,7 @@ import { connect } from 'node:net'
 import { describe, expect, test } from 'vitest'
 import type { Distribution } from '../src/schema/run.ts'
 import { chunkHead, DONE_EVENT, roleEvent, tokenEvent, usageEvent } from './chunks.ts'
-import { ingestRequests, ladderServerCount } from './client-bench.ts'
+import { ingestRequests, ladderServerCount, ladderWorkerCounts } from './client-bench.ts'
 import { ladderServerCpus } from './cpu.ts'
 import { measureIngest } from './ingest.ts'
 import { measureItl, serverStamps } from './itl.ts'
@@ -101,5 +101,13 @@ describe("the ladder's server CPUs", () => {
     expect(ladderServerCount('6')).toBe(6)
     expect(() => ladderServerCount('0')).toThrow(/--ladder-server-cpus: a whole number ≥ 1, got 0/)
     expect(() => ladderServerCount('four')).toThrow(/got four/)
+  })
+
+  test('--ladder-workers takes whole numbers ≥ 0 separated by commas and names itself otherwise', () => {
+    expect(ladderWorkerCounts(undefined)).toBeUndefined()
+    expect(ladderWorkerCounts('0, 4,8')).toEqual([0, 4, 8])
+    for (const bad of ['', '0,,4', '-1', '2.5', 'all']) {
+      expect(() => ladderWorkerCounts(bad)).toThrow(/--ladder-workers: whole numbers ≥ 0 separated by commas/)
+    }
   })
 })

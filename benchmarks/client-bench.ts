@@ -1,9 +1,11 @@
 /**
- * `npm run bench:client [-- --quick] [-- --json FILE] [-- --side-by-side] [-- --ladder-server-cpus N]`: how fast and how
+ * `npm run bench:client [-- --quick] [-- --json FILE] [-- --side-by-side]`: how fast and how
  * truthfully the streaming client ingests OpenAI-compatible streams, then the cell path at GPU-
  * runner scale (memory per stream, ITL precision at C = 1, the scale ladder per worker count),
  * and with `--side-by-side` the same server measured by a vLLM-style aiohttp client, A B B A.
- * The ladder's server takes the last CPUs (`ladderServerCpus`; `--ladder-server-cpus N` sets how many).
+ * The ladder's server takes the last CPUs (`ladderServerCpus`; `--ladder-server-cpus N` sets how many);
+ * `--ladder-only` runs the ladder alone, `--ladder-workers 0,4,8` picks its worker counts, and
+ * `--no-build` takes `dist/` as it is (a machine without the TypeScript compiler).
  * Prints figures with targets beside them; timing never fails the run (shared, noisy machines);
  * a failed ingest request or setup does.
  */
@@ -136,6 +138,17 @@ export function ladderServerCount(flag: string | undefined): number | undefined 
   return n
 }
 
+/** `--ladder-workers 0,4,8`: the worker counts the ladder climbs with; undefined for the default. */
+export function ladderWorkerCounts(flag: string | undefined): number[] | undefined {
+  if (flag === undefined) return undefined
+  const parts = flag.split(',').map((part) => part.trim())
+  const counts = parts.map(Number)
+  if (parts.some((part) => part === '') || counts.some((n) => !(Number.isInteger(n) && n >= 0))) {
+    throw new Error(`--ladder-workers: whole numbers ≥ 0 separated by commas (0: the cell's thread), got ${flag}`)
+  }
+  return counts
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -143,11 +156,38 @@ async function main(): Promise<void> {
       json: { type: 'string' },
       'side-by-side': { type: 'boolean', default: false },
       'ladder-server-cpus': { type: 'string' },
+      'ladder-only': { type: 'boolean', default: false },
+      'ladder-workers': { type: 'string' },
+      'no-build': { type: 'boolean', default: false },
     },
   })
   const plan = benchPlan(values.quick)
   const ladderCount = ladderServerCount(values['ladder-server-cpus'])
+  const ladderWorkers = ladderWorkerCounts(values['ladder-workers'])
   const log = (line: string): void => console.error(line)
+  const ladderCpus = ladderServerCpus(availableParallelism(), ladderCount)
+  // Workers beyond the cell's thread, on the CPUs the ladder's server leaves.
+  const clientCpus = ladderCpus[0] ?? availableParallelism()
+  const workerCounts = (ladderWorkers ?? [0, 1, 2, 4, 8, 16]).filter((w) => w === 0 || w <= clientCpus - 1)
+  // The cell path runs from the compiled package, as a user's vitest worker does.
+  const build = async (): Promise<void> => {
+    if (values['no-build']) return log('c. the cell path: dist/ as it is (--no-build)…')
+    log('c. the cell path: building dist/…')
+    await execa(process.execPath, [fileURLToPath(new URL('../scripts/build.ts', import.meta.url))], { stdio: 'inherit' })
+  }
+  if (values['ladder-only']) {
+    await build()
+    log(`c3. scale ladder, workers ${workerCounts.join(', ')}…`)
+    const ladder = await measureLadder(plan.quick, workerCounts, ladderCpus, log)
+    const cellPath: CellBenchReport = { memory: null, precision: null, ladder, ladderServerCpus: ladderCpus }
+    console.log(`\n${renderCellBench(cellPath)}`)
+    if (values.json !== undefined) {
+      const report = { startedAt: new Date().toISOString(), node: process.version, cpus: availableParallelism(), cellPath }
+      await writeFile(values.json, `${JSON.stringify(report, null, 2)}\n`)
+      log(`figures written to ${values.json}`)
+    }
+    return
+  }
   const startedAt = new Date()
   const loadBefore = loadavg()[0] ?? 0
   const t0 = performance.now()
@@ -166,13 +206,7 @@ async function main(): Promise<void> {
   log('a. ingest throughput…')
   const ingest = await runIngest(plan, cpu, log)
   const itl = itlRun.levels
-  // The cell path runs from the compiled package, as a user's vitest worker does.
-  log('c. the cell path: building dist/…')
-  await execa(process.execPath, [fileURLToPath(new URL('../scripts/build.ts', import.meta.url))], { stdio: 'inherit' })
-  const ladderCpus = ladderServerCpus(availableParallelism(), ladderCount)
-  // Workers beyond the cell's thread, on the CPUs the ladder's server leaves.
-  const clientCpus = ladderCpus[0] ?? availableParallelism()
-  const workerCounts = [0, 1, 2, 4, 8, 16].filter((w) => w === 0 || w <= clientCpus - 1)
+  await build()
   log('c1. memory per stream…')
   const memory = await measureMemory(plan.quick, cpu, log)
   // Beside the vLLM-style client where one is installed (python3-aiohttp, python3-numpy).
