@@ -39,7 +39,7 @@ const modules = await runtimeModules()
 // Nested folders are inside their parents already; tar takes each top-level one once.
 const tops = modules.filter((dir) => !modules.some((other) => other !== dir && dir.startsWith(`${other}/`)))
 await execa('tar', ['-cf', `${OUT}/bundle.tar`, node, 'dist', ...tops], { cwd: ROOT })
-await rm(new URL(`../${node}`, import.meta.url))
+await rm(new URL(`../${OUT}/bin`, import.meta.url), { recursive: true })
 await execa('xz', ['-T0', '-6', `${OUT}/bundle.tar`], { cwd: ROOT })
 const size = (await stat(new URL(`../${OUT}/bundle.tar.xz`, import.meta.url))).size
 process.stdout.write(
