@@ -138,7 +138,7 @@ describe('renderCellBench', () => {
       ladderServerCpus: [12, 13, 14, 15],
     }
     const text = renderCellBench(report)
-    expect(text).toContain("The server: 4 paced process(es) on CPU 12, 13, 14, 15; the cell's process on the CPUs below.")
+    expect(text).toContain("The server: 4 paced processes on CPU 12, 13, 14, 15; the cell's process on the CPUs below.")
     expect(text).toContain('| C = 1 × 1000 tokens | 98 MB (97, 98, 104) | ≤ 100 MB (met) | 112 MB | 16.0 MB |')
     // Judged against the vLLM-style client on the same server: 3.00 ms ≤ its 3.50 ms.
     expect(text).toContain("Target: ITL error p99 ≤ the vLLM-style client's median here, 3.500 ms.")

@@ -333,9 +333,7 @@ export async function measureLadder(
   )
   // The cell's process runs on the CPUs below the server's.
   const cpu = serverCpus[0] ?? null
-  log(
-    `  server: ${processes} process${processes === 1 ? '' : 'es'}${serverCpus.length === 0 ? ', unpinned' : ` on CPU ${serverCpus.join(', ')}`}`,
-  )
+  log(`  server: ${ladderServerText(serverCpus)}`)
   try {
     // Unmeasured: the server compiles as it goes in its first seconds, and was late at the first
     // rung for it (late p99 1.8–2.2 ms at C = 64 in three runs, under 0.3 ms at C = 128 after).
@@ -365,6 +363,15 @@ export async function measureLadder(
   } finally {
     await server.close()
   }
+}
+
+/** The ladder's server in words: its processes, and the CPUs they and the cell's process are pinned to. */
+export function ladderServerText(serverCpus: readonly number[]): string {
+  const n = Math.max(1, serverCpus.length)
+  const processes = `${n} paced process${n === 1 ? '' : 'es'}`
+  return serverCpus.length === 0
+    ? `${processes}, unpinned`
+    : `${processes} on CPU ${serverCpus.join(', ')}; the cell's process on the CPUs below`
 }
 
 /**
@@ -538,12 +545,7 @@ export function renderCellBench(r: CellBenchReport): string {
     out.push(
       `## Scale ladder (${LADDER_INTERVAL_MS} ms a chunk; a rung holds at ≥ ${RUNG_DELIVERED * 100}% delivered, ITL error p99 ≤ ${RUNG_ITL_P99_MS} ms, server late p99 ≤ ${SERVER_ON_TIME_P99_MS} ms)`,
       '',
-      ...(r.ladderServerCpus === undefined
-        ? []
-        : [
-            `The server: ${Math.max(1, r.ladderServerCpus.length)} paced process(es)${r.ladderServerCpus.length === 0 ? ', unpinned' : ` on CPU ${r.ladderServerCpus.join(', ')}; the cell's process on the CPUs below`}.`,
-            '',
-          ]),
+      ...(r.ladderServerCpus === undefined ? [] : [`The server: ${ladderServerText(r.ladderServerCpus)}.`, '']),
       '| workers | C | delivered | ITL error p99 | chunks/s per thread | server late p99 | host steal | holds |',
       '|--:|--:|--:|--:|--:|--:|--:|---|',
     )

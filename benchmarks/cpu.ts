@@ -2,10 +2,10 @@ import { availableParallelism } from 'node:os'
 import { execa } from 'execa'
 
 /**
- * Pins a process, every thread of it, to one CPU (or a list, `2,3`) with `taskset` (Linux). Loopback wake-ups
- * are "sync": the kernel tends to run the woken client on the CPU of the server that woke it,
- * behind the server's work, which shows up as client latency. A server on a CPU of its own
- * keeps the two apart, as a remote engine would be.
+ * Pins a process, every thread of it, to one CPU (or a list, `2,3`) with `taskset` (Linux).
+ * Loopback wake-ups are "sync": the kernel tends to run the woken client on the CPU of the
+ * server that woke it, behind the server's work, which shows up as client latency. A server on
+ * a CPU of its own keeps the two apart, as a remote engine would be.
  * @returns false where `taskset` is missing or refuses (the server then runs unpinned)
  */
 export async function pinToCpu(pid: number, cpu: number | string): Promise<boolean> {
@@ -14,8 +14,9 @@ export async function pinToCpu(pid: number, cpu: number | string): Promise<boole
 }
 
 /**
- * The CPUs for the scale ladder's paced server, one process on each: the last one where the
- * machine has fewer than 8 (none below 2), else the last quarter, rounded up (4 of 16, 16 of 64).
+ * The CPUs for the scale ladder's paced server, as many processes as CPUs, pinned to them: the
+ * last one where the machine has fewer than 8 (none below 2), else the last quarter, rounded up
+ * (4 of 16, 16 of 64).
  * A C = 2048 rung asks 204,800 chunks a second, several times what one server process sends on
  * time; the cell's process takes the CPUs below them.
  * @param count how many; @default a quarter from 8 CPUs up, else 1
