@@ -211,19 +211,41 @@ describe('StreamConnections', () => {
     await expect.poll(open).toBe(0)
   })
 
-  test('undici request() works over it (the warm-up GETs), and null connections open as many as are asked for', async () => {
-    const { origin, open } = await serve(false)
+  test('undici request() works over it, and null connections open as many as are in flight at once', async () => {
+    const { origin, answer, open, ports } = await serve(true)
     const connections = new StreamConnections(origin, null)
     try {
-      const bodies = await Promise.all(
-        Array.from({ length: 5 }, async () => {
-          const res = await connections.request({ method: 'GET', path: '/v1/models' })
-          return res.body.text()
-        }),
-      )
-      expect(bodies).toEqual(Array(5).fill('{"data":[]}'))
+      const res = await connections.request({ method: 'GET', path: '/v1/models' })
+      expect(await res.body.text()).toBe('{"data":[]}')
+      // Five held at once, whatever the turns they went out in: five connections.
+      const held = Array.from({ length: 5 }, () => raw(connections, origin))
+      await expect.poll(() => ports.length).toBe(5)
+      for (let i = 0; i < 5; i++) answer()
+      expect(await Promise.all(held.map((r) => r.ended))).toEqual([null, null, null, null, null])
       expect(connections.opened).toBe(5)
       expect(open()).toBe(5)
+    } finally {
+      await connections.destroy()
+    }
+  })
+
+  test('warm opens connections up to the count, each answering a GET of its own, and requests then connect nothing', async () => {
+    const { origin, open, ports } = await serve(false)
+    const connections = new StreamConnections(origin, 8)
+    try {
+      // One open already: warm adds what is missing, however fast the server answers.
+      await raw(connections, origin).ended
+      await connections.warm(5, { path: '/v1/models', timeoutMs: 5000 })
+      expect(connections.opened).toBe(5)
+      expect(open()).toBe(5)
+      // Never past the bound.
+      await connections.warm(20, { path: '/v1/models', timeoutMs: 5000 })
+      expect(connections.opened).toBe(8)
+      ports.length = 0
+      await Promise.all(Array.from({ length: 8 }, () => raw(connections, origin).ended))
+      expect(connections.opened).toBe(8)
+      expect(new Set(ports).size).toBeGreaterThan(1)
+      expect(open()).toBe(8)
     } finally {
       await connections.destroy()
     }

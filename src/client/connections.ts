@@ -105,6 +105,32 @@ export class StreamConnections extends Dispatcher {
     return true
   }
 
+  /**
+   * Opens connections until `count` are open (never past the bound), each answering a `GET path`
+   * of its own, and keeps them idle for the requests to come, so that a measured phase connects
+   * nothing. Each GET goes on a connection of its own at once, outside the slices (nothing is
+   * measured yet): through `dispatch`, a GET answered quickly would free its connection for the
+   * next and fewer would open. Best effort: a connection the server refuses joins the idle ones
+   * all the same, and undici connects it again when a request takes it.
+   */
+  async warm(count: number, get: { path: string; headers?: Record<string, string>; timeoutMs: number }): Promise<void> {
+    const fresh: Client[] = []
+    while (this.#accepting && this.#open.length < Math.min(count, this.#max)) fresh.push(this.#connect())
+    await Promise.allSettled(
+      fresh.map(async (client) => {
+        const res = await client.request({
+          method: 'GET',
+          path: get.path,
+          headers: get.headers,
+          signal: AbortSignal.timeout(get.timeoutMs),
+        })
+        await res.body.dump()
+      }),
+    )
+    if (this.#destroyed) return
+    for (const client of fresh) this.#release(client)
+  }
+
   /** Stops taking requests; those waiting still go out as connections free; resolves when every connection has closed. */
   override close(): Promise<void>
   override close(callback: () => void): void

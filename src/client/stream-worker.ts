@@ -52,12 +52,8 @@ function send(m: Extract<ToWorker, { type: 'send' }>): void {
 }
 
 async function warm(connections: number): Promise<void> {
-  const one = async (): Promise<void> => {
-    const res = await dispatcher.request({ method: 'GET', path: '/v1/models', headers, signal: AbortSignal.timeout(setup.deadlineMs) })
-    await res.body.dump()
-  }
   // Best effort: an engine that refuses the extra connections is measured as it is.
-  await Promise.allSettled(Array.from({ length: connections }, one))
+  await dispatcher.warm(connections, { path: '/v1/models', headers, timeoutMs: setup.deadlineMs })
   post({ type: 'warmed' })
 }
 

@@ -95,17 +95,13 @@ export function httpTransport(o: ResolvedCellOptions, origin: string, engineCore
     const obs = await send(body, 0, AbortSignal.timeout(o.requestTimeoutMs))
     return obs.usagePromptTokens === null ? null : obs.usagePromptTokens - (await countText(content))
   }
-  const warmOne = async (): Promise<void> => {
-    const res = await dispatcher.request({ method: 'GET', path: '/v1/models', headers, signal: AbortSignal.timeout(o.requestTimeoutMs) })
-    await res.body.dump()
-  }
   return {
     send,
     tokenizer: () => probeTokenizer(origin, o.model, o.api === 'chat' ? measureChatOverhead : async () => null, undefined, templateKwargs),
     warm: async (connections) => {
       if (workers !== null) return workers.warm(connections)
       // Best effort: an engine that refuses the extra connections is measured as it is.
-      await Promise.allSettled(Array.from({ length: connections }, warmOne))
+      await dispatcher.warm(connections, { path: '/v1/models', headers, timeoutMs: o.requestTimeoutMs })
     },
     ...(workers === null
       ? {}

@@ -190,6 +190,20 @@ describe('runCell against the simulated engine', () => {
     expect(c.plan.workload.requestStreamSha256).not.toBe(a.plan.workload.requestStreamSha256)
   })
 
+  test('the measured phase starts with its connections open: none is opened while measuring', async () => {
+    const s = await start({ decodeTokPerS: 10_000 })
+    let atMeasureStart = -1
+    const record = await runCell(
+      { baseUrl: s.url, model: 'm', concurrency: 8, requests: 16, maxTokens: 4, workload: { promptTokens: 16 }, calibrate: false },
+      { onMeasureStart: () => void (atMeasureStart = s.stats().connectionsAccepted) },
+    )
+    expect(record.completed).toBe(16)
+    // The probe's and the warm-up's connections, the eight the loop streams over among them; the
+    // sim answers a GET at once, so a warm-up that let one GET's connection carry the next opened fewer.
+    expect(atMeasureStart).toBeGreaterThanOrEqual(8)
+    expect(s.stats().connectionsAccepted).toBe(atMeasureStart)
+  })
+
   test('warm-up requests run first and are not recorded', async () => {
     const s = await start()
     const record = await runCell({

@@ -22,6 +22,8 @@ export interface SimStats {
   active: number
   /** The most streams open at once. */
   maxActive: number
+  /** TCP connections the server has accepted so far. */
+  connectionsAccepted: number
   /** The most streams in the decode batch at once. */
   maxRunning: number
   /** Streams waiting for admission now (capacity model: a seat or KV room). */
@@ -107,6 +109,7 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
   const timings = { count: 0, ttftSecondsSum: 0, prefillSecondsSum: 0, decodeSecondsSum: 0 }
   let tokenizeRequests = 0
   let maxActive = 0
+  let connectionsAccepted = 0
   let closing: Promise<void> | null = null
   const startedS = Math.floor(Date.now() / 1000)
 
@@ -115,6 +118,8 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
       sendError(res, 500, `sim internal error: ${error instanceof Error ? error.message : String(error)}`)
     })
   })
+
+  server.on('connection', () => connectionsAccepted++)
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     req.socket.setNoDelay(true)
@@ -251,6 +256,7 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
       tokenizeRequests,
       active: streams.size,
       maxActive,
+      connectionsAccepted,
       maxRunning: engine.maxRunning(),
       queued: engine.queued(),
       maxQueued: engine.maxQueued(),
