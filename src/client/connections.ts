@@ -37,7 +37,7 @@ interface Queued {
  * Requests go out in slices of about `SEND_SLICE_MS` per event-loop turn. A closed loop's equal
  * streams end together, and handing each next request to the socket at once (60–170 µs each here)
  * held one thread for 15–45 ms at C = 256: every chunk that arrived meanwhile was stamped that
- * late, and so was a first chunk, which inflates the TTFT of requests sent early in such a storm.
+ * late, a first chunk too (the TTFT of a request whose first token came back within the storm).
  * Sliced, the reads that arrive between slices are stamped within a turn; the requests behind go
  * out that much later, which their send lag records (docs/client-benchmark.md). Below a slice's
  * worth a turn, a request goes out at once, as before.
