@@ -399,7 +399,7 @@ export interface CellBenchReport {
   memory: { peaks: MemoryFigure[]; retained: RetainedFigure } | null
   precision: PrecisionReport | null
   ladder: PacedRun[] | null
-  /** The ladder's server: one paced process on each of these CPUs (empty: one process, unpinned). */
+  /** The ladder's server: as many paced processes as these CPUs, pinned to them (empty: one process, unpinned). */
   ladderServerCpus?: number[]
 }
 

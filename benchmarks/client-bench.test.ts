@@ -2,7 +2,8 @@ import { connect } from 'node:net'
 import { describe, expect, test } from 'vitest'
 import type { Distribution } from '../src/schema/run.ts'
 import { chunkHead, DONE_EVENT, roleEvent, tokenEvent, usageEvent } from './chunks.ts'
-import { ingestRequests, ladderServerCount, ladderWorkerCounts } from './client-bench.ts'
+import { intFlag } from '../src/cli/flags.ts'
+import { ingestRequests, ladderWorkerCounts } from './client-bench.ts'
 import { ladderServerCpus } from './cpu.ts'
 import { measureIngest } from './ingest.ts'
 import { measureItl, serverStamps } from './itl.ts'
@@ -97,10 +98,10 @@ describe("the ladder's server CPUs", () => {
   })
 
   test('--ladder-server-cpus takes a whole number ≥ 1 and names itself otherwise', () => {
-    expect(ladderServerCount(undefined)).toBeUndefined()
-    expect(ladderServerCount('6')).toBe(6)
-    expect(() => ladderServerCount('0')).toThrow(/--ladder-server-cpus: a whole number ≥ 1, got 0/)
-    expect(() => ladderServerCount('four')).toThrow(/got four/)
+    expect(intFlag('--ladder-server-cpus', undefined, 1)).toBeUndefined()
+    expect(intFlag('--ladder-server-cpus', '6', 1)).toBe(6)
+    expect(() => intFlag('--ladder-server-cpus', '0', 1)).toThrow(/--ladder-server-cpus: "0" is not valid; pass an integer ≥ 1/)
+    expect(() => intFlag('--ladder-server-cpus', 'four', 1)).toThrow(/--ladder-server-cpus: "four" is not valid/)
   })
 
   test('--ladder-workers takes whole numbers ≥ 0 separated by commas and names itself otherwise', () => {

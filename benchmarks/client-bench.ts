@@ -17,6 +17,7 @@ import { findPythonClient } from './python-client.ts'
 import { renderSideBySide, runSideBySide, type SideBySideReport } from './side-by-side.ts'
 import { availableParallelism, loadavg } from 'node:os'
 import { parseArgs } from 'node:util'
+import { intFlag } from '../src/cli/flags.ts'
 import { warmClientJit } from '../src/runner/warm.ts'
 import { type IngestResult, measureIngest } from './ingest.ts'
 import { ladderServerCpus, serverCpu } from './cpu.ts'
@@ -130,14 +131,6 @@ async function runItl(
   }
 }
 
-/** `--ladder-server-cpus N`: how many CPUs (one paced process each) the ladder's server takes; undefined for the default. */
-export function ladderServerCount(flag: string | undefined): number | undefined {
-  if (flag === undefined) return undefined
-  const n = Number(flag)
-  if (!(Number.isInteger(n) && n >= 1)) throw new Error(`--ladder-server-cpus: a whole number ≥ 1, got ${flag}`)
-  return n
-}
-
 /** `--ladder-workers 0,4,8`: the worker counts the ladder climbs with; undefined for the default. */
 export function ladderWorkerCounts(flag: string | undefined): number[] | undefined {
   if (flag === undefined) return undefined
@@ -162,7 +155,8 @@ async function main(): Promise<void> {
     },
   })
   const plan = benchPlan(values.quick)
-  const ladderCount = ladderServerCount(values['ladder-server-cpus'])
+  // How many CPUs (as many paced processes) the ladder's server takes.
+  const ladderCount = intFlag('--ladder-server-cpus', values['ladder-server-cpus'], 1)
   const ladderWorkers = ladderWorkerCounts(values['ladder-workers'])
   const log = (line: string): void => console.error(line)
   const ladderCpus = ladderServerCpus(availableParallelism(), ladderCount)

@@ -35,6 +35,7 @@
 import cluster, { type Worker } from 'node:cluster'
 import { createServer, type Socket } from 'node:net'
 import { parseArgs } from 'node:util'
+import { intFlag } from '../../src/cli/flags.ts'
 import { monoMs } from '../../src/client/clock.ts'
 import { chunkHead, DONE_EVENT, roleEvent, tokenEvent, usageEvent } from '../chunks.ts'
 import { maxTokensOf, MODELS_BODY, serveUntilStopped, stopWith } from './serve.ts'
@@ -47,8 +48,7 @@ const { values } = parseArgs({
     processes: { type: 'string', default: '1' },
   },
 })
-const processes = Number(values.processes)
-if (!(Number.isInteger(processes) && processes >= 1)) throw new Error(`--processes: a whole number ≥ 1, got ${values.processes}`)
+const processes = intFlag('--processes', values.processes, 1) ?? 1
 const intervalMs = Number(values['interval-ms'])
 if (values.phases !== 'aligned' && values.phases !== 'spread') throw new Error(`--phases: use aligned or spread, got ${values.phases}`)
 const spread = values.phases === 'spread'

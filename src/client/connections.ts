@@ -16,6 +16,11 @@ interface Queued {
   handler: Dispatcher.DispatchHandler
 }
 
+/** Fails a request that never reached a connection: it has no controller yet, as undici's own queued requests have none. */
+function refuse(q: Queued, err: Error): void {
+  q.handler.onResponseError?.(null as unknown as Dispatcher.DispatchController, err)
+}
+
 /**
  * The keep-alive connections a cell streams over: up to `connections` undici `Client`s, each
  * carrying one request at a time. A request takes the connection released last (the one its
@@ -163,9 +168,7 @@ export class StreamConnections extends Dispatcher {
     this.#accepting = false
     this.#destroyed = true
     const reason = err ?? new ServegateError('REQUEST_ABORTED', 'the connections were destroyed before this request could be sent')
-    // A waiting request has no controller yet: undici's own queued requests fail the same way.
-    for (const w of [...this.#ready.splice(0), ...this.#waiting.splice(0)])
-      w.handler.onResponseError?.(null as unknown as Dispatcher.DispatchController, reason)
+    for (const q of [...this.#ready.splice(0), ...this.#waiting.splice(0)]) refuse(q, reason)
     this.#idle.length = 0
     await Promise.all(this.#open.splice(0).map((client) => client.destroy(err)))
   }
@@ -205,7 +208,7 @@ export class StreamConnections extends Dispatcher {
         this.#handOn(next.opts, next.handler)
       } catch (err) {
         // Refused as it left the queue: its caller is no longer on the stack, so it hears it here.
-        next.handler.onResponseError?.(null as unknown as Dispatcher.DispatchController, err as Error)
+        refuse(next, err as Error)
       }
       if (this.#sliceUsedMs >= this.#sliceMs) break
     }
@@ -236,7 +239,7 @@ export class StreamConnections extends Dispatcher {
         this.#send(client, next.opts, next.handler)
       } catch (err) {
         // Refused as it left the queue: its caller is no longer on the stack, so it hears it here.
-        next.handler.onResponseError?.(null as unknown as Dispatcher.DispatchController, err as Error)
+        refuse(next, err as Error)
       }
     }
     this.#checkDrained()
