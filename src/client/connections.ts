@@ -1,14 +1,6 @@
 import { Client, Dispatcher } from 'undici'
 import { ServegateError } from '../errors.ts'
-import { monoMs } from './clock.ts'
-
-/**
- * Of one event-loop turn, the ms a thread spends handing requests to undici before it lets the
- * turn end and the reads that came meanwhile be stamped; the rest go out in the turns after. Each
- * handed request's bytes are written in the next check phase (undici's idle-socket check), so a
- * turn then holds the thread for a few times this with the writes.
- */
-export const SEND_SLICE_MS = 0.25
+import { TurnSlice } from './turn-slice.ts'
 
 /** A request not yet handed to a connection. */
 interface Queued {
@@ -39,13 +31,15 @@ function refuse(q: Queued, err: Error): void {
  * flagged harness-limited either way) the ITL error's tail read worse this way, the price of
  * sending on time, until requests went out in slices (docs/client-benchmark.md).
  *
- * Requests go out in slices of about `SEND_SLICE_MS` per event-loop turn. A closed loop's equal
- * streams end together, and handing each next request to the socket at once (60–170 µs each here)
- * held one thread for 15–45 ms at C = 256: every chunk that arrived meanwhile was stamped that
- * late, a first chunk too (the TTFT of a request whose first token came back within the storm).
- * Sliced, the reads that arrive between slices are stamped within a turn; the requests behind go
- * out that much later, which their send lag records (docs/client-benchmark.md). Below a slice's
- * worth a turn, a request goes out at once, as before.
+ * Requests go out in slices of about `SLICE_MS` per event-loop turn (a `TurnSlice`). A closed
+ * loop's equal streams end together, and handing each next request to the socket at once (60–170
+ * µs each here) held one thread for 15–45 ms at C = 256: every chunk that arrived meanwhile was
+ * stamped that late, a first chunk too (the TTFT of a request whose first token came back within
+ * the storm). Sliced, the reads that arrive between slices are stamped within a turn; the requests
+ * behind go out that much later, which their send lag records (docs/client-benchmark.md). Below a
+ * slice's worth a turn, a request goes out at once. Each handed request's bytes are written in the
+ * next check phase (undici's idle-socket check), so a turn then holds the thread for a few times
+ * the slice with the writes.
  *
  * A connection is released once undici has finished with its response (`onResponseEnd` or
  * `onResponseError`, then one microtask, so undici's own bookkeeping is done first), never when
@@ -62,10 +56,7 @@ export class StreamConnections extends Dispatcher {
   readonly #waiting: Queued[] = []
   /** Requests past this turn's slice, oldest first: they go out in the next turns. */
   readonly #ready: Queued[] = []
-  readonly #sliceMs: number
-  /** Ms of this turn's slice spent; reset by the turn's `#nextSlice`. */
-  #sliceUsedMs = 0
-  #sliceScheduled = false
+  readonly #slice: TurnSlice
   #accepting = true
   #destroyed = false
   /** Called when the last waiting or queued request has gone out, while closing. */
@@ -73,7 +64,7 @@ export class StreamConnections extends Dispatcher {
 
   /**
    * @param connections the most open at once; null for no bound (an open loop without an in-flight cap)
-   * @param options.sliceMs ms of each turn spent handing requests on; @default SEND_SLICE_MS (Infinity: all at once)
+   * @param options.sliceMs ms of each turn spent handing requests on; @default SLICE_MS (Infinity: all at once)
    */
   constructor(origin: string, connections: number | null, options: { keepAliveTimeout?: number; sliceMs?: number } = {}) {
     super()
@@ -83,7 +74,7 @@ export class StreamConnections extends Dispatcher {
     this.#origin = origin
     this.#max = connections ?? Infinity
     this.#options = { pipelining: 1, keepAliveTimeout: options.keepAliveTimeout ?? 60_000 }
-    this.#sliceMs = options.sliceMs ?? SEND_SLICE_MS
+    this.#slice = new TurnSlice(options.sliceMs)
   }
 
   /** Connections opened so far (each stays open, idle or busy, until close or destroy). */
@@ -104,9 +95,9 @@ export class StreamConnections extends Dispatcher {
   /** Hands the request on now, within this turn's slice, or queues it behind the others for the next turns. */
   override dispatch(opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
     if (!this.#accepting) throw new ServegateError('INTERNAL', 'the connections are closed; no request can be sent on them')
-    if (this.#ready.length === 0 && this.#sliceUsedMs < this.#sliceMs) return this.#handOn(opts, handler)
+    if (this.#slice.open) return this.#slice.run(() => this.#handOn(opts, handler))
     this.#ready.push({ opts, handler })
-    this.#scheduleSlice()
+    void this.#slice.later(this.#handOnOldest)
     return true
   }
 
@@ -173,46 +164,28 @@ export class StreamConnections extends Dispatcher {
     await Promise.all(this.#open.splice(0).map((client) => client.destroy(err)))
   }
 
-  /** Hands a request to a free connection (or the waiting line), counting the time against this turn's slice. */
+  /** Hands a request to a free connection, or to the waiting line. */
   #handOn(opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-    this.#scheduleSlice()
-    const startedAt = monoMs()
-    try {
-      const client = this.#idle.pop() ?? (this.#open.length < this.#max ? this.#connect() : null)
-      if (client === null) {
-        this.#waiting.push({ opts, handler })
-        return false
-      }
-      this.#send(client, opts, handler)
-      return true
-    } finally {
-      this.#sliceUsedMs += monoMs() - startedAt
+    const client = this.#idle.pop() ?? (this.#open.length < this.#max ? this.#connect() : null)
+    if (client === null) {
+      this.#waiting.push({ opts, handler })
+      return false
     }
+    this.#send(client, opts, handler)
+    return true
   }
 
-  /** Once per turn in which something was handed on: the next turn's slice starts afresh. */
-  #scheduleSlice(): void {
-    if (this.#sliceScheduled) return
-    this.#sliceScheduled = true
-    setImmediate(this.#nextSlice)
-  }
-
-  /** Starts a new slice and hands on the oldest requests past the last one while it lasts. */
-  readonly #nextSlice = (): void => {
-    this.#sliceScheduled = false
-    this.#sliceUsedMs = 0
-    // At least one a turn, however long the last took.
-    while (this.#ready.length > 0 && !this.#destroyed) {
-      const next = this.#ready.shift() as Queued
+  /** In a later turn's slice: hands on the oldest request queued past its own turn's (none left once destroyed). */
+  readonly #handOnOldest = (): void => {
+    const next = this.#ready.shift()
+    if (next !== undefined) {
       try {
         this.#handOn(next.opts, next.handler)
       } catch (err) {
         // Refused as it left the queue: its caller is no longer on the stack, so it hears it here.
         refuse(next, err as Error)
       }
-      if (this.#sliceUsedMs >= this.#sliceMs) break
     }
-    if (this.#ready.length > 0) this.#scheduleSlice()
     this.#checkDrained()
   }
 

@@ -1,6 +1,7 @@
 import { monoMs } from '../client/clock.ts'
 import { describe, expect, test } from 'vitest'
 import { emptyObservation, type StreamObservation } from '../client/stream.ts'
+import { TurnSlice } from '../client/turn-slice.ts'
 import { closedLoop, openLoop, type Slot } from './dispatch.ts'
 
 /** An observation of a request that was sent at `sentAt` and ended now. */
@@ -112,6 +113,39 @@ describe('openLoop', () => {
       expect(slot.slotAt).toBeGreaterThanOrEqual(previous.obs.endAt as number)
       expect((calledAt[i] as number) - (previous.obs.endAt as number)).toBeLessThan(10)
     }
+  })
+
+  test('closed loop: a round that ends together starts its next requests over the next turns, the loop turning between', async () => {
+    const nextTurns = async (slice: TurnSlice): Promise<number[]> => {
+      let turn = 0
+      let ticking = true
+      const tick = (): void => {
+        if (!ticking) return
+        turn++
+        setImmediate(tick)
+      }
+      setImmediate(tick)
+      // Round one ends at one moment; each start holds the thread for 1 ms (its body, its hand-off).
+      let endRound: () => void = () => {}
+      const roundEnds = new Promise<void>((resolve) => (endRound = resolve))
+      setTimeout(endRound, 10)
+      const startedInTurn: number[] = []
+      const send = async (index: number): Promise<StreamObservation> => {
+        const at = monoMs()
+        while (monoMs() < at + 1);
+        startedInTurn[index] = turn
+        if (index < 4) await roundEnds
+        return observed(at)
+      }
+      await closedLoop(8, 4, send, () => {}, undefined, slice)
+      ticking = false
+      return startedInTurn.slice(4)
+    }
+    const sliced = await nextTurns(new TurnSlice(0.25))
+    expect(new Set(sliced).size).toBe(4)
+    expect(sliced).toEqual([...sliced].sort((a, b) => a - b))
+    const unsliced = await nextTurns(new TurnSlice(Infinity))
+    expect(new Set(unsliced).size).toBe(1)
   })
 
   test('closed loop: after an abort no slot takes another request', async () => {

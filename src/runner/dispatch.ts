@@ -1,6 +1,7 @@
 import type { StreamObservation } from '../client/stream.ts'
 import type { OpenLoopStats } from '../schema/load.ts'
 import { monoMs } from '../client/clock.ts'
+import { TurnSlice } from '../client/turn-slice.ts'
 
 /** One request as dispatched: when it was ready, when it could go, when it was due, and what came back. */
 export interface Slot {
@@ -24,6 +25,12 @@ export type Send = (index: number) => Promise<StreamObservation>
  * is dispatched first and the ended one handed to `onDone` after, so making its record does not
  * delay the dispatch; where the bytes still wait for an event-loop turn, it counts in the next
  * request's send lag (from the end) instead of before it.
+ *
+ * Starting a request and handing over the one before (its body, its record, its hand-off) is done
+ * in slices of an event-loop turn (`slice`): when a round of equal streams ends together, the
+ * slots go on over the next turns, oldest first, and the chunks of the streams still running are
+ * read, and stamped, in between.
+ * @param slice the turn slices the slots' next requests start in; @default a new `TurnSlice` (0.25 ms a turn)
  */
 export async function closedLoop(
   count: number,
@@ -31,19 +38,29 @@ export async function closedLoop(
   send: Send,
   onDone: (slot: Slot) => void,
   signal?: AbortSignal,
+  slice: TurnSlice = new TurnSlice(),
 ): Promise<void> {
   const readyAt = monoMs()
   let next = 0
   const worker = async (): Promise<void> => {
     let slotAt = readyAt
     let ended: Slot | null = null
-    while (next < count && signal?.aborted !== true) {
+    // The next request out and the ended one handed over; null once no more are to be sent.
+    const step = (): Promise<StreamObservation> | null => {
+      if (next >= count || signal?.aborted === true) return null
       const index = next++
       const sending = send(index)
       if (ended !== null) onDone(ended)
-      const obs = await sending
-      ended = { index, readyAt, slotAt, scheduledOffsetMs: null, obs }
-      slotAt = monoMs()
+      ended = null
+      return sending.then((obs) => {
+        ended = { index, readyAt, slotAt, scheduledOffsetMs: null, obs }
+        slotAt = monoMs()
+        return obs
+      })
+    }
+    for (;;) {
+      const obs = await (slice.open ? slice.run(step) : slice.later(step))
+      if (obs === null) break
     }
     if (ended !== null) onDone(ended)
   }

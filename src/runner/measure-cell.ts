@@ -21,6 +21,7 @@ import { HostSteal } from './host-steal.ts'
 import { assembleRecord, cellPlan, harnessHealth, requestRecord } from './run-record.ts'
 import { warmClientJit } from './warm.ts'
 import { monoMs } from '../client/clock.ts'
+import { SLICE_MS, TurnSlice } from '../client/turn-slice.ts'
 
 export type { CellProgress } from '../schema/progress.ts'
 
@@ -96,7 +97,10 @@ export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Pro
   return measureCell(o, httpTransport(o, origin, hooks.engineCores), display, hooks)
 }
 
-/** The measured requests, closed loop at the concurrency or open loop on the schedule; the open loop's own stats. */
+/**
+ * The measured requests, closed loop at the concurrency or open loop on the schedule; the open loop's own stats.
+ * @param slice the turn slices a closed loop starts its next requests in
+ */
 async function measuredPhase(
   o: ResolvedCellOptions,
   count: number,
@@ -105,9 +109,10 @@ async function measuredPhase(
   signal: AbortSignal,
   send: (index: number) => Promise<StreamObservation>,
   onDone: (slot: Slot) => void,
+  slice: TurnSlice,
 ): Promise<OpenLoopStats | null> {
   if (arrivals === null) {
-    await closedLoop(count, o.concurrency, send, onDone, signal)
+    await closedLoop(count, o.concurrency, send, onDone, signal, slice)
     return null
   }
   return openLoop({ offsetsMs: arrivals.offsetsMs, maxInFlight: arrivals.plan.maxInFlight, startAt, signal }, send, onDone)
@@ -175,6 +180,9 @@ export async function measureCell(
     let failed = 0
     let done = 0
     warmClientJit()
+    // Where the cell's thread reads the chunks itself, a closed loop starts its next requests in
+    // slices of a turn, the reads in between; on worker threads it has none to keep waiting.
+    const loopSlice = new TurnSlice(transport.workers === undefined ? SLICE_MS : Infinity)
     if (workload.warmupCount > 0) {
       let warmed = 0
       const total = workload.warmupCount
@@ -185,6 +193,7 @@ export async function measureCell(
         send(warmupFeed, workload.measuredCount, false),
         () => phase?.({ phase: 'warmup', done: ++warmed, total }),
         signal,
+        loopSlice,
       )
     }
     warmupFeed.close()
@@ -245,7 +254,7 @@ export async function measureCell(
         hooks.onProgress?.({ done, total: o.requests, ok, failed, elapsedMs: monoMs() - cellStart })
         requestsPhase()
       }
-      openLoopStats = await measuredPhase(o, end - offset, arrivals, cellStart, signal, send(measuredFeed, offset, true), onDone)
+      openLoopStats = await measuredPhase(o, end - offset, arrivals, cellStart, signal, send(measuredFeed, offset, true), onDone, loopSlice)
       activeMs += monoMs() - stageStart
       const cpu = process.cpuUsage(cpuBefore)
       const threadCpu = process.threadCpuUsage(threadCpuBefore)

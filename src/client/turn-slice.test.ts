@@ -1,0 +1,115 @@
+import { once } from 'node:events'
+import { createServer, type AddressInfo, connect } from 'node:net'
+import { describe, expect, test } from 'vitest'
+import { monoMs } from './clock.ts'
+import { TurnSlice } from './turn-slice.ts'
+
+/** Holds the thread for `ms`, as a request's body, record and hand-off do. */
+function busy(ms: number): void {
+  const until = monoMs() + ms
+  while (monoMs() < until);
+}
+
+/** Counts event-loop turns (one `setImmediate` a turn) until stopped. */
+function turnCounter(): { now: () => number; stop: () => void } {
+  let turns = 0
+  let running = true
+  const tick = (): void => {
+    if (!running) return
+    turns++
+    setImmediate(tick)
+  }
+  setImmediate(tick)
+  return { now: () => turns, stop: () => (running = false) }
+}
+
+describe('TurnSlice', () => {
+  test('work past the turn’s slice runs in the next turns, oldest first, at least one a turn', async () => {
+    const slice = new TurnSlice(0.25)
+    const turns = turnCounter()
+    try {
+      expect(slice.open).toBe(true)
+      slice.run(() => busy(1))
+      expect(slice.open).toBe(false)
+      const ran: Array<[string, number]> = []
+      const jobs = ['a', 'b', 'c'].map((name) =>
+        slice.later(() => {
+          ran.push([name, turns.now()])
+          busy(1) // each longer than a slice: one a turn
+          return name
+        }),
+      )
+      expect(slice.waiting).toBe(3)
+      expect(slice.open).toBe(false)
+      expect(await Promise.all(jobs)).toEqual(['a', 'b', 'c'])
+      expect(ran.map(([name]) => name)).toEqual(['a', 'b', 'c'])
+      const [a, b, c] = ran.map(([, turn]) => turn) as [number, number, number]
+      expect(b).toBeGreaterThan(a)
+      expect(c).toBeGreaterThan(b)
+      expect(slice.waiting).toBe(0)
+    } finally {
+      turns.stop()
+    }
+  })
+
+  test('short work shares one turn while the slice lasts, and a new turn brings a fresh slice', async () => {
+    const slice = new TurnSlice(50)
+    for (let i = 0; i < 10; i++) expect(slice.run(() => i)).toBe(i)
+    expect(slice.open).toBe(true)
+    slice.run(() => busy(60))
+    expect(slice.open).toBe(false)
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(slice.open).toBe(true)
+  })
+
+  test('a job that throws rejects its own promise; the jobs after it still run', async () => {
+    const slice = new TurnSlice(1e-9)
+    slice.run(() => busy(0.01))
+    const failing = slice.later(() => {
+      throw new Error('no body')
+    })
+    const after = slice.later(() => 'sent')
+    await expect(failing).rejects.toThrow('no body')
+    await expect(after).resolves.toBe('sent')
+  })
+
+  test('a read that arrives while work waits is taken between the slices; unsliced, only after all of it', async () => {
+    const server = createServer((socket) => socket.end('chunk'))
+    server.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    const { port } = server.address() as AddressInfo
+    try {
+      const jobsDoneAtRead = async (sliceMs: number): Promise<number> => {
+        const socket = connect(port, '127.0.0.1')
+        await once(socket, 'connect')
+        const slice = new TurnSlice(sliceMs)
+        let done = 0
+        const job = (): void => {
+          busy(2)
+          done++
+        }
+        // Twenty jobs of 2 ms each come due at once, as a closed loop's round of ends does; the
+        // server's bytes are already on their way.
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        const read = once(socket, 'data').then(() => done)
+        const all = Array.from({ length: 20 }, () => (slice.open ? Promise.resolve(slice.run(job)) : slice.later(job)))
+        const doneAtRead = await read
+        await Promise.all(all)
+        socket.destroy()
+        return doneAtRead
+      }
+      expect(await jobsDoneAtRead(0.25)).toBeLessThan(5)
+      expect(await jobsDoneAtRead(Infinity)).toBe(20)
+    } finally {
+      server.close()
+    }
+  })
+
+  test('a slice that is not a number of ms above 0 is refused', () => {
+    expect(() => new TurnSlice(0)).toThrow(/sliceMs: a number of ms above 0 \(Infinity: no slices\), got 0/)
+    expect(() => new TurnSlice(Number.NaN)).toThrow(/got NaN/)
+    const unsliced = new TurnSlice(Infinity)
+    unsliced.run(() => busy(2))
+    expect(unsliced.open).toBe(true)
+  })
+})

@@ -1,0 +1,97 @@
+import { ServegateError } from '../errors.ts'
+import { monoMs } from './clock.ts'
+
+/**
+ * Of one event-loop turn, the ms a streaming thread spends on work that can wait (handing
+ * requests to sockets, starting a closed loop's next requests) before it lets the turn end and
+ * the reads that came meanwhile be stamped.
+ */
+export const SLICE_MS = 0.25
+
+/** Work waiting for a later turn, with how to settle its caller's promise. */
+interface Job {
+  work: () => unknown
+  resolve: (value: unknown) => void
+  reject: (err: unknown) => void
+}
+
+/**
+ * Work that can wait, done at most about `sliceMs` of it per event-loop turn. A chunk is stamped
+ * when the thread gets to its read, so every millisecond the thread spends elsewhere while chunks
+ * arrive is added to their stamps. A closed loop's equal streams end together, and starting each
+ * next request at once (its body, its record, its hand-off to the socket) kept one thread busy for
+ * tens of milliseconds at C = 256. Sliced, the reads that arrive between slices are stamped within
+ * a turn, and the work behind waits for the turns after, oldest first, which the requests' send
+ * lag records (docs/client-benchmark.md).
+ *
+ * `run` does work now and counts its time against this turn's slice. While the slice is spent or
+ * work already waits (`open` is false), `later` queues work for the next turns: each turn runs the
+ * oldest while its slice lasts, at least one however long it takes.
+ * @example
+ * const slice = new TurnSlice()
+ * const results = jobs.map((job) => (slice.open ? Promise.resolve(slice.run(job)) : slice.later(job)))
+ */
+export class TurnSlice {
+  readonly #sliceMs: number
+  /** Ms of this turn's slice spent; reset when a new turn starts. */
+  #usedMs = 0
+  #turnScheduled = false
+  readonly #queue: Job[] = []
+
+  /** @param sliceMs ms a turn; Infinity: never sliced (everything runs at once) */
+  constructor(sliceMs: number = SLICE_MS) {
+    if (!(sliceMs > 0)) throw new ServegateError('INTERNAL', `sliceMs: a number of ms above 0 (Infinity: no slices), got ${sliceMs}`)
+    this.#sliceMs = sliceMs
+  }
+
+  /** True when work may run now: none waits for a later turn, and this turn's slice has time left. */
+  get open(): boolean {
+    return this.#queue.length === 0 && this.#usedMs < this.#sliceMs
+  }
+
+  /** Work queued for a later turn. */
+  get waiting(): number {
+    return this.#queue.length
+  }
+
+  /** Runs `work` now and counts its time against this turn's slice. */
+  run<T>(work: () => T): T {
+    this.#scheduleTurn()
+    const startedAt = monoMs()
+    try {
+      return work()
+    } finally {
+      this.#usedMs += monoMs() - startedAt
+    }
+  }
+
+  /** Runs `work` in a later turn, after the work queued before it; resolves with what it returns, rejects with what it throws. */
+  later<T>(work: () => T): Promise<Awaited<T>> {
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ work, resolve: resolve as (value: unknown) => void, reject })
+      this.#scheduleTurn()
+    })
+  }
+
+  /** Once per turn in which something ran or waits: the next turn's slice starts afresh. */
+  #scheduleTurn(): void {
+    if (this.#turnScheduled) return
+    this.#turnScheduled = true
+    setImmediate(this.#newTurn)
+  }
+
+  readonly #newTurn = (): void => {
+    this.#turnScheduled = false
+    this.#usedMs = 0
+    while (this.#queue.length > 0) {
+      const job = this.#queue.shift() as Job
+      try {
+        job.resolve(this.run(job.work))
+      } catch (err) {
+        job.reject(err)
+      }
+      if (this.#usedMs >= this.#sliceMs) break
+    }
+    if (this.#queue.length > 0) this.#scheduleTurn()
+  }
+}
