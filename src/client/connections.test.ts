@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net'
 import type { Dispatcher } from 'undici'
 import { afterEach, describe, expect, test } from 'vitest'
 import { StreamConnections } from './connections.ts'
+import { TurnSlice } from './turn-slice.ts'
 import { streamCompletion } from './stream.ts'
 
 const STREAM = 'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
@@ -118,7 +119,7 @@ describe('StreamConnections', () => {
   test('never more than `connections` at once: the next waits, first come first served, for the first released', async () => {
     const { origin, ports, answer } = await serve(true)
     // No slicing: the four go to connections or the line at once.
-    const connections = new StreamConnections(origin, 2, { sliceMs: Infinity })
+    const connections = new StreamConnections(origin, 2, { slice: new TurnSlice(Infinity) })
     try {
       const a = raw(connections, origin)
       const b = raw(connections, origin)
@@ -254,7 +255,7 @@ describe('StreamConnections', () => {
   test('a burst past the turn’s slice goes out over the next turns, oldest first, the event loop turning between', async () => {
     const { origin, ports, answer } = await serve(true)
     // A slice so short that each turn hands on one request.
-    const connections = new StreamConnections(origin, 4, { sliceMs: 1e-9 })
+    const connections = new StreamConnections(origin, 4, { slice: new TurnSlice(1e-9) })
     const answerAll = async (): Promise<void> => {
       await expect.poll(() => ports.length).toBe(4)
       for (let i = 0; i < 4; i++) answer()
@@ -282,7 +283,7 @@ describe('StreamConnections', () => {
 
   test('unsliced, the same burst goes out in one turn', async () => {
     const { origin } = await serve(false)
-    const connections = new StreamConnections(origin, 4, { sliceMs: Infinity })
+    const connections = new StreamConnections(origin, 4, { slice: new TurnSlice(Infinity) })
     try {
       await Promise.all(Array.from({ length: 4 }, () => raw(connections, origin).ended))
       const burst = Array.from({ length: 4 }, () => raw(connections, origin))
@@ -296,7 +297,7 @@ describe('StreamConnections', () => {
 
   test('destroy fails the requests still queued past their slice; close lets them go out first', async () => {
     const { origin, ports } = await serve(false)
-    const destroyed = new StreamConnections(origin, 3, { sliceMs: 1e-9 })
+    const destroyed = new StreamConnections(origin, 3, { slice: new TurnSlice(1e-9) })
     const first = raw(destroyed, origin)
     const queued = [raw(destroyed, origin), raw(destroyed, origin)]
     expect(destroyed.queued).toBe(2)
@@ -305,7 +306,7 @@ describe('StreamConnections', () => {
     for (const q of queued) expect((await q.ended)?.message).toMatch(/destroyed before this request could be sent/)
     expect(ports).toHaveLength(0)
 
-    const closing = new StreamConnections(origin, 3, { sliceMs: 1e-9 })
+    const closing = new StreamConnections(origin, 3, { slice: new TurnSlice(1e-9) })
     const all = [raw(closing, origin), raw(closing, origin), raw(closing, origin)]
     expect(closing.queued).toBe(2)
     await closing.close()

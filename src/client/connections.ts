@@ -31,15 +31,16 @@ function refuse(q: Queued, err: Error): void {
  * flagged harness-limited either way) the ITL error's tail read worse this way, the price of
  * sending on time, until requests went out in slices (docs/client-benchmark.md).
  *
- * Requests go out in slices of about `SLICE_MS` per event-loop turn (a `TurnSlice`). A closed
- * loop's equal streams end together, and handing each next request to the socket at once (60–170
- * µs each here) held one thread for 15–45 ms at C = 256: every chunk that arrived meanwhile was
- * stamped that late, a first chunk too (the TTFT of a request whose first token came back within
- * the storm). Sliced, the reads that arrive between slices are stamped within a turn; the requests
- * behind go out that much later, which their send lag records (docs/client-benchmark.md). Below a
- * slice's worth a turn, a request goes out at once. Each handed request's bytes are written in the
- * next check phase (undici's idle-socket check), so a turn then holds the thread for a few times
- * the slice with the writes.
+ * Requests go out in slices of about `SLICE_MS` per event-loop turn (a `TurnSlice`, which the
+ * cell's closed loop shares: its next requests start in the same budget). A closed loop's equal
+ * streams end together, and handing each next request to the socket at once (60–170 µs each here)
+ * held one thread for 15–45 ms at C = 256: every chunk that arrived meanwhile was stamped that
+ * late, a first chunk too (the TTFT of a request whose first token came back within the storm).
+ * Sliced, the reads that arrive between slices are stamped within a turn; the requests behind go
+ * out that much later, which their send lag records (docs/client-benchmark.md). Below a slice's
+ * worth a turn, a request goes out at once. Each handed request's bytes are written in the next
+ * check phase (undici's idle-socket check), so a turn then holds the thread for a few times the
+ * slice with the writes.
  *
  * A connection is released once undici has finished with its response (`onResponseEnd` or
  * `onResponseError`, then one microtask, so undici's own bookkeeping is done first), never when
@@ -64,9 +65,10 @@ export class StreamConnections extends Dispatcher {
 
   /**
    * @param connections the most open at once; null for no bound (an open loop without an in-flight cap)
-   * @param options.sliceMs ms of each turn spent handing requests on; @default SLICE_MS (Infinity: all at once)
+   * @param options.slice the turn slices requests are handed on in, shared with the thread's other
+   *   work that can wait (a closed loop's); @default a `TurnSlice` of its own (`new TurnSlice(Infinity)`: all at once)
    */
-  constructor(origin: string, connections: number | null, options: { keepAliveTimeout?: number; sliceMs?: number } = {}) {
+  constructor(origin: string, connections: number | null, options: { keepAliveTimeout?: number; slice?: TurnSlice } = {}) {
     super()
     if (connections !== null && !(Number.isInteger(connections) && connections >= 1)) {
       throw new ServegateError('INTERNAL', `connections: a whole number ≥ 1 or null, got ${connections}`)
@@ -74,7 +76,7 @@ export class StreamConnections extends Dispatcher {
     this.#origin = origin
     this.#max = connections ?? Infinity
     this.#options = { pipelining: 1, keepAliveTimeout: options.keepAliveTimeout ?? 60_000 }
-    this.#slice = new TurnSlice(options.sliceMs)
+    this.#slice = options.slice ?? new TurnSlice()
   }
 
   /** Connections opened so far (each stays open, idle or busy, until close or destroy). */

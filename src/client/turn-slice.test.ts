@@ -62,6 +62,24 @@ describe('TurnSlice', () => {
     expect(slice.open).toBe(true)
   })
 
+  test('work started within running work runs with it, counted once, even while others wait', async () => {
+    const slice = new TurnSlice(6)
+    slice.run(() => {
+      busy(1)
+      expect(slice.open).toBe(true)
+      slice.run(() => busy(3.5))
+    })
+    // 4.5 ms counted once leaves room in a 6 ms slice (counted twice, 8 ms would not).
+    expect(slice.open).toBe(true)
+    slice.run(() => busy(2))
+    expect(slice.open).toBe(false)
+    const openInside: boolean[] = []
+    const jobs = [1, 2].map(() => slice.later(() => openInside.push(slice.open)))
+    expect(slice.open).toBe(false)
+    await Promise.all(jobs)
+    expect(openInside).toEqual([true, true])
+  })
+
   test('a job that throws rejects its own promise; the jobs after it still run', async () => {
     const slice = new TurnSlice(1e-9)
     slice.run(() => busy(0.01))

@@ -26,7 +26,9 @@ interface Job {
  *
  * `run` does work now and counts its time against this turn's slice. While the slice is spent or
  * work already waits (`open` is false), `later` queues work for the next turns: each turn runs the
- * oldest while its slice lasts, at least one however long it takes.
+ * oldest while its slice lasts, at least one however long it takes. Work started within running
+ * work goes with it: a closed loop's next request and its hand-off to the socket, which share one
+ * slice, count as one.
  * @example
  * const slice = new TurnSlice()
  * const results = jobs.map((job) => (slice.open ? Promise.resolve(slice.run(job)) : slice.later(job)))
@@ -36,6 +38,8 @@ export class TurnSlice {
   /** Ms of this turn's slice spent; reset when a new turn starts. */
   #usedMs = 0
   #turnScheduled = false
+  /** Runs in progress: work started within one is counted with it. */
+  #depth = 0
   readonly #queue: Job[] = []
 
   /** @param sliceMs ms a turn; Infinity: never sliced (everything runs at once) */
@@ -44,9 +48,12 @@ export class TurnSlice {
     this.#sliceMs = sliceMs
   }
 
-  /** True when work may run now: none waits for a later turn, and this turn's slice has time left. */
+  /**
+   * True when work may run now: none waits for a later turn and this turn's slice has time left,
+   * or it would be part of work running in the slice now (which counts it with its own).
+   */
   get open(): boolean {
-    return this.#queue.length === 0 && this.#usedMs < this.#sliceMs
+    return this.#depth > 0 || (this.#queue.length === 0 && this.#usedMs < this.#sliceMs)
   }
 
   /** Work queued for a later turn. */
@@ -54,13 +61,16 @@ export class TurnSlice {
     return this.#queue.length
   }
 
-  /** Runs `work` now and counts its time against this turn's slice. */
+  /** Runs `work` now and counts its time against this turn's slice (once, when run within other work of the slice). */
   run<T>(work: () => T): T {
+    if (this.#depth > 0) return work()
     this.#scheduleTurn()
     const startedAt = monoMs()
+    this.#depth++
     try {
       return work()
     } finally {
+      this.#depth--
       this.#usedMs += monoMs() - startedAt
     }
   }

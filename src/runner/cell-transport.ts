@@ -2,6 +2,7 @@ import { StreamConnections } from '../client/connections.ts'
 import { streamCompletion, type StreamObservation } from '../client/stream.ts'
 import { StreamWorkers } from '../client/stream-workers.ts'
 import { probeTokenizer, type TokenizerProbe } from '../client/tokenize.ts'
+import { TurnSlice } from '../client/turn-slice.ts'
 import type { WorkerMeasure } from '../client/worker-protocol.ts'
 import type { ResolvedCellOptions } from './cell-options.ts'
 import { clientWorkerCount } from './client-workers.ts'
@@ -22,6 +23,12 @@ export interface CellTransport {
    * count as send lag); a transport without connections leaves it out.
    */
   warm?(connections: number): Promise<void>
+  /**
+   * The turn slices the cell's thread hands requests to their sockets in, where it streams them
+   * itself; a closed loop starts its next requests in the same slices, so the two share one budget
+   * a turn. Absent where the thread reads no chunks (worker threads, an in-process engine).
+   */
+  slice?: TurnSlice
   /** The client's worker threads, around the measured phase; absent when it streams in the cell's thread. */
   workers?: { count: number; measureStart(): void; measureStop(): Promise<WorkerMeasure[]> }
   close(): Promise<void>
@@ -61,7 +68,8 @@ export function httpTransport(o: ResolvedCellOptions, origin: string, engineCore
         })
   // Streams every request in the cell's thread; with workers each has connections of its own, and
   // these are never used (none opens before a request).
-  const dispatcher = new StreamConnections(origin, connections)
+  const slice = new TurnSlice()
+  const dispatcher = new StreamConnections(origin, connections, { slice })
   const send: CellTransport['send'] =
     workers === null
       ? (body, captureChars, signal) =>
@@ -104,7 +112,7 @@ export function httpTransport(o: ResolvedCellOptions, origin: string, engineCore
       await dispatcher.warm(connections, { path: '/v1/models', headers, timeoutMs: o.requestTimeoutMs })
     },
     ...(workers === null
-      ? {}
+      ? { slice }
       : { workers: { count: workers.count, measureStart: () => workers.measureStart(), measureStop: () => workers.measureStop() } }),
     close: async () => {
       await Promise.all([dispatcher.destroy(), workers?.close()])

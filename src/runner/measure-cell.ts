@@ -21,7 +21,7 @@ import { HostSteal } from './host-steal.ts'
 import { assembleRecord, cellPlan, harnessHealth, requestRecord } from './run-record.ts'
 import { warmClientJit } from './warm.ts'
 import { monoMs } from '../client/clock.ts'
-import { SLICE_MS, TurnSlice } from '../client/turn-slice.ts'
+import { TurnSlice } from '../client/turn-slice.ts'
 
 export type { CellProgress } from '../schema/progress.ts'
 
@@ -181,8 +181,8 @@ export async function measureCell(
     let done = 0
     warmClientJit()
     // Where the cell's thread reads the chunks itself, a closed loop starts its next requests in
-    // slices of a turn, the reads in between; on worker threads it has none to keep waiting.
-    const loopSlice = new TurnSlice(transport.workers === undefined ? SLICE_MS : Infinity)
+    // the slices its sends go out in, the reads in between; elsewhere it has none to keep waiting.
+    const loopSlice = transport.slice ?? new TurnSlice(Infinity)
     if (workload.warmupCount > 0) {
       let warmed = 0
       const total = workload.warmupCount
