@@ -1,27 +1,8 @@
 import { once } from 'node:events'
 import { createServer, type AddressInfo, connect } from 'node:net'
 import { describe, expect, test } from 'vitest'
-import { monoMs } from './clock.ts'
+import { holdThread, turnCounter } from '../../fixtures/event-loop.ts'
 import { TurnSlice } from './turn-slice.ts'
-
-/** Holds the thread for `ms`, as a request's body, record and hand-off do. */
-function busy(ms: number): void {
-  const until = monoMs() + ms
-  while (monoMs() < until);
-}
-
-/** Counts event-loop turns (one `setImmediate` a turn) until stopped. */
-function turnCounter(): { now: () => number; stop: () => void } {
-  let turns = 0
-  let running = true
-  const tick = (): void => {
-    if (!running) return
-    turns++
-    setImmediate(tick)
-  }
-  setImmediate(tick)
-  return { now: () => turns, stop: () => (running = false) }
-}
 
 describe('TurnSlice', () => {
   test('work past the turn’s slice runs in the next turns, oldest first, at least one a turn', async () => {
@@ -29,13 +10,13 @@ describe('TurnSlice', () => {
     const turns = turnCounter()
     try {
       expect(slice.open).toBe(true)
-      slice.run(() => busy(1))
+      slice.run(() => holdThread(1))
       expect(slice.open).toBe(false)
       const ran: Array<[string, number]> = []
       const jobs = ['a', 'b', 'c'].map((name) =>
         slice.later(() => {
           ran.push([name, turns.now()])
-          busy(1) // each longer than a slice: one a turn
+          holdThread(1) // each longer than a slice: one a turn
           return name
         }),
       )
@@ -56,22 +37,23 @@ describe('TurnSlice', () => {
     const slice = new TurnSlice(50)
     for (let i = 0; i < 10; i++) expect(slice.run(() => i)).toBe(i)
     expect(slice.open).toBe(true)
-    slice.run(() => busy(60))
+    slice.run(() => holdThread(60))
     expect(slice.open).toBe(false)
     await new Promise((resolve) => setImmediate(resolve))
     expect(slice.open).toBe(true)
   })
 
   test('work started within running work runs with it, counted once, even while others wait', async () => {
-    const slice = new TurnSlice(6)
+    const slice = new TurnSlice(60)
     slice.run(() => {
-      busy(1)
+      holdThread(10)
       expect(slice.open).toBe(true)
-      slice.run(() => busy(3.5))
+      slice.run(() => holdThread(35))
     })
-    // 4.5 ms counted once leaves room in a 6 ms slice (counted twice, 8 ms would not).
+    // 45 ms counted once leaves room in a 60 ms slice (counted twice, 80 ms would not); the
+    // margins are wide enough for a thread preempted by a busy machine.
     expect(slice.open).toBe(true)
-    slice.run(() => busy(2))
+    slice.run(() => holdThread(20))
     expect(slice.open).toBe(false)
     const openInside: boolean[] = []
     const jobs = [1, 2].map(() => slice.later(() => openInside.push(slice.open)))
@@ -82,7 +64,7 @@ describe('TurnSlice', () => {
 
   test('a job that throws rejects its own promise; the jobs after it still run', async () => {
     const slice = new TurnSlice(1e-9)
-    slice.run(() => busy(0.01))
+    slice.run(() => holdThread(0.01))
     const failing = slice.later(() => {
       throw new Error('no body')
     })
@@ -103,7 +85,7 @@ describe('TurnSlice', () => {
         const slice = new TurnSlice(sliceMs)
         let done = 0
         const job = (): void => {
-          busy(2)
+          holdThread(2)
           done++
         }
         // Twenty jobs of 2 ms each come due at once, as a closed loop's round of ends does; the
@@ -127,7 +109,7 @@ describe('TurnSlice', () => {
     expect(() => new TurnSlice(0)).toThrow(/sliceMs: a number of ms above 0 \(Infinity: no slices\), got 0/)
     expect(() => new TurnSlice(Number.NaN)).toThrow(/got NaN/)
     const unsliced = new TurnSlice(Infinity)
-    unsliced.run(() => busy(2))
+    unsliced.run(() => holdThread(2))
     expect(unsliced.open).toBe(true)
   })
 })

@@ -1,3 +1,4 @@
+import { holdThread, turnCounter } from '../../fixtures/event-loop.ts'
 import { monoMs } from '../client/clock.ts'
 import { describe, expect, test } from 'vitest'
 import { emptyObservation, type StreamObservation } from '../client/stream.ts'
@@ -68,8 +69,7 @@ describe('openLoop', () => {
     const slots: Slot[] = []
     await openLoop({ offsetsMs: [0, 0], maxInFlight: 1, startAt: monoMs(), signal: new AbortController().signal }, send, (s) => {
       slots.push(s)
-      const until = monoMs() + 25 // making a record that takes 25 ms
-      while (monoMs() < until);
+      holdThread(25) // making a record that takes 25 ms
     })
     const first = slots.find((s) => s.index === 0) as Slot
     expect((calledAt[1] as number) - (first.obs.endAt as number)).toBeLessThan(10)
@@ -101,8 +101,7 @@ describe('openLoop', () => {
     await closedLoop(3, 1, send, (s) => {
       events.push(`done ${s.index}`)
       slots.push(s)
-      const until = monoMs() + 25 // making a record that takes 25 ms
-      while (monoMs() < until);
+      holdThread(25) // making a record that takes 25 ms
     })
     expect(events).toEqual(['send 0', 'send 1', 'done 0', 'send 2', 'done 1', 'done 2'])
     expect(slots[0]?.slotAt).toBe(slots[0]?.readyAt)
@@ -117,14 +116,7 @@ describe('openLoop', () => {
 
   test('closed loop: a round that ends together starts its next requests over the next turns, the loop turning between', async () => {
     const nextTurns = async (slice: TurnSlice): Promise<number[]> => {
-      let turn = 0
-      let ticking = true
-      const tick = (): void => {
-        if (!ticking) return
-        turn++
-        setImmediate(tick)
-      }
-      setImmediate(tick)
+      const turns = turnCounter()
       // Round one ends at one moment; each start holds the thread for 1 ms (its body, its hand-off).
       let endRound: () => void = () => {}
       const roundEnds = new Promise<void>((resolve) => (endRound = resolve))
@@ -132,13 +124,13 @@ describe('openLoop', () => {
       const startedInTurn: number[] = []
       const send = async (index: number): Promise<StreamObservation> => {
         const at = monoMs()
-        while (monoMs() < at + 1);
-        startedInTurn[index] = turn
+        holdThread(1)
+        startedInTurn[index] = turns.now()
         if (index < 4) await roundEnds
         return observed(at)
       }
       await closedLoop(8, 4, send, () => {}, undefined, slice)
-      ticking = false
+      turns.stop()
       return startedInTurn.slice(4)
     }
     const sliced = await nextTurns(new TurnSlice(0.25))

@@ -1,4 +1,5 @@
 import { monoMs } from '../client/clock.ts'
+import { holdThread } from '../../fixtures/event-loop.ts'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -24,10 +25,8 @@ afterEach(async () => {
 function instantTransport(blockMs: number): CellTransport {
   return {
     send: async () => {
-      const until = monoMs() + blockMs
-      while (monoMs() < until) {
-        // Busy: the event loop is held, as a saturated client would hold it.
-      }
+      // Busy: the event loop is held, as a saturated client would hold it.
+      holdThread(blockMs)
       const sentAt = monoMs()
       await new Promise((resolve) => setTimeout(resolve, 2))
       const at = monoMs()
