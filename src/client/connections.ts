@@ -66,7 +66,8 @@ export class StreamConnections extends Dispatcher {
   /**
    * @param connections the most open at once; null for no bound (an open loop without an in-flight cap)
    * @param options.slice the turn slices requests are handed on in, shared with the thread's other
-   *   work that can wait (a closed loop's); @default a `TurnSlice` of its own (`new TurnSlice(Infinity)`: all at once)
+   *   work that can wait (a closed loop's); @default a `TurnSlice` of its own, of `SLICE_MS` a turn
+   *   (pass `new TurnSlice(Infinity)` to hand every request on at once)
    */
   constructor(origin: string, connections: number | null, options: { keepAliveTimeout?: number; slice?: TurnSlice } = {}) {
     super()
