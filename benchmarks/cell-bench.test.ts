@@ -8,6 +8,7 @@ import {
   perThreadCapacity,
   renderCellBench,
   runCellProcess,
+  runRetainedProcess,
 } from './cell-bench.ts'
 import { serverCpu } from './cpu.ts'
 import { findPythonClient } from './python-client.ts'
@@ -29,6 +30,22 @@ describe('the cell path in a process of its own', () => {
       await server.close()
     }
   }, 60_000)
+
+  test('what a finished request leaves on the heap: its record when kept, next to nothing when spilled', async () => {
+    const server = await startServerProcess('zeroDelay')
+    try {
+      const shape = { origin: server.origin, concurrency: 16, requests: 200, tokens: 50, workers: 0 }
+      const kept = await runRetainedProcess(shape)
+      const spilled = await runRetainedProcess({ ...shape, spill: true })
+      expect(kept.requests).toBe(200)
+      expect(kept.heapBytes[0]).toBeGreaterThan(2 ** 20)
+      // A kept record holds its 49 ITL gaps and its fields, about 2 KB; a spilled one its place in the file.
+      expect(kept.retainedBytesPerRequest).toBeGreaterThan(1000)
+      expect(kept.retainedBytesPerRequest - spilled.retainedBytesPerRequest).toBeGreaterThan(1000)
+    } finally {
+      await server.close()
+    }
+  }, 120_000)
 
   test('C = 1 precision against the paced server reads the server’s own lateness beside the client’s error', async () => {
     const py = await findPythonClient()

@@ -78,6 +78,23 @@ export interface CellRunOptions {
 
 /** Runs one cell in a fresh process (needs `dist/`: `node scripts/build.ts`). */
 export async function runCellProcess(o: CellRunOptions): Promise<CellRunResult> {
+  return JSON.parse(await execCellRun(o, [])) as CellRunResult
+}
+
+/** What cell-run.js `--retained` prints: the heap after GC with a cell of N finished requests held, then with one of 3N beside it. */
+export interface RetainedRun {
+  requests: number
+  heapBytes: [number, number]
+  retainedBytesPerRequest: number
+}
+
+/** Heap a finished request leaves, bytes, measured within one fresh process (cell-run.js `--retained`). */
+export async function runRetainedProcess(o: CellRunOptions): Promise<RetainedRun> {
+  return JSON.parse(await execCellRun(o, ['--retained'])) as RetainedRun
+}
+
+/** Runs cell-run.js with `o` and `extra` arguments; its stdout, or an error with its stderr. */
+async function execCellRun(o: CellRunOptions, extra: string[]): Promise<string> {
   const args = [
     ...(o.nodeFlags ?? BENCH_WORKER_NODE_FLAGS),
     '--expose-gc',
@@ -87,13 +104,14 @@ export async function runCellProcess(o: CellRunOptions): Promise<CellRunResult> 
     ...(o.intervalMs === undefined ? [] : ['--interval-ms', String(o.intervalMs)]),
     ...(o.spill === true ? ['--spill'] : []),
     ...['--warmup', String(o.warmup ?? 0)],
+    ...extra,
   ]
   // Pinned from its start, so the worker threads it starts inherit the CPUs the server leaves.
   const cpu = o.serverCpu ?? null
   const [file, argv] = cpu === null || cpu === 0 ? [process.execPath, args] : ['taskset', ['-c', `0-${cpu - 1}`, process.execPath, ...args]]
   const result = await execa(file, argv, { reject: false, timeout: 600_000 })
-  if (result.exitCode !== 0) throw new Error(`cell-run.js ${args.slice(-12).join(' ')} failed: ${result.stderr || result.shortMessage}`)
-  return JSON.parse(result.stdout) as CellRunResult
+  if (result.exitCode !== 0) throw new Error(`cell-run.js ${args.slice(-14).join(' ')} failed: ${result.stderr || result.shortMessage}`)
+  return result.stdout
 }
 
 async function serverSchedule(origin: string): Promise<ServerSchedule> {
@@ -116,10 +134,14 @@ export interface MemoryFigure {
   heapAfterGcMB: number | null
 }
 
-/** Heap a finished request leaves behind, bytes: from two spilled cells, N and 3N requests. */
+/**
+ * Heap a finished request leaves behind, bytes: in one process, after a warm-up cell, the heap
+ * after GC with a cell of N requests held, then with one of 3N more beside it.
+ */
 export interface RetainedFigure {
   concurrency: number
   tokens: number
+  /** N and 3N. */
   requests: [number, number]
   spilledBytesPerRequest: number | null
   inMemoryBytesPerRequest: number | null
@@ -164,15 +186,12 @@ export async function measureMemory(
     }
     const n = quick ? 200 : 1500
     const shape = { origin: server.origin, concurrency: 64, tokens: 200, workers: 0 as const, serverCpu: cpu }
-    // The heap after a full GC moves by a megabyte or so from process to process (code, caches):
-    // the median of three pairs.
-    const perRequest = async (spill: boolean): Promise<number | null> => {
-      const pairs: number[] = []
-      for (let i = 0; i < (quick ? 1 : 3); i++) {
-        const [a, b] = [await runCellProcess({ ...shape, requests: n, spill }), await runCellProcess({ ...shape, requests: 3 * n, spill })]
-        if (a.heapAfterGcMB !== null && b.heapAfterGcMB !== null) pairs.push(((b.heapAfterGcMB - a.heapAfterGcMB) * 2 ** 20) / (2 * n))
-      }
-      return pairs.length === 0 ? null : median(pairs)
+    // Within one process after a warm-up cell (cell-run.js --retained); the median of three processes.
+    const perRequest = async (spill: boolean): Promise<number> => {
+      const runs: number[] = []
+      for (let i = 0; i < (quick ? 1 : 3); i++)
+        runs.push((await runRetainedProcess({ ...shape, requests: n, spill })).retainedBytesPerRequest)
+      return median(runs)
     }
     const retained: RetainedFigure = {
       concurrency: 64,
@@ -534,7 +553,7 @@ export function renderCellBench(r: CellBenchReport): string {
     const spilled = k.spilledBytesPerRequest
     out.push(
       '',
-      `Retained per finished request (C = ${k.concurrency} × ${k.tokens} tokens, heap after GC of ${k.requests[1]} less ${k.requests[0]} requests): ` +
+      `Retained per finished request (C = ${k.concurrency} × ${k.tokens} tokens; in one process after a warm-up cell, the heap after GC grown by ${k.requests[1]} more finished requests beside ${k.requests[0]}): ` +
         `${spilled === null ? '–' : spilled < 0 ? `0 B (the heap shrank by ${(-spilled).toFixed(0)} B a request: noise)` : `${spilled.toFixed(0)} B`} spilled to disk (target ≤ ${RETAINED_TARGET_BYTES} B: ${mark(spilled !== null && spilled <= RETAINED_TARGET_BYTES)}), ` +
         `${k.inMemoryBytesPerRequest?.toFixed(0) ?? '–'} B with the records in memory (a vitest cell: each keeps its ITL array).`,
       '',
