@@ -11,14 +11,12 @@ import { HostSteal } from '../src/runner/host-steal.ts'
 import { BENCH_WORKER_NODE_FLAGS } from '../src/vitest/plugin-options.ts'
 import { MODEL } from './chunks.ts'
 import { type PythonClient, runPythonItl } from './python-client.ts'
-import { median } from './report.ts'
+import { median, SERVER_ON_TIME_P99_MS } from './report.ts'
 import { startServerProcess } from './servers/spawn.ts'
 
 const CELL_RUN = fileURLToPath(new URL('./cell-run.js', import.meta.url))
 /** The chunk interval of the precision and ladder parts, ms. */
 export const LADDER_INTERVAL_MS = 10
-/** A paced server kept its schedule when its chunks went out at most this late at p99, ms. */
-export const SERVER_ON_TIME_P99_MS = 1
 /** A rung holds when it delivers at least this share of the offered tokens… */
 export const RUNG_DELIVERED = 0.99
 /** …with ITL error p99 at most this, ms. */

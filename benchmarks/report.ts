@@ -50,6 +50,8 @@ export interface ClientBenchReport {
 export const INGEST_TARGET_TOK_PER_S = 170_000
 export const ITL_C64_P99_TARGET_MS = 2
 export const ITL_C256_P99_TARGET_MS = 10
+/** A paced server kept its schedule when its own send gaps (or its chunks' send times) were off by at most this at p99, ms. */
+export const SERVER_ON_TIME_P99_MS = 1
 
 /**
  * servegate and vLLM's own benchmark request functions (`endpoint_request_func.py`, driven as
@@ -106,32 +108,38 @@ export function judge(ingest: readonly IngestLevel[], itl: readonly ItlLevel[]):
     pass: level.medianTokPerS >= INGEST_TARGET_TOK_PER_S && level.allOk,
   }))
   const at64 = itl.find((r) => r.concurrency === 64)
-  if (at64 !== undefined) {
-    targets.push({
-      name: 'ITL error p99 C=64',
-      target: `≤ ${ITL_C64_P99_TARGET_MS} ms`,
-      value: `${fixed(at64.itlErrorMs.p99, 2)} ms`,
-      pass: (at64.itlErrorMs.p99 ?? Infinity) <= ITL_C64_P99_TARGET_MS,
-    })
-  }
+  if (at64 !== undefined) targets.push(itlTarget(at64, ITL_C64_P99_TARGET_MS))
   const at256 = itl.find((r) => r.concurrency === 256)
   if (at256 !== undefined) {
-    targets.push(
-      {
-        name: 'ITL error p99 C=256',
-        target: `≤ ${ITL_C256_P99_TARGET_MS} ms`,
-        value: `${fixed(at256.itlErrorMs.p99, 2)} ms`,
-        pass: (at256.itlErrorMs.p99 ?? Infinity) <= ITL_C256_P99_TARGET_MS,
-      },
-      {
-        name: 'delivered C=256',
-        target: '100% of offered tokens',
-        value: `${fixed(at256.deliveredShare * 100, 2)}% (${at256.deliveredTokens}/${at256.offeredTokens})`,
-        pass: at256.deliveredTokens === at256.offeredTokens,
-      },
-    )
+    targets.push(itlTarget(at256, ITL_C256_P99_TARGET_MS), {
+      name: 'delivered C=256',
+      target: '100% of offered tokens',
+      value: `${fixed(at256.deliveredShare * 100, 2)}% (${at256.deliveredTokens}/${at256.offeredTokens})`,
+      pass: at256.deliveredTokens === at256.offeredTokens,
+    })
   }
   return targets
+}
+
+/**
+ * An ITL level's p99 against its target. The ITL error holds the server's own lateness too: where
+ * the server's send gaps were off by more than {@link SERVER_ON_TIME_P99_MS} at p99, the figure
+ * measures the server as much as the client, so the client-only error (each gap against the
+ * server's actual send gap) is judged instead, and the line says so.
+ */
+function itlTarget(level: ItlLevel, targetMs: number): TargetResult {
+  const itl = level.itlErrorMs.p99
+  const server = level.serverErrorMs.p99
+  const serverLate = server === null || server > SERVER_ON_TIME_P99_MS
+  const judged = serverLate ? level.clientErrorMs.p99 : itl
+  return {
+    name: `ITL error p99 C=${level.concurrency}`,
+    target: `≤ ${targetMs} ms`,
+    value: serverLate
+      ? `${fixed(itl, 2)} ms; server off by ${fixed(server, 2)} ms p99, so client-only ${fixed(level.clientErrorMs.p99, 2)} ms`
+      : `${fixed(itl, 2)} ms`,
+    pass: (judged ?? Infinity) <= targetMs,
+  }
 }
 
 function fixed(value: number | null, digits: number): string {
