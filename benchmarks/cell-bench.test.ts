@@ -1,7 +1,10 @@
 import { describe, expect, test } from 'vitest'
+import { distribution } from '../src/metrics/distribution.ts'
+import type { Distribution } from '../src/schema/run.ts'
 import {
   type CellBenchReport,
   type CellRunResult,
+  clientOnlyErrorMs,
   measurePrecision,
   type PacedRun,
   nextBisectionRung,
@@ -57,6 +60,7 @@ describe('the cell path in a process of its own', () => {
       expect(python?.runs).toHaveLength(1)
       expect(python?.runs[0]?.itlErrorMs.samples).toBe(49)
       expect(python?.runs[0]?.server.chunks).toBe(100)
+      expect(python?.runs[0]?.clientErrorMs.samples).toBe(49)
       if (process.platform === 'linux') expect(python?.runs[0]?.hostStealShare).toBeGreaterThanOrEqual(0)
     }
     for (const r of runs) {
@@ -65,6 +69,9 @@ describe('the cell path in a process of its own', () => {
       // The server sent 50 chunks to the warm-up request and 50 to the measured one.
       expect(r.server.chunks).toBe(100)
       expect(r.server.lateP99Ms).not.toBeNull()
+      // The client's own error, gap by gap against the server's send gaps of the measured stream.
+      expect(r.clientErrorMs?.samples).toBe(49)
+      expect(r.clientErrorMs?.p99).toBeGreaterThanOrEqual(0)
       // The cell's own record says what the host took meanwhile (Linux /proc/stat).
       if (process.platform === 'linux') expect(r.run.harness.hostStealShare).toBeGreaterThanOrEqual(0)
     }
@@ -112,6 +119,10 @@ const run = (over: Partial<CellRunResult>): CellRunResult => ({
   heapAfterGcMB: 20,
   ...over,
 })
+/** A distribution whose p99 is `p99`, ms. */
+const withP99 = (p99: number): Distribution => ({ ...distribution([0.2]), p99 })
+/** `r` with a client's own error p99 of `p99` ms. */
+const withOwn = (r: PacedRun, p99: number): PacedRun => ({ ...r, clientErrorMs: withP99(p99) })
 const withSteal = (r: PacedRun, hostStealShare: number): PacedRun => ({
   ...r,
   run: { ...r.run, harness: { ...r.run.harness, hostStealShare } },
@@ -121,6 +132,7 @@ const rung = (concurrency: number, workers: number, holds: boolean, late = 0.2, 
   workers,
   run: run({ concurrency, workers, chunksPerSPerWorker }),
   server: { chunks: 1, lateP50Ms: 0.1, lateP99Ms: late, lateMaxMs: late },
+  clientErrorMs: null,
   holds,
   serverOnTime: late <= 1,
 })
@@ -144,11 +156,22 @@ describe('renderCellBench', () => {
         retained: { concurrency: 64, tokens: 200, requests: [1500, 4500], spilledBytesPerRequest: 40, inMemoryBytesPerRequest: 2600 },
       },
       precision: {
-        runs: [withSteal(rung(1, 0, true, 2.5), 0.01), withSteal(rung(1, 0, true, 0.2), 0.03), withSteal(rung(1, 0, true, 0.2), 0.02)],
+        runs: [
+          withSteal(withOwn(rung(1, 0, true, 2.5), 1.2), 0.01),
+          withSteal(withOwn(rung(1, 0, true, 0.2), 0.9), 0.03),
+          withSteal(withOwn(rung(1, 0, true, 0.2), 1.0), 0.02),
+        ],
         python: {
           python: '3.11.2',
           aiohttp: '3.8.4',
-          runs: [{ itlErrorMs: { ...run({}).itlErrorMs!, p99: 3.5 }, server: rung(1, 0, true).server, hostStealShare: null }],
+          runs: [
+            {
+              itlErrorMs: { ...run({}).itlErrorMs!, p99: 3.5 },
+              clientErrorMs: withP99(1.1),
+              server: rung(1, 0, true).server,
+              hostStealShare: null,
+            },
+          ],
         },
       },
       ladder: [rung(256, 0, true), rung(512, 0, false, 30), withSteal(rung(256, 2, true, 0.3, 20_000), 0.042)],
@@ -157,20 +180,52 @@ describe('renderCellBench', () => {
     const text = renderCellBench(report)
     expect(text).toContain("The server: 4 paced processes on CPU 12, 13, 14, 15; the cell's process on the CPUs below.")
     expect(text).toContain('| C = 1 × 1000 tokens | 98 MB (97, 98, 104) | ≤ 100 MB (met) | 112 MB | 16.0 MB |')
-    // Judged against the vLLM-style client on the same server: 3.00 ms ≤ its 3.50 ms.
-    expect(text).toContain("Target: ITL error p99 ≤ the vLLM-style client's median here, 3.500 ms.")
+    // The clients' own errors judged, against the vLLM-style client's on the same server: 1.00 ms ≤ its 1.10 ms.
+    expect(text).toContain("Target: the client's own error p99 ≤ the vLLM-style client's median here, 1.100 ms.")
     expect(text).toContain(
-      "| servegate, cell's thread | 3 | 0.200 ms | 3.000 ms [3.000–3.000] | met | 2.500 ms (late: the figure measures the server) | 2.0% |",
+      "| servegate, cell's thread | 3 | 0.200 ms | 3.000 ms [3.000–3.000] | 1.000 ms [0.900–1.200] | met | 2.500 ms (late: its ITL error holds the server’s lateness) | 2.0% |",
     )
     expect(text).toContain(
-      '| vLLM-style (Python 3.11.2, aiohttp 3.8.4) | 1 | 0.200 ms | 3.500 ms [3.500–3.500] | (the target) | 0.200 ms | – |',
+      '| vLLM-style (Python 3.11.2, aiohttp 3.8.4) | 1 | 0.200 ms | 3.500 ms [3.500–3.500] | 1.100 ms [1.100–1.100] | (the target) | 0.200 ms | – |',
     )
     expect(text).toContain('40 B spilled to disk (target ≤ 200 B: met)')
-    expect(text).toContain('(late: the figure measures the server)')
     expect(text).toContain('| 0 | 512 | 100.0% | 3.00 ms | 25000 | 30.00 ms | – | no (server late) |')
     expect(text).toContain('| 2 | 256 | 100.0% | 3.00 ms | 20000 | 0.30 ms | 4.2% | yes |')
     expect(text).toContain('- 0 workers: highest C that held: 256')
     expect(text).toContain('about 9 worker threads')
+  })
+
+  test('a C = 1 client’s own error: each gap against the gap the server sent it with, the measured streams last', () => {
+    // A warm-up stream of 3 chunks, then two measured ones of 3: lateness in send order.
+    const late = [0.5, 0.1, 0.2, 0, 2, 0.5, 0.1, 0.1, 0.3]
+    // Stream 1 went out with gaps 12 and 8.5 ms, stream 2 with 10 and 10.2 ms; the client read 12.1, 8.5, 10.4 and 10.2.
+    const own = clientOnlyErrorMs(
+      [
+        [12.1, 8.5],
+        [10.4, 10.2],
+      ],
+      late,
+      3,
+      10,
+    )
+    expect(own?.samples).toBe(4)
+    expect(own?.max).toBeCloseTo(0.4, 9)
+    expect(own?.min).toBeCloseTo(0, 9)
+    // A request that missed a chunk, or more gaps than the server sent chunks: no figure.
+    expect(clientOnlyErrorMs([[12.1], [10.4, 10.2]], late, 3, 10)).toBeNull()
+    expect(
+      clientOnlyErrorMs(
+        [
+          [1, 1],
+          [1, 1],
+          [1, 1],
+          [1, 1],
+        ],
+        late,
+        3,
+        10,
+      ),
+    ).toBeNull()
   })
 
   test('per-thread capacity comes from rungs that held, else the best rung as a lower bound', () => {

@@ -7,7 +7,11 @@
  * cell-bench.ts). Plain JavaScript for the same reason.
  *
  * Usage: `node --expose-gc benchmarks/cell-run.js --origin URL --model M --concurrency C
- *   --requests N --tokens T [--workers auto|N] [--interval-ms I] [--warmup N] [--spill] [--retained]` (after `node scripts/build.ts`)
+ *   --requests N --tokens T [--workers auto|N] [--interval-ms I] [--warmup N] [--spill] [--gaps] [--retained]`
+ *   (after `node scripts/build.ts`)
+ *
+ * `--gaps` adds each measured request's ITL gaps, ms, in request order (`gapsMs`): for a few
+ * requests (the C = 1 precision runs), not a ladder's thousands.
  *
  * `--retained` measures instead what a finished request leaves on the heap, within this one
  * process: a cell of at least 1500 requests to warm the code (dropped), then one of N held (heap
@@ -37,6 +41,7 @@ const { values } = parseArgs({
     'interval-ms': { type: 'string' },
     warmup: { type: 'string', default: '0' },
     spill: { type: 'boolean', default: false },
+    gaps: { type: 'boolean', default: false },
     retained: { type: 'boolean', default: false },
   },
 })
@@ -98,9 +103,11 @@ try {
     const { record, spill } = await cell(requests)
     let delivered = 0
     const errors = []
+    const gapsMs = values.gaps ? [] : undefined
     const take = (r) => {
       delivered += r.contentChunks
       if (intervalMs !== null) for (const gap of r.itlMs ?? []) errors.push(Math.abs(gap - intervalMs))
+      gapsMs?.push(r.itlMs ?? [])
     }
     if (spill === undefined) record.requests.forEach(take)
     else for await (const r of spill.inOrder()) take(r)
@@ -127,6 +134,7 @@ try {
       harness: record.harness,
       peakRssMB: peakRssMB(),
       heapAfterGcMB,
+      gapsMs,
     }
     process.stdout.write(`${JSON.stringify(result)}\n`)
   }

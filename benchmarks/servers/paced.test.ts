@@ -58,6 +58,33 @@ describe('the paced bench server', () => {
     }
   })
 
+  test('/stats?values=1 gives each chunk’s lateness in send order: the stamps’ gaps follow from it', async () => {
+    server = await startServerProcess('paced', ['--interval-ms', String(INTERVAL_MS)])
+    const client = new Client(server.origin, { pipelining: 1 })
+    try {
+      await stats(client)
+      const first = await stream(client, 4)
+      const second = await stream(client, 3)
+      const r = await client.request({ method: 'GET', path: '/stats?values=1' })
+      const body = (await r.body.json()) as { chunks: number; lateMs: number[] }
+      expect(body.chunks).toBe(7)
+      expect(body.lateMs).toHaveLength(7)
+      // Within a stream, chunk k is due one interval after chunk k − 1: its send gap is the interval plus the change in lateness.
+      for (const [stamps, offset] of [
+        [first.stamps, 0],
+        [second.stamps, 4],
+      ] as const) {
+        for (let k = 1; k < stamps.length; k++) {
+          const gap = (stamps[k] as number) - (stamps[k - 1] as number)
+          const late = body.lateMs as number[]
+          expect(gap).toBeCloseTo(INTERVAL_MS + (late[offset + k] as number) - (late[offset + k - 1] as number), 6)
+        }
+      }
+    } finally {
+      await client.close()
+    }
+  })
+
   test('refuses a chunked request body with 400, naming what it takes', async () => {
     server = await startServerProcess('paced', [])
     const client = new Client(server.origin)

@@ -22,7 +22,9 @@
  * before it, then spins on the clock and sends each chunk when it falls due.
  *
  * `GET /stats` says whether it kept that schedule since the last call: chunks sent and how late
- * (send time − due time) at p50, p99 and max, ms.
+ * (send time − due time) at p50, p99 and max, ms; `GET /stats?values=1` adds every chunk's
+ * lateness in send order (`lateMs`), from which a client's own error at C = 1 follows: chunk k of a
+ * stream went out `intervalMs + lateMs[k] − lateMs[k − 1]` after chunk k − 1.
  *
  * `--processes N` serves from N processes (`node:cluster`, one shared port, connections handed
  * round-robin): one process, one timer loop, keeps its schedule up to a few tens of thousands of
@@ -210,12 +212,16 @@ function takeLateness(): Float64Array {
   return taken
 }
 
-/** The `GET /stats` body for these lateness values: chunks sent, lateness percentiles, ms. */
-function statsBody(values: Float64Array): string {
+/**
+ * The `GET /stats` body for these lateness values: chunks sent, lateness percentiles, ms; with
+ * `withValues`, every value too, in the order the chunks went out (`lateMs`).
+ */
+function statsBody(values: Float64Array, withValues = false): string {
+  const lateMs = withValues ? Array.from(values) : undefined
   const sorted = values.sort()
   const at = (q: number): number | null =>
     sorted.length === 0 ? null : (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number)
-  return JSON.stringify({ chunks: sorted.length, lateP50Ms: at(0.5), lateP99Ms: at(0.99), lateMaxMs: at(1) })
+  return JSON.stringify({ chunks: sorted.length, lateP50Ms: at(0.5), lateP99Ms: at(0.99), lateMaxMs: at(1), lateMs })
 }
 
 /** Messages between the processes of `--processes N`. */
@@ -230,9 +236,14 @@ type Message =
 const statsWaiting = new Map<number, Socket>()
 let statsIds = 0
 
-/** `GET /stats`: whether the server kept its schedule since the last call, every process's chunks merged; resets. */
-function stats(socket: Socket): void {
-  if (!cluster.isWorker) return respond(socket, '200 OK', 'application/json', statsBody(takeLateness()))
+/**
+ * `GET /stats`: whether the server kept its schedule since the last call, every process's chunks
+ * merged; resets. `GET /stats?values=1` adds each chunk's lateness in send order (one process
+ * only: across processes there is no one order).
+ */
+function stats(socket: Socket, withValues: boolean): void {
+  if (!cluster.isWorker) return respond(socket, '200 OK', 'application/json', statsBody(takeLateness(), withValues))
+  if (withValues) return respond(socket, '400 Bad Request', 'text/plain', '/stats?values=1: only with --processes 1')
   const id = statsIds++
   statsWaiting.set(id, socket)
   process.send?.({ kind: 'stats', id } satisfies Message)
@@ -263,7 +274,7 @@ function startStream(socket: Socket, tokens: number): void {
 /** Answers one request. */
 function answer(socket: Socket, method: string, path: string, body: Buffer): void {
   if (method === 'GET' && path === '/v1/models') respond(socket, '200 OK', 'application/json', MODELS_BODY)
-  else if (method === 'GET' && path === '/stats') stats(socket)
+  else if (method === 'GET' && (path === '/stats' || path === '/stats?values=1')) stats(socket, path !== '/stats')
   else if (method === 'POST' && path === '/v1/chat/completions') startStream(socket, maxTokensOf(body, DEFAULT_TOKENS))
   else respond(socket, '404 Not Found', 'text/plain', 'not found')
 }
