@@ -92,7 +92,7 @@ describe('TurnSlice', () => {
         // server's bytes are already on their way.
         await new Promise((resolve) => setTimeout(resolve, 20))
         const read = once(socket, 'data').then(() => done)
-        const all = Array.from({ length: 20 }, () => (slice.open ? Promise.resolve(slice.run(job)) : slice.later(job)))
+        const all = Array.from({ length: 20 }, () => slice.submit(job))
         const doneAtRead = await read
         await Promise.all(all)
         socket.destroy()

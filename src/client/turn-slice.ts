@@ -31,7 +31,7 @@ interface Job {
  * slice, count as one.
  * @example
  * const slice = new TurnSlice()
- * const results = jobs.map((job) => (slice.open ? Promise.resolve(slice.run(job)) : slice.later(job)))
+ * const results = jobs.map((job) => slice.submit(job))
  */
 export class TurnSlice {
   readonly #sliceMs: number
@@ -73,6 +73,14 @@ export class TurnSlice {
       this.#depth--
       this.#usedMs += monoMs() - startedAt
     }
+  }
+
+  /**
+   * Runs `work` now while the slice is open, else in a later turn behind the work queued before
+   * it; resolves with what it returns, rejects with what it throws.
+   */
+  async submit<T>(work: () => T): Promise<Awaited<T>> {
+    return this.open ? await this.run(work) : await this.later(work)
   }
 
   /** Runs `work` in a later turn, after the work queued before it; resolves with what it returns, rejects with what it throws. */

@@ -59,7 +59,7 @@ export async function closedLoop(
       })
     }
     for (;;) {
-      const obs = await (slice.open ? slice.run(step) : slice.later(step))
+      const obs = await slice.submit(step)
       if (obs === null) break
     }
     if (ended !== null) onDone(ended)
