@@ -12,8 +12,8 @@ export function parseBaseUrl(raw: string): { origin: string; display: string } {
   let url: URL
   try {
     url = new URL(raw)
-  } catch {
-    throw new ServegateError('CONFIG_INVALID', `baseUrl: "${raw}" is not a URL; pass e.g. http://127.0.0.1:8000`)
+  } catch (error) {
+    throw new ServegateError('CONFIG_INVALID', `baseUrl: "${raw}" is not a URL; pass e.g. http://127.0.0.1:8000`, { cause: error })
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     throw new ServegateError('CONFIG_INVALID', `baseUrl: protocol ${url.protocol} is not supported; use http:// or https://`)

@@ -272,14 +272,16 @@ export async function readEngineConfig(path: string): Promise<EngineConfig> {
   let text: string
   try {
     text = await readFile(path, 'utf8')
-  } catch {
-    throw new ServegateError('CONFIG_INVALID', `--engine: cannot read ${path}; pass the path of a JSON engine config`)
+  } catch (error) {
+    throw new ServegateError('CONFIG_INVALID', `--engine: cannot read ${path}; pass the path of a JSON engine config`, { cause: error })
   }
   try {
     return resolveEngineConfig(JSON.parse(text) as unknown, 'engine')
   } catch (error) {
-    if (error instanceof ServegateError) throw new ServegateError(error.code, `--engine ${path}: ${error.message}`)
-    throw new ServegateError('CONFIG_INVALID', `--engine: ${path} is not JSON (${(error as Error).message}); pass a JSON engine config`)
+    if (error instanceof ServegateError) throw new ServegateError(error.code, `--engine ${path}: ${error.message}`, { cause: error })
+    throw new ServegateError('CONFIG_INVALID', `--engine: ${path} is not JSON (${(error as Error).message}); pass a JSON engine config`, {
+      cause: error,
+    })
   }
 }
 

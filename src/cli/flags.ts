@@ -15,22 +15,24 @@ export function parseFlags<O extends Options>(command: string, argv: string[], o
     const message = (err as Error).message
     const flag = /'(-[^']*)'/.exec(message)?.[1] ?? ''
     if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
-      throw new ServegateError('CONFIG_INVALID', `unknown flag ${flag}; see servegate ${command} --help`)
+      throw new ServegateError('CONFIG_INVALID', `unknown flag ${flag}; see servegate ${command} --help`, { cause: err })
     }
     if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
       const name = flag.split(' ')[0] || 'a flag'
       throw new ServegateError(
         'CONFIG_INVALID',
         `${name} needs a value (write ${name}=VALUE when it starts with "-"); see servegate ${command} --help`,
+        { cause: err },
       )
     }
     if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') {
       throw new ServegateError(
         'CONFIG_INVALID',
         `unexpected argument ${/'([^']*)'/.exec(message)?.[1] ?? ''}; see servegate ${command} --help`,
+        { cause: err },
       )
     }
-    throw new ServegateError('CONFIG_INVALID', `${message.split('. ')[0]}; see servegate ${command} --help`)
+    throw new ServegateError('CONFIG_INVALID', `${message.split('. ')[0]}; see servegate ${command} --help`, { cause: err })
   }
 }
 

@@ -52,7 +52,7 @@ interface ExistingConfig {
 async function readIfExists(path: string): Promise<string | null> {
   return readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') return null
-    throw new ServegateError('FILE_INVALID', `${path}: cannot read (${error.code ?? error.message})`)
+    throw new ServegateError('FILE_INVALID', `${path}: cannot read (${error.code ?? error.message})`, { cause: error })
   })
 }
 

@@ -39,8 +39,10 @@ export async function checkWritableFile(flag: string, path: string): Promise<voi
     throw new ServegateError('CONFIG_INVALID', `${flag}: ${dir} is a file, not a directory; pass a path in a directory`)
   try {
     await access(dir, constants.W_OK)
-  } catch {
-    throw new ServegateError('CONFIG_INVALID', `${flag}: cannot write in ${dir} (permission denied); pass a path in a writable directory`)
+  } catch (error) {
+    throw new ServegateError('CONFIG_INVALID', `${flag}: cannot write in ${dir} (permission denied); pass a path in a writable directory`, {
+      cause: error,
+    })
   }
 }
 
@@ -54,7 +56,7 @@ export async function checkReadableFile(flag: string, path: string, what: string
   if (!found.isFile()) throw new ServegateError('CONFIG_INVALID', `${flag}: ${path} is not a regular file; pass the path of ${what}`)
   try {
     await access(path, constants.R_OK)
-  } catch {
-    throw new ServegateError('CONFIG_INVALID', `${flag}: cannot read ${path} (permission denied)`)
+  } catch (error) {
+    throw new ServegateError('CONFIG_INVALID', `${flag}: cannot read ${path} (permission denied)`, { cause: error })
   }
 }

@@ -152,10 +152,11 @@ function optionsJson(raw: FlagValues[string]): Record<string, unknown> {
   let parsed: unknown
   try {
     parsed = JSON.parse(String(raw))
-  } catch {
+  } catch (error) {
     throw new ServegateError(
       'CONFIG_INVALID',
       '--options: not JSON; pass one JSON object of sim options, e.g. --options \'{"decodeTokPerS":100}\'',
+      { cause: error },
     )
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {

@@ -7,13 +7,14 @@
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { parentPort, workerData } from 'node:worker_threads'
+import { ServegateError } from '../errors.ts'
 import { monoMs } from './clock.ts'
 import { StreamConnections } from './connections.ts'
 import { streamCompletion } from './stream.ts'
 import type { FromWorker, ToWorker, WorkerSetup } from './worker-protocol.ts'
 
 const port = parentPort
-if (port === null) throw new Error('stream-worker.ts runs only as a worker thread (started by StreamWorkers)')
+if (port === null) throw new ServegateError('INTERNAL', 'stream-worker.ts runs only as a worker thread (started by StreamWorkers)')
 const setup = workerData as WorkerSetup
 const dispatcher = new StreamConnections(setup.origin, setup.connections)
 const headers = setup.headers ?? undefined

@@ -1,5 +1,5 @@
 import { request } from 'undici'
-import { sanitizeMessage } from '../errors.ts'
+import { sanitizeMessage, ServegateError } from '../errors.ts'
 
 /** A chat message as the tokenizer sees it (text only; images are not counted here). */
 export interface ChatText {
@@ -42,6 +42,13 @@ function countOf(answer: { status: number; json: Json | null }): number | null {
   if (answer.status !== 200 || answer.json === null) return null
   if (typeof answer.json.count === 'number') return answer.json.count
   return Array.isArray(answer.json.tokens) ? answer.json.tokens.length : null
+}
+
+/** The error of a tokenizer endpoint that answered the probe but not a later call: its status, or its shape. */
+function stoppedAnswering(what: string, answer: { status: number }): ServegateError {
+  return answer.status === 200
+    ? new ServegateError('STREAM_PROTOCOL', `${what} stopped answering: a 200 without a token count`)
+    : new ServegateError('HTTP_STATUS', `${what} stopped answering: status ${answer.status}`)
 }
 
 /**
@@ -87,8 +94,9 @@ export async function probeTokenizer(
     const textCount = sampleCount(await post('/tokenize', { model, prompt: sample, add_special_tokens: true }))
     if (textCount !== null) {
       const countText = async (prompt: string): Promise<number> => {
-        const n = countOf(await post('/tokenize', { model, prompt, add_special_tokens: true }))
-        if (n === null) throw new Error('POST /tokenize stopped answering')
+        const answer = await post('/tokenize', { model, prompt, add_special_tokens: true })
+        const n = countOf(answer)
+        if (n === null) throw stoppedAnswering('POST /tokenize', answer)
         return n
       }
       if (chatCount !== null) {
@@ -97,8 +105,9 @@ export async function probeTokenizer(
             description: 'POST /tokenize (vLLM shape; chat template applied by the engine)',
             countText,
             async countChat(messages) {
-              const n = countOf(await post('/tokenize', templated({ model, messages, add_generation_prompt: true })))
-              if (n === null) throw new Error('POST /tokenize (messages) stopped answering')
+              const answer = await post('/tokenize', templated({ model, messages, add_generation_prompt: true }))
+              const n = countOf(answer)
+              if (n === null) throw stoppedAnswering('POST /tokenize (messages)', answer)
               return n
             },
           },
@@ -110,8 +119,9 @@ export async function probeTokenizer(
     const llama = sampleCount(await post('/tokenize', { content: sample, add_special: true }))
     if (llama !== null) {
       const countText = async (content: string): Promise<number> => {
-        const n = countOf(await post('/tokenize', { content, add_special: true }))
-        if (n === null) throw new Error('POST /tokenize stopped answering')
+        const answer = await post('/tokenize', { content, add_special: true })
+        const n = countOf(answer)
+        if (n === null) throw stoppedAnswering('POST /tokenize', answer)
         return n
       }
       const applied = await post('/apply-template', templated({ messages: [{ role: 'user', content: sample }] }))
@@ -122,7 +132,7 @@ export async function probeTokenizer(
             countText,
             async countChat(messages) {
               const answer = await post('/apply-template', templated({ messages }))
-              if (typeof answer.json?.prompt !== 'string') throw new Error('POST /apply-template stopped answering')
+              if (typeof answer.json?.prompt !== 'string') throw stoppedAnswering('POST /apply-template', answer)
               return countText(answer.json.prompt)
             },
           },

@@ -244,7 +244,7 @@ const trtllm: EngineAdapter = {
 /** Any command: `{port}`, `{host}`, `{modelId}` and `{modelPath}` in its argv are filled in. */
 const command: EngineAdapter = {
   argv: (c, port) => {
-    if (c.kind !== 'command') throw new Error('command adapter on a non-command config')
+    if (c.kind !== 'command') throw new ServegateError('INTERNAL', 'command adapter on a non-command config')
     return c.argv.map((a) =>
       a
         .replaceAll('{port}', String(port))

@@ -40,8 +40,8 @@ export function signingKeyFromEnv(env: NodeJS.ProcessEnv = process.env): KeyObje
   let key: KeyObject
   try {
     key = createPrivateKey({ key: pem, format: 'pem' })
-  } catch {
-    throw new ServegateError('CONFIG_INVALID', `${SIGNING_KEY_ENV} is set but is not a private key in PEM; ${fix}`)
+  } catch (error) {
+    throw new ServegateError('CONFIG_INVALID', `${SIGNING_KEY_ENV} is set but is not a private key in PEM; ${fix}`, { cause: error })
   }
   if (key.asymmetricKeyType !== 'ed25519')
     throw new ServegateError(
@@ -107,7 +107,7 @@ export async function writeDirectoryAtomically(dir: string, files: readonly Evid
   try {
     for (const f of files) {
       const path = join(staging, f.path)
-      if (!path.startsWith(staging + '/')) throw new Error(`evidence file path escapes the directory: ${f.path}`)
+      if (!path.startsWith(staging + '/')) throw new ServegateError('INTERNAL', `evidence file path escapes the directory: ${f.path}`)
       await mkdir(dirname(path), { recursive: true })
       await writeFile(path, f.content)
     }

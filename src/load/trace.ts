@@ -106,6 +106,7 @@ export async function loadTrace(path: string): Promise<LoadedTrace> {
       'FILE_INVALID',
       `trace ${path}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); ` +
         'pass the path of a JSONL trace',
+      { cause: error },
     )
   }
   return { path: absolute, sha256: createHash('sha256').update(bytes).digest('hex'), rows: parseTrace(bytes.toString('utf8'), path) }

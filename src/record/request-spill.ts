@@ -60,10 +60,10 @@ export class RequestSpill {
 
   /** Appends one finished request (its `index` places it in plan order). */
   add(record: RequestRecord): void {
-    if (this.closed) throw new Error('RequestSpill.add after close')
+    if (this.closed) throw new ServegateError('INTERNAL', 'RequestSpill.add after close')
     const i = record.index
     if (i >= this.offsets.length) this.grow(i + 1)
-    if (!Number.isNaN(this.offsets[i] as number)) throw new Error(`RequestSpill.add: request ${i} was already spilled`)
+    if (!Number.isNaN(this.offsets[i] as number)) throw new ServegateError('INTERNAL', `RequestSpill.add: request ${i} was already spilled`)
     const line = `${JSON.stringify(scrubDeep(record))}\n`
     const size = Buffer.byteLength(line)
     this.offsets[i] = this.bytes
@@ -158,7 +158,7 @@ export async function writeSpilledRecord(path: string, record: RunRecord, spill:
   const mark = '\u0000servegate:spilled-requests\u0000'
   const text = `${JSON.stringify(scrubDeep({ ...record, requests: mark }), null, 2)}\n`
   const at = text.indexOf(JSON.stringify(mark))
-  if (at < 0) throw new Error('writeSpilledRecord: the requests mark is missing')
+  if (at < 0) throw new ServegateError('INTERNAL', 'writeSpilledRecord: the requests mark is missing')
   await mkdir(dirname(path), { recursive: true })
   const tmp = `${path}.${process.pid}.${Date.now()}.tmp`
   const file = await open(tmp, 'w')
