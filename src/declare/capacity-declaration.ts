@@ -3,7 +3,7 @@ import type { EngineCellOptions } from '../runner/cell-options.ts'
 import type { CapacitySearch } from '../schema/capacity-record.ts'
 import { engineField, lazy, type Lazy, named, planId } from './cell-declarations.ts'
 import type { EngineHandle } from './engine-handles.ts'
-import { cellThrew, declareCell, searchMeasured } from './registry.ts'
+import { cellThrew, declareCell, searchMeasured } from '../worker/cell-registry.ts'
 import { registerTeardown, workerRunner } from './worker-environment.ts'
 
 /** A capacity search in a spec: the probe cell's options, the engine, and the search's own options (see `CapacityOptions`). */

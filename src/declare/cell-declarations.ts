@@ -4,7 +4,7 @@ import type { PairRun } from '../runner/runner.ts'
 import { resolveStopEarly, type StopEarly } from '../runner/staged-pair.ts'
 import type { CellResult, PairResult } from '../schema/results.ts'
 import { type EngineHandle, isEngineHandle } from './engine-handles.ts'
-import { declareCell, tracked } from './registry.ts'
+import { declareCell, tracked } from '../worker/cell-registry.ts'
 import { registerTeardown, workerRunner } from './worker-environment.ts'
 
 export type { CellResult, LadderStep, PairResult } from '../schema/results.ts'

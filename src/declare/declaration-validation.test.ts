@@ -12,7 +12,7 @@ import type { CellSpec } from './cell-declarations.ts'
 import { capacity } from './capacity-declaration.ts'
 import { cell, pair } from './cell-declarations.ts'
 import { engine } from './engine-handles.ts'
-import { declaredCell } from './registry.ts'
+import { declaredCell } from '../worker/cell-registry.ts'
 import { sweep } from './sweep-declaration.ts'
 
 const FAKES = fileURLToPath(new URL('../../fixtures/fakes/', import.meta.url))

@@ -1,7 +1,7 @@
 import { type ResolvedCellPlan, resolveCellPlan } from '../runner/cell-options.ts'
 import type { SweepResult } from '../schema/results.ts'
 import { expandLadder, type Ladder } from '../load/ladder.ts'
-import { joinLadder } from './registry.ts'
+import { joinLadder } from '../worker/cell-registry.ts'
 import {
   cell,
   type CellResult,

@@ -3,7 +3,7 @@ import { afterAll } from 'vitest'
 import { createEnvironment, type SendProgress } from '../runner/environment.ts'
 import { Runner } from '../runner/runner.ts'
 import { PROGRESS_CONTEXT_KEY, ProgressContext } from '../schema/progress.ts'
-import { provided, workerOptions } from './worker-options.ts'
+import { provided, workerOptions } from '../worker/provided-options.ts'
 
 /** Open channels of this worker process, by socket: a file's modules are evaluated afresh, the worker's socket is not. */
 const CHANNELS = Symbol.for('servegate.progress.channels')

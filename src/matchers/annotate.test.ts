@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest'
-import { tracked } from '../declare/registry.ts'
+import { tracked } from '../worker/cell-registry.ts'
 import { computeCellMetrics } from '../metrics/cell-metrics.ts'
 import { failedCellRecord } from '../runner/run-record.ts'
 import type { PairResult } from '../schema/results.ts'

@@ -6,7 +6,7 @@
  * it returns: a test that fails on that matcher has it too. The evidence builder and Vega load
  * when the first cell is measured, not in every worker that registers the matchers.
  */
-import { declaredCell, onCellMeasured } from '../declare/registry.ts'
+import { declaredCell, onCellMeasured } from '../worker/cell-registry.ts'
 import { formatSignificant as num } from '../number-format.ts'
 import type { EvidenceCell } from '../schema/evidence.ts'
 import type { GateOutcome } from '../schema/gate.ts'

@@ -5,7 +5,7 @@ import { passesUnder, policyText, resolveInconclusive } from '../gates/inconclus
 import { samplesText, verdictLine } from '../gates/verdict.ts'
 import { formatFixedPercent, formatInUnit } from '../number-format.ts'
 import type { CheckName, GateDecision, GateName } from '../schema/gate.ts'
-import { workerOptions } from '../declare/worker-options.ts'
+import { workerOptions } from '../worker/provided-options.ts'
 import { message } from './format.ts'
 import { type Annotate, type AnnotationType, annotateCell, annotationType } from './annotate.ts'
 import { gateOptionsOf, type InconclusiveOption } from './gate-matcher-options.ts'

@@ -1,7 +1,7 @@
 import { afterAll, expect } from 'vitest'
 import { matchers } from '../matchers/index.ts'
 import { stopSharedEngines, useFileTeardown } from '../declare/worker-environment.ts'
-import { takeFileMeta } from '../declare/registry.ts'
+import { takeFileMeta } from '../worker/cell-registry.ts'
 
 // Registered by the servegate plugin's setup file, which runs before each spec file.
 expect.extend(matchers)

@@ -1,6 +1,6 @@
 import { expect, test } from 'vitest'
 import { failedCellRecord } from '../runner/run-record.ts'
-import { cellMeasured, cellThrew, declareCell, joinLadder, searchMeasured, takeFileMeta } from './registry.ts'
+import { cellMeasured, cellThrew, declareCell, joinLadder, searchMeasured, takeFileMeta } from './cell-registry.ts'
 
 const record = (requests: number) =>
   failedCellRecord(

@@ -1,3 +1,9 @@
+/**
+ * The cells and pairs the spec file in this worker declared, and what became of each: written by
+ * the declarations (`declare/`), read by the matchers (a cell's chart and figures) and taken by
+ * the plugin's setup file into the file's meta. Below both, it imports only schemas and errors,
+ * so the matchers read it without loading the declarations, the runner or the engines.
+ */
 import { sanitizeMessage } from '../errors.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { type DeclaredCell, type FileMeta, META_TAG } from '../schema/task-meta.ts'
