@@ -1,26 +1,24 @@
-import { monitorEventLoopDelay } from 'node:perf_hooks'
 import type { StreamObservation } from '../client/stream.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
 import { planArrivals, type ArrivalSchedule } from '../load/plan.ts'
-import { CellTally } from '../metrics/cell-metrics.ts'
 import { parseBaseUrl } from '../loopback.ts'
 import type { RequestSpill } from '../record/request-spill.ts'
 import type { OpenLoopStats } from '../schema/load.ts'
 import type { CellProgress, PhaseListener } from '../schema/progress.ts'
 import type { ErrorInfo, RequestRecord, RunRecord } from '../schema/run.ts'
-import { type PlannedRequest, preparedFor } from '../workload/prepare.ts'
-import { BodyFeed, WireHash } from './body-feed.ts'
+import type { TokenizerProbe } from '../client/tokenize.ts'
+import { type PreparedWorkload, preparedFor } from '../workload/prepare.ts'
+import { BodyFeed } from './body-feed.ts'
 import { type CellOptions, type ResolvedCellOptions, resolveCellOptions } from './cell-options.ts'
-import type { WorkerMeasure } from '../client/worker-protocol.ts'
 import { type CellTransport, connectionsToWarm, httpTransport } from './cell-transport.ts'
 import { closedLoop, openLoop, type Slot } from './dispatch.ts'
 import { type Clock, systemClock } from './environment.ts'
 import { checkContextFits, contextLimit, OPTION_NAMES } from './context-limit.ts'
 import { probeEndpoint } from './probe.ts'
-import { HostSteal } from './host-steal.ts'
-import { assembleRecord, cellPlan, harnessHealth, requestRecord } from './run-record.ts'
+import { assembleRecord, cellPlan } from './run-record.ts'
+import { CellLoadMeter } from './cell-load-meter.ts'
+import { RequestLedger } from './request-ledger.ts'
 import { warmClientJit } from './warm.ts'
-import { monoMs } from '../client/clock.ts'
 import { TurnSlice } from '../client/turn-slice.ts'
 
 export type { CellProgress } from '../schema/progress.ts'
@@ -118,6 +116,70 @@ async function measuredPhase(
   return openLoop({ offsetsMs: arrivals.offsetsMs, maxInFlight: arrivals.plan.maxInFlight, startAt, signal }, send, onDone)
 }
 
+/** Waits for a sequential arm's turn at `stage`, saying so first. */
+function waitTurn(stages: CellStages, stage: number, phase: PhaseListener | undefined): Promise<boolean> {
+  phase?.({ phase: 'turn', stage: stage + 1, stages: stages.ends.length })
+  return stages.turn(stage)
+}
+
+/** The cell's workload, prepared once per plan (calibrated with the engine's tokenizer when asked). */
+function cellWorkload(
+  o: ResolvedCellOptions,
+  transport: CellTransport,
+  arrivals: ArrivalSchedule | null,
+  phase: PhaseListener | undefined,
+  signal: AbortSignal,
+): Promise<PreparedWorkload> {
+  const plan = {
+    api: o.api,
+    maxTokens: o.maxTokens,
+    requests: o.requests,
+    warmupRequests: o.warmupRequests,
+    sizes: arrivals?.sizes ?? null,
+  }
+  const probe = async (): Promise<TokenizerProbe | null> => {
+    if (!o.calibrate) return null
+    phase?.({ phase: 'calibrating' })
+    return transport.tokenizer()
+  }
+  return preparedFor(o.workload, plan, probe, signal)
+}
+
+/** The cell's signal: the caller's, and aborted when a launched engine exits with a failure. */
+function cellSignal(hooks: RunCellHooks): AbortSignal {
+  const stop = new AbortController()
+  void hooks.engine?.exited.then(() => {
+    if (hooks.engine?.failure() !== null) stop.abort()
+  })
+  return hooks.signal === undefined ? stop.signal : AbortSignal.any([hooks.signal, stop.signal])
+}
+
+/** Sends request `base + index` of a feed; a ledger, when given, keeps its plan while it is in flight. */
+type Sender = (feed: BodyFeed, base: number, ledger: RequestLedger | null) => (index: number) => Promise<StreamObservation>
+
+function sender(transport: CellTransport, captureChars: number, signal: AbortSignal): Sender {
+  return (feed, base, ledger) => (index) => {
+    const fed = feed.take(base + index)
+    ledger?.sending(base + index, fed.planned)
+    return transport.send(fed.bytes, captureChars, signal)
+  }
+}
+
+/** The warm-up requests, closed loop at the cell's concurrency, each told as a phase; none is recorded. */
+async function warmUp(
+  total: number,
+  o: ResolvedCellOptions,
+  send: (index: number) => Promise<StreamObservation>,
+  phase: PhaseListener | undefined,
+  signal: AbortSignal,
+  slice: TurnSlice,
+): Promise<void> {
+  if (total === 0) return
+  let warmed = 0
+  phase?.({ phase: 'warmup', done: 0, total })
+  await closedLoop(total, o.concurrency, send, () => phase?.({ phase: 'warmup', done: ++warmed, total }), signal, slice)
+}
+
 /** The measuring core shared by every transport; closes the transport when done. */
 export async function measureCell(
   o: ResolvedCellOptions,
@@ -125,179 +187,63 @@ export async function measureCell(
   target: string,
   hooks: RunCellHooks = {},
 ): Promise<RunRecord> {
-  const stop = new AbortController()
-  const signal = hooks.signal === undefined ? stop.signal : AbortSignal.any([hooks.signal, stop.signal])
-  void hooks.engine?.exited.then(() => {
-    if (hooks.engine?.failure() !== null) stop.abort()
-  })
-  const stages = hooks.stages ?? null
-  const spill = hooks.spill ?? null
+  const signal = cellSignal(hooks)
+  const { stages = null, spill = null, onPhase: phase } = hooks
   if (spill !== null && stages !== null) throw new ServegateError('INTERNAL', 'a staged cell cannot spill its requests')
-  const phase = hooks.onPhase
-  // A sequential arm says it waits before each stage's turn.
-  const turn = (s: CellStages, stage: number): Promise<boolean> => {
-    phase?.({ phase: 'turn', stage: stage + 1, stages: s.ends.length })
-    return s.turn(stage)
-  }
   const feeds: BodyFeed[] = []
   try {
-    if (stages !== null) await turn(stages, 0)
+    if (stages !== null) await waitTurn(stages, 0, phase)
     // Drawn (or read) before anything is sent: a trace also sizes the requests.
     const arrivals = o.arrival === null ? null : await planArrivals(o.arrival, o.requests)
-    const workload = await preparedFor(
-      o.workload,
-      { api: o.api, maxTokens: o.maxTokens, requests: o.requests, warmupRequests: o.warmupRequests, sizes: arrivals?.sizes ?? null },
-      async () => {
-        if (!o.calibrate) return null
-        phase?.({ phase: 'calibrating' })
-        return transport.tokenizer()
-      },
-      signal,
-    )
+    const workload = await cellWorkload(o, transport, arrivals, phase, signal)
     const captureChars = workload.spec.canaries || workload.spec.kind === 'dataset' ? workload.spec.captureChars : 0
     // Bodies are built as they are sent, a bounded look-ahead in front, never all at once.
-    const measuredFeed = new BodyFeed(workload, o.model, 0, workload.measuredCount, signal)
-    const warmupFeed = new BodyFeed(workload, o.model, workload.measuredCount, workload.measuredCount + workload.warmupCount, signal)
+    const { measuredCount, warmupCount } = workload
+    const measuredFeed = new BodyFeed(workload, o.model, 0, measuredCount, signal)
+    const warmupFeed = new BodyFeed(workload, o.model, measuredCount, measuredCount + warmupCount, signal)
     feeds.push(measuredFeed, warmupFeed)
-    // Each request's plan waits here only while it is in flight.
-    const inFlight = new Map<number, PlannedRequest>()
-    const send =
-      (feed: BodyFeed, base: number, track: boolean) =>
-      (index: number): Promise<StreamObservation> => {
-        const fed = feed.take(base + index)
-        if (track) inFlight.set(base + index, fed.planned)
-        return transport.send(fed.bytes, captureChars, signal)
-      }
-
+    const send = sender(transport, captureChars, signal)
     const clock = hooks.clock ?? systemClock
     const startedAt = clock.date()
-    // One record per ended request, made as it ends: the observation (chunks written, content,
-    // chunk times) is dropped then; only the record (in memory, or spilled to disk) and the
-    // running hashes stay.
-    const records: RequestRecord[] = []
-    const wire = new WireHash()
-    let ok = 0
-    let failed = 0
-    let done = 0
     warmClientJit()
     // Where the cell's thread reads the chunks itself, a closed loop starts its next requests in
     // the slices its sends go out in, the reads in between; elsewhere it has none to keep waiting.
     const loopSlice = transport.slice ?? new TurnSlice(Infinity)
-    if (workload.warmupCount > 0) {
-      let warmed = 0
-      const total = workload.warmupCount
-      phase?.({ phase: 'warmup', done: 0, total })
-      await closedLoop(
-        total,
-        o.concurrency,
-        send(warmupFeed, workload.measuredCount, false),
-        () => phase?.({ phase: 'warmup', done: ++warmed, total }),
-        signal,
-        loopSlice,
-      )
-    }
+    await warmUp(warmupCount, o, send(warmupFeed, measuredCount, null), phase, signal, loopSlice)
     warmupFeed.close()
     await transport.warm?.(connectionsToWarm(o))
 
     await hooks.onMeasureStart?.()
-    const loopDelay = monitorEventLoopDelay({ resolution: 2 })
-    const steal = new HostSteal()
-    const ends = stages?.ends ?? [workload.measuredCount]
-    let cpuMs = 0
-    let threadCpuMs = 0
-    const workerMeasures: WorkerMeasure[][] = []
-    let activeMs = 0
-    let wallClockMs = 0
-    let sent = 0
-    const cellStart = monoMs()
+    const meter = new CellLoadMeter(transport.workers ?? null)
+    const ends = stages?.ends ?? [measuredCount]
+    const ledger = new RequestLedger(workload, o.requests, { spill, onProgress: hooks.onProgress, onPhase: phase })
+    const onDone = (slot: Slot): void => ledger.end(slot)
     let openLoopStats: OpenLoopStats | null = null
     for (let stage = 0; stage < ends.length; stage++) {
-      if (stage > 0 && (stages === null || !(await turn(stages, stage)))) break
-      const end = Math.min(ends[stage] as number, workload.measuredCount)
-      const offset = sent
-      const stageOf = stages === null ? null : { index: stage + 1, of: ends.length }
-      const requestsPhase = (): void => {
-        phase?.({
-          phase: 'requests',
-          done,
-          total: o.requests,
-          ok,
-          failed,
-          elapsedMs: monoMs() - cellStart,
-          stage: stageOf,
-        })
-      }
-      requestsPhase()
-      loopDelay.enable()
-      steal.start()
-      transport.workers?.measureStart()
-      const cpuBefore = process.cpuUsage()
-      const threadCpuBefore = process.threadCpuUsage()
-      const stageStart = monoMs()
-      // The stage's busy span, from its first send to its last end, kept as requests end.
-      let firstSend = Infinity
-      let lastEnd = -Infinity
-      const onDone = (slot: Slot): void => {
-        const index = offset + slot.index
-        const { obs } = slot
-        firstSend = Math.min(firstSend, obs.sentAt)
-        lastEnd = Math.max(lastEnd, obs.endAt ?? obs.sentAt)
-        const planned = inFlight.get(index) ?? workload.planned(index)
-        inFlight.delete(index)
-        const record = requestRecord({ ...slot, index }, cellStart, planned, workload)
-        if (spill === null) records.push(record)
-        else spill.add(record)
-        wire.add(index, obs.sent)
-        if (obs.error === null) ok++
-        else failed++
-        done++
-        hooks.onProgress?.({ done, total: o.requests, ok, failed, elapsedMs: monoMs() - cellStart })
-        requestsPhase()
-      }
-      openLoopStats = await measuredPhase(o, end - offset, arrivals, cellStart, signal, send(measuredFeed, offset, true), onDone, loopSlice)
-      activeMs += monoMs() - stageStart
-      const cpu = process.cpuUsage(cpuBefore)
-      const threadCpu = process.threadCpuUsage(threadCpuBefore)
-      cpuMs += (cpu.user + cpu.system) / 1000
-      threadCpuMs += (threadCpu.user + threadCpu.system) / 1000
-      loopDelay.disable()
-      steal.stop()
-      if (transport.workers !== undefined) workerMeasures.push(await transport.workers.measureStop())
-      wallClockMs += Math.max(0, lastEnd - firstSend)
-      sent = end
-      records.sort((a, b) => a.index - b.index)
-      if (stages !== null) stages.done(stage, records.slice(), signal.aborted || hooks.engine?.failure() != null)
+      if (stage > 0 && (stages === null || !(await waitTurn(stages, stage, phase)))) break
+      const end = Math.min(ends[stage] as number, measuredCount)
+      ledger.beginStage(stages === null ? null : { index: stage + 1, of: ends.length })
+      meter.start()
+      const due = send(measuredFeed, ledger.sent, ledger)
+      openLoopStats = await measuredPhase(o, end - ledger.sent, arrivals, ledger.cellStart, signal, due, onDone, loopSlice)
+      await meter.stop()
+      ledger.endStage(end)
+      if (stages !== null) stages.done(stage, ledger.records.slice(), signal.aborted || hooks.engine?.failure() != null)
     }
     measuredFeed.close()
 
-    // The figures from one pass over every request, in plan order (read back when spilled).
-    const tally = new CellTally(o.slo)
-    if (spill === null) for (const r of records) tally.add(r)
-    else for await (const r of spill.inOrder()) tally.add(r)
+    const tally = await ledger.tally(o.slo)
     return assembleRecord({
       options: o,
       startedAt,
       finishedAt: clock.date(),
       target,
-      plan: cellPlan(o, workload, measuredFeed.requestStreamSha256, wire.digest(), arrivals?.plan ?? null, sent),
-      requests: records,
+      plan: cellPlan(o, workload, measuredFeed.requestStreamSha256, ledger.wireDigest(), arrivals?.plan ?? null, ledger.sent),
+      requests: ledger.records,
       counts: tally,
-      // Requests due that were never sent: the cell was cut short (an abort, the engine gone).
-      unsent: sent - done,
-      metrics: { ...tally.metrics(wallClockMs), openLoop: openLoopStats },
-      harness: harnessHealth(
-        o,
-        cpuMs,
-        activeMs,
-        loopDelay,
-        tally.sendLags,
-        {
-          count: transport.workers?.count ?? 0,
-          cellThreadCpuMs: threadCpuMs,
-          measures: workerMeasures,
-        },
-        steal.share(),
-      ),
+      unsent: ledger.unsent,
+      metrics: { ...tally.metrics(ledger.busyMs), openLoop: openLoopStats },
+      harness: meter.health(o, tally.sendLags),
       manifest: null,
       cellFailure: hooks.engine?.failure() ?? null,
     })

@@ -1,0 +1,97 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { describe, expect, test } from 'vitest'
+import { holdThread } from '../../fixtures/event-loop.ts'
+import { monoMs } from '../client/clock.ts'
+import type { WorkerMeasure } from '../client/worker-protocol.ts'
+import { CellLoadMeter, type MeasuredWorkers } from './cell-load-meter.ts'
+import { resolveCellOptions } from './cell-options.ts'
+import { type CpuTicks, HostSteal } from './host-steal.ts'
+
+const options = resolveCellOptions({ baseUrl: 'http://127.0.0.1:1', model: 'm', requests: 1, workload: { promptTokens: 16 } })
+
+/** A steal meter reading these ticks in turn, as `/proc/stat` would give them. */
+function stealOf(...reads: CpuTicks[]): HostSteal {
+  return new HostSteal(() => reads.shift() ?? null)
+}
+
+/** Two workers whose figures for a stage are `requests` each; counts the stages started. */
+function fakeWorkers(): MeasuredWorkers & { started: number } {
+  let stage = 0
+  const measure = (worker: number): WorkerMeasure => ({
+    worker,
+    requests: stage,
+    cpuMs: 1,
+    wallMs: 10,
+    eventLoopDelayP99Ms: worker + 1,
+    eventLoopDelayMaxMs: worker + 2,
+    handoffLagsMs: [0.1],
+  })
+  return {
+    count: 2,
+    started: 0,
+    measureStart() {
+      this.started++
+    },
+    measureStop: async () => {
+      stage++
+      return [measure(0), measure(1)]
+    },
+  }
+}
+
+describe('CellLoadMeter', () => {
+  test('sums each stage, and none of the idle time between them', async () => {
+    const meter = new CellLoadMeter(null, stealOf())
+    const began = monoMs()
+    for (let stage = 0; stage < 2; stage++) {
+      if (stage > 0) await sleep(100)
+      meter.start()
+      holdThread(15)
+      // The loop turns while measured: its delay is sampled.
+      await sleep(10)
+      await meter.stop()
+    }
+    const elapsed = monoMs() - began
+    expect(meter.activeMs).toBeGreaterThanOrEqual(50)
+    expect(meter.activeMs).toBeLessThanOrEqual(elapsed - 100)
+    expect(meter.cpuMs).toBeGreaterThan(0)
+    expect(meter.threadCpuMs).toBeGreaterThan(0)
+    const health = meter.health(options, [1, 2])
+    expect(health.clientCpuMs).toBe(meter.cpuMs)
+    // In the cell's thread the share is the process's, over the stages' span only.
+    expect(health.clientCpuShare).toBeCloseTo(meter.cpuMs / meter.activeMs, 9)
+    expect(health.eventLoopDelayP99Ms).not.toBeNull()
+    expect(health.sendLagP99Ms).toBe(2)
+    expect(health).not.toHaveProperty('clientWorkers')
+    // The steal meter could not read its ticks: unknown, not 0.
+    expect(health.hostStealShare).toBeNull()
+  })
+
+  test('measures the workers each stage and judges each on its stages together', async () => {
+    const workers = fakeWorkers()
+    const meter = new CellLoadMeter(workers, stealOf())
+    for (let stage = 0; stage < 3; stage++) {
+      meter.start()
+      await meter.stop()
+    }
+    expect(workers.started).toBe(3)
+    const health = meter.health(options, [])
+    expect(health.clientWorkers).toBe(2)
+    // Stages report 1, 2 and 3 requests each.
+    expect(health.workers?.map((w) => [w.worker, w.requests, w.eventLoopDelayP99Ms])).toEqual([
+      [0, 6, 1],
+      [1, 6, 2],
+    ])
+    expect(health.workers?.[0]?.cpuShare).toBeCloseTo(3 / 30, 9)
+  })
+
+  test("the host's steal is summed over the stages' ticks", async () => {
+    const at = (total: number, steal: number): CpuTicks => ({ totalTicks: total, stealTicks: steal, busyTicks: steal })
+    const meter = new CellLoadMeter(null, stealOf(at(0, 0), at(100, 1), at(1000, 50), at(1300, 53)))
+    for (let stage = 0; stage < 2; stage++) {
+      meter.start()
+      await meter.stop()
+    }
+    expect(meter.health(options, []).hostStealShare).toBeCloseTo((1 + 3) / (100 + 300), 9)
+  })
+})

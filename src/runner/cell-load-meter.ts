@@ -1,0 +1,83 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks'
+import { monoMs } from '../client/clock.ts'
+import type { WorkerMeasure } from '../client/worker-protocol.ts'
+import type { HarnessHealth } from '../schema/run.ts'
+import type { ResolvedCellOptions } from './cell-options.ts'
+import type { CellTransport } from './cell-transport.ts'
+import { HostSteal } from './host-steal.ts'
+import { harnessHealth } from './run-record.ts'
+
+/** The client's worker threads, as a cell measures them. */
+export type MeasuredWorkers = NonNullable<CellTransport['workers']>
+
+/**
+ * What the client itself spent while a cell measured, summed over its stages (`start` to
+ * `stop`): the process's CPU time and the cell thread's own, the event loop's delay, the host's
+ * steal, each worker thread's figures, and the stages' span. Idle time between stages counts in
+ * none of them. `health` judges them against the cell's limits.
+ * @example const meter = new CellLoadMeter(null); meter.start(); …; await meter.stop(); meter.health(o, sendLags)
+ */
+export class CellLoadMeter {
+  readonly #loopDelay = monitorEventLoopDelay({ resolution: 2 })
+  readonly #steal: HostSteal
+  readonly #workers: MeasuredWorkers | null
+  readonly #workerMeasures: WorkerMeasure[][] = []
+  #cpuMs = 0
+  #threadCpuMs = 0
+  #activeMs = 0
+  #cpuBefore: NodeJS.CpuUsage | undefined
+  #threadCpuBefore: NodeJS.CpuUsage | undefined
+  #stageStart = 0
+
+  /**
+   * @param workers the client's worker threads; null when the cell's thread streams every request
+   * @param steal the host's steal meter; `/proc/stat`'s by default
+   */
+  constructor(workers: MeasuredWorkers | null, steal: HostSteal = new HostSteal()) {
+    this.#workers = workers
+    this.#steal = steal
+  }
+
+  /** The stages' wall time summed, ms. */
+  get activeMs(): number {
+    return this.#activeMs
+  }
+
+  /** The process's CPU time over the stages, every thread's, ms. */
+  get cpuMs(): number {
+    return this.#cpuMs
+  }
+
+  /** The cell thread's own CPU time over the stages, ms. */
+  get threadCpuMs(): number {
+    return this.#threadCpuMs
+  }
+
+  /** A stage starts. */
+  start(): void {
+    this.#loopDelay.enable()
+    this.#steal.start()
+    this.#workers?.measureStart()
+    this.#cpuBefore = process.cpuUsage()
+    this.#threadCpuBefore = process.threadCpuUsage()
+    this.#stageStart = monoMs()
+  }
+
+  /** The stage ended: its figures add to the cell's (a worker's come back from its thread). */
+  async stop(): Promise<void> {
+    this.#activeMs += monoMs() - this.#stageStart
+    const cpu = process.cpuUsage(this.#cpuBefore)
+    const threadCpu = process.threadCpuUsage(this.#threadCpuBefore)
+    this.#cpuMs += (cpu.user + cpu.system) / 1000
+    this.#threadCpuMs += (threadCpu.user + threadCpu.system) / 1000
+    this.#loopDelay.disable()
+    this.#steal.stop()
+    if (this.#workers !== null) this.#workerMeasures.push(await this.#workers.measureStop())
+  }
+
+  /** The cell's harness figures, judged against its limits; `sendLags` are every measured request's, ms. */
+  health(o: ResolvedCellOptions, sendLags: readonly number[]): HarnessHealth {
+    const workers = { count: this.#workers?.count ?? 0, cellThreadCpuMs: this.#threadCpuMs, measures: this.#workerMeasures }
+    return harnessHealth(o, this.#cpuMs, this.#activeMs, this.#loopDelay, sendLags, workers, this.#steal.share())
+  }
+}

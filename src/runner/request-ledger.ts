@@ -1,0 +1,162 @@
+import { monoMs } from '../client/clock.ts'
+import { CellTally } from '../metrics/cell-metrics.ts'
+import type { RequestSpill } from '../record/request-spill.ts'
+import type { CellProgress, PhaseListener } from '../schema/progress.ts'
+import type { RequestRecord } from '../schema/run.ts'
+import type { PlannedRequest, PreparedWorkload } from '../workload/prepare.ts'
+import { WireHash } from './body-feed.ts'
+import type { ResolvedCellOptions } from './cell-options.ts'
+import type { Slot } from './dispatch.ts'
+import { requestRecord } from './run-record.ts'
+
+/** Where a ledger's records go and whom it tells as they end. */
+export interface LedgerOutlets {
+  /** Keep each record on disk, not in memory; `records` then stays empty. */
+  spill?: RequestSpill | null
+  /** Called after each request ends. */
+  onProgress?: ((progress: CellProgress) => void) | undefined
+  /** Told the `requests` phase at each stage's start and after each request. */
+  onPhase?: PhaseListener | undefined
+}
+
+/** Which stage of how many a staged cell is in; null for a cell measured in one go. */
+export type StageOf = { index: number; of: number } | null
+
+/**
+ * The measured requests of one cell, kept as each ends: its record is made then (the
+ * observation, with its chunk times and content, is dropped) and kept in memory or spilled to
+ * disk; what it wrote enters the wire hash in plan order; it counts as ok or failed toward the
+ * progress reported. Requests run in stages (one for a cell measured in one go), each a block of
+ * the plan in order; a stage's busy span, from its first send to its last end, adds to the
+ * cell's wall clock.
+ * @example
+ * const ledger = new RequestLedger(workload, 10, { onProgress })
+ * ledger.beginStage(null)
+ * ledger.sending(0, planned) // …sent; then, as it ends:
+ * ledger.end(slot)
+ * ledger.endStage(10)
+ * const tally = await ledger.tally(null)
+ */
+export class RequestLedger {
+  /** Monotonic ms the measured requests start from: records' offsets and the progress's elapsed time count from it. */
+  readonly cellStart: number
+  readonly #workload: PreparedWorkload
+  readonly #total: number
+  readonly #spill: RequestSpill | null
+  readonly #onProgress: ((progress: CellProgress) => void) | undefined
+  readonly #onPhase: PhaseListener | undefined
+  readonly #records: RequestRecord[] = []
+  readonly #wire = new WireHash()
+  // Each request's plan waits here only while it is in flight.
+  readonly #inFlight = new Map<number, PlannedRequest>()
+  #ok = 0
+  #failed = 0
+  #done = 0
+  #sent = 0
+  #stage: StageOf = null
+  #firstSend = Infinity
+  #lastEnd = -Infinity
+  #busyMs = 0
+
+  /**
+   * @param total the requests planned, as progress reports them
+   * @param cellStart monotonic ms; now by default
+   */
+  constructor(workload: PreparedWorkload, total: number, outlets: LedgerOutlets = {}, cellStart = monoMs()) {
+    this.#workload = workload
+    this.#total = total
+    this.#spill = outlets.spill ?? null
+    this.#onProgress = outlets.onProgress
+    this.#onPhase = outlets.onPhase
+    this.cellStart = cellStart
+  }
+
+  /** Requests due so far: every one of the stages ended. The next stage's first request is this one. */
+  get sent(): number {
+    return this.#sent
+  }
+
+  /** Requests ended, ok or failed. */
+  get done(): number {
+    return this.#done
+  }
+
+  /** Requests due that never ended: the cell was cut short (an abort, the engine gone). */
+  get unsent(): number {
+    return this.#sent - this.#done
+  }
+
+  /** Every record kept so far, in plan order after each stage; empty when spilled. The ledger's own array: read it, don't change it. */
+  get records(): RequestRecord[] {
+    return this.#records
+  }
+
+  /** The stages' busy spans summed, ms: the cell's wall clock (idle time between stages counts not). */
+  get busyMs(): number {
+    return this.#busyMs
+  }
+
+  /** A stage starts at request `sent`; tells the phase. */
+  beginStage(stage: StageOf): void {
+    this.#stage = stage
+    this.#firstSend = Infinity
+    this.#lastEnd = -Infinity
+    this.#reportPhase()
+  }
+
+  /** Request `index` (in plan order) goes out with this plan; the plan is kept until it ends. */
+  sending(index: number, planned: PlannedRequest): void {
+    this.#inFlight.set(index, planned)
+  }
+
+  /** A request of the current stage ended; `slot.index` counts from the stage's first request. */
+  end(slot: Slot): void {
+    const index = this.#sent + slot.index
+    const { obs } = slot
+    this.#firstSend = Math.min(this.#firstSend, obs.sentAt)
+    this.#lastEnd = Math.max(this.#lastEnd, obs.endAt ?? obs.sentAt)
+    const planned = this.#inFlight.get(index) ?? this.#workload.planned(index)
+    this.#inFlight.delete(index)
+    const record = requestRecord({ ...slot, index }, this.cellStart, planned, this.#workload)
+    if (this.#spill === null) this.#records.push(record)
+    else this.#spill.add(record)
+    this.#wire.add(index, obs.sent)
+    if (obs.error === null) this.#ok++
+    else this.#failed++
+    this.#done++
+    this.#onProgress?.({ done: this.#done, total: this.#total, ok: this.#ok, failed: this.#failed, elapsedMs: monoMs() - this.cellStart })
+    this.#reportPhase()
+  }
+
+  /** The stage ended with request `end` due (those not sent count as unsent); records go back in plan order. */
+  endStage(end: number): void {
+    this.#busyMs += Math.max(0, this.#lastEnd - this.#firstSend)
+    this.#sent = end
+    this.#records.sort((a, b) => a.index - b.index)
+  }
+
+  /** The hash of what went on the wire, over every request from the first up to the first one still missing. */
+  wireDigest(): string {
+    return this.#wire.digest()
+  }
+
+  /** The cell's figures from one pass over every request, in plan order (read back from disk when spilled). */
+  async tally(slo: ResolvedCellOptions['slo']): Promise<CellTally> {
+    const tally = new CellTally(slo)
+    if (this.#spill === null) for (const r of this.#records) tally.add(r)
+    else for await (const r of this.#spill.inOrder()) tally.add(r)
+    return tally
+  }
+
+  #reportPhase(): void {
+    this.#onPhase?.({
+      phase: 'requests',
+      done: this.#done,
+      total: this.#total,
+      ok: this.#ok,
+      failed: this.#failed,
+      elapsedMs: monoMs() - this.cellStart,
+      stage: this.#stage,
+    })
+  }
+}
