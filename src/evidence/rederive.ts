@@ -18,8 +18,12 @@ import { type StoredBaseline, storedBaselineFloor, storedBaselineWarning } from 
 import { DEFAULT_INCONCLUSIVE, type Judged, type JudgedRecords } from '../schema/task-meta.ts'
 import { BLOCKED_PREFIX, cellDisposition, FAILED_TEST_REASON_PATTERN, promotionOf } from './build.ts'
 
+/** The `cell` of a stored baseline's record: it is no cell of this run, and is found by its `runId` alone. */
+export const STORED_BASELINE_CELL = ''
+
 /** One parsed run record of the evidence, with where it sits. */
 export interface EvidenceRecord {
+  /** The cell that holds it, or `STORED_BASELINE_CELL` for a stored baseline. */
   cell: string
   arm: 'cell' | 'baseline' | 'candidate'
   launch: number
@@ -63,11 +67,6 @@ function mismatch(stored: unknown, again: unknown, prefix: string, from: string)
   return `${field} is ${shown(at(stored, path))} in the index, ${shown(at(normalized, path))} ${from}`
 }
 
-/** Judged records in words: `baseline [id] candidate [id]`, or `[id, id]`. */
-function judgedText(j: JudgedRecords): string {
-  return j.kind === 'cell' ? `[${j.records.join(', ')}]` : `baseline [${j.baseline.join(', ')}] candidate [${j.candidate.join(', ')}]`
-}
-
 /** The records of the evidence by `runId`. */
 function byRunId(records: readonly EvidenceRecord[]): Map<string, EvidenceRecord[]> {
   const map = new Map<string, EvidenceRecord[]>()
@@ -90,18 +89,19 @@ function cellRecords(cell: EvidenceCell, records: readonly EvidenceRecord[]): Re
 /** Resolves what a gate or check judged to the evidence's run records, or says why it cannot. */
 class Judgement {
   private readonly index: EvidenceIndex
-  private readonly records: readonly EvidenceRecord[]
   private readonly ids: Map<string, EvidenceRecord[]>
 
   constructor(index: EvidenceIndex, records: readonly EvidenceRecord[]) {
     this.index = index
-    this.records = records
     this.ids = byRunId(records)
   }
 
-  /** One run record by `runId`: the one in `cell` if it holds it, else the only one in the evidence. */
-  private record(runId: string, cell: string): RunRecord | string {
-    const found = this.ids.get(runId) ?? []
+  /**
+   * One run record by `runId`: the one in `cell` if it holds it, else the only one in the evidence;
+   * with `stored`, only the evidence's stored baselines are searched.
+   */
+  private record(runId: string, cell: string, stored: boolean): RunRecord | string {
+    const found = (this.ids.get(runId) ?? []).filter((r) => !stored || r.cell === STORED_BASELINE_CELL)
     const own = found.filter((r) => r.cell === cell)
     const one = own.length === 1 ? own[0] : found.length === 1 ? found[0] : undefined
     if (one !== undefined) return one.record
@@ -110,10 +110,10 @@ class Judgement {
       : `it judged the run record ${runId}, which ${found.length} records of this evidence carry`
   }
 
-  private list(runIds: readonly string[], cell: string): RunRecord[] | string {
+  private list(runIds: readonly string[], cell: string, stored = false): RunRecord[] | string {
     const out: RunRecord[] = []
     for (const id of runIds) {
-      const r = this.record(id, cell)
+      const r = this.record(id, cell, stored)
       if (typeof r === 'string') return r
       out.push(r)
     }
@@ -121,36 +121,22 @@ class Judgement {
   }
 
   /**
-   * The records judged, per arm; a string saying why not. When the judged cell is a cell of the
-   * evidence, what was judged must be that cell's own records: an entry pointed at other records
-   * (a pair that won) is caught.
+   * The records judged, in the roles and order the entry names them; a string saying why not. Any
+   * records of the evidence may be judged, not only the cell's own in the cell's order: a matcher
+   * may be handed a pair with its arms swapped, one arm of a pair, a pair made of two cells' records
+   * or a stored baseline against a cell. A stored baseline must be one the evidence keeps.
    */
   arms(judged: JudgedRecords, cellId: string): CheckArms | string {
-    const cell = this.index.cells.find((c) => c.id === cellId)
-    if (cell !== undefined) {
-      const own = cellRecords(cell, this.records)
-      if (own === null) return "its cell's run records could not all be read"
-      const ids = (list: readonly RunRecord[]) => list.map((r) => r.runId)
-      // Against a stored baseline the cell is the candidate, and the baseline one of the evidence's stored records.
-      const stored = judged.kind === 'pair' ? judged.storedBaseline : null
-      const expected =
-        stored !== null && judged.kind === 'pair'
-          ? { ...judged, candidate: ids(own.cell) }
-          : cell.kind === 'pair'
-            ? { kind: 'pair', baseline: ids(own.baseline), candidate: ids(own.candidate), storedBaseline: null }
-            : { kind: 'cell', records: ids(own.cell) }
-      if (stored !== null && judged.kind === 'pair') {
-        const unknown = judged.baseline.filter((id) => !this.index.storedBaselines.some((s) => s.runId === id))
-        if (unknown.length > 0) return `it judged the stored baseline ${unknown.join(', ')}, which this evidence does not keep`
-      }
-      if (!isDeepStrictEqual(expected, judged))
-        return `it judged the run records ${judgedText(judged)}, but cell ${cell.id} holds ${judgedText(expected as JudgedRecords)}`
-    }
     if (judged.kind === 'cell') {
       const list = this.list(judged.records, cellId)
       return typeof list === 'string' ? list : { cell: list }
     }
-    const baseline = this.list(judged.baseline, cellId)
+    const stored = judged.storedBaseline !== null
+    if (stored) {
+      const unknown = judged.baseline.filter((id) => !this.index.storedBaselines.some((s) => s.runId === id))
+      if (unknown.length > 0) return `it judged the stored baseline ${unknown.join(', ')}, which this evidence does not keep`
+    }
+    const baseline = this.list(judged.baseline, cellId, stored)
     if (typeof baseline === 'string') return baseline
     const candidate = this.list(judged.candidate, cellId)
     return typeof candidate === 'string' ? candidate : { baseline, candidate }

@@ -14,12 +14,14 @@ import { measuredArm } from '../../fixtures/manifest.ts'
 import { decideAgain } from '../gates/decide-again.ts'
 import { sloGate } from '../gates/slo.ts'
 import { computeCellMetrics } from '../metrics/cell-metrics.ts'
+import { parseRunRecord } from '../record/record-io.ts'
 import { failedCellRecord } from '../runner/run-record.ts'
 import type { JudgedSearch } from '../schema/task-meta.ts'
 import type { EvidenceIndex } from '../schema/evidence.ts'
 import type { RunRecord } from '../schema/run.ts'
 import type { DeclaredCell } from '../schema/task-meta.ts'
-import { buildEvidence, promotionOf, statisticsOf, type TestInput } from './build.ts'
+import { armSummary } from './arm-summary.ts'
+import { buildEvidence, promotionOf, sha256, statisticsOf, type TestInput } from './build.ts'
 import { DEFAULT_RENDERERS } from './renderers.ts'
 import { listFiles, verifyEvidence } from './verify.ts'
 import { SIGNATURE_FILE, signingKeyFromEnv, SUMS_FILE, sumsOf, writeEvidence } from './write.ts'
@@ -165,17 +167,72 @@ describe('verify decides every verdict again', () => {
       await tamper(out, edit)
       expect((await verifyEvidence(out)).problems, problem).toContain(problem)
     }
-    // A losing gate pointed at the winning pair's records, its outcome and test made to match.
+    // A gate pointed at a run record this evidence does not hold.
     await writeEvidence(out, built(), DEFAULT_RENDERERS, { signingKey: null })
     await tamper(out, (index) => {
-      const [lost, won] = index.gates
-      if (lost === undefined || won === undefined) throw new Error('two gates expected')
-      Object.assign(lost, { judged: won.judged, decision: won.decision, passed: true, testPassed: true })
+      const judged = index.gates[0]?.judged
+      if (judged?.kind !== 'pair') throw new Error('a pair gate expected')
+      judged.candidate = ['run-not-kept']
     })
     expect((await verifyEvidence(out)).problems).toContain(
-      `index.json: gate toWinDecode on cell lost ("lost > wins decode"): cannot be decided again: it judged the run records ` +
-        `baseline [${slow.runId}] candidate [${fast.runId}], but cell lost holds baseline [${fast.runId}] candidate [${slow.runId}]`,
+      'index.json: gate toWinDecode on cell lost ("lost > wins decode"): cannot be decided again: ' +
+        'it judged the run record run-not-kept, which is not in this evidence (or could not be read)',
     )
+  })
+
+  test("a gate and a check on a pair's arms swapped verify from the records in the roles they judged", async () => {
+    const won = { baseline: [slow], candidate: [fast] }
+    const swapped = { baseline: [fast], candidate: [slow] }
+    const gate = decisionMeta('won', swapped, { gate: 'toWinDecode', margin: 0.1, launchNoise: 0 }, { isNot: true })
+    expect([gate.decision.outcome, gate.passed]).toEqual(['fail', false])
+    const tests: TestInput[] = [
+      { file: 'a.bench.ts', name: 'loses with its arms swapped', state: 'passed', meta: { decisions: [gate], checks: [] } },
+      {
+        file: 'a.bench.ts',
+        name: 'is matched with its arms swapped',
+        state: 'passed',
+        meta: { decisions: [], checks: [checkMeta('won', 'toBeMatchedPair', swapped)] },
+      },
+    ]
+    const out = join(dir, 'swapped')
+    const evidence = buildEvidence([{ file: 'a.bench.ts', meta: { cells: [declared('won', won)] } }], tests, {
+      suiteCommit: null,
+      redact: false,
+    })
+    await writeEvidence(out, evidence, DEFAULT_RENDERERS, { signingKey: null })
+    expect(evidence.index.promotion.promotable).toBe(true)
+    expect(await verifyEvidence(out)).toMatchObject({ problems: [], records: 2 })
+  })
+
+  test('a run record edited, with its metrics, its summary, its reference and SHA256SUMS made to agree, is caught by its gate', async () => {
+    const out = await written('edited-record')
+    const index = JSON.parse(await readFile(join(out, 'index.json'), 'utf8')) as EvidenceIndex
+    const arm = index.cells.find((c) => c.id === 'lost')?.arms.find((a) => a.arm === 'candidate')
+    if (arm === undefined) throw new Error('lost has no candidate arm')
+    // The losing candidate's decode rates tripled, as if it had won.
+    const record = JSON.parse(await readFile(join(out, arm.record.path), 'utf8')) as RunRecord
+    const requests = record.requests.map((r) =>
+      r.status === 'ok' && r.decodeTokPerS !== null ? { ...r, decodeTokPerS: r.decodeTokPerS * 3 } : r,
+    )
+    const metrics = {
+      ...record.metrics,
+      ...computeCellMetrics(requests, record.metrics.wallClockMs, record.metrics.goodput?.slo ?? null),
+      openLoop: record.metrics.openLoop,
+    }
+    const content = `${JSON.stringify({ ...record, requests, metrics })}\n`
+    await writeFile(join(out, arm.record.path), content)
+    await tamper(out, (edited) => {
+      const lost = edited.cells.find((c) => c.id === 'lost')
+      const k = lost?.arms.findIndex((a) => a.arm === 'candidate') ?? -1
+      if (lost === undefined || k < 0) throw new Error('lost has no candidate arm')
+      const ref = { path: arm.record.path, bytes: Buffer.byteLength(content), sha256: sha256(content) }
+      lost.arms[k] = armSummary(parseRunRecord(JSON.parse(content), ref.path), 'candidate', 1, ref)
+    })
+    expect((await verifyEvidence(out)).problems).toEqual([
+      expect.stringMatching(
+        /^index\.json: gate toWinDecode on cell lost \("lost > wins decode"\): decision\.\S+ is .+ in the index, .+ from the run records$/,
+      ),
+    ])
   })
 })
 

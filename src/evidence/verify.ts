@@ -14,7 +14,7 @@ import { EvidenceIndex, type FileRef } from '../schema/evidence.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { type BuiltEvidence, type EvidenceFile, sha256, statisticsOf } from './build.ts'
 import { armSummary } from './arm-summary.ts'
-import { type EvidenceRecord, firstDifference, rederiveVerdicts } from './rederive.ts'
+import { type EvidenceRecord, firstDifference, rederiveVerdicts, STORED_BASELINE_CELL } from './rederive.ts'
 import { SIGNATURE_FILE, SIGNING_KEY_ENV, SUMS_FILE } from './write.ts'
 
 export { firstDifference } from './rederive.ts'
@@ -212,8 +212,7 @@ export async function verifyEvidence(dir: string, options: VerifyOptions = {}): 
     try {
       const record = parseRunRecord(JSON.parse(bytes.toString('utf8')), stored.record.path)
       if (record.runId !== stored.runId) problems.push(`${stored.record.path}: runId ${record.runId} ≠ ${stored.runId} in index.json`)
-      // Not a cell of this run: it is found by its runId alone.
-      read.push({ cell: '', arm: 'baseline', launch: 1, record })
+      read.push({ cell: STORED_BASELINE_CELL, arm: 'baseline', launch: 1, record })
       checkRecordMetrics(record, stored.record.path, problems)
     } catch (error) {
       problems.push(`${stored.record.path}: ${(error as Error).message}`)
