@@ -1,35 +1,24 @@
 import { alive, treePids } from '../../fixtures/processes.ts'
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { type SimServer, startSimServer } from '../sim/server.ts'
+import { describe, expect } from 'vitest'
 import { RunRecord } from '../schema/run.ts'
-import { cli } from '../../fixtures/cli.ts'
+import { test } from '../../fixtures/test-context.ts'
 
 const BIN = fileURLToPath(new URL('../../bin/servegate.js', import.meta.url))
 const REFERENCE = fileURLToPath(new URL('../../fixtures/reference/anvil-serving-run-rtx5090.json', import.meta.url))
 
-let dir = ''
-let sim: SimServer
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'servegate-cli-'))
-  sim = await startSimServer({ model: 'm', decodeTokPerS: 500, prefillTokPerS: 50_000 })
-})
-afterAll(async () => {
-  await sim.close()
-  await rm(dir, { recursive: true, force: true })
-})
+test.override('simOptions', { model: 'm', decodeTokPerS: 500, prefillTokPerS: 50_000 })
 
 describe('servegate run', () => {
-  test('runs a cell, prints the summary table and writes a valid run record', async () => {
-    const out = join(dir, 'run.json')
+  test('runs a cell, prints the summary table and writes a valid run record', async ({ cli, simEngine, tmpDir }) => {
+    const out = join(tmpDir, 'run.json')
     const r = await cli([
       'run',
       '--base-url',
-      sim.url,
+      simEngine.url,
       '--model',
       'm',
       '--concurrency',
@@ -57,7 +46,7 @@ describe('servegate run', () => {
     expect(summarized.metrics.ttftMs).toEqual(record.metrics.distributions.ttftMs)
   })
 
-  test.each([
+  test.for<[string[], RegExp]>([
     [
       ['run', '--model', 'm'],
       /^servegate: --base-url is required; pass e\.g\. --base-url http:\/\/127\.0\.0\.1:8000 \(or --engine FILE to launch an engine\)\n$/,
@@ -99,14 +88,14 @@ describe('servegate run', () => {
       ['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--output-control', 'exact'],
       /^servegate: --output-control: "exact" is not valid; pass one of none, observe, strict\n$/,
     ],
-  ])('bad input %j gets one line naming the problem and exit 2', async (argv, message) => {
+  ])('bad input %j gets one line naming the problem and exit 2', async ([argv, message], { cli }) => {
     const r = await cli(argv)
     expect(r.code).toBe(2)
     expect(r.stderr).toMatch(message)
     expect(r.stderr.trim().split('\n')).toHaveLength(1)
   })
 
-  test('an unreachable endpoint gets one line and exit 1', async () => {
+  test('an unreachable endpoint gets one line and exit 1', async ({ cli }) => {
     const r = await cli(['run', '--base-url', 'http://127.0.0.1:9', '--model', 'm'])
     expect(r.code).toBe(1)
     expect(r.stderr).toBe('servegate: cannot reach http://127.0.0.1:9 (connection refused); start the engine there or fix --base-url\n')
@@ -114,12 +103,12 @@ describe('servegate run', () => {
 })
 
 describe('servegate run with workload flags', () => {
-  test('canaries, shared prefix, observed output control and sampling reach the record', async () => {
-    const out = join(dir, 'workload.json')
+  test('canaries, shared prefix, observed output control and sampling reach the record', async ({ cli, simEngine, tmpDir }) => {
+    const out = join(tmpDir, 'workload.json')
     const r = await cli([
       'run',
       '--base-url',
-      sim.url,
+      simEngine.url,
       '--model',
       'm',
       '--requests',
@@ -158,10 +147,10 @@ describe('servegate run with workload flags', () => {
     expect(record.plan.workload.sampling?.thinking).toMatchObject({ sent: true, effective: false })
   })
 
-  test('a dataset line that is not JSON is reported with its line number, on one line', async () => {
-    const bad = join(dir, 'bad.jsonl')
+  test('a dataset line that is not JSON is reported with its line number, on one line', async ({ cli, simEngine, tmpDir }) => {
+    const bad = join(tmpDir, 'bad.jsonl')
     await writeFile(bad, '{"prompt":"What is 1 + 1?","answer":2,"scorer":"numeric"}\n{not json}\n')
-    const r = await cli(['run', '--base-url', sim.url, '--model', 'm', '--dataset', bad])
+    const r = await cli(['run', '--base-url', simEngine.url, '--model', 'm', '--dataset', bad])
     expect(r.code).toBe(1)
     expect(r.stderr).toMatch(new RegExp(`^servegate: ${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}:2: `))
     expect(r.stderr.trim().split('\n')).toHaveLength(1)
@@ -171,13 +160,13 @@ describe('servegate run with workload flags', () => {
 describe('servegate run --engine', () => {
   const FAKES = fileURLToPath(new URL('../../fixtures/fakes/', import.meta.url))
 
-  test('launches the engine from its config, measures, writes the manifest, tears it down', async () => {
-    const config = join(dir, 'engine.json')
+  test('launches the engine from its config, measures, writes the manifest, tears it down', async ({ cli, tmpDir }) => {
+    const config = join(tmpDir, 'engine.json')
     await writeFile(
       config,
-      JSON.stringify({ kind: 'vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, logDir: join(dir, 'logs') }),
+      JSON.stringify({ kind: 'vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, logDir: join(tmpDir, 'logs') }),
     )
-    const out = join(dir, 'engine-run.json')
+    const out = join(tmpDir, 'engine-run.json')
     const r = await cli(['run', '--engine', config, '--requests', '3', '--max-tokens', '4', '--prompt-tokens', '32', '--out', out])
     expect(r.stderr).toBe('')
     expect(r.code).toBe(0)
@@ -190,8 +179,8 @@ describe('servegate run --engine', () => {
     expect(r.stdout).toMatch(/^engine metrics: running max \d+, waiting max \d+ · concurrency /m)
   })
 
-  test('an engine that dies at start-up: the record is written, the cell fails with exit 1 and one line', async () => {
-    const config = join(dir, 'dying.json')
+  test('an engine that dies at start-up: the record is written, the cell fails with exit 1 and one line', async ({ cli, tmpDir }) => {
+    const config = join(tmpDir, 'dying.json')
     await writeFile(
       config,
       JSON.stringify({
@@ -199,25 +188,25 @@ describe('servegate run --engine', () => {
         executable: join(FAKES, 'vllm'),
         model: { id: 'fake/m' },
         env: { FAKE_ENGINE_EXIT_ON_START: '7' },
-        logDir: join(dir, 'logs'),
+        logDir: join(tmpDir, 'logs'),
       }),
     )
-    const out = join(dir, 'dying-run.json')
+    const out = join(tmpDir, 'dying-run.json')
     const r = await cli(['run', '--engine', config, '--out', out])
     expect(r.code).toBe(1)
     expect(r.stderr).toMatch(/^servegate: the cell failed: ENGINE_EXITED: engine vllm exited during start-up with code 7; log .*\n$/)
     expect(RunRecord.parse(JSON.parse(await readFile(out, 'utf8'))).cellFailure?.code).toBe('ENGINE_EXITED')
   })
 
-  test('Ctrl-C mid-cell: the partial record is written, the engine tree is gone, exit 130', { timeout: 60_000 }, async () => {
-    const pids = join(dir, 'ctrlc-pids.txt')
-    const config = join(dir, 'slow.json')
+  test('Ctrl-C mid-cell: the partial record is written, the engine tree is gone, exit 130', { timeout: 60_000 }, async ({ tmpDir }) => {
+    const pids = join(tmpDir, 'ctrlc-pids.txt')
+    const config = join(tmpDir, 'slow.json')
     const env = { FAKE_ENGINE_PIDFILE: pids, FAKE_ENGINE_DECODE_TOK_PER_S: '20' }
     await writeFile(
       config,
-      JSON.stringify({ kind: 'vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, env, logDir: join(dir, 'logs') }),
+      JSON.stringify({ kind: 'vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, env, logDir: join(tmpDir, 'logs') }),
     )
-    const out = join(dir, 'ctrlc-run.json')
+    const out = join(tmpDir, 'ctrlc-run.json')
     const child = execa(
       process.execPath,
       [BIN, 'run', '--engine', config, '--requests', '20', '--max-tokens', '40', '--prompt-tokens', '32', '--out', out],
@@ -240,8 +229,8 @@ describe('servegate run --engine', () => {
     await expect.poll(() => tree.filter(alive), { timeout: 5000 }).toEqual([])
   })
 
-  test('a bad engine config names the field', async () => {
-    const config = join(dir, 'bad.json')
+  test('a bad engine config names the field', async ({ cli, tmpDir }) => {
+    const config = join(tmpDir, 'bad.json')
     await writeFile(config, JSON.stringify({ kind: 'vllm', model: {} }))
     const r = await cli(['run', '--engine', config])
     expect(r.code).toBe(2)
@@ -250,7 +239,7 @@ describe('servegate run --engine', () => {
 })
 
 describe('servegate summarize', () => {
-  test('--json recomputes the anvil-serving reference into the fixed key shape', async () => {
+  test('--json recomputes the anvil-serving reference into the fixed key shape', async ({ cli }) => {
     const r = await cli(['summarize', REFERENCE, '--json'])
     expect(r.code).toBe(0)
     const { metrics } = JSON.parse(r.stdout) as { metrics: Record<string, Record<string, number>> }
@@ -284,20 +273,20 @@ describe('servegate summarize', () => {
     expect(metrics.decodeTokPerS?.mean).toBeCloseTo(88.63771760159608, 9)
   })
 
-  test('the table marks p99 descriptive', async () => {
+  test('the table marks p99 descriptive', async ({ cli }) => {
     const r = await cli(['summarize', REFERENCE])
     expect(r.stdout).toMatch(/benchmark-20261005T112704Z · qwen38/)
     expect(r.stdout).toMatch(/p99 is descriptive only below 100 samples/)
   })
 
-  test.each([
+  test.for<[string[], RegExp]>([
     [
       ['summarize', '/nonexistent/x.json'],
       /^servegate: cannot read \/nonexistent\/x\.json \(no such file\); pass the path of a run record JSON file\n$/,
     ],
     [['summarize'], /^servegate: summarize takes one run record file, got 0/],
     [['summarize', BIN], /^servegate: .*servegate\.js is not JSON/],
-  ])('%j gets one line and a non-zero exit', async (argv, message) => {
+  ])('%j gets one line and a non-zero exit', async ([argv, message], { cli }) => {
     const r = await cli(argv)
     expect(r.code).not.toBe(0)
     expect(r.stderr).toMatch(message)
