@@ -1,3 +1,5 @@
+import { Admission } from './admission.ts'
+import { PrefillLane } from './prefill-lane.ts'
 import type { ResolvedSimOptions } from './sim-options.ts'
 
 /** One request as the engine sees it: a prompt to prefill, then one `step` per generated token. */
@@ -13,26 +15,6 @@ export interface EngineJob {
   step(): boolean
 }
 
-/** The batching scheduler of the simulated engine. */
-export interface Engine {
-  /** Queues a job for the prefill lane. */
-  submit(job: EngineJob): void
-  /** Removes a job wherever it is (queued, in prefill, in the batch); a no-op when gone. */
-  cancel(job: EngineJob): void
-  /** Jobs in the decode batch now. */
-  running(): number
-  /** The most jobs that were in the decode batch at once. */
-  maxRunning(): number
-  /** Jobs waiting for admission (a seat in the batch or KV room); 0 without a capacity limit. */
-  queued(): number
-  /** The most jobs that waited for admission at once. */
-  maxQueued(): number
-  /** KV tokens reserved by admitted jobs now. */
-  reservedTokens(): number
-  /** Cancels every timer; no job is stepped afterwards. */
-  close(): void
-}
-
 /** Observers of the scheduler's events (the sim's SGLang gauges refresh on them). */
 export interface EngineHooks {
   /** A job finished its prefill and is about to join the batch, which now holds `running` jobs. */
@@ -44,7 +26,7 @@ export interface EngineHooks {
 type Timing = Pick<ResolvedSimOptions, 'prefillTokPerS' | 'decodeTokPerS' | 'batchSlowdown' | 'maxBatch' | 'kvBudgetTokens'>
 
 /**
- * Creates the scheduler: one FIFO prefill lane (`promptTokens / prefillTokPerS` s per job), then
+ * The batching scheduler of the simulated engine: one FIFO prefill lane (`promptTokens / prefillTokPerS` s per job), then
  * a global decode loop where every job in the batch gets one token per step and a step takes
  * `1000 / decodeTokPerS * (1 + batchSlowdown * (running - 1))` ms. A job that finishes prefill
  * joins at the next step boundary. Steps and prefills are scheduled against absolute target
@@ -56,154 +38,146 @@ type Timing = Pick<ResolvedSimOptions, 'prefillTokPerS' | 'decodeTokPerS' | 'bat
  * iteration-level scheduler (vLLM's) admits them; an idle engine admits at once. A seat is then
  * held for exactly one step per output token while the prefills of one boundary fit in a step
  * (see `simCapacity`), which makes the saturation rate computable.
+ * @example
+ * const engine = new SimEngine(opts)
+ * engine.submit({ promptTokens: 32, reservedTokens: 40, step: () => stream.step() })
  */
-export function createEngine(timing: Timing, now: () => number = () => performance.now(), hooks: EngineHooks = {}): Engine {
-  const prefillQueue: EngineJob[] = []
-  let prefilling: EngineJob | null = null
-  let prefillTimer: NodeJS.Timeout | null = null
-  let prefillEndsAt = 0
-  let laneFreeAt = 0
+export class SimEngine {
+  readonly #timing: Timing
+  readonly #now: () => number
+  readonly #hooks: EngineHooks
+  readonly #admission: Admission
+  readonly #lane: PrefillLane
+  readonly #batch = new Set<EngineJob>()
+  readonly #joining = new Set<EngineJob>()
+  #stepTimer: NodeJS.Timeout | null = null
+  #steps = 0
+  #stepEndsAt = 0
+  #maxRunning = 0
+  #closed = false
 
-  const batch = new Set<EngineJob>()
-  const joining = new Set<EngineJob>()
-  let stepTimer: NodeJS.Timeout | null = null
-  let steps = 0
-  let stepEndsAt = 0
-  let maxRunning = 0
-  let closed = false
+  /**
+   * @param now the clock the prefills and steps are timed on, ms
+   * @param hooks observers of its prefills and steps
+   */
+  constructor(timing: Timing, now: () => number = () => performance.now(), hooks: EngineHooks = {}) {
+    this.#timing = timing
+    this.#now = now
+    this.#hooks = hooks
+    this.#admission = new Admission(timing)
+    this.#lane = new PrefillLane(timing.prefillTokPerS, now, (job) => this.#prefilled(job))
+  }
 
-  const limited = timing.maxBatch !== null || timing.kvBudgetTokens !== null
-  const waiting: EngineJob[] = []
-  const seated = new Set<EngineJob>()
-  let reserved = 0
-  let maxQueued = 0
+  /** Queues a job for the prefill lane (under a capacity limit, for admission first). */
+  submit(job: EngineJob): void {
+    if (this.#closed) return
+    if (!this.#admission.limited) {
+      this.#lane.add(job)
+      return
+    }
+    this.#admission.enqueue(job)
+    // An idle engine has no step boundary to wait for.
+    if (this.#stepTimer === null) this.#admitWaiting()
+    this.#admission.countQueued()
+  }
+
+  /** Removes a job wherever it is (queued, in prefill, in the batch); a no-op when gone. */
+  cancel(job: EngineJob): void {
+    this.#admission.withdraw(job)
+    this.#batch.delete(job)
+    this.#joining.delete(job)
+    this.#lane.cancel(job)
+    this.#release(job)
+  }
+
+  /** Jobs in the decode batch now. */
+  running(): number {
+    return this.#batch.size
+  }
+
+  /** The most jobs that were in the decode batch at once. */
+  maxRunning(): number {
+    return this.#maxRunning
+  }
+
+  /** Jobs waiting for admission (a seat in the batch or KV room); 0 without a capacity limit. */
+  queued(): number {
+    return this.#admission.queued
+  }
+
+  /** The most jobs that waited for admission at once. */
+  maxQueued(): number {
+    return this.#admission.maxQueued
+  }
+
+  /** KV tokens reserved by admitted jobs now. */
+  reservedTokens(): number {
+    return this.#admission.reservedTokens
+  }
+
+  /** Cancels every timer; no job is stepped afterwards. */
+  close(): void {
+    this.#closed = true
+    this.#lane.close()
+    if (this.#stepTimer) clearTimeout(this.#stepTimer)
+    this.#stepTimer = null
+    this.#batch.clear()
+    this.#joining.clear()
+    this.#admission.clear()
+  }
 
   /** Admits waiting jobs, head first, while a seat and KV room are free; they queue for prefill. */
-  function admitWaiting(): void {
-    while (!closed && waiting.length > 0) {
-      const job = waiting[0] as EngineJob
-      if (timing.maxBatch !== null && seated.size >= timing.maxBatch) break
-      if (timing.kvBudgetTokens !== null && reserved + job.reservedTokens > timing.kvBudgetTokens) break
-      waiting.shift()
-      seated.add(job)
-      reserved += job.reservedTokens
-      prefillQueue.push(job)
-    }
-    startPrefill()
+  #admitWaiting(): void {
+    let job: EngineJob | null
+    while (!this.#closed && (job = this.#admission.next()) !== null) this.#lane.add(job)
   }
 
   /** Frees a job's seat and KV; an idle engine admits the next at once, a stepping one at its next boundary. */
-  function release(job: EngineJob): void {
-    if (!seated.delete(job)) return
-    reserved -= job.reservedTokens
-    if (stepTimer === null) admitWaiting()
+  #release(job: EngineJob): void {
+    if (this.#admission.release(job) && this.#stepTimer === null) this.#admitWaiting()
   }
 
-  function startPrefill(): void {
-    if (closed || prefilling) return
-    const job = prefillQueue.shift()
-    if (!job) return
-    prefilling = job
-    // The lane starts the next prompt when the previous one was due to end, not when its timer fired.
-    const startsAt = Math.max(laneFreeAt, now())
-    prefillEndsAt = startsAt + (job.promptTokens / timing.prefillTokPerS) * 1000
-    prefillTimer = setTimeout(endPrefill, Math.max(0, prefillEndsAt - now()))
+  /** A job's prefill ended: its first step is its first token; it joins the batch unless it left. */
+  #prefilled(job: EngineJob): void {
+    this.#hooks.onPrefill?.(this.#batch.size)
+    if (job.step()) this.#join(job)
+    else this.#release(job)
   }
 
-  function endPrefill(): void {
-    const job = prefilling
-    prefilling = null
-    prefillTimer = null
-    laneFreeAt = prefillEndsAt
-    if (job) hooks.onPrefill?.(batch.size)
-    if (job && job.step()) join(job)
-    else if (job) release(job)
-    startPrefill()
+  /** A job joins the batch at the next step boundary; an idle batch starts stepping now. */
+  #join(job: EngineJob): void {
+    this.#joining.add(job)
+    if (this.#stepTimer) return
+    this.#seatJoining()
+    this.#scheduleStep(this.#now())
   }
 
-  function join(job: EngineJob): void {
-    joining.add(job)
-    if (stepTimer) return
-    admit()
-    scheduleStep(now())
+  #seatJoining(): void {
+    for (const job of this.#joining) this.#batch.add(job)
+    this.#joining.clear()
+    this.#maxRunning = Math.max(this.#maxRunning, this.#batch.size)
   }
 
-  function admit(): void {
-    for (const job of joining) batch.add(job)
-    joining.clear()
-    maxRunning = Math.max(maxRunning, batch.size)
+  #scheduleStep(startsAt: number): void {
+    const stepMs = (1000 / this.#timing.decodeTokPerS) * (1 + this.#timing.batchSlowdown * (this.#batch.size - 1))
+    this.#stepEndsAt = startsAt + stepMs
+    this.#stepTimer = setTimeout(() => this.#endStep(), Math.max(0, this.#stepEndsAt - this.#now()))
   }
 
-  function scheduleStep(startsAt: number): void {
-    const stepMs = (1000 / timing.decodeTokPerS) * (1 + timing.batchSlowdown * (batch.size - 1))
-    stepEndsAt = startsAt + stepMs
-    stepTimer = setTimeout(endStep, Math.max(0, stepEndsAt - now()))
-  }
-
-  function endStep(): void {
-    stepTimer = null
-    steps++
-    hooks.onStep?.(steps, batch.size)
-    for (const job of batch) {
-      if (closed) return
+  #endStep(): void {
+    this.#stepTimer = null
+    this.#steps++
+    this.#hooks.onStep?.(this.#steps, this.#batch.size)
+    for (const job of this.#batch) {
+      if (this.#closed) return
       if (!job.step()) {
-        batch.delete(job)
-        release(job)
+        this.#batch.delete(job)
+        this.#release(job)
       }
     }
-    admit()
+    this.#seatJoining()
     // The step boundary: seats freed by this step go to waiting jobs now.
-    if (limited) admitWaiting()
-    if (batch.size > 0 && !closed) scheduleStep(stepEndsAt)
-  }
-
-  return {
-    submit(job) {
-      if (closed) return
-      if (!limited) {
-        prefillQueue.push(job)
-        startPrefill()
-        return
-      }
-      waiting.push(job)
-      // An idle engine has no step boundary to wait for.
-      if (stepTimer === null) admitWaiting()
-      maxQueued = Math.max(maxQueued, waiting.length)
-    },
-    cancel(job) {
-      const inWaiting = waiting.indexOf(job)
-      if (inWaiting >= 0) waiting.splice(inWaiting, 1)
-      const queued = prefillQueue.indexOf(job)
-      if (queued >= 0) prefillQueue.splice(queued, 1)
-      batch.delete(job)
-      joining.delete(job)
-      if (prefilling === job) {
-        if (prefillTimer) clearTimeout(prefillTimer)
-        prefilling = null
-        prefillTimer = null
-        laneFreeAt = now()
-        startPrefill()
-      }
-      release(job)
-    },
-    running: () => batch.size,
-    maxRunning: () => maxRunning,
-    queued: () => waiting.length,
-    maxQueued: () => maxQueued,
-    reservedTokens: () => reserved,
-    close() {
-      closed = true
-      if (prefillTimer) clearTimeout(prefillTimer)
-      if (stepTimer) clearTimeout(stepTimer)
-      prefillTimer = null
-      stepTimer = null
-      prefilling = null
-      prefillQueue.length = 0
-      batch.clear()
-      joining.clear()
-      waiting.length = 0
-      seated.clear()
-      reserved = 0
-    },
+    if (this.#admission.limited) this.#admitWaiting()
+    if (this.#batch.size > 0 && !this.#closed) this.#scheduleStep(this.#stepEndsAt)
   }
 }
