@@ -9,7 +9,8 @@ if (major < 22 || (major === 22 && minor < 19)) {
   process.exit(2)
 }
 // A clone of the repository runs its TypeScript sources; the published package ships only dist/.
+// startCli re-executes a measuring command under the client's Node flags before it loads the CLI.
 const { existsSync } = await import('node:fs')
-const sources = new URL('../src/cli/main.ts', import.meta.url)
-const { main } = await import(existsSync(sources) ? sources.href : '../dist/cli/main.js')
-process.exitCode = await main(process.argv.slice(2))
+const sources = new URL('../src/cli/start.ts', import.meta.url)
+const { startCli } = await import(existsSync(sources) ? sources.href : '../dist/cli/start.js')
+process.exitCode = await startCli(process.argv.slice(2))

@@ -69,7 +69,7 @@ const ALLOWED: Record<string, string[]> = {
     'version.ts',
     'workload',
   ],
-  vitest: ['declare', 'errors.ts', 'evidence', 'matchers', 'schema', 'worker'],
+  vitest: ['declare', 'errors.ts', 'evidence', 'matchers', 'node-flags.ts', 'schema', 'worker'],
   cli: [
     'engines',
     'errors.ts',
@@ -79,6 +79,7 @@ const ALLOWED: Record<string, string[]> = {
     'load',
     'loopback.ts',
     'metrics',
+    'node-flags.ts',
     'number-format.ts',
     'record',
     'runner',
@@ -128,6 +129,8 @@ const ALLOWED: Record<string, string[]> = {
   schema: ['errors.ts', 'version.ts'],
   'number-format.ts': ['schema'],
   'loopback.ts': ['errors.ts'],
+  // The client's V8 flags: the plugin's workers and the re-executed CLI run under the same list.
+  'node-flags.ts': ['errors.ts'],
   'errors.ts': ['secrets.ts'],
   'secrets.ts': [],
   'version.ts': [],

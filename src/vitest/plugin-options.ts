@@ -1,28 +1,10 @@
 import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
 import { WorkerOptions } from '../schema/worker-options.ts'
+import { BENCH_WORKER_NODE_FLAGS, flagsNotSetIn } from '../node-flags.ts'
 
-/**
- * The V8 flags the plugin gives `vitest bench`'s forked workers, where cells measure: what the
- * client's memory figures in `npm run bench:client` are measured under (docs/client-benchmark.md).
- * - `--max-semi-space-size=2`: V8 grows its young generation to 16 MB a semi-space (three of
- *   them resident) under a streaming client's allocation rate; 2 MB holds a cell's garbage as
- *   well, at a peak RSS 60 to 130 MB lower at C = 256 and C = 1024, with no measured cost to
- *   ingest or to ITL precision.
- * - `--wasm-tiering-budget=2000000000`: keeps undici's HTTP parser (llhttp, WebAssembly) on
- *   V8's baseline compiler. Its tier-up to the optimizing compiler comes a few thousand reads
- *   into the first cell and takes 20 MB for the compile, which was the whole gap between a
- *   C = 1 cell and 100 MB; the baseline code parses as fast here.
- * - `--heap-growing-percent=50`: the old generation may grow by half between full GCs, not by
- *   V8's up-to-4× under a fast allocator. The socket reads of a thousand streams wait in the C
- *   allocator for the GC that frees them; collected sooner, C = 1024 × 200 peaks 30 to 50 MB
- *   lower, for a few percent more client CPU.
- */
-export const BENCH_WORKER_NODE_FLAGS: readonly string[] = [
-  '--max-semi-space-size=2',
-  '--wasm-tiering-budget=2000000000',
-  '--heap-growing-percent=50',
-]
+// One list for the plugin's workers and the CLI, which re-executes itself under it (src/cli/start.ts).
+export { BENCH_WORKER_NODE_FLAGS }
 
 /** Options of the servegate vitest plugin. */
 export const ServegateOptions = z.object({
@@ -74,9 +56,7 @@ export function benchWorkerFlagsToAdd(
   nodeOptions: string = process.env.NODE_OPTIONS ?? '',
 ): string[] {
   if (pool !== 'forks' && pool !== 'vmForks') return []
-  const nameOf = (flag: string): string => flag.split('=', 1)[0] as string
-  const set = new Set([...execArgv, ...nodeOptions.split(/\s+/)].map(nameOf))
-  return flags.filter((f) => !set.has(nameOf(f)))
+  return flagsNotSetIn(flags, execArgv, nodeOptions)
 }
 
 /** The part of the resolved options the workers read. */

@@ -9,7 +9,7 @@ import {
   type ServegateOptions,
   workerOptionsOf,
 } from './plugin-options.ts'
-import { flagsThisNodeTakes, v8OptionsOf } from './node-flags.ts'
+import { flagsThisNodeTakes, v8OptionsOf } from '../node-flags.ts'
 
 // The setup file beside this module: setup.ts in a clone of the repository, setup.js in the package.
 const SETUP = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './setup.ts' : './setup.js', import.meta.url))

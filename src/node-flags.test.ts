@@ -1,6 +1,5 @@
 import { describe, expect, test } from 'vitest'
-import { flagsThisNodeTakes, nodeTakesFlag, v8OptionsOf } from './node-flags.ts'
-import { BENCH_WORKER_NODE_FLAGS } from './plugin-options.ts'
+import { BENCH_WORKER_NODE_FLAGS, flagsNotSetIn, flagsThisNodeTakes, nodeTakesFlag, v8OptionsOf } from './node-flags.ts'
 
 const LISTING = [
   'Options:',
@@ -35,4 +34,12 @@ describe('the worker flags this Node takes', () => {
     )
     expect(flagsThisNodeTakes(flags, true, null)).toEqual(flags)
   })
+})
+
+test('a flag the user set in execArgv or NODE_OPTIONS, with any value, is not added again', () => {
+  const flags = ['--max-semi-space-size=2', '--wasm-tiering-budget=2000000000', '--heap-growing-percent=50']
+  expect(flagsNotSetIn(flags, ['--heap-growing-percent=30'], '--max-semi-space-size=8  --enable-source-maps')).toEqual([
+    '--wasm-tiering-budget=2000000000',
+  ])
+  expect(flagsNotSetIn(flags, [], '')).toEqual(flags)
 })
