@@ -1,12 +1,11 @@
-import { createWriteStream, type WriteStream } from 'node:fs'
-import { mkdir, readdir, readFile } from 'node:fs/promises'
+import { createWriteStream } from 'node:fs'
+import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
-import { StringDecoder } from 'node:string_decoder'
 import { execa, type ResultPromise } from 'execa'
-import { sanitizeMessage } from '../errors.ts'
 import type { TeardownSurvivor } from '../schema/run.ts'
 import { commandLine, LAUNCH_TOKEN_VAR, markedProcesses, newLaunchToken, processGroup, running } from './launch-token.ts'
-import { SecretStreamScrubber } from '../secrets.ts'
+import { LogTail } from './log-tail.ts'
+import { killTreeSync, ProcessTree, signalPid } from './process-tree.ts'
 
 /** How an engine process ended. */
 export interface ExitInfo {
@@ -45,8 +44,6 @@ export interface EngineProcess {
   stop(): Promise<TreeTeardown>
 }
 
-const TAIL_LINES = 40
-
 /** Live processes, torn down when servegate's own process is interrupted or exits. */
 const live = new Set<{ killNow(): void }>()
 let hooksInstalled = false
@@ -72,68 +69,6 @@ function installExitHooks(): void {
   }
 }
 
-/** A process's start time (clock ticks since boot), to tell a pid from a later reuse of it. */
-async function startTime(pid: number): Promise<string | null> {
-  try {
-    const stat = await readFile(join('/proc', String(pid), 'stat'), 'utf8')
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null
-  } catch {
-    return null
-  }
-}
-
-/** Every descendant of `pid` (Linux /proc), children before grandchildren. */
-export async function descendants(pid: number): Promise<number[]> {
-  const parents = new Map<number, number[]>()
-  let entries: string[]
-  try {
-    entries = await readdir('/proc')
-  } catch {
-    return []
-  }
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      const stat = await readFile(join('/proc', entry, 'stat'), 'utf8')
-      // Field 4 (ppid) follows the ")" that closes the command name, which may contain spaces.
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
-      const list = parents.get(ppid) ?? []
-      list.push(Number(entry))
-      parents.set(ppid, list)
-    } catch {
-      // The process ended while we looked.
-    }
-  }
-  const out: number[] = []
-  const queue = [pid]
-  while (queue.length > 0) {
-    const next = queue.shift() as number
-    for (const child of parents.get(next) ?? []) {
-      out.push(child)
-      queue.push(child)
-    }
-  }
-  return out
-}
-
-function signalPid(pid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(pid, signal)
-  } catch {
-    // Already gone.
-  }
-}
-
-function killTreeSync(pid: number, signal: NodeJS.Signals): void {
-  // The engine leads its own process group (detached), so this reaches every member that did
-  // not start a session of its own.
-  try {
-    process.kill(-pid, signal)
-  } catch {
-    signalPid(pid, signal)
-  }
-}
-
 export interface SpawnOptions {
   argv: string[]
   env: Record<string, string>
@@ -148,20 +83,7 @@ export interface SpawnOptions {
  */
 export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
   await mkdir(join(o.logPath, '..'), { recursive: true })
-  const log: WriteStream = createWriteStream(o.logPath, { flags: 'a' })
-  const tail: string[] = []
-  let partial = ''
-  const scrubber = new SecretStreamScrubber()
-  const onText = (text: string): void => {
-    log.write(scrubber.write(text))
-    const lines = (partial + text).split(/\r?\n/)
-    partial = lines.pop() ?? ''
-    for (const line of lines) {
-      tail.push(line)
-      if (tail.length > TAIL_LINES) tail.shift()
-    }
-  }
-
+  const log = new LogTail(createWriteStream(o.logPath, { flags: 'a' }))
   const [file, ...args] = o.argv
   const token = newLaunchToken()
   const child: ResultPromise = execa(file as string, args, {
@@ -175,81 +97,44 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
     stderr: 'pipe',
     buffer: false,
   })
-  // One decoder per stream: a character split between two chunks of one stream stays whole.
-  const decoders = [new StringDecoder('utf8'), new StringDecoder('utf8')] as const
-  child.stdout?.on('data', (bytes: Buffer) => onText(decoders[0].write(bytes)))
-  child.stderr?.on('data', (bytes: Buffer) => onText(decoders[1].write(bytes)))
+  child.stdout?.on('data', (bytes: Buffer) => log.stdout(bytes))
+  child.stderr?.on('data', (bytes: Buffer) => log.stderr(bytes))
 
+  const pid = child.pid ?? -1
+  const tree = new ProcessTree(pid)
+  tree.watch()
   let exitInfo: ExitInfo | null = null
   let requested = false
-  // Every descendant ever seen, with its start time: a worker that detached into a session of
-  // its own, and whose parent died first, is still ours to stop (vLLM forks engine cores).
-  const seen = new Map<number, string>()
-  const snapshot = async (): Promise<void> => {
-    if (child.pid === undefined) return
-    for (const p of await descendants(child.pid)) {
-      if (!seen.has(p)) {
-        const started = await startTime(p)
-        if (started !== null) seen.set(p, started)
-      }
-    }
-  }
-  const watcher = setInterval(() => void snapshot(), 1000)
-  watcher.unref()
   const exited: Promise<ExitInfo> = child.then(
-    (result) => {
-      exitInfo = { code: result.exitCode ?? null, signal: result.signal ?? null, requested }
-      return exitInfo
-    },
+    (result) => (exitInfo = { code: result.exitCode ?? null, signal: result.signal ?? null, requested }),
     (error: unknown) => {
       exitInfo = { code: null, signal: null, requested }
-      onText(`servegate: ${(error as Error).message}\n`)
+      log.text(`servegate: ${(error as Error).message}\n`)
       return exitInfo
     },
   )
   void exited.then(() => {
-    clearInterval(watcher)
-    if (partial !== '') tail.push(partial)
-    log.end(scrubber.write(decoders[0].end() + decoders[1].end()) + scrubber.end())
+    tree.unwatch()
+    log.end()
   })
 
-  const pid = child.pid ?? -1
   let stopping: Promise<TreeTeardown> | null = null
   const tearDown = async (): Promise<TreeTeardown> => {
     if (pid < 0) return { exit: await exited, survivors: [] }
     requested = true
     // Collect the tree first: children that started their own session escape the group signal.
-    if (exitInfo === null) await snapshot()
-    const tree: number[] = exitInfo === null ? [pid] : []
-    for (const [p, started] of seen) if ((await startTime(p)) === started) tree.push(p)
-    const survivors = await stopTree(pid, tree, token, o.graceMs, () => exitInfo !== null)
+    if (exitInfo === null) await tree.snapshot()
+    const members = [...(exitInfo === null ? [pid] : []), ...(await tree.members())]
+    const survivors = await stopTree(pid, members, token, o.graceMs, () => exitInfo !== null)
     return { exit: await exited, survivors }
   }
-  const proc: EngineProcess = {
-    pid,
-    launchToken: token,
-    logPath: o.logPath,
-    logTail: () =>
-      sanitizeMessage(
-        [...tail, partial]
-          .filter((l) => l !== '')
-          .slice(-TAIL_LINES)
-          .join('\n'),
-        4000,
-      ),
-    exited,
-    exit: () => exitInfo,
-    track: snapshot,
-    stop: () => (stopping ??= tearDown()),
-  }
   if (pid > 0) {
-    void snapshot()
+    void tree.snapshot()
     // On servegate's own exit or interrupt: the stop was asked for, so it is no engine failure.
     const entry = {
       killNow() {
         requested = true
-        killTreeSync(pid, 'SIGKILL')
-        for (const p of seen.keys()) signalPid(p, 'SIGKILL')
+        tree.killNow()
         for (const p of markedProcesses(token)) signalPid(p, 'SIGKILL')
       },
     }
@@ -257,7 +142,16 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
     installExitHooks()
     void exited.then(() => live.delete(entry))
   }
-  return proc
+  return {
+    pid,
+    launchToken: token,
+    logPath: o.logPath,
+    logTail: () => log.tail(),
+    exited,
+    exit: () => exitInfo,
+    track: () => tree.snapshot(),
+    stop: () => (stopping ??= tearDown()),
+  }
 }
 
 type Target = TeardownSurvivor & { foundBy: 'process-tree' | 'launch-token' }
