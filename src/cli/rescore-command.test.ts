@@ -1,26 +1,13 @@
-import { mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readFile, rename, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { cli } from '../../fixtures/cli.ts'
+import { describe, expect } from 'vitest'
 import { okRequest } from '../../fixtures/gate-fixture.ts'
 import { computeCellMetrics } from '../metrics/cell-metrics.ts'
 import { failedCellRecord } from '../runner/run-record.ts'
 import { RunRecord } from '../schema/run.ts'
-import { type SimServer, startSimServer } from '../sim/server.ts'
 import { parseDataset } from '../workload/dataset.ts'
 import { rescoredPath, rescoreRecord } from './rescore-command.ts'
-
-let dir = ''
-let sim: SimServer
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'servegate-rescore-'))
-  sim = await startSimServer({ model: 'm', decodeTokPerS: 2000, prefillTokPerS: 200_000 })
-})
-afterAll(async () => {
-  await sim.close()
-  await rm(dir, { recursive: true, force: true })
-})
+import { test as withFixtures } from '../../fixtures/test-context.ts'
 
 /** Two rows judged `exact` against a reply that says more than the number, one `numeric`. */
 const QA =
@@ -28,32 +15,38 @@ const QA =
   '{"id":"b","prompt":"What is 45 + 67? Reply with the number only.","answer":"112","scorer":"exact"}\n' +
   '{"id":"c","prompt":"What is 2 + 2? Reply with the number only.","answer":4,"scorer":"numeric"}\n'
 
-/** A dataset run of the sim on `QA`, its record written to `name`. */
-async function measured(name: string): Promise<{ dataset: string; out: string; record: RunRecord }> {
-  const dataset = join(dir, `${name}.jsonl`)
-  await writeFile(dataset, QA)
-  const out = join(dir, `${name}.json`)
-  const r = await cli([
-    'run',
-    '--base-url',
-    sim.url,
-    '--model',
-    'm',
-    '--dataset',
-    dataset,
-    '--requests',
-    '3',
-    '--max-tokens',
-    '8',
-    '--out',
-    out,
-  ])
-  expect(r.stderr).toBe('')
-  return { dataset, out, record: RunRecord.parse(JSON.parse(await readFile(out, 'utf8'))) }
-}
+const test = withFixtures.extend('measured', ({ cli, simEngine, tmpDir }) => {
+  /** A dataset run of the sim on `QA`, its record written to `name`. */
+  return async (name: string): Promise<{ dataset: string; out: string; record: RunRecord }> => {
+    const dataset = join(tmpDir, `${name}.jsonl`)
+    await writeFile(dataset, QA)
+    const out = join(tmpDir, `${name}.json`)
+    const r = await cli([
+      'run',
+      '--base-url',
+      simEngine.url,
+      '--model',
+      'm',
+      '--dataset',
+      dataset,
+      '--requests',
+      '3',
+      '--max-tokens',
+      '8',
+      '--out',
+      out,
+    ])
+    expect(r.stderr).toBe('')
+    return { dataset, out, record: RunRecord.parse(JSON.parse(await readFile(out, 'utf8'))) }
+  }
+})
+test.override('simOptions', { model: 'm', decodeTokPerS: 2000, prefillTokPerS: 200_000 })
 
 describe('servegate rescore', () => {
-  test('judges the kept replies again with another scorer: old vs new accuracy, a new file beside, the original untouched', async () => {
+  test('judges the kept replies again with another scorer: old vs new accuracy, a new file beside, the original untouched', async ({
+    cli,
+    measured,
+  }) => {
     const { out, record } = await measured('exact')
     // The sim answers "44" and goes on talking: the exact scorer compares the whole reply.
     expect(record.requests.map((r) => r.score?.correct)).toEqual([false, false, true])
@@ -92,7 +85,7 @@ describe('servegate rescore', () => {
     })
   })
 
-  test('--write replaces the record in place; --json lists every change', async () => {
+  test('--write replaces the record in place; --json lists every change', async ({ cli, measured }) => {
     const { out } = await measured('in-place')
     const r = await cli(['rescore', out, '--scorer', 'numeric', '--write', '--json'])
     expect(r.code).toBe(0)
@@ -112,9 +105,13 @@ describe('servegate rescore', () => {
     expect(RunRecord.parse(JSON.parse(await readFile(out, 'utf8'))).metrics.accuracy?.correct).toBe(3)
   })
 
-  test('a corrected reference answer, passed with --dataset: the change is judged and the other file is named', async () => {
+  test('a corrected reference answer, passed with --dataset: the change is judged and the other file is named', async ({
+    cli,
+    measured,
+    tmpDir,
+  }) => {
     const { out } = await measured('answers')
-    const fixed = join(dir, 'answers-fixed.jsonl')
+    const fixed = join(tmpDir, 'answers-fixed.jsonl')
     await writeFile(fixed, QA.replace('"answer":4,', '"answer":5,'))
     const r = await cli(['rescore', out, '--dataset', fixed])
     expect(r.code).toBe(0)
@@ -125,9 +122,9 @@ describe('servegate rescore', () => {
     )
   })
 
-  test('refusals name the file and the fix, and write nothing', async () => {
+  test('refusals name the file and the fix, and write nothing', async ({ cli, measured, tmpDir }) => {
     const { out, dataset, record } = await measured('refused')
-    const short = join(dir, 'short.jsonl')
+    const short = join(tmpDir, 'short.jsonl')
     await writeFile(short, QA.split('\n').slice(0, 2).join('\n'))
     const rows = await cli(['rescore', out, '--dataset', short])
     expect(rows.code).toBe(1)
@@ -136,7 +133,7 @@ describe('servegate rescore', () => {
     )
 
     // A record written before servegate kept the replies: it still parses, with nothing to rescore.
-    const old = join(dir, 'old.json')
+    const old = join(tmpDir, 'old.json')
     await writeFile(old, JSON.stringify({ ...record, requests: record.requests.map(({ outputText: _, ...rest }) => rest) }))
     expect(RunRecord.parse(JSON.parse(await readFile(old, 'utf8'))).requests.every((q) => q.outputText === null)).toBe(true)
     const none = await cli(['rescore', old])

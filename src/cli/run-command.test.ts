@@ -1,32 +1,25 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { cli } from '../../fixtures/cli.ts'
+import { describe, expect } from 'vitest'
 import { CapacitySearch } from '../schema/capacity-record.ts'
 import { RunRecord } from '../schema/run.ts'
-import { type SimServer, startSimServer } from '../sim/server.ts'
 import { parseSimArgs } from './sim.ts'
+import { test } from '../../fixtures/test-context.ts'
 
-let dir = ''
-let sim: SimServer
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'servegate-cli-load-'))
-  sim = await startSimServer({ model: 'm', decodeTokPerS: 500, prefillTokPerS: 50_000 })
-})
-afterAll(async () => {
-  await sim.close()
-  await rm(dir, { recursive: true, force: true })
-})
+test.override('simOptions', { model: 'm', decodeTokPerS: 500, prefillTokPerS: 50_000 })
 
 describe('servegate run in the open loop', () => {
-  test('--rate with --slo: the summary shows the arrival process and the goodput; the record keeps both', async () => {
-    const out = join(dir, 'open.json')
+  test('--rate with --slo: the summary shows the arrival process and the goodput; the record keeps both', async ({
+    cli,
+    simEngine,
+    tmpDir,
+  }) => {
+    const out = join(tmpDir, 'open.json')
     const r = await cli([
       'run',
       '--base-url',
-      sim.url,
+      simEngine.url,
       '--model',
       'm',
       '--rate',
@@ -71,18 +64,18 @@ describe('servegate run in the open loop', () => {
     expect(s.stdout).toMatch(/^open loop: gamma burstiness 0\.5 40 req\/s \(seed 2\)/m)
   })
 
-  test('--trace replays every row unless --requests says fewer', async () => {
-    const trace = join(dir, 'trace.jsonl')
+  test('--trace replays every row unless --requests says fewer', async ({ cli, simEngine, tmpDir }) => {
+    const trace = join(tmpDir, 'trace.jsonl')
     await writeFile(trace, [0, 20, 20, 90].map((t) => JSON.stringify({ timestamp: t, input_length: 40, output_length: 3 })).join('\n'))
-    const out = join(dir, 'trace.json')
-    const r = await cli(['run', '--base-url', sim.url, '--model', 'm', '--trace', trace, '--trace-time-scale', '2', '--out', out])
+    const out = join(tmpDir, 'trace.json')
+    const r = await cli(['run', '--base-url', simEngine.url, '--model', 'm', '--trace', trace, '--trace-time-scale', '2', '--out', out])
     expect(r.stderr).toBe('')
     const record = RunRecord.parse(JSON.parse(await readFile(out, 'utf8')))
     expect(record.requests.map((q) => q.scheduledOffsetMs)).toEqual([0, 40, 40, 180])
     expect(r.stdout).toMatch(/^open loop: trace replay \(time ×2\) · 4 of 4 rows of /m)
   })
 
-  test.each([
+  test.for<[string[], RegExp]>([
     [
       ['--rate', '4', '--concurrency', '2'],
       /^servegate: --rate and --concurrency are exclusive \(open loop vs closed loop\); to cap the requests in flight pass --max-in-flight N\n$/,
@@ -103,14 +96,14 @@ describe('servegate run in the open loop', () => {
     [['--slo', 'ttft=fast'], /^servegate: --slo: ttft=fast is not valid; pass a number of ms > 0, e\.g\. ttft=500\n$/],
     [['--slo', 'latency=5'], /^servegate: --slo: unknown objective "latency"; use ttft, tpot, e2e, itl, itl-percentile/],
     [['--slo', 'itl-percentile=90'], /^servegate: --slo: give at least one of ttft, tpot, e2e, itl \(ms\)/],
-  ])('bad load flags %j get one line and exit 2', async (flags, message) => {
+  ])('bad load flags %j get one line and exit 2', async ([flags, message], { cli }) => {
     const r = await cli(['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', ...flags])
     expect(r.stderr).toMatch(message)
     expect(r.code).toBe(2)
   })
 
-  test('a trace file that is not there is named', async () => {
-    const r = await cli(['run', '--base-url', sim.url, '--model', 'm', '--trace', join(dir, 'missing.jsonl')])
+  test('a trace file that is not there is named', async ({ cli, simEngine, tmpDir }) => {
+    const r = await cli(['run', '--base-url', simEngine.url, '--model', 'm', '--trace', join(tmpDir, 'missing.jsonl')])
     // Checked before the cell, as a configuration error.
     expect(r.code).toBe(2)
     expect(r.stderr).toMatch(/^servegate: --trace: .*missing\.jsonl does not exist; pass the path of a JSONL trace\n$/)
@@ -120,8 +113,8 @@ describe('servegate run in the open loop', () => {
 describe('servegate capacity', () => {
   const FAKES = fileURLToPath(new URL('../../fixtures/fakes/', import.meta.url))
 
-  test('--engine: one launch serves every probe; a third stream on two seats queues, so the bracket is [2, 3)', async () => {
-    const config = join(dir, 'engine.json')
+  test('--engine: one launch serves every probe; a third stream on two seats queues, so the bracket is [2, 3)', async ({ cli, tmpDir }) => {
+    const config = join(tmpDir, 'engine.json')
     await writeFile(
       config,
       JSON.stringify({
@@ -130,10 +123,10 @@ describe('servegate capacity', () => {
         model: { id: 'fake/m' },
         extraArgs: ['--max-num-seqs', '2'],
         env: { FAKE_ENGINE_DECODE_TOK_PER_S: '100', FAKE_ENGINE_BATCH_SLOWDOWN: '0' },
-        logDir: join(dir, 'logs'),
+        logDir: join(tmpDir, 'logs'),
       }),
     )
-    const out = join(dir, 'capacity.json')
+    const out = join(tmpDir, 'capacity.json')
     const r = await cli([
       'capacity',
       '--engine',
@@ -178,7 +171,7 @@ describe('servegate capacity', () => {
     expect(search.records[0]?.manifest?.engine.argv).toContain('--max-num-seqs')
   })
 
-  test.each([
+  test.for<[string[], RegExp]>([
     [['--start', '4'], /^servegate: --slo is required; pass the objectives of one request, e\.g\. --slo ttft=500,tpot=50\n$/],
     [['--slo', 'ttft=5'], /^servegate: --start is required; pass the first rate \(requests\/s\) to probe, e\.g\. --start 4\n$/],
     [
@@ -193,8 +186,8 @@ describe('servegate capacity', () => {
       ['--slo', 'ttft=5', '--start', '4', '--min', '8'],
       /^servegate: invalid capacity search: bracket\.start: 4 must lie within \[min 8, max 64\]\n$/,
     ],
-  ])('bad flags %j get one line and exit 2', async (flags, message) => {
-    const r = await cli(['capacity', '--base-url', sim.url, '--model', 'm', ...flags])
+  ])('bad flags %j get one line and exit 2', async ([flags, message], { cli, simEngine }) => {
+    const r = await cli(['capacity', '--base-url', simEngine.url, '--model', 'm', ...flags])
     expect(r.stderr).toMatch(message)
     expect(r.code).toBe(2)
   })
