@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
+import type { Llama, LlamaContextSequence, LlamaModel } from 'node-llama-cpp'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { ChunkStamps } from '../client/observation.ts'
@@ -13,6 +14,7 @@ import type { ResolvedEngineConfig } from './config.ts'
 import type { GpuFactsProbe } from './launch.ts'
 import { absent, harnessFacts, hostFacts, known, modelFingerprint } from './manifest-facts.ts'
 import { monoMs } from '../client/clock.ts'
+import { SequencePool } from './sequence-pool.ts'
 
 type Config = Extract<ResolvedEngineConfig, { kind: 'node-llama-cpp' }>
 
@@ -88,6 +90,13 @@ const failure = (code: ErrorInfo['code'], message: string): ErrorInfo => ({
   retryAfterS: null,
 })
 
+/** What a request needs of the loaded engine: the model, its sequences, and its tokenizer (BOS included). */
+interface LoadedModel {
+  model: LlamaModel
+  sequences: SequencePool<LlamaContextSequence>
+  tokenize(text: string): number[]
+}
+
 /**
  * Loads a GGUF model with node-llama-cpp (prebuilt CPU binaries, never a build, `threads`
  * threads) with `sequences` parallel sequences, and serves OpenAI-shaped request bodies
@@ -100,127 +109,18 @@ export async function startNodeLlamaCpp(config: Config, gpuFacts: GpuFactsProbe)
   const llama = await getLlama({ gpu: false, build: 'never', maxThreads: config.threads, progressLogs: false })
   const model = await llama.loadModel({ modelPath: config.model.path })
   const context = await model.createContext({ contextSize: config.contextSize, sequences: config.sequences, threads: config.threads })
-  const free = Array.from({ length: config.sequences }, () => context.getSequence())
-  const waiting: Array<(s: (typeof free)[number]) => void> = []
-  const acquire = (): Promise<(typeof free)[number]> =>
-    new Promise((resolve) => {
-      const s = free.pop()
-      if (s !== undefined) resolve(s)
-      else waiting.push(resolve)
-    })
-  const release = (s: (typeof free)[number]): void => {
-    const next = waiting.shift()
-    if (next !== undefined) next(s)
-    else free.push(s)
-  }
+  const sequences = new SequencePool(Array.from({ length: config.sequences }, () => context.getSequence()))
   const tokenize = (text: string): number[] => {
     const bos = model.tokens.bos
     const tokens = model.tokenize(text) as unknown as number[]
     return bos === null ? tokens : [bos as unknown as number, ...tokens]
   }
-
-  // The package's exports hide package.json; it sits one level above the entry (dist/index.js).
-  const pkg = JSON.parse(await readFile(new URL('../package.json', import.meta.resolve('node-llama-cpp')), 'utf8')) as { version: string }
-  const release_ = llama.llamaCppRelease
-  const [fingerprint, harness, gpus] = await Promise.all([modelFingerprint(config.model), harnessFacts(), gpuFacts(null)])
-  const manifest: Manifest = {
-    engine: {
-      kind: 'node-llama-cpp',
-      shape: 'in-process',
-      version: known(`node-llama-cpp ${pkg.version}`, 'node-llama-cpp package.json'),
-      commit: release_.release
-        ? known(`${release_.repo}@${release_.release}`, 'llama.llamaCppRelease')
-        : absent('node-llama-cpp reports no llama.cpp release'),
-      argv: null,
-      envNames: [],
-      visibleDevices: null,
-      tensorParallel: null,
-    },
-    model: { id: config.model.id, revision: config.model.revision, fingerprint },
-    gpus,
-    host: hostFacts(),
-    harness,
-  }
-
-  async function send(body: Buffer, captureChars: number, signal: AbortSignal, deadlineMs: number): Promise<StreamObservation> {
-    const sentAt = monoMs()
-    const obs = emptyObservation(sentAt)
-    let parsed: RequestBody
-    try {
-      parsed = JSON.parse(body.toString('utf8')) as RequestBody
-    } catch {
-      obs.sent = digestSent([body], null)
-      obs.error = failure('STREAM_PROTOCOL', 'the request body is not JSON')
-      obs.endAt = monoMs()
-      return obs
-    }
-    obs.sent = digestSent([body], typeof parsed.model === 'string' ? parsed.model : null)
-    const stamps = new ChunkStamps()
-    const text = promptOf(parsed)
-    if (text === null) {
-      obs.error = failure('CONTRACT_INVALID', 'the in-process engine takes text only; this request has image parts')
-      obs.endAt = monoMs()
-      return obs
-    }
-    const maxTokens = parsed.max_completion_tokens ?? parsed.max_tokens ?? 16
-    const minTokens = parsed.ignore_eos === true ? maxTokens : (parsed.min_tokens ?? 0)
-    const deadline = sentAt + deadlineMs
-    const sequence = await acquire()
-    try {
-      const prompt = tokenize(text)
-      obs.usagePromptTokens = prompt.length
-      const history = [...prompt]
-      let generated = 0
-      const options = { temperature: parsed.temperature ?? 0.8, topP: parsed.top_p, seed: parsed.seed }
-      for await (const token of sequence.evaluate(prompt as never, options)) {
-        const at = monoMs()
-        if (model.isEogToken(token) && generated >= minTokens) {
-          obs.finishReason = 'stop'
-          break
-        }
-        const piece = model.detokenize([token], false, history as never)
-        history.push(token as unknown as number)
-        generated++
-        if (piece !== '') {
-          stamps.push(at)
-          obs.contentChunks++
-          obs.firstOutputAt ??= at
-          obs.firstContentAt ??= at
-          if (captureChars > 0 && !obs.contentTruncated) captureContent(obs, piece, captureChars)
-        }
-        if (generated >= maxTokens) {
-          obs.finishReason = 'length'
-          break
-        }
-        if (signal.aborted) {
-          obs.error = failure('REQUEST_ABORTED', 'cancelled by the caller')
-          break
-        }
-        if (at > deadline) {
-          obs.error = failure('REQUEST_DEADLINE', `no end of generation within the ${deadlineMs} ms request deadline`)
-          break
-        }
-      }
-      obs.usageCompletionTokens = generated
-      obs.endAt = monoMs()
-      if (obs.error === null && obs.firstOutputAt === null)
-        obs.error = failure('EMPTY_COMPLETION', 'the engine generated no non-empty token')
-    } catch (error) {
-      obs.endAt = monoMs()
-      obs.error = failure('INTERNAL', `node-llama-cpp failed: ${(error as Error).message}`)
-    } finally {
-      await sequence.clearHistory()
-      release(sequence)
-      obs.outputChunkAt = stamps.finish()
-    }
-    return obs
-  }
-
+  const loaded: LoadedModel = { model, sequences, tokenize }
   const countChat = async (messages: readonly ChatText[]): Promise<number> => tokenize(messages.map((m) => m.content).join('\n')).length
   return {
     model: config.model.id,
-    manifest,
-    send,
+    manifest: await manifestOf(config, llama, gpuFacts),
+    send: (body, captureChars, signal, deadlineMs) => generate(loaded, body, captureChars, signal, deadlineMs),
     tokenizer: {
       description: 'node-llama-cpp model.tokenize, in-process (BOS included; chat messages joined as plain text)',
       countText: async (t) => tokenize(t).length,
@@ -232,4 +132,115 @@ export async function startNodeLlamaCpp(config: Config, gpuFacts: GpuFactsProbe)
       await llama.dispose()
     },
   }
+}
+
+/** The in-process engine's manifest: node-llama-cpp's version, its llama.cpp release, the model and this machine. */
+async function manifestOf(config: Config, llama: Llama, gpuFacts: GpuFactsProbe): Promise<Manifest> {
+  // The package's exports hide package.json; it sits one level above the entry (dist/index.js).
+  const pkg = JSON.parse(await readFile(new URL('../package.json', import.meta.resolve('node-llama-cpp')), 'utf8')) as { version: string }
+  const release = llama.llamaCppRelease
+  const [fingerprint, harness, gpus] = await Promise.all([modelFingerprint(config.model), harnessFacts(), gpuFacts(null)])
+  return {
+    engine: {
+      kind: 'node-llama-cpp',
+      shape: 'in-process',
+      version: known(`node-llama-cpp ${pkg.version}`, 'node-llama-cpp package.json'),
+      commit: release.release
+        ? known(`${release.repo}@${release.release}`, 'llama.llamaCppRelease')
+        : absent('node-llama-cpp reports no llama.cpp release'),
+      argv: null,
+      envNames: [],
+      visibleDevices: null,
+      tensorParallel: null,
+    },
+    model: { id: config.model.id, revision: config.model.revision, fingerprint },
+    gpus,
+    host: hostFacts(),
+    harness,
+  }
+}
+
+/**
+ * One request, in-process: parses the body, waits for a free sequence, and generates, each
+ * non-empty token a chunk stamped as it is yielded. Never throws: a failure is the
+ * observation's `error`.
+ */
+async function generate(
+  loaded: LoadedModel,
+  body: Buffer,
+  captureChars: number,
+  signal: AbortSignal,
+  deadlineMs: number,
+): Promise<StreamObservation> {
+  const { model, sequences, tokenize } = loaded
+  const sentAt = monoMs()
+  const obs = emptyObservation(sentAt)
+  let parsed: RequestBody
+  try {
+    parsed = JSON.parse(body.toString('utf8')) as RequestBody
+  } catch {
+    obs.sent = digestSent([body], null)
+    obs.error = failure('STREAM_PROTOCOL', 'the request body is not JSON')
+    obs.endAt = monoMs()
+    return obs
+  }
+  obs.sent = digestSent([body], typeof parsed.model === 'string' ? parsed.model : null)
+  const stamps = new ChunkStamps()
+  const text = promptOf(parsed)
+  if (text === null) {
+    obs.error = failure('CONTRACT_INVALID', 'the in-process engine takes text only; this request has image parts')
+    obs.endAt = monoMs()
+    return obs
+  }
+  const maxTokens = parsed.max_completion_tokens ?? parsed.max_tokens ?? 16
+  const minTokens = parsed.ignore_eos === true ? maxTokens : (parsed.min_tokens ?? 0)
+  const deadline = sentAt + deadlineMs
+  const sequence = await sequences.acquire()
+  try {
+    const prompt = tokenize(text)
+    obs.usagePromptTokens = prompt.length
+    const history = [...prompt]
+    let generated = 0
+    const options = { temperature: parsed.temperature ?? 0.8, topP: parsed.top_p, seed: parsed.seed }
+    for await (const token of sequence.evaluate(prompt as never, options)) {
+      const at = monoMs()
+      if (model.isEogToken(token) && generated >= minTokens) {
+        obs.finishReason = 'stop'
+        break
+      }
+      const piece = model.detokenize([token], false, history as never)
+      history.push(token as unknown as number)
+      generated++
+      if (piece !== '') {
+        stamps.push(at)
+        obs.contentChunks++
+        obs.firstOutputAt ??= at
+        obs.firstContentAt ??= at
+        if (captureChars > 0 && !obs.contentTruncated) captureContent(obs, piece, captureChars)
+      }
+      if (generated >= maxTokens) {
+        obs.finishReason = 'length'
+        break
+      }
+      if (signal.aborted) {
+        obs.error = failure('REQUEST_ABORTED', 'cancelled by the caller')
+        break
+      }
+      if (at > deadline) {
+        obs.error = failure('REQUEST_DEADLINE', `no end of generation within the ${deadlineMs} ms request deadline`)
+        break
+      }
+    }
+    obs.usageCompletionTokens = generated
+    obs.endAt = monoMs()
+    if (obs.error === null && obs.firstOutputAt === null) obs.error = failure('EMPTY_COMPLETION', 'the engine generated no non-empty token')
+  } catch (error) {
+    obs.endAt = monoMs()
+    obs.error = failure('INTERNAL', `node-llama-cpp failed: ${(error as Error).message}`)
+  } finally {
+    await sequence.clearHistory()
+    sequences.release(sequence)
+    obs.outputChunkAt = stamps.finish()
+  }
+  return obs
 }
