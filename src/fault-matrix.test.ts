@@ -69,7 +69,7 @@ describe('the fault matrix', () => {
     expect(Object.values(stats.faultsInjected).every((n) => n > 0)).toBe(true)
     // Every stream the server wrote to its end without a fault is an ok request, and no other is.
     expect(record.completed).toBe(stats.cleanCompletions)
-    expect(record.completed + record.failed).toBe(200)
+    expect(record.completed + (record.failed as number)).toBe(200)
     expectClassifiedAndClean(record)
   }, 60_000)
 

@@ -195,7 +195,7 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
   const out = resolve(values.out ?? `servegate-runs/${record.runId}.json`)
   await writeSpilledRecord(out, record, spill)
   // Read before the spill goes: the one failure a cell that measured nothing is explained by.
-  const first = record.completed === 0 && record.failed > 0 ? await firstFailure(spill) : null
+  const first = record.completed === 0 && record.failed !== null && record.failed > 0 ? await firstFailure(spill) : null
   await spill.remove()
   // A signal wins over the failure it caused (an engine start-up cut short is not a crash).
   if (signal?.aborted === true) {
@@ -214,7 +214,7 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
     io.stderr.write(`servegate: the cell failed: ${record.cellFailure.code}: ${record.cellFailure.message.split('\n')[0]}\n`)
     return 1
   }
-  if (record.completed === 0 && record.failed > 0) {
+  if (record.completed === 0 && record.failed !== null && record.failed > 0) {
     io.stdout.write(`${renderSummary(record, out)}\n`)
     const codes = Object.entries(record.failures)
       .sort((a, b) => b[1] - a[1])

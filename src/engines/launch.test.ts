@@ -147,9 +147,9 @@ describe('engine failures become failed cells with their reason', () => {
     expect(record.cellFailure?.message).toMatch(/exited mid-cell with code 1; log tail: .*illegal memory access/s)
     expect(record.completed).toBeGreaterThan(0)
     // Those in flight at the crash failed; those never sent are counted, not recorded.
-    expect(record.failed + record.unsent).toBeGreaterThan(0)
-    expect(record.requests).toHaveLength(record.completed + record.failed)
-    expect(record.completed + record.failed + record.unsent).toBe(40)
+    expect((record.failed as number) + record.unsent).toBeGreaterThan(0)
+    expect(record.requests).toHaveLength(record.completed + (record.failed as number))
+    expect(record.completed + (record.failed as number) + record.unsent).toBe(40)
     await expectNoOrphans(pids)
   })
 

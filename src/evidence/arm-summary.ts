@@ -29,6 +29,21 @@ export function clientObservedMax(record: RunRecord): number {
   return max
 }
 
+/** Failed requests over the launches given; null when any launch's source never recorded its count. */
+export function failedOf(arms: ReadonlyArray<Pick<ArmSummary, 'failed'>>): number | null {
+  let sum = 0
+  for (const a of arms) {
+    if (a.failed === null) return null
+    sum += a.failed
+  }
+  return sum
+}
+
+/** A failed count as the board and the page show it: the number, or "unknown" where it was never recorded. */
+export function failedCountText(failed: number | null): string {
+  return failed === null ? 'unknown' : String(failed)
+}
+
 /** The plan of a cell as the board shows it. */
 export function planSummary(record: RunRecord): CellPlanSummary {
   const p = record.plan

@@ -6,6 +6,7 @@ import type { ArmSummary, EvidenceCell, EvidenceIndex, FileRef, GateEntry, Measu
 import { promotableSummary } from './promotion-text.ts'
 import type { GateDecision, WinGateName } from '../schema/gate.ts'
 import { ABSENT, formatFixedPercent, formatInUnit, formatSignificant } from '../number-format.ts'
+import { failedCountText, failedOf } from './arm-summary.ts'
 import { isMatchedPair } from './build.ts'
 import { mermaidCharts } from './mermaid.ts'
 
@@ -297,17 +298,17 @@ function requestsSection(index: EvidenceIndex): string[] {
   const totals = roles.map((role) => {
     const of = arms.filter(({ a }) => a.arm === role)
     const completed = of.reduce((n, { a }) => n + a.completed, 0)
-    const failed = of.reduce((n, { a }) => n + a.failed, 0)
+    const failed = failedOf(of.map(({ a }) => a))
     const cellFailures = of.filter(({ a }) => a.cellFailure !== null).length
     return [
       role,
       String(completed),
-      String(failed),
+      failedCountText(failed),
       `${of.length} launch(es) in ${new Set(of.map(({ c }) => c.id)).size} cell(s)`,
       String(cellFailures),
     ]
   })
-  const perCell = arms.map(({ c, a }) => [armLabel(c, a), String(a.completed), String(a.failed), a.cellFailure ?? ''])
+  const perCell = arms.map(({ c, a }) => [armLabel(c, a), String(a.completed), failedCountText(a.failed), a.cellFailure ?? ''])
   return section('## Requests completed and failed', [
     ...table(['arm', 'completed', 'failed', 'over', 'launches that failed'], totals),
     '',

@@ -147,7 +147,7 @@ export function cellDisposition(
   for (const arm of ARMS) {
     for (const r of cell.records[arm] ?? []) {
       const total = r.requests.length
-      if (total > 0 && r.failed / total > limit) {
+      if (total > 0 && r.failed !== null && r.failed / total > limit) {
         const policy = !declared ? 'the default for a required cell; set maxFailedShare to allow some' : 'maxFailedShare'
         return {
           disposition: 'failed',
@@ -189,9 +189,9 @@ export function cellFindings(cell: EvidenceCell, gates: readonly GateEntry[]): F
         .map(label)
         .join(', ')}): descriptive only`,
     )
-  const failing = cell.arms.filter((a) => a.failed > 0)
+  const failing = cell.arms.flatMap((a) => (a.failed !== null && a.failed > 0 ? [{ a, failed: a.failed }] : []))
   if (failing.length > 0) {
-    const counts = failing.map((a) => `${label(a)} ${a.failed}/${a.completed + a.failed}`).join(', ')
+    const counts = failing.map(({ a, failed }) => `${label(a)} ${failed}/${a.completed + failed}`).join(', ')
     add('failed-requests', `requests failed: ${counts} (see failures in the run records)`)
   }
   const noisy = cell.arms.filter((a) => (a.hostStealShare ?? 0) >= HOST_NOISE_STEAL_SHARE)

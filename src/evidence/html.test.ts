@@ -128,6 +128,16 @@ describe('renderHtml', () => {
     expect(row?.join(' ')).not.toContain('×')
   })
 
+  test('an arm whose source never recorded its failed count reads "unknown" in the cell table, never 0', () => {
+    const index = sampleEvidence()
+    const [first, ...others] = index.cells
+    if (first === undefined) throw new Error('the sample has cells')
+    const cell = { ...first, arms: first.arms.map((a, i) => (i === 0 ? { ...a, failed: null } : a)) }
+    const [row] = rowsOf(renderHtml({ ...index, cells: [cell, ...others] }, '', []), 'cell-table')
+    const head = headOf(renderHtml(index, '', []), 'cell-table')
+    expect(row?.[head.indexOf('requests failed')]).toBe('unknown')
+  })
+
   test('the cell table and a drill-down per cell: percentiles per arm with units, failures by code, the log tail', () => {
     const index = sampleEvidence()
     const html = renderHtml(index, '', CHARTS, [failedRun()])

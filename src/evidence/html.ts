@@ -10,6 +10,7 @@ import { ABSENT, formatFixedPercent, formatInUnit, formatSignificant } from '../
 import type { ArmSummary, EvidenceCell, EvidenceIndex, GateEntry, Percentiles } from '../schema/evidence.ts'
 import type { GateDecision } from '../schema/gate.ts'
 import { RunRecord } from '../schema/run.ts'
+import { failedCountText, failedOf } from './arm-summary.ts'
 import type { EvidenceFile } from './build.ts'
 import type { Chart } from './charts.ts'
 import { promotableSummary } from './promotion-text.ts'
@@ -346,7 +347,7 @@ function planText(c: EvidenceCell): string {
 function cellSection(index: EvidenceIndex): string {
   const rows = index.cells.map((c) => {
     const ok = c.arms.reduce((n, a) => n + a.completed, 0)
-    const failed = c.arms.reduce((n, a) => n + a.failed, 0)
+    const failed = failedOf(c.arms)
     return [
       { text: c.id, className: 'id' },
       { text: c.disposition, className: `disposition ${c.disposition}` },
@@ -354,7 +355,7 @@ function cellSection(index: EvidenceIndex): string {
       { text: c.plan === null ? ABSENT : String(c.plan.promptTokens), sort: c.plan?.promptTokens ?? null },
       { text: c.plan === null ? ABSENT : String(c.plan.concurrency), sort: c.plan?.concurrency ?? null },
       { text: String(ok), sort: ok },
-      { text: String(failed), sort: failed },
+      { text: failedCountText(failed), sort: failed },
       c.reason ?? '',
     ]
   })
@@ -456,12 +457,13 @@ function logTail(message: string): string | null {
 }
 
 function failureSection(c: EvidenceCell, details: ReadonlyMap<string, FailureDetail>): string {
-  const failing = c.arms.filter((a) => a.failed > 0 || a.cellFailure !== null)
+  const failing = c.arms.filter((a) => (a.failed !== null && a.failed > 0) || a.cellFailure !== null)
   if (failing.length === 0) return ''
   const out = ['<h3>Failures</h3>']
   const byCode = failing.flatMap((a) => {
     const d = details.get(a.record.path)
-    if (d === undefined) return [[armLabel(c, a), 'not read (the run record was not given)', { text: String(a.failed), sort: a.failed }]]
+    if (d === undefined)
+      return [[armLabel(c, a), 'not read (the run record was not given)', { text: failedCountText(a.failed), sort: a.failed }]]
     return Object.entries(d.failures)
       .sort(([x], [y]) => (x < y ? -1 : 1))
       .map(([code, n]) => [armLabel(c, a), code, { text: String(n), sort: n }])

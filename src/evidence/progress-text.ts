@@ -48,7 +48,9 @@ export function phaseText(p: CellPhase, engine: string, t: PhaseClock): string {
     case 'tearing-down':
       return `tearing down ${engine} (${inPhase})`
     case 'done':
-      return p.failure === null ? `measured: ${p.completed} ok, ${p.failed} failed` : `failed: ${p.failure}`
+      return p.failure === null
+        ? `measured: ${p.completed} ok, ${p.failed === null ? 'failed unknown' : `${p.failed} failed`}`
+        : `failed: ${p.failure}`
     case 'stopped':
       return `${engine} stopped`
   }

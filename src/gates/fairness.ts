@@ -105,7 +105,8 @@ function producedMismatches(p: FairnessPair): string[] {
       out.push(`output length: mean completion tokens differ by more than ${OUTPUT_LENGTH_TOLERANCE * 100}% (${by})`)
     }
   }
-  const shares = all.map(({ label, r }) => ({ label, failed: r.failed, of: r.requests.length }))
+  // An arm whose source never recorded its failed count has no share to compare.
+  const shares = all.flatMap(({ label, r }) => (r.failed === null ? [] : [{ label, failed: r.failed, of: r.requests.length }]))
   const share = (x: { failed: number; of: number }): number => (x.of === 0 ? 0 : x.failed / x.of)
   const spread = Math.max(...shares.map(share)) - Math.min(...shares.map(share))
   if (spread > FAILED_SHARE_TOLERANCE) {

@@ -37,7 +37,7 @@ describe('a spilled cell', () => {
     const back: RequestRecord[] = []
     for await (const r of spill.inOrder()) back.push(r)
     expect(back.map((r) => r.index)).toEqual([...Array(40).keys()])
-    expect(spilled.completed + spilled.failed).toBe(40)
+    expect(spilled.completed + (spilled.failed as number)).toBe(40)
     // The counts and the figures are those of the requests themselves.
     expect(spilled.metrics).toEqual({ ...computeCellMetrics(back, spilled.metrics.wallClockMs), openLoop: null })
     const full = { ...spilled, requests: back }

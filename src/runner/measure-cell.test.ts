@@ -141,7 +141,7 @@ describe('runCell against the simulated engine', () => {
     )
     expect(record.requests).toHaveLength(4)
     expect(record.unsent).toBe(1_000_000 - 4)
-    expect(record.completed + record.failed + record.unsent).toBe(1_000_000)
+    expect(record.completed + (record.failed as number) + record.unsent).toBe(1_000_000)
   })
 
   test('open loop: an abort sends nothing more, even what waited for the cap', async () => {
@@ -162,7 +162,7 @@ describe('runCell against the simulated engine', () => {
     )
     expect(record.requests.length).toBeLessThanOrEqual(3)
     expect(record.requests.every((r) => r.status === 'failed' && r.error.code === 'REQUEST_ABORTED')).toBe(true)
-    expect(record.completed + record.failed + record.unsent).toBe(200)
+    expect(record.completed + (record.failed as number) + record.unsent).toBe(200)
     await expect.poll(() => s.stats().active).toBe(0)
   })
 

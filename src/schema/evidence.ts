@@ -67,7 +67,8 @@ export const ArmSummary = z.object({
   engineVersion: z.string().nullable(),
   model: z.string(),
   completed: z.int().nonnegative(),
-  failed: z.int().nonnegative(),
+  /** Null when the run record's source never recorded its failed count (a summary-only import). */
+  failed: z.int().nonnegative().nullable(),
   cellFailure: z.string().nullable(),
   timings: z.object({
     ttftMs: Percentiles,

@@ -56,7 +56,8 @@ export const CellPhase = z.discriminatedUnion('phase', [
   z.object({
     phase: z.literal('done'),
     completed: count,
-    failed: count,
+    /** Null when the record never counted its failures (an import that did not record them). */
+    failed: count.nullable(),
     /** `CODE: first line of the message` when the cell failed (its engine did not start or exited). */
     failure: z.string().nullable(),
   }),

@@ -411,7 +411,11 @@ export const RunRecord = z.object({
   target: z.object({ baseUrl: z.string().nullable(), model: z.string() }),
   plan: CellPlan,
   completed: z.int().nonnegative(),
-  failed: z.int().nonnegative(),
+  /**
+   * Requests that failed; null when an imported source never recorded the count (a summary-only
+   * SGLang line, a vLLM result with neither `failed` nor `num_prompts`): unknown, never 0.
+   */
+  failed: z.int().nonnegative().nullable(),
   /** Failed requests counted by error code. */
   failures: z.record(z.string(), z.int().positive()),
   /**
@@ -443,3 +447,25 @@ export const RunRecord = z.object({
   importedFrom: ImportSource.nullable(),
 })
 export type RunRecord = z.infer<typeof RunRecord>
+
+/** The methodology key servegate 0.1.0 wrote beside `failed: 0` to say an import's failed count was unknown. */
+const FAILED_COUNT_KEY = 'failedCount'
+
+/**
+ * A record as any servegate version wrote it, read into the current shape. 0.1.0 recorded an
+ * unknown failed count as `failed: 0` with `methodology.failedCount` starting "unknown"; that
+ * reads as `failed: null`, the note kept with its "recorded as 0" clause corrected.
+ */
+export function upgradeRunRecord(value: unknown): unknown {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return value
+  const record = value as Record<string, unknown>
+  const methodology = record.methodology
+  if (methodology === null || typeof methodology !== 'object' || Array.isArray(methodology)) return value
+  const note = (methodology as Record<string, unknown>)[FAILED_COUNT_KEY]
+  if (record.failed !== 0 || typeof note !== 'string' || !note.startsWith('unknown')) return value
+  const [why] = note.split('; failed is recorded as 0')
+  return { ...record, failed: null, methodology: { ...methodology, [FAILED_COUNT_KEY]: `${why}; failed is null (a 0.1.0 record wrote 0)` } }
+}
+
+/** Parses a stored run record of any servegate version (see {@link upgradeRunRecord}) into a {@link RunRecord}. */
+export const StoredRunRecord = z.preprocess(upgradeRunRecord, RunRecord)
