@@ -1,7 +1,8 @@
 /**
  * servegate as a user installs it: the packed tarball and vitest from the registry in a fresh
  * project outside this repository, then what the README teaches, run with `npx` there:
- * `servegate init` and its suite under `vitest bench`, the evidence verified, the README's own
+ * `servegate init` and its suite under `vitest bench`, the evidence verified, matchers on subjects
+ * built from a measured pair (its arms swapped, one arm) verified as promotable, the README's own
  * spec run and type-checked against the shipped `.d.ts`, `servegate run` against
  * `servegate sim`, and the UI command serving the benchmark suite.
  */
@@ -23,6 +24,51 @@ export function readmeFiles(readme: string): Array<{ path: string; content: stri
   for (const m of readme.matchAll(marker)) files.push({ path: m[1] as string, content: m[2] as string })
   return files
 }
+
+/** Where the consumer project gets `SUBJECTS_SPEC`. */
+const SUBJECTS_SPEC_PATH = 'benchmarks/subjects.bench.ts'
+
+/**
+ * A spec that hands the matchers subjects built from one measured pair: its arms swapped (the
+ * baseline must not win decode over the candidate, and the pair is matched either way round) and
+ * its candidate arm alone (a TTFT objective). Both arms are servegate's simulated engine, the
+ * candidate twice as fast.
+ */
+const SUBJECTS_SPEC = `import { expect, test } from 'vitest'
+import { engine, pair } from 'servegate'
+
+const model = { id: 'sim/subjects', revision: null }
+const p = pair({
+  id: 'sim-subjects',
+  baseline: engine.sim({ name: 'sim-slow', model, sim: { decodeTokPerS: 100, prefillTokPerS: 10_000 } }),
+  candidate: engine.sim({ name: 'sim-fast', model, sim: { decodeTokPerS: 200, prefillTokPerS: 20_000 } }),
+  concurrency: 4,
+  requests: 32,
+  warmupRequests: 4,
+  maxTokens: 32,
+  workload: { promptTokens: 256, seed: 17, outputControl: { mode: 'strict' } },
+})
+
+test('is a matched pair with its arms swapped', async () => {
+  const r = await p
+  expect({ ...r, baseline: r.candidate, candidate: r.baseline }).toBeMatchedPair()
+})
+
+test('the baseline does not win decode over the candidate', async () => {
+  const r = await p
+  expect({ ...r, baseline: r.candidate, candidate: r.baseline }).not.toWinDecode({ margin: 0.1 })
+})
+
+// On a busy machine the client may limit the cell, and the objective is then left undecided: passed by its policy.
+test('the candidate arm alone meets a TTFT objective', async () => {
+  const r = await p
+  expect({ kind: 'cell', id: r.id, record: r.candidate[0], records: r.candidate }).toMeetSLO({
+    ttftMs: 10_000,
+    percentile: 50,
+    inconclusive: 'pass',
+  })
+})
+`
 
 beforeAll(async () => {
   packDir = await emptyProject('servegate-pack-')
@@ -81,6 +127,39 @@ describe('installed from the packed tarball', () => {
     const again = await inProject(project, 'npx', ['servegate', 'init'])
     expect(again.exitCode).toBe(0)
     expect(again.stdout).toMatch(/skipped/)
+  }, 400_000)
+
+  test('matchers on subjects built from a measured pair (arms swapped, one arm) pass, and the evidence verifies as promotable', async () => {
+    await writeFile(join(project, SUBJECTS_SPEC_PATH), SUBJECTS_SPEC)
+    const bench = await inProject(project, 'npx', ['vitest', 'bench', '--run', SUBJECTS_SPEC_PATH], { timeout: 300_000 })
+    expect(bench.exitCode, `${bench.stdout.slice(-3000)}\n${bench.stderr.slice(-3000)}`).toBe(0)
+    const index = JSON.parse(await readFile(join(project, 'evidence', 'index.json'), 'utf8')) as {
+      promotion: { promotable: boolean }
+      cells: Array<{
+        id: string
+        disposition: string
+        arms: Array<{ arm: string; record: { path: string } }>
+        checks: Array<{ check: string; passed: boolean; judged: unknown }>
+      }>
+      gates: Array<{ cell: string; isNot: boolean; testPassed: boolean; decision: { gate: string }; judged: unknown }>
+    }
+    expect(index.cells.map((c) => [c.id, c.disposition])).toEqual([['sim-subjects', 'accepted']])
+    const runIdOf = async (arm: string): Promise<string> => {
+      const path = index.cells[0]?.arms.find((a) => a.arm === arm)?.record.path ?? ''
+      return (JSON.parse(await readFile(join(project, 'evidence', path), 'utf8')) as { runId: string }).runId
+    }
+    const [baseline, candidate] = [await runIdOf('baseline'), await runIdOf('candidate')]
+    // Each gate records the records it judged in the roles the spec gave them, not the cell's order.
+    expect(index.gates.map((g) => [g.decision.gate, g.cell, g.isNot, g.testPassed, g.judged])).toEqual([
+      ['toWinDecode', 'sim-subjects', true, true, { kind: 'pair', baseline: [candidate], candidate: [baseline], storedBaseline: null }],
+      ['toMeetSLO', 'sim-subjects', false, true, { kind: 'cell', records: [candidate] }],
+    ])
+    expect(index.cells[0]?.checks.map((k) => [k.check, k.passed, k.judged])).toEqual([
+      ['toBeMatchedPair', true, { kind: 'pair', baseline: [candidate], candidate: [baseline], storedBaseline: null }],
+    ])
+    expect(index.promotion.promotable).toBe(true)
+    const verify = await inProject(project, 'npx', ['servegate', 'verify', 'evidence', '--require-promotable'])
+    expect(verify.exitCode, verify.stdout + verify.stderr).toBe(0)
   }, 400_000)
 
   test("the README's own spec runs under vitest bench, and it and the generated suite type-check against the shipped types", async () => {
