@@ -15,7 +15,7 @@ import { describe, expect, test } from 'vitest'
 const SRC = fileURLToPath(new URL('.', import.meta.url))
 
 /** schema/ and the root helpers: they import only each other. */
-const BOTTOM = ['schema', 'errors.ts', 'secrets.ts', 'version.ts', 'random.ts', 'loopback.ts', 'number-format.ts']
+const BOTTOM = ['schema', 'errors.ts', 'secrets.ts', 'version.ts', 'random.ts', 'loopback.ts', 'number-format.ts', 'node-flags.ts']
 
 /** The parts the runner wires (STYLE.md): independent of each other but for PART_EXCEPTIONS. */
 const PARTS = ['workload', 'client', 'metrics', 'stats', 'engines']
@@ -249,6 +249,11 @@ describe('the edges keep the layers of STYLE.md', () => {
 
   test('schema/ and the root helpers import nothing above them', () => {
     expect(breaking((e) => BOTTOM.includes(e.from) && !BOTTOM.includes(e.to))).toEqual([])
+  })
+
+  test('every root file but the servegate entry is a bottom helper', () => {
+    const rootFiles = Object.keys(ALLOWED).filter((node) => node.endsWith('.ts') && node !== 'index.ts')
+    expect(rootFiles.filter((file) => !BOTTOM.includes(file))).toEqual([])
   })
 
   test('the parts import no other part but for the exceptions named, each still in the table', () => {
