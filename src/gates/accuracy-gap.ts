@@ -1,7 +1,8 @@
 import type { AccuracyDetail, ArmAccuracy, GateDecision } from '../schema/gate.ts'
 import { normalQuantile, studentTQuantile } from '../stats/distributions.ts'
 import { pairedProportionDifference, type PairedTable } from '../stats/tests.ts'
-import { type GatePair, type GateRecord, launchesOf, type OkRequest, pairByIndex, valuesByIndex } from './arms.ts'
+import { type GatePair, type GateRecord, launchesOf } from './arms.ts'
+import { ScoredPairs } from './scored-pairs.ts'
 import { accuracyArmsMethod, accuracyGapClusterMethod, accuracyGapMethod, notEstimableMethod } from './method-text.ts'
 import { accuracyGapClusterRule, accuracyGapRule } from './rule-text.ts'
 import {
@@ -13,7 +14,7 @@ import {
   repeatedQuestionsWarning,
   unevenLaunchesWarning,
 } from './warning-text.ts'
-import { AccuracyGapOptions, parseOptions } from './gate-options.ts'
+import { AccuracyGapOptions, parseOptions, type ResolvedAccuracyGapOptions } from './gate-options.ts'
 import { atLeastStudentT, sampleSd } from './interval.ts'
 import { bcaInterval, bootstrapMeanOf } from '../stats/bootstrap.ts'
 
@@ -21,34 +22,6 @@ import { bcaInterval, bootstrapMeanOf } from '../stats/bootstrap.ts'
 function datasetRows(baseline: readonly GateRecord[], candidate: readonly GateRecord[]): number | null {
   const rows = [...baseline, ...candidate].map((r) => r.plan?.workload?.dataset?.rows ?? null)
   return rows.every((r) => r !== null && r === rows[0]) ? (rows[0] as number) : null
-}
-
-/** Per question, the paired requests asked and how many each arm got right. */
-interface QuestionTally {
-  asked: Float64Array
-  baseline: Float64Array
-  candidate: Float64Array
-}
-
-/** Per distinct question asked: each arm's share right over its paired requests, and their difference. */
-interface QuestionShares {
-  baseline: number[]
-  candidate: number[]
-  /** candidate − baseline share, per question. */
-  differences: number[]
-}
-
-function questionShares(tally: QuestionTally): QuestionShares {
-  const shares: QuestionShares = { baseline: [], candidate: [], differences: [] }
-  tally.asked.forEach((asked, q) => {
-    if (asked === 0) return
-    const b = (tally.baseline[q] as number) / asked
-    const c = (tally.candidate[q] as number) / asked
-    shares.baseline.push(b)
-    shares.candidate.push(c)
-    shares.differences.push(c - b)
-  })
-  return shares
 }
 
 /**
@@ -153,14 +126,6 @@ export function clusteredQuestionsNeeded(differences: readonly number[], confide
   return needed > MAX_QUESTIONS ? null : needed
 }
 
-interface Scored {
-  correct: boolean
-  completionTokens: number | null
-}
-
-const scoredOf = (r: OkRequest): Scored | null =>
-  r.score === null ? null : { correct: r.score.correct, completionTokens: r.completionTokens }
-
 /**
  * A non-regression gate on accuracy over the same questions: requests scored on both arms, paired
  * by index (with repeats, the i-th launch of each arm is paired with the other's i-th). The effect
@@ -182,45 +147,10 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}
   const baseline = launchesOf(pair.baseline)
   const candidate = launchesOf(pair.candidate)
   const launches = Math.min(baseline.length, candidate.length)
-  const table: PairedTable = { both: 0, firstOnly: 0, secondOnly: 0, neither: 0 }
-  let samplesB = 0
-  let samplesC = 0
-  let tokensB = 0
-  let tokensC = 0
-  let lengthPairs = 0
-  const rows = datasetRows(baseline, candidate)
-  const tally: QuestionTally | null =
-    rows === null ? null : { asked: new Float64Array(rows), baseline: new Float64Array(rows), candidate: new Float64Array(rows) }
-  for (let i = 0; i < launches; i++) {
-    const b = valuesByIndex(baseline[i] as GateRecord, scoredOf)
-    const c = valuesByIndex(candidate[i] as GateRecord, scoredOf)
-    samplesB += b.size
-    samplesC += c.size
-    const paired = pairByIndex(b, c)
-    paired.indices.forEach((index, k) => {
-      const cb = paired.baseline[k] as Scored
-      const cc = paired.candidate[k] as Scored
-      if (tally !== null && rows !== null) {
-        const q = index % rows
-        tally.asked[q] = (tally.asked[q] as number) + 1
-        if (cb.correct) tally.baseline[q] = (tally.baseline[q] as number) + 1
-        if (cc.correct) tally.candidate[q] = (tally.candidate[q] as number) + 1
-      }
-      // First = candidate, second = baseline: the difference is candidate − baseline.
-      if (cc.correct && cb.correct) table.both++
-      else if (cc.correct) table.firstOnly++
-      else if (cb.correct) table.secondOnly++
-      else table.neither++
-      if (cb.completionTokens !== null && cc.completionTokens !== null) {
-        tokensB += cb.completionTokens
-        tokensC += cc.completionTokens
-        lengthPairs++
-      }
-    })
-  }
-  const n = table.both + table.firstOnly + table.secondOnly + table.neither
-  const samples = { baseline: samplesB, candidate: samplesC, paired: n }
-  const clustered = tally !== null && rows !== null && n > rows
+  const pairs = new ScoredPairs(datasetRows(baseline, candidate))
+  for (let i = 0; i < launches; i++) pairs.addLaunch(baseline[i] as GateRecord, candidate[i] as GateRecord)
+  const samples = pairs.samples()
+  const clustered = pairs.clustered
   const rule = clustered
     ? accuracyGapClusterRule({ confidence: o.confidence, points: o.points })
     : accuracyGapRule({ confidence: o.confidence, points: o.points, outputLengthPct: o.outputLengthPct })
@@ -228,118 +158,22 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}
   if (baseline.length !== candidate.length)
     warnings.push(unevenLaunchesWarning({ baseline: baseline.length, candidate: candidate.length, paired: launches }))
   if (launches > 1) warnings.push(pooledQuestionsWarning(launches))
-
-  if (lengthPairs > 0 && tokensB > 0) {
-    const gap = tokensC / tokensB - 1
-    if (Math.abs(gap) * 100 >= o.outputLengthPct) {
-      warnings.push(
-        outputLengthWarning({
-          gap,
-          candidateMeanTokens: tokensC / lengthPairs,
-          baselineMeanTokens: tokensB / lengthPairs,
-          questions: lengthPairs,
-          thresholdPct: o.outputLengthPct,
-        }),
-      )
-    }
+  const lengths = pairs.outputLengths()
+  if (lengths !== null && Math.abs(lengths.gap) * 100 >= o.outputLengthPct) {
+    warnings.push(outputLengthWarning({ ...lengths, thresholdPct: o.outputLengthPct }))
   }
-
   const z = twoSidedZ(o.confidence)
   // Nothing scored is a misconfiguration, not a held accuracy: the gate fails and says why.
-  if (n === 0) {
-    return {
-      gate: o.gate,
-      outcome: 'fail',
-      kind: 'non-regression',
-      metric: 'accuracy',
-      effect: {
-        estimate: null,
-        low: null,
-        high: null,
-        unit: 'points',
-        confidence: null,
-        method: notEstimableMethod({ kind: 'no-scored-pairs' }),
-      },
-      samples,
-      rule,
-      moreRequestsHint: null,
-      warnings: [...warnings, NO_SCORED_PAIRS_WARNING],
-      accuracy: {
-        unit: 'request',
-        confidence: o.confidence,
-        method: accuracyArmsMethod({ clustered: false, confidence: o.confidence }),
-        baseline: armAccuracy(0, 0, z),
-        candidate: armAccuracy(0, 0, z),
-        improved: false,
-        questionsNeeded: null,
-      },
-    }
-  }
+  if (samples.paired === 0) return noScoredPairs(o, z, samples, rule, [...warnings, NO_SCORED_PAIRS_WARNING])
 
-  let verdict: {
-    estimate: number
-    low: number
-    high: number
-    outcome: GateDecision['outcome']
-    method: string
-    p: number | null
-    questions: number
-    arms: { baseline: ArmAccuracy; candidate: ArmAccuracy }
-    needed: () => number | null
-  }
-  if (clustered) {
-    const shares = questionShares(tally)
-    const questions = shares.differences.length
-    const q = questionLevelInterval(shares.differences, o.confidence)
-    const [estimate, low, high] = [q.estimate * 100, q.low * 100, q.high * 100]
-    warnings.unshift(repeatedQuestionsWarning({ questions, requests: n }))
-    const outcome = high < -o.points ? 'fail' : low > -o.points ? 'pass' : 'inconclusive'
-    const sum = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0)
-    verdict = {
-      estimate,
-      low,
-      high,
-      outcome,
-      method: accuracyGapClusterMethod({ questions, requests: n }),
-      p: null,
-      questions,
-      arms: { baseline: armAccuracy(sum(shares.baseline), questions, z), candidate: armAccuracy(sum(shares.candidate), questions, z) },
-      needed: () => clusteredQuestionsNeeded(shares.differences, o.confidence, o.points),
-    }
-  } else {
-    const result = pairedProportionDifference(table, o.confidence)
-    const [estimate, low, high] = [result.estimate * 100, result.low * 100, result.high * 100]
-    const significant = result.p < 1 - o.confidence && table.secondOnly > table.firstOnly
-    const outcome = significant && high < -o.points ? 'fail' : low > -o.points ? 'pass' : 'inconclusive'
-    const method = accuracyGapMethod({ questions: n, candidateOnly: table.firstOnly, baselineOnly: table.secondOnly, p: result.p })
-    verdict = {
-      estimate,
-      low,
-      high,
-      outcome,
-      method,
-      p: result.p,
-      questions: n,
-      arms: { baseline: armAccuracy(table.both + table.secondOnly, n, z), candidate: armAccuracy(table.both + table.firstOnly, n, z) },
-      needed: () => pairedQuestionsNeeded(table, o.confidence, o.points),
-    }
-  }
+  const verdict = clustered ? clusteredVerdict(pairs, o, z) : pairedVerdict(pairs.table, o, z)
+  if (verdict.leadWarning !== null) warnings.unshift(verdict.leadWarning)
   const { estimate, low, high, outcome, method } = verdict
   const questionsNeeded = outcome === 'inconclusive' ? verdict.needed() : null
   if (outcome === 'inconclusive') {
-    warnings.push(
-      accuracyInconclusiveWarning({
-        confidence: o.confidence,
-        low,
-        high,
-        points: o.points,
-        p: verdict.p,
-        estimate,
-        questions: verdict.questions,
-        clustered,
-        questionsNeeded,
-      }),
-    )
+    const { confidence, points } = o
+    const { p, questions } = verdict
+    warnings.push(accuracyInconclusiveWarning({ confidence, low, high, points, p, estimate, questions, clustered, questionsNeeded }))
   }
   // Confidently better, as confidently as a drop would fail: McNemar agrees where it applies.
   const improved = low > 0 && (verdict.p === null || verdict.p < 1 - o.confidence)
@@ -352,16 +186,116 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}
     improved,
     questionsNeeded,
   }
+  const effect: GateDecision['effect'] = { estimate, low, high, unit: 'points', confidence: o.confidence, method }
   return {
     gate: o.gate,
     outcome,
     kind: 'non-regression',
     metric: 'accuracy',
-    effect: { estimate, low, high, unit: 'points', confidence: o.confidence, method },
+    effect,
     samples,
     rule,
     moreRequestsHint: null,
     warnings,
     accuracy,
+  }
+}
+
+/** The effect, outcome and arms' accuracies of a gate with pairs to judge, before its warnings. */
+interface Verdict {
+  estimate: number
+  low: number
+  high: number
+  outcome: GateDecision['outcome']
+  method: string
+  /** McNemar's exact p; null where the question is the unit. */
+  p: number | null
+  /** The units judged: paired requests, or distinct questions when they repeat. */
+  questions: number
+  arms: { baseline: ArmAccuracy; candidate: ArmAccuracy }
+  /** How many questions would likely decide it; asked only when inconclusive. */
+  needed: () => number | null
+  /** A warning that leads the list (the questions repeat); null when none. */
+  leadWarning: string | null
+}
+
+/** One request per question: Newcombe's paired interval and the exact McNemar test, in points. */
+function pairedVerdict(table: PairedTable, o: ResolvedAccuracyGapOptions, z: number): Verdict {
+  const n = table.both + table.firstOnly + table.secondOnly + table.neither
+  const result = pairedProportionDifference(table, o.confidence)
+  const [estimate, low, high] = [result.estimate * 100, result.low * 100, result.high * 100]
+  const significant = result.p < 1 - o.confidence && table.secondOnly > table.firstOnly
+  const outcome = significant && high < -o.points ? 'fail' : low > -o.points ? 'pass' : 'inconclusive'
+  return {
+    estimate,
+    low,
+    high,
+    outcome,
+    method: accuracyGapMethod({ questions: n, candidateOnly: table.firstOnly, baselineOnly: table.secondOnly, p: result.p }),
+    p: result.p,
+    questions: n,
+    arms: { baseline: armAccuracy(table.both + table.secondOnly, n, z), candidate: armAccuracy(table.both + table.firstOnly, n, z) },
+    needed: () => pairedQuestionsNeeded(table, o.confidence, o.points),
+    leadWarning: null,
+  }
+}
+
+/** Questions asked more than once: the question is the unit, the interval over questions. */
+function clusteredVerdict(pairs: ScoredPairs, o: ResolvedAccuracyGapOptions, z: number): Verdict {
+  const shares = pairs.shares()
+  const questions = shares.differences.length
+  const requests = pairs.paired
+  const q = questionLevelInterval(shares.differences, o.confidence)
+  const [estimate, low, high] = [q.estimate * 100, q.low * 100, q.high * 100]
+  const outcome = high < -o.points ? 'fail' : low > -o.points ? 'pass' : 'inconclusive'
+  const sum = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0)
+  return {
+    estimate,
+    low,
+    high,
+    outcome,
+    method: accuracyGapClusterMethod({ questions, requests }),
+    p: null,
+    questions,
+    arms: { baseline: armAccuracy(sum(shares.baseline), questions, z), candidate: armAccuracy(sum(shares.candidate), questions, z) },
+    needed: () => clusteredQuestionsNeeded(shares.differences, o.confidence, o.points),
+    leadWarning: repeatedQuestionsWarning({ questions, requests }),
+  }
+}
+
+/** The failing decision when no request was scored on both arms. */
+function noScoredPairs(
+  o: ResolvedAccuracyGapOptions,
+  z: number,
+  samples: GateDecision['samples'],
+  rule: string,
+  warnings: string[],
+): GateDecision {
+  return {
+    gate: o.gate,
+    outcome: 'fail',
+    kind: 'non-regression',
+    metric: 'accuracy',
+    effect: {
+      estimate: null,
+      low: null,
+      high: null,
+      unit: 'points',
+      confidence: null,
+      method: notEstimableMethod({ kind: 'no-scored-pairs' }),
+    },
+    samples,
+    rule,
+    moreRequestsHint: null,
+    warnings,
+    accuracy: {
+      unit: 'request',
+      confidence: o.confidence,
+      method: accuracyArmsMethod({ clustered: false, confidence: o.confidence }),
+      baseline: armAccuracy(0, 0, z),
+      candidate: armAccuracy(0, 0, z),
+      improved: false,
+      questionsNeeded: null,
+    },
   }
 }
