@@ -1,63 +1,51 @@
 /** `servegate verify --public-key`: a signed evidence directory is checked against the key that signed it. */
 import { generateKeyPairSync } from 'node:crypto'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterAll, beforeAll, expect, test } from 'vitest'
-import { cli } from '../../fixtures/cli.ts'
+import { expect } from 'vitest'
+import { test } from '../../fixtures/test-context.ts'
 import { buildEvidence } from '../evidence/build.ts'
 import { DEFAULT_RENDERERS } from '../evidence/renderers.ts'
 import { SIGNATURE_FILE, writeEvidence } from '../evidence/write.ts'
 import { runCell } from '../runner/measure-cell.ts'
-import { startSimServer } from '../sim/server.ts'
 
-let dir: string
 const keys = generateKeyPairSync('ed25519')
 
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'servegate-cli-verify-'))
-  const sim = await startSimServer({ model: 'm', prefillTokPerS: 40_000, decodeTokPerS: 400, seed: 5 })
-  let record
-  try {
-    record = await runCell({ baseUrl: sim.url, model: 'm', requests: 8, maxTokens: 8, workload: { promptTokens: 32 } })
-  } finally {
-    await sim.close()
-  }
+test.override('simOptions', { model: 'm', prefillTokPerS: 40_000, decodeTokPerS: 400, seed: 5 })
+
+test.beforeAll(async ({ simEngine, tmpDir }) => {
+  const record = await runCell({ baseUrl: simEngine.url, model: 'm', requests: 8, maxTokens: 8, workload: { promptTokens: 32 } })
   const cell = { id: 'c', kind: 'cell' as const, required: true, ladder: null, engines: { cell: 'sim' }, status: 'measured' as const }
   const built = buildEvidence([{ file: 'a.bench.ts', meta: { cells: [{ ...cell, error: null, records: { cell: [record] } }] } }], [], {
     suiteCommit: null,
     redact: false,
   })
-  await writeEvidence(join(dir, 'signed'), built, DEFAULT_RENDERERS, { signingKey: keys.privateKey })
-  await writeEvidence(join(dir, 'unsigned'), built, DEFAULT_RENDERERS, { signingKey: null })
-  await writeFile(join(dir, 'public.pem'), keys.publicKey.export({ type: 'spki', format: 'pem' }))
-  await writeFile(join(dir, 'other.pem'), generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }))
-  await writeFile(join(dir, 'private.pem'), keys.privateKey.export({ type: 'pkcs8', format: 'pem' }))
+  await writeEvidence(join(tmpDir, 'signed'), built, DEFAULT_RENDERERS, { signingKey: keys.privateKey })
+  await writeEvidence(join(tmpDir, 'unsigned'), built, DEFAULT_RENDERERS, { signingKey: null })
+  await writeFile(join(tmpDir, 'public.pem'), keys.publicKey.export({ type: 'spki', format: 'pem' }))
+  await writeFile(join(tmpDir, 'other.pem'), generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }))
+  await writeFile(join(tmpDir, 'private.pem'), keys.privateKey.export({ type: 'pkcs8', format: 'pem' }))
 }, 60_000)
 
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true })
-})
-
-test('the signing key verifies; without --public-key the signature is said to be unchecked', async () => {
-  const ok = await cli(['verify', join(dir, 'signed'), '--public-key', join(dir, 'public.pem')])
+test('the signing key verifies; without --public-key the signature is said to be unchecked', async ({ cli, tmpDir }) => {
+  const ok = await cli(['verify', join(tmpDir, 'signed'), '--public-key', join(tmpDir, 'public.pem')])
   expect(ok).toMatchObject({ code: 0, stderr: '' })
   expect(ok.stdout).toMatch(/every verdict decides again as recorded; SHA256SUMS\.sig is .*public\.pem's signature\n$/)
-  expect((await cli(['verify', join(dir, 'signed')])).stdout).toMatch(/; SHA256SUMS\.sig not checked \(pass --public-key FILE\)\n$/)
+  expect((await cli(['verify', join(tmpDir, 'signed')])).stdout).toMatch(/; SHA256SUMS\.sig not checked \(pass --public-key FILE\)\n$/)
 })
 
-test('another key, a missing signature and a private key given as the public one each fail, saying why', async () => {
-  const other = await cli(['verify', join(dir, 'signed'), '--public-key', join(dir, 'other.pem')])
+test('another key, a missing signature and a private key given as the public one each fail, saying why', async ({ cli, tmpDir }) => {
+  const other = await cli(['verify', join(tmpDir, 'signed'), '--public-key', join(tmpDir, 'other.pem')])
   expect(other.code).toBe(1)
   expect(other.stderr).toMatch(
     new RegExp(`^servegate verify: ${SIGNATURE_FILE.replace('.', '\\.')}: not a signature of SHA256SUMS by this public key`, 'm'),
   )
-  const unsigned = await cli(['verify', join(dir, 'unsigned'), '--public-key', join(dir, 'public.pem')])
+  const unsigned = await cli(['verify', join(tmpDir, 'unsigned'), '--public-key', join(tmpDir, 'public.pem')])
   expect(unsigned.code).toBe(1)
   expect(unsigned.stderr).toMatch(/^servegate verify: SHA256SUMS\.sig: missing, but a public key was given: this evidence is not signed/m)
-  const privateKey = await cli(['verify', join(dir, 'signed'), '--public-key', join(dir, 'private.pem')])
+  const privateKey = await cli(['verify', join(tmpDir, 'signed'), '--public-key', join(tmpDir, 'private.pem')])
   expect(privateKey.code).toBe(2)
   expect(privateKey.stderr).toMatch(/^servegate: --public-key .*private\.pem: holds a private key; pass its public key instead/)
   expect(privateKey.stderr).not.toContain('BEGIN')
-  expect((await cli(['verify', join(dir, 'signed'), '--public-key'])).stderr).toMatch(/^servegate: --public-key needs a value/)
+  expect((await cli(['verify', join(tmpDir, 'signed'), '--public-key'])).stderr).toMatch(/^servegate: --public-key needs a value/)
 })
