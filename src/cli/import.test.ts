@@ -75,6 +75,7 @@ describe('servegate import', () => {
         `summary-only (no per-request data; 10 completed, failed unknown); wrote ${first}\n`,
     )
     expect((await readRecord(first)).plan.model).toBe('Qwen/Qwen3-8B')
+    expect((await readRecord(first)).failed).toBeNull()
     expect((await readRecord(last)).failures).toEqual({ HTTP_STATUS: 1 })
   })
 

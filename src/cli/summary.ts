@@ -1,4 +1,3 @@
-import { FAILED_UNKNOWN_KEY } from '../import/serving-bench.ts'
 import { describeArrival } from '../load/arrival.ts'
 import { p99IsDescriptive } from '../metrics/distribution.ts'
 import { describeSlo } from '../metrics/goodput.ts'
@@ -102,8 +101,7 @@ function goodputLine(record: RunRecord): string | null {
 
 /** "N failed", or "failed unknown" for an import whose source records no failed count. */
 export function failedText(record: RunRecord): string {
-  const unknown = (record.methodology[FAILED_UNKNOWN_KEY] ?? '').startsWith('unknown')
-  return unknown ? 'failed unknown' : `${record.failed} failed`
+  return record.failed === null ? 'failed unknown' : `${record.failed} failed`
 }
 
 /** Renders the readable summary of a run record: headline, a metric table, failures, harness health. */

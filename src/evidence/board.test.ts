@@ -1,9 +1,11 @@
+import { readFileSync } from 'node:fs'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { checkMeta, decisionMeta } from '../../fixtures/judged-meta.ts'
 import { measuredArm, testManifest } from '../../fixtures/manifest.ts'
+import { parseRunText } from '../record/record-io.ts'
 import { failedCellRecord } from '../runner/run-record.ts'
 import type { RunRecord } from '../schema/run.ts'
 import type { DeclaredCell } from '../schema/task-meta.ts'
@@ -157,6 +159,19 @@ describe('requests and accuracy', () => {
     expect(requests).toContain('| candidate | 12 | 0 | 2 launch(es) in 2 cell(s) | 1 |')
     expect(requests).toContain('| a · candidate | 12 | 0 |  |')
     expect(requests).toContain('| dead · candidate | 0 | 0 | ENGINE_EXITED: engine vllm exited during start-up with code 3 |')
+  })
+
+  test('a summary-only SGLang import records failed null, and the board says "unknown", never 0', () => {
+    // A real SGLang bench_serving line written without --output-details: it records no failed count.
+    const path = join(import.meta.dirname, '../../fixtures/reference/wild/sglang-10-datacrunch-2024-12-online.jsonl')
+    const imported = parseRunText(readFileSync(path, 'utf8'), path, { from: 'sglang', line: 1, model: 'm' })
+    expect(imported.importedFrom?.perRequest).toBe(false)
+    expect(imported.failed).toBeNull()
+    const md = board([pairCell('imported', imported, candidate)])
+    const requests = sectionOf(md, '## Requests completed and failed')
+    expect(requests).toContain('| baseline | 300 | unknown | 1 launch(es) in 1 cell(s) | 0 |')
+    expect(requests).toContain('| imported · baseline | 300 | unknown |  |')
+    expect(requests).toContain('| imported · candidate | 12 | 0 |  |')
   })
 
   test('accuracy per arm with its Wilson interval, and the accuracy gap in points, never as a ratio', () => {

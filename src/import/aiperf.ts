@@ -1,14 +1,10 @@
 import { ServegateError } from '../errors.ts'
 import type { Api, RequestRecord, RunRecord } from '../schema/run.ts'
 import { codeOfStatus, httpStatusOf, requestFromTimes, toMs } from './common.ts'
-import {
-  assembleRunRecord,
-  type BenchImportOptions,
-  describeSource,
-  type NumpySummary,
-  summaryMetrics,
-  summaryOnlyMethodology,
-} from './serving-bench.ts'
+import type { FailedCount } from './import-methodology.ts'
+import { assembleImport, type ImportedRun } from './imported-record.ts'
+import { type BenchImportOptions, describeSource } from './result-file.ts'
+import { type NumpySummary, summaryMetrics } from './summary-metrics.ts'
 
 /*
  * NVIDIA AIPerf (ai-dynamo/aiperf) writes into its artifact directory:
@@ -124,7 +120,8 @@ function factsOf(aggregate: Record<string, unknown> | null): AiperfFacts {
   }
 }
 
-const METHODOLOGY = {
+/** AIPerf's own definitions, read from its metric classes. */
+const DEFINITIONS = {
   clock: "AIPerf's client clock: time.perf_counter_ns() in its worker processes; start/end times are time.time_ns()",
   ttft: "AIPerf's time_to_first_token: request start to the first response message (responses[0])",
   timeToFirstOutput: 'the same number as ttft: AIPerf does not time reasoning separately',
@@ -150,26 +147,48 @@ export function importAiperfAggregate(value: unknown, options: BenchImportOption
   }
   const a = value as Record<string, unknown>
   if (options.records !== undefined) return importAiperfRecords(options.records, { ...options, aggregate: a })
-  const facts = factsOf(a)
   const completed = Math.round(avgOf(a, 'request_count') ?? 0)
   if (completed === 0)
     throw new ServegateError('FILE_INVALID', `${source}: field "request_count.avg" is missing or 0, so there is nothing to import; ${FIX}`)
-  const errorCount = avgOf(a, 'error_request_count')
-  const errorSummary = Array.isArray(a.error_summary) ? a.error_summary : null
-  const summed = errorSummary?.reduce((n: number, e) => n + (num(at(e, ['count'])) ?? 0), 0) ?? null
-  const failed = Math.round(errorCount ?? summed ?? 0)
-  const failedNote =
-    errorCount !== null
-      ? `AIPerf's error_request_count (${failed})`
-      : summed !== null
-        ? `the sum of AIPerf's error_summary counts (${failed})`
-        : 'unknown: the file has neither error_request_count nor error_summary; failed is recorded as 0, which here means unknown'
+  const facts = factsOf(a)
+  const failed = failedCount(a)
   const durationS = avgOf(a, 'benchmark_duration')
   const wallClockMs = durationS === null ? 0 : durationS * 1000
-  const totalOutput = avgOf(a, 'total_osl') ?? avgOf(a, 'total_output_tokens')
-  const totalInput = avgOf(a, 'total_isl')
-  const inputMean = avgOf(a, 'input_sequence_length')
-  return assembleRunRecord({
+  // Without a failed count the requests sent are unknown: completed is the least there were.
+  const requests = completed + (failed.count ?? 0)
+  return assembleImport({
+    ...runOf(facts, options),
+    wallClockMs,
+    plan: {
+      concurrency: Math.max(1, Math.round(facts.concurrency ?? requests)),
+      requests,
+      maxTokens: facts.outputMean === null ? null : Math.max(1, Math.round(facts.outputMean)),
+      promptTokens: Math.max(1, Math.round(facts.inputMean ?? avgOf(a, 'input_sequence_length') ?? 1)),
+      promptTokensEstimator:
+        facts.inputMean !== null
+          ? `AIPerf input_config input.prompt.input_tokens.mean ${facts.inputMean} (its tokenizer's count)`
+          : "mean of AIPerf's input_sequence_length",
+    },
+    measure: { perRequest: false, summary: aggregateMetrics(a, completed, wallClockMs), completed, failed },
+    facts: {
+      tool: 'AIPerf',
+      read: `AIPerf profile_export_aiperf.json${a.was_cancelled === true ? ' (the run was cancelled before it finished)' : ''}`,
+      definitions: {
+        ...DEFINITIONS,
+        itl: "AIPerf's inter_chunk_latency where exported (gaps between response chunks, pooled); else empty",
+        throughput: "AIPerf's output_token_throughput and request_throughput (over its benchmark_duration)",
+      },
+      perRequestHint: `put its ${AIPERF_RECORDS_FILE} beside it to import per request`,
+    },
+  })
+}
+
+/** The run's identity from the aggregate's facts, for both shapes of import. */
+function runOf(
+  facts: AiperfFacts,
+  options: BenchImportOptions,
+): Pick<ImportedRun, 'format' | 'runId' | 'engine' | 'model' | 'api' | 'startedAt' | 'finishedAt'> {
+  return {
     format: AIPERF_FORMAT_ID,
     runId: `aiperf-${facts.startedAt ?? 'undated'}`,
     engine: null,
@@ -177,48 +196,41 @@ export function importAiperfAggregate(value: unknown, options: BenchImportOption
     api: facts.api,
     startedAt: facts.startedAt,
     finishedAt: facts.finishedAt,
-    wallClockMs,
-    concurrency: Math.max(1, Math.round(facts.concurrency ?? completed + failed)),
-    requests: completed + failed,
-    maxTokens: facts.outputMean === null ? null : Math.max(1, Math.round(facts.outputMean)),
-    promptTokens: Math.max(1, Math.round(facts.inputMean ?? inputMean ?? 1)),
-    promptTokensEstimator:
-      facts.inputMean !== null
-        ? `AIPerf input_config input.prompt.input_tokens.mean ${facts.inputMean} (its tokenizer's count)`
-        : "mean of AIPerf's input_sequence_length",
-    records: null,
-    summary: summaryMetrics({
-      stats: {
-        ttft: aiperfSummary(a, 'time_to_first_token'),
-        tpot: aiperfSummary(a, 'inter_token_latency'),
-        itl: aiperfSummary(a, 'inter_chunk_latency'),
-        e2e: aiperfSummary(a, 'request_latency'),
-        queueDelay: null,
-        promptTokens: aiperfSummary(a, 'input_sequence_length'),
-        completionTokens: aiperfSummary(a, 'output_sequence_length'),
-      },
-      completed,
-      totalInputTokens: totalInput === null ? null : Math.round(totalInput),
-      totalOutputTokens: totalOutput === null ? null : Math.round(totalOutput),
-      outputThroughput: avgOf(a, 'output_token_throughput'),
-      requestThroughput: avgOf(a, 'request_throughput'),
-      wallClockMs,
-      tokenSource: 'client-count',
-    }),
-    completed,
-    failed,
-    unsent: 0,
-    methodology: {
-      ...METHODOLOGY,
-      ...summaryOnlyMethodology('AIPerf'),
-      itl: "AIPerf's inter_chunk_latency where exported (gaps between response chunks, pooled); else empty",
-      failures: 'failure codes are unknown in a summary-only import, so failures is empty',
-      failedCount: failedNote,
-      throughput: "AIPerf's output_token_throughput and request_throughput (over its benchmark_duration)",
-      import:
-        `summary-only import of AIPerf profile_export_aiperf.json${a.was_cancelled === true ? ' (the run was cancelled before it finished)' : ''}; ` +
-        `put its ${AIPERF_RECORDS_FILE} beside it to import per request`,
+  }
+}
+
+/** AIPerf's failed count: its error_request_count, else the sum of its error_summary, else never recorded. */
+function failedCount(a: Record<string, unknown>): FailedCount {
+  const errorCount = avgOf(a, 'error_request_count')
+  if (errorCount !== null) return { count: Math.round(errorCount), from: "AIPerf's error_request_count" }
+  if (Array.isArray(a.error_summary)) {
+    const summed = a.error_summary.reduce((n: number, e) => n + (num(at(e, ['count'])) ?? 0), 0)
+    return { count: Math.round(summed), from: "the sum of AIPerf's error_summary counts" }
+  }
+  return { count: null, why: 'the file has neither error_request_count nor error_summary' }
+}
+
+/** The aggregate's summaries as servegate's metrics: AIPerf's own figures, nothing recomputed. */
+function aggregateMetrics(a: Record<string, unknown>, completed: number, wallClockMs: number): ReturnType<typeof summaryMetrics> {
+  const totalOutput = avgOf(a, 'total_osl') ?? avgOf(a, 'total_output_tokens')
+  const totalInput = avgOf(a, 'total_isl')
+  return summaryMetrics({
+    stats: {
+      ttft: aiperfSummary(a, 'time_to_first_token'),
+      tpot: aiperfSummary(a, 'inter_token_latency'),
+      itl: aiperfSummary(a, 'inter_chunk_latency'),
+      e2e: aiperfSummary(a, 'request_latency'),
+      queueDelay: null,
+      promptTokens: aiperfSummary(a, 'input_sequence_length'),
+      completionTokens: aiperfSummary(a, 'output_sequence_length'),
     },
+    completed,
+    totalInputTokens: totalInput === null ? null : Math.round(totalInput),
+    totalOutputTokens: totalOutput === null ? null : Math.round(totalOutput),
+    outputThroughput: avgOf(a, 'output_token_throughput'),
+    requestThroughput: avgOf(a, 'request_throughput'),
+    wallClockMs,
+    tokenSource: 'client-count',
   })
 }
 
@@ -233,6 +245,66 @@ function msOf(metrics: Record<string, unknown>, tag: string): number | null {
   return m === null || v === null ? null : toMs(v, m.unit)
 }
 
+/** The profiling lines of a per-request export, each checked; warm-up lines are only counted. */
+function profilingLines(lines: readonly unknown[], source: string): { kept: Array<Record<string, unknown>>; warmup: number } {
+  let warmup = 0
+  const kept: Array<Record<string, unknown>> = []
+  for (const [i, line] of lines.entries()) {
+    if (!looksLikeAiperfRecord(line)) {
+      throw new ServegateError('FILE_INVALID', `${source}: line ${i + 1} has no "metadata", "metrics" and "error" fields; ${FIX}`)
+    }
+    if (at(line, ['metadata', 'benchmark_phase']) === 'warmup') warmup++
+    else kept.push(line as Record<string, unknown>)
+  }
+  if (kept.length === 0)
+    throw new ServegateError('FILE_INVALID', `${source}: no profiling lines (only warm-up), so there is nothing to import; ${FIX}`)
+  return { kept, warmup }
+}
+
+/** One profiling line as a request record; `first` is the earliest request start (ns), for the start offset. */
+function lineRecord(line: Record<string, unknown>, i: number, first: number | null): RequestRecord {
+  const metrics = isObject(line.metrics) ? line.metrics : {}
+  const err = line.error
+  const icl = metricValue(metrics, 'inter_chunk_latency')
+  const gaps =
+    icl !== null && Array.isArray(icl.value) ? icl.value.flatMap((v) => (num(v) === null ? [] : [toMs(v as number, icl.unit) ?? 0])) : null
+  const status = isObject(err) ? httpStatusOf(err.code) : null
+  const start = num(at(line, ['metadata', 'request_start_ns']))
+  const end = num(at(line, ['metadata', 'request_end_ns']))
+  const e2e = msOf(metrics, 'request_latency') ?? (start !== null && end !== null ? (end - start) / 1e6 : null)
+  const cancelled = at(line, ['metadata', 'was_cancelled']) === true
+  return requestFromTimes({
+    index: num(at(line, ['metadata', 'session_num'])) ?? i,
+    ttftMs: msOf(metrics, 'time_to_first_token'),
+    e2eMs: e2e,
+    promptTokens: num(metricValue(metrics, 'input_sequence_length')?.value) ?? num(metricValue(metrics, 'error_isl')?.value),
+    completionTokens: num(metricValue(metrics, 'output_sequence_length')?.value),
+    itlMs: gaps,
+    startOffsetMs: start === null || first === null ? null : (start - first) / 1e6,
+    tokenSource: 'client-count',
+    error: isObject(err)
+      ? {
+          code: cancelled ? 'REQUEST_ABORTED' : codeOfStatus(status),
+          message: `${String(err.type ?? 'error')}: ${String(err.message ?? 'no message')}`,
+          httpStatus: status,
+        }
+      : null,
+  })
+}
+
+/** Checks the aggregate beside the lines counts the same successes: else the two files are from different runs. */
+function checkSameRun(aggregate: Record<string, unknown> | null, records: readonly RequestRecord[], source: string): void {
+  const expected = aggregate === null ? null : avgOf(aggregate, 'request_count')
+  const completed = records.filter((r) => r.status === 'ok').length
+  if (expected !== null && Math.round(expected) !== completed) {
+    throw new ServegateError(
+      'FILE_INVALID',
+      `${source}: request_count.avg in profile_export_aiperf.json is ${expected} but ${AIPERF_RECORDS_FILE} holds ${completed} successful profiling lines; ` +
+        `the two files are not from the same run; ${FIX}`,
+    )
+  }
+}
+
 /**
  * Imports AIPerf's `profile_export.jsonl` (parsed lines): one request record per profiling
  * line, warm-up lines counted apart. `aggregate` (the JSON beside it) supplies model and plan.
@@ -241,100 +313,51 @@ export function importAiperfRecords(lines: readonly unknown[], options: BenchImp
   const source = describeSource(options)
   const aggregate = isObject(options.aggregate) ? options.aggregate : null
   const facts = factsOf(aggregate)
-  let warmup = 0
-  const kept: Array<Record<string, unknown>> = []
-  for (const [i, line] of lines.entries()) {
-    if (!looksLikeAiperfRecord(line)) {
-      throw new ServegateError('FILE_INVALID', `${source}: line ${i + 1} has no "metadata", "metrics" and "error" fields; ${FIX}`)
-    }
-    const phase = at(line, ['metadata', 'benchmark_phase'])
-    if (phase === 'warmup') warmup++
-    else kept.push(line as Record<string, unknown>)
-  }
-  if (kept.length === 0)
-    throw new ServegateError('FILE_INVALID', `${source}: no profiling lines (only warm-up), so there is nothing to import; ${FIX}`)
-  const starts = kept.map((l) => num(at(l, ['metadata', 'request_start_ns'])))
-  const ends = kept.map((l) => num(at(l, ['metadata', 'request_end_ns'])))
-  const known = starts.filter((s): s is number => s !== null)
-  const first = known.length === 0 ? null : Math.min(...known)
-  const records: RequestRecord[] = kept.map((line, i) => {
-    const metrics = isObject(line.metrics) ? line.metrics : {}
-    const err = line.error
-    const cancelled = at(line, ['metadata', 'was_cancelled']) === true
-    const icl = metricValue(metrics, 'inter_chunk_latency')
-    const gaps =
-      icl !== null && Array.isArray(icl.value)
-        ? icl.value.flatMap((v) => (num(v) === null ? [] : [toMs(v as number, icl.unit) ?? 0]))
-        : null
-    const status = isObject(err) ? httpStatusOf(err.code) : null
-    const start = starts[i] ?? null
-    const end = ends[i] ?? null
-    const e2e = msOf(metrics, 'request_latency') ?? (start !== null && end !== null ? (end - start) / 1e6 : null)
-    return requestFromTimes({
-      index: num(at(line, ['metadata', 'session_num'])) ?? i,
-      ttftMs: msOf(metrics, 'time_to_first_token'),
-      e2eMs: e2e,
-      promptTokens: num(metricValue(metrics, 'input_sequence_length')?.value) ?? num(metricValue(metrics, 'error_isl')?.value),
-      completionTokens: num(metricValue(metrics, 'output_sequence_length')?.value),
-      itlMs: gaps,
-      startOffsetMs: start === null || first === null ? null : (start - first) / 1e6,
-      tokenSource: 'client-count',
-      error: isObject(err)
-        ? {
-            code: cancelled ? 'REQUEST_ABORTED' : codeOfStatus(status),
-            message: `${String(err.type ?? 'error')}: ${String(err.message ?? 'no message')}`,
-            httpStatus: status,
-          }
-        : null,
-    })
-  })
-  records.sort((x, y) => x.index - y.index)
-  const completed = records.filter((r) => r.status === 'ok').length
+  const { kept, warmup } = profilingLines(lines, source)
+  const starts = kept.flatMap((l) => num(at(l, ['metadata', 'request_start_ns'])) ?? [])
+  const ends = kept.flatMap((l) => num(at(l, ['metadata', 'request_end_ns'])) ?? [])
+  const first = starts.length === 0 ? null : Math.min(...starts)
+  const lastEnd = ends.length === 0 ? null : Math.max(...ends)
+  const records = kept.map((line, i) => lineRecord(line, i, first)).sort((x, y) => x.index - y.index)
+  checkSameRun(aggregate, records, source)
   const durationS = aggregate === null ? null : avgOf(aggregate, 'benchmark_duration')
-  const lastEnd = Math.max(...ends.filter((e): e is number => e !== null))
-  const wallClockMs = durationS !== null ? durationS * 1000 : first !== null && Number.isFinite(lastEnd) ? (lastEnd - first) / 1e6 : 0
-  const expected = aggregate === null ? null : avgOf(aggregate, 'request_count')
-  if (expected !== null && Math.round(expected) !== completed) {
-    throw new ServegateError(
-      'FILE_INVALID',
-      `${source}: request_count.avg in profile_export_aiperf.json is ${expected} but ${AIPERF_RECORDS_FILE} holds ${completed} successful profiling lines; ` +
-        `the two files are not from the same run; ${FIX}`,
-    )
-  }
+  const wallClockMs = durationS !== null ? durationS * 1000 : first !== null && lastEnd !== null ? (lastEnd - first) / 1e6 : 0
   const prompts = records.flatMap((r) => (r.promptTokens === null ? [] : [r.promptTokens]))
-  return assembleRunRecord({
-    format: AIPERF_FORMAT_ID,
-    runId: `aiperf-${facts.startedAt ?? 'undated'}`,
-    engine: null,
-    model: options.model ?? facts.model ?? 'unknown',
-    api: facts.api,
-    startedAt: facts.startedAt ?? (first === null ? null : new Date(first / 1e6).toISOString()),
-    finishedAt: facts.finishedAt ?? (Number.isFinite(lastEnd) ? new Date(lastEnd / 1e6).toISOString() : null),
+  const run = runOf(facts, options)
+  return assembleImport({
+    ...run,
+    startedAt: run.startedAt ?? (first === null ? null : new Date(first / 1e6).toISOString()),
+    finishedAt: run.finishedAt ?? (lastEnd === null ? null : new Date(lastEnd / 1e6).toISOString()),
     wallClockMs,
-    concurrency: Math.max(1, Math.round(facts.concurrency ?? records.length)),
-    requests: records.length,
-    maxTokens: facts.outputMean === null ? null : Math.max(1, Math.round(facts.outputMean)),
-    promptTokens: Math.max(1, Math.round(facts.inputMean ?? (prompts.reduce((x, y) => x + y, 0) / Math.max(prompts.length, 1) || 1))),
-    promptTokensEstimator:
-      facts.inputMean !== null
-        ? `AIPerf input_config input.prompt.input_tokens.mean ${facts.inputMean}`
-        : "mean of AIPerf's input_sequence_length",
-    records,
-    summary: null,
-    completed,
-    failed: records.length - completed,
-    warmupRequests: warmup,
-    methodology: {
-      ...METHODOLOGY,
-      itl: "AIPerf's inter_chunk_latency per request: the gaps between response chunks (one chunk may carry several tokens)",
-      tpot: "(e2e − ttft) ÷ (output tokens − 1), derived by servegate; AIPerf's inter_token_latency is the same definition",
-      failures:
+    plan: {
+      concurrency: Math.max(1, Math.round(facts.concurrency ?? records.length)),
+      requests: records.length,
+      maxTokens: facts.outputMean === null ? null : Math.max(1, Math.round(facts.outputMean)),
+      warmupRequests: warmup,
+      promptTokens: Math.max(1, Math.round(facts.inputMean ?? (prompts.reduce((x, y) => x + y, 0) / Math.max(prompts.length, 1) || 1))),
+      promptTokensEstimator:
+        facts.inputMean !== null
+          ? `AIPerf input_config input.prompt.input_tokens.mean ${facts.inputMean}`
+          : "mean of AIPerf's input_sequence_length",
+    },
+    measure: { perRequest: true, records },
+    facts: {
+      tool: 'AIPerf',
+      read:
+        `AIPerf ${AIPERF_RECORDS_FILE}` +
+        (aggregate === null
+          ? ' alone (no profile_export_aiperf.json beside it: model and plan unknown)'
+          : ' with profile_export_aiperf.json beside it'),
+      conversion: 'per-request values converted to ms',
+      definitions: {
+        ...DEFINITIONS,
+        itl: "AIPerf's inter_chunk_latency per request: the gaps between response chunks (one chunk may carry several tokens)",
+        tpot: "(e2e − ttft) ÷ (output tokens − 1), derived by servegate; AIPerf's inter_token_latency is the same definition",
+        warmup: `${warmup} warm-up line(s) (metadata.benchmark_phase "warmup") left out of the record; plan.warmupRequests counts them`,
+      },
+      failureRule:
         'a request failed when its line has an error ({ code, type, message }); a cancelled one is REQUEST_ABORTED, ' +
         'an HTTP status maps to its code',
-      warmup: `${warmup} warm-up line(s) (metadata.benchmark_phase "warmup") left out of the record; plan.warmupRequests counts them`,
-      import:
-        `imported from AIPerf ${AIPERF_RECORDS_FILE}${aggregate === null ? ' alone (no profile_export_aiperf.json beside it: model and plan unknown)' : ' with profile_export_aiperf.json beside it'}; ` +
-        "distributions recomputed by servegate's rules over the ok requests",
     },
   })
 }

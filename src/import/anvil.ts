@@ -1,19 +1,16 @@
 import { z } from 'zod'
 import { ERROR_CODES, type ErrorCode, sanitizeMessage } from '../errors.ts'
-import { importedWorkload, NO_REQUEST_CHECKS } from './common.ts'
-import { computeCellMetrics, countFailures } from '../metrics/cell-metrics.ts'
-import { METHODOLOGY } from '../metrics/methodology.ts'
 import {
   type Calibration,
   type CanaryCheck,
   CompletionTokenSource,
-  RUN_SCHEMA_ID,
   type RequestRecord,
   type RunRecord,
   type SamplingEntry,
   type WorkloadPlan,
 } from '../schema/run.ts'
-import { SERVEGATE_VERSION } from '../version.ts'
+import { NO_REQUEST_CHECKS } from './common.ts'
+import { assembleImport } from './imported-record.ts'
 
 /** Schema id of the peer harness format servegate imports. */
 export const ANVIL_SCHEMA_ID = 'anvil-serving.benchmark/v1'
@@ -96,9 +93,10 @@ export type AnvilRun = z.infer<typeof AnvilRun>
 
 const nn = (v: number | null | undefined): number | null => (v === undefined || v === null ? null : v)
 
-function toIso(label: string): string {
+/** An ISO time from anvil's label; null when it is not a date (unknown, never the epoch). */
+function toIso(label: string): string | null {
   const ms = Date.parse(label)
-  return Number.isNaN(ms) ? new Date(0).toISOString() : new Date(ms).toISOString()
+  return Number.isNaN(ms) ? null : new Date(ms).toISOString()
 }
 
 /**
@@ -245,6 +243,36 @@ function failureRecord(f: z.infer<typeof AnvilFailure>, fallbackIndex: number): 
   }
 }
 
+/** anvil's own definitions and the facts of this record: its TPOT keys, warm-up, canaries, output control, prefix cache. */
+function anvilDefinitions(input: AnvilRun): Record<string, string> {
+  const legacyTpot = input.request_timings.filter((t) => nn(t.tpot_ms) === null && anvilTpot(t) !== null).length
+  return {
+    tpot:
+      legacyTpot === 0
+        ? "anvil's tpot_ms: client-observed generation time ÷ completion tokens after the first"
+        : `anvil's tpot_ms; ${legacyTpot} request(s) record only the older key (mean_time_per_output_token_ms or ` +
+          'mean_inter_token_latency_ms, which anvil documents as the same TPOT proxy, not a raw ITL), taken as their TPOT',
+    warmup:
+      input.warmup_requests === undefined || input.warmup_requests === null
+        ? 'anvil does not record its warm-up: plan.warmupRequests is null (unknown)'
+        : `anvil's warmup_requests (${input.warmup_requests})`,
+    canaries:
+      input.request_canaries === true
+        ? "anvil's request canaries: each reply must start with its own ANVIL_REQ marker and hold no other; " +
+          'a failed canary is a CONTRACT_INVALID request'
+        : 'anvil sent no request canaries',
+    outputControl:
+      `anvil's controlled_output_policy ${JSON.stringify(input.controlled_output_policy ?? null)} with response_words ${input.response_words ?? 'not recorded'}: ` +
+      ((input.response_words ?? 0) > 0
+        ? 'a word-count instruction in the prompt (anvil observe records adherence, strict rejects misses), not an engine knob'
+        : 'no length target, so no output control was in effect (mode none)'),
+    prefixCache: `anvil's prompt_cache_mode ${JSON.stringify(input.prompt_cache_mode ?? null)}${input.prompt_cache_mode === 'unique' || input.prompt_cache_mode === 'shared' ? '' : ' (unknown to servegate)'}`,
+    promptTokens:
+      "plan.workload.promptTokens is anvil's planned context_tokens; each request's promptTokens is its actual usage.prompt_tokens, " +
+      'and calibration compares the two (method none: servegate did not size these prompts)',
+  }
+}
+
 /**
  * Imports an `anvil-serving.benchmark/v1` record as a servegate run record. Metrics are
  * recomputed from its request timings by servegate's own rules, not copied.
@@ -254,86 +282,39 @@ export function importAnvilRun(input: AnvilRun): RunRecord {
     ...input.request_timings.map(timingRecord),
     ...input.failures.map((f, i) => failureRecord(f, input.request_timings.length + i)),
   ].sort((a, b) => a.index - b.index)
-  const completed = records.filter((r) => r.status === 'ok').length
-  const workload: WorkloadPlan = {
-    ...importedWorkload(input.context_tokens, input.context_seed, `as planned by ${ANVIL_SCHEMA_ID} (context_tokens)`),
-    prefixCache: prefixCacheOf(input),
-    canaries: input.request_canaries === true,
-    outputControl: outputControlOf(input),
-    sampling: samplingOf(input),
-    calibration: calibrationOf(input, records),
-  }
-  const legacyTpot = input.request_timings.filter((t) => nn(t.tpot_ms) === null && anvilTpot(t) !== null).length
-  return {
-    schema: RUN_SCHEMA_ID,
+  return assembleImport({
+    format: ANVIL_SCHEMA_ID,
     runId: input.run_id ?? 'imported',
-    servegateVersion: SERVEGATE_VERSION,
+    sourceRunId: input.run_id ?? null,
+    engine: input.engine ?? null,
+    gpu: input.gpu ?? null,
+    model: input.model,
+    api: null,
     startedAt: toIso(input.started_at),
     finishedAt: toIso(input.finished_at),
-    target: { baseUrl: null, model: input.model },
+    wallClockMs: input.wall_clock_ms,
     plan: {
-      api: null,
-      model: input.model,
       concurrency: input.concurrency,
       requests: input.requests,
-      warmupRequests: input.warmup_requests ?? null,
       maxTokens: input.max_tokens,
-      requestTimeoutMs: null,
-      workload,
-      sequential: null,
-      arrival: null,
+      warmupRequests: input.warmup_requests ?? null,
+      promptTokens: input.context_tokens,
+      promptTokensEstimator: `as planned by ${ANVIL_SCHEMA_ID} (context_tokens)`,
+      workload: {
+        seed: input.context_seed,
+        prefixCache: prefixCacheOf(input),
+        canaries: input.request_canaries === true,
+        outputControl: outputControlOf(input),
+        sampling: samplingOf(input),
+        calibration: calibrationOf(input, records),
+      },
     },
-    completed,
-    failed: records.length - completed,
-    failures: countFailures(records),
-    unsent: 0,
-    requests: records,
-    metrics: computeCellMetrics(records, input.wall_clock_ms),
-    harness: {
-      clientCpuMs: null,
-      clientCpuShare: null,
-      eventLoopDelayP99Ms: null,
-      eventLoopDelayMaxMs: null,
-      sendLagP99Ms: null,
-      harnessLimited: false,
-      reasons: [],
+    measure: { perRequest: true, records },
+    facts: {
+      tool: 'anvil',
+      read: ANVIL_SCHEMA_ID,
+      conversion: 'per-request values as recorded there',
+      definitions: anvilDefinitions(input),
     },
-    methodology: {
-      ...METHODOLOGY,
-      import: `imported from ${ANVIL_SCHEMA_ID}; per-request values as recorded there, distributions recomputed by servegate`,
-      tpot:
-        legacyTpot === 0
-          ? "anvil's tpot_ms: client-observed generation time ÷ completion tokens after the first"
-          : `anvil's tpot_ms; ${legacyTpot} request(s) record only the older key (mean_time_per_output_token_ms or ` +
-            'mean_inter_token_latency_ms, which anvil documents as the same TPOT proxy, not a raw ITL), taken as their TPOT',
-      warmup:
-        input.warmup_requests === undefined || input.warmup_requests === null
-          ? 'anvil does not record its warm-up: plan.warmupRequests is null (unknown)'
-          : `anvil's warmup_requests (${input.warmup_requests})`,
-      canaries:
-        input.request_canaries === true
-          ? "anvil's request canaries: each reply must start with its own ANVIL_REQ marker and hold no other; " +
-            'a failed canary is a CONTRACT_INVALID request'
-          : 'anvil sent no request canaries',
-      outputControl:
-        `anvil's controlled_output_policy ${JSON.stringify(input.controlled_output_policy ?? null)} with response_words ${input.response_words ?? 'not recorded'}: ` +
-        ((input.response_words ?? 0) > 0
-          ? 'a word-count instruction in the prompt (anvil observe records adherence, strict rejects misses), not an engine knob'
-          : 'no length target, so no output control was in effect (mode none)'),
-      prefixCache: `anvil's prompt_cache_mode ${JSON.stringify(input.prompt_cache_mode ?? null)}${input.prompt_cache_mode === 'unique' || input.prompt_cache_mode === 'shared' ? '' : ' (unknown to servegate)'}`,
-      promptTokens:
-        "plan.workload.promptTokens is anvil's planned context_tokens; each request's promptTokens is its actual usage.prompt_tokens, " +
-        'and calibration compares the two (method none: servegate did not size these prompts)',
-    },
-    manifest: null,
-    telemetry: null,
-    cellFailure: null,
-    importedFrom: {
-      schema: ANVIL_SCHEMA_ID,
-      runId: input.run_id ?? null,
-      engine: input.engine ?? null,
-      gpu: input.gpu ?? null,
-      perRequest: true,
-    },
-  }
+  })
 }

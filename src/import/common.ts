@@ -1,6 +1,6 @@
 import { type ErrorCode, sanitizeMessage } from '../errors.ts'
 import { deriveRequestMetrics, requestMetricFields } from '../metrics/request-metrics.ts'
-import type { CompletionTokenSource, RequestRecord, WorkloadPlan } from '../schema/run.ts'
+import type { CompletionTokenSource, RequestRecord } from '../schema/run.ts'
 
 /** The per-request checks another harness did not record: absent, never invented. */
 export const NO_REQUEST_CHECKS = {
@@ -15,27 +15,6 @@ export const NO_REQUEST_CHECKS = {
   sendAttempts: 1,
   scheduledOffsetMs: null,
 } as const
-
-/** The workload of an imported record: what the source said, every unknown fact null. */
-export function importedWorkload(promptTokens: number, seed: number | null, promptTokensEstimator: string): WorkloadPlan {
-  return {
-    kind: 'imported',
-    promptTokens,
-    seed,
-    prefixCache: { mode: 'unknown', tokens: null },
-    canaries: false,
-    outputControl: { mode: 'none', knob: null },
-    sampling: null,
-    dataset: null,
-    calibration: null,
-    promptTokensEstimator,
-    requestStreamSha256: null,
-    wireStreamSha256: null,
-    wireMatchesPlan: null,
-    requestsPerSlotFloor: null,
-    floorMet: null,
-  }
-}
 
 /** What another harness recorded about one request, in servegate units (ms, tokens). */
 export interface RequestTimes {

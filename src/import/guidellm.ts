@@ -1,14 +1,10 @@
 import { ServegateError } from '../errors.ts'
 import type { Api, RequestRecord, RunRecord } from '../schema/run.ts'
 import { requestFromTimes } from './common.ts'
-import {
-  assembleRunRecord,
-  type BenchImportOptions,
-  describeSource,
-  type NumpySummary,
-  summaryMetrics,
-  summaryOnlyMethodology,
-} from './serving-bench.ts'
+import type { FailedCount } from './import-methodology.ts'
+import { assembleImport, type ImportedRun } from './imported-record.ts'
+import { type BenchImportOptions, describeSource } from './result-file.ts'
+import { type NumpySummary, summaryMetrics } from './summary-metrics.ts'
 
 /*
  * vllm-project/guidellm `guidellm benchmark --output-path benchmarks.json` writes a
@@ -117,7 +113,8 @@ function describeStrategy(s: { type: string; concurrency: number | null; rate: n
   return `strategy ${s.type}`
 }
 
-const METHODOLOGY = {
+/** GuideLLM's own definitions, read from its benchmark schemas. */
+const DEFINITIONS = {
   clock: "GuideLLM's client clock: time.time() in its worker processes (Unix seconds)",
   ttft: "GuideLLM's time_to_first_token_ms: request start to the first token iteration",
   timeToFirstOutput: 'the same number as ttft: GuideLLM does not time reasoning separately',
@@ -126,128 +123,172 @@ const METHODOLOGY = {
   warmup: "GuideLLM's warm-up (args.warmup_number / warmup_duration) is excluded from its figures",
 }
 
+/** What a benchmark says about its run, read once for either shape of import. */
+interface GuidellmRun {
+  b: Record<string, unknown>
+  metrics: Record<string, unknown>
+  strategy: ReturnType<typeof strategyOf>
+  /** `GuideLLM benchmarks.json (benchmark 2 of 3), concurrent: 3 streams`: what was read. */
+  read: string
+  completed: number
+  failed: FailedCount
+  durationS: number | null
+  /** Every request the benchmark kept (null when it kept a random sample, or none). */
+  requests: Record<string, unknown> | null
+}
+
 /**
  * Imports one benchmark of a GuideLLM report. Per request when the benchmark kept every request
  * (`request_samples` null and the lists filled, the v0.3 shape), else summary-only.
  */
 export function importGuidellmBenchmark(b: Record<string, unknown>, options: BenchImportOptions & { count?: number }): RunRecord {
-  const source = describeSource(options)
-  const metrics = b.metrics
-  if (!isObject(metrics)) throw new ServegateError('FILE_INVALID', `${source}: field "metrics" is missing; ${FIX}`)
-  const strategy = strategyOf(b)
-  const model =
-    options.model ??
-    [at(b, ['worker', 'backend_model']), at(b, ['config', 'backend', 'model']), at(b, ['config', 'requests', 'model'])].find(
-      (m): m is string => typeof m === 'string' && m !== '' && m !== 'None',
-    ) ??
-    'unknown'
-  const requestType = at(b, ['requests', 'successful', '0', 'request_type'])
-  const api: Api | null = requestType === 'chat_completions' ? 'chat' : requestType === 'text_completions' ? 'completions' : null
-  const totals = isObject(b.request_totals) ? b.request_totals : {}
-  const completed = num(totals.successful) ?? successful(metrics, 'request_latency', 1)?.count ?? 0
-  const failed = (num(totals.errored) ?? 0) + (num(totals.incomplete) ?? 0)
+  const run = readBenchmark(b, options)
   const start = num(b.start_time)
   const end = num(b.end_time)
-  const durationS = num(b.duration) ?? (start !== null && end !== null ? end - start : null)
-  const wallClockMs = durationS === null ? 0 : durationS * 1000
   const iso = (s: number | null): string | null => (s === null ? null : new Date(s * 1000).toISOString())
-  const warmup = num(at(b, ['args', 'warmup_number']))
-  const where = options.line === undefined ? '' : ` (benchmark ${options.line}${options.count === undefined ? '' : ` of ${options.count}`})`
+  const requestType = at(b, ['requests', 'successful', '0', 'request_type'])
+  const api: Api | null = requestType === 'chat_completions' ? 'chat' : requestType === 'text_completions' ? 'completions' : null
+  return assembleImport({
+    format: GUIDELLM_FORMAT_ID,
+    runId: `guidellm-${typeof b.run_id === 'string' ? b.run_id : 'run'}${options.line === undefined ? '' : `-${options.line}`}`,
+    engine: null,
+    model: options.model ?? modelOf(b) ?? 'unknown',
+    api,
+    startedAt: iso(start),
+    finishedAt: iso(end),
+    wallClockMs: run.durationS === null ? 0 : run.durationS * 1000,
+    ...(run.requests === null ? summaryOnly(run) : perRequest(run, run.requests, start ?? 0)),
+  })
+}
+
+function modelOf(b: Record<string, unknown>): string | null {
+  const named = [at(b, ['worker', 'backend_model']), at(b, ['config', 'backend', 'model']), at(b, ['config', 'requests', 'model'])]
+  return named.find((m): m is string => typeof m === 'string' && m !== '' && m !== 'None') ?? null
+}
+
+/** The check and parse steps: the benchmark's metrics, strategy, counts, and whether it kept every request. */
+function readBenchmark(b: Record<string, unknown>, options: BenchImportOptions & { count?: number }): GuidellmRun {
+  const metrics = b.metrics
+  if (!isObject(metrics)) throw new ServegateError('FILE_INVALID', `${describeSource(options)}: field "metrics" is missing; ${FIX}`)
+  const strategy = strategyOf(b)
+  const totals = isObject(b.request_totals) ? b.request_totals : {}
+  const errored = num(totals.errored)
+  const incomplete = num(totals.incomplete)
+  const failed: FailedCount =
+    errored !== null && incomplete !== null
+      ? { count: errored + incomplete, from: "GuideLLM's request_totals errored + incomplete" }
+      : { count: null, why: 'the benchmark has no request_totals errored and incomplete counts' }
+  const start = num(b.start_time)
+  const end = num(b.end_time)
   const lists = isObject(b.requests) ? b.requests : null
   const sampled = b.request_samples !== null && b.request_samples !== undefined
   const kept =
     lists === null ? [] : (['successful', 'errored', 'incomplete'] as const).flatMap((k) => (Array.isArray(lists[k]) ? lists[k] : []))
-  const perRequest = !sampled && kept.length > 0 && kept.every((r) => isObject(r) && num(r.start_time) !== null)
-  const common = {
-    format: GUIDELLM_FORMAT_ID,
-    runId: `guidellm-${typeof b.run_id === 'string' ? b.run_id : 'run'}${options.line === undefined ? '' : `-${options.line}`}`,
-    engine: null,
-    model,
-    api,
-    startedAt: iso(start),
-    finishedAt: iso(end),
-    wallClockMs,
-    concurrency: Math.max(1, Math.round(strategy.concurrency ?? completed + failed)),
-    warmupRequests: warmup,
+  const everyRequest = !sampled && kept.length > 0 && kept.every((r) => isObject(r) && num(r.start_time) !== null)
+  const where = options.line === undefined ? '' : ` (benchmark ${options.line}${options.count === undefined ? '' : ` of ${options.count}`})`
+  return {
+    b,
+    metrics,
+    strategy,
+    read: `GuideLLM benchmarks.json${where}, ${describeStrategy(strategy)}`,
+    completed: num(totals.successful) ?? successful(metrics, 'request_latency', 1)?.count ?? 0,
+    failed,
+    durationS: num(b.duration) ?? (start !== null && end !== null ? end - start : null),
+    requests: everyRequest ? lists : null,
   }
-  const prompt = successful(metrics, 'prompt_token_count', 1)
-  if (perRequest) {
-    const records = buildGuidellmRequests(lists as Record<string, unknown>, start ?? 0)
-    const ok = records.filter((r) => r.status === 'ok').length
-    const prompts = records.flatMap((r) => (r.promptTokens === null ? [] : [r.promptTokens]))
-    return assembleRunRecord({
-      ...common,
-      requests: records.length,
-      maxTokens: null,
-      promptTokens: Math.max(1, Math.round(prompts.reduce((x, y) => x + y, 0) / Math.max(prompts.length, 1) || 1)),
-      promptTokensEstimator: "mean of GuideLLM's prompt_tokens (actual; its data config is not read)",
-      records,
-      summary: null,
-      completed: ok,
-      failed: records.length - ok,
-      methodology: {
-        ...METHODOLOGY,
+}
+
+/** The plan a benchmark records: its strategy's concurrency and warm-up; GuideLLM keeps no planned lengths. */
+function planOf(run: GuidellmRun, requests: number, promptTokens: number, estimator: string): ImportedRun['plan'] {
+  return {
+    concurrency: Math.max(1, Math.round(run.strategy.concurrency ?? requests)),
+    requests,
+    maxTokens: null,
+    warmupRequests: num(at(run.b, ['args', 'warmup_number'])),
+    promptTokens: Math.max(1, Math.round(promptTokens)),
+    promptTokensEstimator: estimator,
+  }
+}
+
+/** A benchmark that kept every request: one record each, servegate's own distributions. */
+function perRequest(run: GuidellmRun, lists: Record<string, unknown>, start: number): Pick<ImportedRun, 'plan' | 'measure' | 'facts'> {
+  const records = buildGuidellmRequests(lists, start)
+  const prompts = records.flatMap((r) => (r.promptTokens === null ? [] : [r.promptTokens]))
+  const meanPrompt = prompts.reduce((x, y) => x + y, 0) / Math.max(prompts.length, 1) || 1
+  return {
+    plan: planOf(run, records.length, meanPrompt, "mean of GuideLLM's prompt_tokens (actual; its data config is not read)"),
+    measure: { perRequest: true, records },
+    facts: {
+      tool: 'GuideLLM',
+      read: run.read,
+      conversion: "per-request times converted Unix seconds → ms from the benchmark's start",
+      definitions: {
+        ...DEFINITIONS,
         itl: 'not recorded per gap by GuideLLM (only first and last token times): itlMs is null',
         tpot: "(e2e − ttft) ÷ (output tokens − 1), derived by servegate; GuideLLM's inter_token_latency_ms measures to the last token instead of the end",
-        failures:
-          'errored requests keep their error text (code INTERNAL); incomplete ones (cut off when the benchmark ended) are REQUEST_ABORTED',
-        import:
-          `imported from GuideLLM benchmarks.json${where}, ${describeStrategy(strategy)}; ` +
-          "per-request times converted Unix seconds → ms from the benchmark's start, distributions recomputed by servegate's rules",
       },
-    })
+      failureRule:
+        'errored requests keep their error text (code INTERNAL); incomplete ones (cut off when the benchmark ended) are REQUEST_ABORTED',
+    },
   }
+}
+
+/** A benchmark that kept no requests, or a random sample of them: GuideLLM's summaries of its successful ones. */
+function summaryOnly(run: GuidellmRun): Pick<ImportedRun, 'plan' | 'measure' | 'facts'> {
+  const { metrics, completed, durationS } = run
+  const prompt = successful(metrics, 'prompt_token_count', 1)
   const itl = successful(metrics, 'inter_token_latency_ms', 1)
-  const output = successful(metrics, 'output_token_count', 1)
   const totalOutput = num(at(metrics, ['output_token_count', 'successful', 'total_sum']))
   const totalInput = num(at(metrics, ['prompt_token_count', 'successful', 'total_sum']))
-  return assembleRunRecord({
-    ...common,
-    requests: Math.max(1, completed + failed),
-    maxTokens: null,
-    promptTokens: Math.max(1, Math.round(prompt?.summary.mean ?? 1)),
-    promptTokensEstimator: "GuideLLM's mean prompt_token_count of successful requests",
-    records: null,
-    summary: summaryMetrics({
-      stats: {
-        ttft: successful(metrics, 'time_to_first_token_ms', 1)?.summary ?? null,
-        tpot: null,
-        itl: itl?.summary ?? null,
-        e2e: successful(metrics, 'request_latency', 1000)?.summary ?? null,
-        queueDelay: null,
-        promptTokens: prompt?.summary ?? null,
-        completionTokens: output?.summary ?? null,
-      },
-      completed,
-      totalInputTokens: totalInput === null ? null : Math.round(totalInput),
-      totalOutputTokens: totalOutput === null ? null : Math.round(totalOutput),
-      outputThroughput: totalOutput !== null && durationS !== null && durationS > 0 ? totalOutput / durationS : null,
-      requestThroughput: durationS !== null && durationS > 0 ? completed / durationS : null,
-      wallClockMs,
-      tokenSource: 'client-count',
-      itlSamples: itl?.count ?? null,
-      percentileMethod: 'nearest-rank',
-    }),
-    completed,
-    failed,
-    methodology: {
-      ...METHODOLOGY,
-      ...summaryOnlyMethodology('GuideLLM'),
-      distributions:
-        "summary-only: each distribution holds GuideLLM's summary of its successful requests — mean, std_dev, median, min, max and " +
-        'p1…p99.9 — read off its weighted CDF (the first value whose cumulative share reaches q: the nearest rank with equal weights, ' +
-        'so percentileMethod is nearest-rank). ' +
-        "std_dev is GuideLLM's weighted population std × √(n/(n−1)). ci95 is null. " +
-        "itl holds GuideLLM's inter_token_latency_ms: each request's mean gap (last − first token) ÷ (output tokens − 1) " +
-        'weighted by its gap count, so its mean is the pooled mean gap; samples is the number of requests it covers. ' +
-        "tpot stays empty: GuideLLM's time_per_output_token_ms is a different ratio",
-      throughput: "Σ output tokens of successful requests ÷ GuideLLM's duration (first request start to last request end)",
-      failures: 'failed = errored + incomplete of request_totals; failure codes are unknown in a summary-only import, so failures is empty',
-      import:
-        `summary-only import of GuideLLM benchmarks.json${where}, ${describeStrategy(strategy)}` +
-        (sampled ? '; the file kept only a random sample of requests (request_samples), so its per-request lists are not the run' : ''),
+  const summary = summaryMetrics({
+    stats: {
+      ttft: successful(metrics, 'time_to_first_token_ms', 1)?.summary ?? null,
+      tpot: null,
+      itl: itl?.summary ?? null,
+      e2e: successful(metrics, 'request_latency', 1000)?.summary ?? null,
+      queueDelay: null,
+      promptTokens: prompt?.summary ?? null,
+      completionTokens: successful(metrics, 'output_token_count', 1)?.summary ?? null,
     },
+    completed,
+    totalInputTokens: totalInput === null ? null : Math.round(totalInput),
+    totalOutputTokens: totalOutput === null ? null : Math.round(totalOutput),
+    outputThroughput: totalOutput !== null && durationS !== null && durationS > 0 ? totalOutput / durationS : null,
+    requestThroughput: durationS !== null && durationS > 0 ? completed / durationS : null,
+    wallClockMs: durationS === null ? 0 : durationS * 1000,
+    tokenSource: 'client-count',
+    itlSamples: itl?.count ?? null,
+    percentileMethod: 'nearest-rank',
   })
+  const sampled = run.b.request_samples !== null && run.b.request_samples !== undefined
+  return {
+    plan: planOf(
+      run,
+      Math.max(1, completed + (run.failed.count ?? 0)),
+      prompt?.summary.mean ?? 1,
+      "GuideLLM's mean prompt_token_count of successful requests",
+    ),
+    measure: { perRequest: false, summary, completed, failed: run.failed },
+    facts: {
+      tool: 'GuideLLM',
+      read: run.read,
+      notes: sampled ? ['the file kept only a random sample of requests (request_samples), so its per-request lists are not the run'] : [],
+      definitions: { ...DEFINITIONS, ...SUMMARY_DEFINITIONS },
+    },
+  }
+}
+
+/** What GuideLLM's summaries hold, where they differ from numpy's. */
+const SUMMARY_DEFINITIONS = {
+  distributions:
+    "summary-only: each distribution holds GuideLLM's summary of its successful requests — mean, std_dev, median, min, max and " +
+    'p1…p99.9 — read off its weighted CDF (the first value whose cumulative share reaches q: the nearest rank with equal weights, ' +
+    'so percentileMethod is nearest-rank). ' +
+    "std_dev is GuideLLM's weighted population std × √(n/(n−1)). ci95 is null. " +
+    "itl holds GuideLLM's inter_token_latency_ms: each request's mean gap (last − first token) ÷ (output tokens − 1) " +
+    'weighted by its gap count, so its mean is the pooled mean gap; samples is the number of requests it covers. ' +
+    "tpot stays empty: GuideLLM's time_per_output_token_ms is a different ratio",
+  throughput: "Σ output tokens of successful requests ÷ GuideLLM's duration (first request start to last request end)",
 }
 
 function buildGuidellmRequests(lists: Record<string, unknown>, benchmarkStart: number): RequestRecord[] {

@@ -2,7 +2,7 @@ import { copyFile, mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { readRunRecords } from '../record/record-io.ts'
+import { parseRunText, readRunRecords } from '../record/record-io.ts'
 import { RunRecord } from '../schema/run.ts'
 
 /*
@@ -154,5 +154,29 @@ describe('llmperf', () => {
     const summary = await one(join(alone, `${LLMPERF_STEM}_summary.json`), 'llmperf')
     expect(summary.importedFrom?.perRequest).toBe(false)
     expect([summary.completed, summary.failed, summary.plan.requests]).toEqual([6, 1, 7])
+  })
+})
+
+describe('a summary without a failed count records null, never 0', () => {
+  test('AIPerf without error_request_count or error_summary', async () => {
+    const { error_request_count: _count, error_summary: _summary, ...agg } = await readJson(join(AIPERF, 'profile_export_aiperf.json'))
+    const r = RunRecord.parse(parseRunText(JSON.stringify(agg), 'a.json', { from: 'aiperf' }))
+    expect([r.completed, r.failed, r.plan.requests]).toEqual([6, null, 6])
+    expect(r.methodology.failedCount).toBe('not recorded: the file has neither error_request_count nor error_summary, so failed is null')
+  })
+
+  test('a GuideLLM benchmark without request_totals', async () => {
+    const report = await readJson(GUIDELLM)
+    const benchmarks = report.benchmarks.map((b: Record<string, unknown>) => ({ ...b, request_totals: undefined, request_samples: 5 }))
+    const r = RunRecord.parse(parseRunText(JSON.stringify({ ...report, benchmarks }), 'g.json', { from: 'guidellm' }))
+    expect([r.importedFrom?.perRequest, r.failed]).toEqual([false, null])
+    expect(r.methodology.failedCount).toMatch(/^not recorded: the benchmark has no request_totals/)
+  })
+
+  test('an llmperf summary without results_number_errors', async () => {
+    const { results_number_errors: _errors, ...s } = await readJson(join(LLMPERF, `${LLMPERF_STEM}_summary.json`))
+    const r = RunRecord.parse(parseRunText(JSON.stringify(s), 'l.json', { from: 'llmperf' }))
+    expect([r.completed, r.failed]).toEqual([6, null])
+    expect(r.methodology.failedCount).toBe('not recorded: the summary has no results_number_errors, so failed is null')
   })
 })

@@ -1,15 +1,9 @@
 import { ServegateError } from '../errors.ts'
 import type { RequestRecord, RunRecord } from '../schema/run.ts'
 import { codeOfStatus, httpStatusOf, requestFromTimes } from './common.ts'
-import {
-  assembleRunRecord,
-  type BenchImportOptions,
-  describeSource,
-  type NumpySummary,
-  runSpan,
-  summaryMetrics,
-  summaryOnlyMethodology,
-} from './serving-bench.ts'
+import { assembleImport, type ImportedRun, runSpan } from './imported-record.ts'
+import { type BenchImportOptions, describeSource } from './result-file.ts'
+import { type NumpySummary, summaryMetrics } from './summary-metrics.ts'
 
 /*
  * ray-project/llmperf `token_benchmark_ray.py` writes two files per run into --results-dir:
@@ -81,7 +75,8 @@ function llmperfSummary(value: Record<string, unknown>, stem: string, scale: num
   return { mean, median: percentiles.get(50) ?? null, std: at('stddev'), percentiles, max }
 }
 
-const METHODOLOGY = {
+/** llmperf's own definitions, read from token_benchmark_ray.py and its OpenAI client. */
+const DEFINITIONS = {
   clock: "llmperf's client clock: time.monotonic() in each Ray actor (one per concurrent stream)",
   ttft: "llmperf's ttft_s: request start to the first chunk whose delta.content is non-empty (reasoning deltas are not counted)",
   timeToFirstOutput: 'the same number as ttft: llmperf does not time reasoning separately',
@@ -135,6 +130,35 @@ function planOf(facts: LlmperfRun, fallbackPrompt: number): { promptTokens: numb
   }
 }
 
+/** The run's identity and plan, shared by both files: what the summary (when there is one) records. */
+function runOf(
+  facts: LlmperfRun,
+  name: string,
+  options: BenchImportOptions,
+  wallClockMs: number,
+  requests: number,
+  fallbackPrompt: number,
+): Omit<ImportedRun, 'measure' | 'facts'> {
+  const plan = planOf(facts, fallbackPrompt)
+  return {
+    format: LLMPERF_FORMAT_ID,
+    runId: `llmperf-${name}`,
+    engine: null,
+    model: options.model ?? facts.model ?? 'unknown',
+    api: 'chat',
+    ...runSpan(facts.finished, wallClockMs),
+    wallClockMs,
+    plan: {
+      concurrency: Math.max(1, Math.round(facts.concurrency ?? 1)),
+      requests,
+      maxTokens: plan.maxTokens,
+      warmupRequests: 0,
+      promptTokens: plan.promptTokens,
+      promptTokensEstimator: plan.estimator,
+    },
+  }
+}
+
 /**
  * Imports llmperf's summary as a summary-only record, or, with its individual responses
  * (`individual`, the companion `*_individual_responses.json`), a per-request record.
@@ -148,66 +172,95 @@ export function importLlmperfSummary(value: unknown, options: BenchImportOptions
   if (options.individual !== undefined) return importLlmperfIndividual(options.individual, { ...options, summary: s })
   const completed = num(s, 'results_num_completed_requests')
   if (completed === null) throw new ServegateError('FILE_INVALID', `${source}: field "results_num_completed_requests" is missing; ${FIX}`)
-  const started = num(s, 'results_num_requests_started')
   const errors = num(s, 'results_number_errors')
   const perMin = num(s, 'results_num_completed_requests_per_min')
   // llmperf records no duration: completed ÷ (completed per minute) gives its test time back.
   const wallClockMs = perMin !== null && perMin > 0 ? (completed / perMin) * 60_000 : 0
-  const facts = runFacts(s)
+  const inputMean = num(s, 'results_number_input_tokens_mean')
+  // Without an error count the requests started are the completed ones at least.
+  const requests = Math.max(1, Math.round(num(s, 'results_num_requests_started') ?? completed + (errors ?? 0)))
+  return assembleImport({
+    ...runOf(runFacts(s), typeof s.name === 'string' ? s.name : 'run', options, wallClockMs, requests, inputMean ?? 1),
+    measure: {
+      perRequest: false,
+      summary: summaryOf(s, completed, wallClockMs),
+      completed,
+      failed:
+        errors === null
+          ? { count: null, why: 'the summary has no results_number_errors' }
+          : { count: errors, from: "llmperf's results_number_errors" },
+    },
+    facts: {
+      tool: 'llmperf',
+      read: `an llmperf summary (results version ${String(s.version ?? 'not recorded')})`,
+      std: 'sample',
+      definitions: {
+        ...DEFINITIONS,
+        throughput:
+          "llmperf's results_mean_output_throughput_token_per_s (Σ output tokens of ok requests ÷ test time); " +
+          'the wall clock is results_num_completed_requests ÷ results_num_completed_requests_per_min (llmperf records no duration)',
+        promptTokens: "promptTokens and completionTokens hold llmperf's own summaries of number_input_tokens and number_output_tokens",
+      },
+      perRequestHint: 'put its *_individual_responses.json beside it to import per request',
+    },
+  })
+}
+
+/** The summary's figures as servegate's metrics: llmperf's own (pandas, sample std), nothing recomputed. */
+function summaryOf(s: Record<string, unknown>, completed: number, wallClockMs: number): ReturnType<typeof summaryMetrics> {
   const outputMean = num(s, 'results_number_output_tokens_mean')
   const inputMean = num(s, 'results_number_input_tokens_mean')
-  const totalOutput = outputMean === null ? null : Math.round(outputMean * completed)
-  const totalInput = inputMean === null ? null : Math.round(inputMean * completed)
-  const requests = Math.max(1, Math.round(started ?? completed + (errors ?? 0)))
-  const plan = planOf(facts, inputMean ?? 1)
-  return assembleRunRecord({
-    format: LLMPERF_FORMAT_ID,
-    runId: `llmperf-${typeof s.name === 'string' ? s.name : 'run'}`,
-    engine: null,
-    model: options.model ?? facts.model ?? 'unknown',
-    api: 'chat',
-    ...runSpan(facts.finished, wallClockMs),
-    wallClockMs,
-    concurrency: Math.max(1, Math.round(facts.concurrency ?? 1)),
-    requests,
-    maxTokens: plan.maxTokens,
-    promptTokens: plan.promptTokens,
-    promptTokensEstimator: plan.estimator,
-    records: null,
-    summary: summaryMetrics({
-      stats: {
-        ttft: llmperfSummary(s, 'ttft_s', 1000),
-        tpot: null,
-        itl: null,
-        e2e: llmperfSummary(s, 'end_to_end_latency_s', 1000),
-        queueDelay: null,
-        promptTokens: llmperfSummary(s, 'number_input_tokens', 1),
-        completionTokens: llmperfSummary(s, 'number_output_tokens', 1),
-      },
-      completed,
-      totalInputTokens: totalInput,
-      totalOutputTokens: totalOutput,
-      outputThroughput: num(s, 'results_mean_output_throughput_token_per_s'),
-      requestThroughput: perMin === null ? null : perMin / 60,
-      wallClockMs,
-      tokenSource: 'client-count',
-      std: 'sample',
-    }),
-    completed,
-    failed: errors ?? 0,
-    warmupRequests: 0,
-    methodology: {
-      ...METHODOLOGY,
-      ...summaryOnlyMethodology('llmperf', 'sample'),
-      failures: "failed = llmperf's results_number_errors; failure codes are unknown in a summary-only import, so failures is empty",
-      throughput:
-        "llmperf's results_mean_output_throughput_token_per_s (Σ output tokens of ok requests ÷ test time); " +
-        'the wall clock is results_num_completed_requests ÷ results_num_completed_requests_per_min (llmperf records no duration)',
-      promptTokens: "promptTokens and completionTokens hold llmperf's own summaries of number_input_tokens and number_output_tokens",
-      import:
-        `summary-only import of an llmperf summary (results version ${String(s.version ?? 'not recorded')}); ` +
-        'put its *_individual_responses.json beside it to import per request',
+  const perMin = num(s, 'results_num_completed_requests_per_min')
+  return summaryMetrics({
+    stats: {
+      ttft: llmperfSummary(s, 'ttft_s', 1000),
+      tpot: null,
+      itl: null,
+      e2e: llmperfSummary(s, 'end_to_end_latency_s', 1000),
+      queueDelay: null,
+      promptTokens: llmperfSummary(s, 'number_input_tokens', 1),
+      completionTokens: llmperfSummary(s, 'number_output_tokens', 1),
     },
+    completed,
+    totalInputTokens: inputMean === null ? null : Math.round(inputMean * completed),
+    totalOutputTokens: outputMean === null ? null : Math.round(outputMean * completed),
+    outputThroughput: num(s, 'results_mean_output_throughput_token_per_s'),
+    requestThroughput: perMin === null ? null : perMin / 60,
+    wallClockMs,
+    tokenSource: 'client-count',
+    std: 'sample',
+  })
+}
+
+/** One entry of the individual responses as a request record; a wrong shape throws naming the entry. */
+function responseRecord(raw: unknown, index: number, source: string): RequestRecord {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+    throw new ServegateError('FILE_INVALID', `${source}: entry [${index}] is not an object; ${FIX}`)
+  }
+  const r = raw as Record<string, unknown>
+  for (const key of ['ttft_s', 'end_to_end_latency_s'] as const) {
+    if (typeof r[key] !== 'number') throw new ServegateError('FILE_INVALID', `${source}: field "[${index}].${key}" is missing; ${FIX}`)
+  }
+  const failed = r.error_code !== null && r.error_code !== undefined
+  const status = httpStatusOf(r.error_code)
+  const ttftS = num(r, 'ttft_s') ?? 0
+  const e2eS = num(r, 'end_to_end_latency_s') ?? 0
+  return requestFromTimes({
+    index,
+    ttftMs: ttftS > 0 ? ttftS * 1000 : null,
+    e2eMs: e2eS > 0 ? e2eS * 1000 : null,
+    promptTokens: num(r, 'number_input_tokens'),
+    completionTokens: num(r, 'number_output_tokens'),
+    itlMs: null,
+    startOffsetMs: null,
+    tokenSource: 'client-count',
+    error: failed
+      ? {
+          code: codeOfStatus(status),
+          message: `llmperf error_code ${String(r.error_code)}: ${typeof r.error_msg === 'string' && r.error_msg !== '' ? r.error_msg : 'no message'}`,
+          httpStatus: status,
+        }
+      : null,
   })
 }
 
@@ -220,36 +273,7 @@ export function importLlmperfIndividual(value: unknown, options: BenchImportOpti
   if (!Array.isArray(value)) throw new ServegateError('FILE_INVALID', `${source}: is not a JSON array of requests; ${FIX}`)
   if (value.length === 0)
     throw new ServegateError('FILE_INVALID', `${source}: the array is empty, so there are no requests to import; ${FIX}`)
-  const records: RequestRecord[] = value.map((raw, index) => {
-    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
-      throw new ServegateError('FILE_INVALID', `${source}: entry [${index}] is not an object; ${FIX}`)
-    }
-    const r = raw as Record<string, unknown>
-    for (const key of ['ttft_s', 'end_to_end_latency_s'] as const) {
-      if (typeof r[key] !== 'number') throw new ServegateError('FILE_INVALID', `${source}: field "[${index}].${key}" is missing; ${FIX}`)
-    }
-    const failed = r.error_code !== null && r.error_code !== undefined
-    const status = httpStatusOf(r.error_code)
-    const ttftS = num(r, 'ttft_s') ?? 0
-    const e2eS = num(r, 'end_to_end_latency_s') ?? 0
-    return requestFromTimes({
-      index,
-      ttftMs: ttftS > 0 ? ttftS * 1000 : null,
-      e2eMs: e2eS > 0 ? e2eS * 1000 : null,
-      promptTokens: num(r, 'number_input_tokens'),
-      completionTokens: num(r, 'number_output_tokens'),
-      itlMs: null,
-      startOffsetMs: null,
-      tokenSource: 'client-count',
-      error: failed
-        ? {
-            code: codeOfStatus(status),
-            message: `llmperf error_code ${String(r.error_code)}: ${typeof r.error_msg === 'string' && r.error_msg !== '' ? r.error_msg : 'no message'}`,
-            httpStatus: status,
-          }
-        : null,
-    })
-  })
+  const records = value.map((raw, index) => responseRecord(raw, index, source))
   const summary = options.summary !== null && typeof options.summary === 'object' ? (options.summary as Record<string, unknown>) : null
   const facts = runFacts(summary)
   const completed = records.filter((r) => r.status === 'ok').length
@@ -258,41 +282,29 @@ export function importLlmperfIndividual(value: unknown, options: BenchImportOpti
   const e2eMax = Math.max(0, ...records.map((r) => r.e2eMs ?? 0))
   const wallClockMs = perMin !== null && perMin > 0 ? (completed / perMin) * 60_000 : e2eMax
   const prompts = records.flatMap((r) => (r.promptTokens === null ? [] : [r.promptTokens]))
-  const plan = planOf(facts, prompts.length === 0 ? 1 : prompts.reduce((a, b) => a + b, 0) / prompts.length)
-  return assembleRunRecord({
-    format: LLMPERF_FORMAT_ID,
-    runId: `llmperf-${summary !== null && typeof summary.name === 'string' ? summary.name : 'individual'}`,
-    engine: null,
-    model: options.model ?? facts.model ?? 'unknown',
-    api: 'chat',
-    ...runSpan(facts.finished, wallClockMs),
-    wallClockMs,
-    concurrency: Math.max(1, Math.round(facts.concurrency ?? 1)),
-    requests: records.length,
-    maxTokens: plan.maxTokens,
-    promptTokens: plan.promptTokens,
-    promptTokensEstimator: plan.estimator,
-    records,
-    summary: null,
-    completed,
-    failed: records.length - completed,
-    warmupRequests: 0,
-    methodology: {
-      ...METHODOLOGY,
-      ...(facts.model === null && options.model === undefined
-        ? {
-            plan: `${METHODOLOGY.plan}; no *_summary.json beside the file, so model is "unknown" (pass --model) and concurrency 1 (unknown)`,
-          }
-        : {}),
-      failures:
+  const meanPrompt = prompts.length === 0 ? 1 : prompts.reduce((a, b) => a + b, 0) / prompts.length
+  const name = summary !== null && typeof summary.name === 'string' ? summary.name : 'individual'
+  return assembleImport({
+    ...runOf(facts, name, options, wallClockMs, records.length, meanPrompt),
+    measure: { perRequest: true, records },
+    facts: {
+      tool: 'llmperf',
+      read: 'llmperf individual responses',
+      definitions: {
+        ...DEFINITIONS,
+        ...(facts.model === null && options.model === undefined
+          ? {
+              plan: `${DEFINITIONS.plan}; no *_summary.json beside the file, so model is "unknown" (pass --model) and concurrency 1 (unknown)`,
+            }
+          : {}),
+        tpot: '(e2e − ttft) ÷ (output tokens − 1), derived by servegate from end_to_end_latency_s, ttft_s and number_output_tokens',
+        throughput:
+          perMin === null
+            ? 'total completion tokens of ok requests ÷ the longest request (no summary beside the file, so the test time is unknown)'
+            : "total completion tokens of ok requests ÷ llmperf's test time (results_num_completed_requests ÷ results_num_completed_requests_per_min)",
+      },
+      failureRule:
         'a request failed when error_code is not null (the HTTP status, or −1 for an exception); its code is derived from the status',
-      tpot: '(e2e − ttft) ÷ (output tokens − 1), derived by servegate from end_to_end_latency_s, ttft_s and number_output_tokens',
-      throughput:
-        perMin === null
-          ? 'total completion tokens of ok requests ÷ the longest request (no summary beside the file, so the test time is unknown)'
-          : "total completion tokens of ok requests ÷ llmperf's test time (results_num_completed_requests ÷ results_num_completed_requests_per_min)",
-      import:
-        "imported from llmperf individual responses; per-request values converted seconds → ms, distributions recomputed by servegate's rules over the ok requests",
     },
   })
 }

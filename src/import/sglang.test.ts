@@ -4,7 +4,7 @@ import { describe, expect, test } from 'vitest'
 import { ServegateError } from '../errors.ts'
 import { parseRunText } from '../record/record-io.ts'
 import { RunRecord } from '../schema/run.ts'
-import { normalizePythonJson } from './serving-bench.ts'
+import { normalizePythonJson } from './result-file.ts'
 import { SGLANG_FORMAT_ID } from './sglang.ts'
 
 const FIXTURE = fileURLToPath(new URL('../../fixtures/import/sglang-bench-serving.jsonl', import.meta.url))

@@ -1,22 +1,11 @@
 import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
 import type { Api, CompletionTokenSource, RunRecord } from '../schema/run.ts'
-import {
-  assembleRunRecord,
-  type BenchImportOptions,
-  buildRequests,
-  checkListLengths,
-  countEmptySuccesses,
-  describeSource,
-  describeTraffic,
-  FAILED_UNKNOWN_KEY,
-  invalidFieldError,
-  positiveInt,
-  readNumpySummary,
-  runSpan,
-  summaryMetrics,
-  summaryOnlyMethodology,
-} from './serving-bench.ts'
+import { checkListLengths, invalidFieldError } from './field-check.ts'
+import { assembleImport, type ImportedRun, positiveInt, runSpan } from './imported-record.ts'
+import { type BenchImportOptions, describeSource } from './result-file.ts'
+import { buildRequests, countEmptySuccesses, describeTraffic, readNumpySummary } from './serving-bench.ts'
+import { summaryMetrics } from './summary-metrics.ts'
 
 /** `importedFrom.schema` of a record imported from SGLang's `bench_serving` JSONL. */
 export const SGLANG_FORMAT_ID = 'sglang.bench-serving'
@@ -251,47 +240,120 @@ export function parseSglangResult(value: unknown, options: BenchImportOptions): 
  * own distributions; without them a summary-only record holding only SGLang's figures.
  */
 export function importSglangResult(input: SglangResult, options: BenchImportOptions, spellings: readonly string[] = []): RunRecord {
-  const source = describeSource(options)
-  const info = input.server_info ?? null
-  const facts = sglangServerFacts(info)
-  const model = options.model ?? facts.model ?? 'unknown'
-  const native = input.backend === 'sglang' || input.backend === 'sglang-native'
-  // Recent native clients take meta_info.completion_tokens from the server; the versions that
-  // write server_info are such versions. Otherwise output_lens may be the requested length.
-  const tokenSource: CompletionTokenSource = native && info !== null ? 'usage' : 'client-count'
+  const facts = sglangServerFacts(input.server_info ?? null)
   const wallClockMs = input.duration * 1000
+  const run = {
+    format: SGLANG_FORMAT_ID,
+    runId: `sglang-${input.tag ?? input.backend}${options.line === undefined ? '' : `-line${options.line}`}`,
+    engine: facts.engine,
+    model: options.model ?? facts.model ?? 'unknown',
+    api: apiOf(input.backend),
+    ...runSpan(null, wallClockMs),
+    wallClockMs,
+  }
+  const line: SglangLine = { input, options, spellings, server: facts, lengths: plannedLengths(input) }
+  const detailed = PER_REQUEST_FIELDS.some((f) => input[f] !== undefined)
+  return assembleImport({ ...run, ...(detailed ? sglangPerRequest(line) : sglangSummaryOnly(line)) })
+}
+
+/** One validated line and what was read from it, shared by the steps of its import. */
+interface SglangLine {
+  input: SglangResult
+  options: BenchImportOptions
+  /** Key spellings mapped to the canonical ones (for the methodology). */
+  spellings: readonly string[]
+  server: SglangServerFacts
+  lengths: PlannedLengths
+}
+
+/** The prompt and output lengths SGLang's dataset planned, as far as the line records them. */
+interface PlannedLengths {
+  random: boolean
+  /** Null when the line records no range (no random_range_ratio) or the dataset is not random. */
+  inputRange: [number, number] | null
+  outputRange: [number, number] | null
+  /** A length every request had; null when each drew its own, or unknown. */
+  plannedInput: number | null
+  plannedOutput: number | null
+}
+
+function plannedLengths(input: SglangResult): PlannedLengths {
   const random = (input.dataset_name ?? '').startsWith('random')
   // The range ratio applies to both lengths; a line without it (older versions) leaves the range unknown.
   const ratioKnown = input.random_range_ratio !== undefined && input.random_range_ratio !== null
   const inputRange = random && ratioKnown ? randomLengthRange(input.random_input_len, input.random_range_ratio) : null
   const outputRange = random && ratioKnown ? randomLengthRange(input.random_output_len, input.random_range_ratio) : null
   const exact = (r: [number, number] | null): number | null => (r !== null && r[0] === r[1] ? r[0] : null)
-  const plannedOutput = random ? exact(outputRange) : input.dataset_name === 'sharegpt' ? input.sharegpt_output_len : null
-  const plannedInput = random ? exact(inputRange) : null
-  const rangeText = (r: [number, number] | null, key: string): string =>
-    r === null
-      ? `${key} ${String(input[key as 'random_input_len'] ?? 'not recorded')} with no random_range_ratio in the line, so the range is unknown`
-      : `drawn uniformly from [${r[0]}, ${r[1]}] (${key} ${r[1]}, random_range_ratio ${input.random_range_ratio})`
-  const inputEstimator = (meanOf: string): string =>
-    plannedInput !== null
-      ? `SGLang random_input_len ${plannedInput} (random_range_ratio ${input.random_range_ratio}: every prompt that long)`
-      : random
-        ? `${meanOf}: SGLang random prompt lengths ${rangeText(inputRange, 'random_input_len')}, so no single planned size`
-        : meanOf
-  const traffic = describeTraffic(input.request_rate, input.max_concurrency)
-  const lineNote = options.line === undefined ? '' : ` line ${options.line}`
-  const spellingNote = spellings.length === 0 ? '' : `; key spellings mapped: ${spellings.join(', ')}`
-  const retokenized = input.total_output_tokens_retokenized
-  const common = {
-    format: SGLANG_FORMAT_ID,
-    runId: `sglang-${input.tag ?? input.backend}${options.line === undefined ? '' : `-line${options.line}`}`,
-    engine: facts.engine,
-    model,
-    api: apiOf(input.backend),
-    ...runSpan(null, wallClockMs),
-    wallClockMs,
+  const sharegpt = input.dataset_name === 'sharegpt' ? (input.sharegpt_output_len ?? null) : null
+  return {
+    random,
+    inputRange,
+    outputRange,
+    plannedInput: random ? exact(inputRange) : null,
+    plannedOutput: random ? exact(outputRange) : sharegpt,
   }
-  const methodology: Record<string, string> = {
+}
+
+function rangeText(input: SglangResult, r: [number, number] | null, key: 'random_input_len' | 'random_output_len'): string {
+  return r === null
+    ? `${key} ${String(input[key] ?? 'not recorded')} with no random_range_ratio in the line, so the range is unknown`
+    : `drawn uniformly from [${r[0]}, ${r[1]}] (${key} ${r[1]}, random_range_ratio ${input.random_range_ratio})`
+}
+
+/** The plan of a line: its lengths where SGLang planned them, else the mean actually sent (`meanInput`, described by `meanOf`). */
+function sglangPlan(line: SglangLine, requests: number, meanInput: number, meanOf: string): ImportedRun['plan'] {
+  const { input, lengths } = line
+  const estimator =
+    lengths.plannedInput !== null
+      ? `SGLang random_input_len ${lengths.plannedInput} (random_range_ratio ${input.random_range_ratio}: every prompt that long)`
+      : lengths.random
+        ? `${meanOf}: SGLang random prompt lengths ${rangeText(input, lengths.inputRange, 'random_input_len')}, so no single planned size`
+        : meanOf
+  return {
+    concurrency: input.max_concurrency ?? requests,
+    requests,
+    maxTokens: lengths.plannedOutput === null ? null : positiveInt(lengths.plannedOutput, 1),
+    promptTokens: positiveInt(lengths.plannedInput ?? meanInput, 1),
+    promptTokensEstimator: estimator,
+  }
+}
+
+/** Where plan.model and plan.maxTokens came from, and what SGLang leaves unrecorded. */
+function planDefinition(line: SglangLine): string {
+  const { input, options, server, lengths } = line
+  const model =
+    options.model !== undefined
+      ? 'given on import'
+      : server.modelFrom !== null
+        ? `from ${server.modelFrom}` +
+          (server.disaggregated === null
+            ? ''
+            : ` (a prefill/decode-disaggregated router: ${server.disaggregated.prefill} prefill and ${server.disaggregated.decode} decode servers; engine names each side's version)`)
+        : `is not recorded by SGLang${(input.server_info ?? null) === null ? '' : ' (server_info names no model)'} ("unknown"; pass --model)`
+  const maxTokens = lengths.plannedOutput
+    ? `is the line's ${lengths.random ? 'random_output_len (random_range_ratio ≥ 1: every request asked for that many)' : 'sharegpt_output_len'}`
+    : lengths.random
+      ? `is null: output lengths ${rangeText(input, lengths.outputRange, 'random_output_len')}`
+      : 'is not recorded (null)'
+  return (
+    `plan.model ${model}; plan.maxTokens ${maxTokens}; plan.workload.seed is not recorded (null); ` +
+    'SGLang records no date, so startedAt and finishedAt are null (the duration is the wall clock)'
+  )
+}
+
+/**
+ * Recent native clients take meta_info.completion_tokens from the server (the versions that write
+ * server_info are such versions); otherwise output_lens may be the requested length.
+ */
+function tokenSourceOf(input: SglangResult): CompletionTokenSource {
+  const native = input.backend === 'sglang' || input.backend === 'sglang-native'
+  return native && (input.server_info ?? null) !== null ? 'usage' : 'client-count'
+}
+
+/** SGLang's own definitions, read from its benchmark client. */
+function sglangDefinitions(line: SglangLine): Record<string, string> {
+  const retokenized = line.input.total_output_tokens_retokenized
+  return {
     clock:
       "SGLang's client clock: time.perf_counter() in one asyncio process " +
       '(python/sglang/bench_serving.py, later python/sglang/benchmark/serving.py)',
@@ -311,7 +373,7 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
       '(recorded as usage when the line carries server_info, i.e. a recent client); ' +
       'OpenAI backends take usage.completion_tokens when the server put usage in a chunk ' +
       'and otherwise keep the requested max tokens; trt and truss always the requested length. ' +
-      `This line is recorded as ${tokenSource}; total_output_tokens_retokenized` +
+      `This line is recorded as ${tokenSourceOf(line.input)}; total_output_tokens_retokenized` +
       (retokenized === undefined || retokenized === null ? ' (not in this line)' : ` = ${retokenized}`) +
       " is SGLang's re-tokenized cross-check",
     effectivePrefill:
@@ -324,83 +386,62 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
     sendLag: 'not recorded by SGLang',
     startOffset: 'not recorded by SGLang',
     warmup: "SGLang's --warmup-requests is not recorded in the line; plan.warmupRequests is null",
-    failures:
-      'a request failed when errors[i] is non-empty (HTTP reason phrase and body, or a Python traceback reduced to its last line); ' +
-      'the code is derived from that text; timings SGLang kept before the failure stay, outside every distribution',
-    plan:
-      'plan.model ' +
-      (options.model !== undefined
-        ? 'given on import'
-        : facts.modelFrom !== null
-          ? `from ${facts.modelFrom}` +
-            (facts.disaggregated === null
-              ? ''
-              : ` (a prefill/decode-disaggregated router: ${facts.disaggregated.prefill} prefill and ${facts.disaggregated.decode} decode servers; engine names each side's version)`)
-          : `is not recorded by SGLang${info === null ? '' : ' (server_info names no model)'} ("unknown"; pass --model)`) +
-      '; ' +
-      'plan.maxTokens ' +
-      (plannedOutput
-        ? `is the line's ${random ? 'random_output_len (random_range_ratio ≥ 1: every request asked for that many)' : 'sharegpt_output_len'}`
-        : random
-          ? `is null: output lengths ${rangeText(outputRange, 'random_output_len')}`
-          : 'is not recorded (null)') +
-      '; ' +
-      'plan.workload.seed is not recorded (null); ' +
-      'SGLang records no date, so startedAt and finishedAt are null (the duration is the wall clock)',
+    plan: planDefinition(line),
   }
+}
 
-  const detailed = PER_REQUEST_FIELDS.some((f) => input[f] !== undefined)
-  if (!detailed) {
-    const completed = input.completed
-    if (completed === 0) {
-      throw new ServegateError(
-        'FILE_INVALID',
-        `${source}: field "completed" is 0 and the line has no per-request lists, so there is nothing to import; ${FIX}`,
-      )
-    }
-    const record = input as Record<string, unknown>
-    return assembleRunRecord({
-      ...common,
-      concurrency: input.max_concurrency ?? completed,
-      requests: completed,
-      maxTokens: plannedOutput === null || plannedOutput === undefined ? null : positiveInt(plannedOutput, 1),
-      promptTokens: positiveInt(plannedInput ?? input.total_input_tokens / completed, 1),
-      promptTokensEstimator: inputEstimator('SGLang total_input_tokens ÷ completed (mean prompt tokens)'),
-      records: null,
-      summary: summaryMetrics({
-        stats: {
-          ttft: readNumpySummary(record, ['ttft']),
-          tpot: readNumpySummary(record, ['tpot']),
-          itl: readNumpySummary(record, ['itl']),
-          e2e: readNumpySummary(record, ['e2e_latency']),
-          queueDelay: null,
-        },
-        completed,
-        totalInputTokens: input.total_input_tokens,
-        totalOutputTokens: input.total_output_tokens,
-        outputThroughput: input.output_throughput ?? null,
-        requestThroughput: input.request_throughput ?? null,
-        wallClockMs,
-        tokenSource,
-      }),
-      completed,
-      failed: 0,
-      methodology: {
-        ...methodology,
-        ...summaryOnlyMethodology('SGLang'),
-        e2e: "SGLang's e2e latency: send to the last chunk read, [DONE] included",
-        failures: 'failure codes are unknown in a summary-only import, so failures is empty',
-        [FAILED_UNKNOWN_KEY]:
-          'unknown: SGLang lines without --output-details record no failed count (completed counts only the successes); ' +
-          'failed is recorded as 0, which here means unknown',
-        import:
-          `summary-only import of SGLang bench_serving${lineNote} written without --output-details; ${traffic}; ` +
-          'plan.requests is completed (SGLang records no request count); ' +
-          `requests is empty and nothing per-request is invented${spellingNote}`,
-      },
-    })
+/** The clauses of the import line: the traffic, then what the mode adds, then the key spellings mapped. */
+function sglangNotes(line: SglangLine, ...more: string[]): string[] {
+  const spellings = line.spellings.length === 0 ? [] : [`key spellings mapped: ${line.spellings.join(', ')}`]
+  return [describeTraffic(line.input.request_rate, line.input.max_concurrency), ...more, ...spellings]
+}
+
+function lineNote(options: BenchImportOptions): string {
+  return options.line === undefined ? '' : ` line ${options.line}`
+}
+
+/** A line written without --output-details: SGLang's summaries only, and no failed count. */
+function sglangSummaryOnly(line: SglangLine): Pick<ImportedRun, 'plan' | 'measure' | 'facts'> {
+  const { input, options } = line
+  const completed = input.completed
+  if (completed === 0) {
+    throw new ServegateError(
+      'FILE_INVALID',
+      `${describeSource(options)}: field "completed" is 0 and the line has no per-request lists, so there is nothing to import; ${FIX}`,
+    )
   }
+  const record = input as Record<string, unknown>
+  const summary = summaryMetrics({
+    stats: {
+      ttft: readNumpySummary(record, ['ttft']),
+      tpot: readNumpySummary(record, ['tpot']),
+      itl: readNumpySummary(record, ['itl']),
+      e2e: readNumpySummary(record, ['e2e_latency']),
+      queueDelay: null,
+    },
+    completed,
+    totalInputTokens: input.total_input_tokens,
+    totalOutputTokens: input.total_output_tokens,
+    outputThroughput: input.output_throughput ?? null,
+    requestThroughput: input.request_throughput ?? null,
+    wallClockMs: input.duration * 1000,
+    tokenSource: tokenSourceOf(input),
+  })
+  const why = 'SGLang lines without --output-details record no failed count (completed counts only the successes)'
+  return {
+    plan: sglangPlan(line, completed, input.total_input_tokens / completed, 'SGLang total_input_tokens ÷ completed (mean prompt tokens)'),
+    measure: { perRequest: false, summary, completed, failed: { count: null, why } },
+    facts: {
+      tool: 'SGLang',
+      read: `SGLang bench_serving${lineNote(options)} written without --output-details`,
+      notes: sglangNotes(line, 'plan.requests is completed (SGLang records no request count)'),
+      definitions: { ...sglangDefinitions(line), e2e: "SGLang's e2e latency: send to the last chunk read, [DONE] included" },
+    },
+  }
+}
 
+/** Checks an --output-details line's lists (all present, one entry per request); returns the request count. */
+function checkSglangLists(input: SglangResult, source: string): number {
   for (const field of PER_REQUEST_FIELDS) {
     if (input[field] === undefined) {
       throw new ServegateError(
@@ -409,25 +450,28 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
       )
     }
   }
-  const n = checkListLengths(
-    { ttfts: input.ttfts, itls: input.itls, input_lens: input.input_lens, output_lens: input.output_lens, errors: input.errors },
-    `${source}`,
-    FIX,
-  )
+  const { ttfts, itls, input_lens, output_lens, errors } = input
+  const n = checkListLengths({ ttfts, itls, input_lens, output_lens, errors }, source, FIX)
   if (n === 0) throw new ServegateError('FILE_INVALID', `${source}: field "ttfts" is empty, so the run has no requests to import; ${FIX}`)
-  const records = buildRequests(
-    {
-      inputLens: input.input_lens ?? [],
-      outputLens: input.output_lens ?? [],
-      ttftsS: input.ttfts ?? [],
-      itlsS: input.itls ?? [],
-      errors: (input.errors ?? []).map((e) => e ?? ''),
-      latenciesS: null,
-      queueTimesS: null,
-      startTimesS: null,
-    },
-    tokenSource,
-  )
+  return n
+}
+
+/** An --output-details line: one record per request, servegate's own distributions. */
+function sglangPerRequest(line: SglangLine): Pick<ImportedRun, 'plan' | 'measure' | 'facts'> {
+  const { input, options } = line
+  const source = describeSource(options)
+  const n = checkSglangLists(input, source)
+  const lists = {
+    inputLens: input.input_lens ?? [],
+    outputLens: input.output_lens ?? [],
+    ttftsS: input.ttfts ?? [],
+    itlsS: input.itls ?? [],
+    errors: (input.errors ?? []).map((e) => e ?? ''),
+    latenciesS: null,
+    queueTimesS: null,
+    startTimesS: null,
+  }
+  const records = buildRequests(lists, tokenSourceOf(input))
   const completed = records.filter((r) => r.status === 'ok').length
   if (completed + countEmptySuccesses(records) !== input.completed) {
     throw new ServegateError(
@@ -436,24 +480,21 @@ export function importSglangResult(input: SglangResult, options: BenchImportOpti
         `the summary and the lists disagree, so the line was cut or edited; ${FIX}`,
     )
   }
-  const inputs = input.input_lens ?? []
-  return assembleRunRecord({
-    ...common,
-    concurrency: input.max_concurrency ?? n,
-    requests: n,
-    maxTokens: plannedOutput === null || plannedOutput === undefined ? null : positiveInt(plannedOutput, 1),
-    promptTokens: positiveInt(plannedInput ?? inputs.reduce((a, b) => a + b, 0) / inputs.length, 1),
-    promptTokensEstimator: inputEstimator('mean of SGLang input_lens'),
-    records,
-    summary: null,
-    completed,
-    failed: n - completed,
-    methodology: {
-      ...methodology,
-      e2e: "ttft + Σ itl: the arrival of the last chunk with text (SGLang's own per-request latency, to [DONE], is not in the line)",
-      import:
-        `imported from SGLang bench_serving --output-details${lineNote}; ${traffic}; per-request values converted seconds → ms, ` +
-        `distributions recomputed by servegate's rules over the ok requests${spellingNote}`,
+  const meanInput = lists.inputLens.reduce((a, b) => a + b, 0) / lists.inputLens.length
+  return {
+    plan: sglangPlan(line, n, meanInput, 'mean of SGLang input_lens'),
+    measure: { perRequest: true, records },
+    facts: {
+      tool: 'SGLang',
+      read: `SGLang bench_serving --output-details${lineNote(options)}`,
+      notes: sglangNotes(line),
+      definitions: {
+        ...sglangDefinitions(line),
+        e2e: "ttft + Σ itl: the arrival of the last chunk with text (SGLang's own per-request latency, to [DONE], is not in the line)",
+      },
+      failureRule:
+        'a request failed when errors[i] is non-empty (HTTP reason phrase and body, or a Python traceback reduced to its last line); ' +
+        'the code is derived from that text; timings SGLang kept before the failure stay, outside every distribution',
     },
-  })
+  }
 }

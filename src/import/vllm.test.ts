@@ -169,6 +169,17 @@ describe('a vLLM --save-result file without --save-detailed', () => {
     expect(record.metrics.p99DescriptiveOnly).toEqual(['ttftMs', 'timeToFirstOutputMs', 'e2eMs', 'tpotMs'])
   })
 
+  test('without failed or num_prompts its failed count is null, never 0; with num_prompts it is derived', () => {
+    const { failed: _failed, num_prompts: _prompts, ...unknown } = rawSummary
+    const r = importText(unknown)
+    expect([r.completed, r.failed, r.plan.requests]).toEqual([8, null, 8])
+    expect(r.methodology.failedCount).toBe('not recorded: this vLLM version writes neither failed nor num_prompts, so failed is null')
+    const derived = importText({ ...unknown, num_prompts: 10 })
+    expect([derived.failed, derived.plan.requests]).toEqual([2, 10])
+    expect(derived.methodology.failedCount).toBe('not written by this vLLM version; derived as num_prompts − completed (2)')
+    expect(record.methodology.failedCount).toBe("vLLM's failed count (0)")
+  })
+
   test("says its percentiles are numpy's, not nearest-rank", () => {
     expect(record.methodology.distributions).toMatch(/summary-only.*linear interpolation, not servegate's nearest-rank/)
     expect(record.methodology.import).toMatch(/^summary-only import of a vLLM --save-result file/)

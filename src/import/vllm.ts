@@ -1,23 +1,13 @@
 import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
 import type { Api, RequestRecord, RunRecord } from '../schema/run.ts'
+import { checkListLengths, invalidFieldError } from './field-check.ts'
+import type { FailedCount } from './import-methodology.ts'
+import { assembleImport, type ImportedRun, positiveInt, runSpan } from './imported-record.ts'
+import { type BenchImportOptions, describeSource } from './result-file.ts'
+import { buildRequests, countEmptySuccesses, describeTraffic, readNumpySummary } from './serving-bench.ts'
 import { looksLikeSglang } from './sglang.ts'
-import {
-  assembleRunRecord,
-  type BenchImportOptions,
-  buildRequests,
-  checkListLengths,
-  countEmptySuccesses,
-  describeSource,
-  FAILED_UNKNOWN_KEY,
-  describeTraffic,
-  invalidFieldError,
-  positiveInt,
-  readNumpySummary,
-  runSpan,
-  summaryMetrics,
-  summaryOnlyMethodology,
-} from './serving-bench.ts'
+import { summaryMetrics } from './summary-metrics.ts'
 
 /** `importedFrom.schema` of a record imported from vLLM's benchmark results. */
 export const VLLM_FORMAT_ID = 'vllm.save-result'
@@ -134,111 +124,114 @@ export function parseVllmResult(value: unknown, options: BenchImportOptions): Ru
  * summary-only record: `requests` is empty and the distributions hold only vLLM's figures.
  */
 export function importVllmResult(input: VllmResult, options: BenchImportOptions): RunRecord {
-  const source = describeSource(options)
   const detailed = PER_REQUEST_FIELDS.some((f) => input[f] !== undefined)
   const wallClockMs = input.duration * 1000
-  const model = options.model ?? input.model_id
-  const traffic = describeTraffic(input.request_rate, input.max_concurrency, input.burstiness)
-  const lineNote = options.line === undefined ? '' : ` (line ${options.line})`
-  const common = {
+  const run = {
     format: VLLM_FORMAT_ID,
     runId: `vllm-${input.label ?? input.backend ?? 'bench'}-${input.date ?? 'undated'}`,
     engine: null,
-    model,
+    model: options.model ?? input.model_id,
     api: apiOf(input.backend),
     ...runSpan(parseVllmDate(input.date), wallClockMs),
     wallClockMs,
   }
-  const methodology: Record<string, string> = {
-    clock:
-      "vLLM's client clock: time.perf_counter() in one asyncio process " +
-      '(vllm/benchmarks/lib/endpoint_request_func.py; older benchmarks/backend_request_func.py)',
-    requestStart:
-      "vLLM's st = time.perf_counter() taken just before session.post(): before the request is on the socket, connection setup included",
-    ttft:
-      "vLLM's ttft: send to the first SSE chunk carrying `choices` " +
-      '(recent versions count any such chunk, even an empty role or reasoning delta; older ones the first non-empty text/content)',
-    timeToFirstOutput: 'the same number as ttft: vLLM does not time reasoning and content separately',
-    itl: "vLLM's itl: gaps between consecutive chunks carrying `choices` (one chunk may hold several tokens)",
-    completionTokens:
-      "vLLM's output_lens: usage.completion_tokens where the server sent usage (recent vLLM requests stream_options.include_usage), " +
-      'else vLLM re-tokenizes the generated text ' +
-      '("may inflate the output token count slightly"; 1 without a tokenizer). ' +
-      'The file does not say which, so the source is recorded as client-count: not attested by the server',
-    effectivePrefill:
-      'input_lens / time to first output; input_lens is usage.prompt_tokens where the server sent it (recent versions), ' +
-      "else the dataset's planned prompt length",
-    throughput: "total completion tokens of ok requests / vLLM's duration (first request created to the last one finished)",
-    sendLag: 'not recorded by vLLM',
-    warmup: "vLLM's --num-warmups is not recorded in the file; plan.warmupRequests is null",
-    failures:
-      'a request failed when errors[i] is non-empty ' +
-      '(HTTP reason phrase, a Python traceback reduced to its last line, or "Never received a valid chunk"); ' +
-      'the code is derived from that text; timings vLLM kept before the failure stay, outside every distribution',
-    plan:
-      'plan.maxTokens and plan.workload.seed are not recorded by vLLM (null); ' +
-      "finishedAt is vLLM's date (the benchmark host's local time when the run ended, zone not recorded, read as UTC) " +
-      'and startedAt that minus duration (both null without a date)',
-  }
+  return assembleImport({ ...run, ...(detailed ? vllmPerRequest(input, options) : vllmSummaryOnly(input, options)) })
+}
 
-  if (!detailed) {
-    const completed = input.completed
-    const requests = positiveInt(input.num_prompts ?? completed + (input.failed ?? 0), 0)
-    if (requests === 0) {
-      throw new ServegateError(
-        'FILE_INVALID',
-        `${source}: field "num_prompts" is missing and "completed" is 0, so the run has no requests to import; ${FIX}`,
-      )
-    }
-    const failedKnown = input.failed !== undefined && input.failed !== null
-    const failed = input.failed ?? Math.max(0, requests - completed)
-    const failedNote = failedKnown
-      ? `vLLM's failed count (${failed})`
-      : input.num_prompts !== undefined && input.num_prompts !== null
-        ? `not written by this vLLM version; derived as num_prompts − completed = ${failed}`
-        : 'unknown: this vLLM version writes neither failed nor num_prompts; failed is recorded as 0, which here means unknown'
-    const record = input as Record<string, unknown>
-    const stats = {
-      ttft: readNumpySummary(record, ['ttft']),
-      tpot: readNumpySummary(record, ['tpot']),
-      itl: readNumpySummary(record, ['itl']),
-      e2e: readNumpySummary(record, ['e2el']),
-      queueDelay: readNumpySummary(record, ['client_queue_time']),
-    }
-    return assembleRunRecord({
-      ...common,
+/** vLLM's own definitions, read from its benchmark client: the same for both shapes of file. */
+const DEFINITIONS = {
+  clock:
+    "vLLM's client clock: time.perf_counter() in one asyncio process " +
+    '(vllm/benchmarks/lib/endpoint_request_func.py; older benchmarks/backend_request_func.py)',
+  requestStart:
+    "vLLM's st = time.perf_counter() taken just before session.post(): before the request is on the socket, connection setup included",
+  ttft:
+    "vLLM's ttft: send to the first SSE chunk carrying `choices` " +
+    '(recent versions count any such chunk, even an empty role or reasoning delta; older ones the first non-empty text/content)',
+  timeToFirstOutput: 'the same number as ttft: vLLM does not time reasoning and content separately',
+  itl: "vLLM's itl: gaps between consecutive chunks carrying `choices` (one chunk may hold several tokens)",
+  completionTokens:
+    "vLLM's output_lens: usage.completion_tokens where the server sent usage (recent vLLM requests stream_options.include_usage), " +
+    'else vLLM re-tokenizes the generated text ' +
+    '("may inflate the output token count slightly"; 1 without a tokenizer). ' +
+    'The file does not say which, so the source is recorded as client-count: not attested by the server',
+  effectivePrefill:
+    'input_lens / time to first output; input_lens is usage.prompt_tokens where the server sent it (recent versions), ' +
+    "else the dataset's planned prompt length",
+  throughput: "total completion tokens of ok requests / vLLM's duration (first request created to the last one finished)",
+  sendLag: 'not recorded by vLLM',
+  warmup: "vLLM's --num-warmups is not recorded in the file; plan.warmupRequests is null",
+  plan:
+    'plan.maxTokens and plan.workload.seed are not recorded by vLLM (null); ' +
+    "finishedAt is vLLM's date (the benchmark host's local time when the run ended, zone not recorded, read as UTC) " +
+    'and startedAt that minus duration (both null without a date)',
+}
+
+function lineNote(options: BenchImportOptions): string {
+  return options.line === undefined ? '' : ` (line ${options.line})`
+}
+
+/** vLLM's failed count: its own, else num_prompts − completed, else never recorded. */
+function failedCount(input: VllmResult, requests: number): FailedCount {
+  if (input.failed !== undefined && input.failed !== null) return { count: input.failed, from: "vLLM's failed count" }
+  if (input.num_prompts === undefined || input.num_prompts === null) {
+    return { count: null, why: 'this vLLM version writes neither failed nor num_prompts' }
+  }
+  return { count: Math.max(0, requests - input.completed), from: 'not written by this vLLM version; derived as num_prompts − completed' }
+}
+
+/** A file written without --save-detailed: vLLM's summaries, nothing per request. */
+function vllmSummaryOnly(input: VllmResult, options: BenchImportOptions): Pick<ImportedRun, 'plan' | 'measure' | 'facts'> {
+  const completed = input.completed
+  const requests = positiveInt(input.num_prompts ?? completed + (input.failed ?? 0), 0)
+  if (requests === 0) {
+    throw new ServegateError(
+      'FILE_INVALID',
+      `${describeSource(options)}: field "num_prompts" is missing and "completed" is 0, so the run has no requests to import; ${FIX}`,
+    )
+  }
+  const record = input as Record<string, unknown>
+  const stats = {
+    ttft: readNumpySummary(record, ['ttft']),
+    tpot: readNumpySummary(record, ['tpot']),
+    itl: readNumpySummary(record, ['itl']),
+    e2e: readNumpySummary(record, ['e2el']),
+    queueDelay: readNumpySummary(record, ['client_queue_time']),
+  }
+  const summary = summaryMetrics({
+    stats,
+    completed,
+    totalInputTokens: input.total_input_tokens,
+    totalOutputTokens: input.total_output_tokens,
+    outputThroughput: input.output_throughput ?? null,
+    requestThroughput: input.request_throughput ?? null,
+    wallClockMs: input.duration * 1000,
+    tokenSource: 'client-count',
+  })
+  return {
+    plan: {
       concurrency: input.max_concurrency ?? requests,
       requests,
       maxTokens: null,
       promptTokens: positiveInt(completed > 0 ? input.total_input_tokens / completed : null, 1),
       promptTokensEstimator: 'vLLM total_input_tokens ÷ completed (mean actual prompt tokens; vLLM records no plan)',
-      records: null,
-      summary: summaryMetrics({
-        stats,
-        completed,
-        totalInputTokens: input.total_input_tokens,
-        totalOutputTokens: input.total_output_tokens,
-        outputThroughput: input.output_throughput ?? null,
-        requestThroughput: input.request_throughput ?? null,
-        wallClockMs,
-        tokenSource: 'client-count',
-      }),
-      completed,
-      failed,
-      methodology: {
-        ...methodology,
-        ...summaryOnlyMethodology('vLLM'),
+    },
+    measure: { perRequest: false, summary, completed, failed: failedCount(input, requests) },
+    facts: {
+      tool: 'vLLM',
+      read: `a vLLM --save-result file written without --save-detailed${lineNote(options)}`,
+      notes: [describeTraffic(input.request_rate, input.max_concurrency, input.burstiness)],
+      definitions: {
+        ...DEFINITIONS,
         e2e: "vLLM's e2el: send to the last chunk carrying `choices` (older versions: to [DONE])",
         queueDelay: "vLLM's client_queue_time summary where written (wait for the --max-concurrency semaphore); else not recorded",
-        failures: 'failure codes are unknown in a summary-only import, so failures is empty',
-        [FAILED_UNKNOWN_KEY]: failedNote,
-        import:
-          `summary-only import of a vLLM --save-result file written without --save-detailed${lineNote}; ${traffic}; ` +
-          'requests is empty and nothing per-request is invented',
       },
-    })
+    },
   }
+}
 
+/** Checks a --save-detailed file's lists (all present, one entry per request); returns the request count. */
+function checkVllmLists(input: VllmResult, source: string): number {
   for (const field of PER_REQUEST_FIELDS) {
     if (input[field] === undefined) {
       throw new ServegateError(
@@ -247,21 +240,28 @@ export function importVllmResult(input: VllmResult, options: BenchImportOptions)
       )
     }
   }
-  const n = checkListLengths(
-    {
-      ttfts: input.ttfts,
-      itls: input.itls,
-      input_lens: input.input_lens,
-      output_lens: input.output_lens,
-      errors: input.errors,
-      latencies: input.latencies,
-      start_times: input.start_times,
-      queue_times: input.queue_times,
-    },
-    source,
-    FIX,
-  )
+  const { ttfts, itls, input_lens, output_lens, errors, latencies, start_times, queue_times } = input
+  const n = checkListLengths({ ttfts, itls, input_lens, output_lens, errors, latencies, start_times, queue_times }, source, FIX)
   if (n === 0) throw new ServegateError('FILE_INVALID', `${source}: field "ttfts" is empty, so the run has no requests to import; ${FIX}`)
+  return n
+}
+
+/** Checks the file's own `completed` against the lists: they disagree only in a cut or edited file. */
+function checkCompleted(input: VllmResult, records: readonly RequestRecord[], source: string): void {
+  const counted = records.filter((r) => r.status === 'ok').length + countEmptySuccesses(records)
+  if (counted !== input.completed) {
+    throw new ServegateError(
+      'FILE_INVALID',
+      `${source}: field "completed" is ${input.completed} but the per-request lists hold ${counted} requests with an empty errors[i]; ` +
+        `the summary and the lists disagree, so the file was cut or edited; ${FIX}`,
+    )
+  }
+}
+
+/** A --save-detailed file: one record per request, servegate's own distributions. */
+function vllmPerRequest(input: VllmResult, options: BenchImportOptions): Pick<ImportedRun, 'plan' | 'measure' | 'facts'> {
+  const source = describeSource(options)
+  const n = checkVllmLists(input, source)
   const records = buildRequests(
     {
       inputLens: input.input_lens ?? [],
@@ -275,47 +275,50 @@ export function importVllmResult(input: VllmResult, options: BenchImportOptions)
     },
     'client-count',
   )
-  const completed = records.filter((r) => r.status === 'ok').length
-  const empties = countEmptySuccesses(records)
-  if (completed + empties !== input.completed) {
-    throw new ServegateError(
-      'FILE_INVALID',
-      `${source}: field "completed" is ${input.completed} but the per-request lists hold ${completed + empties} requests with an empty errors[i]; ` +
-        `the summary and the lists disagree, so the file was cut or edited; ${FIX}`,
-    )
-  }
+  checkCompleted(input, records, source)
   const inputs = input.input_lens ?? []
-  const emptyNote: Record<string, string> = empties === 0 ? {} : { emptySuccesses: emptySuccessNote(input, records, empties) }
-  return assembleRunRecord({
-    ...common,
-    concurrency: input.max_concurrency ?? n,
-    requests: n,
-    maxTokens: null,
-    promptTokens: positiveInt(inputs.reduce((a, b) => a + b, 0) / inputs.length, 1),
-    promptTokensEstimator: 'mean of vLLM input_lens (actual prompt tokens; vLLM records no plan)',
-    records,
-    summary: null,
-    completed,
-    failed: n - completed,
-    methodology: {
-      ...methodology,
-      e2e:
-        input.latencies === undefined
-          ? 'ttft + Σ itl: the arrival of the last chunk carrying `choices` ' +
-            '(this vLLM version keeps no per-request latency; older versions measured theirs to [DONE])'
-          : "vLLM's per-request latencies: send to the last chunk carrying `choices` (the trailing usage chunk and [DONE] excluded)",
-      queueDelay:
-        input.queue_times === undefined
-          ? 'not recorded by this vLLM version'
-          : "vLLM's queue_times (client_queue_time): the wait for the --max-concurrency semaphore",
-      startOffset:
-        input.start_times === undefined
-          ? 'not recorded by this vLLM version'
-          : "vLLM's start_times relative to the first send (vLLM's own benchmark start is not recorded)",
-      ...emptyNote,
-      import:
-        `imported from a vLLM --save-result --save-detailed file${lineNote}; ${traffic}; per-request values converted seconds → ms, ` +
-        "distributions recomputed by servegate's rules over the ok requests",
+  const empties = countEmptySuccesses(records)
+  return {
+    plan: {
+      concurrency: input.max_concurrency ?? n,
+      requests: n,
+      maxTokens: null,
+      promptTokens: positiveInt(inputs.reduce((a, b) => a + b, 0) / inputs.length, 1),
+      promptTokensEstimator: 'mean of vLLM input_lens (actual prompt tokens; vLLM records no plan)',
     },
-  })
+    measure: { perRequest: true, records },
+    facts: {
+      tool: 'vLLM',
+      read: `a vLLM --save-result --save-detailed file${lineNote(options)}`,
+      notes: [describeTraffic(input.request_rate, input.max_concurrency, input.burstiness)],
+      definitions: {
+        ...DEFINITIONS,
+        ...perRequestDefinitions(input),
+        ...(empties === 0 ? {} : { emptySuccesses: emptySuccessNote(input, records, empties) }),
+      },
+      failureRule:
+        'a request failed when errors[i] is non-empty ' +
+        '(HTTP reason phrase, a Python traceback reduced to its last line, or "Never received a valid chunk"); ' +
+        'the code is derived from that text; timings vLLM kept before the failure stay, outside every distribution',
+    },
+  }
+}
+
+/** What a --save-detailed file's lists define, by what this vLLM version kept. */
+function perRequestDefinitions(input: VllmResult): Record<string, string> {
+  return {
+    e2e:
+      input.latencies === undefined
+        ? 'ttft + Σ itl: the arrival of the last chunk carrying `choices` ' +
+          '(this vLLM version keeps no per-request latency; older versions measured theirs to [DONE])'
+        : "vLLM's per-request latencies: send to the last chunk carrying `choices` (the trailing usage chunk and [DONE] excluded)",
+    queueDelay:
+      input.queue_times === undefined
+        ? 'not recorded by this vLLM version'
+        : "vLLM's queue_times (client_queue_time): the wait for the --max-concurrency semaphore",
+    startOffset:
+      input.start_times === undefined
+        ? 'not recorded by this vLLM version'
+        : "vLLM's start_times relative to the first send (vLLM's own benchmark start is not recorded)",
+  }
 }

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
 import { parseRunFile } from '../record/record-io.ts'
 import { type RequestRecord, RunRecord } from '../schema/run.ts'
-import { normalizePythonJson } from './serving-bench.ts'
+import { normalizePythonJson } from './result-file.ts'
 
 /*
  * Other people's real result files (see fixtures/reference/wild/PROVENANCE.md, byte copies of ../shared/reference/wild): each one imports,
@@ -148,7 +148,8 @@ describe('SGLang', () => {
       close(r.metrics.distributions.e2eMs.mean, f.mean_e2e_latency_ms, `line ${i + 1} mean e2e`)
       close(r.metrics.outputThroughputTokPerS, f.output_throughput, `line ${i + 1} output throughput`)
       expect(r.completed).toBe(f.completed)
-      expect(r.methodology.failedCount).toMatch(/^unknown: SGLang lines without --output-details record no failed count/)
+      expect(r.failed).toBeNull()
+      expect(r.methodology.failedCount).toMatch(/^not recorded: SGLang lines without --output-details record no failed count/)
     }
     const first = runs[0] as RunRecord
     // random_input_len 1024 with random_range_ratio 0.0: lengths drawn from [1, 1024], so no single planned size.

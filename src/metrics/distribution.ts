@@ -20,7 +20,8 @@ export function nearestRank(sorted: ArrayLike<number>, p: number): number {
   return sorted[Math.max(1, rank) - 1] as number
 }
 
-const EMPTY: Distribution = {
+/** The distribution of no values: 0 samples, every statistic null. Spread it; never mutate it. */
+export const EMPTY_DISTRIBUTION: Readonly<Distribution> = {
   samples: 0,
   mean: null,
   stddev: null,
@@ -43,7 +44,7 @@ const EMPTY: Distribution = {
  */
 export function distribution(values: readonly number[]): Distribution {
   const n = values.length
-  if (n === 0) return { ...EMPTY }
+  if (n === 0) return { ...EMPTY_DISTRIBUTION }
   for (const v of values) {
     if (!Number.isFinite(v)) throw new RangeError(`distribution: non-finite value ${v}`)
   }

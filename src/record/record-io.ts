@@ -13,10 +13,10 @@ import {
 import { describeKeys } from '../import/common.ts'
 import { guidellmBenchmarks, importGuidellmBenchmark, looksLikeGuidellm } from '../import/guidellm.ts'
 import { importLlmperfIndividual, importLlmperfSummary, looksLikeLlmperfIndividual, looksLikeLlmperfSummary } from '../import/llmperf.ts'
-import { type BenchmarkLine, parseBenchmarkLines, pickLine } from '../import/serving-bench.ts'
+import { type BenchmarkLine, parseBenchmarkLines, pickLine } from '../import/result-file.ts'
 import { looksLikeSglang, parseSglangResult } from '../import/sglang.ts'
 import { looksLikeVllm, parseVllmResult } from '../import/vllm.ts'
-import { RUN_SCHEMA_ID, RunRecord } from '../schema/run.ts'
+import { RUN_SCHEMA_ID, type RunRecord, StoredRunRecord } from '../schema/run.ts'
 import { scrubDeep } from '../secrets.ts'
 
 /**
@@ -30,11 +30,14 @@ export async function writeJsonAtomic(path: string, value: unknown): Promise<voi
   await rename(tmp, path)
 }
 
-/** Parses a run record from JSON: a servegate record as is, an anvil-serving record imported. */
+/**
+ * Parses a run record from JSON: a servegate record (one an older servegate wrote read into the
+ * current shape), an anvil-serving record imported.
+ */
 export function parseRunRecord(value: unknown, source: string): RunRecord {
   const schema = (value as { schema?: unknown } | null)?.schema
   if (schema === RUN_SCHEMA_ID) {
-    const result = RunRecord.safeParse(value)
+    const result = StoredRunRecord.safeParse(value)
     if (!result.success) {
       throw new ServegateError(
         'FILE_INVALID',

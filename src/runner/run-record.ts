@@ -4,13 +4,11 @@ import { sanitizeMessage } from '../errors.ts'
 import { arrivalPlanUnread } from '../load/plan.ts'
 import { type CellTally, computeCellMetrics } from '../metrics/cell-metrics.ts'
 import { distribution } from '../metrics/distribution.ts'
-import { METHODOLOGY } from '../metrics/methodology.ts'
 import { deriveRequestMetrics, requestMetricFields } from '../metrics/request-metrics.ts'
 import type { Manifest } from '../schema/manifest.ts'
 import type { WorkerMeasure } from '../client/worker-protocol.ts'
-import { type ErrorInfo, type HarnessHealth, RUN_SCHEMA_ID, type RequestRecord, type RunRecord, type WorkerHealth } from '../schema/run.ts'
-import { scrubDeep } from '../secrets.ts'
-import { SERVEGATE_VERSION } from '../version.ts'
+import { assembleRunRecord, nothingSent } from '../record/run-assembly.ts'
+import type { ErrorInfo, HarnessHealth, RequestRecord, RunRecord, WorkerHealth } from '../schema/run.ts'
 import { checkCanary, withoutMarkers } from '../workload/canary.ts'
 import { ESTIMATED_TOKENS_PER_WORD, type PlannedRequest, type PreparedWorkload } from '../workload/prepare.ts'
 import { scoreResponse } from '../workload/score.ts'
@@ -270,14 +268,12 @@ export interface RecordParts {
 }
 
 /**
- * The one place a run record is put together. Every string in it (messages, kept replies) is
- * scrubbed of the registered secrets, before it leaves the worker.
+ * A measured cell's record, put together by the one assembler importers use too
+ * ({@link assembleRunRecord}): scrubbed of the registered secrets before it leaves the worker.
  */
 export function assembleRecord(parts: RecordParts): RunRecord {
-  return scrubDeep({
-    schema: RUN_SCHEMA_ID,
+  return assembleRunRecord({
     runId: runId(parts.startedAt),
-    servegateVersion: SERVEGATE_VERSION,
     startedAt: parts.startedAt.toISOString(),
     finishedAt: parts.finishedAt.toISOString(),
     target: { baseUrl: parts.target, model: parts.options.model },
@@ -289,23 +285,10 @@ export function assembleRecord(parts: RecordParts): RunRecord {
     requests: parts.requests,
     metrics: parts.metrics,
     harness: parts.harness,
-    methodology: { ...METHODOLOGY },
     manifest: parts.manifest,
-    telemetry: null,
     cellFailure: parts.cellFailure,
     importedFrom: null,
   })
-}
-
-/** The harness figures of a cell that sent nothing. */
-const NOTHING_SENT: HarnessHealth = {
-  clientCpuMs: null,
-  clientCpuShare: null,
-  eventLoopDelayP99Ms: null,
-  eventLoopDelayMaxMs: null,
-  sendLagP99Ms: null,
-  harnessLimited: false,
-  reasons: [],
 }
 
 /**
@@ -330,7 +313,7 @@ export function failedCellRecord(
     counts: { completed: 0, failed: 0, failures: {} },
     unsent: 0,
     metrics: computeCellMetrics([], 0),
-    harness: { ...NOTHING_SENT },
+    harness: nothingSent(),
     manifest,
     cellFailure,
   })

@@ -456,7 +456,7 @@ const FAILED_COUNT_KEY = 'failedCount'
  * unknown failed count as `failed: 0` with `methodology.failedCount` starting "unknown"; that
  * reads as `failed: null`, the note kept with its "recorded as 0" clause corrected.
  */
-export function upgradeRunRecord(value: unknown): unknown {
+function upgradeRunRecord(value: unknown): unknown {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return value
   const record = value as Record<string, unknown>
   const methodology = record.methodology
