@@ -1,10 +1,9 @@
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { cli } from '../../fixtures/cli.ts'
+import { afterAll, beforeAll, describe, expect } from 'vitest'
+import { test } from '../../fixtures/test-context.ts'
 import { serializeRecord } from '../evidence/build.ts'
 import { RunRecord } from '../schema/run.ts'
 
@@ -32,18 +31,15 @@ async function filesUnder(dir: string): Promise<string[]> {
 
 const CELL = ['--api-key-env', 'SG_LEAK_TEST_KEY', '--requests', '6', '--max-tokens', '8', '--no-calibrate', '--dataset', DATASET]
 
-let dir = ''
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'servegate-secrets-'))
+beforeAll(() => {
   process.env.SG_LEAK_TEST_KEY = KEY
 })
-afterAll(async () => {
+afterAll(() => {
   delete process.env.SG_LEAK_TEST_KEY
-  await rm(dir, { recursive: true, force: true })
 })
 
 describe('a server that quotes the key bare (401 body, SSE error event, malformed line, echoed reply, header)', () => {
-  test('servegate run --base-url: no form of the key in the record, stdout or stderr', async () => {
+  test('servegate run --base-url: no form of the key in the record, stdout or stderr', async ({ cli, tmpDir }) => {
     const server = execa(process.execPath, [ENGINE, '0'], { reject: false, buffer: false })
     try {
       const port = await new Promise<string>((resolve) => {
@@ -54,10 +50,10 @@ describe('a server that quotes the key bare (401 body, SSE error event, malforme
           if (m) resolve(m[1] as string)
         })
       })
-      const out = join(dir, 'base-url', 'run.json')
+      const out = join(tmpDir, 'base-url', 'run.json')
       const base = ['run', '--base-url', `http://127.0.0.1:${port}`, '--model', 'm', ...CELL]
       const text = await cli([...base, '--out', out])
-      const json = await cli([...base, '--json', '--out', join(dir, 'base-url', 'run-json.json')])
+      const json = await cli([...base, '--json', '--out', join(tmpDir, 'base-url', 'run-json.json')])
       const record = RunRecord.parse(JSON.parse(await readFile(out, 'utf8')))
       // The server did quote the key in every place: each became a failure or a kept reply.
       expect(record.requests.map((r) => (r.status === 'ok' ? 'ok' : r.error.code))).toEqual([
@@ -72,7 +68,7 @@ describe('a server that quotes the key bare (401 body, SSE error event, malforme
       const found = [
         ...leaks('stdout', text.stdout + json.stdout, [KEY]),
         ...leaks('stderr', text.stderr + json.stderr, [KEY]),
-        ...(await Promise.all((await filesUnder(dir)).map(async (f) => leaks(f, await readFile(f, 'utf8'), [KEY])))).flat(),
+        ...(await Promise.all((await filesUnder(tmpDir)).map(async (f) => leaks(f, await readFile(f, 'utf8'), [KEY])))).flat(),
         // The evidence serializes a record again: a key in it, however it got there, is scrubbed.
         ...leaks(
           'evidence',
@@ -87,10 +83,13 @@ describe('a server that quotes the key bare (401 body, SSE error event, malforme
     }
   })
 
-  test('servegate run --engine: no form of the key or of the secret env in the record, the engine log, stdout or stderr', async () => {
+  test('servegate run --engine: no form of the key or of the secret env in the record, the engine log, stdout or stderr', async ({
+    cli,
+    tmpDir,
+  }) => {
     // The config holds the secrets as given; it is the one file here servegate did not write.
-    const config = join(dir, 'engine.json')
-    const logDir = join(dir, 'engine', 'logs')
+    const config = join(tmpDir, 'engine.json')
+    const logDir = join(tmpDir, 'engine', 'logs')
     await writeFile(
       config,
       JSON.stringify({
@@ -102,11 +101,11 @@ describe('a server that quotes the key bare (401 body, SSE error event, malforme
         logDir,
       }),
     )
-    const out = join(dir, 'engine', 'run.json')
+    const out = join(tmpDir, 'engine', 'run.json')
     const r = await cli(['run', '--engine', config, ...CELL, '--out', out])
     const record = RunRecord.parse(JSON.parse(await readFile(out, 'utf8')))
     expect(record.completed).toBe(3)
-    const files = await filesUnder(join(dir, 'engine'))
+    const files = await filesUnder(join(tmpDir, 'engine'))
     const logs = files.filter((f) => f.endsWith('.log'))
     expect(logs).toHaveLength(1)
     // The log still says what the engine printed, with the secrets scrubbed out.
