@@ -72,7 +72,7 @@ export function keyFigures(s: Subject): string {
         `${arm}${i > 0 ? ` #${i + 1}` : ''}: decode p50 ${num(d.decodeTokPerS.p50)} tok/s, ` +
         `prefill p50 ${num(d.effectivePrefillTokPerS.p50)} tok/s, TTFT p50/p95 ${num(d.ttftMs.p50)}/${num(d.ttftMs.p95)} ms, ` +
         `TPOT p50/p95 ${num(d.tpotMs.p50)}/${num(d.tpotMs.p95)} ms, ${num(r.metrics.outputThroughputTokPerS)} tok/s aggregate ` +
-        `(${r.completed} ok, ${r.failed} failed)`
+        `(${r.completed} ok, ${r.failed === null ? 'failed unknown' : `${r.failed} failed`})`
       )
     }),
   )

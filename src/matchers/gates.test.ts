@@ -246,6 +246,11 @@ describe('what a reviewer sees in @vitest/ui', () => {
     expect(keyFigures(p)).toBe(`p: ${arms.join('; ')}`)
     expect(keyFigures(p)).toMatch(/^p: baseline: .*; baseline #2: .*; candidate: /)
   })
+
+  test('an imported arm that never counted its failures reads "failed unknown" in the key figures, never "null failed"', () => {
+    const p = pairOf({ ...arm(16, { decode: 100 }, 0.05, 1), failed: null }, arm(16, { decode: 150 }, 0.05, 2))
+    expect(keyFigures(p)).toMatch(/^p: baseline: .*\(16 ok, failed unknown\); candidate: .*\(16 ok, 0 failed\)$/)
+  })
 })
 
 describe('options are parsed once, where a gate matcher is called', () => {
