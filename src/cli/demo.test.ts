@@ -1,9 +1,9 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import { connect } from 'node:net'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
-import { expect, test } from 'vitest'
+import { expect } from 'vitest'
+import { test } from '../../fixtures/test-context.ts'
 import { RunRecord } from '../schema/run.ts'
 import { demoCommand } from './demo.ts'
 
@@ -21,26 +21,21 @@ function refused(port: number): Promise<boolean> {
 test(
   'the demo measures a cell on the simulated engine, counts its two faults, and leaves no engine behind',
   { timeout: 60_000 },
-  async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'servegate-demo-'))
-    try {
-      const stdout = new PassThrough()
-      let out = ''
-      stdout.on('data', (b: Buffer) => (out += b.toString()))
-      const code = await demoCommand(['--sim', '--out', join(dir, 'demo.json')], { stdout, stderr: new PassThrough() })
-      expect(code).toBe(0)
-      const record = RunRecord.parse(JSON.parse(await readFile(join(dir, 'demo.json'), 'utf8')))
-      expect(record.completed).toBe(46)
-      expect(record.failures).toEqual({ HTTP_STATUS: 1, STREAM_DROPPED: 1 })
-      expect(out).toMatch(/48 requests: 46 ok, 2 failed/)
-      expect(out).toMatch(/canaries 46\/46 passed · output control observe \(ignore_eos\): 46\/46 exact/)
-      expect(record.plan.workload.wireMatchesPlan).toBe(true)
-      const port = Number(/127\.0\.0\.1:(\d+)/.exec(out)?.[1])
-      expect(port).toBeGreaterThan(0)
-      expect(await refused(port)).toBe(true)
-    } finally {
-      await rm(dir, { recursive: true, force: true })
-    }
+  async ({ tmpDir }) => {
+    const stdout = new PassThrough()
+    let out = ''
+    stdout.on('data', (b: Buffer) => (out += b.toString()))
+    const code = await demoCommand(['--sim', '--out', join(tmpDir, 'demo.json')], { stdout, stderr: new PassThrough() })
+    expect(code).toBe(0)
+    const record = RunRecord.parse(JSON.parse(await readFile(join(tmpDir, 'demo.json'), 'utf8')))
+    expect(record.completed).toBe(46)
+    expect(record.failures).toEqual({ HTTP_STATUS: 1, STREAM_DROPPED: 1 })
+    expect(out).toMatch(/48 requests: 46 ok, 2 failed/)
+    expect(out).toMatch(/canaries 46\/46 passed · output control observe \(ignore_eos\): 46\/46 exact/)
+    expect(record.plan.workload.wireMatchesPlan).toBe(true)
+    const port = Number(/127\.0\.0\.1:(\d+)/.exec(out)?.[1])
+    expect(port).toBeGreaterThan(0)
+    expect(await refused(port)).toBe(true)
   },
 )
 
