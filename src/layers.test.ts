@@ -75,7 +75,6 @@ const ALLOWED: Record<string, string[]> = {
     'errors.ts',
     'evidence',
     'gates',
-    'import',
     'load',
     'loopback.ts',
     'metrics',
@@ -104,7 +103,6 @@ const ALLOWED: Record<string, string[]> = {
     'secrets.ts',
     'stats',
     'telemetry',
-    'version.ts',
     'workload',
   ],
   // The worker's file context: the plugin's provided options and the registry of declared cells.
@@ -116,7 +114,7 @@ const ALLOWED: Record<string, string[]> = {
   evidence: ['errors.ts', 'gates', 'metrics', 'number-format.ts', 'record', 'schema', 'secrets.ts', 'version.ts'],
   // A run record file may be another harness's output, converted on read.
   record: ['errors.ts', 'import', 'number-format.ts', 'schema', 'secrets.ts'],
-  import: ['errors.ts', 'metrics', 'schema', 'version.ts'],
+  import: ['errors.ts', 'metrics', 'schema'],
   sim: ['errors.ts', 'random.ts'],
   // GPU samples and engine timings are summarized with the same nearest-rank distribution as requests.
   telemetry: ['errors.ts', 'metrics', 'schema'],
@@ -124,7 +122,8 @@ const ALLOWED: Record<string, string[]> = {
   engines: ['client', 'errors.ts', 'loopback.ts', 'schema', 'secrets.ts', 'version.ts'],
   client: ['errors.ts', 'schema'],
   workload: ['client', 'errors.ts', 'random.ts', 'schema'],
-  metrics: ['errors.ts', 'schema', 'stats'],
+  // The one record assembler (run-assembly.ts) stamps the version and scrubs the secrets.
+  metrics: ['errors.ts', 'schema', 'secrets.ts', 'stats', 'version.ts'],
   stats: [],
   schema: ['errors.ts', 'version.ts'],
   'number-format.ts': ['schema'],

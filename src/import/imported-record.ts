@@ -3,7 +3,7 @@
  * record through the one record assembler the cell runner uses too.
  */
 import { computeCellMetrics, countFailures } from '../metrics/cell-metrics.ts'
-import { assembleRunRecord, nothingSent } from '../record/run-assembly.ts'
+import { assembleRunRecord, nothingSent } from '../metrics/run-assembly.ts'
 import type { Api, CellMetrics, CellPlan, RequestRecord, RunRecord, WorkloadPlan } from '../schema/run.ts'
 import { type FailedCount, type ImportFacts, methodologyOf } from './import-methodology.ts'
 

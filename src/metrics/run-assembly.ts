@@ -1,9 +1,10 @@
 /**
  * The one place a run record is put together, for the cell runner and for every importer alike:
  * what every record carries (schema id, version, the methodology) is added here, and every string
- * in it (messages, kept replies) is scrubbed of the registered secrets.
+ * in it (messages, kept replies) is scrubbed of the registered secrets. It sits with the
+ * methodology it stamps, below both: record/ reads other tools' files through the importers.
  */
-import { METHODOLOGY } from '../metrics/methodology.ts'
+import { METHODOLOGY } from './methodology.ts'
 import { type HarnessHealth, RUN_SCHEMA_ID, type RunRecord } from '../schema/run.ts'
 import { scrubDeep } from '../secrets.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
