@@ -26,7 +26,8 @@ async function sourceFiles(dir: string): Promise<string[]> {
   for (const entry of await readdir(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name)
     if (entry.isDirectory()) files.push(...(await sourceFiles(path)))
-    else if (/\.(c|m)?tsx?$/.test(entry.name) && !/\.test(-d)?\.(c|m)?tsx?$/.test(entry.name) && !entry.name.endsWith('.d.ts')) files.push(path)
+    else if (/\.(c|m)?tsx?$/.test(entry.name) && !/\.test(-d)?\.(c|m)?tsx?$/.test(entry.name) && !entry.name.endsWith('.d.ts'))
+      files.push(path)
   }
   return files
 }
