@@ -55,7 +55,11 @@ export async function freePort(): Promise<number> {
     server.once('error', reject)
     server.listen(0, '127.0.0.1', () => {
       const address = server.address()
-      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))))
+      server.close(() =>
+        typeof address === 'object' && address !== null
+          ? resolve(address.port)
+          : reject(new ServegateError('INTERNAL', 'a loopback socket listened on port 0 but reported no port')),
+      )
     })
   })
 }

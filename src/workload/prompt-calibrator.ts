@@ -111,7 +111,8 @@ export class PromptCalibrator {
    * @throws ServegateError REQUEST_ABORTED when `signal` aborts
    */
   async fitRequests(layout: PromptLayout, signal?: AbortSignal): Promise<FittedSizes | null> {
-    if (!this.#usable) return null
+    const tokenizer = this.tokenizer
+    if (!this.#usable || tokenizer === null) return null
     const total = layout.total
     const fitted: FittedSizes = { pieces: new Int32Array(total), tokens: new Float64Array(total).fill(Number.NaN), outsideTolerance: 0 }
     let last: { pieces: number; target: number } | null = null
@@ -119,7 +120,7 @@ export class PromptCalibrator {
       if (signal?.aborted === true) throw new ServegateError('REQUEST_ABORTED', `calibration aborted at request ${index} of ${total}`)
       const row = layout.row(index)
       if (row !== null) {
-        if (this.#usable) fitted.tokens[index] = (await this.#countOrNull(layout.text(index, 0, row))) ?? Number.NaN
+        if (this.#usable) fitted.tokens[index] = (await this.#countOrNull(tokenizer, layout.text(index, 0, row))) ?? Number.NaN
         continue
       }
       const size = layout.size(index)
@@ -128,7 +129,7 @@ export class PromptCalibrator {
       let pieces = last !== null && last.target === size.promptTokens ? last.pieces : estimate
       if (this.#usable) {
         try {
-          const fit = await fitPieces((p) => this.#count(layout.text(index, p, null)), size.promptTokens, pieces)
+          const fit = await fitPieces((p) => this.#count(tokenizer, layout.text(index, p, null)), size.promptTokens, pieces)
           pieces = fit.pieces
           fitted.tokens[index] = fit.tokens
           last = { pieces: fit.pieces, target: size.promptTokens }
@@ -147,16 +148,15 @@ export class PromptCalibrator {
   }
 
   /** The engine's count of a prompt as the API sends it (chat: one user message, template included). */
-  async #count(prompt: string): Promise<number> {
-    if (this.tokenizer === null) throw new Error('no tokenizer')
+  async #count(tokenizer: EngineTokenizer, prompt: string): Promise<number> {
     const messages: ChatText[] = [{ role: 'user', content: prompt }]
-    return this.#api === 'chat' ? this.tokenizer.countChat(messages) : this.tokenizer.countText(prompt)
+    return this.#api === 'chat' ? tokenizer.countChat(messages) : tokenizer.countText(prompt)
   }
 
   /** A dataset row's prompt is not resized: a count that fails leaves it uncounted, the tokenizer still used. */
-  async #countOrNull(prompt: string): Promise<number | null> {
+  async #countOrNull(tokenizer: EngineTokenizer, prompt: string): Promise<number | null> {
     try {
-      return await this.#count(prompt)
+      return await this.#count(tokenizer, prompt)
     } catch {
       return null
     }
