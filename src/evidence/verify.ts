@@ -23,13 +23,15 @@ export { firstDifference } from './rederive.ts'
 export async function readIndex(dir: string): Promise<EvidenceIndex> {
   const path = join(dir, 'index.json')
   const text = await readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => {
-    throw new ServegateError('FILE_INVALID', `${path}: cannot read (${error.code ?? error.message}); is ${dir} an evidence directory?`)
+    throw new ServegateError('FILE_INVALID', `${path}: cannot read (${error.code ?? error.message}); is ${dir} an evidence directory?`, {
+      cause: error,
+    })
   })
   let value: unknown
   try {
     value = JSON.parse(text)
   } catch (error) {
-    throw new ServegateError('FILE_INVALID', `${path}: not JSON (${(error as Error).message})`)
+    throw new ServegateError('FILE_INVALID', `${path}: not JSON (${(error as Error).message})`, { cause: error })
   }
   const parsed = EvidenceIndex.safeParse(value)
   if (!parsed.success)
@@ -250,7 +252,7 @@ export async function readEvidence(dir: string): Promise<BuiltEvidence> {
  */
 export async function readPublicKey(path: string, flag: string): Promise<KeyObject> {
   const pem = await readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => {
-    throw new ServegateError('FILE_INVALID', `${flag} ${path}: cannot read (${error.code ?? error.message})`)
+    throw new ServegateError('FILE_INVALID', `${flag} ${path}: cannot read (${error.code ?? error.message})`, { cause: error })
   })
   // A private key would also give its public half; refuse it, so no private key has to sit where evidence is checked.
   if (pem.includes('PRIVATE KEY'))
@@ -261,10 +263,11 @@ export async function readPublicKey(path: string, flag: string): Promise<KeyObje
   let key: KeyObject
   try {
     key = createPublicKey({ key: pem, format: 'pem' })
-  } catch {
+  } catch (error) {
     throw new ServegateError(
       'CONFIG_INVALID',
       `${flag} ${path}: not a public key in PEM; pass the ed25519 public key (openssl pkey -pubout)`,
+      { cause: error },
     )
   }
   if (key.asymmetricKeyType !== 'ed25519')
