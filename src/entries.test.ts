@@ -3,6 +3,8 @@
  * runtime names. A name added or dropped here is a change to what users import.
  */
 import { readFile } from 'node:fs/promises'
+import { fileURLToPath } from 'node:url'
+import ts from 'typescript'
 import { expect, test } from 'vitest'
 
 const pkg = JSON.parse(await readFile(new URL('../package.json', import.meta.url), 'utf8')) as {
@@ -63,6 +65,81 @@ const EXPECTED: Record<string, string[]> = {
   ],
 }
 
+/**
+ * The type names each entry exports beside its runtime names (a name that is both, such as a zod
+ * schema, is pinned above as a runtime name). A rename here breaks every project that imports the
+ * type, as surely as a runtime rename.
+ */
+const EXPECTED_TYPES: Record<string, string[]> = {
+  '.': [
+    'ArrivalSpec',
+    'CapacitySearch',
+    'CapacitySpec',
+    'CellMetrics',
+    'CellPlan',
+    'CellResult',
+    'CellSpec',
+    'CellSweepSpec',
+    'Distribution',
+    'EngineConfig',
+    'EngineHandle',
+    'EngineKind',
+    'ErrorCode',
+    'ErrorInfo',
+    'GateDecision',
+    'GateOutcome',
+    'HoldLatencyOptions',
+    'ImportedFile',
+    'Ladder',
+    'LadderStep',
+    'Lazy',
+    'Manifest',
+    'MeetSLOOptions',
+    'ModelRef',
+    'PairResult',
+    'PairSpec',
+    'PairSweepSpec',
+    'RequestRecord',
+    'RunCellOptions',
+    'RunRecord',
+    'SLO',
+    'SimEngineConfig',
+    'SimOptions',
+    'SimServer',
+    'StayWithinAccuracyGapOptions',
+    'StopEarly',
+    'StoredBaseline',
+    'SustainMoreThanOptions',
+    'Sweep',
+    'SweepResult',
+    'WinDecodeOptions',
+    'WinPrefillOptions',
+    'WinThroughputOptions',
+    'WorkloadKind',
+    'WorkloadSpec',
+  ],
+  './vitest': ['ServegateOptions'],
+  './reporter': ['BuiltEvidence', 'EvidenceCell', 'GateEntry', 'PairCheck', 'Renderers', 'ServegateReporterOptions'],
+  './gates': [
+    'AccuracyGapGateOptions',
+    'ArmInput',
+    'CapacityInput',
+    'GateDecision',
+    'GateOutcome',
+    'GatePair',
+    'GateRecord',
+    'HoldLatencyGateOptions',
+    'HolmGate',
+    'LatencyMetric',
+    'RateMetric',
+    'SLOGateOptions',
+    'SLORecord',
+    'SustainGateOptions',
+    'WinGateName',
+    'WinGateOptions',
+  ],
+}
+
 const codeEntries = Object.entries(pkg.exports).filter(
   (e): e is [string, { types: string; import: string; default: string }] => typeof e[1] === 'object',
 )
@@ -87,6 +164,46 @@ test.each(Object.keys(EXPECTED))('entry %s exports exactly its pinned names', as
   const source = target.import.replace(/^\.\/dist\//, './').replace(/\.js$/, '.ts')
   const module = (await import(source)) as Record<string, unknown>
   expect(Object.keys(module).sort()).toEqual([...(EXPECTED[name] ?? [])].sort())
+})
+
+/** The names an entry's source exports that are not among its runtime names, read with the TypeScript checker. */
+function typeOnlyExports(program: ts.Program, source: string, runtime: readonly string[]): string[] {
+  const checker = program.getTypeChecker()
+  const file = program.getSourceFile(source)
+  const module = file === undefined ? undefined : checker.getSymbolAtLocation(file)
+  if (module === undefined) throw new Error(`cannot read the exports of ${source}`)
+  return checker
+    .getExportsOfModule(module)
+    .map((symbol) => symbol.name)
+    .filter((name) => !runtime.includes(name))
+    .sort()
+}
+
+test('each entry exports exactly its pinned type names, and every name follows the naming rule', () => {
+  const sources = Object.fromEntries(
+    codeEntries.map(([name, target]) => [
+      name,
+      fileURLToPath(new URL(target.import.replace(/^\.\/dist\//, './').replace(/\.js$/, '.ts'), import.meta.url)),
+    ]),
+  )
+  const program = ts.createProgram(Object.values(sources), {
+    allowImportingTsExtensions: true,
+    noEmit: true,
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    target: ts.ScriptTarget.ES2023,
+  })
+  const found = Object.fromEntries(
+    Object.entries(sources).map(([name, source]) => [name, typeOnlyExports(program, source, EXPECTED[name] ?? [])]),
+  )
+  expect(found).toEqual(Object.fromEntries(Object.entries(EXPECTED_TYPES).map(([name, list]) => [name, [...list].sort()])))
+  const all = Object.values(EXPECTED_TYPES).flat()
+  // Nothing resolved or internal in an entry; one casing for SLO; a matcher's options are
+  // `<Claim>Options` in `servegate`, a gate's `<Name>GateOptions` in `servegate/gates`.
+  expect(all.filter((n) => n.startsWith('Resolved'))).toEqual([])
+  expect(all.filter((n) => /Slo(?!t|w)/.test(n))).toEqual([])
+  expect((EXPECTED_TYPES['.'] ?? []).filter((n) => n.endsWith('GateOptions') || n.endsWith('MatcherOptions'))).toEqual([])
+  expect((EXPECTED_TYPES['./gates'] ?? []).filter((n) => n.endsWith('Options') && !n.endsWith('GateOptions'))).toEqual([])
 })
 
 /** Every module a file loads through static imports (type-only imports and `import()` excluded), packages by name. */
@@ -130,6 +247,8 @@ test.each([
 ])('%s, in vitest’s main process, loads schemas and renderers but no worker code', async (_what, path, loaded) => {
   const { files } = await staticGraph(new URL(path, import.meta.url))
   expect(files).toContain(new URL(loaded, import.meta.url).href)
-  const worker = ['declare', 'runner', 'client', 'engines', 'matchers', 'vitest'].map((dir) => new URL(`./${dir}/`, import.meta.url).href)
+  const worker = ['declare', 'runner', 'client', 'engines', 'matchers', 'vitest', 'worker'].map(
+    (dir) => new URL(`./${dir}/`, import.meta.url).href,
+  )
   expect([...files].filter((f) => worker.some((dir) => f.startsWith(dir)))).toEqual([])
 })

@@ -16,25 +16,24 @@ export { sweep, type CellSweepSpec, type PairSweepSpec, type Sweep, type SweepRe
 export { capacity, type CapacitySpec } from './declare/capacity-declaration.ts'
 export type { StopEarly } from './runner/staged-pair.ts'
 export type { EngineConfig, EngineKind, ModelRef } from './engines/config.ts'
-export type { CellOptions } from './runner/cell-options.ts'
-export type { EngineCellOptions } from './runner/cell-options.ts'
+export type { CellPlan, RunCellOptions } from './runner/cell-options.ts'
 export type { WorkloadKind, WorkloadSpec } from './workload/workload-spec.ts'
 export type { ArrivalSpec } from './load/arrival-spec.ts'
 export type { Ladder } from './load/ladder.ts'
-export type { Slo } from './schema/load.ts'
+export type { SLO } from './schema/load.ts'
 export type { CellMetrics, Distribution, ErrorInfo, RequestRecord, RunRecord } from './schema/run.ts'
 export type { GateDecision, GateOutcome } from './schema/gate.ts'
 export type { CapacitySearch } from './schema/capacity-record.ts'
 export type { Manifest } from './schema/manifest.ts'
 export type {
-  HoldLatencyMatcherOptions,
-  MeetSloOptions,
+  HoldLatencyOptions,
+  MeetSLOOptions,
+  StayWithinAccuracyGapOptions,
   SustainMoreThanOptions,
   WinDecodeOptions,
   WinPrefillOptions,
   WinThroughputOptions,
 } from './matchers/index.ts'
-export type { AccuracyGapOptions } from './gates/gate-options.ts'
 export { ERROR_CODES, type ErrorCode, ServegateError } from './errors.ts'
 export { runCell } from './runner/measure-cell.ts'
 export { startSimServer, type SimServer } from './sim/server.ts'

@@ -59,7 +59,6 @@ const ALLOWED: Record<string, string[]> = {
     'declare',
     'engines',
     'errors.ts',
-    'gates',
     'load',
     'matchers',
     'record',

@@ -7,7 +7,7 @@ import type { GatePair, GateRecord } from '../../src/gates/arms.ts'
 import { holdLatencyGate } from '../../src/gates/hold-latency.ts'
 import {
   DEFAULT_CONFIDENCE,
-  type HoldLatencyOptions,
+  type HoldLatencyGateOptions,
   ServiceMetric,
   type WinGateName,
   type WinMetric,
@@ -40,7 +40,7 @@ export const WIN_GATES: readonly string[] = WIN_CLAIMS.map((c) => c.name)
 export const HOLD_GATES = [
   { name: 'ttft p95 ≤ +10%', options: { metric: 'ttft', percentile: 95, notWorseThanPct: 10 } },
   { name: 'tpot p50 ≤ +5%', options: { metric: 'tpot', percentile: 50, notWorseThanPct: 5 } },
-] as const satisfies readonly { name: string; options: HoldLatencyOptions }[]
+] as const satisfies readonly { name: string; options: HoldLatencyGateOptions }[]
 
 export const EFFECTS = [0.03, 0.05, 0.1] as const
 export const LOOKS = [16, 32, 64, 128]
@@ -264,7 +264,7 @@ class HoldCounter {
   private trials = 0
   private counts = { pass: 0, fail: 0 }
 
-  add(options: HoldLatencyOptions, pair: SimulatedPair, launchNoise: number | null, launchLevel: boolean): void {
+  add(options: HoldLatencyGateOptions, pair: SimulatedPair, launchNoise: number | null, launchLevel: boolean): void {
     this.trials++
     const noise = launchNoise === null ? {} : { launchNoise }
     const arms: GatePair = launchLevel ? pair : { baseline: pair.baseline[0] as GateRecord, candidate: pair.candidate[0] as GateRecord }

@@ -10,7 +10,7 @@ import {
   resolveCapacityOptions,
   searchCapacity,
 } from '../runner/capacity-search.ts'
-import type { EngineCellOptions } from '../runner/cell-options.ts'
+import type { CellPlan } from '../runner/cell-options.ts'
 import { runCell } from '../runner/measure-cell.ts'
 import { Runner } from '../runner/runner.ts'
 import type { CapacityProbe, CapacitySearch } from '../schema/capacity-record.ts'
@@ -84,7 +84,7 @@ const FLAGS = {
 type CapacityFlags = ReturnType<typeof parseFlags<typeof FLAGS>>['values']
 
 /** The search part of the flags; the cell part comes from the shared cell flags. */
-function searchOptions(values: CapacityFlags, cell: EngineCellOptions): CapacityOptions {
+function searchOptions(values: CapacityFlags, cell: CellPlan): CapacityOptions {
   const slo = sloFlag(values.slo)
   if (slo === undefined)
     throw new ServegateError('CONFIG_INVALID', '--slo is required; pass the objectives of one request, e.g. --slo ttft=500,tpot=50')

@@ -3,10 +3,10 @@ import { type EngineConfig, resolveEngineConfig } from '../engines/config.ts'
 import { ServegateError } from '../errors.ts'
 import { loadTrace } from '../load/trace.ts'
 import type { ArrivalSpec } from '../load/arrival-spec.ts'
-import type { EngineCellOptions } from '../runner/cell-options.ts'
+import type { CellPlan } from '../runner/cell-options.ts'
 import { MAX_CLIENT_WORKERS } from '../runner/client-workers.ts'
 import { createEnvironment, type Environment } from '../runner/environment.ts'
-import type { Slo } from '../schema/load.ts'
+import type { SLO } from '../schema/load.ts'
 import { WORKLOAD_KINDS, type WorkloadSpec } from '../workload/workload-spec.ts'
 import { intFlag, type parseFlags } from './flags.ts'
 
@@ -134,7 +134,7 @@ function workloadFlags(values: CellFlagValues): WorkloadSpec {
   }
 }
 
-const SLO_KEYS: Record<string, keyof Slo> = {
+const SLO_KEYS: Record<string, keyof SLO> = {
   ttft: 'ttftMs',
   tpot: 'tpotMs',
   e2e: 'e2eMs',
@@ -146,9 +146,9 @@ const SLO_KEYS: Record<string, keyof Slo> = {
  * `--slo ttft=500,tpot=50,e2e=20000,itl=100,itl-percentile=99` (ms) as an SLO.
  * @throws ServegateError `CONFIG_INVALID` naming the key and the fix
  */
-export function sloFlag(value: string | undefined): Slo | undefined {
+export function sloFlag(value: string | undefined): SLO | undefined {
   if (value === undefined) return undefined
-  const slo: Slo = {}
+  const slo: SLO = {}
   for (const part of value.split(',')) {
     const [key = '', raw = ''] = part.split('=').map((s) => s.trim())
     const field = SLO_KEYS[key]
@@ -220,7 +220,7 @@ export function rateArrival(
 }
 
 /** The cell options shared by every command that measures (everything but where and the model). */
-export function cellFromFlags(values: CellFlagValues): EngineCellOptions {
+export function cellFromFlags(values: CellFlagValues): CellPlan {
   const api = values.api ?? 'chat'
   if (api !== 'chat' && api !== 'completions')
     throw new ServegateError('CONFIG_INVALID', `--api: "${api}" is not valid; pass chat or completions`)

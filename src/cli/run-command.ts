@@ -4,7 +4,7 @@ import { parseBaseUrl } from '../loopback.ts'
 import { MAX_RATE_PER_S } from '../load/arrival-spec.ts'
 import { RequestSpill, writeSpilledRecord } from '../record/request-spill.ts'
 import type { ErrorInfo, RunRecord } from '../schema/run.ts'
-import type { EngineCellOptions } from '../runner/cell-options.ts'
+import type { CellPlan } from '../runner/cell-options.ts'
 import { runEngineCell } from '../runner/runner.ts'
 import {
   LOAD_FLAGS,
@@ -99,7 +99,7 @@ const FLAGS = {
 type RunFlags = ReturnType<typeof parseFlags<typeof FLAGS>>['values']
 
 /** Closed loop at `--concurrency`, or open loop at `--rate` or on `--trace`; the arrival flags need one of the latter. */
-function loadFlags(values: RunFlags): Pick<EngineCellOptions, 'concurrency' | 'arrival'> {
+function loadFlags(values: RunFlags): Pick<CellPlan, 'concurrency' | 'arrival'> {
   const concurrency = intFlag('--concurrency', values.concurrency, 1, 4096)
   const rate = numberFlag('--rate', values.rate, Number.MIN_VALUE, MAX_RATE_PER_S)
   const open = [rate !== undefined && '--rate', values.trace !== undefined && '--trace'].filter((f): f is string => f !== false)
@@ -135,7 +135,7 @@ export const EXIT_NOTHING_MEASURED = 3
  * Fails before the cell when its sizes cannot fit the served model's context (where the server
  * reports it): the engine would refuse every request.
  */
-async function checkSizesFit(baseUrl: string, model: string, cell: EngineCellOptions): Promise<void> {
+async function checkSizesFit(baseUrl: string, model: string, cell: CellPlan): Promise<void> {
   const limit = await contextLimit(parseBaseUrl(baseUrl).origin, model)
   if (limit === null) return
   const fromDataset = cell.workload?.kind === 'dataset' || cell.arrival?.kind === 'trace'
@@ -161,7 +161,7 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
     return 0
   }
   requireTarget(values)
-  const cell: EngineCellOptions = { ...cellFromFlags(values), ...loadFlags(values) }
+  const cell: CellPlan = { ...cellFromFlags(values), ...loadFlags(values) }
   // Every path is checked before the cell: a bad --out found after it would lose the measurement.
   await checkWritableFile(values.out === undefined ? '--out (default servegate-runs/)' : '--out', values.out ?? 'servegate-runs/x.json')
   if (values.dataset !== undefined) await checkReadableFile('--dataset', values.dataset, 'a JSONL dataset')

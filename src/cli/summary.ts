@@ -1,6 +1,6 @@
 import { describeArrival } from '../load/arrival.ts'
 import { p99IsDescriptive } from '../metrics/distribution.ts'
-import { describeSlo } from '../metrics/goodput.ts'
+import { describeSLO } from '../metrics/goodput.ts'
 import { ABSENT, formatByMagnitude, formatFixed, formatFixedPercent, formatSeconds } from '../number-format.ts'
 import { P99_MIN_SAMPLES, REQUEST_METRIC_NAMES, type Distribution, type RunRecord } from '../schema/run.ts'
 
@@ -93,7 +93,7 @@ function goodputLine(record: RunRecord): string | null {
     .filter(([, n]) => n > 0)
     .map(([what, n]) => `${what.replace(/Ms$/, '')} ${n}`)
   return (
-    `goodput (${describeSlo(g.slo)}): ${g.good}/${g.samples} good = ${formatFixedPercent(g.fraction)} ` +
+    `goodput (${describeSLO(g.slo)}): ${g.good}/${g.samples} good = ${formatFixedPercent(g.fraction)} ` +
     `[${formatFixedPercent(g.wilson95Low)}, ${formatFixedPercent(g.wilson95High)}] (Wilson 95%) · ` +
     `${formatByMagnitude(g.goodputReqPerS)} good req/s${missed.length > 0 ? ` · missed: ${missed.join(', ')}` : ''}`
   )

@@ -1,5 +1,5 @@
 import { type CapacityOptions, resolveCapacityOptions } from '../runner/capacity-search.ts'
-import type { EngineCellOptions } from '../runner/cell-options.ts'
+import type { CellPlan } from '../runner/cell-options.ts'
 import type { CapacitySearch } from '../schema/capacity-record.ts'
 import { engineField, lazy, type Lazy, named, planId } from './cell-declarations.ts'
 import type { EngineHandle } from './engine-handles.ts'
@@ -7,7 +7,7 @@ import { cellThrew, declareCell, searchMeasured } from '../worker/cell-registry.
 import { registerTeardown, workerRunner } from './worker-environment.ts'
 
 /** A capacity search in a spec: the probe cell's options, the engine, and the search's own options (see `CapacityOptions`). */
-export interface CapacitySpec extends Omit<EngineCellOptions, 'slo'>, Omit<CapacityOptions, 'cell'> {
+export interface CapacitySpec extends Omit<CellPlan, 'slo'>, Omit<CapacityOptions, 'cell'> {
   engine: EngineHandle
   /** Shown in evidence; defaults to `<engine>-<workload>-ctx<prompt>-capacity-<axis>`. */
   id?: string

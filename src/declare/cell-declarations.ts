@@ -1,5 +1,5 @@
 import { ServegateError } from '../errors.ts'
-import { type EngineCellOptions, type ResolvedCellPlan, resolveCellPlan } from '../runner/cell-options.ts'
+import { type CellPlan, type ResolvedCellPlan, resolveCellPlan } from '../runner/cell-options.ts'
 import type { PairRun } from '../runner/runner.ts'
 import { resolveStopEarly, type StopEarly } from '../runner/staged-pair.ts'
 import type { CellResult, PairResult } from '../schema/results.ts'
@@ -9,7 +9,7 @@ import { registerTeardown, workerRunner } from './worker-environment.ts'
 
 export type { CellResult, LadderStep, PairResult } from '../schema/results.ts'
 
-export interface CellSpec extends EngineCellOptions {
+export interface CellSpec extends CellPlan {
   engine: EngineHandle
   /** Shown in evidence; defaults to engine, workload, context and concurrency. */
   id?: string
@@ -21,7 +21,7 @@ export interface CellSpec extends EngineCellOptions {
   maxFailedShare?: number
 }
 
-export interface PairSpec extends EngineCellOptions {
+export interface PairSpec extends CellPlan {
   baseline: EngineHandle
   candidate: EngineHandle
   id?: string

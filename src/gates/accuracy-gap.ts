@@ -14,7 +14,7 @@ import {
   repeatedQuestionsWarning,
   unevenLaunchesWarning,
 } from './warning-text.ts'
-import { AccuracyGapOptions, parseOptions, type ResolvedAccuracyGapOptions } from './gate-options.ts'
+import { AccuracyGapGateOptions, parseOptions, type ResolvedAccuracyGapGateOptions } from './gate-options.ts'
 import { atLeastStudentT, sampleSd } from './interval.ts'
 import { bcaInterval, bootstrapMeanOf } from '../stats/bootstrap.ts'
 
@@ -142,8 +142,8 @@ export function clusteredQuestionsNeeded(differences: readonly number[], confide
  * review (verbosity, truncation), not a regression by itself (docs/gates.md: "a warning by default").
  * @example accuracyGapGate({ baseline, candidate }, { points: 2, outputLengthPct: 10 })
  */
-export function accuracyGapGate(pair: GatePair, options: AccuracyGapOptions = {}): GateDecision {
-  const o = parseOptions(typeof options?.gate === 'string' ? options.gate : 'toStayWithinAccuracyGap', AccuracyGapOptions, options)
+export function accuracyGapGate(pair: GatePair, options: AccuracyGapGateOptions = {}): GateDecision {
+  const o = parseOptions(typeof options?.gate === 'string' ? options.gate : 'toStayWithinAccuracyGap', AccuracyGapGateOptions, options)
   const baseline = launchesOf(pair.baseline)
   const candidate = launchesOf(pair.candidate)
   const launches = Math.min(baseline.length, candidate.length)
@@ -220,7 +220,7 @@ interface Verdict {
 }
 
 /** One request per question: Newcombe's paired interval and the exact McNemar test, in points. */
-function pairedVerdict(table: PairedTable, o: ResolvedAccuracyGapOptions, z: number): Verdict {
+function pairedVerdict(table: PairedTable, o: ResolvedAccuracyGapGateOptions, z: number): Verdict {
   const n = table.both + table.firstOnly + table.secondOnly + table.neither
   const result = pairedProportionDifference(table, o.confidence)
   const [estimate, low, high] = [result.estimate * 100, result.low * 100, result.high * 100]
@@ -241,7 +241,7 @@ function pairedVerdict(table: PairedTable, o: ResolvedAccuracyGapOptions, z: num
 }
 
 /** Questions asked more than once: the question is the unit, the interval over questions. */
-function clusteredVerdict(pairs: ScoredPairs, o: ResolvedAccuracyGapOptions, z: number): Verdict {
+function clusteredVerdict(pairs: ScoredPairs, o: ResolvedAccuracyGapGateOptions, z: number): Verdict {
   const shares = pairs.shares()
   const questions = shares.differences.length
   const requests = pairs.paired
@@ -265,7 +265,7 @@ function clusteredVerdict(pairs: ScoredPairs, o: ResolvedAccuracyGapOptions, z: 
 
 /** The failing decision when no request was scored on both arms. */
 function noScoredPairs(
-  o: ResolvedAccuracyGapOptions,
+  o: ResolvedAccuracyGapGateOptions,
   z: number,
   samples: GateDecision['samples'],
   rule: string,

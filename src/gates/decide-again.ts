@@ -1,7 +1,7 @@
 import type { GateDecision, GateName } from '../schema/gate.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { accuracyGapGate } from './accuracy-gap.ts'
-import type { AccuracyGapOptions, HoldLatencyOptions, SloGateOptions, SustainGateOptions, WinGateOptions } from './gate-options.ts'
+import type { AccuracyGapGateOptions, HoldLatencyGateOptions, SLOGateOptions, SustainGateOptions, WinGateOptions } from './gate-options.ts'
 import { holdLatencyGate } from './hold-latency.ts'
 import { sloGate } from './slo.ts'
 import { type CapacityInput, sustainGate } from './sustain-gate.ts'
@@ -36,15 +36,15 @@ export function decideAgain(gate: GateName, input: GateInput, options: Record<st
     }
     case 'toHoldLatency': {
       const pair = expect(gate, input, 'pair')
-      return holdLatencyGate({ baseline: pair.baseline, candidate: pair.candidate }, options as HoldLatencyOptions)
+      return holdLatencyGate({ baseline: pair.baseline, candidate: pair.candidate }, options as HoldLatencyGateOptions)
     }
     case 'toStayWithinAccuracyGap': {
       const pair = expect(gate, input, 'pair')
-      return accuracyGapGate({ baseline: pair.baseline, candidate: pair.candidate }, options as AccuracyGapOptions)
+      return accuracyGapGate({ baseline: pair.baseline, candidate: pair.candidate }, options as AccuracyGapGateOptions)
     }
     case 'toMeetSLO':
     case 'capacity probe':
-      return sloGate(expect(gate, input, 'cell').records, options as SloGateOptions)
+      return sloGate(expect(gate, input, 'cell').records, options as SLOGateOptions)
     case 'toSustainMoreThan': {
       const searches = expect(gate, input, 'capacity')
       return sustainGate(searches.candidate, searches.baseline, options as SustainGateOptions)

@@ -97,7 +97,7 @@ export type ResolvedWinGateOptions = z.infer<typeof WinGateOptions>
 export const LatencyMetric = z.enum(['ttft', 'tpot', 'e2e', 'itl', 'timeToFirstOutput'])
 export type LatencyMetric = z.infer<typeof LatencyMetric>
 
-export const HoldLatencyOptions = z
+export const HoldLatencyGateOptions = z
   .object({
     gate: GateName.extract(['toHoldLatency']).default('toHoldLatency'),
     metric: LatencyMetric,
@@ -113,10 +113,10 @@ export const HoldLatencyOptions = z
     message: 'give exactly one of `notWorseThanPct` (relative to the baseline) or `atMostMs` (absolute)',
     path: ['notWorseThanPct'],
   })
-export type HoldLatencyOptions = z.input<typeof HoldLatencyOptions>
-export type ResolvedHoldLatencyOptions = z.infer<typeof HoldLatencyOptions>
+export type HoldLatencyGateOptions = z.input<typeof HoldLatencyGateOptions>
+export type ResolvedHoldLatencyGateOptions = z.infer<typeof HoldLatencyGateOptions>
 
-export const AccuracyGapOptions = z.object({
+export const AccuracyGapGateOptions = z.object({
   gate: GateName.extract(['toStayWithinAccuracyGap']).default('toStayWithinAccuracyGap'),
   /** Accuracy drop (percentage points) that counts as a regression. @default 2 */
   points: z.number().positive().max(100).default(2),
@@ -125,15 +125,15 @@ export const AccuracyGapOptions = z.object({
   /** Two-sided confidence of the difference's interval. @default 0.98 */
   confidence: z.number().gt(0.5).lt(1).default(DEFAULT_CONFIDENCE),
 })
-export type AccuracyGapOptions = z.input<typeof AccuracyGapOptions>
-export type ResolvedAccuracyGapOptions = z.infer<typeof AccuracyGapOptions>
+export type AccuracyGapGateOptions = z.input<typeof AccuracyGapGateOptions>
+export type ResolvedAccuracyGapGateOptions = z.infer<typeof AccuracyGapGateOptions>
 
 /**
  * Options of the SLO gate: the objectives of one request (at least one) and the share of
  * requests that must meet all of them.
  * @example { ttftMs: 500, tpotMs: 50, percentile: 95 }
  */
-export const SloGateOptions = z
+export const SLOGateOptions = z
   .object({
     gate: GateName.extract(['toMeetSLO', 'capacity probe']).default('toMeetSLO'),
     ...SLO_FIELDS,
@@ -143,8 +143,8 @@ export const SloGateOptions = z
     confidence: z.number().gt(0.5).lt(1).default(DEFAULT_CONFIDENCE),
   })
   .refine(hasObjective, OBJECTIVE_REQUIRED)
-export type SloGateOptions = z.input<typeof SloGateOptions>
-export type ResolvedSloGateOptions = z.infer<typeof SloGateOptions>
+export type SLOGateOptions = z.input<typeof SLOGateOptions>
+export type ResolvedSLOGateOptions = z.infer<typeof SLOGateOptions>
 
 /** Options of the capacity comparison. */
 export const SustainGateOptions = z.object({

@@ -34,7 +34,7 @@ import {
   UNPAIRABLE_ARMS_WARNING,
   unpairedWarning,
 } from './warning-text.ts'
-import { HoldLatencyOptions, parseOptions, type ResolvedHoldLatencyOptions } from './gate-options.ts'
+import { HoldLatencyGateOptions, parseOptions, type ResolvedHoldLatencyGateOptions } from './gate-options.ts'
 
 type Latency = number | readonly number[]
 
@@ -47,18 +47,18 @@ type Latency = number | readonly number[]
  * With `atMostMs`: the same on the candidate's percentile against an absolute bound.
  * @example holdLatencyGate({ baseline, candidate }, { metric: 'ttft', percentile: 95, notWorseThanPct: 10 })
  */
-export function holdLatencyGate(pair: GatePair, options: HoldLatencyOptions): GateDecision {
-  const o = parseOptions(typeof options?.gate === 'string' ? options.gate : 'toHoldLatency', HoldLatencyOptions, options)
+export function holdLatencyGate(pair: GatePair, options: HoldLatencyGateOptions): GateDecision {
+  const o = parseOptions(typeof options?.gate === 'string' ? options.gate : 'toHoldLatency', HoldLatencyGateOptions, options)
   const layout = launchLayout(o.gate, pair)
   if (layout.repeated) return launchLevelHold(o, layout.baseline, layout.candidate)
   return requestLevelHold(o, layout.baseline[0] as GateRecord, layout.candidate[0] as GateRecord)
 }
 
-function metricName(o: ResolvedHoldLatencyOptions): string {
+function metricName(o: ResolvedHoldLatencyGateOptions): string {
   return `${LATENCY_FIELD[o.metric]} p${o.percentile}`
 }
 
-function ruleOf(o: ResolvedHoldLatencyOptions, launchLevel = false): string {
+function ruleOf(o: ResolvedHoldLatencyGateOptions, launchLevel = false): string {
   const { metric, percentile, confidence, notWorseThanPct, atMostMs } = o
   return holdLatencyRule({ metric, percentile, confidence, notWorseThanPct, atMostMs, launchLevel })
 }
@@ -69,7 +69,7 @@ function countValues(values: Iterable<Latency>): number {
   return n
 }
 
-function p99Warning(o: ResolvedHoldLatencyOptions, samples: number): string[] {
+function p99Warning(o: ResolvedHoldLatencyGateOptions, samples: number): string[] {
   return o.percentile === 99 && samples < P99_MIN_SAMPLES ? [descriptiveP99Warning({ samples, min: P99_MIN_SAMPLES })] : []
 }
 
@@ -83,7 +83,7 @@ function judge(interval: LogInterval, bound: number): GateDecision['outcome'] {
 
 /** The decision of a non-regression test from its log-scale interval: judged against the bound, warned when undecided. */
 function regressionDecision(
-  o: ResolvedHoldLatencyOptions,
+  o: ResolvedHoldLatencyGateOptions,
   interval: LogInterval,
   bound: number,
   unit: 'ratio' | 'ms',
@@ -114,7 +114,7 @@ function regressionDecision(
 }
 
 function notEstimable(
-  o: ResolvedHoldLatencyOptions,
+  o: ResolvedHoldLatencyGateOptions,
   samples: GateDecision['samples'],
   reason: NotEstimable,
   warnings: string[],
@@ -139,7 +139,7 @@ function notEstimable(
   }
 }
 
-function requestLevelHold(o: ResolvedHoldLatencyOptions, baseline: GateRecord, candidate: GateRecord): GateDecision {
+function requestLevelHold(o: ResolvedHoldLatencyGateOptions, baseline: GateRecord, candidate: GateRecord): GateDecision {
   const value = latencyOf(o.metric)
   const b = valuesByIndex<Latency>(baseline, value)
   const c = valuesByIndex<Latency>(candidate, value)
@@ -192,7 +192,7 @@ function requestLevelHold(o: ResolvedHoldLatencyOptions, baseline: GateRecord, c
 }
 
 function decide(
-  o: ResolvedHoldLatencyOptions,
+  o: ResolvedHoldLatencyGateOptions,
   dist: BootstrapDistribution,
   samples: GateDecision['samples'],
   launchVariance: number,
@@ -237,7 +237,11 @@ function logPercentile(record: GateRecord, value: (r: OkRequest) => Latency | nu
   return x > 0 ? Math.log(x) : null
 }
 
-function launchLevelHold(o: ResolvedHoldLatencyOptions, baseline: readonly GateRecord[], candidate: readonly GateRecord[]): GateDecision {
+function launchLevelHold(
+  o: ResolvedHoldLatencyGateOptions,
+  baseline: readonly GateRecord[],
+  candidate: readonly GateRecord[],
+): GateDecision {
   const value = latencyOf(o.metric)
   const b = baseline.map((r) => logPercentile(r, value, o.percentile)).filter((v): v is number => v !== null)
   const c = candidate.map((r) => logPercentile(r, value, o.percentile)).filter((v): v is number => v !== null)

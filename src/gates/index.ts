@@ -4,20 +4,20 @@ export type { ArmInput, GatePair, GateRecord } from './arms.ts'
 export { holdLatencyGate } from './hold-latency.ts'
 export { type HolmGate, holmAdjust } from './holm.ts'
 export {
-  type AccuracyGapOptions,
+  type AccuracyGapGateOptions,
   DEFAULT_CONFIDENCE,
   DEFAULT_LAUNCH_NOISE,
   DEFAULT_SEED,
-  type HoldLatencyOptions,
+  type HoldLatencyGateOptions,
   type LatencyMetric,
   type RateMetric,
-  type SloGateOptions,
+  type SLOGateOptions,
   SUGGESTED_LOOKS,
   type SustainGateOptions,
   type WinGateName,
   type WinGateOptions,
 } from './gate-options.ts'
-export { sloGate, type SloRecord } from './slo.ts'
+export { sloGate, type SLORecord } from './slo.ts'
 export { requestsHint } from './decide-hints.ts'
 export { winGate } from './win.ts'
 export { bcaInterval, bootstrapPairedStatistic, bootstrapStatistic, percentileInterval } from '../stats/bootstrap.ts'

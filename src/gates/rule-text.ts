@@ -3,8 +3,8 @@
  * built from the numbers the gate computed. Every rule is recorded in the evidence, so its words
  * change only on purpose.
  */
-import { describeSlo } from '../metrics/goodput.ts'
-import type { ResolvedSlo } from '../schema/load.ts'
+import { describeSLO } from '../metrics/goodput.ts'
+import type { ResolvedSLO } from '../schema/load.ts'
 import { formatFixed, formatPercent, formatRatio, formatRounded } from '../number-format.ts'
 import type { LatencyMetric, RateMetric } from './gate-options.ts'
 
@@ -116,11 +116,11 @@ export function holdLatencyRule(p: HoldLatencyRuleFacts): string {
 }
 
 /** An SLO: the Wilson interval of the good share against the required share. */
-export function sloRule(p: { slo: ResolvedSlo; percentile: number; confidence: number }): string {
+export function sloRule(p: { slo: ResolvedSLO; percentile: number; confidence: number }): string {
   const required = formatFixed(p.percentile / 100, 3)
   return (
     `pass if the lower bound of the ${formatPercent(p.confidence)} Wilson interval of the share of requests meeting ` +
-    `${describeSlo(p.slo)} (a one-sided ${oneSided(p.confidence)} bound) is at least ${required}; ` +
+    `${describeSLO(p.slo)} (a one-sided ${oneSided(p.confidence)} bound) is at least ${required}; ` +
     `fail if its upper bound is below ${required}; otherwise inconclusive, which fails: the SLO must be shown met`
   )
 }

@@ -1,22 +1,22 @@
-import { countGood, describeSlo } from '../metrics/goodput.ts'
+import { countGood, describeSLO } from '../metrics/goodput.ts'
 import type { GateDecision } from '../schema/gate.ts'
-import type { ResolvedSlo } from '../schema/load.ts'
+import type { ResolvedSLO } from '../schema/load.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { normalQuantile } from '../stats/distributions.ts'
 import { wilsonInterval } from '../stats/wilson.ts'
 import { sloMethod } from './method-text.ts'
 import { sloRule } from './rule-text.ts'
 import { failedNotGoodWarning, harnessLimitedWarning, pooledLaunchesWarning, sloInconclusiveWarning } from './warning-text.ts'
-import { parseOptions, type ResolvedSloGateOptions, SloGateOptions } from './gate-options.ts'
+import { parseOptions, type ResolvedSLOGateOptions, SLOGateOptions } from './gate-options.ts'
 import { MAX_REQUESTS_HINT } from './decide-hints.ts'
 
 /** What the SLO gate reads of a run record: its requests, its wall clock and its harness health. */
-export type SloRecord = Pick<RunRecord, 'requests' | 'harness'> & { metrics: Pick<RunRecord['metrics'], 'wallClockMs'> }
+export type SLORecord = Pick<RunRecord, 'requests' | 'harness'> & { metrics: Pick<RunRecord['metrics'], 'wallClockMs'> }
 
 type Outcome = GateDecision['outcome']
 
 /** The objectives of the options, as an SLO. */
-function sloOf(o: ResolvedSloGateOptions): ResolvedSlo {
+function sloOf(o: ResolvedSLOGateOptions): ResolvedSLO {
   return { ttftMs: o.ttftMs, tpotMs: o.tpotMs, e2eMs: o.e2eMs, itlMs: o.itlMs, itlPercentile: o.itlPercentile }
 }
 
@@ -68,9 +68,9 @@ export function sloRequestsHint(good: number, samples: number, required: number,
  * engine's): the outcome is inconclusive with the reason.
  * @example sloGate(record, { ttftMs: 500, tpotMs: 50, percentile: 95 })
  */
-export function sloGate(records: SloRecord | readonly SloRecord[], options: SloGateOptions): GateDecision {
-  const o = parseOptions(typeof options?.gate === 'string' ? options.gate : 'toMeetSLO', SloGateOptions, options)
-  const launches: readonly SloRecord[] = Array.isArray(records) ? records : [records as SloRecord]
+export function sloGate(records: SLORecord | readonly SLORecord[], options: SLOGateOptions): GateDecision {
+  const o = parseOptions(typeof options?.gate === 'string' ? options.gate : 'toMeetSLO', SLOGateOptions, options)
+  const launches: readonly SLORecord[] = Array.isArray(records) ? records : [records as SLORecord]
   if (launches.length === 0) throw new TypeError(`${o.gate}: needs at least one run record`)
   const slo = sloOf(o)
   let samples = 0
@@ -102,7 +102,7 @@ export function sloGate(records: SloRecord | readonly SloRecord[], options: SloG
     gate: o.gate,
     outcome,
     kind: 'superiority',
-    metric: `good fraction (${describeSlo(slo)})`,
+    metric: `good fraction (${describeSLO(slo)})`,
     effect: {
       estimate: samples > 0 ? good / samples : null,
       low,

@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util'
-import { describeSlo } from '../metrics/goodput.ts'
+import { describeSLO } from '../metrics/goodput.ts'
 import type { CapacitySearch } from '../schema/capacity-record.ts'
 import type { GateDecision } from '../schema/gate.ts'
 import { formatPercent } from '../number-format.ts'
@@ -28,7 +28,7 @@ function bracketOf(s: CapacityInput): BracketFacts {
 function requireComparable(gate: string, candidate: CapacityInput, baseline: CapacityInput): void {
   const differs: string[] = []
   if (candidate.axis !== baseline.axis) differs.push(`axis ${candidate.axis} ≠ ${baseline.axis}`)
-  if (!isDeepStrictEqual(candidate.slo, baseline.slo)) differs.push(`SLO ${describeSlo(candidate.slo)} ≠ ${describeSlo(baseline.slo)}`)
+  if (!isDeepStrictEqual(candidate.slo, baseline.slo)) differs.push(`SLO ${describeSLO(candidate.slo)} ≠ ${describeSLO(baseline.slo)}`)
   if (candidate.requiredFraction !== baseline.requiredFraction)
     differs.push(`required share ${candidate.requiredFraction} ≠ ${baseline.requiredFraction}`)
   if (differs.length > 0)
@@ -71,7 +71,7 @@ export function sustainGate(candidate: CapacityInput, baseline: CapacityInput, o
     gate: o.gate,
     outcome,
     kind: 'superiority',
-    metric: `capacity (${candidate.axis}) under ${describeSlo(candidate.slo)} for ${formatPercent(candidate.requiredFraction)} of requests`,
+    metric: `capacity (${candidate.axis}) under ${describeSLO(candidate.slo)} for ${formatPercent(candidate.requiredFraction)} of requests`,
     effect: {
       estimate: finite ? Math.sqrt((c.low * c.high) / (b.low * b.high)) : null,
       low: lowRatio,

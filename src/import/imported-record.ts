@@ -4,7 +4,7 @@
  */
 import { computeCellMetrics, countFailures } from '../metrics/cell-metrics.ts'
 import { assembleRunRecord, nothingSent } from '../metrics/run-assembly.ts'
-import type { Api, CellMetrics, CellPlan, RequestRecord, RunRecord, WorkloadPlan } from '../schema/run.ts'
+import type { Api, CellMetrics, RunPlan, RequestRecord, RunRecord, WorkloadPlan } from '../schema/run.ts'
 import { type FailedCount, type ImportFacts, methodologyOf } from './import-methodology.ts'
 
 /** What an import measured: every request (servegate recomputes the metrics), or only the source's summary. */
@@ -69,7 +69,7 @@ function importedWorkload(promptTokens: number, seed: number | null, promptToken
   }
 }
 
-function importedPlan(run: ImportedRun): CellPlan {
+function importedPlan(run: ImportedRun): RunPlan {
   const p = run.plan
   return {
     api: run.api,

@@ -1,10 +1,10 @@
 import type { CapacitySearch } from '../schema/capacity-record.ts'
 import { toBeMatchedPair } from './toBeMatchedPair.ts'
-import { type HoldLatencyMatcherOptions, toHoldLatency } from './toHoldLatency.ts'
-import { type MeetSloOptions, toMeetSLO } from './toMeetSLO.ts'
+import { type HoldLatencyOptions, toHoldLatency } from './toHoldLatency.ts'
+import { type MeetSLOOptions, toMeetSLO } from './toMeetSLO.ts'
 import { toPassCanaries } from './toPassCanaries.ts'
 import { toReachConcurrency } from './toReachConcurrency.ts'
-import { type AccuracyGapMatcherOptions, toStayWithinAccuracyGap } from './toStayWithinAccuracyGap.ts'
+import { type StayWithinAccuracyGapOptions, toStayWithinAccuracyGap } from './toStayWithinAccuracyGap.ts'
 import { type SustainMoreThanOptions, toSustainMoreThan } from './toSustainMoreThan.ts'
 import { toWinDecode } from './toWinDecode.ts'
 import { toWinPrefill } from './toWinPrefill.ts'
@@ -49,17 +49,17 @@ declare module 'vitest' {
     /** The candidate's output tokens per service second win is proven beyond the margin. */
     toWinThroughput(options?: WinThroughputOptions): R
     /** No confident regression of a latency percentile beyond the tolerance. */
-    toHoldLatency(options: HoldLatencyMatcherOptions): R
+    toHoldLatency(options: HoldLatencyOptions): R
     /** No confident accuracy drop on the same questions beyond `points`. */
-    toStayWithinAccuracyGap(options?: AccuracyGapMatcherOptions): R
+    toStayWithinAccuracyGap(options?: StayWithinAccuracyGapOptions): R
     /**
      * At least `percentile`% of requests (default 90) are shown to meet every objective; a cell, a pair's
      * candidate, a sweep step or a capacity probe (`atRate`).
      */
-    toMeetSLO(options: MeetSloOptions): R
+    toMeetSLO(options: MeetSLOOptions): R
     /** This capacity search's bracket is above (1 + `by`) × the baseline search's: the candidate sustains more. */
     toSustainMoreThan(baseline: CapacitySearch, options?: SustainMoreThanOptions): R
   }
 }
 
-export type { AccuracyGapMatcherOptions, HoldLatencyMatcherOptions, MeetSloOptions, SustainMoreThanOptions }
+export type { HoldLatencyOptions, MeetSLOOptions, StayWithinAccuracyGapOptions, SustainMoreThanOptions }

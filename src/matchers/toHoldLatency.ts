@@ -1,5 +1,5 @@
 import type { MatcherState } from 'vitest'
-import { HoldLatencyOptions } from '../gates/gate-options.ts'
+import { HoldLatencyGateOptions } from '../gates/gate-options.ts'
 import { holdLatencyGate } from '../gates/hold-latency.ts'
 import { gateResult } from './decision.ts'
 import { gateMatcherOptions, type InconclusiveOption } from './gate-matcher-options.ts'
@@ -7,7 +7,7 @@ import { againstStoredBaseline } from './stored-baseline-pair.ts'
 import { asPair } from './subject.ts'
 
 /** Options of `toHoldLatency`: the latency metric and percentile, and the tolerance or bound. */
-export type HoldLatencyMatcherOptions = Omit<HoldLatencyOptions, 'gate'> & InconclusiveOption
+export type HoldLatencyOptions = Omit<HoldLatencyGateOptions, 'gate'> & InconclusiveOption
 
 const USAGE = "pass { metric: 'ttft' | 'tpot' | 'e2e' | 'itl' | 'timeToFirstOutput', percentile, notWorseThanPct | atMostMs }"
 
@@ -15,9 +15,9 @@ const USAGE = "pass { metric: 'ttft' | 'tpot' | 'e2e' | 'itl' | 'timeToFirstOutp
  * A non-regression gate on a latency percentile: fails only on a confident regression beyond
  * `notWorseThanPct` (or above `atMostMs`); an inconclusive result passes with a warning.
  */
-export function toHoldLatency(this: MatcherState, received: unknown, options: HoldLatencyMatcherOptions) {
+export function toHoldLatency(this: MatcherState, received: unknown, options: HoldLatencyOptions) {
   const p = asPair('toHoldLatency', received)
-  const o = gateMatcherOptions('toHoldLatency', HoldLatencyOptions, options, USAGE)
+  const o = gateMatcherOptions('toHoldLatency', HoldLatencyGateOptions, options, USAGE)
   const decide = () => holdLatencyGate({ baseline: p.baseline, candidate: p.candidate }, o)
   return gateResult(this, 'toHoldLatency', p, againstStoredBaseline('toHoldLatency', p, decide, o), o)
 }

@@ -1,16 +1,16 @@
 import type { MatcherState } from 'vitest'
 import type { z } from 'zod'
-import { SloGateOptions } from '../gates/gate-options.ts'
+import { SLOGateOptions } from '../gates/gate-options.ts'
 import { sloGate } from '../gates/slo.ts'
 import { gateResult } from './decision.ts'
 import { gateMatcherOptions, type InconclusiveOption } from './gate-matcher-options.ts'
 import { At, singleArm } from './subject.ts'
 
 /** The options of `toMeetSLO` as one schema: the SLO gate's, and where to judge. */
-const MeetSloSchema = SloGateOptions.and(At)
+const MeetSLOSchema = SLOGateOptions.and(At)
 
 /** Options of `toMeetSLO`: the objectives, the share of requests that must meet them, where to judge, and `inconclusive`. */
-export type MeetSloOptions = Omit<z.input<typeof MeetSloSchema>, 'gate'> & InconclusiveOption
+export type MeetSLOOptions = Omit<z.input<typeof MeetSLOSchema>, 'gate'> & InconclusiveOption
 
 const USAGE =
   "pass { ttftMs?, tpotMs?, e2eMs?, itlMs?, percentile?, atRate?, inconclusive?: 'pass' | 'fail' } with at least one objective, " +
@@ -24,8 +24,8 @@ const USAGE =
  * cell is not judged. Reads a cell, a pair's candidate, a sweep step or a capacity probe
  * (`atRate` / `atConcurrency`).
  */
-export function toMeetSLO(this: MatcherState, received: unknown, options: MeetSloOptions) {
-  const { atRate, atConcurrency, ...slo } = gateMatcherOptions('toMeetSLO', MeetSloSchema, options, USAGE)
+export function toMeetSLO(this: MatcherState, received: unknown, options: MeetSLOOptions) {
+  const { atRate, atConcurrency, ...slo } = gateMatcherOptions('toMeetSLO', MeetSLOSchema, options, USAGE)
   const subject = singleArm('toMeetSLO', received, { atRate, atConcurrency })
   return gateResult(this, 'toMeetSLO', subject, () => sloGate(subject.records, slo), slo)
 }

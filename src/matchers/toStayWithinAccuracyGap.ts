@@ -1,6 +1,6 @@
 import type { MatcherState } from 'vitest'
 import { accuracyGapGate } from '../gates/accuracy-gap.ts'
-import { AccuracyGapOptions } from '../gates/gate-options.ts'
+import { AccuracyGapGateOptions } from '../gates/gate-options.ts'
 import { accuracyArmsText } from '../gates/verdict.ts'
 import type { GateDecision } from '../schema/gate.ts'
 import { gateResult } from './decision.ts'
@@ -9,7 +9,7 @@ import { againstStoredBaseline } from './stored-baseline-pair.ts'
 import { asPair } from './subject.ts'
 
 /** Options of `toStayWithinAccuracyGap`: the accuracy drop that fails, and the output-length gap that warns. */
-export type AccuracyGapMatcherOptions = Omit<AccuracyGapOptions, 'gate'> & InconclusiveOption
+export type StayWithinAccuracyGapOptions = Omit<AccuracyGapGateOptions, 'gate'> & InconclusiveOption
 
 /**
  * The matcher's message with a labelled `Accuracy:` line after its received values: each arm's
@@ -33,11 +33,11 @@ function withArmAccuracy(message: string, d: GateDecision | undefined): string {
  * questions would likely decide it, and a confident improvement is reported as one.
  * @example expect(pair).toStayWithinAccuracyGap({ points: 2 })
  */
-export function toStayWithinAccuracyGap(this: MatcherState, received: unknown, options: AccuracyGapMatcherOptions = {}) {
+export function toStayWithinAccuracyGap(this: MatcherState, received: unknown, options: StayWithinAccuracyGapOptions = {}) {
   const p = asPair('toStayWithinAccuracyGap', received)
   const o = gateMatcherOptions(
     'toStayWithinAccuracyGap',
-    AccuracyGapOptions,
+    AccuracyGapGateOptions,
     options,
     'options must be an object, e.g. { points: 2, outputLengthPct: 10 }',
   )

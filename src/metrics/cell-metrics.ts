@@ -1,4 +1,4 @@
-import type { ResolvedSlo } from '../schema/load.ts'
+import type { ResolvedSLO } from '../schema/load.ts'
 import {
   type CellMetrics,
   type Distribution,
@@ -43,10 +43,10 @@ export class CellTally {
   private canaries = { samples: 0, passed: 0 }
   private control = { controlled: 0, observable: 0, exact: 0 }
   private scores = { samples: 0, correct: 0 }
-  private readonly slo: ResolvedSlo | null
+  private readonly slo: ResolvedSLO | null
   private readonly good: GoodCount | null
 
-  constructor(slo: ResolvedSlo | null = null) {
+  constructor(slo: ResolvedSLO | null = null) {
     this.slo = slo
     this.good = slo === null ? null : { samples: 0, good: 0, missed: emptyMisses() }
   }
@@ -144,7 +144,7 @@ export class CellTally {
  * distribution). Throughput and request rate divide by the cell's wall clock. With an SLO,
  * goodput is judged over every measured request (a failed one is never good).
  */
-export function computeCellMetrics(records: Iterable<RequestRecord>, wallClockMs: number, slo: ResolvedSlo | null = null): CellMetrics {
+export function computeCellMetrics(records: Iterable<RequestRecord>, wallClockMs: number, slo: ResolvedSLO | null = null): CellMetrics {
   const tally = new CellTally(slo)
   for (const r of records) tally.add(r)
   return tally.metrics(wallClockMs)

@@ -1,13 +1,13 @@
 import { describe, expect, test } from 'vitest'
 import { failedRequest, okRequest } from '../../fixtures/gate-fixture.ts'
-import { computeGoodput, describeSlo, missedObjectives, resolveSlo } from './goodput.ts'
+import { computeGoodput, describeSLO, missedObjectives, resolveSLO } from './goodput.ts'
 
 type Ok = Parameters<typeof missedObjectives>[0]
 const ok = (fields: Parameters<typeof okRequest>[1]) =>
   okRequest(0, { ttftMs: 100, tpotMs: 20, e2eMs: 1000, itlMs: [20, 20, 20], ...fields }) as Ok
 
 describe('missedObjectives', () => {
-  const slo = resolveSlo({ ttftMs: 200, tpotMs: 30, e2eMs: 2000, itlMs: 50, itlPercentile: 90 })
+  const slo = resolveSLO({ ttftMs: 200, tpotMs: 30, e2eMs: 2000, itlMs: 50, itlPercentile: 90 })
 
   test('a request within every bound is good; each bound it exceeds is named', () => {
     expect(missedObjectives(ok({}), slo)).toEqual([])
@@ -29,7 +29,7 @@ describe('missedObjectives', () => {
 
 describe('computeGoodput', () => {
   test('good share of every measured request (failed ones count against it), Wilson interval, good requests per second', () => {
-    const slo = resolveSlo({ ttftMs: 150 })
+    const slo = resolveSLO({ ttftMs: 150 })
     const records = [ok({}), ok({ ttftMs: 120 }), ok({ ttftMs: 300 }), failedRequest(3)]
     const g = computeGoodput(records, 2000, slo)
     expect(g).toMatchObject({
@@ -46,10 +46,10 @@ describe('computeGoodput', () => {
   })
 })
 
-describe('resolveSlo', () => {
+describe('resolveSLO', () => {
   test('words, and a clear error without an objective', () => {
-    expect(describeSlo(resolveSlo({ ttftMs: 500, tpotMs: 50, itlMs: 100 }))).toBe('ttft ≤ 500 ms, tpot ≤ 50 ms, itl p99 ≤ 100 ms')
-    expect(() => resolveSlo({})).toThrow(/^invalid slo: slo\.ttftMs: give at least one objective: ttftMs, tpotMs, e2eMs or itlMs \(ms\)$/)
-    expect(() => resolveSlo({ ttftMs: -1 })).toThrow(/^invalid slo: slo\.ttftMs: Too small: expected number to be >0$/)
+    expect(describeSLO(resolveSLO({ ttftMs: 500, tpotMs: 50, itlMs: 100 }))).toBe('ttft ≤ 500 ms, tpot ≤ 50 ms, itl p99 ≤ 100 ms')
+    expect(() => resolveSLO({})).toThrow(/^invalid slo: slo\.ttftMs: give at least one objective: ttftMs, tpotMs, e2eMs or itlMs \(ms\)$/)
+    expect(() => resolveSLO({ ttftMs: -1 })).toThrow(/^invalid slo: slo\.ttftMs: Too small: expected number to be >0$/)
   })
 })

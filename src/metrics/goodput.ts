@@ -1,5 +1,5 @@
 import { ServegateError } from '../errors.ts'
-import { type Goodput, type ResolvedSlo, Slo, SLO_OBJECTIVES, type SloObjective } from '../schema/load.ts'
+import { type Goodput, type ResolvedSLO, SLO, SLO_OBJECTIVES, type SLOObjective } from '../schema/load.ts'
 import type { RequestRecord } from '../schema/run.ts'
 import { wilsonInterval } from '../stats/wilson.ts'
 import { nearestRank } from './distribution.ts'
@@ -10,8 +10,8 @@ type OkRequest = Extract<RequestRecord, { status: 'ok' }>
  * Validates an SLO once at the boundary.
  * @throws ServegateError `CONFIG_INVALID` naming the field (`slo.ttftMs`, …) and the fix
  */
-export function resolveSlo(input: Slo, field = 'slo'): ResolvedSlo {
-  const parsed = Slo.safeParse(input)
+export function resolveSLO(input: SLO, field = 'slo'): ResolvedSLO {
+  const parsed = SLO.safeParse(input)
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => `${[field, ...i.path.map(String)].join('.')}: ${i.message}`)
     throw new ServegateError('CONFIG_INVALID', `invalid ${field}: ${issues.join('; ')}`)
@@ -20,7 +20,7 @@ export function resolveSlo(input: Slo, field = 'slo'): ResolvedSlo {
 }
 
 /** The SLO in words, e.g. `ttft ≤ 500 ms, tpot ≤ 50 ms, itl p99 ≤ 100 ms`. */
-export function describeSlo(slo: ResolvedSlo): string {
+export function describeSLO(slo: ResolvedSLO): string {
   const parts: string[] = []
   if (slo.ttftMs !== null) parts.push(`ttft ≤ ${slo.ttftMs} ms`)
   if (slo.tpotMs !== null) parts.push(`tpot ≤ ${slo.tpotMs} ms`)
@@ -40,8 +40,8 @@ function requestItl(r: OkRequest, percentile: number): number | null {
  * measured (a reply of reasoning only has no content) misses its objective; tpot and ITL are
  * undefined for a one-token reply (nothing to violate) and are then met.
  */
-export function missedObjectives(r: OkRequest, slo: ResolvedSlo): SloObjective[] {
-  const missed: SloObjective[] = []
+export function missedObjectives(r: OkRequest, slo: ResolvedSLO): SLOObjective[] {
+  const missed: SLOObjective[] = []
   if (slo.ttftMs !== null && (r.ttftMs === null || r.ttftMs > slo.ttftMs)) missed.push('ttftMs')
   if (slo.tpotMs !== null && r.tpotMs !== null && r.tpotMs > slo.tpotMs) missed.push('tpotMs')
   if (slo.e2eMs !== null && (r.e2eMs === null || r.e2eMs > slo.e2eMs)) missed.push('e2eMs')
@@ -54,7 +54,7 @@ export function missedObjectives(r: OkRequest, slo: ResolvedSlo): SloObjective[]
 
 /** No misses yet, by objective and for failed requests. */
 export function emptyMisses(): Goodput['missed'] {
-  return { ...(Object.fromEntries(SLO_OBJECTIVES.map((o) => [o, 0])) as Record<SloObjective, number>), failed: 0 }
+  return { ...(Object.fromEntries(SLO_OBJECTIVES.map((o) => [o, 0])) as Record<SLOObjective, number>), failed: 0 }
 }
 
 /** Good requests so far, with misses by objective. */
@@ -65,7 +65,7 @@ export interface GoodCount {
 }
 
 /** Counts one measured request into `count`: a failed one is never good. */
-export function tallyGood(count: GoodCount, r: RequestRecord, slo: ResolvedSlo): void {
+export function tallyGood(count: GoodCount, r: RequestRecord, slo: ResolvedSLO): void {
   count.samples++
   if (r.status === 'failed') {
     count.missed.failed++
@@ -77,14 +77,14 @@ export function tallyGood(count: GoodCount, r: RequestRecord, slo: ResolvedSlo):
 }
 
 /** Good requests among all measured ones (failed ones are never good), with misses by objective. */
-export function countGood(records: Iterable<RequestRecord>, slo: ResolvedSlo): GoodCount {
+export function countGood(records: Iterable<RequestRecord>, slo: ResolvedSLO): GoodCount {
   const count = { samples: 0, good: 0, missed: emptyMisses() }
   for (const r of records) tallyGood(count, r, slo)
   return count
 }
 
 /** Goodput from a count of good requests over the cell's wall clock. */
-export function goodputOf({ samples, good, missed }: GoodCount, wallClockMs: number, slo: ResolvedSlo): Goodput {
+export function goodputOf({ samples, good, missed }: GoodCount, wallClockMs: number, slo: ResolvedSLO): Goodput {
   const wilson = wilsonInterval(good, samples)
   return {
     slo,
@@ -101,8 +101,8 @@ export function goodputOf({ samples, good, missed }: GoodCount, wallClockMs: num
 /**
  * Goodput of a cell: requests meeting every objective of the SLO, their share of all measured
  * requests with a Wilson 95% interval, and good requests per second of the cell's wall clock.
- * @example computeGoodput(record.requests, record.metrics.wallClockMs, resolveSlo({ ttftMs: 500, tpotMs: 50 }))
+ * @example computeGoodput(record.requests, record.metrics.wallClockMs, resolveSLO({ ttftMs: 500, tpotMs: 50 }))
  */
-export function computeGoodput(records: Iterable<RequestRecord>, wallClockMs: number, slo: ResolvedSlo): Goodput {
+export function computeGoodput(records: Iterable<RequestRecord>, wallClockMs: number, slo: ResolvedSLO): Goodput {
   return goodputOf(countGood(records, slo), wallClockMs, slo)
 }

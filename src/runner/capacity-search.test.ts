@@ -6,7 +6,7 @@ import { type SimServer, startSimServer } from '../sim/server.ts'
 import { type CapacityOptions, fewestPassingRequests, resolveCapacityOptions, searchCapacity as searchResolved } from './capacity-search.ts'
 import { runCell } from './measure-cell.ts'
 import { failedCellRecord } from './run-record.ts'
-import type { EngineCellOptions } from './cell-options.ts'
+import type { CellPlan } from './cell-options.ts'
 
 // 4 seats, 10 ms steps, 8-token replies: the engine saturates at exactly 50 req/s (simCapacity).
 const SIM: SimOptions = { model: 'm', maxBatch: 4, decodeTokPerS: 100, batchSlowdown: 0, prefillTokPerS: 200_000 }
@@ -14,7 +14,7 @@ const SIM: SimOptions = { model: 'm', maxBatch: 4, decodeTokPerS: 100, batchSlow
 const searchCapacity = async (o: CapacityOptions, ...rest: Parameters<typeof searchResolved> extends [unknown, ...infer R] ? R : never) =>
   searchResolved(resolveCapacityOptions(o), ...rest)
 
-const CELL: EngineCellOptions = {
+const CELL: CellPlan = {
   maxTokens: 8,
   workload: { promptTokens: 64, outputControl: { mode: 'observe' } },
   // The sim shares this process's event loop on a 2-core machine shared with other work; the
@@ -29,7 +29,7 @@ beforeAll(async () => {
 })
 afterAll(() => sim.close())
 
-const measure = (cell: EngineCellOptions) => runCell({ ...cell, baseUrl: sim.url, model: 'm' })
+const measure = (cell: CellPlan) => runCell({ ...cell, baseUrl: sim.url, model: 'm' })
 
 describe('searchCapacity against the simulated engine', () => {
   test('the bracket it finds holds the known capacity (up to the overload a probe cannot see), within the resolution, every probe recorded', async () => {

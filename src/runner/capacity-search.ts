@@ -9,20 +9,20 @@ import {
   resolveBracketOptions,
 } from '../load/bracket.ts'
 import type { ArrivalSpec } from '../load/arrival-spec.ts'
-import { describeSlo, resolveSlo } from '../metrics/goodput.ts'
+import { describeSLO, resolveSLO } from '../metrics/goodput.ts'
 import { CAPACITY_SCHEMA_ID, type CapacityProbe, type CapacitySearch } from '../schema/capacity-record.ts'
-import type { ResolvedSlo, Slo } from '../schema/load.ts'
+import type { ResolvedSLO, SLO } from '../schema/load.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { normalQuantile } from '../stats/distributions.ts'
 import { wilsonInterval } from '../stats/wilson.ts'
-import { type EngineCellOptions, type ResolvedCellPlan, resolveCellPlan } from './cell-options.ts'
+import { type CellPlan, type ResolvedCellPlan, resolveCellPlan } from './cell-options.ts'
 
 /** A capacity search: the cell every probe runs (its rate or concurrency replaced), the SLO, and how to walk the axis. */
 export interface CapacityOptions {
   /** The probe cell. Rate probes use its `arrival` (constant when unset) with the probed rate; concurrency probes run closed. */
-  cell: EngineCellOptions
+  cell: CellPlan
   /** The objectives of one request. */
-  slo: Slo
+  slo: SLO
   /** Percent of a probe's requests that must be good. @default 90 */
   percentile?: number
   /** Two-sided confidence of each probe's Wilson interval. @default 0.98 */
@@ -74,7 +74,7 @@ export interface ResolvedCapacityOptions {
   /** The probe cell's plan (its rate or concurrency replaced per probe). */
   cell: ResolvedCellPlan
   seconds: number
-  slo: ResolvedSlo
+  slo: ResolvedSLO
   percentile: number
   required: number
   confidence: number
@@ -90,7 +90,7 @@ export interface ResolvedCapacityOptions {
  */
 export function resolveCapacityOptions(o: CapacityOptions, where = 'capacity'): ResolvedCapacityOptions {
   const cell = resolveCellPlan(o.cell, `${where} cell`)
-  const slo = resolveSlo(o.slo, 'slo')
+  const slo = resolveSLO(o.slo, 'slo')
   const percentile = o.percentile ?? 90
   if (!(percentile > 0 && percentile < 100)) invalid(`percentile: ${percentile} must lie in (0, 100); e.g. 90 for 90% of requests good`)
   const confidence = o.confidence ?? DEFAULT_CONFIDENCE
@@ -128,7 +128,7 @@ export function resolveCapacityOptions(o: CapacityOptions, where = 'capacity'): 
 
 /** The probe cell at a value: the rate replaces the arrival's, or the concurrency the cell's. */
 function probeCell(r: ResolvedCapacityOptions, value: number): ResolvedCellPlan {
-  const common: EngineCellOptions = { ...r.cell, slo: r.slo, requests: r.requestsAt(value) }
+  const common: CellPlan = { ...r.cell, slo: r.slo, requests: r.requestsAt(value) }
   if (r.bracket.axis === 'concurrency') return resolveCellPlan({ ...common, concurrency: value, arrival: null })
   return resolveCellPlan({ ...common, arrival: { ...(r.template as Exclude<ArrivalSpec, { kind: 'trace' }>), ratePerS: value } })
 }
@@ -178,7 +178,7 @@ function summaryOf(r: ResolvedCapacityOptions, result: Awaited<ReturnType<typeof
   const { low, high } = result.bracket
   const unit = unitOf(r.bracket.axis)
   const show = (v: number) => (r.bracket.axis === 'rate' ? v.toFixed(2) : String(v))
-  const under = `${describeSlo(r.slo)} for ${r.percentile}% of requests`
+  const under = `${describeSLO(r.slo)} for ${r.percentile}% of requests`
   const where =
     low !== null && high !== null
       ? `capacity in [${show(low)}, ${show(high)}) ${unit} (×${(high / low).toFixed(2)})`

@@ -2,7 +2,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { monoMs } from '../client/clock.ts'
 import type { WorkerMeasure } from '../client/worker-protocol.ts'
 import type { HarnessHealth } from '../schema/run.ts'
-import type { ResolvedCellOptions } from './cell-options.ts'
+import type { ResolvedRunCellOptions } from './cell-options.ts'
 import type { CellTransport } from './cell-transport.ts'
 import { HostSteal } from './host-steal.ts'
 import { harnessHealth } from './run-record.ts'
@@ -76,7 +76,7 @@ export class CellLoadMeter {
   }
 
   /** The cell's harness figures, judged against its limits; `sendLags` are every measured request's, ms. */
-  health(o: ResolvedCellOptions, sendLags: readonly number[]): HarnessHealth {
+  health(o: ResolvedRunCellOptions, sendLags: readonly number[]): HarnessHealth {
     const workers = { count: this.#workers?.count ?? 0, cellThreadCpuMs: this.#threadCpuMs, measures: this.#workerMeasures }
     return harnessHealth(o, this.#cpuMs, this.#activeMs, this.#loopDelay, sendLags, workers, this.#steal.share())
   }

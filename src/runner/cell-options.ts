@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
 import { parseBaseUrl } from '../loopback.ts'
 import { ArrivalSpec } from '../load/arrival-spec.ts'
-import { Slo } from '../schema/load.ts'
+import { SLO } from '../schema/load.ts'
 import { Api } from '../schema/run.ts'
 import { MIN_SECRET_CHARS, registerSecret } from '../secrets.ts'
 import { WorkloadSpec } from '../workload/workload-spec.ts'
@@ -25,7 +25,7 @@ export const CellPlan = z.strictObject({
    */
   arrival: ArrivalSpec.nullable().default(null),
   /** Latency objectives: the record then carries the cell's goodput. @default null @example { ttftMs: 500, tpotMs: 50 } */
-  slo: Slo.nullable().default(null),
+  slo: SLO.nullable().default(null),
   /** Measured requests. @default 32 */
   requests: z.int().min(1).default(32),
   /** Requests run first and not recorded (warm caches, connections, JIT). @default 0 */
@@ -60,19 +60,19 @@ export const CellPlan = z.strictObject({
   clientWorkers: z.union([z.literal('auto'), z.int().min(0).max(MAX_CLIENT_WORKERS)]).default('auto'),
 })
 /** A cell's plan as declared (on an engine servegate launches: no URL, no model name). */
-export type EngineCellOptions = z.input<typeof CellPlan>
+export type CellPlan = z.input<typeof CellPlan>
 /** A cell's plan with every default filled: what the runner takes. */
 export type ResolvedCellPlan = z.infer<typeof CellPlan>
 
 /** Options of one cell sent to an endpoint: the plan, where to send it and the model name. */
-export const CellOptions = CellPlan.extend({
+export const RunCellOptions = CellPlan.extend({
   /** Server root or `/v1` prefix of an OpenAI-compatible endpoint on loopback. */
   baseUrl: z.string(),
   /** Model name sent in every request. */
   model: z.string().min(1),
 })
-export type CellOptions = z.input<typeof CellOptions>
-export type ResolvedCellOptions = z.infer<typeof CellOptions>
+export type RunCellOptions = z.input<typeof RunCellOptions>
+export type ResolvedRunCellOptions = z.infer<typeof RunCellOptions>
 
 /** The closest of `known` to a mistyped key, when it is close enough to be what was meant. */
 function closest(key: string, known: readonly string[]): string | null {
@@ -146,8 +146,8 @@ function registerApiKey(apiKey: string | undefined, where: string): void {
 }
 
 /** Validates cell options sent to an endpoint; the error names each bad field and what to pass instead. */
-export function resolveCellOptions(input: CellOptions): ResolvedCellOptions {
-  const result = CellOptions.safeParse(input)
+export function resolveCellOptions(input: RunCellOptions): ResolvedRunCellOptions {
+  const result = RunCellOptions.safeParse(input)
   if (!result.success) {
     throw new ServegateError('CONFIG_INVALID', `invalid cell options: ${z.prettifyError(result.error).replace(/\n/g, '; ')}`)
   }

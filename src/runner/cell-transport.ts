@@ -4,7 +4,7 @@ import { StreamWorkers } from '../client/stream-workers.ts'
 import { probeTokenizer, type TokenizerProbe } from '../client/tokenize.ts'
 import { TurnSlice } from '../client/turn-slice.ts'
 import type { WorkerMeasure } from '../client/worker-protocol.ts'
-import type { ResolvedCellOptions } from './cell-options.ts'
+import type { ResolvedRunCellOptions } from './cell-options.ts'
 import { clientWorkerCount } from './client-workers.ts'
 
 /**
@@ -41,7 +41,7 @@ export interface CellTransport {
 export const OPEN_LOOP_WARM_CONNECTIONS = 4
 
 /** The connections the measured phase will use from its first request: the concurrency, or the in-flight cap. */
-export function connectionsToWarm(o: ResolvedCellOptions): number {
+export function connectionsToWarm(o: ResolvedRunCellOptions): number {
   return Math.min(o.requests, o.arrival === null ? o.concurrency : (o.arrival.maxInFlight ?? OPEN_LOOP_WARM_CONNECTIONS))
 }
 
@@ -50,7 +50,7 @@ export function connectionsToWarm(o: ResolvedCellOptions): number {
  * shared out over worker threads (`clientWorkers`), the engine's cores left to it.
  * @param engineCores the CPU cores the engine takes on this machine (`engineCpuCores`); 1 when unknown
  */
-export function httpTransport(o: ResolvedCellOptions, origin: string, engineCores = 1): CellTransport {
+export function httpTransport(o: ResolvedRunCellOptions, origin: string, engineCores = 1): CellTransport {
   const headers = o.apiKey === undefined ? undefined : { authorization: `Bearer ${o.apiKey}` }
   // Open loop: as many connections as requests in flight (the cap, or unbounded), so none waits for one.
   const connections = o.arrival === null ? o.concurrency : o.arrival.maxInFlight

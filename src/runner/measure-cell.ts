@@ -9,7 +9,7 @@ import type { ErrorInfo, RequestRecord, RunRecord } from '../schema/run.ts'
 import type { TokenizerProbe } from '../client/tokenize.ts'
 import { type PreparedWorkload, preparedFor } from '../workload/prepare.ts'
 import { BodyFeed } from './body-feed.ts'
-import { type CellOptions, type ResolvedCellOptions, resolveCellOptions } from './cell-options.ts'
+import { type RunCellOptions, type ResolvedRunCellOptions, resolveCellOptions } from './cell-options.ts'
 import { type CellTransport, connectionsToWarm, httpTransport } from './cell-transport.ts'
 import { closedLoop, openLoop, type Slot } from './dispatch.ts'
 import { type Clock, systemClock } from './environment.ts'
@@ -82,7 +82,7 @@ export interface CellStages {
  * the cell; they are counted by code. Throws only before any load is sent: bad options, or sizes
  * the served model's context cannot hold (CONFIG_INVALID), or an unreachable endpoint (CONNECT_FAILED).
  */
-export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Promise<RunRecord> {
+export async function runCell(input: RunCellOptions, hooks: RunCellHooks = {}): Promise<RunRecord> {
   const o = resolveCellOptions(input)
   const { origin, display } = parseBaseUrl(o.baseUrl)
   await probeEndpoint(origin, o.model, hooks.signal)
@@ -100,7 +100,7 @@ export async function runCell(input: CellOptions, hooks: RunCellHooks = {}): Pro
  * @param slice the turn slices a closed loop starts its next requests in
  */
 async function measuredPhase(
-  o: ResolvedCellOptions,
+  o: ResolvedRunCellOptions,
   count: number,
   arrivals: ArrivalSchedule | null,
   startAt: number,
@@ -124,7 +124,7 @@ function waitTurn(stages: CellStages, stage: number, phase: PhaseListener | unde
 
 /** The cell's workload, prepared once per plan (calibrated with the engine's tokenizer when asked). */
 function cellWorkload(
-  o: ResolvedCellOptions,
+  o: ResolvedRunCellOptions,
   transport: CellTransport,
   arrivals: ArrivalSchedule | null,
   phase: PhaseListener | undefined,
@@ -168,7 +168,7 @@ function sender(transport: CellTransport, captureChars: number, signal: AbortSig
 /** The warm-up requests, closed loop at the cell's concurrency, each told as a phase; none is recorded. */
 async function warmUp(
   total: number,
-  o: ResolvedCellOptions,
+  o: ResolvedRunCellOptions,
   send: (index: number) => Promise<StreamObservation>,
   phase: PhaseListener | undefined,
   signal: AbortSignal,
@@ -182,7 +182,7 @@ async function warmUp(
 
 /** The measuring core shared by every transport; closes the transport when done. */
 export async function measureCell(
-  o: ResolvedCellOptions,
+  o: ResolvedRunCellOptions,
   transport: CellTransport,
   target: string,
   hooks: RunCellHooks = {},

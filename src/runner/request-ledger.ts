@@ -5,7 +5,7 @@ import type { CellProgress, PhaseListener } from '../schema/progress.ts'
 import type { RequestRecord } from '../schema/run.ts'
 import type { PlannedRequest, PreparedWorkload } from '../workload/prepare.ts'
 import { WireHash } from './body-feed.ts'
-import type { ResolvedCellOptions } from './cell-options.ts'
+import type { ResolvedRunCellOptions } from './cell-options.ts'
 import type { Slot } from './dispatch.ts'
 import { requestRecord } from './run-record.ts'
 
@@ -141,7 +141,7 @@ export class RequestLedger {
   }
 
   /** The cell's figures from one pass over every request, in plan order (read back from disk when spilled). */
-  async tally(slo: ResolvedCellOptions['slo']): Promise<CellTally> {
+  async tally(slo: ResolvedRunCellOptions['slo']): Promise<CellTally> {
     const tally = new CellTally(slo)
     if (this.#spill === null) for (const r of this.#records) tally.add(r)
     else for await (const r of this.#spill.inOrder()) tally.add(r)

@@ -12,7 +12,7 @@ import type { ErrorInfo, HarnessHealth, RequestRecord, RunRecord, WorkerHealth }
 import { checkCanary, withoutMarkers } from '../workload/canary.ts'
 import { ESTIMATED_TOKENS_PER_WORD, type PlannedRequest, type PreparedWorkload } from '../workload/prepare.ts'
 import { scoreResponse } from '../workload/score.ts'
-import { type CellOptions, type ResolvedCellOptions, resolveCellOptions } from './cell-options.ts'
+import { type RunCellOptions, type ResolvedRunCellOptions, resolveCellOptions } from './cell-options.ts'
 import type { Slot } from './dispatch.ts'
 import { type Clock, systemClock } from './environment.ts'
 
@@ -106,7 +106,7 @@ function maxOf(values: ReadonlyArray<number | null>): number | null {
 }
 
 /** One worker's figures over every stage, judged against the cell's limits; its reasons go to `reasons`. */
-function workerHealth(o: ResolvedCellOptions, worker: number, stages: readonly WorkerMeasure[], reasons: string[]): WorkerHealth {
+function workerHealth(o: ResolvedRunCellOptions, worker: number, stages: readonly WorkerMeasure[], reasons: string[]): WorkerHealth {
   const cpuMs = stages.reduce((sum, m) => sum + m.cpuMs, 0)
   const wallMs = stages.reduce((sum, m) => sum + m.wallMs, 0)
   const cpuShare = wallMs > 0 ? cpuMs / wallMs : null
@@ -135,7 +135,7 @@ function workerHealth(o: ResolvedCellOptions, worker: number, stages: readonly W
  * worker's own (the cell's send lag already includes the hand-off to a worker).
  */
 export function harnessHealth(
-  o: ResolvedCellOptions,
+  o: ResolvedRunCellOptions,
   cpuMs: number,
   wallMs: number,
   loopDelay: ReturnType<typeof monitorEventLoopDelay>,
@@ -196,7 +196,7 @@ export function harnessHealth(
  * so the wire hash is compared with what was due.
  */
 export function cellPlan(
-  o: ResolvedCellOptions,
+  o: ResolvedRunCellOptions,
   workload: PreparedWorkload | null,
   plannedSha: string | null,
   wireStreamSha256: string | null,
@@ -249,7 +249,7 @@ export function cellPlan(
 
 /** What a run record is made of, besides what every record carries (schema, version, methodology). */
 export interface RecordParts {
-  options: ResolvedCellOptions
+  options: ResolvedRunCellOptions
   startedAt: Date
   finishedAt: Date
   /** Where the requests went (a display URL, `in-process`), or null when none was sent. */
@@ -296,7 +296,7 @@ export function assembleRecord(parts: RecordParts): RunRecord {
  * the plan, no requests, the reason.
  */
 export function failedCellRecord(
-  input: CellOptions | ResolvedCellOptions,
+  input: RunCellOptions | ResolvedRunCellOptions,
   cellFailure: ErrorInfo,
   manifest: Manifest | null = null,
   clock: Clock = systemClock,

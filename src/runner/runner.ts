@@ -3,7 +3,7 @@ import type { CapacitySearch } from '../schema/capacity-record.ts'
 import type { EngineTeardown, ErrorInfo, RunRecord } from '../schema/run.ts'
 import type { CellResult, PairResult } from '../schema/results.ts'
 import { type CapacityHooks, type ResolvedCapacityOptions, searchCapacity } from './capacity-search.ts'
-import { type EngineCellOptions, type ResolvedCellPlan, resolveCellPlan } from './cell-options.ts'
+import { type CellPlan, type ResolvedCellPlan, resolveCellPlan } from './cell-options.ts'
 import {
   type EngineCellHooks,
   engineFailedRecord,
@@ -239,12 +239,7 @@ export class Runner {
  * record with `cellFailure` (exit code and log tail) and whatever was measured before.
  * @throws ServegateError CONFIG_INVALID for a bad engine or cell config, before anything starts
  */
-export function runEngineCell(
-  env: Environment,
-  config: EngineConfig,
-  plan: EngineCellOptions,
-  hooks: EngineCellHooks = {},
-): Promise<RunRecord> {
+export function runEngineCell(env: Environment, config: EngineConfig, plan: CellPlan, hooks: EngineCellHooks = {}): Promise<RunRecord> {
   const engine = resolveEngineConfig(config)
   const resolved = resolveCellPlan(plan)
   return new Runner(env).measure({ id: 'once', name: `${engine.kind}:${engine.model.id}`, config: engine }, resolved, 'fresh', hooks)

@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { GateOutcome } from './gate.ts'
-import { Slo } from './load.ts'
+import { SLO } from './load.ts'
 import { RunRecord } from './run.ts'
 
 /** Schema id of a servegate capacity search. Bump only with a migration. */
@@ -55,7 +55,7 @@ export const CapacitySearch = z.object({
   /** e.g. `candidate-synthetic-summary-ctx1024-capacity-rate`. */
   id: z.string(),
   axis: z.enum(['rate', 'concurrency']),
-  slo: Slo,
+  slo: SLO,
   /** The share of requests that had to be good at a probe (percentile / 100). */
   requiredFraction: z.number().gt(0).lt(1),
   /** Two-sided confidence of each probe's Wilson interval. */

@@ -27,17 +27,17 @@ export function hasObjective(s: { ttftMs?: number | null; tpotMs?: number | null
 /** The refinement every SLO-carrying schema shares. */
 export const OBJECTIVE_REQUIRED = { message: 'give at least one objective: ttftMs, tpotMs, e2eMs or itlMs (ms)', path: ['ttftMs'] }
 
-export const Slo = z.object(SLO_FIELDS).refine(hasObjective, OBJECTIVE_REQUIRED)
-export type Slo = z.input<typeof Slo>
-export type ResolvedSlo = z.infer<typeof Slo>
+export const SLO = z.object(SLO_FIELDS).refine(hasObjective, OBJECTIVE_REQUIRED)
+export type SLO = z.input<typeof SLO>
+export type ResolvedSLO = z.infer<typeof SLO>
 
 /** The objectives a request can miss, as counted in `Goodput.missed`. */
 export const SLO_OBJECTIVES = ['ttftMs', 'tpotMs', 'e2eMs', 'itlMs'] as const
-export type SloObjective = (typeof SLO_OBJECTIVES)[number]
+export type SLOObjective = (typeof SLO_OBJECTIVES)[number]
 
 /** Goodput of a cell under an SLO: the good requests, their share with its interval, and their rate. */
 export const Goodput = z.object({
-  slo: Slo,
+  slo: SLO,
   /** Measured requests judged: ok and failed (a failed request is never good). */
   samples: z.int().nonnegative(),
   good: z.int().nonnegative(),

@@ -257,7 +257,7 @@ export const SequentialPlan = z.object({
 })
 export type SequentialPlan = z.infer<typeof SequentialPlan>
 
-export const CellPlan = z.object({
+export const RunPlan = z.object({
   /** Null when an imported record did not say which API it used. */
   api: Api.nullable(),
   model: z.string().min(1),
@@ -274,7 +274,7 @@ export const CellPlan = z.object({
   /** Open-loop arrivals (rate, trace, cap, schedule hash); null for the closed loop at `concurrency`. */
   arrival: ArrivalPlan.nullable().default(null),
 })
-export type CellPlan = z.infer<typeof CellPlan>
+export type RunPlan = z.infer<typeof RunPlan>
 
 export const CellMetrics = z.object({
   /**
@@ -409,7 +409,7 @@ export const RunRecord = z.object({
   finishedAt: z.iso.datetime().nullable(),
   /** Base URL with credentials and query removed; null when imported without one. */
   target: z.object({ baseUrl: z.string().nullable(), model: z.string() }),
-  plan: CellPlan,
+  plan: RunPlan,
   completed: z.int().nonnegative(),
   /**
    * Requests that failed; null when an imported source never recorded the count (a summary-only
