@@ -19,7 +19,7 @@ export const MIN_SECRET_CHARS = 4
  * The shortest value of an environment variable taken as secret by its name alone (not listed
  * explicitly): shorter values of `*_TOKEN`-like names are more often flags (`1`, `false`).
  */
-export const MIN_IMPLICIT_SECRET_CHARS = 8
+const MIN_IMPLICIT_SECRET_CHARS = 8
 
 /**
  * Environment variable names whose values are secret by default: a `KEY`, `TOKEN`, `SECRET`,
@@ -27,10 +27,10 @@ export const MIN_IMPLICIT_SECRET_CHARS = 8
  * @example SECRET_ENV_NAME.test('HF_TOKEN') // true
  * @example SECRET_ENV_NAME.test('TOKENIZERS_PARALLELISM') // false
  */
-export const SECRET_ENV_NAME = /(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(?:_|$)/i
+const SECRET_ENV_NAME = /(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(?:_|$)/i
 
 /** What replaces a secret in every form. */
-export const REDACTED = '[redacted]'
+const REDACTED = '[redacted]'
 
 /** Every registered value, with the strings scrubbed for it. */
 const registry = new Map<string, string[]>()

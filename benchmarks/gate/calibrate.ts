@@ -20,13 +20,13 @@ import { launchLevelOracle, singleLaunchOracle } from './oracle.ts'
 import { firstRequests, type NoiseModel, type SimulatedPair, simulatePair, type TrueEffect } from './simulate.ts'
 
 /** A win claim calibrated: its name in the tables, the gate, and the metric when not the gate's own. */
-export interface WinClaim {
+interface WinClaim {
   name: string
   gate: WinGateName
   metric: WinMetric
 }
 
-export const WIN_CLAIMS: readonly WinClaim[] = [
+const WIN_CLAIMS: readonly WinClaim[] = [
   { name: 'toWinDecode', gate: 'toWinDecode', metric: 'decodeTokPerS' },
   { name: 'toWinPrefill', gate: 'toWinPrefill', metric: 'effectivePrefillTokPerS' },
   { name: 'toWinPrefill (engine-side)', gate: 'toWinPrefill', metric: 'enginePrefillTokPerS' },
@@ -43,8 +43,8 @@ export const HOLD_GATES = [
 ] as const satisfies readonly { name: string; options: HoldLatencyGateOptions }[]
 
 export const EFFECTS = [0.03, 0.05, 0.1] as const
-export const LOOKS = [16, 32, 64, 128]
-export const REQUESTS = 128
+const LOOKS = [16, 32, 64, 128]
+const REQUESTS = 128
 
 /** One simulated world and how the gates are run in it. */
 export interface Scenario {

@@ -60,7 +60,7 @@ export interface TrueEffect {
   firstOutput: number
 }
 
-export const NO_EFFECT: TrueEffect = { decode: 1, firstOutput: 1 }
+const NO_EFFECT: TrueEffect = { decode: 1, firstOutput: 1 }
 
 interface Prompt {
   completionTokens: number
@@ -122,7 +122,7 @@ function launch(model: NoiseModel, shared: readonly Prompt[], effect: TrueEffect
  * A launch with its service-level figures: a closed loop keeps `concurrency` slots busy, so its
  * wall clock is the requests' total service time over the slots.
  */
-export function withMetrics(requests: RequestRecord[], concurrency: number): GateRecord {
+function withMetrics(requests: RequestRecord[], concurrency: number): GateRecord {
   let busyMs = 0
   let tokens = 0
   for (const r of requests) {

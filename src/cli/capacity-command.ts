@@ -32,7 +32,7 @@ import {
 import { intFlag, parseFlags } from './flags.ts'
 import type { CliIo } from './cli-io.ts'
 
-export const CAPACITY_HELP =
+const CAPACITY_HELP =
   'servegate capacity — find the highest rate (or concurrency) at which an endpoint or engine still meets an SLO' +
   `
 

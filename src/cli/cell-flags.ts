@@ -15,11 +15,11 @@ import { intFlag, type parseFlags } from './flags.ts'
  * million requests (a few GiB of record at most) is the largest cell; measure more as several
  * cells (one record each, compared as repeats).
  */
-export const MAX_REQUESTS = 1_000_000
+const MAX_REQUESTS = 1_000_000
 /** Warm-up requests are sent and not recorded: more than this is a typo, not a warm-up. */
-export const MAX_WARMUP = 100_000
+const MAX_WARMUP = 100_000
 /** `--max-tokens` and `--prompt-tokens`: no served model's context is larger (the real limit is checked against the engine). */
-export const MAX_TOKENS_FLAG = 10_000_000
+const MAX_TOKENS_FLAG = 10_000_000
 
 /** The flags that say where to measure: an endpoint that is up, or an engine to launch. */
 export const TARGET_FLAGS = {

@@ -14,7 +14,7 @@ import { runCommand } from './run-command.ts'
 const BIN = fileURLToPath(new URL('../../bin/servegate.js', import.meta.url))
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 /** The example suite: the tiny generated model in-process, a fair pair, a sequential pair, an unfair pair. */
-export const DEMO_SUITE = 'benchmarks/cpu-pair.bench.ts'
+const DEMO_SUITE = 'benchmarks/cpu-pair.bench.ts'
 const EVIDENCE = 'evidence'
 const LISTENING = /servegate sim listening on (http:\/\/\S+)/
 
@@ -40,7 +40,7 @@ const SIM_ARGS = [
   'drop:21',
 ]
 
-export const DEMO_HELP = `servegate demo [--sim [--out FILE]]
+const DEMO_HELP = `servegate demo [--sim [--out FILE]]
 
   (default)  run the example suite (${DEMO_SUITE}) with vitest bench on the embedded engine
              (in-process llama.cpp, the generated tiny model), write ${EVIDENCE}/ (board, charts,

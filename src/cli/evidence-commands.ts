@@ -16,7 +16,7 @@ import type { RunRecord } from '../schema/run.ts'
 import { parseFlags } from './flags.ts'
 import type { CliIo } from './cli-io.ts'
 
-export const VERIFY_HELP = `servegate verify EVIDENCE_DIR [--require-promotable] [--public-key FILE]
+const VERIFY_HELP = `servegate verify EVIDENCE_DIR [--require-promotable] [--public-key FILE]
 
   Recomputes every sha256 and every summary from the run records, and decides every gate, pair check,
   cell disposition and the promotion again from them; exit 1 on any mismatch, naming the file, cell and gate.
@@ -24,14 +24,14 @@ export const VERIFY_HELP = `servegate verify EVIDENCE_DIR [--require-promotable]
                          promotable (a required cell not accepted, a gate or check not passed, a test failed)
   --public-key FILE      an ed25519 public key (PEM): also exit 1 unless SHA256SUMS.sig is its signature of
                          SHA256SUMS (the reporter signs when SERVEGATE_SIGNING_KEY holds the private key)`
-export const REPORT_HELP = `servegate report EVIDENCE_DIR [--pr-comment]
+const REPORT_HELP = `servegate report EVIDENCE_DIR [--pr-comment]
 
   Renders the board (README.md), the charts and index.html again from index.json and the run records.
   --pr-comment   instead print the pull-request comment to stdout and write nothing: the gate table, the
                  promotion verdict with its reasons, then the board in <details>, cut to fit GitHub's
                  ${GITHUB_COMMENT_LIMIT}-character limit; it starts with ${PR_COMMENT_MARKER}, which the workflow
                  servegate init writes finds to update its one comment (also fit for $GITHUB_STEP_SUMMARY)`
-export const COMPARE_HELP =
+const COMPARE_HELP =
   'servegate compare BASELINE_RUN CANDIDATE_RUN [--allow-unmatched] [--require-win decode,prefill,throughput] ' +
   `[--launch-noise X] [--json]
 

@@ -13,7 +13,7 @@ import type { CliIo } from './cli-io.ts'
 import { failedText } from './summary.ts'
 import { intFlag, parseFlags } from './flags.ts'
 
-export const IMPORT_HELP =
+const IMPORT_HELP =
   'servegate import FILE --from FORMAT --out FILE [--line N | --all] [--model NAME] — ' +
   "convert another harness's results into servegate.run/v1 records" +
   `

@@ -18,7 +18,7 @@ import {
 } from './init-templates.ts'
 import type { CliIo } from './cli-io.ts'
 
-export const INIT_HELP = `servegate init [--dir DIR] [--force]
+const INIT_HELP = `servegate init [--dir DIR] [--force]
 
   Sets up servegate in an existing repository (after npm i -D servegate vitest):
     ${VITEST_CONFIG_PATH.padEnd(32)} the vitest config with the servegate plugin (evidence in ${EVIDENCE_DIR}/);
@@ -37,7 +37,7 @@ export const INIT_HELP = `servegate init [--dir DIR] [--force]
 const CONFIG_EXTENSIONS = ['ts', 'mts', 'cts', 'js', 'mjs', 'cjs'] as const
 
 /** What init did with one file. */
-export type InitOutcome =
+type InitOutcome =
   | { path: string; action: 'written' | 'overwritten'; note?: string }
   | { path: string; action: 'skipped'; reason: string }
   | { path: string; action: 'printed'; reason: string; lines: readonly string[] }
@@ -163,7 +163,7 @@ async function writeConfig(dir: string, force: boolean, pkg: { type?: unknown } 
 }
 
 /** What to install first when package.json lacks servegate or vitest; null when it has both. */
-export function installHint(pkg: { dependencies?: unknown; devDependencies?: unknown } | null): string | null {
+function installHint(pkg: { dependencies?: unknown; devDependencies?: unknown } | null): string | null {
   if (pkg === null) return 'no package.json here: run npm init -y, then npm i -D servegate vitest'
   const has = (name: string) =>
     [pkg.dependencies, pkg.devDependencies].some((deps) => deps !== null && typeof deps === 'object' && name in deps)
@@ -181,7 +181,7 @@ async function writeGitignore(dir: string): Promise<InitOutcome> {
 }
 
 /** Sets up servegate in `dir`; never overwrites a file unless `force`. */
-export async function initProject(dir: string, force: boolean): Promise<InitOutcome[]> {
+async function initProject(dir: string, force: boolean): Promise<InitOutcome[]> {
   return [
     ...(await writeConfig(dir, force, await readPackage(dir))),
     await writeFresh(dir, SPEC_PATH, SERVING_SPEC, force),
@@ -191,7 +191,7 @@ export async function initProject(dir: string, force: boolean): Promise<InitOutc
 }
 
 /** One outcome as the report's lines. */
-export function outcomeLines(o: InitOutcome): string[] {
+function outcomeLines(o: InitOutcome): string[] {
   const head = `  ${o.action.padEnd(12)}${o.path}`
   switch (o.action) {
     case 'written':

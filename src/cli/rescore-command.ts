@@ -11,7 +11,7 @@ import type { CliIo } from './cli-io.ts'
 import { parseFlags } from './flags.ts'
 
 /** The text of `servegate rescore --help`. */
-export const RESCORE_HELP = `servegate rescore RECORD... [--dataset FILE] [--scorer KIND] [--write] [--json] — judge the replies a dataset run kept again
+const RESCORE_HELP = `servegate rescore RECORD... [--dataset FILE] [--scorer KIND] [--write] [--json] — judge the replies a dataset run kept again
 
   RECORD          a servegate.run/v1 record of a dataset workload whose scored replies kept their text (outputText)
   --dataset FILE  the dataset whose reference answers judge them (default: the path each record names);
@@ -24,7 +24,7 @@ The engines are not run again: each kept reply is scored with this servegate's s
 record gets the new per-request scores, metrics.accuracy and a methodology.rescore note.`
 
 /** One verdict that changed. */
-export interface ChangedScore {
+interface ChangedScore {
   /** The request's index in the measured sequence. */
   index: number
   before: boolean

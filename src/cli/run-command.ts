@@ -29,7 +29,7 @@ import { checkReadableFile, checkWritableFile } from './path-flags.ts'
 import { progressLine } from './progress-line.ts'
 import { renderSummary } from './summary.ts'
 
-export const RUN_HELP =
+const RUN_HELP =
   'servegate run — measure one cell (closed loop at a concurrency, or open loop at a rate or on a trace) ' +
   'against an OpenAI-compatible streaming endpoint' +
   `
@@ -129,7 +129,7 @@ function loadFlags(values: RunFlags): Pick<CellPlan, 'concurrency' | 'arrival'> 
 }
 
 /** The exit code of a cell that ran but whose every request failed (a wrong key, a wrong route): nothing was measured. */
-export const EXIT_NOTHING_MEASURED = 3
+const EXIT_NOTHING_MEASURED = 3
 
 /**
  * Fails before the cell when its sizes cannot fit the served model's context (where the server

@@ -6,7 +6,7 @@ import { parseFlags } from './flags.ts'
 import type { CliIo } from './cli-io.ts'
 import { renderSummary } from './summary.ts'
 
-export const SUMMARIZE_HELP = `servegate summarize FILE [--json] — recompute a run record's distributions from its per-request data
+const SUMMARIZE_HELP = `servegate summarize FILE [--json] — recompute a run record's distributions from its per-request data
 
   FILE     a servegate.run/v1 or anvil-serving.benchmark/v1 record, a vLLM --save-result JSON or an SGLang bench_serving JSONL
            (summary-only imports are printed as the source summarized them, not recomputed)

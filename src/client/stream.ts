@@ -26,7 +26,7 @@ export interface StreamRequest {
   model?: string
 }
 
-export const API_PATHS: Record<Api, string> = {
+const API_PATHS: Record<Api, string> = {
   chat: '/v1/chat/completions',
   completions: '/v1/completions',
 }

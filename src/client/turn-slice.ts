@@ -6,7 +6,7 @@ import { monoMs } from './clock.ts'
  * requests to sockets, starting a closed loop's next requests) before it lets the turn end and
  * the reads that came meanwhile be stamped.
  */
-export const SLICE_MS = 0.25
+const SLICE_MS = 0.25
 
 /** Work waiting for a later turn, with how to settle its caller's promise. */
 interface Job {

@@ -32,7 +32,7 @@ function connect(socketPath: string): SendProgress {
  * Where this worker's cells report their phases: the socket the progress reporter provided,
  * or null when none did (no reporter, or not in vitest).
  */
-export function progressChannel(): SendProgress | null {
+function progressChannel(): SendProgress | null {
   const context = ProgressContext.safeParse(provided(PROGRESS_CONTEXT_KEY))
   if (!context.success) return null
   const open = channels()

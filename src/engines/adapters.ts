@@ -4,17 +4,17 @@ import { ServegateError } from '../errors.ts'
 import type { LaunchedConfig } from './config.ts'
 
 /** Where an engine reveals its version over HTTP, and how to read it. */
-export interface VersionProbe {
+interface VersionProbe {
   path: string
   /** Picks the version (and commit, where given) out of the JSON answer. */
   read(json: Record<string, unknown>): { version: string | null; commit: string | null }
 }
 
 /** Files an engine reads at start (name → content), written by the launcher beside its log. */
-export type EngineFiles = Readonly<Record<string, string>>
+type EngineFiles = Readonly<Record<string, string>>
 
 /** What the launcher knows before it builds the argv. */
-export interface LaunchFacts {
+interface LaunchFacts {
   /** Where each of the adapter's {@link EngineAdapter.files} was written, by name. */
   paths?: Readonly<Record<string, string>>
   /** Whether nvidia-smi shows a GPU on the host (llama-server's `gpuLayers: 'auto'`). @default false */
@@ -22,7 +22,7 @@ export interface LaunchFacts {
 }
 
 /** Layers llama-server offloads to mean "all of them". */
-export const ALL_GPU_LAYERS = 999
+const ALL_GPU_LAYERS = 999
 
 /** What servegate knows about an engine kind. */
 export interface EngineAdapter {
@@ -154,7 +154,7 @@ const llamaServer: EngineAdapter = {
 }
 
 /** The options servegate needs in trtllm-serve's extra options YAML: Prometheus text, and the iteration gauges. */
-export const TRTLLM_REQUIRED_OPTIONS = { return_perf_metrics: true, enable_iter_perf_stats: true } as const
+const TRTLLM_REQUIRED_OPTIONS = { return_perf_metrics: true, enable_iter_perf_stats: true } as const
 
 /** trtllm-serve's flag for its extra options YAML; `--config` is its alias from 1.1 on. */
 const TRTLLM_OPTIONS_FLAGS = ['--extra_llm_api_options', '--config']

@@ -15,7 +15,7 @@ export const ModelRef = z.object({
 export type ModelRef = z.infer<typeof ModelRef>
 
 /** Environment variables passed through from servegate's own environment by default. */
-export const DEFAULT_INHERITED_ENV = [
+const DEFAULT_INHERITED_ENV = [
   'PATH',
   'HOME',
   'USER',

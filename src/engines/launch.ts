@@ -49,7 +49,7 @@ export interface RunningEngine {
 }
 
 /** A free loopback port, picked by the kernel. */
-export async function freePort(): Promise<number> {
+async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer()
     server.once('error', reject)

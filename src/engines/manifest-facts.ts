@@ -60,7 +60,7 @@ async function sourceFiles(dir: string): Promise<string[]> {
 }
 
 /** sha256 over servegate's own code (path and bytes, sorted; `src/` in a clone, `dist/` installed): one value per measuring code. */
-export function servegateHarnessHash(): Promise<string> {
+function servegateHarnessHash(): Promise<string> {
   harnessHash ??= (async () => {
     const root = fileURLToPath(new URL('..', import.meta.url))
     const files = (await sourceFiles(root)).sort()

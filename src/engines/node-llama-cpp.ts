@@ -19,7 +19,7 @@ import { SequencePool } from './sequence-pool.ts'
 type Config = Extract<ResolvedEngineConfig, { kind: 'node-llama-cpp' }>
 
 /** The optional peer dependency's pinned version, and the one line that says how to add it. */
-export const NODE_LLAMA_CPP_VERSION = '3.21.1'
+const NODE_LLAMA_CPP_VERSION = '3.21.1'
 export const NODE_LLAMA_CPP_MISSING =
   'the in-process engine needs the optional peer dependency node-llama-cpp; ' +
   `install it with: npm i -D node-llama-cpp@${NODE_LLAMA_CPP_VERSION}`

@@ -8,7 +8,7 @@ import { LogTail } from './log-tail.ts'
 import { killTreeSync, ProcessTree, signalPid } from './process-tree.ts'
 
 /** How an engine process ended. */
-export interface ExitInfo {
+interface ExitInfo {
   code: number | null
   signal: string | null
   /** True when servegate asked it to stop. */
@@ -16,7 +16,7 @@ export interface ExitInfo {
 }
 
 /** How a launched process tree went down. */
-export interface TreeTeardown {
+interface TreeTeardown {
   exit: ExitInfo
   /** Processes found outside the tree (by the launch token), or that outlived SIGTERM. */
   survivors: TeardownSurvivor[]

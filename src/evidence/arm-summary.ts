@@ -10,7 +10,7 @@ function percentiles(d: Distribution): Percentiles {
 }
 
 /** The most requests in flight at once, from each request's send offset and end. */
-export function clientObservedMax(record: RunRecord): number {
+function clientObservedMax(record: RunRecord): number {
   const events: Array<[number, number]> = []
   for (const r of record.requests) {
     if (r.startOffsetMs === null) continue
@@ -128,7 +128,7 @@ export function armSummary(record: RunRecord, arm: ArmSummary['arm'], launch: nu
 }
 
 /** The manifest's facts the board shows; null when the record has none (an import, a failed start). */
-export function measuredFacts(record: RunRecord): MeasuredFacts | null {
+function measuredFacts(record: RunRecord): MeasuredFacts | null {
   const m = record.manifest
   if (m === null) return null
   return {

@@ -17,7 +17,7 @@ const WIN_METRICS: ReadonlyArray<{ gate: WinGateName; words: string }> = [
 ]
 
 /** Escapes a string for a Markdown table cell. */
-export function cell(text: string): string {
+function cell(text: string): string {
   return text.replace(/\|/g, '\\|').replace(/\n/g, ' ')
 }
 
@@ -40,7 +40,7 @@ function armOf(c: EvidenceCell, arm: ArmSummary['arm']): ArmSummary | undefined 
  * A decision's effect in its own unit with its interval: `1.052× [1.010×, 1.090×]` for a ratio,
  * `-20.0 pt [-27.1 pt, -12.9 pt]` for an accuracy gap, `+3.1 ms […]` for a difference in time.
  */
-export function effectText(d: GateDecision): string {
+function effectText(d: GateDecision): string {
   const e = d.effect
   if (e.estimate === null) return 'not estimable'
   const bounds = e.low === null && e.high === null ? '' : ` [${formatInUnit(e.low, e.unit)}, ${formatInUnit(e.high, e.unit)}]`

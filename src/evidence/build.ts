@@ -67,7 +67,7 @@ const ARMS = ['cell', 'baseline', 'candidate'] as const
  * the development VM the C = 1 ITL error p99 medians were 1.7–2.5 ms in the runs with under 1% of
  * the client's core stolen and 5.2–7.2 ms in those with 2–17% (docs/client-benchmark.md).
  */
-export const HOST_NOISE_STEAL_SHARE = 0.01
+const HOST_NOISE_STEAL_SHARE = 0.01
 
 /** sha256 of a string's UTF-8 bytes, hex. */
 export function sha256(content: string | Uint8Array): string {
@@ -84,14 +84,14 @@ export function fileSafe(id: string): string {
  * whitespace, a quote, `<`, `>` or a backslash, so in JSON text it never runs on through an
  * escaped newline into the next line of a message (the record and the index redact alike).
  */
-export function redactText(text: string): string {
+function redactText(text: string): string {
   const host = hostname()
   const urls = text.replace(/https?:\/\/[^\s"'<>\\]+/g, '[redacted-url]')
   return host.length >= 3 ? urls.split(host).join('[redacted-host]') : urls
 }
 
 /** The path of one launch's run record in the evidence directory. */
-export function runPath(arm: string, cell: string, launch: number, launches: number): string {
+function runPath(arm: string, cell: string, launch: number, launches: number): string {
   return `runs/${arm}/${fileSafe(cell)}${launches > 1 ? `.launch${launch}` : ''}.json`
 }
 
@@ -123,7 +123,7 @@ function evidenceIds(files: readonly SpecFileInput[]): Map<string, string> {
 export const BLOCKED_PREFIX = 'its measurement threw before a record existed: '
 
 /** Why a pending cell is pending. */
-export const PENDING_REASON = 'declared but not run: no test awaited it, or the run ended first'
+const PENDING_REASON = 'declared but not run: no test awaited it, or the run ended first'
 
 /**
  * What became of a declared cell, and why: from its status, its records (a failed engine, failed
@@ -162,7 +162,7 @@ export function cellDisposition(
 }
 
 /** The findings a reviewer should read about one cell and its gates. */
-export function cellFindings(cell: EvidenceCell, gates: readonly GateEntry[]): Finding[] {
+function cellFindings(cell: EvidenceCell, gates: readonly GateEntry[]): Finding[] {
   const out: Finding[] = []
   const add = (kind: Finding['kind'], message: string) => out.push({ kind, cell: cell.id, message })
   if (cell.disposition !== 'accepted') add('cell-not-accepted', `${cell.disposition}: ${cell.reason ?? ''}`)
@@ -342,7 +342,7 @@ export function statisticsOf(cells: readonly EvidenceCell[], gates: readonly Gat
 export const FAILED_TEST_REASON_PATTERN = /^test ".*" in .* failed$/s
 
 /** The failed tests that made no servegate assertion (their failure is not in any gate or check), as promotion reasons. */
-export function failedTestReasons(tests: readonly TestInput[]): string[] {
+function failedTestReasons(tests: readonly TestInput[]): string[] {
   return tests
     .filter((t) => t.state === 'failed' && (t.meta?.decisions.length ?? 0) === 0 && (t.meta?.checks.length ?? 0) === 0)
     .map((t) => `test "${t.name}" in ${t.file} failed`)

@@ -71,7 +71,7 @@ export interface PairDelta extends CellLabel {
 }
 
 /** The arms of a cell in this order; a single-arm cell's arm is `cell`. */
-export const ARM_ORDER: readonly ArmSummary['arm'][] = ['baseline', 'candidate', 'cell']
+const ARM_ORDER: readonly ArmSummary['arm'][] = ['baseline', 'candidate', 'cell']
 
 /**
  * Chooses the cells to draw: accepted cells with a plan and arm summaries whose pairs are
@@ -151,13 +151,13 @@ export function cellLabels(cells: readonly DrawnCell[]): Map<string, CellLabel> 
 }
 
 /** `c4` for the closed loop at concurrency 4, `8 req/s` for an open loop, the arrival kind for a trace. */
-export function loadLabel(plan: CellPlanSummary): string {
+function loadLabel(plan: CellPlanSummary): string {
   if (plan.arrival === 'closed') return `c${plan.concurrency}`
   return plan.arrivalRatePerS === null ? plan.arrival : `${plan.arrivalRatePerS} req/s`
 }
 
 /** Median (nearest-rank) of the values present; null when none is. */
-export function medianOf(values: readonly (number | null)[]): number | null {
+function medianOf(values: readonly (number | null)[]): number | null {
   const present = values.filter((v): v is number => v !== null).sort((a, b) => a - b)
   return present.length === 0 ? null : nearestRank(present, 50)
 }

@@ -24,8 +24,6 @@ import {
   pairDeltas,
 } from './chart-data.ts'
 
-export { chartSelection, type NotDrawnCell } from './chart-data.ts'
-
 /** One drawn chart: its path relative to the evidence directory, its title and its SVG markup. */
 export interface Chart {
   /** e.g. `charts/decode-delta-heatmap.svg`, or `charts/cells/<cell>.svg` for a cell's own chart. */

@@ -81,7 +81,7 @@ function verdictText(g: GateEntry): string {
  * in pt, times in ms), its interval, and the verdict with a glyph. A gate judging one cell, not a
  * pair, shows its figure as the candidate and no Δ.
  */
-export function gateRows(index: EvidenceIndex): string[][] {
+function gateRows(index: EvidenceIndex): string[][] {
   const cells = new Map(index.cells.map((c) => [c.id, c]))
   return index.gates.map((g) => {
     const d = g.decision

@@ -57,7 +57,7 @@ export function phaseText(p: CellPhase, engine: string, t: PhaseClock): string {
 }
 
 /** Who the line is about: `alpha · baseline · launch 2/4`; empty for an engine's teardown after the file. */
-export function progressLabel(e: Pick<ProgressEvent, 'cell' | 'arm' | 'step'>): string {
+function progressLabel(e: Pick<ProgressEvent, 'cell' | 'arm' | 'step'>): string {
   const step =
     e.step === null
       ? null

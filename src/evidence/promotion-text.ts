@@ -25,7 +25,7 @@ export function promotableSummary(index: EvidenceIndex): string {
  * unit with its interval and confidence, and the samples it rests on.
  * @example gateFigures(d) // 'fail: decodeTokPerS 0.960× [0.920×, 1.000×] at 95%, 128 paired (128/128)'
  */
-export function gateFigures(d: GateDecision): string {
+function gateFigures(d: GateDecision): string {
   const e = d.effect
   const bounds = e.low === null && e.high === null ? '' : ` [${formatInUnit(e.low, e.unit)}, ${formatInUnit(e.high, e.unit)}]`
   const at = e.confidence === null || bounds === '' ? '' : ` at ${formatFixedPercent(e.confidence, 0)}`

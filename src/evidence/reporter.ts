@@ -19,7 +19,7 @@ export interface ServegateReporterOptions {
 }
 
 /** `git rev-parse HEAD` in `cwd`, or null outside a git work tree. */
-export async function gitCommit(cwd: string): Promise<string | null> {
+async function gitCommit(cwd: string): Promise<string | null> {
   const result = await execa('git', ['rev-parse', 'HEAD'], { cwd, reject: false, timeout: 10_000 })
   return result.exitCode === 0 && /^[0-9a-f]{40}$/.test(result.stdout.trim()) ? result.stdout.trim() : null
 }

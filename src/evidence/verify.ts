@@ -17,8 +17,6 @@ import { armSummary } from './arm-summary.ts'
 import { type EvidenceRecord, firstDifference, rederiveVerdicts, STORED_BASELINE_CELL } from './rederive.ts'
 import { SIGNATURE_FILE, SIGNING_KEY_ENV, SUMS_FILE } from './write.ts'
 
-export { firstDifference } from './rederive.ts'
-
 /** Reads and validates `index.json` of an evidence directory. */
 export async function readIndex(dir: string): Promise<EvidenceIndex> {
   const path = join(dir, 'index.json')

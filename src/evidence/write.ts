@@ -52,7 +52,7 @@ export function signingKeyFromEnv(env: NodeJS.ProcessEnv = process.env): KeyObje
 }
 
 /** The base64 ed25519 signature of the `SHA256SUMS` bytes, with a trailing newline. */
-export function signSums(sums: string | Uint8Array, key: KeyObject): string {
+function signSums(sums: string | Uint8Array, key: KeyObject): string {
   return `${sign(null, typeof sums === 'string' ? Buffer.from(sums, 'utf8') : sums, key).toString('base64')}\n`
 }
 
@@ -79,7 +79,7 @@ export function sumsOf(files: readonly EvidenceFile[]): string {
  * (`README.md`), `index.html`, `index.json` listing the artifacts, `SHA256SUMS` over all, and
  * with a signing key `SHA256SUMS.sig`.
  */
-export async function renderEvidence(
+async function renderEvidence(
   built: BuiltEvidence,
   renderers: Renderers,
   signingKey: KeyObject | null = null,

@@ -16,7 +16,7 @@ export interface CheckFinding {
 }
 
 /** Every record of the arms, labelled as messages name them: `cell`, `launch 2`, `baseline`, `candidate launch 2`. */
-export function labelledRecords(arms: CheckArms): Array<{ label: string; record: RunRecord }> {
+function labelledRecords(arms: CheckArms): Array<{ label: string; record: RunRecord }> {
   if ('cell' in arms) return arms.cell.map((record, i) => ({ label: arms.cell.length > 1 ? `launch ${i + 1}` : 'cell', record }))
   const label = (arm: string, i: number, n: number) => (n > 1 ? `${arm} launch ${i + 1}` : arm)
   return [
@@ -26,7 +26,7 @@ export function labelledRecords(arms: CheckArms): Array<{ label: string; record:
 }
 
 /** The failed cells among the arms, as lines "label: CODE: message"; empty when every cell ran. */
-export function cellFailureLines(arms: CheckArms): string[] {
+function cellFailureLines(arms: CheckArms): string[] {
   return labelledRecords(arms).flatMap(({ label, record }) =>
     record.cellFailure === null ? [] : [`${label}: ${record.cellFailure.code}: ${record.cellFailure.message.split('\n')[0]}`],
   )

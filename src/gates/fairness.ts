@@ -63,9 +63,9 @@ const CHECKS: Check[] = [
 const show = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v))
 
 /** How far apart the arms' mean completion tokens may be without output control (relative). */
-export const OUTPUT_LENGTH_TOLERANCE = 0.05
+const OUTPUT_LENGTH_TOLERANCE = 0.05
 /** How far apart the arms' failed shares may be (absolute). */
-export const FAILED_SHARE_TOLERANCE = 0.01
+const FAILED_SHARE_TOLERANCE = 0.01
 
 /**
  * What the arms served and produced, which identical request bytes do not guarantee: the model

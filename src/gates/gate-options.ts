@@ -153,7 +153,6 @@ export const SustainGateOptions = z.object({
   by: z.number().min(0).default(0),
 })
 export type SustainGateOptions = z.input<typeof SustainGateOptions>
-export type ResolvedSustainGateOptions = z.infer<typeof SustainGateOptions>
 
 /** Parses options once at the boundary; a wrong one throws a TypeError naming the gate and the fix. */
 export function parseOptions<S extends z.ZodType>(gate: string, schema: S, options: unknown): z.infer<S> {

@@ -7,7 +7,7 @@ import type { CapacitySearch } from '../schema/capacity-record.ts'
 import { formatByMagnitude, formatPercent, formatSeconds } from '../number-format.ts'
 
 /** The launch-noise clause of a method, starting with `; `, or an empty string when there is no floor. */
-export function launchNoiseClause(launchNoise: number): string {
+function launchNoiseClause(launchNoise: number): string {
   return launchNoise > 0 ? `; launch noise ${formatPercent(launchNoise)} per launch added in quadrature` : ''
 }
 
@@ -176,7 +176,7 @@ export function accuracyGapClusterMethod(p: { questions: number; requests: numbe
 }
 
 /** A service metric as methods and rules name it. */
-export const SERVICE_WORDS: Record<'outputThroughputTokPerS' | 'requestRateReqPerS', string> = {
+const SERVICE_WORDS: Record<'outputThroughputTokPerS' | 'requestRateReqPerS', string> = {
   outputThroughputTokPerS: "aggregate output tok/s (the cell's completion tokens over its wall clock)",
   requestRateReqPerS: "request rate (the cell's completed requests over its wall clock)",
 }

@@ -9,7 +9,7 @@ import { formatFixed, formatPercent, formatRatio, formatRounded } from '../numbe
 import type { LatencyMetric, RateMetric } from './gate-options.ts'
 
 /** A rate metric as a rule names it. */
-export const RATE_WORDS: Record<RateMetric, string> = {
+const RATE_WORDS: Record<RateMetric, string> = {
   decodeTokPerS: 'decode tok/s',
   effectivePrefillTokPerS: 'effective prefill tok/s',
   enginePrefillTokPerS: 'engine-reported prefill tok/s',
@@ -17,7 +17,7 @@ export const RATE_WORDS: Record<RateMetric, string> = {
 }
 
 /** A latency metric as a rule names it. */
-export const LATENCY_WORDS: Record<LatencyMetric, string> = {
+const LATENCY_WORDS: Record<LatencyMetric, string> = {
   ttft: 'TTFT',
   tpot: 'TPOT',
   e2e: 'e2e latency',

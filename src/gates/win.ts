@@ -354,7 +354,7 @@ function equivalentSd(interval: LogInterval, n: number, confidence: number): num
  * Centring is the same for every launch, so the arms stay exchangeable under no effect; for the
  * mean it changes nothing but the constant. Null for a launch without values.
  */
-export function launchLocations(
+function launchLocations(
   baseline: readonly GateRecord[],
   candidate: readonly GateRecord[],
   value: (r: OkRequest) => number | null,

@@ -26,7 +26,7 @@ import { type NumpySummary, summaryMetrics } from './summary-metrics.ts'
  */
 
 /** `importedFrom.schema` of a record imported from AIPerf. */
-export const AIPERF_FORMAT_ID = 'aiperf.profile-export'
+const AIPERF_FORMAT_ID = 'aiperf.profile-export'
 
 /** The per-request file AIPerf writes beside its aggregate. */
 export const AIPERF_RECORDS_FILE = 'profile_export.jsonl'

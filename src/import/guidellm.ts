@@ -33,7 +33,7 @@ import { type NumpySummary, summaryMetrics } from './summary-metrics.ts'
  */
 
 /** `importedFrom.schema` of a record imported from GuideLLM. */
-export const GUIDELLM_FORMAT_ID = 'guidellm.benchmarks'
+const GUIDELLM_FORMAT_ID = 'guidellm.benchmarks'
 
 const FIX = 'pass the benchmarks.json that `guidellm benchmark --output-path` writes, or pick another --from'
 

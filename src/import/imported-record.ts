@@ -8,11 +8,11 @@ import type { Api, CellMetrics, RunPlan, RequestRecord, RunRecord, WorkloadPlan 
 import { type FailedCount, type ImportFacts, methodologyOf } from './import-methodology.ts'
 
 /** What an import measured: every request (servegate recomputes the metrics), or only the source's summary. */
-export type ImportedMeasure =
+type ImportedMeasure =
   { perRequest: true; records: RequestRecord[] } | { perRequest: false; summary: CellMetrics; completed: number; failed: FailedCount }
 
 /** The plan of an imported run as far as the source recorded it. */
-export interface ImportedPlan {
+interface ImportedPlan {
   concurrency: number
   requests: number
   /** Null when the source does not record the planned output length. */

@@ -32,7 +32,7 @@ import { type NumpySummary, summaryMetrics } from './summary-metrics.ts'
  */
 
 /** `importedFrom.schema` of a record imported from llmperf's results. */
-export const LLMPERF_FORMAT_ID = 'llmperf.token-benchmark'
+const LLMPERF_FORMAT_ID = 'llmperf.token-benchmark'
 
 const FIX = 'pass the *_summary.json or *_individual_responses.json that llmperf token_benchmark_ray.py writes, or pick another --from'
 

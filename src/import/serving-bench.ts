@@ -117,7 +117,7 @@ export interface PerRequestLists {
 }
 
 /** The message of a request the source counted successful although it produced nothing. */
-export const EMPTY_SUCCESS_NOTE = 'counted successful by the source but empty'
+const EMPTY_SUCCESS_NOTE = 'counted successful by the source but empty'
 
 /** Requests {@link buildRequests} failed as empty although the source counted them successful. */
 export function countEmptySuccesses(records: readonly RequestRecord[]): number {

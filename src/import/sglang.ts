@@ -58,7 +58,7 @@ const seconds = z.array(z.number())
 const optionalInt = z.int().nullable().optional()
 
 /** The fields of one SGLang `bench_serving` JSONL line that servegate reads (canonical spellings). */
-export const SglangResult = z.looseObject({
+const SglangResult = z.looseObject({
   backend: z.string().min(1),
   tag: z.string().nullable().optional(),
   dataset_name: z.string().nullable().optional(),
@@ -84,13 +84,13 @@ export const SglangResult = z.looseObject({
   itls: z.array(seconds).optional(),
   errors: z.array(z.string().nullable()).optional(),
 })
-export type SglangResult = z.infer<typeof SglangResult>
+type SglangResult = z.infer<typeof SglangResult>
 
 /**
  * Rewrites the spellings of {@link KEY_ALIASES} to their canonical names and lifts a nested
  * `details` object to the top level; returns which spellings it met (for the methodology).
  */
-export function normalizeSglangKeys(value: unknown): { value: unknown; spellings: string[] } {
+function normalizeSglangKeys(value: unknown): { value: unknown; spellings: string[] } {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return { value, spellings: [] }
   const out: Record<string, unknown> = { ...(value as Record<string, unknown>) }
   const spellings: string[] = []
@@ -152,7 +152,7 @@ function str(v: unknown): string | null {
 }
 
 /** What a line's `server_info` says about the model and engine, and where it said it. */
-export interface SglangServerFacts {
+interface SglangServerFacts {
   model: string | null
   engine: string | null
   /** Where the model came from, for the methodology (e.g. `server_info.prefill[0].served_model_name`). */
@@ -170,7 +170,7 @@ function serverEntries(v: unknown): Record<string, unknown>[] {
  * prefill/decode-disaggregated router's `{ internal_states, prefill: [...], decode: [...] }`,
  * whose servers each carry their own `served_model_name` and `version` (they may differ).
  */
-export function sglangServerFacts(info: Record<string, unknown> | null): SglangServerFacts {
+function sglangServerFacts(info: Record<string, unknown> | null): SglangServerFacts {
   if (info === null) return { model: null, engine: null, modelFrom: null, disaggregated: null }
   const prefill = serverEntries(info.prefill)
   const decode = serverEntries(info.decode)
@@ -213,7 +213,7 @@ export function sglangServerFacts(info: Record<string, unknown> | null): SglangS
 }
 
 /** The length range SGLang's random dataset draws from: `[max(⌊len × ratio⌋, 1), len]`, exact at ratio ≥ 1. */
-export function randomLengthRange(len: number | null | undefined, ratio: number | null | undefined): [number, number] | null {
+function randomLengthRange(len: number | null | undefined, ratio: number | null | undefined): [number, number] | null {
   if (len === null || len === undefined) return null
   if (ratio === null || ratio === undefined || ratio >= 1) return [len, len]
   return [Math.max(Math.floor(len * Math.max(ratio, 0)), 1), len]
@@ -239,7 +239,7 @@ export function parseSglangResult(value: unknown, options: BenchImportOptions): 
  * `--output-details` lists, one request record per request (seconds → ms) and servegate's
  * own distributions; without them a summary-only record holding only SGLang's figures.
  */
-export function importSglangResult(input: SglangResult, options: BenchImportOptions, spellings: readonly string[] = []): RunRecord {
+function importSglangResult(input: SglangResult, options: BenchImportOptions, spellings: readonly string[] = []): RunRecord {
   const facts = sglangServerFacts(input.server_info ?? null)
   const wallClockMs = input.duration * 1000
   const run = {

@@ -47,7 +47,7 @@ export function summaryDistribution(s: NumpySummary | null, samples: number, std
 }
 
 /** A mean known exactly from a total (e.g. total input tokens ÷ completed requests). */
-export function meanOnlyDistribution(total: number | null, samples: number): Distribution {
+function meanOnlyDistribution(total: number | null, samples: number): Distribution {
   if (total === null || samples <= 0) return { ...EMPTY_DISTRIBUTION }
   return { ...EMPTY_DISTRIBUTION, samples, mean: total / samples }
 }
@@ -69,7 +69,7 @@ export interface SummaryStats {
  * total output tokens − completed (exact when every chunk carries one token); the completed
  * count when the total is unknown.
  */
-export function itlGapCount(totalOutputTokens: number | null, completed: number): number {
+function itlGapCount(totalOutputTokens: number | null, completed: number): number {
   if (totalOutputTokens === null || totalOutputTokens <= completed) return completed
   return totalOutputTokens - completed
 }

@@ -31,7 +31,7 @@ const seconds = z.array(z.number())
  * `itls` (s, a list per request), `generated_texts`, `errors`; newer versions also keep
  * `latencies`, `start_times` and `queue_times` (s) even without it.
  */
-export const VllmResult = z.looseObject({
+const VllmResult = z.looseObject({
   date: z.string().nullable().optional(),
   backend: z.string().nullable().optional(),
   label: z.string().nullable().optional(),
@@ -56,7 +56,7 @@ export const VllmResult = z.looseObject({
   start_times: seconds.optional(),
   queue_times: seconds.optional(),
 })
-export type VllmResult = z.infer<typeof VllmResult>
+type VllmResult = z.infer<typeof VllmResult>
 
 /** True when a value has the shape of a vLLM result (and not SGLang's): used by `--from auto`. */
 export function looksLikeVllm(value: unknown): boolean {
@@ -123,7 +123,7 @@ export function parseVllmResult(value: unknown, options: BenchImportOptions): Ru
  * request (seconds → ms) and servegate's own distributions over the ok ones; without them a
  * summary-only record: `requests` is empty and the distributions hold only vLLM's figures.
  */
-export function importVllmResult(input: VllmResult, options: BenchImportOptions): RunRecord {
+function importVllmResult(input: VllmResult, options: BenchImportOptions): RunRecord {
   const detailed = PER_REQUEST_FIELDS.some((f) => input[f] !== undefined)
   const wallClockMs = input.duration * 1000
   const run = {

@@ -55,4 +55,3 @@ export const ArrivalSpec = z.discriminatedUnion('kind', [
 export type ArrivalSpec = z.input<typeof ArrivalSpec>
 export type ResolvedArrivalSpec = z.infer<typeof ArrivalSpec>
 export type RateArrivalSpec = Exclude<ResolvedArrivalSpec, { kind: 'trace' }>
-export type ArrivalKind = ResolvedArrivalSpec['kind']

@@ -5,7 +5,7 @@ import type { ResolvedArrivalSpec } from './arrival-spec.ts'
 import { loadTrace } from './trace.ts'
 
 /** Per-request sizes a trace imposes on the workload (the synthetic prompts are sized to them). */
-export interface RequestSize {
+interface RequestSize {
   promptTokens: number
   maxTokens: number
 }

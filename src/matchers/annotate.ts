@@ -105,7 +105,7 @@ const drawn = new WeakMap<RunRecord, string | null>()
  * Draws a measured cell's chart before `await cell` hands its records to the test, so the
  * matchers attach it synchronously. A chart that cannot be drawn is left out, never an error.
  */
-export async function drawChartOnMeasure(id: string, arms: Arms): Promise<void> {
+async function drawChartOnMeasure(id: string, arms: Arms): Promise<void> {
   const key = keyRecord(arms)
   if (key === undefined || drawn.has(key) || !Object.values(arms).every((list) => list.every((r) => r.requests.length > 0))) return
   drawn.set(key, await drawCellChart(id, arms, declaredCell(id)).catch(() => null))

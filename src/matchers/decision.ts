@@ -48,7 +48,7 @@ export function armsOf(subject: Subject): CheckArms {
 }
 
 /** The run records a subject holds, by `runId` per arm: what the evidence needs to find them again. */
-export function judgedRecordsOf(subject: Subject): JudgedRecords {
+function judgedRecordsOf(subject: Subject): JudgedRecords {
   if (subject.kind === 'cell') return { kind: 'cell', records: subject.records.map((r) => r.runId) }
   const stored = storedBaselineOf(subject)
   return {

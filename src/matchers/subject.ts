@@ -14,7 +14,7 @@ function isRecordList(v: unknown): v is RunRecord[] {
 }
 
 /** A pair whose baseline arm is a stored run record and whose candidate is a cell measured now. */
-export interface StoredBaselinePair extends PairResult {
+interface StoredBaselinePair extends PairResult {
   readonly storedBaseline: StoredBaseline
 }
 

@@ -122,7 +122,7 @@ const LOOKED_FOR =
   '(results_ttft_s_mean) or an array of { ttft_s, end_to_end_latency_s }'
 
 /** The run's warm-up mark: a `tag`/`label`/`name` that says warm-up; null when the file does not say. */
-export function warmupMark(value: unknown): boolean | null {
+function warmupMark(value: unknown): boolean | null {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return null
   for (const key of ['tag', 'label', 'name', 'run_label'] as const) {
     const v = (value as Record<string, unknown>)[key]
@@ -321,7 +321,7 @@ export function parseRunText(text: string, path: string, options: ReadRunRecordO
 }
 
 /** The companion a format keeps beside `path`, by its file name; null when the name says none. */
-export function companionPath(path: string): string | null {
+function companionPath(path: string): string | null {
   const dir = dirname(path)
   const base = basename(path)
   if (base === 'profile_export_aiperf.json') return join(dir, AIPERF_RECORDS_FILE)

@@ -3,7 +3,7 @@ import { bodyBytes } from '../workload/bytes.ts'
 import { type PlannedRequest, type PreparedWorkload, StreamHash } from '../workload/prepare.ts'
 
 /** Bodies a feed builds ahead of the one being sent. */
-export const LOOK_AHEAD = 32
+const LOOK_AHEAD = 32
 /** Bodies built per event-loop turn while filling the look-ahead, so a due send never waits long behind them. */
 const PER_TURN = 4
 

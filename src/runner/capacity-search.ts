@@ -42,7 +42,7 @@ export interface CapacityOptions {
 }
 
 /** How long a rate probe lasts unless told, s. */
-export const DEFAULT_PROBE_SECONDS = 20
+const DEFAULT_PROBE_SECONDS = 20
 
 export interface CapacityHooks {
   /** Called after each probe, with its verdict. */

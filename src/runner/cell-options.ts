@@ -101,7 +101,7 @@ function closest(key: string, known: readonly string[]): string | null {
  * One line per problem, each naming the field: `where.field: what is wrong`, and for an unknown
  * key the known key it most likely meant.
  */
-export function describeIssues(error: z.ZodError, where: string, known: readonly string[] = []): string {
+function describeIssues(error: z.ZodError, where: string, known: readonly string[] = []): string {
   return error.issues
     .flatMap((issue) => {
       const at = (path: readonly PropertyKey[]): string => [where, ...path.map(String)].join('.')

@@ -38,7 +38,7 @@ export interface CellTransport {
  * Connections an open-loop cell without an in-flight cap opens before it starts (more open as the load
  * needs them, their cost counted as send lag).
  */
-export const OPEN_LOOP_WARM_CONNECTIONS = 4
+const OPEN_LOOP_WARM_CONNECTIONS = 4
 
 /** The connections the measured phase will use from its first request: the concurrency, or the in-flight cap. */
 export function connectionsToWarm(o: ResolvedRunCellOptions): number {

@@ -3,9 +3,9 @@ import { availableParallelism } from 'node:os'
 /** The most worker threads a cell may ask for. */
 export const MAX_CLIENT_WORKERS = 64
 /** The most `'auto'` starts: past this, one more thread costs more memory than it frees in time. */
-export const AUTO_CLIENT_WORKERS_CAP = 16
+const AUTO_CLIENT_WORKERS_CAP = 16
 /** Streams one worker takes before `'auto'` adds another. */
-export const STREAMS_PER_WORKER = 32
+const STREAMS_PER_WORKER = 32
 
 /**
  * How many worker threads a cell's client streams on. An explicit count is taken as given.

@@ -42,7 +42,7 @@ export interface SizeNames {
   maxTokens: string
   promptTokens: string
 }
-export const FLAG_NAMES: SizeNames = { maxTokens: '--max-tokens', promptTokens: '--prompt-tokens' }
+const FLAG_NAMES: SizeNames = { maxTokens: '--max-tokens', promptTokens: '--prompt-tokens' }
 export const OPTION_NAMES: SizeNames = { maxTokens: 'maxTokens (--max-tokens)', promptTokens: 'workload.promptTokens (--prompt-tokens)' }
 
 /**

@@ -21,8 +21,6 @@ import { RequestLedger } from './request-ledger.ts'
 import { warmClientJit } from './warm.ts'
 import { TurnSlice } from '../client/turn-slice.ts'
 
-export type { CellProgress } from '../schema/progress.ts'
-
 export interface RunCellHooks {
   /** Called after each measured request ends. */
   onProgress?: (progress: CellProgress) => void

@@ -85,7 +85,7 @@ export function requestRecord(slot: Slot, cellStart: number, planned: PlannedReq
 }
 
 /** The engine's own prefill rate from llama-server's `timings` (prompt_n over prompt_ms), or null. */
-export function enginePrefillRate(timings: Record<string, number> | null): number | null {
+function enginePrefillRate(timings: Record<string, number> | null): number | null {
   const tokens = timings?.['prompt_n']
   const ms = timings?.['prompt_ms']
   return tokens !== undefined && ms !== undefined && tokens > 0 && ms > 0 ? tokens / (ms / 1000) : null

@@ -48,14 +48,14 @@ export const MeasuredFacts = z.object({
 export type MeasuredFacts = z.infer<typeof MeasuredFacts>
 
 /** An arm's share of right answers on a dataset workload, with its Wilson 95% interval (fractions in [0, 1]). */
-export const ArmAccuracySummary = z.object({
+const ArmAccuracySummary = z.object({
   samples: z.int().nonnegative(),
   correct: z.int().nonnegative(),
   rate: z.number().min(0).max(1).nullable(),
   wilson95Low: z.number().min(0).max(1).nullable(),
   wilson95High: z.number().min(0).max(1).nullable(),
 })
-export type ArmAccuracySummary = z.infer<typeof ArmAccuracySummary>
+type ArmAccuracySummary = z.infer<typeof ArmAccuracySummary>
 
 /** One measured launch of one arm, summarized from its run record. */
 export const ArmSummary = z.object({

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 
 /** A fact about what was measured: its value, or null with the reason it is absent. Never invented. */
-export function fact<T extends z.ZodType>(value: T) {
+function fact<T extends z.ZodType>(value: T) {
   return z.object({
     value: value.nullable(),
     /** Where the value came from (`GET /version`, `llama-server --version`, `sha256 of the GGUF file`…). */

@@ -102,7 +102,7 @@ export const CanaryCheck = z.object({
 export type CanaryCheck = z.infer<typeof CanaryCheck>
 
 /** A scored reply: the answer extracted from its content (never its reasoning) and the verdict. */
-export const ScoreResult = z.object({
+const ScoreResult = z.object({
   correct: z.boolean(),
   extracted: z.string().nullable(),
   reason: z.string(),
@@ -386,7 +386,7 @@ export const HarnessHealth = z.object({
 })
 export type HarnessHealth = z.infer<typeof HarnessHealth>
 
-export const ImportSource = z.object({
+const ImportSource = z.object({
   /** The source format, e.g. `anvil-serving.benchmark/v1`, `vllm.save-result`, `sglang.bench-serving`. */
   schema: z.string(),
   runId: z.string().nullable(),

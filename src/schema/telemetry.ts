@@ -10,8 +10,8 @@ import { GpuFactSchema } from './manifest.ts'
  */
 
 /** A block that could not be observed at all, and why (no GPU, no `/metrics`, no cgroup…). */
-export const Absent = z.object({ status: z.literal('absent'), reason: z.string() })
-export type Absent = z.infer<typeof Absent>
+const Absent = z.object({ status: z.literal('absent'), reason: z.string() })
+type Absent = z.infer<typeof Absent>
 
 /** Why each null field of a summary is null, keyed by field name. Fields with a value have no entry. */
 export const NullReasons = z.record(z.string(), z.string())
@@ -206,8 +206,8 @@ export const HostMemory = z.discriminatedUnion('status', [
 ])
 export type HostMemory = z.infer<typeof HostMemory>
 
-export const AgreementVerdict = z.enum(['agree', 'engine-slower-than-client', 'insufficient-data'])
-export type AgreementVerdict = z.infer<typeof AgreementVerdict>
+const AgreementVerdict = z.enum(['agree', 'engine-slower-than-client', 'insufficient-data'])
+type AgreementVerdict = z.infer<typeof AgreementVerdict>
 
 /**
  * Engine-reported timing against the client's for the same requests. The client's time includes

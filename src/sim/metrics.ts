@@ -85,7 +85,7 @@ function labelSet(model: string, extra: Record<string, string> = {}): string {
 }
 
 /** Whether a TensorRT-LLM version is of the 1.3 line or later (the `trtllm_` names). */
-export function trtllmPrefixed(version: string): boolean {
+function trtllmPrefixed(version: string): boolean {
   const m = /^(\d+)\.(\d+)/.exec(version)
   if (m === null) return true
   const [major, minor] = [Number(m[1]), Number(m[2])]

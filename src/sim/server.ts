@@ -5,8 +5,6 @@ import { SimHandler } from './sim-handler.ts'
 import { resolveSimOptions, type ResolvedSimOptions, type SimOptions } from './sim-options.ts'
 import type { SimStats } from './served-tally.ts'
 
-export type { SimStats } from './served-tally.ts'
-
 /** A running simulated engine. */
 export interface SimServer {
   /** Base URL without a trailing slash, e.g. `http://127.0.0.1:8000`; append `/v1/...`. */

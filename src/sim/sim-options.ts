@@ -20,17 +20,17 @@ export const FaultKind = z.enum(FAULT_KINDS)
 export type FaultKind = z.infer<typeof FaultKind>
 
 /** Hosts the simulated engine may bind to: it is a test fixture, never a network service. */
-export const LOOPBACK_HOSTS = ['127.0.0.1', '::1', 'localhost'] as const
+const LOOPBACK_HOSTS = ['127.0.0.1', '::1', 'localhost'] as const
 
 /**
  * One injected fault: `kind` hits the listed completion requests, by 0-based arrival index among
  * the requests the sim accepts (a 400 or 404 takes no index).
  */
-export const FaultSpec = z.object({
+const FaultSpec = z.object({
   kind: FaultKind,
   requests: z.array(z.int().nonnegative()),
 })
-export type FaultSpec = z.infer<typeof FaultSpec>
+type FaultSpec = z.infer<typeof FaultSpec>
 
 /**
  * Options of the simulated engine. Defaults are filled here; the server takes the resolved type.

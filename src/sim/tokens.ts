@@ -1,7 +1,7 @@
 import { createRandom } from '../random.ts'
 
 /** The sim's vocabulary: output tokens are these words, each with a leading space. */
-export const SIM_WORDS = [
+const SIM_WORDS = [
   'the',
   'engine',
   'streams',
@@ -44,7 +44,7 @@ const PIECE_CHARS = 4
  * each whitespace-separated word is cut into pieces of at most four characters.
  * @example tokenPieces('summarize it') // ['summ', 'ariz', 'e', 'it']
  */
-export function tokenPieces(text: string): string[] {
+function tokenPieces(text: string): string[] {
   const pieces: string[] = []
   for (const word of text.split(/\s+/)) {
     for (let i = 0; i < word.length; i += PIECE_CHARS) pieces.push(word.slice(i, i + PIECE_CHARS))

@@ -138,7 +138,7 @@ export function logGamma(x: number): number {
 }
 
 /** ln B(a, b). */
-export function logBeta(a: number, b: number): number {
+function logBeta(a: number, b: number): number {
   return logGamma(a) + logGamma(b) - logGamma(a + b)
 }
 
@@ -248,7 +248,7 @@ function studentTUpper(t: number, df: number): number {
 }
 
 /** The Student t density. */
-export function studentTPdf(t: number, df: number): number {
+function studentTPdf(t: number, df: number): number {
   if (df === Number.POSITIVE_INFINITY) return normalPdf(t)
   const logNorm = logGamma((df + 1) / 2) - logGamma(df / 2) - 0.5 * Math.log(df * Math.PI)
   return Math.exp(logNorm - ((df + 1) / 2) * Math.log1p((t * t) / df))

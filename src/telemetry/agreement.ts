@@ -14,7 +14,7 @@ export interface AgreementTolerance {
   fraction: number
 }
 
-export const DEFAULT_TOLERANCE: AgreementTolerance = { ms: 5, fraction: 0.05 }
+const DEFAULT_TOLERANCE: AgreementTolerance = { ms: 5, fraction: 0.05 }
 
 type Metric = TimingAgreement['metric']
 

@@ -3,11 +3,11 @@ import { sanitizeMessage } from '../errors.ts'
 import type { GpuFact, GpuSample, GpuSamples } from '../schema/telemetry.ts'
 
 /** The `--query-gpu` fields of {@link queryGpuFacts}, in output order. */
-export const GPU_FACT_FIELDS = ['index', 'name', 'uuid', 'driver_version', 'memory.total'] as const
+const GPU_FACT_FIELDS = ['index', 'name', 'uuid', 'driver_version', 'memory.total'] as const
 /** The MIG query, separate so a driver that predates MIG (and rejects the field) still gives its facts. */
-export const GPU_MIG_FIELDS = ['index', 'mig.mode.current'] as const
+const GPU_MIG_FIELDS = ['index', 'mig.mode.current'] as const
 /** The `--query-gpu` fields of the sampler, in output order. */
-export const GPU_SAMPLE_FIELDS = ['index', 'timestamp', 'power.draw', 'memory.used', 'temperature.gpu', 'utilization.gpu'] as const
+const GPU_SAMPLE_FIELDS = ['index', 'timestamp', 'power.draw', 'memory.used', 'temperature.gpu', 'utilization.gpu'] as const
 
 const FORMAT = '--format=csv,noheader,nounits'
 /** One nvidia-smi call: fast with persistence mode, up to a few seconds without it (driver init). */
@@ -136,7 +136,7 @@ export function parseMigEnabled(stdout: string): Set<number> {
  * utilization are then the whole GPU's, not the MIG instance the engine runs on, so no figure is
  * kept rather than a wrong one (the absent reason says so). Pure.
  */
-export function refuseMigGpus(selection: GpuFactsResult, migEnabled: ReadonlySet<number>): GpuFactsResult {
+function refuseMigGpus(selection: GpuFactsResult, migEnabled: ReadonlySet<number>): GpuFactsResult {
   if (selection.status === 'absent') return selection
   const mig = selection.gpus.filter((g) => g.index !== null && migEnabled.has(g.index))
   if (mig.length === 0) return selection

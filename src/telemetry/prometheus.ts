@@ -5,7 +5,7 @@ import type { ConcurrencyCheck, EngineKind, EngineOccupancy, EngineTimingDeltas,
 import { type Exposition, type ExpositionSample, parseExposition } from './exposition.ts'
 
 /** Where one figure lives in an engine's `/metrics`. */
-export interface MetricRef {
+interface MetricRef {
   /** A gauge's or counter's sample name, or a histogram's base name (without `_sum`/`_count`). */
   name: string
   type: 'gauge' | 'counter' | 'histogram'
@@ -18,7 +18,7 @@ export interface MetricRef {
 }
 
 /** A figure the engine does not expose, and why. */
-export interface MissingMetric {
+interface MissingMetric {
   name: null
   reason: string
 }

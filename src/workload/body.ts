@@ -5,7 +5,7 @@ import type { OutputControl, Sampling } from './workload-spec.ts'
 export type ChatContent = string | Array<{ type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } }>
 
 /** How one sampling parameter was handled: what the plan asked, whether and where it was sent. */
-export interface SamplingEntry {
+interface SamplingEntry {
   requested: string | number | null
   sent: boolean
   /** The request body field that carried it; null when not sent. */

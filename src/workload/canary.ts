@@ -1,5 +1,5 @@
 /** Prefix of every servegate canary marker; the pattern finds markers of any request. */
-export const CANARY_PREFIX = 'SGREQ'
+const CANARY_PREFIX = 'SGREQ'
 const ANY_MARKER = /SGREQ-\d+-\d{5}/g
 
 /**

@@ -5,7 +5,7 @@ import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
 
 /** The letters a `choice` row allows when it does not list its own. */
-export const DEFAULT_CHOICES = ['A', 'B', 'C', 'D', 'E'] as const
+const DEFAULT_CHOICES = ['A', 'B', 'C', 'D', 'E'] as const
 
 const FIELD_HINTS: Record<string, string> = {
   id: 'a non-empty string unique in the file, e.g. "add-01"',
@@ -292,8 +292,7 @@ export function parseDataset(text: string, path: string): ParsedRow[] {
 }
 
 /** The image types a dataset may reference; others are refused (engines differ in what they accept). */
-export const IMAGE_MIME_TYPES = ['image/png', 'image/jpeg', 'image/webp', 'image/gif'] as const
-export type ImageMimeType = (typeof IMAGE_MIME_TYPES)[number]
+export type ImageMimeType = 'image/png' | 'image/jpeg' | 'image/webp' | 'image/gif'
 
 /**
  * The image type of some bytes by their magic number, or null.

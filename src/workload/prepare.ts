@@ -29,7 +29,7 @@ export interface PreparedRequest {
 /** What judging a reply needs of its request once the body is sent. */
 export type PlannedRequest = Omit<PreparedRequest, 'body'>
 
-export interface Calibration {
+interface Calibration {
   method: 'engine-tokenizer' | 'estimate' | 'none'
   tokenizer: string | null
   /** The planned size; with per-request sizes (a trace), their mean. */

@@ -10,11 +10,8 @@ export type WorkloadKind = z.infer<typeof WorkloadKind>
  * requests share a cacheable prefix; `shared` starts every prompt with the same block of
  * `tokens` tokens, then the per-request part.
  */
-export const PrefixCache = z.union([
-  z.object({ mode: z.literal('unique') }),
-  z.object({ mode: z.literal('shared'), tokens: z.int().min(1) }),
-])
-export type PrefixCache = z.infer<typeof PrefixCache>
+const PrefixCache = z.union([z.object({ mode: z.literal('unique') }), z.object({ mode: z.literal('shared'), tokens: z.int().min(1) })])
+type PrefixCache = z.infer<typeof PrefixCache>
 
 /**
  * Output-length control through engine knobs, never through the prompt. `observe` records
