@@ -1,14 +1,9 @@
-import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { mkdir, rename, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { afterEach, describe, expect, test } from 'vitest'
+import { describe, expect } from 'vitest'
+import { test } from '../../fixtures/test-context.ts'
 import { findMemoryCgroup, parseMountinfo, parseProcCgroup, startHostMemorySampler } from './cgroup.ts'
-
-const dirs: string[] = []
-afterEach(async () => {
-  await Promise.all(dirs.splice(0).map((d) => rm(d, { recursive: true, force: true })))
-})
 
 /** A hybrid host as this project's machines are: v1 controllers, cgroup2 mounted without memory. */
 const HYBRID_PROC_CGROUP = '9:name=systemd:/\n4:memory:/process_api/a0566e7e\n1:cpu:/\n0::/\n'
@@ -47,13 +42,12 @@ interface FakeHost {
   mountinfoPath: string
 }
 
-/** Writes a fake /proc/self/cgroup and mountinfo whose mount points live under a temp dir. */
+/** Writes a fake /proc/self/cgroup and mountinfo into `root`, with the mount points under it. */
 async function fakeHost(
+  root: string,
   procCgroup: string,
   mounts: Array<{ root?: string; at: string; fsType: 'cgroup' | 'cgroup2'; options: string }>,
 ): Promise<FakeHost> {
-  const root = await mkdtemp(join(tmpdir(), 'sg-cgroup-'))
-  dirs.push(root)
   const lines = mounts.map(
     (m, i) => `${40 + i} 31 0:${40 + i} ${m.root ?? '/'} ${join(root, m.at)} rw,relatime - ${m.fsType} ${m.fsType} ${m.options}`,
   )
@@ -74,22 +68,24 @@ async function files(dir: string, entries: Record<string, string>): Promise<void
 }
 
 describe('findMemoryCgroup', () => {
-  test('cgroup v2: the 0:: path under the cgroup2 mount', async () => {
-    const host = await fakeHost('0::/user.slice/servegate.scope\n', [{ at: 'sys/fs/cgroup', fsType: 'cgroup2', options: 'rw,nsdelegate' }])
+  test('cgroup v2: the 0:: path under the cgroup2 mount', async ({ testDir }) => {
+    const host = await fakeHost(testDir, '0::/user.slice/servegate.scope\n', [
+      { at: 'sys/fs/cgroup', fsType: 'cgroup2', options: 'rw,nsdelegate' },
+    ])
     const dir = join(host.root, 'sys/fs/cgroup/user.slice/servegate.scope')
     await files(dir, { 'memory.current': '1000\n' })
     expect(await findMemoryCgroup(host)).toEqual({ status: 'ok', version: 'v2', dir })
   })
 
-  test('a mount of a sub-hierarchy (container namespace) shows the path relative to its root', async () => {
-    const host = await fakeHost('0::/docker/abc/inner\n', [{ root: '/docker/abc', at: 'cg', fsType: 'cgroup2', options: 'rw' }])
+  test('a mount of a sub-hierarchy (container namespace) shows the path relative to its root', async ({ testDir }) => {
+    const host = await fakeHost(testDir, '0::/docker/abc/inner\n', [{ root: '/docker/abc', at: 'cg', fsType: 'cgroup2', options: 'rw' }])
     const dir = join(host.root, 'cg/inner')
     await files(dir, { 'memory.current': '1\n' })
     expect(await findMemoryCgroup(host)).toEqual({ status: 'ok', version: 'v2', dir })
   })
 
-  test('hybrid: cgroup2 without the memory controller falls through to v1', async () => {
-    const host = await fakeHost(HYBRID_PROC_CGROUP, [
+  test('hybrid: cgroup2 without the memory controller falls through to v1', async ({ testDir }) => {
+    const host = await fakeHost(testDir, HYBRID_PROC_CGROUP, [
       { at: 'unified', fsType: 'cgroup2', options: 'rw' },
       { at: 'memory', fsType: 'cgroup', options: 'rw,memory' },
     ])
@@ -99,16 +95,16 @@ describe('findMemoryCgroup', () => {
     expect(await findMemoryCgroup(host)).toEqual({ status: 'ok', version: 'v1', dir })
   })
 
-  test('no memory cgroup files: absent, naming what was tried', async () => {
-    const host = await fakeHost('0::/x\n', [{ at: 'cg', fsType: 'cgroup2', options: 'rw' }])
+  test('no memory cgroup files: absent, naming what was tried', async ({ testDir }) => {
+    const host = await fakeHost(testDir, '0::/x\n', [{ at: 'cg', fsType: 'cgroup2', options: 'rw' }])
     expect(await findMemoryCgroup(host)).toEqual({
       status: 'absent',
       reason: `no memory cgroup files (tried ${join(host.root, 'cg/x')}/memory.current)`,
     })
   })
 
-  test('no cgroup hierarchy mounted, or no /proc: absent with the reason', async () => {
-    const host = await fakeHost('0::/x\n', [])
+  test('no cgroup hierarchy mounted, or no /proc: absent with the reason', async ({ testDir }) => {
+    const host = await fakeHost(testDir, '0::/x\n', [])
     expect(await findMemoryCgroup(host)).toEqual({
       status: 'absent',
       reason: `no memory cgroup: ${host.procCgroupPath} names no cgroup2 or v1 memory hierarchy that is mounted`,
@@ -119,9 +115,7 @@ describe('findMemoryCgroup', () => {
 })
 
 describe('startHostMemorySampler', () => {
-  test('cgroup v2: sampled peak of memory.current, lifetime memory.peak, no limit', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'sg-cgroup-'))
-    dirs.push(dir)
+  test('cgroup v2: sampled peak of memory.current, lifetime memory.peak, no limit', async ({ testDir: dir }) => {
     await files(dir, { 'memory.current': '1000000\n', 'memory.peak': '9000000\n', 'memory.max': 'max\n' })
     const sampler = startHostMemorySampler({ cgroup: { status: 'ok', version: 'v2', dir }, intervalMs: 5 })
     // Generous holds: a loaded CI machine may delay a 5 ms read by tens of ms.
@@ -147,9 +141,7 @@ describe('startHostMemorySampler', () => {
     expect(memory.status === 'ok' && memory.samples).toBeGreaterThanOrEqual(3)
   })
 
-  test('cgroup v2 on a kernel before 5.19: no memory.peak, lifetime peak null with the reason', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'sg-cgroup-'))
-    dirs.push(dir)
+  test('cgroup v2 on a kernel before 5.19: no memory.peak, lifetime peak null with the reason', async ({ testDir: dir }) => {
     await files(dir, { 'memory.current': '4096\n', 'memory.max': '8589934592\n' })
     const memory = await startHostMemorySampler({ cgroup: { status: 'ok', version: 'v2', dir }, intervalMs: 5 }).stop()
     expect(memory).toMatchObject({
@@ -162,8 +154,8 @@ describe('startHostMemorySampler', () => {
     })
   })
 
-  test('cgroup v1: max_usage_in_bytes, and the page-counter maximum means no limit', async () => {
-    const host = await fakeHost(HYBRID_PROC_CGROUP, [{ at: 'memory', fsType: 'cgroup', options: 'rw,memory' }])
+  test('cgroup v1: max_usage_in_bytes, and the page-counter maximum means no limit', async ({ testDir }) => {
+    const host = await fakeHost(testDir, HYBRID_PROC_CGROUP, [{ at: 'memory', fsType: 'cgroup', options: 'rw,memory' }])
     const dir = join(host.root, 'memory/process_api/a0566e7e')
     await files(dir, {
       'memory.usage_in_bytes': '7749632\n',
@@ -182,9 +174,7 @@ describe('startHostMemorySampler', () => {
     })
   })
 
-  test('unreadable usage: counted, every usage figure null with the reason', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'sg-cgroup-'))
-    dirs.push(dir)
+  test('unreadable usage: counted, every usage figure null with the reason', async ({ testDir: dir }) => {
     await files(dir, { 'memory.current': 'garbage\n', 'memory.peak': '10\n', 'memory.max': 'max\n' })
     const memory = await startHostMemorySampler({ cgroup: { status: 'ok', version: 'v2', dir }, intervalMs: 5 }).stop()
     const why = expect.stringMatching(
