@@ -1,9 +1,9 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readFile, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
-import { afterEach, describe, expect, test } from 'vitest'
+import { describe, expect } from 'vitest'
+import { test } from '../../fixtures/test-context.ts'
 import { summarizeGpu } from './gpu-summary.ts'
 import {
   parseGpuFacts,
@@ -21,11 +21,6 @@ const H100 = { name: 'NVIDIA H100 80GB HBM3', driverVersion: '550.54.15', memory
 const UUID0 = 'GPU-5e2f1c3a-7b9d-4c1e-8f2a-0d6b3e9c1a47'
 const UUID1 = 'GPU-a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d'
 const TWO = { FAKE_NVIDIA_SMI_GPUS: '2' }
-
-const dirs: string[] = []
-afterEach(async () => {
-  await Promise.all(dirs.splice(0).map((d) => rm(d, { recursive: true, force: true })))
-})
 
 describe('parsing nvidia-smi output', () => {
   test('timestamps are its local time with milliseconds', () => {
@@ -188,12 +183,10 @@ async function calls(log: string, n: number): Promise<void> {
 }
 
 /**
- * Runs a sampler over an idle baseline, a load phase (the fake's load file present) and a drain,
+ * Runs a sampler over an idle baseline, a load phase (the fake's load file in `dir` present) and a drain,
  * paced by the polls the fake saw rather than by the clock (CI machines are slow and shared).
  */
-async function sampleCell(executable: string, env: Record<string, string>, intervalMs = 40) {
-  const dir = await mkdtemp(join(tmpdir(), 'sg-nvsmi-'))
-  dirs.push(dir)
+async function sampleCell(dir: string, executable: string, env: Record<string, string>, intervalMs = 40) {
   const loadFile = join(dir, 'load')
   const log = join(dir, 'calls')
   const sampler = startGpuSampler({
@@ -216,8 +209,8 @@ async function sampleCell(executable: string, env: Record<string, string>, inter
 }
 
 describe('startGpuSampler against the fake nvidia-smi', () => {
-  test('idle baseline, then load: power and memory rise; summary per device and worst device', async () => {
-    const { samples, loadStartedAt, loadEndedAt } = await sampleCell(NVIDIA_SMI, TWO)
+  test('idle baseline, then load: power and memory rise; summary per device and worst device', async ({ testDir }) => {
+    const { samples, loadStartedAt, loadEndedAt } = await sampleCell(testDir, NVIDIA_SMI, TWO)
     expect(samples.status).toBe('ok')
     if (samples.status !== 'ok') return
     expect(samples).toMatchObject({ intervalMs: 40, devices: [0, 1], loadStartedAt, pollErrors: 0, lastPollError: null })
@@ -258,8 +251,8 @@ describe('startGpuSampler against the fake nvidia-smi', () => {
     expect(summary.worst.energyJ.value).toBe(Math.max(d0?.energyJ ?? 0, d1?.energyJ ?? 0))
   })
 
-  test('power reported as [N/A]: memory still measured, every power figure null with the reason', async () => {
-    const { samples, loadStartedAt, loadEndedAt } = await sampleCell(fake('nvidia-smi-power-na'), {})
+  test('power reported as [N/A]: memory still measured, every power figure null with the reason', async ({ testDir }) => {
+    const { samples, loadStartedAt, loadEndedAt } = await sampleCell(testDir, fake('nvidia-smi-power-na'), {})
     const summary = summarizeGpu(samples, { outputTokens: 1000, loadStartedAt, loadEndedAt })
     expect(summary.status).toBe('ok')
     if (summary.status !== 'ok') return
@@ -284,9 +277,7 @@ describe('startGpuSampler against the fake nvidia-smi', () => {
     expect(summary.worst.energyJ).toEqual({ value: null, deviceIndex: null, reason: noPower })
   })
 
-  test('a load that starts before the first poll returns still gets an idle baseline', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'sg-nvsmi-'))
-    dirs.push(dir)
+  test('a load that starts before the first poll returns still gets an idle baseline', async ({ testDir: dir }) => {
     const loadFile = join(dir, 'load')
     const sampler = startGpuSampler({
       executable: NVIDIA_SMI,
@@ -315,9 +306,7 @@ describe('startGpuSampler against the fake nvidia-smi', () => {
     expect(summarizeGpu(samples, { outputTokens: 1, loadStartedAt: 0, loadEndedAt: 1 })).toEqual(samples)
   })
 
-  test('an abort signal stops polling; stop() is idempotent', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'sg-nvsmi-'))
-    dirs.push(dir)
+  test('an abort signal stops polling; stop() is idempotent', async ({ testDir: dir }) => {
     const log = join(dir, 'calls')
     const controller = new AbortController()
     const sampler = startGpuSampler({
