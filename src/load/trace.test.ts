@@ -1,7 +1,7 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { describe, expect } from 'vitest'
+import { test } from '../../fixtures/test-context.ts'
 import { planArrivals } from './plan.ts'
 import { parseTrace } from './trace.ts'
 
@@ -50,14 +50,11 @@ describe('parseTrace', () => {
 })
 
 describe('planArrivals for a trace', () => {
-  let dir = ''
   let path = ''
-  beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'servegate-trace-'))
-    path = join(dir, 'trace.jsonl')
+  test.beforeAll(async ({ tmpDir }) => {
+    path = join(tmpDir, 'trace.jsonl')
     await writeFile(path, MOONCAKE)
   })
-  afterAll(() => rm(dir, { recursive: true, force: true }))
 
   test('replays the first rows, scaled in time, with their sizes; the plan names the file and its hash', async () => {
     const s = await planArrivals({ kind: 'trace', path, timeScale: 0.5, maxInFlight: null }, 2)
@@ -70,12 +67,12 @@ describe('planArrivals for a trace', () => {
     expect(s.plan.trace?.sha256).toMatch(/^[0-9a-f]{64}$/)
   })
 
-  test('more requests than rows is a config error naming the fix', async () => {
+  test('more requests than rows is a config error naming the fix', async ({ tmpDir }) => {
     await expect(planArrivals({ kind: 'trace', path, timeScale: 1, maxInFlight: null }, 5)).rejects.toThrow(
       /^requests: 5 but the trace .* has 3 rows; pass requests ≤ 3/,
     )
     await expect(
-      planArrivals({ kind: 'trace', path: join(dir, 'missing.jsonl'), timeScale: 1, maxInFlight: null }, 1),
+      planArrivals({ kind: 'trace', path: join(tmpDir, 'missing.jsonl'), timeScale: 1, maxInFlight: null }, 1),
     ).rejects.toMatchObject({ code: 'FILE_INVALID' })
   })
 })
