@@ -25,19 +25,18 @@ function refuse(q: Queued, err: Error): void {
  * connection busy and waits in the pool's queue; then undici's idle-socket check (bytes or a FIN
  * the server sent unasked are read before a reused socket is written again) takes a turn more.
  * Here the request goes onto the connection just released and waits for that check alone. Under
- * hundreds of streams a turn lasts milliseconds: at C = 128 on one thread here, the send lag
- * (slot free to bytes written) of a Pool had a p50 of 3–7 ms and a p99 of 16–24 ms, against
- * 0.3–0.8 and 4–7 ms this way. On a thread past its capacity (C = 256 on one core here, a cell
- * flagged harness-limited either way) the ITL error's tail read worse this way, the price of
- * sending on time, until requests went out in slices (docs/client-benchmark.md).
+ * hundreds of streams a turn lasts milliseconds, so the turns a `Pool` adds show in every
+ * request's send lag (slot free to bytes written); docs/client-benchmark.md has the figures.
+ * On a thread past its capacity sending sooner does not by itself keep the ITL tail precise; the
+ * slices below do.
  *
  * Requests go out in slices of about `SLICE_MS` per event-loop turn (a `TurnSlice`, which the
  * cell's closed loop shares: its next requests start in the same budget). A closed loop's equal
- * streams end together, and handing each next request to the socket at once (60–170 µs each here)
- * held one thread for 15–45 ms at C = 256: every chunk that arrived meanwhile was stamped that
- * late, a first chunk too (the TTFT of a request whose first token came back within the storm).
- * Sliced, the reads that arrive between slices are stamped within a turn; the requests behind go
- * out that much later, which their send lag records (docs/client-benchmark.md). Below a slice's
+ * streams end together, and handing each next request to the socket at once would hold one thread
+ * for tens of milliseconds at C = 256: every chunk that arrives meanwhile is stamped that late, a
+ * first chunk too (the TTFT of a request whose first token comes back within the storm). Sliced,
+ * the reads that arrive between slices are stamped within a turn; the requests behind go out
+ * that much later, which their send lag records (docs/client-benchmark.md). Below a slice's
  * worth a turn, a request goes out at once. Each handed request's bytes are written in the next
  * check phase (undici's idle-socket check), so a turn then holds the thread for a few times the
  * slice with the writes.

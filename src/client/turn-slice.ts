@@ -19,10 +19,10 @@ interface Job {
  * Work that can wait, done at most about `sliceMs` of it per event-loop turn. A chunk is stamped
  * when the thread gets to its read, so every millisecond the thread spends elsewhere while chunks
  * arrive is added to their stamps. A closed loop's equal streams end together, and starting each
- * next request at once (its body, its record, its hand-off to the socket) kept one thread busy for
- * tens of milliseconds at C = 256. Sliced, the reads that arrive between slices are stamped within
- * a turn, and the work behind waits for the turns after, oldest first, which the requests' send
- * lag records (docs/client-benchmark.md).
+ * next request at once (its body, its record, its hand-off to the socket) would keep one thread
+ * busy for tens of milliseconds at C = 256. Sliced, the reads that arrive between slices are
+ * stamped within a turn, and the work behind waits for the turns after, oldest first, which the
+ * requests' send lag records (docs/client-benchmark.md).
  *
  * `run` does work now and counts its time against this turn's slice. While the slice is spent or
  * work already waits (`open` is false), `later` queues work for the next turns: each turn runs the
