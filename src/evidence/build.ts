@@ -63,9 +63,9 @@ export interface BuiltEvidence {
 const ARMS = ['cell', 'baseline', 'candidate'] as const
 
 /**
- * An arm whose host stole this share of the machine's CPU or more gets a `host-noise` finding. On
- * the development VM the C = 1 ITL error p99 medians were 1.7–2.5 ms in the runs with under 1% of
- * the client's core stolen and 5.2–7.2 ms in those with 2–17% (docs/client-benchmark.md).
+ * An arm whose host stole this share of the machine's CPU or more gets a `host-noise` finding:
+ * a steal of a few percent already moves ITL tails of a few milliseconds, so 1% is where a
+ * reviewer should start to doubt them (docs/client-benchmark.md, "The host").
  */
 const HOST_NOISE_STEAL_SHARE = 0.01
 
