@@ -70,8 +70,8 @@ export async function closedLoop(
 /**
  * Within this many ms of a due time the dispatcher stops sleeping on a timer (libuv timers have
  * 1 ms granularity and fire up to a millisecond late) and polls once per event-loop turn
- * (setImmediate), which lets network I/O through between polls. Measured here: send lag p50
- * drops from ~0.6 ms to ~0 for about 0.1 core at 100 req/s.
+ * (setImmediate), which lets network I/O through between polls. The polling takes the timer's
+ * lateness out of the send lag for a fraction of a core (docs/load-shapes.md, "Measured here").
  */
 const POLL_WINDOW_MS = 1
 
