@@ -213,8 +213,8 @@ function decide(
 /**
  * The BCa interval with each side at least as wide as the percentile interval's. BCa's
  * acceleration comes from the jackknife, which is inconsistent for percentiles (Efron 1982,
- * ch. 3): in the calibration BCa alone failed a 1%-level check 1.05–1.45% of the time at the
- * tolerance, the guarded interval 0.15–0.6%.
+ * ch. 3): alone, BCa misses the 1% level at the tolerance, and the guarded interval keeps it
+ * (docs/gates.md, `holdLatencyGate`).
  */
 function atLeastPercentile(dist: BootstrapDistribution, confidence: number): LogInterval {
   const bca = bcaInterval(dist, confidence)

@@ -40,8 +40,9 @@ export function widen(interval: LogInterval, confidence: number, launchVariance:
  * A bootstrap interval of a mean, each side made at least as wide as the Student t interval's
  * (mean ± t_{n−1}·sd/√n). The bootstrap's jackknife acceleration is noisy with heavy tails (a
  * stall in one arm): a sample with an outlier has both its mean and its skewness pulled the same
- * way and BCa then shortens the opposite side, which doubled the A/A false-win rate of prefill in
- * the calibration. The t floor keeps BCa's skew where it widens and removes it where it narrows.
+ * way and BCa then shortens the opposite side, which doubles the A/A false-win rate of prefill at
+ * the first sequential looks (docs/gates.md). The t floor keeps BCa's skew where it widens and
+ * removes it where it narrows.
  */
 export function atLeastStudentT(interval: LogInterval, sd: number, n: number, confidence: number): LogInterval {
   const half = (studentTQuantile(1 - (1 - confidence) / 2, n - 1) * sd) / Math.sqrt(n)
@@ -57,7 +58,7 @@ export function atLeastStudentT(interval: LogInterval, sd: number, n: number, co
  * With the same number of launches per arm (A B B A gives that) the standard error is the same as
  * Welch's and the df is the pooled 2n − 2: at equal sizes the pooled t-test keeps its level under
  * unequal variances, while Welch–Satterthwaite's df, estimated from a handful of launches, is
- * smaller and noisy and cost 7–10 points of power at 4 launches per arm in the calibration.
+ * smaller and noisy and costs power at 4 launches per arm (docs/gates.md, "Repeated launches").
  * With unequal counts, Welch's df.
  */
 export function launchLevelInterval(
