@@ -1,8 +1,9 @@
 /**
  * Packs what `bench:client`'s scale ladder needs on a many-core runner that has neither Node nor
  * a network (an air-gapped GPU box): this Node binary, the package's runtime dependencies and a
- * fresh `dist/`, as one `.bench-bundle/bundle.tar.xz` (about 40 MB). Copy the repository with that
- * folder to the runner and run `scripts/bench-offline.sh` there.
+ * fresh `dist/`, as one `.bench-bundle/bundle.tar.xz` (a few tens of MB). Copy the repository
+ * with that folder to the runner and run `scripts/bench-offline.sh` there
+ * (docs/client-benchmark.md).
  *
  *     npm run bench:bundle
  *

@@ -1,7 +1,7 @@
 /**
  * Builds the real `llama-server` from the llama.cpp source that node-llama-cpp ships (a git
  * bundle) and caches it outside the repo, keyed by the bundle's commit. Builds only when the
- * cached binary is missing (about 14 minutes on 2 cores).
+ * cached binary is missing: a build takes minutes (docs/engines.md).
  *
  *     node scripts/build-llama-server.ts               # build if missing, print the path
  *     node scripts/build-llama-server.ts --print-path  # print the cached path, exit 1 if missing

@@ -9,16 +9,17 @@ import { ServegateError } from './errors.ts'
  * (docs/client-benchmark.md).
  * - `--max-semi-space-size=2`: V8 grows its young generation to 16 MB a semi-space (three of
  *   them resident) under a streaming client's allocation rate; 2 MB holds a cell's garbage as
- *   well, at a peak RSS 60 to 130 MB lower at C = 256 and C = 1024, with no measured cost to
- *   ingest or to ITL precision.
+ *   well, and a cell of hundreds of streams peaks far lower, at no cost shown to ingest or to
+ *   ITL precision.
  * - `--wasm-tiering-budget=2000000000`: keeps undici's HTTP parser (llhttp, WebAssembly) on
  *   V8's baseline compiler. Its tier-up to the optimizing compiler comes a few thousand reads
- *   into the first cell and takes 20 MB for the compile, which was the whole gap between a
- *   C = 1 cell and 100 MB; the baseline code parses as fast here.
+ *   into the first cell, and the compile's transient memory would set a C = 1 cell's peak;
+ *   the baseline code parses as fast.
  * - `--heap-growing-percent=50`: the old generation may grow by half between full GCs, not by
  *   V8's up-to-4× under a fast allocator. The socket reads of a thousand streams wait in the C
- *   allocator for the GC that frees them; collected sooner, C = 1024 × 200 peaks 30 to 50 MB
- *   lower, for a few percent more client CPU.
+ *   allocator for the GC that frees them; collected sooner, such a cell peaks lower for a little
+ *   more client CPU.
+ * The figures behind each are in docs/client-benchmark.md, "Where the memory goes".
  */
 export const BENCH_WORKER_NODE_FLAGS: readonly string[] = [
   '--max-semi-space-size=2',

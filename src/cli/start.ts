@@ -5,7 +5,8 @@ const MEASURING_COMMANDS: ReadonlySet<string | undefined> = new Set(['run', 'cap
 
 /**
  * Set in the environment of the re-executed CLI, so it runs its command instead of
- * re-executing again; set by hand, the CLI runs under Node's defaults (the soak's "before").
+ * re-executing again; set by hand, the CLI runs under Node's defaults (as
+ * `npm run bench:soak -- --node-defaults` does, to measure without the flags).
  */
 export const NO_REEXEC_ENV = 'SERVEGATE_NO_REEXEC'
 
