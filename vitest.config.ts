@@ -1,13 +1,82 @@
-import { defineConfig } from 'vitest/config'
+import { availableParallelism } from 'node:os'
+import { configDefaults, defineConfig } from 'vitest/config'
 import { servegate } from './src/vitest/index.ts'
 
+const INCLUDE = ['src/**/*.test.ts', 'fixtures/*.test.ts', 'benchmarks/**/*.test.ts', 'scripts/**/*.test.ts']
+
+/**
+ * Test files that assert wall-clock bounds (a send lag, a latency, a deadline met in under a
+ * second, a signal sent while a cell is still running) or judge what a simulated engine measured
+ * (a 2× decode win, a capacity bracket, a held latency). Another test file busy on the same two
+ * cores would fail them, not the code: they run one file at a time, after every other file.
+ */
+const TIMING = [
+  'benchmarks/cell-bench.test.ts',
+  'benchmarks/client-bench.test.ts',
+  'benchmarks/python-client.test.ts',
+  'benchmarks/servers/paced.test.ts',
+  'src/cli/cli.test.ts',
+  'src/cli/evidence-commands.test.ts',
+  'src/cli/init.test.ts',
+  'src/cli/run-command.test.ts',
+  'src/cli/run-exits.test.ts',
+  'src/client/clock.test.ts',
+  'src/client/sse.test.ts',
+  'src/client/stream-wire-faults.test.ts',
+  'src/declare/staged-pair-declaration.test.ts',
+  'src/declare/sweep-declaration.test.ts',
+  'src/engines/launch.test.ts',
+  'src/engines/llama-server-load.test.ts',
+  'src/evidence/evidence.test.ts',
+  'src/evidence/shards.test.ts',
+  'src/evidence/stored-baseline-evidence.test.ts',
+  'src/matchers/stored-baseline-pair.test.ts',
+  'src/runner/capacity-search.test.ts',
+  'src/runner/client-workers.test.ts',
+  'src/runner/dispatch.test.ts',
+  'src/runner/measure-cell.test.ts',
+  'src/runner/open-loop.test.ts',
+  'src/sim/saturation.test.ts',
+  'src/sim/server.test.ts',
+  'src/workload/prepare.test.ts',
+]
+
+// One plugin instance for both projects, so the run has one evidence reporter and one progress
+// display. Each project lists it itself (extends: false): vitest 5 does not apply a plugin's
+// `test` options (the matchers' setup file, the provided options) to an inline project that
+// shares the root's Vite server.
+const plugin = servegate({ evidenceDir: 'evidence' })
+const timeouts = { testTimeout: 30_000, hookTimeout: 30_000 }
+
 export default defineConfig({
-  plugins: [servegate({ evidenceDir: 'evidence' })],
   test: {
-    include: ['src/**/*.test.ts', 'fixtures/*.test.ts', 'benchmarks/**/*.test.ts', 'scripts/**/*.test.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 30_000,
-    // Tests that measure timing share two cores with the simulated engine; run files one at a time.
-    fileParallelism: false,
+    projects: [
+      {
+        extends: false,
+        plugins: [plugin],
+        test: {
+          name: 'unit',
+          include: INCLUDE,
+          exclude: [...configDefaults.exclude, ...TIMING],
+          // One worker more than cores: many of these files wait on child processes and sockets.
+          maxWorkers: availableParallelism() + 1,
+          sequence: { groupOrder: 0 },
+          ...timeouts,
+        },
+      },
+      {
+        extends: false,
+        plugins: [plugin],
+        test: {
+          name: 'timing',
+          include: TIMING,
+          fileParallelism: false,
+          sequence: { groupOrder: 1 },
+          ...timeouts,
+          // `vitest bench` runs the bench files once, in the unit project's bench variant.
+          benchmark: { exclude: ['**'] },
+        },
+      },
+    ],
   },
 })
