@@ -115,6 +115,14 @@ describe('servegate summarize reads vLLM and SGLang files directly', () => {
     expect(r.stdout).toMatch(/ requests: \d+ ok, failed unknown · /)
     expect(r.stdout).not.toMatch(/ 0 failed/)
   })
+
+  test('a wall clock the source never recorded reads "unknown", never 0 s, in a record 0.1.0 wrote as 0', async () => {
+    const stored = fixture('records/aiperf-summary-only-0.1.0.json')
+    const r = await cli(['summarize', stored])
+    expect(r.stderr).toBe('')
+    expect(r.stdout).toMatch(/^7 requests: 6 ok, 1 failed · wall clock unknown · output 104.8 tok\/s · /m)
+    expect(r.stdout).not.toMatch(/wall clock 0/)
+  })
 })
 
 describe('bad import input gets one line', () => {

@@ -113,7 +113,7 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
   lines.push(`${record.runId} · ${plan.model} @ ${record.target.baseUrl ?? 'imported'} · ${api} · ${load}`)
   lines.push(
     `${plan.requests} requests: ${record.completed} ok, ${failedText(record)}` +
-      `${record.unsent > 0 ? `, ${record.unsent} never sent (cut short)` : ''} · wall clock ${formatSeconds(metrics.wallClockMs, 2)}` +
+      `${record.unsent > 0 ? `, ${record.unsent} never sent (cut short)` : ''} · wall clock ${metrics.wallClockMs === null ? 'unknown' : formatSeconds(metrics.wallClockMs, 2)}` +
       ` · output ${formatByMagnitude(metrics.outputThroughputTokPerS)} tok/s · ${formatByMagnitude(metrics.requestRateReqPerS)} req/s`,
   )
   const w = plan.workload

@@ -260,7 +260,10 @@ describe('an evidence directory', () => {
 
   test('a record whose metrics differ from its requests is named', async () => {
     const out = join(dir, 'metrics')
-    const edited = { ...candidate, metrics: { ...candidate.metrics, totalCompletionTokens: candidate.metrics.totalCompletionTokens + 1 } }
+    const edited = {
+      ...candidate,
+      metrics: { ...candidate.metrics, totalCompletionTokens: (candidate.metrics.totalCompletionTokens as number) + 1 },
+    }
     const built = buildEvidence(
       [{ file: 'a', meta: { cells: [declared('won', { records: { baseline: [baseline], candidate: [edited] } })] } }],
       [],

@@ -122,10 +122,12 @@ export function launchHoldLatencyMethod(p: {
   return `launch level: per-launch nearest-rank p${p.percentile}, ${interval}`
 }
 
-/** An SLO gate's method; the goodput clause only when the records have a wall clock. */
-export function sloMethod(p: { good: number; samples: number; wallClockMs: number; goodReqPerS: number | null }): string {
+/** An SLO gate's method; the goodput clause only when the records have a wall clock (null: unknown). */
+export function sloMethod(p: { good: number; samples: number; wallClockMs: number | null; goodReqPerS: number | null }): string {
   const goodput =
-    p.goodReqPerS === null ? '' : ` over ${formatSeconds(p.wallClockMs, 2)} of wall clock: ${p.goodReqPerS.toFixed(2)} good req/s`
+    p.goodReqPerS === null || p.wallClockMs === null
+      ? ''
+      : ` over ${formatSeconds(p.wallClockMs, 2)} of wall clock: ${p.goodReqPerS.toFixed(2)} good req/s`
   return `Wilson score interval of ${p.good} good of ${p.samples} measured request(s)${goodput}`
 }
 

@@ -42,6 +42,13 @@ describe('sloGate', () => {
     expect(d.warnings[0]).toMatch(/^2 launches pooled/)
   })
 
+  test('a launch whose source recorded no wall clock leaves the pooled one unknown: the share is judged, no rate is given', () => {
+    const unknown = { ...record(new Array(60).fill(100)), metrics: { wallClockMs: null } }
+    const d = sloGate([record(new Array(60).fill(100)), unknown], { ttftMs: 200 })
+    expect(d.samples.candidate).toBe(120)
+    expect(d.effect.method).toBe('Wilson score interval of 120 good of 120 measured request(s)')
+  })
+
   test('an empty record is inconclusive without a hint', () => {
     expect(sloGate(record([]), { ttftMs: 200 })).toMatchObject({
       outcome: 'inconclusive',

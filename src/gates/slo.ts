@@ -76,13 +76,14 @@ export function sloGate(records: SLORecord | readonly SLORecord[], options: SLOG
   let samples = 0
   let good = 0
   let failed = 0
-  let wallClockMs = 0
+  let wallClockMs: number | null = 0
   for (const record of launches) {
     const counted = countGood(record.requests, slo)
     samples += counted.samples
     good += counted.good
     failed += counted.missed.failed
-    wallClockMs += record.metrics.wallClockMs
+    // One launch whose source recorded no duration leaves the pooled wall clock unknown.
+    wallClockMs = wallClockMs === null || record.metrics.wallClockMs === null ? null : wallClockMs + record.metrics.wallClockMs
   }
   const required = o.percentile / 100
   const { low, high } = wilsonInterval(good, samples, zOf(o.confidence))
@@ -97,7 +98,7 @@ export function sloGate(records: SLORecord | readonly SLORecord[], options: SLOG
   } else if (outcome === 'inconclusive' && samples > 0) {
     warnings.push(sloInconclusiveWarning({ confidence: o.confidence, low: low as number, high: high as number, required }))
   }
-  const goodReqPerS = wallClockMs > 0 ? good / (wallClockMs / 1000) : null
+  const goodReqPerS = wallClockMs !== null && wallClockMs > 0 ? good / (wallClockMs / 1000) : null
   return {
     gate: o.gate,
     outcome,

@@ -153,7 +153,7 @@ export function importAiperfAggregate(value: unknown, options: BenchImportOption
   const facts = factsOf(a)
   const failed = failedCount(a)
   const durationS = avgOf(a, 'benchmark_duration')
-  const wallClockMs = durationS === null ? 0 : durationS * 1000
+  const wallClockMs = durationS === null ? null : durationS * 1000
   // Without a failed count the requests sent are unknown: completed is the least there were.
   const requests = completed + (failed.count ?? 0)
   return assembleImport({
@@ -211,7 +211,7 @@ function failedCount(a: Record<string, unknown>): FailedCount {
 }
 
 /** The aggregate's summaries as servegate's metrics: AIPerf's own figures, nothing recomputed. */
-function aggregateMetrics(a: Record<string, unknown>, completed: number, wallClockMs: number): ReturnType<typeof summaryMetrics> {
+function aggregateMetrics(a: Record<string, unknown>, completed: number, wallClockMs: number | null): ReturnType<typeof summaryMetrics> {
   const totalOutput = avgOf(a, 'total_osl') ?? avgOf(a, 'total_output_tokens')
   const totalInput = avgOf(a, 'total_isl')
   return summaryMetrics({
@@ -321,7 +321,7 @@ export function importAiperfRecords(lines: readonly unknown[], options: BenchImp
   const records = kept.map((line, i) => lineRecord(line, i, first)).sort((x, y) => x.index - y.index)
   checkSameRun(aggregate, records, source)
   const durationS = aggregate === null ? null : avgOf(aggregate, 'benchmark_duration')
-  const wallClockMs = durationS !== null ? durationS * 1000 : first !== null && lastEnd !== null ? (lastEnd - first) / 1e6 : 0
+  const wallClockMs = durationS !== null ? durationS * 1000 : first !== null && lastEnd !== null ? (lastEnd - first) / 1e6 : null
   const prompts = records.flatMap((r) => (r.promptTokens === null ? [] : [r.promptTokens]))
   const run = runOf(facts, options)
   return assembleImport({

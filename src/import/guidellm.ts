@@ -156,7 +156,7 @@ export function importGuidellmBenchmark(b: Record<string, unknown>, options: Ben
     api,
     startedAt: iso(start),
     finishedAt: iso(end),
-    wallClockMs: run.durationS === null ? 0 : run.durationS * 1000,
+    wallClockMs: run.durationS === null ? null : run.durationS * 1000,
     ...(run.requests === null ? summaryOnly(run) : perRequest(run, run.requests, start ?? 0)),
   })
 }
@@ -255,7 +255,7 @@ function summaryOnly(run: GuidellmRun): Pick<ImportedRun, 'plan' | 'measure' | '
     totalOutputTokens: totalOutput === null ? null : Math.round(totalOutput),
     outputThroughput: totalOutput !== null && durationS !== null && durationS > 0 ? totalOutput / durationS : null,
     requestThroughput: durationS !== null && durationS > 0 ? completed / durationS : null,
-    wallClockMs: durationS === null ? 0 : durationS * 1000,
+    wallClockMs: durationS === null ? null : durationS * 1000,
     tokenSource: 'client-count',
     itlSamples: itl?.count ?? null,
     percentileMethod: 'nearest-rank',

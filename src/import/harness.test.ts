@@ -180,3 +180,75 @@ describe('a summary without a failed count records null, never 0', () => {
     expect(r.methodology.failedCount).toBe('not recorded: the summary has no results_number_errors, so failed is null')
   })
 })
+
+describe('a total or a duration the source never recorded is null, never 0', () => {
+  test('an AIPerf aggregate without total_isl, total_osl and benchmark_duration: both totals and the wall clock', async () => {
+    const { total_isl: _i, total_osl: _o, benchmark_duration: _d, ...agg } = await readJson(join(AIPERF, 'profile_export_aiperf.json'))
+    const r = RunRecord.parse(parseRunText(JSON.stringify(agg), 'a.json', { from: 'aiperf' }))
+    expect(r.importedFrom?.perRequest).toBe(false)
+    expect([r.metrics.totalPromptTokens, r.metrics.totalCompletionTokens, r.metrics.wallClockMs]).toEqual([null, null, null])
+    expect(r.methodology.unrecorded).toBe(
+      'not recorded by AIPerf, so null (unknown, never 0): totalPromptTokens, totalCompletionTokens, wallClockMs',
+    )
+    // The distributions keep AIPerf's own summaries, and its throughput its own figure.
+    close(r.metrics.distributions.promptTokens.mean, agg.input_sequence_length.avg, 'mean prompt tokens')
+    close(r.metrics.outputThroughputTokPerS, agg.output_token_throughput.avg, 'output throughput')
+    // With them it records every figure and no note.
+    const full = await one(join(alone, 'profile_export_aiperf.json'), 'aiperf')
+    expect(full.metrics.totalPromptTokens).toBeGreaterThan(0)
+    expect(full.methodology.unrecorded).toBeUndefined()
+  })
+
+  test('AIPerf per-request lines alone without their start and end times: no wall clock, so no rate', async () => {
+    const lines = (await readFile(join(AIPERF, 'profile_export.jsonl'), 'utf8')).trim().split('\n')
+    const untimed = lines.map((l) => {
+      const line = JSON.parse(l)
+      const { request_start_ns: _s, request_end_ns: _e, ...metadata } = line.metadata
+      return JSON.stringify({ ...line, metadata })
+    })
+    const r = RunRecord.parse(parseRunText(untimed.join('\n'), 'profile_export.jsonl', { from: 'aiperf' }))
+    expect(r.importedFrom?.perRequest).toBe(true)
+    expect([r.metrics.wallClockMs, r.metrics.outputThroughputTokPerS, r.metrics.requestRateReqPerS]).toEqual([null, null, null])
+    // Per request the totals are servegate's own sums of the requests' counts.
+    expect(r.metrics.totalPromptTokens).toBeGreaterThan(0)
+    expect(r.methodology.unrecorded).toBe('not recorded by AIPerf, so null (unknown, never 0): wallClockMs')
+  })
+
+  test('a sampled GuideLLM benchmark without duration, times and token sums', async () => {
+    const report = await readJson(GUIDELLM)
+    const { duration: _d, start_time: _s, end_time: _e, ...b } = report.benchmarks[1]
+    const metrics = Object.fromEntries(
+      Object.entries(b.metrics as Record<string, Record<string, Record<string, unknown>>>).map(([name, m]) => {
+        const { total_sum: _t, ...successful } = m.successful ?? {}
+        return [name, { ...m, successful }]
+      }),
+    )
+    const benchmark = { ...b, metrics, request_samples: { successful: 3, incomplete: 0, errored: 1, total: null } }
+    const r = RunRecord.parse(parseRunText(JSON.stringify({ benchmarks: [benchmark] }), 'g.json', { from: 'guidellm' }))
+    expect(r.importedFrom?.perRequest).toBe(false)
+    const m = r.metrics
+    expect([m.totalPromptTokens, m.totalCompletionTokens, m.wallClockMs, m.outputThroughputTokPerS, m.requestRateReqPerS]).toEqual([
+      null,
+      null,
+      null,
+      null,
+      null,
+    ])
+    expect(r.methodology.unrecorded).toMatch(/^not recorded by GuideLLM, so null \(unknown, never 0\): /)
+  })
+
+  test('a real llmperf summary without its completed-per-minute rate: its test time is unknown, not 0', async () => {
+    const wild = join(import.meta.dirname, '../../fixtures/reference/wild/other-llmperf-summary-anyscale_7b.json')
+    const { results_num_completed_requests_per_min: _rate, ...s } = await readJson(wild)
+    const r = RunRecord.parse(parseRunText(JSON.stringify(s), 'l.json', { from: 'llmperf' }))
+    expect([r.metrics.wallClockMs, r.metrics.requestRateReqPerS]).toEqual([null, null])
+    // Its end is recorded (timestamp), its start is not: the duration it would be counted back from is unknown.
+    expect([r.startedAt, r.finishedAt]).toEqual([null, new Date(s.timestamp * 1000).toISOString()])
+    // llmperf's token totals come back exactly from its means × completed.
+    expect([r.metrics.totalPromptTokens, r.metrics.totalCompletionTokens]).toEqual([
+      550 * 150,
+      Math.round(s.results_number_output_tokens_mean * 150),
+    ])
+    expect(r.methodology.unrecorded).toBe('not recorded by llmperf, so null (unknown, never 0): wallClockMs')
+  })
+})

@@ -3,7 +3,7 @@
  * source defined (read from its code), whether it kept every request, how its failed count was
  * known, what was read. Every importer says the shared parts in the same words.
  */
-import { PERCENTILE_METHOD, P99_MIN_SAMPLES } from '../schema/run.ts'
+import { type CellMetrics, PERCENTILE_METHOD, P99_MIN_SAMPLES, UNRECORDED_KEY } from '../schema/run.ts'
 import type { StdKind } from './summary-metrics.ts'
 
 /** How a summary-only import knows its failed count: the source's figure and where it came from, or never recorded. */
@@ -76,4 +76,17 @@ export function methodologyOf(facts: ImportFacts, measure: MeasureShape): Record
         : `${measure.failed.from} (${measure.failed.count})`,
     import: `summary-only import of ${facts.read}${notes}; requests is empty and nothing per-request is invented${hint}`,
   }
+}
+
+/** The figures of a record that a source may leave unrecorded: each is then null, never 0. */
+const RECORDABLE_FIGURES = ['totalPromptTokens', 'totalCompletionTokens', 'wallClockMs'] as const
+
+/**
+ * The methodology note naming the figures an import's source never recorded (each null in its
+ * metrics); none when it recorded them all.
+ * @example unrecordedNote('AIPerf', metrics) // { unrecorded: 'not recorded by AIPerf, so null (unknown, never 0): wallClockMs' }
+ */
+export function unrecordedNote(tool: string, metrics: Pick<CellMetrics, (typeof RECORDABLE_FIGURES)[number]>): Record<string, string> {
+  const unknown = RECORDABLE_FIGURES.filter((name) => metrics[name] === null)
+  return unknown.length === 0 ? {} : { [UNRECORDED_KEY]: `not recorded by ${tool}, so null (unknown, never 0): ${unknown.join(', ')}` }
 }

@@ -5,7 +5,7 @@
 import { computeCellMetrics, countFailures } from '../metrics/cell-metrics.ts'
 import { assembleRunRecord, nothingSent } from '../metrics/run-assembly.ts'
 import type { Api, CellMetrics, RunPlan, RequestRecord, RunRecord, WorkloadPlan } from '../schema/run.ts'
-import { type FailedCount, type ImportFacts, methodologyOf } from './import-methodology.ts'
+import { type FailedCount, type ImportFacts, methodologyOf, unrecordedNote } from './import-methodology.ts'
 
 /** What an import measured: every request (servegate recomputes the metrics), or only the source's summary. */
 type ImportedMeasure =
@@ -39,7 +39,8 @@ export interface ImportedRun {
   /** Null when the source records no date. */
   startedAt: string | null
   finishedAt: string | null
-  wallClockMs: number
+  /** Null when the source records no duration. */
+  wallClockMs: number | null
   plan: ImportedPlan
   measure: ImportedMeasure
   /** What the methodology is written from. */
@@ -93,6 +94,7 @@ export function assembleImport(run: ImportedRun): RunRecord {
   const m = run.measure
   const records = m.perRequest ? m.records : []
   const completed = m.perRequest ? records.filter((r) => r.status === 'ok').length : m.completed
+  const metrics = m.perRequest ? computeCellMetrics(records, run.wallClockMs) : m.summary
   return assembleRunRecord({
     runId: run.runId,
     startedAt: run.startedAt,
@@ -104,9 +106,9 @@ export function assembleImport(run: ImportedRun): RunRecord {
     failures: countFailures(records),
     unsent: run.unsent ?? 0,
     requests: records,
-    metrics: m.perRequest ? computeCellMetrics(records, run.wallClockMs) : m.summary,
+    metrics,
     harness: nothingSent(),
-    methodology: methodologyOf(run.facts, m),
+    methodology: { ...methodologyOf(run.facts, m), ...unrecordedNote(run.facts.tool, metrics) },
     manifest: null,
     cellFailure: null,
     importedFrom: {
@@ -121,11 +123,12 @@ export function assembleImport(run: ImportedRun): RunRecord {
 
 /**
  * ISO start and end of a run from its end time and duration; both null when the file records
- * no time (the duration stays in the metrics' wall clock).
+ * no time (the duration stays in the metrics' wall clock), the start null when it records no duration.
  */
-export function runSpan(finished: Date | null, wallClockMs: number): { startedAt: string | null; finishedAt: string | null } {
+export function runSpan(finished: Date | null, wallClockMs: number | null): { startedAt: string | null; finishedAt: string | null } {
   if (finished === null) return { startedAt: null, finishedAt: null }
-  return { startedAt: new Date(finished.getTime() - wallClockMs).toISOString(), finishedAt: finished.toISOString() }
+  const startedAt = wallClockMs === null ? null : new Date(finished.getTime() - wallClockMs).toISOString()
+  return { startedAt, finishedAt: finished.toISOString() }
 }
 
 /** A positive integer for a plan field, or the fallback when the source gave nothing usable. */

@@ -135,7 +135,7 @@ function runOf(
   facts: LlmperfRun,
   name: string,
   options: BenchImportOptions,
-  wallClockMs: number,
+  wallClockMs: number | null,
   requests: number,
   fallbackPrompt: number,
 ): Omit<ImportedRun, 'measure' | 'facts'> {
@@ -175,7 +175,7 @@ export function importLlmperfSummary(value: unknown, options: BenchImportOptions
   const errors = num(s, 'results_number_errors')
   const perMin = num(s, 'results_num_completed_requests_per_min')
   // llmperf records no duration: completed ÷ (completed per minute) gives its test time back.
-  const wallClockMs = perMin !== null && perMin > 0 ? (completed / perMin) * 60_000 : 0
+  const wallClockMs = perMin !== null && perMin > 0 ? (completed / perMin) * 60_000 : null
   const inputMean = num(s, 'results_number_input_tokens_mean')
   // Without an error count the requests started are the completed ones at least.
   const requests = Math.max(1, Math.round(num(s, 'results_num_requests_started') ?? completed + (errors ?? 0)))
@@ -207,7 +207,7 @@ export function importLlmperfSummary(value: unknown, options: BenchImportOptions
 }
 
 /** The summary's figures as servegate's metrics: llmperf's own (pandas, sample std), nothing recomputed. */
-function summaryOf(s: Record<string, unknown>, completed: number, wallClockMs: number): ReturnType<typeof summaryMetrics> {
+function summaryOf(s: Record<string, unknown>, completed: number, wallClockMs: number | null): ReturnType<typeof summaryMetrics> {
   const outputMean = num(s, 'results_number_output_tokens_mean')
   const inputMean = num(s, 'results_number_input_tokens_mean')
   const perMin = num(s, 'results_num_completed_requests_per_min')

@@ -74,7 +74,10 @@ function itlGapCount(totalOutputTokens: number | null, completed: number): numbe
   return totalOutputTokens - completed
 }
 
-/** Cell metrics of a summary-only import: the source's figures, nothing recomputed or invented. */
+/**
+ * Cell metrics of a summary-only import: the source's figures, nothing recomputed or invented;
+ * a total or a duration it never recorded stays null.
+ */
 export function summaryMetrics(input: {
   stats: SummaryStats
   completed: number
@@ -82,7 +85,8 @@ export function summaryMetrics(input: {
   totalOutputTokens: number | null
   outputThroughput: number | null
   requestThroughput: number | null
-  wallClockMs: number
+  /** Null when the source recorded no duration. */
+  wallClockMs: number | null
   tokenSource: CompletionTokenSource
   /**
    * How many gaps the ITL summary pooled; default: total output tokens − completed (one gap
@@ -124,8 +128,8 @@ export function summaryMetrics(input: {
       return d.p99 !== null && d.samples < P99_MIN_SAMPLES
     }),
     distributions,
-    totalCompletionTokens: input.totalOutputTokens ?? 0,
-    totalPromptTokens: input.totalInputTokens ?? 0,
+    totalCompletionTokens: input.totalOutputTokens,
+    totalPromptTokens: input.totalInputTokens,
     completionTokenSources: { usage: input.tokenSource === 'usage' ? n : 0, 'client-count': input.tokenSource === 'client-count' ? n : 0 },
     outputThroughputTokPerS: n > 0 ? input.outputThroughput : null,
     requestRateReqPerS: n > 0 ? input.requestThroughput : null,

@@ -83,8 +83,11 @@ export class CellTally {
     this.totalPromptTokens += r.promptTokens ?? 0
   }
 
-  /** The cell-level metrics over what was added; throughput and rates divide by `wallClockMs`. */
-  metrics(wallClockMs: number): CellMetrics {
+  /**
+   * The cell-level metrics over what was added; throughput and rates divide by `wallClockMs`,
+   * and are null when it is (an import whose source recorded no duration).
+   */
+  metrics(wallClockMs: number | null): CellMetrics {
     const column = (name: DistributionName): Distribution => distribution(this.columns.get(name) ?? [])
     const distributions = {
       ttftMs: column('ttftMs'),
@@ -100,7 +103,7 @@ export class CellTally {
       queueDelayMs: column('queueDelayMs'),
       sendLagMs: column('sendLagMs'),
     } satisfies Distributions
-    const seconds = wallClockMs / 1000
+    const seconds = wallClockMs === null ? 0 : wallClockMs / 1000
     const ok = this.completed
     const { controlled, observable, exact } = this.control
     const wilson = wilsonInterval(this.scores.correct, this.scores.samples)
@@ -144,7 +147,11 @@ export class CellTally {
  * distribution). Throughput and request rate divide by the cell's wall clock. With an SLO,
  * goodput is judged over every measured request (a failed one is never good).
  */
-export function computeCellMetrics(records: Iterable<RequestRecord>, wallClockMs: number, slo: ResolvedSLO | null = null): CellMetrics {
+export function computeCellMetrics(
+  records: Iterable<RequestRecord>,
+  wallClockMs: number | null,
+  slo: ResolvedSLO | null = null,
+): CellMetrics {
   const tally = new CellTally(slo)
   for (const r of records) tally.add(r)
   return tally.metrics(wallClockMs)

@@ -83,8 +83,8 @@ export function countGood(records: Iterable<RequestRecord>, slo: ResolvedSLO): G
   return count
 }
 
-/** Goodput from a count of good requests over the cell's wall clock. */
-export function goodputOf({ samples, good, missed }: GoodCount, wallClockMs: number, slo: ResolvedSLO): Goodput {
+/** Goodput from a count of good requests over the cell's wall clock (no rate when the wall clock is unknown, null). */
+export function goodputOf({ samples, good, missed }: GoodCount, wallClockMs: number | null, slo: ResolvedSLO): Goodput {
   const wilson = wilsonInterval(good, samples)
   return {
     slo,
@@ -93,7 +93,7 @@ export function goodputOf({ samples, good, missed }: GoodCount, wallClockMs: num
     fraction: samples > 0 ? good / samples : null,
     wilson95Low: wilson.low,
     wilson95High: wilson.high,
-    goodputReqPerS: wallClockMs > 0 && samples > 0 ? good / (wallClockMs / 1000) : null,
+    goodputReqPerS: wallClockMs !== null && wallClockMs > 0 && samples > 0 ? good / (wallClockMs / 1000) : null,
     missed,
   }
 }
@@ -103,6 +103,6 @@ export function goodputOf({ samples, good, missed }: GoodCount, wallClockMs: num
  * requests with a Wilson 95% interval, and good requests per second of the cell's wall clock.
  * @example computeGoodput(record.requests, record.metrics.wallClockMs, resolveSLO({ ttftMs: 500, tpotMs: 50 }))
  */
-export function computeGoodput(records: Iterable<RequestRecord>, wallClockMs: number, slo: ResolvedSLO): Goodput {
+export function computeGoodput(records: Iterable<RequestRecord>, wallClockMs: number | null, slo: ResolvedSLO): Goodput {
   return goodputOf(countGood(records, slo), wallClockMs, slo)
 }

@@ -43,7 +43,7 @@ describe('runCell against the simulated engine', () => {
     const m = record.metrics
     expect(m.distributions.ttftMs.samples).toBe(9)
     expect(m.totalCompletionTokens).toBe(108)
-    expect(m.outputThroughputTokPerS).toBeCloseTo(108 / (m.wallClockMs / 1000), 9)
+    expect(m.outputThroughputTokPerS).toBeCloseTo(108 / ((m.wallClockMs as number) / 1000), 9)
     expect(m.p99DescriptiveOnly).toContain('e2eMs')
     expect(record.plan.workload.requestStreamSha256).toMatch(/^[0-9a-f]{64}$/)
     expect(record.plan.workload.wireStreamSha256).toBe(record.plan.workload.requestStreamSha256)

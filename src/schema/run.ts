@@ -300,14 +300,24 @@ export const CellMetrics = z.object({
     queueDelayMs: Distribution,
     sendLagMs: Distribution,
   }),
-  totalCompletionTokens: z.int().nonnegative(),
-  totalPromptTokens: z.int().nonnegative(),
+  /**
+   * Completion tokens of the ok requests; null when an imported summary never recorded the total
+   * (an AIPerf aggregate without total_osl, a GuideLLM summary without its total_sum): unknown, never 0.
+   */
+  totalCompletionTokens: z.int().nonnegative().nullable(),
+  /** Prompt tokens of the ok requests; null when an imported summary never recorded the total: unknown, never 0. */
+  totalPromptTokens: z.int().nonnegative().nullable(),
   completionTokenSources: z.object({ usage: z.int().nonnegative(), 'client-count': z.int().nonnegative() }),
   /** Total completion tokens of ok requests / cell wall clock. */
   outputThroughputTokPerS: z.number().nullable(),
   /** Ok requests / cell wall clock. */
   requestRateReqPerS: z.number().nullable(),
-  wallClockMs: z.number().nonnegative(),
+  /**
+   * First measured send to last measured end; null when an imported source never recorded its
+   * duration (an AIPerf or GuideLLM file without one, an llmperf summary without its rate):
+   * unknown, never 0, and no figure is divided by it.
+   */
+  wallClockMs: z.number().nonnegative().nullable(),
   /** Canaries on: ok replies checked and passed (failed ones are CONTRACT_INVALID requests). */
   canaries: z.object({ samples: z.int().nonnegative(), passed: z.int().nonnegative() }).nullable().default(null),
   /** Output control on: completions with exactly max_tokens tokens among those observable. */
@@ -451,20 +461,70 @@ export type RunRecord = z.infer<typeof RunRecord>
 /** The methodology key servegate 0.1.0 wrote beside `failed: 0` to say an import's failed count was unknown. */
 const FAILED_COUNT_KEY = 'failedCount'
 
-/**
- * A record as any servegate version wrote it, read into the current shape. 0.1.0 recorded an
- * unknown failed count as `failed: 0` with `methodology.failedCount` starting "unknown"; that
- * reads as `failed: null`, the note kept with its "recorded as 0" clause corrected.
- */
-function upgradeRunRecord(value: unknown): unknown {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return value
-  const record = value as Record<string, unknown>
-  const methodology = record.methodology
-  if (methodology === null || typeof methodology !== 'object' || Array.isArray(methodology)) return value
-  const note = (methodology as Record<string, unknown>)[FAILED_COUNT_KEY]
-  if (record.failed !== 0 || typeof note !== 'string' || !note.startsWith('unknown')) return value
+/** The methodology key that names the figures an import's source never recorded (each null in the record). */
+export const UNRECORDED_KEY = 'unrecorded'
+
+type JsonObject = Record<string, unknown>
+
+function isJsonObject(v: unknown): v is JsonObject {
+  return v !== null && typeof v === 'object' && !Array.isArray(v)
+}
+
+/** 0.1.0's unknown failed count: `failed: 0` with `methodology.failedCount` starting "unknown". */
+function upgradeFailedCount(record: JsonObject, methodology: JsonObject): JsonObject {
+  const note = methodology[FAILED_COUNT_KEY]
+  if (record.failed !== 0 || typeof note !== 'string' || !note.startsWith('unknown')) return record
   const [why] = note.split('; failed is recorded as 0')
   return { ...record, failed: null, methodology: { ...methodology, [FAILED_COUNT_KEY]: `${why}; failed is null (a 0.1.0 record wrote 0)` } }
+}
+
+/** A token total and the distribution of the same tokens, which a summary-only import filled from it or from the source. */
+const TOKEN_TOTALS = [
+  ['totalPromptTokens', 'promptTokens'],
+  ['totalCompletionTokens', 'completionTokens'],
+] as const
+
+/**
+ * 0.1.0's unknown figures of an import: it wrote 0 for a token total or a duration its source
+ * never recorded, and said so nowhere but in the record's own figures. Only where they rule out a
+ * real 0 does it read as null: a wall clock of 0 ms over completed requests; a summary-only
+ * token total of 0 beside a distribution of those tokens without a mean (0.1.0 filled that mean
+ * from the total, so a known 0 gave a mean of 0) or with a positive one.
+ */
+function upgradeUnrecordedFigures(record: JsonObject, methodology: JsonObject): JsonObject {
+  const { importedFrom, metrics } = record
+  if (!isJsonObject(importedFrom) || !isJsonObject(metrics) || typeof record.completed !== 'number' || record.completed <= 0) return record
+  const distributions = isJsonObject(metrics.distributions) ? metrics.distributions : {}
+  const unknown: string[] = []
+  if (importedFrom.perRequest === false) {
+    for (const [total, tokens] of TOKEN_TOTALS) {
+      const d = distributions[tokens]
+      const mean = isJsonObject(d) ? d.mean : undefined
+      if (metrics[total] === 0 && (mean === null || (typeof mean === 'number' && mean > 0))) unknown.push(total)
+    }
+  }
+  if (metrics.wallClockMs === 0) unknown.push('wallClockMs')
+  if (unknown.length === 0) return record
+  return {
+    ...record,
+    metrics: { ...metrics, ...Object.fromEntries(unknown.map((name) => [name, null])) },
+    methodology: {
+      ...methodology,
+      [UNRECORDED_KEY]: `not recorded by the source, so null: ${unknown.join(', ')} (a 0.1.0 record wrote 0)`,
+    },
+  }
+}
+
+/**
+ * A record as any servegate version wrote it, read into the current shape. 0.1.0 recorded what an
+ * import's source never recorded as 0: a failed count (flagged in `methodology.failedCount`), a
+ * token total or a duration (flagged only by the record's own figures). Each reads as null, with a
+ * methodology note saying so.
+ */
+function upgradeRunRecord(value: unknown): unknown {
+  if (!isJsonObject(value) || !isJsonObject(value.methodology)) return value
+  const failed = upgradeFailedCount(value, value.methodology)
+  return upgradeUnrecordedFigures(failed, failed.methodology as JsonObject)
 }
 
 /** Parses a stored run record of any servegate version (see {@link upgradeRunRecord}) into a {@link RunRecord}. */
