@@ -174,6 +174,22 @@ describe('requests and accuracy', () => {
     expect(requests).toContain('| imported · candidate | 12 | 0 |  |')
   })
 
+  test('an import that never recorded its input tokens fails the input-tokens pair check on the board, never passes it', () => {
+    // AIPerf's aggregate without total_isl and total_osl: its token totals are unknown, not 0.
+    const path = join(import.meta.dirname, '../../fixtures/import/aiperf-run/profile_export_aiperf.json')
+    const { total_isl: _i, total_osl: _o, ...agg } = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>
+    const imported = parseRunText(JSON.stringify(agg), path, { from: 'aiperf', model: 'm' })
+    expect(imported.metrics.totalPromptTokens).toBeNull()
+    const cells = [pairCell('imported', imported, candidate)]
+    expect(sectionOf(board(cells), '## Pair checks per fact (1 pair(s) compared of 1)')).toContain('| input tokens | 0/1 | imported |')
+    // The check the board counts says why: the total is unknown, so nothing could be compared.
+    const { files, tests } = suite(cells)
+    const [cell] = buildEvidence(files, tests, { suiteCommit: null, redact: false }).index.cells
+    expect(cell?.checks[0]?.findings).toContain(
+      "input tokens: unknown for baseline (its source recorded no total input tokens), so the arms' input tokens cannot be compared",
+    )
+  })
+
   test('accuracy per arm with its Wilson interval, and the accuracy gap in points, never as a ratio', () => {
     const pair = { baseline: [quizBaseline], candidate: [quizCandidate] }
     const gap = decisionMeta('quiz', pair, { gate: 'toStayWithinAccuracyGap' })

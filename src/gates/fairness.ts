@@ -147,18 +147,36 @@ export function pairMismatches(p: FairnessPair): string[] {
   // Model fingerprints are compared where both arms have one (engine-side files).
   const prints = all.map((r) => r.manifest?.model.fingerprint.value ?? null).filter((v): v is string => v !== null)
   if (new Set(prints).size > 1) out.push(`model fingerprint: ${[...new Set(prints)].map((v) => v.slice(0, 12)).join(' ≠ ')}`)
-  // Same prompts, same tokens: per request, the engines' own prompt token counts.
+  out.push(...inputTokenMismatches(p))
+  return [...new Set(out)]
+}
+
+/**
+ * Same prompts, same tokens: per request, the engines' own prompt token counts; where a launch
+ * is a summary-only import (no requests kept), the total input tokens. A launch whose source
+ * never recorded its total cannot be checked, which is a finding, never a match.
+ */
+function inputTokenMismatches(p: FairnessPair): string[] {
+  const all = launches(p)
+  const unknown = all.filter(({ r }) => r.metrics.totalPromptTokens === null).map(({ label }) => label)
+  if (unknown.length > 0)
+    return [
+      `input tokens: unknown for ${unknown.join(', ')} (its source recorded no total input tokens), so the arms' input tokens cannot be compared`,
+    ]
+  if (all.some(({ r }) => r.importedFrom?.perRequest === false)) {
+    const totals = all.map(({ label, r }) => ({ label, total: r.metrics.totalPromptTokens as number }))
+    if (new Set(totals.map((t) => t.total)).size === 1) return []
+    return [`input tokens: the totals differ (${totals.map((t) => `${t.label} ${t.total}`).join(', ')})`]
+  }
   const tokens = (r: RunRecord) =>
     new Map(r.requests.flatMap((q) => (q.status === 'ok' && q.promptTokens !== null ? [[q.index, q.promptTokens] as const] : [])))
-  const base = tokens(first)
-  for (const r of all.slice(1)) {
-    const other = tokens(r)
-    const diff = [...base].filter(([i, n]) => other.has(i) && other.get(i) !== n)
+  const [first, ...rest] = all.map(({ r }) => tokens(r))
+  for (const other of rest) {
+    const diff = [...(first ?? [])].filter(([i, n]) => other.has(i) && other.get(i) !== n)
     if (diff.length > 0) {
       const [i, n] = diff[0] as [number, number]
-      out.push(`input tokens: ${diff.length} requests differ (request ${i}: ${n} ≠ ${other.get(i)})`)
-      break
+      return [`input tokens: ${diff.length} requests differ (request ${i}: ${n} ≠ ${other.get(i)})`]
     }
   }
-  return [...new Set(out)]
+  return []
 }
