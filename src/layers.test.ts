@@ -55,19 +55,7 @@ const PART_EXCEPTIONS: Record<string, string> = {
  */
 const ALLOWED: Record<string, string[]> = {
   // Entries and tools: composition of their own (the CLI builds its Environment from its flags).
-  'index.ts': [
-    'declare',
-    'engines',
-    'errors.ts',
-    'load',
-    'matchers',
-    'record',
-    'runner',
-    'schema',
-    'sim',
-    'version.ts',
-    'workload',
-  ],
+  'index.ts': ['declare', 'engines', 'errors.ts', 'load', 'matchers', 'record', 'runner', 'schema', 'sim', 'version.ts', 'workload'],
   vitest: ['declare', 'errors.ts', 'evidence', 'matchers', 'node-flags.ts', 'schema', 'worker'],
   cli: [
     'engines',
