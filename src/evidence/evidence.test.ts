@@ -1,7 +1,7 @@
-import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { beforeAll, describe, expect } from 'vitest'
+import { test } from '../../fixtures/test-context.ts'
 import { checkMeta, decisionMeta } from '../../fixtures/judged-meta.ts'
 import { measuredArm } from '../../fixtures/manifest.ts'
 import { runCell } from '../runner/measure-cell.ts'
@@ -9,7 +9,6 @@ import { failedCellRecord } from '../runner/run-record.ts'
 import { EvidenceIndex } from '../schema/evidence.ts'
 import type { RunRecord } from '../schema/run.ts'
 import type { DeclaredCell } from '../schema/task-meta.ts'
-import { startSimServer } from '../sim/server.ts'
 import { boardFiles, renderBoard } from './board.ts'
 import { buildEvidence, type SpecFileInput, type TestInput } from './build.ts'
 import { DEFAULT_RENDERERS } from './renderers.ts'
@@ -17,20 +16,17 @@ import { readEvidence, verifyEvidence } from './verify.ts'
 import { type Renderers, SUMS_FILE, writeEvidence } from './write.ts'
 
 const SECRET = 'sk-servegate-test-7f3a9c'
-let dir: string
 let baseline: RunRecord
 let candidate: RunRecord
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'servegate-evidence-'))
   // The API key is sent on every request; the arms are a matched pair, as if servegate had launched them.
   baseline = await measuredArm(300, { apiKey: SECRET, workload: { promptTokens: 64, canaries: true } })
   candidate = await measuredArm(600, { apiKey: SECRET, workload: { promptTokens: 64, canaries: true } })
 }, 60_000)
 
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true })
-})
+// The engine of the open-loop cell.
+test.override('simOptions', { model: 'm', prefillTokPerS: 40_000, decodeTokPerS: 400, seed: 4 })
 
 function declared(id: string, over: Partial<DeclaredCell> = {}): DeclaredCell {
   return {
@@ -214,8 +210,8 @@ describe('buildEvidence', () => {
 })
 
 describe('an evidence directory', () => {
-  test('is complete, carries no secret, and verifies; a flipped byte is caught and named', async () => {
-    const out = join(dir, 'complete')
+  test('is complete, carries no secret, and verifies; a flipped byte is caught and named', async ({ tmpDir }) => {
+    const out = join(tmpDir, 'complete')
     const { files, tests } = suite()
     await writeEvidence(out, buildEvidence(files, tests, { suiteCommit: null, redact: false }), DEFAULT_RENDERERS)
     const names = (await readdir(out, { recursive: true })).map(String).sort()
@@ -245,8 +241,8 @@ describe('an evidence directory', () => {
     expect(problems.every((p) => p.startsWith('runs/candidate/won.json'))).toBe(true)
   })
 
-  test('a summary that no longer matches its record is named, even with every hash updated', async () => {
-    const out = join(dir, 'tampered')
+  test('a summary that no longer matches its record is named, even with every hash updated', async ({ tmpDir }) => {
+    const out = join(tmpDir, 'tampered')
     const { files, tests } = suite()
     const built = buildEvidence(files, tests, { suiteCommit: null, redact: false })
     const arm = built.index.cells[0]?.arms[1]
@@ -258,8 +254,8 @@ describe('an evidence directory', () => {
     ])
   })
 
-  test('a record whose metrics differ from its requests is named', async () => {
-    const out = join(dir, 'metrics')
+  test('a record whose metrics differ from its requests is named', async ({ tmpDir }) => {
+    const out = join(tmpDir, 'metrics')
     const edited = {
       ...candidate,
       metrics: { ...candidate.metrics, totalCompletionTokens: (candidate.metrics.totalCompletionTokens as number) + 1 },
@@ -275,8 +271,8 @@ describe('an evidence directory', () => {
     ])
   })
 
-  test('a crash while writing leaves the previous evidence intact; report renders it again identically', async () => {
-    const out = join(dir, 'atomic')
+  test('a crash while writing leaves the previous evidence intact; report renders it again identically', async ({ tmpDir }) => {
+    const out = join(tmpDir, 'atomic')
     const { files, tests } = suite()
     await writeEvidence(out, buildEvidence(files, tests, { suiteCommit: null, redact: false }), DEFAULT_RENDERERS)
     const before = await readFile(join(out, 'index.json'), 'utf8')
@@ -300,7 +296,7 @@ describe('an evidence directory', () => {
       ),
     ).rejects.toThrow(/escapes the directory/)
     expect(await readFile(join(out, 'index.json'), 'utf8')).toBe(before)
-    expect((await readdir(dir)).filter((n) => n.includes('staging'))).toEqual([])
+    expect((await readdir(tmpDir)).filter((n) => n.includes('staging'))).toEqual([])
     expect(await verifyEvidence(out)).toMatchObject({ problems: [] })
 
     const sums = await readFile(join(out, SUMS_FILE), 'utf8')
@@ -308,11 +304,11 @@ describe('an evidence directory', () => {
     expect(await readFile(join(out, SUMS_FILE), 'utf8')).toBe(sums)
   })
 
-  test('an interrupted swap is repaired: the previous evidence is put back before the next write', async () => {
-    const out = join(dir, 'swap')
+  test('an interrupted swap is repaired: the previous evidence is put back before the next write', async ({ tmpDir }) => {
+    const out = join(tmpDir, 'swap')
     const { files, tests } = suite()
     await writeEvidence(out, buildEvidence(files, tests, { suiteCommit: null, redact: false }), DEFAULT_RENDERERS)
-    const previous = join(dir, '.swap.previous-1-dead')
+    const previous = join(tmpDir, '.swap.previous-1-dead')
     await rm(previous, { recursive: true, force: true })
     await mkdir(previous)
     await writeFile(join(previous, 'marker'), 'old evidence')
@@ -321,26 +317,20 @@ describe('an evidence directory', () => {
     const { writeDirectoryAtomically } = await import('./write.ts')
     await writeDirectoryAtomically(out, [{ path: 'fresh', content: 'new' }])
     expect(await readdir(out)).toEqual(['fresh'])
-    expect((await readdir(dir)).filter((n) => n.startsWith('.swap.'))).toEqual([])
+    expect((await readdir(tmpDir)).filter((n) => n.startsWith('.swap.'))).toEqual([])
   })
 
-  test('an open-loop cell under an SLO shows its good share, goodput and send lag, and verifies', async () => {
-    const out = join(dir, 'open-loop')
-    const sim = await startSimServer({ model: 'm', prefillTokPerS: 40_000, decodeTokPerS: 400, seed: 4 })
-    let record: RunRecord
-    try {
-      record = await runCell({
-        baseUrl: sim.url,
-        model: 'm',
-        requests: 16,
-        maxTokens: 8,
-        workload: { promptTokens: 32 },
-        arrival: { kind: 'poisson', ratePerS: 40 },
-        slo: { ttftMs: 1000 },
-      })
-    } finally {
-      await sim.close()
-    }
+  test('an open-loop cell under an SLO shows its good share, goodput and send lag, and verifies', async ({ simEngine, tmpDir }) => {
+    const out = join(tmpDir, 'open-loop')
+    const record = await runCell({
+      baseUrl: simEngine.url,
+      model: 'm',
+      requests: 16,
+      maxTokens: 8,
+      workload: { promptTokens: 32 },
+      arrival: { kind: 'poisson', ratePerS: 40 },
+      slo: { ttftMs: 1000 },
+    })
     const built = buildEvidence(
       [
         {
@@ -363,8 +353,8 @@ describe('an evidence directory', () => {
     expect(await verifyEvidence(out)).toMatchObject({ problems: [] })
   })
 
-  test('redaction replaces URLs and the host name everywhere', async () => {
-    const out = join(dir, 'redacted')
+  test('redaction replaces URLs and the host name everywhere', async ({ tmpDir }) => {
+    const out = join(tmpDir, 'redacted')
     const { files, tests } = suite()
     await writeEvidence(out, buildEvidence(files, tests, { suiteCommit: null, redact: true }), DEFAULT_RENDERERS)
     for (const name of ['index.json', 'runs/baseline/won.json', 'README.md']) {

@@ -1,9 +1,9 @@
-import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { copyFile, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { describe, expect } from 'vitest'
+import { test } from '../../fixtures/test-context.ts'
 import type { EvidenceIndex } from '../schema/evidence.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { sha256 } from './build.ts'
@@ -31,11 +31,9 @@ async function runSuite(evidence: string, stored?: string) {
 }
 
 describe('a cell judged against a stored baseline, in the evidence', () => {
-  let dir = ''
   let evidence = ''
   let main = ''
-  beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'servegate-stored-evidence-'))
+  test.beforeAll(async ({ tmpDir: dir }) => {
     // The main branch's run, then this branch's run judged against its record.
     await runSuite(join(dir, 'main'))
     main = join(dir, 'main-c2.json')
@@ -43,9 +41,6 @@ describe('a cell judged against a stored baseline, in the evidence', () => {
     evidence = join(dir, 'pr')
     await runSuite(evidence, main)
   }, 240_000)
-  afterAll(async () => {
-    await rm(dir, { recursive: true, force: true })
-  })
 
   test('keeps the stored record, says where each gate’s baseline came from, and verifies', async () => {
     const index = await readIndex(evidence)
@@ -61,8 +56,8 @@ describe('a cell judged against a stored baseline, in the evidence', () => {
     expect(await verifyEvidence(evidence)).toMatchObject({ problems: [], records: 2 })
   })
 
-  test('a swapped baseline record, with every hash made to agree, is caught by deciding the gates again', async () => {
-    const forged = join(dir, 'forged')
+  test('a swapped baseline record, with every hash made to agree, is caught by deciding the gates again', async ({ tmpDir }) => {
+    const forged = join(tmpDir, 'forged')
     await runSuite(forged, main)
     const index = JSON.parse(await readFile(join(forged, 'index.json'), 'utf8')) as EvidenceIndex
     const ref = (index.storedBaselines[0] as EvidenceIndex['storedBaselines'][number]).record
