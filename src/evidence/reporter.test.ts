@@ -3,22 +3,20 @@
  * and is not promotable, whether or not other files measured cells. A meta the reporter cannot
  * read is left out the same way, named with the field that is wrong.
  */
-import { mkdtemp, rm } from 'node:fs/promises'
 import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
-import { afterAll, beforeAll, expect, test } from 'vitest'
+import { expect } from 'vitest'
 import type { TestModule } from 'vitest/node'
 import { META_TAG } from '../schema/task-meta.ts'
 import { buildEvidence } from './build.ts'
 import { collectInputs } from './reporter.ts'
 import { readIndex, verifyEvidence } from './verify.ts'
+import { test } from '../../fixtures/test-context.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const VITEST = join(dirname(createRequire(import.meta.url).resolve('vitest/package.json')), 'vitest.mjs')
-let tmp = ''
 
 function bench(files: string[], evidence: string) {
   return execa(process.execPath, [VITEST, 'bench', '--run', '--root', 'fixtures/load-failure-suite', ...files], {
@@ -30,15 +28,8 @@ function bench(files: string[], evidence: string) {
   })
 }
 
-beforeAll(async () => {
-  tmp = await mkdtemp(join(tmpdir(), 'servegate-load-failure-'))
-})
-afterAll(async () => {
-  await rm(tmp, { recursive: true, force: true })
-})
-
-test('beside a file that measured its cells, a file that failed to load blocks promotion and is named', async () => {
-  const dir = join(tmp, 'both')
+test('beside a file that measured its cells, a file that failed to load blocks promotion and is named', async ({ tmpDir }) => {
+  const dir = join(tmpDir, 'both')
   const run = await bench([], dir)
   expect(run.exitCode).toBe(1)
   const index = await readIndex(dir)
@@ -50,8 +41,8 @@ test('beside a file that measured its cells, a file that failed to load blocks p
   expect(await verifyEvidence(dir)).toMatchObject({ problems: [] })
 }, 120_000)
 
-test('a run whose only file failed to load replaces the previous evidence with one that is not promotable', async () => {
-  const dir = join(tmp, 'both')
+test('a run whose only file failed to load replaces the previous evidence with one that is not promotable', async ({ tmpDir }) => {
+  const dir = join(tmpDir, 'both')
   const run = await bench(['broken.bench.ts'], dir)
   expect(run.exitCode).toBe(1)
   const index = await readIndex(dir)

@@ -3,13 +3,13 @@
  * engines) run whole, and run as two blob shards then merged with `vitest --merge-reports`. A
  * shard from another servegate is named, and the merge is not promotable.
  */
-import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
-import { afterAll, beforeAll, expect, test } from 'vitest'
+import { expect } from 'vitest'
+import { test } from '../../fixtures/test-context.ts'
 import type { EvidenceIndex } from '../schema/evidence.ts'
 import { META_SCHEMA_ID } from '../schema/task-meta.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
@@ -18,7 +18,6 @@ import { listFiles, readIndex, verifyEvidence } from './verify.ts'
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const SUITE = 'fixtures/shard-suite'
 const VITEST = join(dirname(createRequire(import.meta.url).resolve('vitest/package.json')), 'vitest.mjs')
-let tmp: string
 let otherMerge: { exitCode: number | undefined; output: string }
 
 /** Runs vitest on the fixture suite with the evidence written to `evidence`, whatever its exit code. */
@@ -76,57 +75,55 @@ function structure(index: EvidenceIndex) {
   }
 }
 
-beforeAll(async () => {
-  tmp = await mkdtemp(join(tmpdir(), 'servegate-shards-'))
-  await vitest(['bench', '--run'], join(tmp, 'single'), { GITHUB_STEP_SUMMARY: join(tmp, 'step-summary.md') })
+test.beforeAll(async ({ tmpDir }) => {
+  await vitest(['bench', '--run'], join(tmpDir, 'single'), { GITHUB_STEP_SUMMARY: join(tmpDir, 'step-summary.md') })
   for (const i of [1, 2])
     await vitest(
-      ['bench', '--run', `--shard=${i}/2`, '--reporter=blob', `--outputFile=${join(tmp, 'blobs', `blob-${i}.json`)}`],
-      join(tmp, 'unused'),
+      ['bench', '--run', `--shard=${i}/2`, '--reporter=blob', `--outputFile=${join(tmpDir, 'blobs', `blob-${i}.json`)}`],
+      join(tmpDir, 'unused'),
     )
-  await vitest([`--merge-reports=${join(tmp, 'blobs')}`], join(tmp, 'merged'))
-  await vitest([`--merge-reports=${join(tmp, 'blobs')}`], join(tmp, 'merged-again'))
-  await mkdir(join(tmp, 'other-blobs'))
-  await writeFile(join(tmp, 'other-blobs', 'blob-1.json'), fromAnotherServegate(await readFile(join(tmp, 'blobs', 'blob-1.json'), 'utf8')))
-  await copyFile(join(tmp, 'blobs', 'blob-2.json'), join(tmp, 'other-blobs', 'blob-2.json'))
-  const other = await run([`--merge-reports=${join(tmp, 'other-blobs')}`], join(tmp, 'merged-other'))
+  await vitest([`--merge-reports=${join(tmpDir, 'blobs')}`], join(tmpDir, 'merged'))
+  await vitest([`--merge-reports=${join(tmpDir, 'blobs')}`], join(tmpDir, 'merged-again'))
+  await mkdir(join(tmpDir, 'other-blobs'))
+  await writeFile(
+    join(tmpDir, 'other-blobs', 'blob-1.json'),
+    fromAnotherServegate(await readFile(join(tmpDir, 'blobs', 'blob-1.json'), 'utf8')),
+  )
+  await copyFile(join(tmpDir, 'blobs', 'blob-2.json'), join(tmpDir, 'other-blobs', 'blob-2.json'))
+  const other = await run([`--merge-reports=${join(tmpDir, 'other-blobs')}`], join(tmpDir, 'merged-other'))
   otherMerge = { exitCode: other.exitCode, output: other.all }
-  await vitest(['bench', '--run', '--reporter=dot', 'a.bench.ts'], join(tmp, 'dot'))
+  await vitest(['bench', '--run', '--reporter=dot', 'a.bench.ts'], join(tmpDir, 'dot'))
 }, 300_000)
 
-afterAll(async () => {
-  await rm(tmp, { recursive: true, force: true })
-})
-
-test('two shards merged give the evidence one run gives: the same cells, gates, checks, statistics and files', async () => {
-  const single = await readIndex(join(tmp, 'single'))
-  const merged = await readIndex(join(tmp, 'merged'))
+test('two shards merged give the evidence one run gives: the same cells, gates, checks, statistics and files', async ({ tmpDir }) => {
+  const single = await readIndex(join(tmpDir, 'single'))
+  const merged = await readIndex(join(tmpDir, 'merged'))
   expect(merged.cells.map((c) => c.file)).toEqual(['a.bench.ts', 'b.bench.ts'])
   expect(structure(merged)).toEqual(structure(single))
-  expect(await listFiles(join(tmp, 'merged'))).toEqual(await listFiles(join(tmp, 'single')))
-  expect(await verifyEvidence(join(tmp, 'merged'))).toMatchObject({ problems: [], records: 4 })
+  expect(await listFiles(join(tmpDir, 'merged'))).toEqual(await listFiles(join(tmpDir, 'single')))
+  expect(await verifyEvidence(join(tmpDir, 'merged'))).toMatchObject({ problems: [], records: 4 })
   // A shard run writes no evidence of its own: only the merge does.
-  await expect(readIndex(join(tmp, 'unused'))).rejects.toThrow(/cannot read/)
+  await expect(readIndex(join(tmpDir, 'unused'))).rejects.toThrow(/cannot read/)
 })
 
-test('the board goes to the GitHub job summary when GITHUB_STEP_SUMMARY is set', async () => {
-  expect(await readFile(join(tmp, 'step-summary.md'), 'utf8')).toBe(`${await readFile(join(tmp, 'single', 'README.md'), 'utf8')}\n`)
+test('the board goes to the GitHub job summary when GITHUB_STEP_SUMMARY is set', async ({ tmpDir }) => {
+  expect(await readFile(join(tmpDir, 'step-summary.md'), 'utf8')).toBe(`${await readFile(join(tmpDir, 'single', 'README.md'), 'utf8')}\n`)
 })
 
-test('a --reporter on the command line keeps the evidence reporter: the run still writes its evidence', async () => {
-  const index = await readIndex(join(tmp, 'dot'))
+test('a --reporter on the command line keeps the evidence reporter: the run still writes its evidence', async ({ tmpDir }) => {
+  const index = await readIndex(join(tmpDir, 'dot'))
   expect(index.cells.map((c) => c.file)).toEqual(['a.bench.ts'])
-  expect(await verifyEvidence(join(tmp, 'dot'))).toMatchObject({ problems: [] })
+  expect(await verifyEvidence(join(tmpDir, 'dot'))).toMatchObject({ problems: [] })
 })
 
-test('merging the same blobs again gives byte-identical evidence', async () => {
-  const files = await listFiles(join(tmp, 'merged'))
+test('merging the same blobs again gives byte-identical evidence', async ({ tmpDir }) => {
+  const files = await listFiles(join(tmpDir, 'merged'))
   for (const f of files)
-    expect(await readFile(join(tmp, 'merged-again', f), 'utf8'), f).toBe(await readFile(join(tmp, 'merged', f), 'utf8'))
+    expect(await readFile(join(tmpDir, 'merged-again', f), 'utf8'), f).toBe(await readFile(join(tmpDir, 'merged', f), 'utf8'))
 })
 
-test('a shard from another servegate is left out and named, with both versions and the fix; the merge fails', async () => {
-  const index = await readIndex(join(tmp, 'merged-other'))
+test('a shard from another servegate is left out and named, with both versions and the fix; the merge fails', async ({ tmpDir }) => {
+  const index = await readIndex(join(tmpDir, 'merged-other'))
   const files = index.cells.map((c) => c.file)
   const [left] = ['a.bench.ts', 'b.bench.ts'].filter((f) => !files.includes(f))
   expect(files).toHaveLength(1)
@@ -135,7 +132,7 @@ test('a shard from another servegate is left out and named, with both versions a
     `(${META_SCHEMA_ID}): re-run every shard with servegate ${SERVEGATE_VERSION}, the version that merges them, then merge again`
   expect(index.promotion.promotable).toBe(false)
   expect(index.promotion.reasons).toContain(`test "(${problem})" in ${left} failed`)
-  expect(await verifyEvidence(join(tmp, 'merged-other'))).toMatchObject({ problems: [] })
+  expect(await verifyEvidence(join(tmpDir, 'merged-other'))).toMatchObject({ problems: [] })
   expect(otherMerge.exitCode).toBe(1)
   expect(otherMerge.output).toContain(`${left}: ${problem}`)
 })
