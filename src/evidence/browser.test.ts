@@ -5,11 +5,10 @@
  * is checked for blank bands. `SERVEGATE_UPDATE_SCREENSHOTS=1` also writes the README's
  * docs/images/evidence-page.png.
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { mkdir, writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import {
   type Browser,
   decodePng,
@@ -21,6 +20,7 @@ import {
   processesNaming,
 } from '../../fixtures/chromium.ts'
 import { sampleEvidence } from '../../fixtures/evidence-fixture.ts'
+import { test } from '../../fixtures/test-context.ts'
 import { renderBoard } from './board.ts'
 import { renderCharts } from './charts.ts'
 import { renderHtml } from './html.ts'
@@ -47,13 +47,11 @@ function failedRun(): { path: string; content: string } {
 const DELTAS = `[...document.querySelectorAll('#gate-table tbody tr')].map((r) => { const v = r.cells[4].dataset.sort; return v === '' ? null : Number(v) })`
 
 describe.skipIf(skipped)(`the evidence page in headless Chromium${skipped ? ` (skipped: ${MISSING_CHROMIUM})` : ''}`, () => {
-  let dir = ''
   let home = ''
   let browser: Browser | null = null
   let page: Page
-  beforeAll(async () => {
+  test.beforeAll(async ({ tmpDir: dir }) => {
     if (chromium === null) throw new Error(`SERVEGATE_REQUIRE_BROWSER=1 but ${MISSING_CHROMIUM}`)
-    dir = await mkdtemp(join(tmpdir(), 'servegate-evidence-'))
     home = join(dir, 'chromium')
     const index = sampleEvidence()
     const charts = await renderCharts(index)
@@ -66,7 +64,6 @@ describe.skipIf(skipped)(`the evidence page in headless Chromium${skipped ? ` (s
   afterAll(async () => {
     await browser?.close()
     if (home !== '') expect(await processesNaming(home)).toEqual([])
-    if (dir !== '') await rm(dir, { recursive: true, force: true })
   })
 
   test('one h1, the four cards, the gate table, a drill-down per cell, the charts; no errors, nothing wider than the window', async () => {

@@ -6,12 +6,12 @@
  * (over the DevTools pipe) opens each test in the UI and reads its annotations and the chart
  * image. `SERVEGATE_UPDATE_SCREENSHOTS=1` also writes the README's docs/images/vitest-ui.png.
  */
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { execa } from 'execa'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { afterAll, beforeAll, describe, expect } from 'vitest'
+import { test } from '../../fixtures/test-context.ts'
 import {
   type Browser,
   decodePng,
@@ -48,8 +48,8 @@ let out = ''
 let tests: ReportedTest[] = []
 const byName = (name: string) => tests.find((t) => t.name === name) as ReportedTest
 
-beforeAll(async () => {
-  out = await mkdtemp(join(tmpdir(), 'servegate-ui-'))
+test.beforeAll(async ({ tmpDir }) => {
+  out = tmpDir
   const run = await execa(process.execPath, [VITEST, 'bench', '--run', '--root', 'fixtures/ui-suite'], {
     cwd: ROOT,
     env: { SERVEGATE_UI_OUT: out, FORCE_COLOR: '0', GITHUB_STEP_SUMMARY: '' },
@@ -61,10 +61,6 @@ beforeAll(async () => {
   expect(run.exitCode, run.stdout + run.stderr).toBe(1)
   tests = JSON.parse(await readFile(join(out, 'annotations.json'), 'utf8')) as ReportedTest[]
 }, 180_000)
-
-afterAll(async () => {
-  if (out !== '') await rm(out, { recursive: true, force: true })
-})
 
 describe('annotations as vitest reports them', () => {
   test('each verdict is typed by its outcome: notice for pass, warning for undecided, error for fail', () => {
