@@ -1,9 +1,10 @@
-import { chmod, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
-import { hostname, tmpdir } from 'node:os'
+import { chmod, mkdir, readdir, writeFile } from 'node:fs/promises'
+import { hostname } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
-import { afterEach, beforeEach, describe, expect, test } from 'vitest'
+import { afterEach, describe, expect } from 'vitest'
+import { test } from '../fixtures/test-context.ts'
 import { bundleCommit, LLAMA_BUNDLE, llamaServerBinary, llamaServerPath, removeStaleBuilds } from './build-llama-server.ts'
 
 const SCRIPT = fileURLToPath(new URL('./build-llama-server.ts', import.meta.url))
@@ -12,15 +13,15 @@ describe('build-llama-server', () => {
   let cache: string
   const saved = process.env.SERVEGATE_CACHE
 
-  beforeEach(async () => {
-    cache = await mkdtemp(join(tmpdir(), 'servegate-cache-'))
+  // Each test's cache is a directory of its own.
+  test.beforeEach(({ testDir }) => {
+    cache = testDir
     process.env.SERVEGATE_CACHE = cache
   })
 
-  afterEach(async () => {
+  afterEach(() => {
     if (saved === undefined) delete process.env.SERVEGATE_CACHE
     else process.env.SERVEGATE_CACHE = saved
-    await rm(cache, { recursive: true, force: true })
   })
 
   test('reads the commit from the bundle head', async () => {

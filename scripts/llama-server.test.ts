@@ -3,11 +3,10 @@
  * facts that fixtures/models/README.md records for the llama-server adapter. Skipped when the
  * binary is not built; CI builds it first (.ci/run).
  */
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa, type ResultPromise } from 'execa'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
+import { test } from '../fixtures/test-context.ts'
 import { llamaServerPath } from './build-llama-server.ts'
 import { writeTinyGguf } from './make-tiny-gguf.ts'
 
@@ -30,7 +29,6 @@ function sseData(body: string): string[] {
 }
 
 describe.skipIf(binary === null)('llama-server with the tiny model', () => {
-  let dir: string
   let server: ResultPromise<{ reject: false; buffer: false }>
   let base: string
 
@@ -43,9 +41,8 @@ describe.skipIf(binary === null)('llama-server with the tiny model', () => {
     return { status: response.status, text: await response.text() }
   }
 
-  beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'servegate-llama-server-'))
-    const model = await writeTinyGguf(join(dir, 'tiny.gguf'))
+  test.beforeAll(async ({ tmpDir }) => {
+    const model = await writeTinyGguf(join(tmpDir, 'tiny.gguf'))
     server = execa(binary!, ['-m', model.path, '--host', '127.0.0.1', '--port', '0', '-t', '1', '-c', '4096', '-np', '2', '--metrics'], {
       reject: false,
       buffer: false,
@@ -64,7 +61,6 @@ describe.skipIf(binary === null)('llama-server with the tiny model', () => {
   afterAll(async () => {
     server?.kill('SIGTERM')
     await server
-    await rm(dir, { recursive: true, force: true })
   })
 
   test('is healthy once it logs "listening on"', async () => {

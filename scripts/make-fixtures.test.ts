@@ -1,8 +1,8 @@
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readdir, readFile } from 'node:fs/promises'
 import { join, relative } from 'node:path'
 import { inflateSync } from 'node:zlib'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { describe, expect } from 'vitest'
+import { test } from '../fixtures/test-context.ts'
 import { loadDataset } from '../src/workload/dataset.ts'
 import { CHARTS, FIXTURES_DIR, drawChart, fixtureFiles, writeFixtures } from './make-fixtures.ts'
 
@@ -24,20 +24,12 @@ function pixel(png: Buffer, x: number, y: number): number[] {
 }
 
 describe('make-fixtures', () => {
-  let dir: string
-  beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'servegate-fixtures-'))
-  })
-  afterAll(async () => {
-    await rm(dir, { recursive: true, force: true })
-  })
-
-  test('regenerating gives the committed bytes, and nothing is stale', async () => {
-    const written = await writeFixtures(dir)
+  test('regenerating gives the committed bytes, and nothing is stale', async ({ tmpDir }) => {
+    const written = await writeFixtures(tmpDir)
     const committed = (await listFiles(FIXTURES_DIR)).filter((f) => f !== 'README.md')
     expect(committed).toEqual([...written].sort())
     for (const file of written) {
-      const fresh = await readFile(join(dir, file))
+      const fresh = await readFile(join(tmpDir, file))
       const stored = await readFile(join(FIXTURES_DIR, file))
       expect(fresh.equals(stored), `${file} differs from the committed fixture: run npm run fixtures`).toBe(true)
     }
@@ -49,10 +41,10 @@ describe('make-fixtures', () => {
     for (const [name, bytes] of a) expect(bytes.equals(b.get(name) as Buffer)).toBe(true)
   })
 
-  test('the generated datasets load, with every scorer and every chart used', async () => {
-    await writeFixtures(dir)
-    const arithmetic = await loadDataset(join(dir, 'arithmetic.jsonl'))
-    const charts = await loadDataset(join(dir, 'charts.jsonl'))
+  test('the generated datasets load, with every scorer and every chart used', async ({ tmpDir }) => {
+    await writeFixtures(tmpDir)
+    const arithmetic = await loadDataset(join(tmpDir, 'arithmetic.jsonl'))
+    const charts = await loadDataset(join(tmpDir, 'charts.jsonl'))
     expect(arithmetic.rows.length).toBeGreaterThanOrEqual(20)
     for (const dataset of [arithmetic, charts]) {
       expect(new Set(dataset.rows.map((r) => r.scorer))).toEqual(new Set(['exact', 'numeric', 'choice', 'regex']))

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto'
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { getLlama, LlamaCompletion, type Llama, type LlamaModel, type Token } from 'node-llama-cpp'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
+import { test } from '../fixtures/test-context.ts'
 import { decodeGgufHeader } from './gguf.ts'
 import { encodeTinyGguf, TINY_DIMS, writeTinyGguf, type TinyGguf } from './make-tiny-gguf.ts'
 
@@ -48,14 +48,12 @@ describe('encodeTinyGguf', () => {
 })
 
 describe('the tiny model in node-llama-cpp', () => {
-  let dir: string
   let written: TinyGguf
   let llama: Llama
   let model: LlamaModel
 
-  beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'servegate-gguf-'))
-    written = await writeTinyGguf(join(dir, 'tiny.gguf'))
+  test.beforeAll(async ({ tmpDir }) => {
+    written = await writeTinyGguf(join(tmpDir, 'tiny.gguf'))
     // Prebuilt CPU binaries only; the default thread count nearly hangs a 2-core machine.
     llama = await getLlama({ gpu: false, build: 'never', maxThreads: 1, progressLogs: false })
     model = await llama.loadModel({ modelPath: written.path })
@@ -64,7 +62,6 @@ describe('the tiny model in node-llama-cpp', () => {
   afterAll(async () => {
     await model?.dispose()
     await llama?.dispose()
-    await rm(dir, { recursive: true, force: true })
   })
 
   test('the file on disk matches the reported identity', async () => {
