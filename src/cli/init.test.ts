@@ -1,13 +1,12 @@
 import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { stripVTControlCharacters } from 'node:util'
 import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
-import { afterEach, beforeEach, describe, expect, test } from 'vitest'
+import { describe, expect } from 'vitest'
 import { parse } from 'yaml'
-import { cli } from '../../fixtures/cli.ts'
+import { test } from '../../fixtures/test-context.ts'
 import { gitignoreWith } from './init.ts'
 import {
   BLOB_DIR,
@@ -26,14 +25,10 @@ import {
 } from './init-templates.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+/** The repository each test initializes: the test's own directory. */
 let dir: string
-
-beforeEach(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'servegate-init-'))
-})
-
-afterEach(async () => {
-  await rm(dir, { recursive: true, force: true })
+test.beforeEach(({ testDir }) => {
+  dir = testDir
 })
 
 const read = (path: string) => readFile(join(dir, path), 'utf8')
@@ -49,7 +44,9 @@ const esmPackage = (extra: object = {}) =>
   )
 
 describe('servegate init', () => {
-  test('writes the config, the spec, the workflow and the .gitignore into an empty repository, and says what to do next', async () => {
+  test('writes the config, the spec, the workflow and the .gitignore into an empty repository, and says what to do next', async ({
+    cli,
+  }) => {
     await esmPackage()
     const r = await cli(['init', '--dir', dir])
     expect(r).toMatchObject({ code: 0, stderr: '' })
@@ -66,7 +63,7 @@ describe('servegate init', () => {
     expect(r.stdout).not.toMatch(/^First:/m)
   })
 
-  test('names the config vitest.config.mts outside an ES module package, and says what to install', async () => {
+  test('names the config vitest.config.mts outside an ES module package, and says what to install', async ({ cli }) => {
     const r = await cli(['init', '--dir', dir])
     expect(r.code).toBe(0)
     expect(await read('vitest.config.mts')).toBe(VITEST_CONFIG)
@@ -77,7 +74,7 @@ describe('servegate init', () => {
     expect((await cli(['init', '--dir', dir])).stdout).toMatch(/^First: package\.json lacks servegate: run npm i -D servegate$/m)
   })
 
-  test('never overwrites a file without --force, and overwrites it with --force', async () => {
+  test('never overwrites a file without --force, and overwrites it with --force', async ({ cli }) => {
     await esmPackage()
     await mkdir(join(dir, 'benchmarks'))
     await writeFile(join(dir, SPEC_PATH), '// ours\n')
@@ -103,7 +100,7 @@ describe('servegate init', () => {
       expect(forced.stdout).toMatch(new RegExp(`^ {2}overwritten +${path.replaceAll('.', '\\.')}$`, 'm'))
   })
 
-  test.each([
+  test.for<[string, string]>([
     ['vitest.config.js', `import { defineConfig } from 'vitest/config'\nexport default defineConfig({ test: { include: ['x'] } })\n`],
     [
       'vite.config.ts',
@@ -112,7 +109,7 @@ describe('servegate init', () => {
     ['vite.config.mjs', `export default {\n  test: {},\n}\n`],
   ])(
     'leaves an existing vitest config it did not write (%s) alone, also with --force, and prints the lines to add',
-    async (path, content) => {
+    async ([path, content], { cli }) => {
       await esmPackage()
       await writeFile(join(dir, path), content)
       for (const flags of [[], ['--force']]) {
@@ -132,7 +129,7 @@ describe('servegate init', () => {
     },
   )
 
-  test('writes vitest.config.ts beside a vite.config.ts without a test block, and says vitest now reads it', async () => {
+  test('writes vitest.config.ts beside a vite.config.ts without a test block, and says vitest now reads it', async ({ cli }) => {
     await esmPackage()
     const vite = `import { defineConfig } from 'vite'\nexport default defineConfig({ plugins: [] })\n`
     await writeFile(join(dir, 'vite.config.ts'), vite)
@@ -144,7 +141,7 @@ describe('servegate init', () => {
     )
   })
 
-  test('appends to an existing .gitignore only the lines it lacks, in a marked block, once', async () => {
+  test('appends to an existing .gitignore only the lines it lacks, in a marked block, once', async ({ cli }) => {
     await esmPackage()
     await writeFile(join(dir, '.gitignore'), 'node_modules/\nevidence\n')
     const first = await cli(['init', '--dir', dir])
@@ -160,7 +157,7 @@ describe('servegate init', () => {
     )
   })
 
-  test('bad flags are one line naming the flag and the fix', async () => {
+  test('bad flags are one line naming the flag and the fix', async ({ cli }) => {
     expect(await cli(['init', '--dir', dir, '--forse'])).toMatchObject({
       code: 2,
       stdout: '',
@@ -344,7 +341,7 @@ describe('the generated spec', () => {
   test(
     'type-checks strictly and passes on the simulated engine: evidence written, verified and promotable',
     { timeout: 180_000 },
-    async () => {
+    async ({ cli }) => {
       // Inside this repository, so that vitest, typescript and the sources resolve; its own
       // package.json keeps Node from resolving 'servegate' to the repository itself.
       await mkdir(join(ROOT, '.servegate'), { recursive: true })
