@@ -1,11 +1,11 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { execa, type ResultPromise } from 'execa'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { afterAll, beforeAll, describe, expect } from 'vitest'
+import { test } from '../../fixtures/test-context.ts'
 import { BENCH_WORKER_NODE_FLAGS } from '../node-flags.ts'
 import { RunRecord } from '../schema/run.ts'
 import { cliNodeFlagsToAdd, NO_REEXEC_ENV } from './start.ts'
@@ -34,12 +34,10 @@ async function nodeFlagsOf(pid: number): Promise<string[]> {
 // An endpoint that lists the model and holds every completion open: the CLI waits mid-cell
 // until the test interrupts it.
 describe.skipIf(process.platform !== 'linux')('bin/servegate.js', () => {
-  let dir = ''
   let server: Server
   let url = ''
   let streams = 0
   beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'servegate-start-'))
     server = createServer((req, res) => {
       req.resume()
       if (req.method === 'POST') streams++
@@ -52,7 +50,6 @@ describe.skipIf(process.platform !== 'linux')('bin/servegate.js', () => {
   afterAll(async () => {
     server.closeAllConnections()
     await new Promise((r) => server.close(r))
-    await rm(dir, { recursive: true, force: true })
   })
 
   /**
@@ -70,8 +67,8 @@ describe.skipIf(process.platform !== 'linux')('bin/servegate.js', () => {
   test(
     '`run` runs under the client flags in the process that was started (same pid); Ctrl-C still writes the record, exit 130',
     { timeout: 30_000 },
-    async () => {
-      const out = join(dir, 'flags.json')
+    async ({ tmpDir }) => {
+      const out = join(tmpDir, 'flags.json')
       const { child } = await startRun(out)
       expect(await nodeFlagsOf(child.pid as number)).toEqual(BENCH_WORKER_NODE_FLAGS)
       child.kill('SIGINT')
@@ -83,8 +80,8 @@ describe.skipIf(process.platform !== 'linux')('bin/servegate.js', () => {
     },
   )
 
-  test('a flag set in NODE_OPTIONS or on the command line wins; SIGTERM exits 143', { timeout: 30_000 }, async () => {
-    const { child } = await startRun(join(dir, 'user-flags.json'), ['--heap-growing-percent=30'], {
+  test('a flag set in NODE_OPTIONS or on the command line wins; SIGTERM exits 143', { timeout: 30_000 }, async ({ tmpDir }) => {
+    const { child } = await startRun(join(tmpDir, 'user-flags.json'), ['--heap-growing-percent=30'], {
       NODE_OPTIONS: '--max-semi-space-size=8',
     })
     expect(await nodeFlagsOf(child.pid as number)).toEqual(['--heap-growing-percent=30', '--wasm-tiering-budget=2000000000'])
