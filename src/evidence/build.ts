@@ -90,9 +90,20 @@ function redactText(text: string): string {
   return host.length >= 3 ? urls.split(host).join('[redacted-host]') : urls
 }
 
+/**
+ * `<stem><suffix>.json`, or `<stem>-2<suffix>.json`, `-3`… when that path is taken: two ids that
+ * `fileSafe` makes alike (`a b`, `a_b`) still get a run record each.
+ */
+function freePath(stem: string, suffix: string, taken: Set<string>): string {
+  let path = `${stem}${suffix}.json`
+  for (let k = 2; taken.has(path); k++) path = `${stem}-${k}${suffix}.json`
+  taken.add(path)
+  return path
+}
+
 /** The path of one launch's run record in the evidence directory. */
-function runPath(arm: string, cell: string, launch: number, launches: number): string {
-  return `runs/${arm}/${fileSafe(cell)}${launches > 1 ? `.launch${launch}` : ''}.json`
+function runPath(arm: string, cell: string, launch: number, launches: number, taken: Set<string>): string {
+  return freePath(`runs/${arm}/${fileSafe(cell)}`, launches > 1 ? `.launch${launch}` : '', taken)
 }
 
 /**
@@ -235,6 +246,7 @@ export function buildEvidence(files: readonly SpecFileInput[], tests: readonly T
   }
 
   const runs: EvidenceFile[] = []
+  const paths = new Set<string>()
   const cells: EvidenceCell[] = []
   const finishedAt: string[] = []
   const harnessHashes = new Set<string>()
@@ -247,7 +259,7 @@ export function buildEvidence(files: readonly SpecFileInput[], tests: readonly T
       for (const arm of ARMS) {
         const records = declared.records[arm] ?? []
         records.forEach((record, i) => {
-          const path = runPath(arm, id, i + 1, records.length)
+          const path = runPath(arm, id, i + 1, records.length, paths)
           const content = serializeRecord(record, options.redact)
           runs.push({ path, content })
           arms.push(armSummary(record, arm, i + 1, { path, bytes: Buffer.byteLength(content), sha256: sha256(content) }))
@@ -277,7 +289,7 @@ export function buildEvidence(files: readonly SpecFileInput[], tests: readonly T
   for (const t of sortedTests) {
     for (const { file, record } of t.meta?.storedBaselines ?? []) {
       if (storedBaselines.some((s) => s.runId === record.runId)) continue
-      const path = `runs/stored/${fileSafe(record.runId)}.json`
+      const path = freePath(`runs/stored/${fileSafe(record.runId)}`, '', paths)
       const content = serializeRecord(record, options.redact)
       runs.push({ path, content })
       storedBaselines.push({

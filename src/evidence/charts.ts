@@ -142,7 +142,7 @@ export function chartSpecs(index: EvidenceIndex): ChartSpec[] {
   const perCell = selection.drawn.map((cell): ChartSpec => {
     const name = cellFileName(cell.id)
     let file = `charts/cells/${name}.svg`
-    for (let k = 2; files.has(file); k++) file = `charts/cells/${name}~${k}.svg`
+    for (let k = 2; files.has(file); k++) file = `charts/cells/${name}-${k}.svg`
     files.add(file)
     const spec = distributionSpec(cell)
     return { file, title: spec === null ? noDataTitle(distributionTitle(cell)) : distributionTitle(cell), spec, cell: cell.id }
