@@ -1,9 +1,10 @@
 import { ServegateError } from '../errors.ts'
 import { glanceLines } from '../evidence/board.ts'
+import { markdownText } from '../evidence/markdown-text.ts'
 import { GITHUB_COMMENT_LIMIT, PR_COMMENT_MARKER, renderPrComment } from '../evidence/pr-comment.ts'
 import { promotableSummary } from '../evidence/promotion-text.ts'
 import { readEvidence, readIndex, readPublicKey, verifyEvidence } from '../evidence/verify.ts'
-import { writeEvidence } from '../evidence/write.ts'
+import { MAX_EVIDENCE_FILE_BYTES, UNINDEXED_FILES, writeEvidence } from '../evidence/write.ts'
 import { pairMismatches } from '../gates/fairness.ts'
 import { DEFAULT_LAUNCH_NOISE } from '../gates/gate-options.ts'
 import { holdLatencyGate } from '../gates/hold-latency.ts'
@@ -20,6 +21,9 @@ const VERIFY_HELP = `servegate verify EVIDENCE_DIR [--require-promotable] [--pub
 
   Recomputes every sha256 and every summary from the run records, and decides every gate, pair check,
   cell disposition and the promotion again from them; exit 1 on any mismatch, naming the file, cell and gate.
+  The directory is a closed world: it also exits 1, naming the file, on a file index.json does not reference
+  (other than ${UNINDEXED_FILES.join(', ')}), a name outside ASCII letters, digits, . _ - /, a file over
+  ${MAX_EVIDENCE_FILE_BYTES} bytes (1 GiB), and JSON that names a key twice in one object.
   --require-promotable   also exit 1, printing index.json's promotion reasons, when the evidence is not
                          promotable (a required cell not accepted, a gate or check not passed, a test failed)
   --public-key FILE      an ed25519 public key (PEM): also exit 1 unless SHA256SUMS.sig is its signature of
@@ -129,9 +133,12 @@ export async function reportCommand(argv: string[], io: CliIo, env: NodeJS.Proce
   return 0
 }
 
-/** Where the full board is, for the PR comment's note: this run's artifact on GitHub Actions, else the directory. */
+/**
+ * Where the full board is, for the PR comment's note, as Markdown: this run's artifact on GitHub
+ * Actions, else the directory (escaped: no directory name renders as markup).
+ */
 export function boardLocation(dir: string, env: NodeJS.ProcessEnv): string {
-  const readme = `\`${dir.replace(/\/+$/, '')}/README.md\``
+  const readme = markdownText(`${dir.replace(/\/+$/, '')}/README.md`)
   const { GITHUB_SERVER_URL: server, GITHUB_REPOSITORY: repo, GITHUB_RUN_ID: run } = env
   if (server === undefined || repo === undefined || run === undefined || server === '' || repo === '' || run === '') return readme
   return `${readme} in the evidence artifact of [this workflow run](${server}/${repo}/actions/runs/${run})`

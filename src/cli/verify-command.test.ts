@@ -1,12 +1,16 @@
-/** `servegate verify --public-key`: a signed evidence directory is checked against the key that signed it. */
+/**
+ * `servegate verify --public-key`: a signed evidence directory is checked against the key that
+ * signed it; and any directory is a closed world, refused file by file when something was planted.
+ */
 import { generateKeyPairSync } from 'node:crypto'
-import { writeFile } from 'node:fs/promises'
+import { cp, readFile, truncate, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { expect } from 'vitest'
+import { reseal } from '../../fixtures/evidence-seal.ts'
 import { test } from '../../fixtures/test-context.ts'
 import { buildEvidence } from '../evidence/build.ts'
 import { DEFAULT_RENDERERS } from '../evidence/renderers.ts'
-import { SIGNATURE_FILE, writeEvidence } from '../evidence/write.ts'
+import { MAX_EVIDENCE_FILE_BYTES, SIGNATURE_FILE, writeEvidence } from '../evidence/write.ts'
 import { runCell } from '../runner/measure-cell.ts'
 
 const keys = generateKeyPairSync('ed25519')
@@ -48,4 +52,48 @@ test('another key, a missing signature and a private key given as the public one
   expect(privateKey.stderr).toMatch(/^servegate: --public-key .*private\.pem: holds a private key; pass its public key instead/)
   expect(privateKey.stderr).not.toContain('BEGIN')
   expect((await cli(['verify', join(tmpDir, 'signed'), '--public-key'])).stderr).toMatch(/^servegate: --public-key needs a value/)
+})
+
+test('a planted look-alike, an unreferenced file and a duplicated key, each sealed again, are refused naming the file', async ({
+  cli,
+  tmpDir,
+}) => {
+  const planted = join(tmpDir, 'planted')
+  await cp(join(tmpDir, 'unsigned'), planted, { recursive: true })
+  const record = await readFile(join(planted, 'runs/cell/c.json'))
+  await writeFile(join(planted, 'runs/cell/t\u0456ny.json'), record)
+  await writeFile(join(planted, 'junk.bin'), Buffer.alloc(64, 0xff))
+  await reseal(planted)
+  const refused = await cli(['verify', planted])
+  expect(refused.code).toBe(1)
+  expect(refused.stderr).toMatch(
+    /^servegate verify: runs\/cell\/t\\u\{456\}ny\.json: its name holds "і" \(U\+0456\), outside the safe set/m,
+  )
+  expect(refused.stderr).toMatch(/^servegate verify: runs\/cell\/t\\u\{456\}ny\.json: not referenced by index\.json/m)
+  expect(refused.stderr).toMatch(
+    /^servegate verify: junk\.bin: not referenced by index\.json and not one of index\.json, SHA256SUMS, SHA256SUMS\.sig/m,
+  )
+  expect(refused.stderr).toMatch(/: 3 problem\(s\)\n$/)
+
+  const duplicated = join(tmpDir, 'duplicated')
+  await cp(join(tmpDir, 'unsigned'), duplicated, { recursive: true })
+  const index = await readFile(join(duplicated, 'index.json'), 'utf8')
+  await writeFile(join(duplicated, 'index.json'), index.replace('{\n', '{\n  "schema": "servegate.evidence/v0",\n'))
+  await reseal(duplicated)
+  const twice = await cli(['verify', duplicated])
+  expect(twice.code).toBe(1)
+  expect(twice.stderr).toMatch(/^servegate verify: \S+index\.json: the key "schema" appears twice in one object, at \$\.schema \(line 3\)/m)
+})
+
+test('a file past the 1 GiB bound is refused by its size alone, never read', async ({ cli, tmpDir }) => {
+  const padded = join(tmpDir, 'padded')
+  await cp(join(tmpDir, 'unsigned'), padded, { recursive: true })
+  // Sparse: one byte past the bound, on no disk. Verify reads its size, not its bytes.
+  await truncate(join(padded, 'README.md'), MAX_EVIDENCE_FILE_BYTES + 1)
+  const r = await cli(['verify', padded])
+  expect(r.code).toBe(1)
+  expect(r.stderr).toMatch(
+    /^servegate verify: README\.md: 1073741825 bytes, over the 1073741824-byte bound of a file of evidence; servegate writes none so large, and verify does not read it$/m,
+  )
+  expect(r.stderr).not.toMatch(/README\.md: sha256/)
 })

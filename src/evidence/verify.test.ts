@@ -4,10 +4,11 @@
  * would, is caught; and a signed directory is checked against its public key.
  */
 import { generateKeyPairSync, type KeyObject } from 'node:crypto'
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { reseal } from '../../fixtures/evidence-seal.ts'
 import { okRequest } from '../../fixtures/gate-fixture.ts'
 import { checkMeta, decisionMeta } from '../../fixtures/judged-meta.ts'
 import { measuredArm } from '../../fixtures/manifest.ts'
@@ -24,7 +25,7 @@ import { armSummary } from './arm-summary.ts'
 import { buildEvidence, promotionOf, sha256, statisticsOf, type TestInput } from './build.ts'
 import { DEFAULT_RENDERERS } from './renderers.ts'
 import { listFiles, verifyEvidence } from './verify.ts'
-import { SIGNATURE_FILE, signingKeyFromEnv, SUMS_FILE, sumsOf, writeEvidence } from './write.ts'
+import { MAX_EVIDENCE_FILE_BYTES, SIGNATURE_FILE, signingKeyFromEnv, SUMS_FILE, writeEvidence } from './write.ts'
 
 let dir: string
 let slow: RunRecord
@@ -96,12 +97,7 @@ async function tamper(out: string, edit: (index: EvidenceIndex) => void): Promis
   index.statistics = statisticsOf(index.cells, index.gates)
   index.promotion = promotionOf(index.cells, index.gates, [])
   await writeFile(join(out, 'index.json'), `${JSON.stringify(index, null, 2)}\n`)
-  const files = await Promise.all(
-    (await listFiles(out))
-      .filter((p) => p !== SUMS_FILE && p !== SIGNATURE_FILE)
-      .map(async (path) => ({ path, content: await readFile(join(out, path)) })),
-  )
-  await writeFile(join(out, SUMS_FILE), sumsOf(files.map((f) => ({ path: f.path, content: f.content.toString('utf8') }))))
+  await reseal(out)
 }
 
 /** A fresh evidence directory of `built()`, unsigned unless a key is given. */
@@ -392,5 +388,133 @@ describe('a capacity comparison', () => {
       `index.json: gate toSustainMoreThan on cell cand ("sustains 20% more"): search base probe 2 (${baseline.records[1]?.runId}): ` +
         'outcome is "pass" in the index, "fail" from its run record',
     ])
+  })
+})
+
+describe('evidence is a closed world', () => {
+  const unreferenced = (path: string) =>
+    `${path}: not referenced by index.json and not one of index.json, SHA256SUMS, SHA256SUMS.sig: ` +
+    'servegate wrote no such file, so it is not part of this evidence; remove it'
+  const lookAlike = (shown: string) =>
+    `${shown}: its name holds "і" (U+0456), outside the safe set of evidence names (ASCII letters, digits, ".", "_", "-", "/"); ` +
+    'servegate writes no such name'
+
+  test('a run record planted under a look-alike name (a Cyrillic і), with SHA256SUMS sealed again, is refused by name', async () => {
+    const out = await written('look-alike')
+    // The losing candidate's record with its decode rates tripled, beside the real one.
+    const record = JSON.parse(await readFile(join(out, 'runs/candidate/lost.json'), 'utf8')) as RunRecord
+    const requests = record.requests.map((r) => (r.decodeTokPerS === null ? r : { ...r, decodeTokPerS: r.decodeTokPerS * 3 }))
+    const forged = 'runs/cand\u0456date/lost.json'
+    await mkdir(join(out, dirname(forged)), { recursive: true })
+    await writeFile(join(out, forged), `${JSON.stringify({ ...record, requests })}\n`)
+    await reseal(out)
+    expect((await verifyEvidence(out)).problems).toEqual([
+      lookAlike('runs/cand\\u{456}date/lost.json'),
+      unreferenced('runs/cand\\u{456}date/lost.json'),
+    ])
+
+    // The index pointed at it, with its reference, SHA256SUMS and the real record's absence made to agree.
+    await tamper(out, (index) => {
+      const arm = index.cells.find((c) => c.id === 'lost')?.arms.find((a) => a.arm === 'candidate')
+      if (arm === undefined) throw new Error('lost has no candidate arm')
+      arm.record.path = forged
+    })
+    await rm(join(out, 'runs/candidate/lost.json'))
+    await reseal(out)
+    const { problems } = await verifyEvidence(out)
+    expect(problems).toContain(lookAlike('runs/cand\\u{456}date/lost.json'))
+    expect(problems).toContain(
+      'index.json cell lost: references runs/cand\\u{456}date/lost.json, but its name holds "і" (U+0456), outside the safe set ' +
+        'of evidence names (ASCII letters, digits, ".", "_", "-", "/"); it is not read',
+    )
+  })
+
+  test('a file no index entry references, sealed into SHA256SUMS, is refused by name', async () => {
+    const out = await written('unreferenced')
+    await writeFile(join(out, 'junk.bin'), Buffer.from([0, 0xff, 0x80, 0x7f]))
+    await writeFile(join(out, 'runs/cell-notes.json'), '{}\n')
+    await reseal(out)
+    expect((await verifyEvidence(out)).problems).toEqual([unreferenced('junk.bin'), unreferenced('runs/cell-notes.json')])
+  })
+
+  test('a file past the size bound is refused by name, size and bound, and not read; the default bound is 1 GiB', async () => {
+    const out = await written('oversized')
+    const largest = Math.max(...(await Promise.all((await listFiles(out)).map(async (p) => (await readFile(join(out, p))).length))))
+    // The bound holds: honest evidence of exactly that size verifies.
+    expect(await verifyEvidence(out, { maxFileBytes: largest })).toMatchObject({ problems: [] })
+    await writeFile(join(out, 'padding.bin'), Buffer.alloc(largest + 1))
+    await reseal(out)
+    expect((await verifyEvidence(out, { maxFileBytes: largest })).problems).toEqual([
+      `padding.bin: ${largest + 1} bytes, over the ${largest}-byte bound of a file of evidence; servegate writes none so large, and verify does not read it`,
+      unreferenced('padding.bin'),
+    ])
+    expect(MAX_EVIDENCE_FILE_BYTES).toBe(1024 ** 3)
+    // Sparse: a file one byte past the default bound that takes no disk; only its size is read.
+    await truncate(join(out, 'padding.bin'), MAX_EVIDENCE_FILE_BYTES + 1)
+    expect((await verifyEvidence(out)).problems).toContain(
+      `padding.bin: ${MAX_EVIDENCE_FILE_BYTES + 1} bytes, over the ${MAX_EVIDENCE_FILE_BYTES}-byte bound of a file of evidence; ` +
+        'servegate writes none so large, and verify does not read it',
+    )
+  })
+
+  test('an index.json or a run record with a duplicated key, sealed again, is refused naming the file, the key and its path', async () => {
+    const out = await written('duplicate-key')
+    const text = await readFile(join(out, 'index.json'), 'utf8')
+    // JSON.parse keeps the last "promotable" (the honest false); a reader that keeps the first sees true.
+    expect(text).toMatch(/\n {2}"promotion": \{\n {4}"promotable": false,/)
+    const forged = text.replace('"promotion": {\n', '"promotion": {\n    "promotable": true,\n')
+    await writeFile(join(out, 'index.json'), forged)
+    await reseal(out)
+    const line = forged.split('\n').findIndex((l) => l.includes('"promotable": false')) + 1
+    expect((await verifyEvidence(out)).problems).toEqual([
+      `${join(out, 'index.json')}: the key "promotable" appears twice in one object, at $.promotion.promotable (line ${line}); ` +
+        'JSON readers differ on which value counts, so evidence holds each key once',
+    ])
+
+    await writeEvidence(out, built(), DEFAULT_RENDERERS, { signingKey: null })
+    const path = 'runs/candidate/lost.json'
+    // The first request's TTFT given twice, once escaped: readers that keep the first see 1 ms.
+    const record = (await readFile(join(out, path), 'utf8')).replace('"requests":[{', '"requests":[{"\\u0074tftMs":1,')
+    await writeFile(join(out, path), record)
+    await tamper(out, (index) => {
+      const arm = index.cells.find((c) => c.id === 'lost')?.arms.find((a) => a.arm === 'candidate')
+      if (arm === undefined) throw new Error('lost has no candidate arm')
+      Object.assign(arm.record, { bytes: Buffer.byteLength(record), sha256: sha256(record) })
+    })
+    expect((await verifyEvidence(out)).problems).toContain(
+      `${path}: the key "ttftMs" appears twice in one object, at $.requests[0].ttftMs (line 1); ` +
+        'JSON readers differ on which value counts, so evidence holds each key once',
+    )
+  })
+
+  test('the writer holds itself to the same rules: a file the index does not reference, or one written twice, is not written', async () => {
+    const out = join(dir, 'writer-rules')
+    const evidence = built()
+    const record = evidence.runs[0] as { path: string; content: string }
+    const runs = (extra: { path: string; content: string }) => ({ ...evidence, runs: [...evidence.runs, extra] })
+    await expect(
+      writeEvidence(out, runs({ path: 'runs/extra.json', content: '{}' }), DEFAULT_RENDERERS, { signingKey: null }),
+    ).rejects.toThrow('evidence file path is not referenced by index.json: "runs/extra.json"; servegate verify would refuse it')
+    await expect(writeEvidence(out, runs(record), DEFAULT_RENDERERS, { signingKey: null })).rejects.toThrow(
+      `evidence file path is written twice: "${record.path}"`,
+    )
+    await expect(readdir(out)).rejects.toThrow(/ENOENT/)
+  })
+
+  test('cells whose ids make the same file name get a run record and a chart each, and verify', async () => {
+    const out = join(dir, 'alike-ids')
+    const one = (id: string) => declared(id, { cell: [slow] }, { kind: 'cell', engines: { cell: 'a' } })
+    // `fileSafe` makes the first two `a_b`, and the Cyrillic і of the third `_`.
+    const cells = [one('a b'), one('a_b'), one('t\u0456ny')]
+    const evidence = buildEvidence([{ file: 'a.bench.ts', meta: { cells } }], [], { suiteCommit: null, redact: false })
+    await writeEvidence(out, evidence, DEFAULT_RENDERERS, { signingKey: null })
+    const files = await listFiles(out)
+    expect(files.filter((f) => f.startsWith('runs/'))).toEqual(['runs/cell/a_b-2.json', 'runs/cell/a_b.json', 'runs/cell/t_ny.json'])
+    expect(files.filter((f) => f.startsWith('charts/cells/'))).toEqual([
+      'charts/cells/a_b-2.svg',
+      'charts/cells/a_b.svg',
+      'charts/cells/t_ny.svg',
+    ])
+    expect(await verifyEvidence(out)).toMatchObject({ problems: [], records: 3 })
   })
 })

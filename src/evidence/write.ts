@@ -24,6 +24,40 @@ export const SUMS_FILE = 'SHA256SUMS'
 /** The signature of `SHA256SUMS` (base64 ed25519), written when a signing key is given. */
 export const SIGNATURE_FILE = 'SHA256SUMS.sig'
 
+/** The index of an evidence directory: `servegate.evidence/v1`. */
+export const INDEX_FILE = 'index.json'
+
+/**
+ * The files of an evidence directory that `index.json` does not reference: itself and the seal.
+ * Every other file written (the run records, the charts, `README.md`, `index.html`) is one the
+ * index references (`indexedPaths`), and `servegate verify` refuses any file that is neither.
+ */
+export const UNINDEXED_FILES: readonly string[] = [INDEX_FILE, SUMS_FILE, SIGNATURE_FILE]
+
+/**
+ * What every evidence path is made of: ASCII letters, digits, `.`, `_`, `-`, and `/` between
+ * folders. Run records and charts are named through `fileSafe`; a name with anything else (a
+ * Cyrillic `і` that looks like `i`, a space, a control character) is not one servegate wrote.
+ */
+export const SAFE_PATH = /^[A-Za-z0-9._/-]+$/
+
+/**
+ * The largest file `servegate verify` reads, in bytes: 1 GiB. A run record is written from one
+ * JavaScript string, which holds at most 2^29 − 24 UTF-16 code units (about 512 MiB of a
+ * record's ASCII figures); the bound leaves that room twice over for multi-byte text (model
+ * names, scored replies) and keeps a planted file from being read into memory whole.
+ */
+export const MAX_EVIDENCE_FILE_BYTES = 1024 ** 3
+
+/** Every path `index` references: its artifacts, each arm's run record and each stored baseline's. */
+export function indexedPaths(index: EvidenceIndex): string[] {
+  return [
+    ...index.artifacts.map((a) => a.path),
+    ...index.cells.flatMap((c) => c.arms.map((a) => a.record.path)),
+    ...index.storedBaselines.map((s) => s.record.path),
+  ]
+}
+
 /** The environment variable holding the ed25519 private key (PEM) that signs the evidence. */
 export const SIGNING_KEY_ENV = 'SERVEGATE_SIGNING_KEY'
 
@@ -90,11 +124,38 @@ async function renderEvidence(
   const boardFile = { path: 'README.md', content: board }
   const htmlFile = { path: 'index.html', content: renderers.html(built.index, board, charts, built.runs) }
   const index = EvidenceIndex.parse({ ...built.index, artifacts: [...chartFiles, boardFile, htmlFile].map(ref) })
-  const indexFile = { path: 'index.json', content: `${JSON.stringify(index, null, 2)}\n` }
+  const indexFile = { path: INDEX_FILE, content: `${JSON.stringify(index, null, 2)}\n` }
   const files = [...built.runs, ...chartFiles, boardFile, htmlFile, indexFile]
   const sums = sumsOf(files)
   const signature = signingKey === null ? [] : [{ path: SIGNATURE_FILE, content: signSums(sums, signingKey) }]
-  return { index, files: [...files, { path: SUMS_FILE, content: sums }, ...signature], board }
+  const written = [...files, { path: SUMS_FILE, content: sums }, ...signature]
+  checkClosedWorld(index, written)
+  return { index, files: written, board }
+}
+
+/**
+ * Every file to write has a safe name, is written once, and is referenced by the index or is one
+ * of `UNINDEXED_FILES`: the rules `servegate verify` holds the directory to.
+ * @throws ServegateError INTERNAL naming the file that breaks one
+ */
+function checkClosedWorld(index: EvidenceIndex, files: readonly EvidenceFile[]): void {
+  const known = new Set([...indexedPaths(index), ...UNINDEXED_FILES])
+  const seen = new Set<string>()
+  const broken = (path: string): string | null => {
+    const segments = path.split('/')
+    if (segments.includes('..')) return 'escapes the directory'
+    if (segments.some((s) => s === '' || s === '.')) return 'has an empty or `.` segment'
+    if (!SAFE_PATH.test(path)) return 'holds a character outside the safe set'
+    if (seen.has(path)) return 'is written twice'
+    if (!known.has(path)) return 'is not referenced by index.json'
+    return null
+  }
+  for (const { path } of files) {
+    const why = broken(path)
+    if (why !== null)
+      throw new ServegateError('INTERNAL', `evidence file path ${why}: ${JSON.stringify(path)}; servegate verify would refuse it`)
+    seen.add(path)
+  }
 }
 
 /** Writes the files into `dir`, replacing what was there only once every file is written. */
