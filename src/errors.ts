@@ -32,6 +32,11 @@ export const ERROR_CODES = [
   'EMPTY_COMPLETION',
   /** The response broke the request's contract (e.g. a canary marker missing or foreign). */
   'CONTRACT_INVALID',
+  /**
+   * The server's `usage` is not a non-negative integer, or disagrees with what it streamed (the
+   * engine's tokenizer's count of the streamed text, or the tokens-per-chunk bound).
+   */
+  'USAGE_INVALID',
   /** The engine's executable was not found. */
   'ENGINE_NOT_FOUND',
   /** The engine did not become ready before its start-up deadline. */

@@ -87,6 +87,64 @@ describe('the fault matrix', () => {
     }, 60_000)
   }
 
+  const lies = { 'usage-negative': -5, 'usage-huge': 1e12, 'usage-inflated': null } as const
+  for (const [lie, reported] of Object.entries(lies) as Array<[keyof typeof lies, number | null]>) {
+    test(`${lie} at C = 4: the lying replies are USAGE_INVALID, their figures kept, none in a distribution`, async () => {
+      const sim = await startSimServer({
+        model: 'm',
+        prefillTokPerS: 200_000,
+        decodeTokPerS: 4_000,
+        faults: [{ kind: lie, requests: [1, 5, 9] }],
+      })
+      servers.push(sim)
+      const record = await runCell({
+        baseUrl: sim.url,
+        model: 'm',
+        apiKey: KEY,
+        concurrency: 4,
+        requests: 12,
+        maxTokens: 8,
+        workload: { promptTokens: 32 },
+      })
+      // Written and read back by the record's own schema: nothing servegate's readers reject.
+      const read = RunRecord.parse(JSON.parse(JSON.stringify(record)))
+      expect(read.completed).toBe(9)
+      expect(read.failures).toEqual({ USAGE_INVALID: 3 })
+      const lying = read.requests.filter((r) => r.status === 'failed')
+      for (const r of lying) {
+        expect(r.reportedUsage?.completionTokens).toBe(reported ?? 8 * 50)
+        // What the client saw stays: 8 streamed chunks, each timed.
+        expect(r).toMatchObject({ completionTokens: 8, completionTokenSource: 'client-count', contentChunks: 8 })
+        expect(r.itlMs).toHaveLength(7)
+      }
+      for (const r of read.requests.filter((q) => q.status === 'ok'))
+        expect(r).toMatchObject({ usageRule: 'tokenizer', reportedUsage: null })
+      expect(read.metrics.distributions.completionTokens).toMatchObject({ samples: 9, max: 8 })
+      expect(read.metrics.totalCompletionTokens).toBe(72)
+      expect(read.plan.usageCheck).toMatchObject({
+        maxTokensPerChunk: 16,
+        retokenize: true,
+        tokenizer: expect.stringContaining('/tokenize'),
+      })
+      expectClassifiedAndClean(read)
+    }, 60_000)
+  }
+
+  test('within the chunk bound, only the tokenizer sees the lie; without one the stated bound decides', async () => {
+    const sim = await startSimServer({ model: 'm', decodeTokPerS: 4_000, faults: [{ kind: 'usage-inflated', requests: [2] }] })
+    servers.push(sim)
+    const cell = { baseUrl: sim.url, model: 'm', requests: 4, maxTokens: 8, workload: { promptTokens: 32 } }
+    const counted = await runCell({ ...cell, usageCheck: { maxTokensPerChunk: 64 } })
+    const lying = counted.requests.find((r) => r.status === 'failed')
+    expect(lying).toMatchObject({ usageRule: 'tokenizer', retokenizedTokens: 8, reportedUsage: { completionTokens: 400 } })
+    expect(lying?.status === 'failed' && lying.error.message).toMatch(/the engine's tokenizer counts 8 tokens in the streamed text/)
+    const bounded = await runCell({ ...cell, usageCheck: { maxTokensPerChunk: 64, retokenize: false } })
+    // 400 tokens in 8 chunks is within 64 a chunk: the bound the record states let it through.
+    expect(bounded.failed).toBe(0)
+    expect(bounded.plan.usageCheck).toMatchObject({ maxTokensPerChunk: 64, retokenize: false, tokenizer: null })
+    expect(bounded.requests.every((r) => r.usageRule === 'chunk-bound')).toBe(true)
+  }, 60_000)
+
   test('a malformed status line: refused before any measured request, naming the protocol error', async () => {
     const server = await startWireFaultServer('malformed-status-line')
     servers.push(server)

@@ -70,6 +70,8 @@ describe('a stream that finishes', () => {
       httpStatus: 200,
       content: '',
       contentTruncated: false,
+      // Not asked to keep the streamed text.
+      streamedText: null,
       // What was written is kept as lengths and digests, not bytes.
       sent: { bytes: 7, sha256: sha('{"a":1}'), bodyBytes: 7, bodySha256: sha('{"a":1}') },
       engineTimings: null,

@@ -28,6 +28,12 @@ interface ChunkShape {
   timings?: Record<string, unknown>
 }
 
+/** A usage count as sent: the number, NaN when it is something else, null when absent. */
+function usageNumber(v: unknown): number | null {
+  if (v === undefined || v === null) return null
+  return typeof v === 'number' ? v : Number.NaN
+}
+
 function nonEmpty(v: unknown): boolean {
   return typeof v === 'string' && v.length > 0
 }
@@ -61,6 +67,8 @@ export interface ChunkInterpreterOptions {
   dispatchedAt: number
   /** Characters of content (never reasoning) to keep; 0 keeps none. */
   captureChars: number
+  /** Keep every delta's text, reasoning and content, as `obs.streamedText`. @default false */
+  keepStreamedText?: boolean
   /** The server's origin, named when the connection cannot be opened. */
   origin: string
   /** Bytes one SSE line (or one event's data) may hold before the request fails as STREAM_PROTOCOL. @default 4 MiB */
@@ -116,6 +124,7 @@ export class ChunkInterpreter {
     this.origin = options.origin
     this.onSettle = options.onSettle
     this.model = options.model ?? null
+    if (options.keepStreamedText === true) this.obs.streamedText = ''
     this.parser = createSseParser((data) => this.onEvent(data, this.readAt), {
       maxLineBytes: options.maxSseLineBytes ?? DEFAULT_MAX_SSE_LINE_BYTES,
     })
@@ -267,10 +276,15 @@ export class ChunkInterpreter {
     const choice = chunk.choices?.[0]
     if (choice !== undefined) {
       const delta = choice.delta
-      const reasoning = delta !== undefined && (nonEmpty(delta.reasoning_content) || nonEmpty(delta.reasoning))
+      const thought = delta === undefined ? undefined : nonEmpty(delta.reasoning_content) ? delta.reasoning_content : delta.reasoning
+      const reasoning = nonEmpty(thought)
       const text = delta !== undefined ? delta.content : choice.text
       const content = nonEmpty(text)
       if (content && this.captureChars > 0 && !obs.contentTruncated) captureContent(obs, text as string, this.captureChars)
+      if (obs.streamedText !== null) {
+        if (reasoning) obs.streamedText += thought as string
+        if (content) obs.streamedText += text as string
+      }
       if (reasoning || content) {
         this.stamps.push(at)
         if (obs.firstOutputAt === null) obs.firstOutputAt = at
@@ -289,8 +303,9 @@ export class ChunkInterpreter {
     }
     const usage = chunk.usage
     if (usage !== undefined && usage !== null) {
-      if (typeof usage.prompt_tokens === 'number') obs.usagePromptTokens = usage.prompt_tokens
-      if (typeof usage.completion_tokens === 'number') obs.usageCompletionTokens = usage.completion_tokens
+      // Kept as sent, however wrong: the record's cross-check judges it. Sent but not a number is NaN.
+      obs.usagePromptTokens = usageNumber(usage.prompt_tokens) ?? obs.usagePromptTokens
+      obs.usageCompletionTokens = usageNumber(usage.completion_tokens) ?? obs.usageCompletionTokens
     }
   }
 

@@ -20,7 +20,9 @@ export interface StreamObservation {
   outputChunkAt: Float64Array
   reasoningChunks: number
   contentChunks: number
+  /** `usage.prompt_tokens` as sent, any number; NaN when sent but not a number; null when not sent. */
   usagePromptTokens: number | null
+  /** `usage.completion_tokens` as sent, any number; NaN when sent but not a number; null when not sent. */
   usageCompletionTokens: number | null
   finishReason: string | null
   httpStatus: number | null
@@ -28,6 +30,8 @@ export interface StreamObservation {
   content: string
   /** True when the content was longer than the capture. */
   contentTruncated: boolean
+  /** Every streamed delta's text, reasoning and content, when the request kept it (the usage cross-check); else null. */
+  streamedText: string | null
   /** What was handed to the socket, as lengths and hashes (the bytes themselves are not kept); null when nothing was. */
   sent: SentDigest | null
   /** The engine's own timings, where its stream carries them (llama-server's `timings`). */
@@ -63,12 +67,24 @@ export function emptyObservation(dispatchedAt: number, sentAt = dispatchedAt): S
     httpStatus: null,
     content: '',
     contentTruncated: false,
+    streamedText: null,
     sent: null,
     engineTimings: null,
     attempts: 1,
     error: null,
   }
 }
+
+/** What of a reply's text a request keeps. */
+export interface TextCapture {
+  /** Characters of content (never reasoning) kept for canaries and scoring; 0 keeps none. */
+  contentChars: number
+  /** Keep every streamed delta's text, reasoning and content, in `streamedText` (the usage cross-check). */
+  streamed: boolean
+}
+
+/** Keeps nothing of the reply's text. */
+export const NO_TEXT: TextCapture = { contentChars: 0, streamed: false }
 
 /** Appends content to an observation's bounded capture; past the bound it marks it truncated. */
 export function captureContent(obs: StreamObservation, text: string, captureChars: number): void {

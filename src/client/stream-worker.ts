@@ -39,7 +39,8 @@ function send(m: Extract<ToWorker, { type: 'send' }>): void {
     headers,
     deadlineMs: setup.deadlineMs,
     signal: controller.signal,
-    captureChars: m.captureChars,
+    captureChars: m.capture.contentChars,
+    keepStreamedText: m.capture.streamed,
     model: setup.model,
   }).then((obs) => {
     inFlight.delete(m.id)

@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads'
 import { sanitizeMessage } from '../errors.ts'
 import { monoMs } from './clock.ts'
-import { emptyObservation, type StreamObservation } from './observation.ts'
+import { emptyObservation, type StreamObservation, type TextCapture } from './observation.ts'
 import type { FromWorker, ToWorker, WorkerMeasure, WorkerSetup } from './worker-protocol.ts'
 
 /** The worker's module: the TypeScript source inside this repository, the compiled file in the package. */
@@ -40,7 +40,7 @@ export type StreamWorkersSetup = Omit<WorkerSetup, 'worker' | 'connections'> & {
  * more; the others go on.
  * @example
  * const workers = new StreamWorkers(2, { origin, api: 'chat', model, headers: null, deadlineMs: 60_000, connections: 64 })
- * const obs = await workers.send(body, 0, signal)
+ * const obs = await workers.send(body, NO_TEXT, signal)
  * await workers.close()
  */
 export class StreamWorkers {
@@ -79,7 +79,7 @@ export class StreamWorkers {
    * Streams one request on the least busy live worker; never throws for a request failure. The
    * body is copied to the worker, so the caller's buffer is never detached.
    */
-  async send(body: Buffer, captureChars: number, signal: AbortSignal): Promise<StreamObservation> {
+  async send(body: Buffer, capture: TextCapture, signal: AbortSignal): Promise<StreamObservation> {
     const handedAt = monoMs()
     const lane = this.#leastBusy()
     if (lane === null) return failedObservation(handedAt, 'every client worker has stopped')
@@ -92,7 +92,7 @@ export class StreamWorkers {
       if (signal.aborted) queueMicrotask(onAbort)
       else signal.addEventListener('abort', onAbort, { once: true })
       const copy = new Uint8Array(body)
-      this.#post(lane, { type: 'send', id, body: copy, captureChars, handedAt }, [copy.buffer])
+      this.#post(lane, { type: 'send', id, body: copy, capture, handedAt }, [copy.buffer])
     })
   }
 

@@ -20,6 +20,8 @@ export interface StreamRequest {
   signal?: AbortSignal
   /** Characters of content (never reasoning) to keep for canaries and scoring; 0 keeps none. @default 0 */
   captureChars?: number
+  /** Keep every delta's text, reasoning and content, as `obs.streamedText` (the usage cross-check). @default false */
+  keepStreamedText?: boolean
   /** Bytes one SSE line may hold before the request fails as STREAM_PROTOCOL. @default 4 MiB */
   maxSseLineBytes?: number
   /** The model name the body starts with, left out of the wire digest's body hash (`obs.sent`). @default none */
@@ -68,6 +70,7 @@ function streamOnce(dispatcher: Dispatcher, origin: string, req: StreamRequest):
     const interpreter = new ChunkInterpreter({
       dispatchedAt: monoMs(),
       captureChars: req.captureChars ?? 0,
+      keepStreamedText: req.keepStreamedText ?? false,
       origin,
       maxSseLineBytes: req.maxSseLineBytes,
       model: req.model ?? null,

@@ -1,5 +1,5 @@
 import type { Api } from '../schema/run.ts'
-import type { StreamObservation } from './observation.ts'
+import type { StreamObservation, TextCapture } from './observation.ts'
 
 /** What a stream worker is started with: where it sends, and how (one undici pool of its own). */
 export interface WorkerSetup {
@@ -19,7 +19,7 @@ export interface WorkerSetup {
 /** From the cell's thread to a worker. */
 export type ToWorker =
   /** Stream one request; `handedAt` is when the cell's thread handed it over (monoMs). */
-  | { type: 'send'; id: number; body: Uint8Array; captureChars: number; handedAt: number }
+  | { type: 'send'; id: number; body: Uint8Array; capture: TextCapture; handedAt: number }
   | { type: 'abort'; id: number }
   /** Open `connections` keep-alive connections (a side-effect-free GET /v1/models each). */
   | { type: 'warm'; connections: number }

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises'
 import type { Llama, LlamaContextSequence, LlamaModel } from 'node-llama-cpp'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
-import { ChunkStamps } from '../client/observation.ts'
+import { ChunkStamps, type TextCapture } from '../client/observation.ts'
 import { digestSent } from '../client/sent-digest.ts'
 import { captureContent, emptyObservation, type StreamObservation } from '../client/stream.ts'
 import type { ChatText, EngineTokenizer } from '../client/tokenize.ts'
@@ -45,7 +45,7 @@ export function requireNodeLlamaCpp(): void {
 export interface InProcessEngine {
   model: string
   manifest: Manifest
-  send(body: Buffer, captureChars: number, signal: AbortSignal, deadlineMs: number): Promise<StreamObservation>
+  send(body: Buffer, capture: TextCapture, signal: AbortSignal, deadlineMs: number): Promise<StreamObservation>
   tokenizer: EngineTokenizer
   stop(): Promise<void>
 }
@@ -120,7 +120,7 @@ export async function startNodeLlamaCpp(config: Config, gpuFacts: GpuFactsProbe)
   return {
     model: config.model.id,
     manifest: await manifestOf(config, llama, gpuFacts),
-    send: (body, captureChars, signal, deadlineMs) => generate(loaded, body, captureChars, signal, deadlineMs),
+    send: (body, capture, signal, deadlineMs) => generate(loaded, body, capture, signal, deadlineMs),
     tokenizer: {
       description: 'node-llama-cpp model.tokenize, in-process (BOS included; chat messages joined as plain text)',
       countText: async (t) => tokenize(t).length,
@@ -168,13 +168,14 @@ async function manifestOf(config: Config, llama: Llama, gpuFacts: GpuFactsProbe)
 async function generate(
   loaded: LoadedModel,
   body: Buffer,
-  captureChars: number,
+  capture: TextCapture,
   signal: AbortSignal,
   deadlineMs: number,
 ): Promise<StreamObservation> {
   const { model, sequences, tokenize } = loaded
   const sentAt = monoMs()
   const obs = emptyObservation(sentAt)
+  if (capture.streamed) obs.streamedText = ''
   let parsed: RequestBody
   try {
     parsed = JSON.parse(body.toString('utf8')) as RequestBody
@@ -216,7 +217,8 @@ async function generate(
         obs.contentChunks++
         obs.firstOutputAt ??= at
         obs.firstContentAt ??= at
-        if (captureChars > 0 && !obs.contentTruncated) captureContent(obs, piece, captureChars)
+        if (capture.contentChars > 0 && !obs.contentTruncated) captureContent(obs, piece, capture.contentChars)
+        if (obs.streamedText !== null) obs.streamedText += piece
       }
       if (generated >= maxTokens) {
         obs.finishReason = 'length'

@@ -14,6 +14,9 @@ export const NO_REQUEST_CHECKS = {
   enginePrefillTokPerS: null,
   sendAttempts: 1,
   scheduledOffsetMs: null,
+  usageRule: null,
+  retokenizedTokens: null,
+  reportedUsage: null,
 } as const
 
 /** What another harness recorded about one request, in servegate units (ms, tokens). */

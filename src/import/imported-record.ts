@@ -82,6 +82,7 @@ function importedPlan(run: ImportedRun): RunPlan {
     requestTimeoutMs: null,
     workload: { ...importedWorkload(p.promptTokens, null, p.promptTokensEstimator), ...p.workload },
     sequential: null,
+    usageCheck: null,
     arrival: null,
   }
 }

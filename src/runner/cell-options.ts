@@ -3,7 +3,7 @@ import { ServegateError } from '../errors.ts'
 import { parseBaseUrl } from '../loopback.ts'
 import { ArrivalSpec } from '../load/arrival-spec.ts'
 import { SLO } from '../schema/load.ts'
-import { Api } from '../schema/run.ts'
+import { Api, UsageCheck } from '../schema/run.ts'
 import { MIN_SECRET_CHARS, registerSecret } from '../secrets.ts'
 import { WorkloadSpec } from '../workload/workload-spec.ts'
 import { MAX_CLIENT_WORKERS } from './client-workers.ts'
@@ -36,6 +36,8 @@ export const CellPlan = z.strictObject({
   workload: WorkloadSpec.default(WorkloadSpec.parse({})),
   /** Size prompts with the engine's own tokenizer when it has one. @default true */
   calibrate: z.boolean().default(true),
+  /** How each reply's `usage` is cross-checked against what streamed. @default { maxTokensPerChunk: 16, retokenize: true } */
+  usageCheck: UsageCheck.default(UsageCheck.parse({})),
   /** Per-request deadline, ms. @default 120000 */
   requestTimeoutMs: z.int().min(1).default(120_000),
   /**

@@ -1,4 +1,5 @@
 import { StreamConnections } from '../client/connections.ts'
+import { NO_TEXT, type TextCapture } from '../client/observation.ts'
 import { streamCompletion, type StreamObservation } from '../client/stream.ts'
 import { StreamWorkers } from '../client/stream-workers.ts'
 import { probeTokenizer, type TokenizerProbe } from '../client/tokenize.ts'
@@ -13,7 +14,7 @@ import { clientWorkerCount } from './client-workers.ts'
  */
 export interface CellTransport {
   /** Sends one request body (model name included); never throws for a request failure. */
-  send(body: Buffer, captureChars: number, signal: AbortSignal): Promise<StreamObservation>
+  send(body: Buffer, capture: TextCapture, signal: AbortSignal): Promise<StreamObservation>
   /** The engine's tokenizer for calibration, or null (sizes are then estimated). */
   tokenizer(): Promise<TokenizerProbe | null>
   /**
@@ -72,17 +73,18 @@ export function httpTransport(o: ResolvedRunCellOptions, origin: string, engineC
   const dispatcher = new StreamConnections(origin, connections, { slice })
   const send: CellTransport['send'] =
     workers === null
-      ? (body, captureChars, signal) =>
+      ? (body, capture, signal) =>
           streamCompletion(dispatcher, origin, {
             api: o.api,
             body,
             headers,
             deadlineMs: o.requestTimeoutMs,
             signal,
-            captureChars,
+            captureChars: capture.contentChars,
+            keepStreamedText: capture.streamed,
             model: o.model,
           })
-      : (body, captureChars, signal) => workers.send(body, captureChars, signal)
+      : (body, capture, signal) => workers.send(body, capture, signal)
   // The chat requests' chat_template_kwargs, so prompts are counted through the template they get.
   const thinking = o.workload.sampling.thinking
   const templateKwargs = o.api === 'chat' && thinking !== undefined ? { enable_thinking: thinking === 'enabled' } : null
@@ -100,7 +102,7 @@ export function httpTransport(o: ResolvedRunCellOptions, origin: string, engineC
         stream_options: { include_usage: true },
       }),
     )
-    const obs = await send(body, 0, AbortSignal.timeout(o.requestTimeoutMs))
+    const obs = await send(body, NO_TEXT, AbortSignal.timeout(o.requestTimeoutMs))
     return obs.usagePromptTokens === null ? null : obs.usagePromptTokens - (await countText(content))
   }
   return {

@@ -130,7 +130,7 @@ async function measureInProcess(
 ): Promise<RunRecord> {
   const o = { ...plan, baseUrl: NO_ORIGIN, model: live.model }
   const transport: CellTransport = {
-    send: (body, captureChars, signal) => live.engine.send(body, captureChars, signal, o.requestTimeoutMs),
+    send: (body, capture, signal) => live.engine.send(body, capture, signal, o.requestTimeoutMs),
     tokenizer: async () => ({ tokenizer: live.engine.tokenizer, warning: null }),
     close: async () => {},
   }

@@ -193,15 +193,21 @@ describe('runCell against the simulated engine', () => {
   test('the measured phase starts with its connections open: none is opened while measuring', async () => {
     const s = await start({ decodeTokPerS: 10_000 })
     let atMeasureStart = -1
+    let atLastEnd = -1
     const record = await runCell(
       { baseUrl: s.url, model: 'm', concurrency: 8, requests: 16, maxTokens: 4, workload: { promptTokens: 16 }, calibrate: false },
-      { onMeasureStart: () => void (atMeasureStart = s.stats().connectionsAccepted) },
+      {
+        onMeasureStart: () => void (atMeasureStart = s.stats().connectionsAccepted),
+        onProgress: (p) => void (p.done === p.total && (atLastEnd = s.stats().connectionsAccepted)),
+      },
     )
     expect(record.completed).toBe(16)
     // The probe's and the warm-up's connections, the eight the loop streams over among them; the
     // sim answers a GET at once, so a warm-up that let one GET's connection carry the next opened fewer.
     expect(atMeasureStart).toBeGreaterThanOrEqual(8)
-    expect(s.stats().connectionsAccepted).toBe(atMeasureStart)
+    expect(atLastEnd).toBe(atMeasureStart)
+    // The tokenizer counts the streamed replies only after the last one ended.
+    expect(record.requests.every((r) => r.usageRule === 'tokenizer')).toBe(true)
   })
 
   test('warm-up requests run first and are not recorded', async () => {

@@ -18,6 +18,7 @@ import { probeEndpoint } from './probe.ts'
 import { assembleRecord, cellPlan } from './run-record.ts'
 import { CellLoadMeter } from './cell-load-meter.ts'
 import { RequestLedger } from './request-ledger.ts'
+import { UsageCrossCheck } from './usage-check.ts'
 import { warmClientJit } from './warm.ts'
 import { TurnSlice } from '../client/turn-slice.ts'
 
@@ -152,14 +153,25 @@ function cellSignal(hooks: RunCellHooks): AbortSignal {
   return hooks.signal === undefined ? stop.signal : AbortSignal.any([hooks.signal, stop.signal])
 }
 
-/** Sends request `base + index` of a feed; a ledger, when given, keeps its plan while it is in flight. */
-type Sender = (feed: BodyFeed, base: number, ledger: RequestLedger | null) => (index: number) => Promise<StreamObservation>
+/**
+ * Sends request `base + index` of a feed; a ledger, when given, keeps its plan while it is in
+ * flight, and its requests keep their streamed text when `streamed` (the usage cross-check).
+ */
+type Sender = (
+  feed: BodyFeed,
+  base: number,
+  ledger: RequestLedger | null,
+  streamed?: boolean,
+) => (index: number) => Promise<StreamObservation>
 
 function sender(transport: CellTransport, captureChars: number, signal: AbortSignal): Sender {
-  return (feed, base, ledger) => (index) => {
-    const fed = feed.take(base + index)
-    ledger?.sending(base + index, fed.planned)
-    return transport.send(fed.bytes, captureChars, signal)
+  return (feed, base, ledger, streamed = false) => {
+    const capture = { contentChars: captureChars, streamed }
+    return (index) => {
+      const fed = feed.take(base + index)
+      ledger?.sending(base + index, fed.planned)
+      return transport.send(fed.bytes, capture, signal)
+    }
   }
 }
 
@@ -211,10 +223,12 @@ export async function measureCell(
     warmupFeed.close()
     await transport.warm?.(connectionsToWarm(o))
 
+    // The tokenizer that checks the replies' usage is found now, before the measured requests.
+    const usage = await UsageCrossCheck.start(o.usageCheck, () => transport.tokenizer())
     await hooks.onMeasureStart?.()
     const meter = new CellLoadMeter(transport.workers ?? null)
     const ends = stages?.ends ?? [measuredCount]
-    const ledger = new RequestLedger(workload, o.requests, { spill, onProgress: hooks.onProgress, onPhase: phase })
+    const ledger = new RequestLedger(workload, o.requests, { spill, onProgress: hooks.onProgress, onPhase: phase, usage })
     const onDone = (slot: Slot): void => ledger.end(slot)
     let openLoopStats: OpenLoopStats | null = null
     for (let stage = 0; stage < ends.length; stage++) {
@@ -222,9 +236,11 @@ export async function measureCell(
       const end = Math.min(ends[stage] as number, measuredCount)
       ledger.beginStage(stages === null ? null : { index: stage + 1, of: ends.length })
       meter.start()
-      const due = send(measuredFeed, ledger.sent, ledger)
+      const due = send(measuredFeed, ledger.sent, ledger, usage.keepsText)
       openLoopStats = await measuredPhase(o, end - ledger.sent, arrivals, ledger.cellStart, signal, due, onDone, loopSlice)
       await meter.stop()
+      // Outside the measured span, and before another arm's turn: the tokenizer counts what streamed.
+      await ledger.settleUsage()
       ledger.endStage(end)
       if (stages !== null) stages.done(stage, ledger.records.slice(), signal.aborted || hooks.engine?.failure() != null)
     }
@@ -236,7 +252,10 @@ export async function measureCell(
       startedAt,
       finishedAt: clock.date(),
       target,
-      plan: cellPlan(o, workload, measuredFeed.requestStreamSha256, ledger.wireDigest(), arrivals?.plan ?? null, ledger.sent),
+      plan: {
+        ...cellPlan(o, workload, measuredFeed.requestStreamSha256, ledger.wireDigest(), arrivals?.plan ?? null, ledger.sent),
+        usageCheck: usage.plan,
+      },
       requests: ledger.records,
       counts: tally,
       unsent: ledger.unsent,

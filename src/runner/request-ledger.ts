@@ -8,6 +8,7 @@ import { WireHash } from './body-feed.ts'
 import type { ResolvedRunCellOptions } from './cell-options.ts'
 import type { Slot } from './dispatch.ts'
 import { requestRecord } from './run-record.ts'
+import { tokenizerVerdict, UsageCrossCheck, type UsageVerdict } from './usage-check.ts'
 
 /** Where a ledger's records go and whom it tells as they end. */
 export interface LedgerOutlets {
@@ -17,6 +18,8 @@ export interface LedgerOutlets {
   onProgress?: ((progress: CellProgress) => void) | undefined
   /** Told the `requests` phase at each stage's start and after each request. */
   onPhase?: PhaseListener | undefined
+  /** Judges each reply's reported usage; without it, the chunk bound at its default alone. */
+  usage?: UsageCrossCheck
 }
 
 /** Which stage of how many a staged cell is in; null for a cell measured in one go. */
@@ -49,6 +52,9 @@ export class RequestLedger {
   readonly #wire = new WireHash()
   // Each request's plan waits here only while it is in flight.
   readonly #inFlight = new Map<number, PlannedRequest>()
+  readonly #usage: UsageCrossCheck
+  // Ended replies whose usage waits for the tokenizer pass: their records are made then.
+  readonly #awaitingCount = new Map<number, { slot: Slot; planned: PlannedRequest; verdict: UsageVerdict }>()
   #ok = 0
   #failed = 0
   #done = 0
@@ -68,6 +74,7 @@ export class RequestLedger {
     this.#spill = outlets.spill ?? null
     this.#onProgress = outlets.onProgress
     this.#onPhase = outlets.onPhase
+    this.#usage = outlets.usage ?? UsageCrossCheck.chunkBound({ maxTokensPerChunk: 16, retokenize: false })
     this.cellStart = cellStart
   }
 
@@ -117,15 +124,40 @@ export class RequestLedger {
     this.#lastEnd = Math.max(this.#lastEnd, obs.endAt ?? obs.sentAt)
     const planned = this.#inFlight.get(index) ?? this.#workload.planned(index)
     this.#inFlight.delete(index)
-    const record = requestRecord({ ...slot, index }, this.cellStart, planned, this.#workload)
-    if (this.#spill === null) this.#records.push(record)
-    else this.#spill.add(record)
+    const verdict = obs.error === null ? this.#usage.screen(obs) : { rule: null, retokenized: null, problem: null }
+    const held = verdict.rule !== null && verdict.problem === null && this.#usage.hold(index, obs.streamedText)
+    obs.streamedText = null
+    if (held) this.#awaitingCount.set(index, { slot: { ...slot, index }, planned, verdict })
+    else this.#keep(requestRecord({ ...slot, index }, this.cellStart, planned, this.#workload, verdict))
     this.#wire.add(index, obs.sent)
-    if (obs.error === null) this.#ok++
+    if (obs.error === null && verdict.problem === null) this.#ok++
     else this.#failed++
     this.#done++
     this.#onProgress?.({ done: this.#done, total: this.#total, ok: this.#ok, failed: this.#failed, elapsedMs: monoMs() - this.cellStart })
     this.#reportPhase()
+  }
+
+  /**
+   * After a stage's requests, before its records are read: the tokenizer counts each held reply's
+   * streamed text once, and their records are made with that verdict.
+   */
+  async settleUsage(): Promise<void> {
+    if (this.#awaitingCount.size === 0) return
+    const counts = await this.#usage.settle()
+    for (const [index, { slot, planned }] of this.#awaitingCount) {
+      const verdict = tokenizerVerdict(slot.obs.usageCompletionTokens as number, counts.get(index) ?? null)
+      if (verdict.problem !== null) {
+        this.#ok--
+        this.#failed++
+      }
+      this.#keep(requestRecord(slot, this.cellStart, planned, this.#workload, verdict))
+    }
+    this.#awaitingCount.clear()
+  }
+
+  #keep(record: RequestRecord): void {
+    if (this.#spill === null) this.#records.push(record)
+    else this.#spill.add(record)
   }
 
   /** The stage ended with request `end` due (those not sent count as unsent); records go back in plan order. */

@@ -15,28 +15,47 @@ import { scoreResponse } from '../workload/score.ts'
 import { type RunCellOptions, type ResolvedRunCellOptions, resolveCellOptions } from './cell-options.ts'
 import type { Slot } from './dispatch.ts'
 import { type Clock, systemClock } from './environment.ts'
+import { NO_USAGE, type UsageVerdict } from './usage-check.ts'
 
 function contractInvalid(message: string): ErrorInfo {
   return { code: 'CONTRACT_INVALID', message: sanitizeMessage(message), httpStatus: null, retryAfterS: null }
 }
 
+/** The usage a server sent, as the record keeps it: a value that was not a number is null. */
+function reportedUsage(obs: Slot['obs']): RequestRecord['reportedUsage'] {
+  const kept = (n: number | null): number | null => (n === null || Number.isNaN(n) ? null : n)
+  return { promptTokens: kept(obs.usagePromptTokens), completionTokens: kept(obs.usageCompletionTokens) }
+}
+
 /**
- * Turns one observation into its record: derived metrics, then the workload's checks. A reply
- * that fails its canary, or (strict output control) is not exactly max_tokens long, is
- * contract-invalid: kept with its timings and reason, excluded from every distribution.
+ * Turns one observation into its record: derived metrics, then the reply's checks. A reply whose
+ * usage failed its cross-check is USAGE_INVALID, its counts then those the client saw (the
+ * streamed chunks) and the server's kept as `reportedUsage`. A reply that fails its canary, or
+ * (strict output control) is not exactly max_tokens long by its checked count, is
+ * contract-invalid. Either is kept with its timings and reason, excluded from every distribution.
  */
-export function requestRecord(slot: Slot, cellStart: number, planned: PlannedRequest, workload: PreparedWorkload): RequestRecord {
+export function requestRecord(
+  slot: Slot,
+  cellStart: number,
+  planned: PlannedRequest,
+  workload: PreparedWorkload,
+  usage: UsageVerdict = NO_USAGE,
+): RequestRecord {
   const { obs } = slot
-  const m = deriveRequestMetrics(obs)
+  const usageTrusted = usage.problem === null
+  const m = deriveRequestMetrics(usageTrusted ? obs : { ...obs, usagePromptTokens: null, usageCompletionTokens: null })
   let error = obs.error
   const answered = error === null
+  if (answered && !usageTrusted) {
+    error = { code: 'USAGE_INVALID', message: sanitizeMessage(usage.problem as string), httpStatus: null, retryAfterS: null }
+  }
 
   const canary = planned.canaryMarker !== null && answered ? checkCanary(planned.canaryMarker, obs.content, !obs.contentTruncated) : null
-  if (canary !== null && !canary.passed) error = contractInvalid(`request canary: ${canary.reason ?? 'failed'}`)
+  if (error === null && canary !== null && !canary.passed) error = contractInvalid(`request canary: ${canary.reason ?? 'failed'}`)
 
   const control = workload.spec.outputControl.mode
   const outputAdherence: RequestRecord['outputAdherence'] =
-    control === 'none' || !answered
+    control === 'none' || !answered || !usageTrusted
       ? null
       : obs.usageCompletionTokens === null
         ? 'unobservable'
@@ -80,6 +99,9 @@ export function requestRecord(slot: Slot, cellStart: number, planned: PlannedReq
     engineTimings: obs.engineTimings,
     enginePrefillTokPerS: enginePrefillRate(obs.engineTimings),
     sendAttempts: obs.attempts,
+    usageRule: usage.rule,
+    retokenizedTokens: usage.retokenized,
+    reportedUsage: usageTrusted ? null : reportedUsage(obs),
   }
   return error === null ? { status: 'ok', ...common } : { status: 'failed', error, ...common }
 }
@@ -244,6 +266,7 @@ export function cellPlan(
     },
     arrival,
     sequential: null,
+    usageCheck: null,
   }
 }
 

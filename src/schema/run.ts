@@ -95,6 +95,44 @@ export const CanaryCheck = z.object({
   foreignMarkers: z.array(z.string()),
   /** False when the content capture was cut short: the check then fails closed. */
   captureComplete: z.boolean(),
+/**
+ * How a cell cross-checks each reply's `usage` against what it streamed (docs/metrics.md); a
+ * reply that fails is USAGE_INVALID: kept, excluded from every distribution, counted as failed.
+ */
+export const UsageCheck = z.strictObject({
+  /**
+   * Completion tokens a reply may report per streamed chunk that carried text, where no tokenizer
+   * counts it: speculative decoding and multi-token chunks (`--stream-interval`) stay within it,
+   * a server that reports 50 times what it streamed does not. @default 16
+   */
+  maxTokensPerChunk: z.int().min(1).default(16),
+  /**
+   * Where the engine has a `POST /tokenize` endpoint, count each reply's streamed text (reasoning
+   * and content) with it, once per request after the measured requests, and require the reported
+   * count to agree within the stated tolerance. @default true
+   */
+  retokenize: z.boolean().default(true),
+})
+export type UsageCheck = z.input<typeof UsageCheck>
+
+/** The usage cross-check a cell ran, as its record states it. */
+export const UsageCheckPlan = z.object({
+  maxTokensPerChunk: z.int().positive(),
+  retokenize: z.boolean(),
+  /** The tokenizer that counted the streamed text; null when none did (the chunk bound alone). */
+  tokenizer: z.string().nullable(),
+  /** The reported count may differ from the tokenizer's by this many tokens plus `toleranceShare` of it. */
+  toleranceTokens: z.int().nonnegative(),
+  toleranceShare: z.number().nonnegative(),
+})
+export type UsageCheckPlan = z.infer<typeof UsageCheckPlan>
+
+/** A reply's usage exactly as the server sent it; a value that was not a number is null. */
+const ReportedUsage = z.object({
+  promptTokens: z.number().nullable(),
+  completionTokens: z.number().nullable(),
+})
+
   passed: z.boolean(),
   /** Why it failed; null when it passed. */
   reason: z.string().nullable(),
@@ -176,6 +214,18 @@ export const RequestRecord = z.discriminatedUnion('status', [
 export type RequestRecord = z.infer<typeof RequestRecord>
 
 export const Api = z.enum(['chat', 'completions'])
+  /**
+   * The rule that judged the reply's reported usage: the engine's tokenizer over the streamed
+   * text, or the tokens-per-chunk bound; null when the server reported none (or nothing streamed).
+   */
+  usageRule: z.enum(['tokenizer', 'chunk-bound']).nullable().default(null),
+  /** The engine tokenizer's count of the streamed text (rule `tokenizer`); null otherwise. */
+  retokenizedTokens: z.int().nonnegative().nullable().default(null),
+  /**
+   * The usage as the server sent it, kept when it failed its check (USAGE_INVALID): `promptTokens`
+   * and `completionTokens` then hold only what the client saw (the streamed chunks); null otherwise.
+   */
+  reportedUsage: ReportedUsage.nullable().default(null),
 export type Api = z.infer<typeof Api>
 
 /** How one sampling parameter was handled: asked for, whether and where sent, value in effect. */
@@ -283,6 +333,8 @@ export const CellMetrics = z.object({
    */
   percentileMethod: z.enum([PERCENTILE_METHOD, 'linear-interpolation']),
   p99MinSamples: z.int(),
+  /** How each reply's usage was cross-checked; null for imports and records written before servegate checked it. */
+  usageCheck: UsageCheckPlan.nullable().default(null),
   /** Metric names whose p99 rests on fewer than `p99MinSamples` samples. */
   p99DescriptiveOnly: z.array(z.string()),
   distributions: z.object({

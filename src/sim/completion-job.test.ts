@@ -14,6 +14,7 @@ const plan = (outputTokens: number): StreamPlan => ({
   includeUsage: true,
   tokensPerChunk: 1,
   fault: null,
+  usageLie: null,
   eol: '\n',
   keepaliveMs: null,
   leadContent: [],

@@ -11,9 +11,24 @@ import { ServegateError } from '../errors.ts'
  * - `stall`: after a few tokens, nothing more is sent; the connection stays open until the
  *   client goes away or the server closes;
  * - `empty`: a 200 stream with the role chunk, a finish chunk without content, usage with
- *   `completion_tokens: 0` and `[DONE]`.
+ *   `completion_tokens: 0` and `[DONE]`;
+ * - `cross`: the reply starts with a neighbouring request's canary marker;
+ * - `usage-negative`, `usage-huge`, `usage-inflated`: the stream is whole, but its usage reports
+ *   `completion_tokens` of −5, of 10¹², or 50 times the tokens it streamed (an engine whose usage
+ *   accounting lies; only a request that asked for usage sees it).
  */
-export const FAULT_KINDS = ['http500', 'http429', 'drop', 'malformed', 'stall', 'empty', 'cross'] as const
+export const FAULT_KINDS = [
+  'http500',
+  'http429',
+  'drop',
+  'malformed',
+  'stall',
+  'empty',
+  'cross',
+  'usage-negative',
+  'usage-huge',
+  'usage-inflated',
+] as const
 
 /** One of FAULT_KINDS. */
 export const FaultKind = z.enum(FAULT_KINDS)

@@ -27,11 +27,27 @@ export interface StreamPlan {
   tokensPerChunk: number
   /** Only the faults that act inside a stream. */
   fault: Extract<FaultKind, 'drop' | 'malformed' | 'stall'> | null
+  /** The lie the usage chunk tells about the completion tokens, if any. */
+  usageLie: Extract<FaultKind, 'usage-negative' | 'usage-huge' | 'usage-inflated'> | null
   eol: Eol
   keepaliveMs: number | null
   /** Content tokens sent before the generated words (an echoed marker, an answer). */
   leadContent: string[]
   nextToken: () => string
+}
+
+/** What a usage chunk reports for `emitted` tokens: the truth, or the planned lie. */
+function reportedCompletion(emitted: number, lie: StreamPlan['usageLie']): number {
+  switch (lie) {
+    case 'usage-negative':
+      return -5
+    case 'usage-huge':
+      return 1e12
+    case 'usage-inflated':
+      return emitted * 50
+    default:
+      return emitted
+  }
 }
 
 /** Tokens a `malformed` or `stall` fault lets through first. */
@@ -156,10 +172,11 @@ export class SimStream implements EngineJob {
     const { header, eol, includeUsage, promptTokens, finishReason } = this.#plan
     this.#flush(finishReason)
     if (includeUsage) {
+      const completion = reportedCompletion(this.#emitted, this.#plan.usageLie)
       const usage = {
         prompt_tokens: promptTokens,
-        completion_tokens: this.#emitted,
-        total_tokens: promptTokens + this.#emitted,
+        completion_tokens: completion,
+        total_tokens: promptTokens + completion,
       }
       this.#write(dataEvent(usageChunk(header, usage), eol))
     }

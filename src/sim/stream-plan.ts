@@ -33,6 +33,7 @@ export function streamPlan(opts: ResolvedSimOptions, request: SimRequest, index:
     includeUsage: request.includeUsage,
     tokensPerChunk: opts.tokensPerChunk,
     fault: fault === 'drop' || fault === 'malformed' || fault === 'stall' ? fault : null,
+    usageLie: fault === 'usage-negative' || fault === 'usage-huge' || fault === 'usage-inflated' ? fault : null,
     eol: opts.crlf ? '\r\n' : '\n',
     keepaliveMs: opts.keepaliveMs,
     leadContent: leadContent(request.promptText, fault === 'cross'),

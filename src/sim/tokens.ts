@@ -1,39 +1,43 @@
 import { createRandom } from '../random.ts'
 
-/** The sim's vocabulary: output tokens are these words, each with a leading space. */
+/**
+ * The sim's vocabulary: output tokens are these words, each with a leading space. None is longer
+ * than a piece of the sim's tokenizer, so counting a reply's text gives back the tokens it
+ * generated, as an engine's own tokenizer does (the usage cross-check relies on it).
+ */
 const SIM_WORDS = [
   'the',
-  'engine',
-  'streams',
-  'tokens',
-  'while',
-  'batch',
-  'grows',
-  'and',
-  'every',
+  'kv',
+  'gpu',
   'step',
-  'takes',
-  'longer',
-  'than',
-  'before',
-  'so',
+  'and',
   'each',
-  'request',
-  'waits',
+  'fast',
+  'slow',
+  'wait',
   'for',
   'its',
   'turn',
   'in',
   'a',
-  'queue',
   'of',
-  'prompts',
   'that',
   'fill',
-  'cache',
   'with',
   'keys',
-  'values',
+  'load',
+  'so',
+  'than',
+  'more',
+  'then',
+  'one',
+  'next',
+  'page',
+  'hit',
+  'run',
+  'warm',
+  'cold',
+  'tok',
 ] as const
 
 /** Longest piece of a word the sim's tokenizer keeps as one token. */
@@ -84,7 +88,7 @@ export function tokenIds(text: string): number[] {
 
 /**
  * A deterministic source of output tokens: each call returns one word with a leading space.
- * @example const next = createTokenSource(7); next() // ' batch' (always the same for seed 7)
+ * @example const next = createTokenSource(7); next() // ' the' (always the same for seed 7)
  */
 export function createTokenSource(seed: number): () => string {
   const random = createRandom(seed)
