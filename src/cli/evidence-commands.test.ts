@@ -5,6 +5,7 @@ import { describe, expect } from 'vitest'
 import { test } from '../../fixtures/test-context.ts'
 import { boardFiles, renderBoard } from '../evidence/board.ts'
 import { buildEvidence } from '../evidence/build.ts'
+import { markdownText } from '../evidence/markdown-text.ts'
 import { PR_COMMENT_MARKER, renderPrComment } from '../evidence/pr-comment.ts'
 import { readIndex } from '../evidence/verify.ts'
 import { DEFAULT_RENDERERS } from '../evidence/renderers.ts'
@@ -127,10 +128,13 @@ describe('servegate verify and report', () => {
     expect(await reportCommand([evidence, '--pr-comment'], local.io, {})).toBe(0)
     expect(local.out()).toMatch(/^<!-- servegate:pr-comment -->/)
     const actions = { GITHUB_SERVER_URL: 'https://github.com', GITHUB_REPOSITORY: 'team/engine', GITHUB_RUN_ID: '42' }
-    expect(boardLocation(evidence, {})).toBe(`\`${evidence}/README.md\``)
+    const readme = markdownText(`${evidence}/README.md`)
+    expect(boardLocation(evidence, {})).toBe(readme)
     expect(boardLocation(`${evidence}/`, actions)).toBe(
-      `\`${evidence}/README.md\` in the evidence artifact of [this workflow run](https://github.com/team/engine/actions/runs/42)`,
+      `${readme} in the evidence artifact of [this workflow run](https://github.com/team/engine/actions/runs/42)`,
     )
+    // A directory's name is text in the comment, never markup.
+    expect(boardLocation('ev</details>|`x`', {})).toBe('ev&lt;/details>\\|\\`x\\`/README.md')
   })
 
   test('a SHA256SUMS path that leaves the directory or is listed twice, and a symbolic link, are refused', async ({ cli, tmpDir }) => {

@@ -3,6 +3,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { expectInert, hostileManifest, hostileName } from '../../fixtures/hostile-markdown.ts'
 import { checkMeta, decisionMeta } from '../../fixtures/judged-meta.ts'
 import { measuredArm, testManifest } from '../../fixtures/manifest.ts'
 import { parseRunText } from '../record/record-io.ts'
@@ -295,5 +296,36 @@ describe('rendered from the index alone', () => {
     expect(renderBoard(index, [], { charts: '' })).not.toContain('## Charts')
     const own = mermaidCharts(index)
     expect(own === '' ? !renderBoard(index, []).includes('## Charts') : renderBoard(index, []).includes(own.trim())).toBe(true)
+  })
+})
+
+describe('names from outside render as text', () => {
+  test('hostile engine, model, GPU, cell, test and failure names add no tag, link, row or column to the board', () => {
+    // The same hostile manifest on both arms, so the pair still matches and its gates and tables are drawn.
+    const manifest = hostileManifest()
+    const [b, c] = [
+      { ...baseline, manifest },
+      { ...candidate, manifest },
+    ]
+    const crashed = failedCellRecord(
+      { baseUrl: 'http://127.0.0.1:1', model: 'm' },
+      { code: 'ENGINE_EXITED', message: hostileName('failure'), httpStatus: null, retryAfterS: null },
+    )
+    const cells = [
+      {
+        ...pairCell(hostileName('cell'), b, c),
+        ladder: hostileName('ladder'),
+        engines: { baseline: hostileName('baseline'), candidate: hostileName('candidate') },
+      },
+      pairCell(hostileName('dead'), b, crashed),
+    ]
+    const { files, tests } = suite(cells)
+    const failed: TestInput = { file: 'a.bench.ts', name: hostileName('test'), state: 'failed', meta: undefined }
+    const { index } = buildEvidence(files, [...tests, failed], { suiteCommit: hostileName('suite'), redact: false })
+    const md = renderBoard(index, boardFiles(index))
+    expectInert(md)
+    // Every place a name is shown: the tables, the reasons, the glance lines, the charts' notes.
+    for (const place of ['cell', 'dead', 'baseline', 'model', 'version', 'gpu', 'driver', 'cpu', 'failure', 'test', 'suite'])
+      expect(md).toContain(`${place}&lt;svg onload=alert(1)>`)
   })
 })

@@ -8,6 +8,7 @@ import type { GateDecision, WinGateName } from '../schema/gate.ts'
 import { ABSENT, formatFixedPercent, formatInUnit, formatSignificant } from '../number-format.ts'
 import { failedCountText, failedOf } from './arm-summary.ts'
 import { isMatchedPair } from './build.ts'
+import { markdownText } from './markdown-text.ts'
 import { mermaidCharts } from './mermaid.ts'
 
 const WIN_METRICS: ReadonlyArray<{ gate: WinGateName; words: string }> = [
@@ -16,15 +17,14 @@ const WIN_METRICS: ReadonlyArray<{ gate: WinGateName; words: string }> = [
   { gate: 'toWinThroughput', words: 'throughput' },
 ]
 
-/** Escapes a string for a Markdown table cell. */
-function cell(text: string): string {
-  return text.replace(/\|/g, '\\|').replace(/\n/g, ' ')
-}
-
-/** A Markdown table; `_none_` when it has no rows. */
+/**
+ * A Markdown table of plain text: every cell, head included, escaped (`markdownText`), so a name
+ * that holds `|`, a line break or a tag stays one cell of its row. `_none_` when it has no rows.
+ */
 export function table(head: readonly string[], rows: ReadonlyArray<readonly string[]>): string[] {
   if (rows.length === 0) return ['_none_']
-  return [`| ${head.join(' | ')} |`, `| ${head.map(() => '---').join(' | ')} |`, ...rows.map((r) => `| ${r.map(cell).join(' | ')} |`)]
+  const row = (cells: readonly string[]) => `| ${cells.map(markdownText).join(' | ')} |`
+  return [row(head), `| ${head.map(() => '---').join(' | ')} |`, ...rows.map(row)]
 }
 
 /** A section: its heading, a blank line, its body and a blank line; nothing when it has no body. */
@@ -397,11 +397,11 @@ function pairCheckSection(index: EvidenceIndex): string[] {
     return ran.length === 0 ? [] : [[check, `${held.length}/${ran.length}`, list(ran.filter((c) => !held.includes(c)).map((c) => c.id))]]
   })
   const notes = [
-    ...(uncompared.length > 0 ? [`- Not compared (an arm failed, so no fact can be): ${list(uncompared.map((c) => c.id))}.`] : []),
+    ...(uncompared.length > 0 ? [`Not compared (an arm failed, so no fact can be): ${list(uncompared.map((c) => c.id))}.`] : []),
     ...(checked.length < all.length
-      ? [`- Never checked with toBeMatchedPair: ${list(all.filter((c) => !checked.includes(c)).map((c) => c.id))}.`]
+      ? [`Never checked with toBeMatchedPair: ${list(all.filter((c) => !checked.includes(c)).map((c) => c.id))}.`]
       : []),
-  ]
+  ].map((note) => `- ${markdownText(note)}`)
   return section(`## Pair checks per fact (${compared.length} pair(s) compared of ${all.length})`, [
     ...(compared.length === 0 ? ['No pair was compared.'] : table(['fact', 'held', 'not held in'], [...rows, ...others])),
     ...(notes.length === 0 ? [] : ['', ...notes]),
@@ -508,7 +508,7 @@ function measuredSection(index: EvidenceIndex): string[] {
     '### Hardware and harness',
     '',
     ...(hardware.length === 0 ? [] : [...table(['fact', 'value', 'launches'], hardware), '']),
-    ...(unknown.length === 0 ? [] : [`No manifest, so hardware and software unknown: ${list(unknown)}.`, '']),
+    ...(unknown.length === 0 ? [] : [markdownText(`No manifest, so hardware and software unknown: ${list(unknown)}.`), '']),
     '### Engines and model per arm',
     '',
     ...table(['arm', 'declared', 'engine', 'version', 'commit', 'model', 'revision', 'fingerprint', 'cells'], software),
@@ -553,11 +553,15 @@ export function boardFiles(index: EvidenceIndex): FileRef[] {
   ]
 }
 
-/** The promotion verdict as a heading and its numbered reasons, each with its figures. */
+/** The promotion verdict as a heading and its numbered reasons, each with its figures, as Markdown. */
 export function promotionLines(index: EvidenceIndex): string[] {
-  if (index.promotion.promotable) return [`**Promotable**: ${promotableSummary(index)}.`]
+  if (index.promotion.promotable) return [`**Promotable**: ${markdownText(promotableSummary(index))}.`]
   const n = index.promotion.reasons.length
-  return [`**Not promotable**: ${n} reason${n === 1 ? '' : 's'}.`, '', ...index.promotion.reasons.map((r, i) => `${i + 1}. ${cell(r)}`)]
+  return [
+    `**Not promotable**: ${n} reason${n === 1 ? '' : 's'}.`,
+    '',
+    ...index.promotion.reasons.map((r, i) => `${i + 1}. ${markdownText(r)}`),
+  ]
 }
 
 /** How the board is drawn beyond the index. */
@@ -581,13 +585,13 @@ export function renderBoard(index: EvidenceIndex, files: readonly FileRef[], opt
     // The promotion verdict and its reasons follow in full, so the glance lines start after it.
     ...glanceLines(index)
       .slice(1)
-      .map((l) => `- ${l}`),
+      .map((l) => `- ${markdownText(l)}`),
     '',
     ...promotionLines(index),
     '',
     ...section(
       '### Findings',
-      findings.map((f) => `- **${f.kind}** ${f.cell}: ${cell(f.message)}`),
+      findings.map((f) => `- **${markdownText(f.kind)}** ${markdownText(`${f.cell}: ${f.message}`)}`),
     ),
     ...measuredSection(index),
     ...section('## Charts', charts === '' ? [] : [charts]),
@@ -602,9 +606,11 @@ export function renderBoard(index: EvidenceIndex, files: readonly FileRef[], opt
     ...gateTable(index),
     ...cellTable(index),
     ...METHODOLOGY,
-    `servegate ${p.servegateVersion}; harness ${p.harnessHashes.map((h) => h.slice(0, 12)).join(', ') || 'unknown'}; ` +
-      `suite commit ${p.suiteCommit ?? 'unknown'}${p.redacted ? '; URLs and host names redacted' : ''}; ` +
-      `generated from records finished by ${index.generatedAt ?? ABSENT}.`,
+    markdownText(
+      `servegate ${p.servegateVersion}; harness ${p.harnessHashes.map((h) => h.slice(0, 12)).join(', ') || 'unknown'}; ` +
+        `suite commit ${p.suiteCommit ?? 'unknown'}${p.redacted ? '; URLs and host names redacted' : ''}; ` +
+        `generated from records finished by ${index.generatedAt ?? ABSENT}.`,
+    ),
     '',
     ...inventory(files),
   ].join('\n')

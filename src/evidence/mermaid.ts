@@ -13,6 +13,7 @@ import {
   type PairDelta,
   pairDeltas,
 } from './chart-data.ts'
+import { markdownText } from './markdown-text.ts'
 
 /** Options of `mermaidCharts`. */
 export interface MermaidOptions {
@@ -49,7 +50,7 @@ export function mermaidCharts(index: EvidenceIndex, options: MermaidOptions = {}
   const series = [...new Set(perMetric.flatMap(({ deltas }) => deltas.map((d) => d.series)))]
   const out: string[] = []
   for (const { metric, deltas } of perMetric) out.push(...metricCharts(metric, deltas, series, level, limits))
-  if (series.length > 1) out.push(series.map((s, i) => `- S${i + 1}: ${inline(s)}`).join('\n'))
+  if (series.length > 1) out.push(series.map((s, i) => `- S${i + 1}: ${markdownText(s)}`).join('\n'))
   const listed = notDrawnList(selection, options.maxListed ?? 10)
   if (listed !== '') out.push(listed)
   return `${out.join('\n\n')}\n`
@@ -78,7 +79,7 @@ function metricCharts(
   if (cut > 0) notes.push(`${cut} more ${cut === 1 ? 'pair is' : 'pairs are'} not charted here; the page draws every one.`)
   if (shown.flat().some((d) => barPct(d) > MAX_BAR_PCT)) notes.push(`Bars above ${MAX_BAR_PCT}% are cut there; their labels carry the Δ%.`)
   const missing = deltas.filter((d) => !drawable.includes(d))
-  if (missing.length > 0) notes.push(`No ${metric.short} figure for: ${missing.map((d) => `\`${inline(d.cell)}\``).join(', ')}.`)
+  if (missing.length > 0) notes.push(`No ${metric.short} figure for: ${markdownText(missing.map((d) => d.cell).join(', '))}.`)
   if (notes.length > 0) out.push(notes.join(' '))
   return out
 }
@@ -130,7 +131,7 @@ function shortLoad(d: PairDelta): string {
 function notDrawnList(selection: ChartSelection, max: number): string {
   const { notDrawn } = selection
   if (notDrawn.length === 0) return ''
-  const lines = notDrawn.slice(0, max).map((c) => `- \`${inline(c.cell)}\` (${c.disposition}): ${inline(clip(c.reason, 160))}`)
+  const lines = notDrawn.slice(0, max).map((c) => `- ${markdownText(`${c.cell} (${c.disposition}): ${clip(c.reason, 160)}`)}`)
   const more = notDrawn.length > max ? [`- and ${notDrawn.length - max} more (see the cells table)`] : []
   return [`Not drawn (${notDrawn.length} ${notDrawn.length === 1 ? 'cell' : 'cells'}):`, ...lines, ...more].join('\n')
 }
@@ -149,9 +150,4 @@ function clip(text: string, max: number): string {
  */
 function quoted(text: string): string {
   return `"${text.replace(/["`]/g, "'").replace(/\s+/g, ' ')}"`
-}
-
-/** Text for a markdown line: no line breaks, and no backticks that would end an inline code span. */
-function inline(text: string): string {
-  return text.replace(/`/g, "'").replace(/\s+/g, ' ')
 }

@@ -1,4 +1,5 @@
 import { beforeAll, describe, expect, test } from 'vitest'
+import { expectInert, hostileManifest, hostileName } from '../../fixtures/hostile-markdown.ts'
 import { checkMeta, decisionMeta } from '../../fixtures/judged-meta.ts'
 import { measuredArm } from '../../fixtures/manifest.ts'
 import type { EvidenceIndex } from '../schema/evidence.ts'
@@ -235,5 +236,31 @@ describe('renderPrComment', () => {
     expect(rows.length).toBeGreaterThan(0)
     expect(rows.length).toBeLessThan(index.gates.length)
     expect(comment).toContain(`… and ${index.gates.length - rows.length} more gate row(s); every gate is in the board.`)
+  })
+})
+
+describe('names from outside in the PR comment', () => {
+  test('a name cannot close the <details> block, open a tag or add a gate row', () => {
+    const manifest = hostileManifest()
+    const pair = { baseline: [{ ...baseline, manifest }], candidate: [{ ...candidate, manifest }] }
+    const id = hostileName('cell')
+    const cell = { ...pairCell(id), engines: { baseline: hostileName('baseline'), candidate: hostileName('candidate') }, records: pair }
+    const lost = decisionMeta(id, pair, { gate: 'toWinDecode', launchNoise: 0, margin: 9 })
+    const win = decisionMeta(id, pair, { gate: 'toWinDecode', launchNoise: 0 })
+    const tests: TestInput[] = [
+      { file: 'a.bench.ts', name: hostileName('won'), state: 'passed', meta: { decisions: [win], checks: [] } },
+      { file: 'a.bench.ts', name: hostileName('lost'), state: 'failed', meta: { decisions: [lost], checks: [] } },
+    ]
+    const index = buildEvidence([{ file: 'a.bench.ts', meta: { cells: [cell] } }], tests, { suiteCommit: null, redact: false }).index
+    const comment = renderPrComment(index)
+    expect(gateTable(comment)).toHaveLength(2)
+    expect(comment).toMatch(/^1\. toWinDecode on cell&lt;svg onload=alert\(1\)>/m)
+    expectInert(comment, {
+      [PR_COMMENT_MARKER]: 1,
+      '<details>': 1,
+      '<summary>': 1,
+      '</summary>': 1,
+      '</details>': 1,
+    })
   })
 })

@@ -25,7 +25,11 @@ export interface PrCommentOptions {
    * metric (`mermaidCharts`), '' for none.
    */
   charts?: string
-  /** Where the full board is, for the line that says what was cut. @default 'README.md in the evidence directory' */
+  /**
+   * Where the full board is, for the line that says what was cut: Markdown, written as is (a link,
+   * a code span): the names in it are the caller's to escape (the CLI's `boardLocation` does).
+   * @default 'README.md in the evidence directory'
+   */
   boardLocation?: string
   /** The most characters the comment may have. @default GITHUB_COMMENT_LIMIT */
   limit?: number
