@@ -1,5 +1,6 @@
 import { ServegateError } from '../errors.ts'
 import { glanceLines } from '../evidence/board.ts'
+import { markdownText } from '../evidence/markdown-text.ts'
 import { GITHUB_COMMENT_LIMIT, PR_COMMENT_MARKER, renderPrComment } from '../evidence/pr-comment.ts'
 import { promotableSummary } from '../evidence/promotion-text.ts'
 import { readEvidence, readIndex, readPublicKey, verifyEvidence } from '../evidence/verify.ts'
@@ -132,9 +133,12 @@ export async function reportCommand(argv: string[], io: CliIo, env: NodeJS.Proce
   return 0
 }
 
-/** Where the full board is, for the PR comment's note: this run's artifact on GitHub Actions, else the directory. */
+/**
+ * Where the full board is, for the PR comment's note, as Markdown: this run's artifact on GitHub
+ * Actions, else the directory (escaped: no directory name renders as markup).
+ */
 export function boardLocation(dir: string, env: NodeJS.ProcessEnv): string {
-  const readme = `\`${dir.replace(/\/+$/, '')}/README.md\``
+  const readme = markdownText(`${dir.replace(/\/+$/, '')}/README.md`)
   const { GITHUB_SERVER_URL: server, GITHUB_REPOSITORY: repo, GITHUB_RUN_ID: run } = env
   if (server === undefined || repo === undefined || run === undefined || server === '' || repo === '' || run === '') return readme
   return `${readme} in the evidence artifact of [this workflow run](${server}/${repo}/actions/runs/${run})`
