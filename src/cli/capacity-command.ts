@@ -17,6 +17,7 @@ import type { CapacityProbe, CapacitySearch } from '../schema/capacity-record.ts
 import {
   LOAD_FLAGS,
   cellFromFlags,
+  checkInputFiles,
   environmentFromFlags,
   givenFlag,
   numberFlag,
@@ -89,7 +90,7 @@ function searchOptions(values: CapacityFlags, cell: CellPlan): CapacityOptions {
   if (slo === undefined)
     throw new ServegateError('CONFIG_INVALID', '--slo is required; pass the objectives of one request, e.g. --slo ttft=500,tpot=50')
   const axis = oneOf('--axis', values.axis, ['rate', 'concurrency'] as const) ?? 'rate'
-  const start = numberFlag('--start', values.start, Number.MIN_VALUE, 100_000)
+  const start = numberFlag('--start', values.start, { above: 0 }, 100_000)
   if (start === undefined)
     throw new ServegateError(
       'CONFIG_INVALID',
@@ -105,18 +106,18 @@ function searchOptions(values: CapacityFlags, cell: CellPlan): CapacityOptions {
   return {
     cell: axis === 'rate' ? { ...probeCell, arrival: rateArrival(values, 1, 'constant') } : probeCell,
     slo,
-    percentile: numberFlag('--slo-percentile', values['slo-percentile'], Number.MIN_VALUE, 99.999),
-    confidence: numberFlag('--confidence', values.confidence, 0.5 + Number.EPSILON, 0.999999),
+    percentile: numberFlag('--slo-percentile', values['slo-percentile'], { above: 0 }, 99.999),
+    confidence: numberFlag('--confidence', values.confidence, { above: 0.5 }, 0.999999),
     bracket: {
       axis,
       start,
-      min: numberFlag('--min', values.min, Number.MIN_VALUE, 100_000),
-      max: numberFlag('--max', values.max, Number.MIN_VALUE, 100_000),
+      min: numberFlag('--min', values.min, { above: 0 }, 100_000),
+      max: numberFlag('--max', values.max, { above: 0 }, 100_000),
       maxProbes: intFlag('--max-probes', values['max-probes'], 1, 64),
-      resolution: numberFlag('--resolution', values.resolution, Number.MIN_VALUE, 10),
+      resolution: numberFlag('--resolution', values.resolution, { above: 0 }, 10),
     },
     requestsPerProbe: requests,
-    probeSeconds: numberFlag('--probe-seconds', values['probe-seconds'], Number.MIN_VALUE, 86_400),
+    probeSeconds: numberFlag('--probe-seconds', values['probe-seconds'], { above: 0 }, 86_400),
   }
 }
 
@@ -167,8 +168,9 @@ export async function capacityCommand(argv: string[], io: CliIo, signal?: AbortS
     return 0
   }
   requireTarget(values)
-  // Checked before any engine starts: a bad option costs nothing.
+  // Checked before any engine starts: a bad option or dataset costs nothing.
   const options = resolveCapacityOptions(searchOptions(values, cellFromFlags(values)))
+  await checkInputFiles(values)
   const axis = options.bracket.axis
   const name = values.engine === undefined ? (values.model as string).replace(/[^A-Za-z0-9._-]+/g, '_') : 'engine'
   const id = `${name}-capacity-${axis}`

@@ -7,8 +7,10 @@ import type { CellPlan } from '../runner/cell-options.ts'
 import { MAX_CLIENT_WORKERS } from '../runner/client-workers.ts'
 import { createEnvironment, type Environment } from '../runner/environment.ts'
 import type { SLO } from '../schema/load.ts'
+import { loadDataset } from '../workload/dataset.ts'
 import { WORKLOAD_KINDS, type WorkloadSpec } from '../workload/workload-spec.ts'
-import { intFlag, type parseFlags } from './flags.ts'
+import { inRange, intFlag, type LowerBound, type parseFlags, rangeText } from './flags.ts'
+import { checkReadableFile } from './path-flags.ts'
 
 /**
  * Upper bounds of the count flags: a cell's requests and their records are held in memory, so a
@@ -86,11 +88,16 @@ export function oneOf<T extends string>(flag: string, value: string | undefined,
   throw new ServegateError('CONFIG_INVALID', `${flag}: "${value}" is not valid; pass one of ${allowed.join(', ')}`)
 }
 
-export function numberFlag(flag: string, value: string | undefined, min: number, max: number): number | undefined {
+/**
+ * Parses a number flag value within `min` (inclusive, or `{ above: n }`) and `max`, or throws
+ * naming the flag and the range as people write it.
+ * @example numberFlag('--top-p', '7', { above: 0 }, 1) // throws '--top-p: "7" is not valid; pass a number > 0 and ≤ 1'
+ */
+export function numberFlag(flag: string, value: string | undefined, min: LowerBound, max: number): number | undefined {
   if (value === undefined) return undefined
   const n = Number(value)
-  if (value.trim() === '' || !Number.isFinite(n) || n < min || n > max) {
-    throw new ServegateError('CONFIG_INVALID', `${flag}: "${value}" is not valid; pass a number from ${min} to ${max}`)
+  if (value.trim() === '' || !Number.isFinite(n) || !inRange(n, min, max)) {
+    throw new ServegateError('CONFIG_INVALID', `${flag}: "${value}" is not valid; pass a number ${rangeText(min, max)}`)
   }
   return n
 }
@@ -125,7 +132,7 @@ function workloadFlags(values: CellFlagValues): WorkloadSpec {
     },
     sampling: {
       temperature: numberFlag('--temperature', values.temperature, 0, 2),
-      topP: numberFlag('--top-p', values['top-p'], Number.MIN_VALUE, 1),
+      topP: numberFlag('--top-p', values['top-p'], { above: 0 }, 1),
       seed: intFlag('--sampling-seed', values['sampling-seed'], 0),
       reasoningEffort: oneOf('--reasoning-effort', values['reasoning-effort'], ['low', 'medium', 'high'] as const),
       thinking: thinking === undefined ? undefined : thinking === 'on' ? 'enabled' : 'disabled',
@@ -191,7 +198,7 @@ export function rateArrival(
   ratePerS: number,
   fallback: 'poisson' | 'constant',
 ): Exclude<ArrivalSpec, { kind: 'trace' }> {
-  const burstiness = numberFlag('--burstiness', values.burstiness, Number.MIN_VALUE, 1000)
+  const burstiness = numberFlag('--burstiness', values.burstiness, { above: 0 }, 1000)
   const kind =
     oneOf('--arrival', values.arrival, ['constant', 'poisson', 'gamma'] as const) ?? (burstiness === undefined ? fallback : 'gamma')
   if (burstiness !== undefined && kind !== 'gamma')
@@ -202,7 +209,7 @@ export function rateArrival(
       '--arrival gamma needs --burstiness B (1 is Poisson; below 1 burstier, above 1 more regular)',
     )
   const seed = intFlag('--arrival-seed', values['arrival-seed'], 0)
-  const rampS = numberFlag('--ramp-up-s', values['ramp-up-s'], Number.MIN_VALUE, 86_400)
+  const rampS = numberFlag('--ramp-up-s', values['ramp-up-s'], { above: 0 }, 86_400)
   const from = numberFlag('--ramp-up-from', values['ramp-up-from'], 0, 100_000)
   if (from !== undefined && rampS === undefined)
     throw new ServegateError('CONFIG_INVALID', '--ramp-up-from needs --ramp-up-s S (the ramp length)')
@@ -242,8 +249,8 @@ export function cellFromFlags(values: CellFlagValues): CellPlan {
     workload: workloadFlags(values),
     calibrate: values['no-calibrate'] !== true,
     requestTimeoutMs: intFlag('--request-timeout-ms', values['request-timeout-ms'], 1, 86_400_000),
-    sendLagLimitMs: numberFlag('--send-lag-limit-ms', values['send-lag-limit-ms'], Number.MIN_VALUE, 60_000),
-    eventLoopDelayLimitMs: numberFlag('--event-loop-delay-limit-ms', values['event-loop-delay-limit-ms'], Number.MIN_VALUE, 60_000),
+    sendLagLimitMs: numberFlag('--send-lag-limit-ms', values['send-lag-limit-ms'], { above: 0 }, 60_000),
+    eventLoopDelayLimitMs: numberFlag('--event-loop-delay-limit-ms', values['event-loop-delay-limit-ms'], { above: 0 }, 60_000),
     slo: sloFlag(values.slo) ?? null,
     clientWorkers: clientWorkersFlag(values['client-workers']),
     apiKey,
@@ -285,7 +292,31 @@ export async function readEngineConfig(path: string): Promise<EngineConfig> {
   }
 }
 
-/** The rows of a trace, for `--trace` without `--requests` (every row is replayed). */
-export async function traceRows(path: string): Promise<number> {
-  return (await loadTrace(path)).rows.length
+/** A malformed input file, found before anything runs, as the usage error it is (exit 2), naming the flag. */
+async function asUsageError<T>(flag: string, read: () => Promise<T>): Promise<T> {
+  try {
+    return await read()
+  } catch (error) {
+    if (error instanceof ServegateError && error.code === 'FILE_INVALID')
+      throw new ServegateError('CONFIG_INVALID', `${flag}: ${error.message}`, { cause: error })
+    throw error
+  }
+}
+
+/**
+ * Reads `--dataset` (every row, and the images it references) and `--trace` (every row) as the
+ * cell will, before any engine starts or request is sent: a missing, unreadable or malformed
+ * file is a usage error (CONFIG_INVALID, exit 2) naming the flag, the line and the fix, never a
+ * failure after an engine spent minutes loading.
+ * @returns the trace's rows, for `--trace` without `--requests` (every row is replayed); null without `--trace`
+ */
+export async function checkInputFiles(values: { dataset?: string | undefined; trace?: string | undefined }): Promise<number | null> {
+  const { dataset, trace } = values
+  if (dataset !== undefined) {
+    await checkReadableFile('--dataset', dataset, 'a JSONL dataset')
+    await asUsageError('--dataset', () => loadDataset(dataset))
+  }
+  if (trace === undefined) return null
+  await checkReadableFile('--trace', trace, 'a JSONL trace')
+  return (await asUsageError('--trace', () => loadTrace(trace))).rows.length
 }

@@ -147,12 +147,13 @@ describe('servegate run with workload flags', () => {
     expect(record.plan.workload.sampling?.thinking).toMatchObject({ sent: true, effective: false })
   })
 
-  test('a dataset line that is not JSON is reported with its line number, on one line', async ({ cli, simEngine, tmpDir }) => {
+  test('a dataset line that is not JSON is reported with its line number, on one line, exit 2', async ({ cli, simEngine, tmpDir }) => {
     const bad = join(tmpDir, 'bad.jsonl')
     await writeFile(bad, '{"prompt":"What is 1 + 1?","answer":2,"scorer":"numeric"}\n{not json}\n')
     const r = await cli(['run', '--base-url', simEngine.url, '--model', 'm', '--dataset', bad])
-    expect(r.code).toBe(1)
-    expect(r.stderr).toMatch(new RegExp(`^servegate: ${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}:2: `))
+    // Read before anything runs, as a usage error (src/cli/input-files.test.ts has the rest).
+    expect(r.code).toBe(2)
+    expect(r.stderr).toMatch(new RegExp(`^servegate: --dataset: ${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}:2: `))
     expect(r.stderr.trim().split('\n')).toHaveLength(1)
   })
 })

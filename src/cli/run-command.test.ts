@@ -81,7 +81,7 @@ describe('servegate run in the open loop', () => {
       /^servegate: --rate and --concurrency are exclusive \(open loop vs closed loop\); to cap the requests in flight pass --max-in-flight N\n$/,
     ],
     [['--rate', '4', '--trace', 't.jsonl'], /^servegate: --rate and --trace are exclusive/],
-    [['--rate', '0'], /^servegate: --rate: "0" is not valid; pass a number from 5e-324 to 100000\n$/],
+    [['--rate', '0'], /^servegate: --rate: "0" is not valid; pass a number > 0 and ≤ 100000\n$/],
     [['--rate', '4', '--arrival', 'weibull'], /^servegate: --arrival: "weibull" is not valid; pass one of constant, poisson, gamma\n$/],
     [['--rate', '4', '--arrival', 'gamma'], /^servegate: --arrival gamma needs --burstiness B/],
     [

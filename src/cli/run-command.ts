@@ -9,6 +9,7 @@ import { runEngineCell } from '../runner/runner.ts'
 import {
   LOAD_FLAGS,
   cellFromFlags,
+  checkInputFiles,
   environmentFromFlags,
   givenFlag,
   maxInFlightFlag,
@@ -18,14 +19,13 @@ import {
   readEngineConfig,
   requireTarget,
   TARGET_FLAGS,
-  traceRows,
   WORKLOAD_FLAGS,
 } from './cell-flags.ts'
 import { intFlag, parseFlags } from './flags.ts'
 import type { CliIo } from './cli-io.ts'
 import { checkContextFits, contextLimit } from '../runner/context-limit.ts'
 import { interruption } from './interrupt.ts'
-import { checkReadableFile, checkWritableFile } from './path-flags.ts'
+import { checkWritableFile } from './path-flags.ts'
 import { progressLine } from './progress-line.ts'
 import { renderSummary } from './summary.ts'
 
@@ -101,7 +101,7 @@ type RunFlags = ReturnType<typeof parseFlags<typeof FLAGS>>['values']
 /** Closed loop at `--concurrency`, or open loop at `--rate` or on `--trace`; the arrival flags need one of the latter. */
 function loadFlags(values: RunFlags): Pick<CellPlan, 'concurrency' | 'arrival'> {
   const concurrency = intFlag('--concurrency', values.concurrency, 1, 4096)
-  const rate = numberFlag('--rate', values.rate, Number.MIN_VALUE, MAX_RATE_PER_S)
+  const rate = numberFlag('--rate', values.rate, { above: 0 }, MAX_RATE_PER_S)
   const open = [rate !== undefined && '--rate', values.trace !== undefined && '--trace'].filter((f): f is string => f !== false)
   if (open.length > 1) throw new ServegateError('CONFIG_INVALID', '--rate and --trace are exclusive; a trace sets its own arrival times')
   if (open.length > 0 && concurrency !== undefined) {
@@ -117,7 +117,7 @@ function loadFlags(values: RunFlags): Pick<CellPlan, 'concurrency' | 'arrival'> 
         'CONFIG_INVALID',
         `${stray}: a trace sets its own arrival times; drop it, or pass --rate R instead of --trace`,
       )
-    const timeScale = numberFlag('--trace-time-scale', values['trace-time-scale'], Number.MIN_VALUE, 1000)
+    const timeScale = numberFlag('--trace-time-scale', values['trace-time-scale'], { above: 0 }, 1000)
     return { arrival: { kind: 'trace', path: values.trace, timeScale, maxInFlight: maxInFlightFlag(values) } }
   }
   if (values['trace-time-scale'] !== undefined) throw new ServegateError('CONFIG_INVALID', '--trace-time-scale needs --trace FILE')
@@ -164,10 +164,9 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
   const cell: CellPlan = { ...cellFromFlags(values), ...loadFlags(values) }
   // Every path is checked before the cell: a bad --out found after it would lose the measurement.
   await checkWritableFile(values.out === undefined ? '--out (default servegate-runs/)' : '--out', values.out ?? 'servegate-runs/x.json')
-  if (values.dataset !== undefined) await checkReadableFile('--dataset', values.dataset, 'a JSONL dataset')
-  if (values.trace !== undefined) await checkReadableFile('--trace', values.trace, 'a JSONL trace')
+  const rows = await checkInputFiles(values)
   // A trace without --requests replays every row.
-  if (values.trace !== undefined && cell.requests === undefined) cell.requests = await traceRows(values.trace)
+  if (rows !== null && cell.requests === undefined) cell.requests = rows
   const engine = values.engine === undefined ? null : await readEngineConfig(values.engine)
   if (engine === null) await checkSizesFit(values['base-url'] as string, values.model as string, cell)
   const env = environmentFromFlags(values)
