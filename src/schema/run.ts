@@ -66,10 +66,14 @@ export const TeardownSurvivor = z.object({
   /**
    * How teardown found it: in the engine's process tree (its group or a parent walk), only by
    * the launch token in its environment (it had left the tree: a session of its own, reparented
-   * to init), or only as the listener on the engine's port.
+   * to init), only in the launch's cgroup (it had also cleared its environment), or only as the
+   * listener on the engine's port.
    */
-  foundBy: z.enum(['process-tree', 'launch-token', 'port']),
-  /** What ended it: SIGTERM, or SIGKILL after the grace period; null when it still ran (or was left running: not this launch's). */
+  foundBy: z.enum(['process-tree', 'launch-token', 'cgroup', 'port']),
+  /**
+   * What ended it: SIGTERM, or SIGKILL after the grace period; null when it still ran (or was left
+   * running: a port listener servegate cannot tell is this launch's).
+   */
   endedBy: z.enum(['SIGTERM', 'SIGKILL']).nullable(),
 })
 export type TeardownSurvivor = z.infer<typeof TeardownSurvivor>
@@ -82,6 +86,12 @@ export const EngineTeardown = z.object({
   portClosed: z.boolean(),
   /** One sentence per survivor or open port, for people (also written to stderr); empty when clean. */
   findings: z.array(z.string()),
+  /**
+   * What held the launch's processes together: `cgroup`, a cgroup v2 of its own that teardown
+   * killed whole (nothing escapes it); `process-group` where cgroup v2 was not writable (the
+   * tree, the launch token and the port are hunted). Absent in records written before it.
+   */
+  confinement: z.enum(['cgroup', 'process-group']).optional(),
 })
 export type EngineTeardown = z.infer<typeof EngineTeardown>
 
