@@ -117,7 +117,7 @@ function listOrEmpty(dir: string): string[] {
 }
 
 /** The socket inodes listening on the port, from /proc/net/tcp and tcp6 (state 0A is LISTEN). */
-function listeningInodes(port: number): Set<string> {
+export function listeningSockets(port: number): Set<string> {
   const inodes = new Set<string>()
   const hexPort = port.toString(16).toUpperCase().padStart(4, '0')
   for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
@@ -129,9 +129,13 @@ function listeningInodes(port: number): Set<string> {
   return inodes
 }
 
-/** The pids holding a socket that listens on the port (those of the same user; others are unreadable). */
-export function portListeners(port: number): number[] {
-  const inodes = listeningInodes(port)
+/**
+ * The pids holding a socket that listens on the port (those of the same user; others are
+ * unreadable), or only one of `among` (socket inodes from {@link listeningSockets}) when given.
+ */
+export function portListeners(port: number, among?: ReadonlySet<string>): number[] {
+  const listening = listeningSockets(port)
+  const inodes = among === undefined ? listening : new Set([...listening].filter((i) => among.has(i)))
   if (inodes.size === 0) return []
   const out: number[] = []
   for (const pid of pidEntries()) {
@@ -148,4 +152,13 @@ export function portListeners(port: number): number[] {
     }
   }
   return out
+}
+
+/** The real user id a process runs as, from /proc/<pid>/status; null when it is gone. */
+export function processUid(pid: number): number | null {
+  const line = readOrEmpty(`/proc/${pid}/status`)
+    .split('\n')
+    .find((l) => l.startsWith('Uid:'))
+  const uid = line === undefined ? NaN : Number(line.split(/\s+/)[1])
+  return Number.isInteger(uid) ? uid : null
 }

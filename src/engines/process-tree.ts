@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 
@@ -42,6 +43,23 @@ export async function descendants(pid: number): Promise<number[]> {
       queue.push(child)
     }
   }
+  return out
+}
+
+/** The parent pid of a process from /proc/<pid>/stat, or null when it is gone. */
+function parentOf(pid: number): number | null {
+  try {
+    const stat = readFileSync(join('/proc', String(pid), 'stat'), 'utf8')
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+  } catch {
+    return null
+  }
+}
+
+/** A process and every ancestor of it up to init (Linux /proc), itself first. Synchronous. */
+export function lineage(pid: number): Set<number> {
+  const out = new Set<number>()
+  for (let p: number | null = pid; p !== null && p > 0 && !out.has(p); p = parentOf(p)) out.add(p)
   return out
 }
 
