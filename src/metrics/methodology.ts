@@ -1,4 +1,4 @@
-import { PERCENTILE_METHOD, P99_MIN_SAMPLES } from '../schema/run.ts'
+import { PERCENTILE_METHOD, P99_MIN_SAMPLES, RETOKENIZE_TOLERANCE } from '../schema/run.ts'
 
 /** The methodology strings every servegate run record carries, so evidence explains itself. */
 export const METHODOLOGY: Readonly<Record<string, string>> = {
@@ -13,6 +13,12 @@ export const METHODOLOGY: Readonly<Record<string, string>> = {
   completionTokens:
     'usage.completion_tokens (stream_options.include_usage); when the server sends no usage, the count of output chunks, ' +
     'with source client-count (a chunk is not a token)',
+  usageCheck:
+    "each reply's usage is checked against what streamed: prompt_tokens and completion_tokens must be non-negative integers, " +
+    'completion_tokens at least 1 and at most plan.usageCheck.maxTokensPerChunk per streamed chunk carrying text; where the engine ' +
+    'has POST /tokenize, the streamed text (reasoning and content) is counted once per request after the measured requests and ' +
+    `completion_tokens must agree within ${RETOKENIZE_TOLERANCE.tokens} tokens + ${RETOKENIZE_TOLERANCE.share * 100}% of that count; ` +
+    "a reply that fails is USAGE_INVALID: its counts are those the client saw (streamed chunks), the server's kept as reportedUsage",
   decode: '(completion tokens − 1) / generation seconds; completion tokens may include reasoning tokens',
   tpot: 'generation / (completion tokens − 1), ms per output token after the first',
   effectivePrefill: 'usage.prompt_tokens / time to first output in seconds; includes queueing, scheduling, prefill and first-token work',

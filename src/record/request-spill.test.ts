@@ -37,6 +37,14 @@ describe('a spilled cell', () => {
     const back: RequestRecord[] = []
     for await (const r of spill.inOrder()) back.push(r)
     expect(back.map((r) => r.index)).toEqual([...Array(40).keys()])
+    // Spilled at once on the chunk bound, then made again once the tokenizer counted them: the later line wins.
+    expect(back.every((r) => r.usageRule === 'tokenizer' && r.retokenizedTokens === 12)).toBe(true)
+    const lines = (await readFile(spill.path, 'utf8'))
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => RequestRecord.parse(JSON.parse(l)))
+    expect(lines).toHaveLength(80)
+    expect(lines.slice(0, 40).every((r) => r.usageRule === 'chunk-bound')).toBe(true)
     expect(spilled.completed + (spilled.failed as number)).toBe(40)
     // The counts and the figures are those of the requests themselves.
     expect(spilled.metrics).toEqual({ ...computeCellMetrics(back, spilled.metrics.wallClockMs), openLoop: null })

@@ -4,7 +4,9 @@
  * cell keeps only where each line lies, 12 bytes a request, allocated for the plan up front. The
  * record file is then written from the spill, requests in plan order, byte for byte what writing
  * the whole record from memory gives. A cell killed outright (SIGKILL, out of power) leaves the
- * spill: one valid line per request that finished, less at most the last second's.
+ * spill: one valid line per request that finished, less at most the last second's; where a
+ * request's record was made again (its usage judged by the engine's tokenizer after the measured
+ * requests), its later line supersedes the earlier one.
  */
 import { type FileHandle, mkdir, open, rename, rm } from 'node:fs/promises'
 import { dirname } from 'node:path'
@@ -64,12 +66,27 @@ export class RequestSpill {
     const i = record.index
     if (i >= this.offsets.length) this.grow(i + 1)
     if (!Number.isNaN(this.offsets[i] as number)) throw new ServegateError('INTERNAL', `RequestSpill.add: request ${i} was already spilled`)
+    this.count++
+    this.append(record)
+  }
+
+  /** Appends a request's record made again; its line supersedes the one spilled before. */
+  replace(record: RequestRecord): void {
+    if (this.closed) throw new ServegateError('INTERNAL', 'RequestSpill.replace after close')
+    const i = record.index
+    if (i >= this.offsets.length || Number.isNaN(this.offsets[i] as number)) {
+      throw new ServegateError('INTERNAL', `RequestSpill.replace: request ${i} was never spilled`)
+    }
+    this.append(record)
+  }
+
+  private append(record: RequestRecord): void {
+    const i = record.index
     const line = `${JSON.stringify(scrubDeep(record))}\n`
     const size = Buffer.byteLength(line)
     this.offsets[i] = this.bytes
     this.lengths[i] = size - 1
     this.bytes += size
-    this.count++
     this.pending.push(line)
     this.pendingBytes += size
     if (this.pendingBytes >= FLUSH_BYTES) this.writeOut()

@@ -8,7 +8,7 @@ import { WireHash } from './body-feed.ts'
 import type { ResolvedRunCellOptions } from './cell-options.ts'
 import type { Slot } from './dispatch.ts'
 import { requestRecord } from './run-record.ts'
-import { tokenizerVerdict, UsageCrossCheck, type UsageVerdict } from './usage-check.ts'
+import { tokenizerVerdict, UsageCrossCheck } from './usage-check.ts'
 
 /** Where a ledger's records go and whom it tells as they end. */
 export interface LedgerOutlets {
@@ -53,8 +53,9 @@ export class RequestLedger {
   // Each request's plan waits here only while it is in flight.
   readonly #inFlight = new Map<number, PlannedRequest>()
   readonly #usage: UsageCrossCheck
-  // Ended replies whose usage waits for the tokenizer pass: their records are made then.
-  readonly #awaitingCount = new Map<number, { slot: Slot; planned: PlannedRequest; verdict: UsageVerdict }>()
+  // Ended replies whose usage waits for the tokenizer pass, with where their provisional record
+  // lies in `#records` (-1 when spilled): their records are made again then.
+  readonly #awaitingCount = new Map<number, { slot: Slot; planned: PlannedRequest; at: number }>()
   #ok = 0
   #failed = 0
   #done = 0
@@ -127,8 +128,10 @@ export class RequestLedger {
     const verdict = obs.error === null ? this.#usage.screen(obs) : { rule: null, retokenized: null, problem: null }
     const held = verdict.rule !== null && verdict.problem === null && this.#usage.hold(index, obs.streamedText)
     obs.streamedText = null
-    if (held) this.#awaitingCount.set(index, { slot: { ...slot, index }, planned, verdict })
-    else this.#keep(requestRecord({ ...slot, index }, this.cellStart, planned, this.#workload, verdict))
+    // Kept at once, judged on the chunk bound, so a spill holds it even if the cell is killed;
+    // a held reply's record is made again once the tokenizer has counted it.
+    const at = this.#keep(requestRecord({ ...slot, index }, this.cellStart, planned, this.#workload, verdict))
+    if (held) this.#awaitingCount.set(index, { slot: { ...slot, index }, planned, at })
     this.#wire.add(index, obs.sent)
     if (obs.error === null && verdict.problem === null) this.#ok++
     else this.#failed++
@@ -144,20 +147,27 @@ export class RequestLedger {
   async settleUsage(): Promise<void> {
     if (this.#awaitingCount.size === 0) return
     const counts = await this.#usage.settle()
-    for (const [index, { slot, planned }] of this.#awaitingCount) {
+    for (const [index, { slot, planned, at }] of this.#awaitingCount) {
       const verdict = tokenizerVerdict(slot.obs.usageCompletionTokens as number, counts.get(index) ?? null)
       if (verdict.problem !== null) {
         this.#ok--
         this.#failed++
       }
-      this.#keep(requestRecord(slot, this.cellStart, planned, this.#workload, verdict))
+      const record = requestRecord(slot, this.cellStart, planned, this.#workload, verdict)
+      if (this.#spill === null) this.#records[at] = record
+      else this.#spill.replace(record)
     }
     this.#awaitingCount.clear()
   }
 
-  #keep(record: RequestRecord): void {
-    if (this.#spill === null) this.#records.push(record)
-    else this.#spill.add(record)
+  /** Keeps a record in memory or in the spill; where it lies in `#records`, -1 when spilled. */
+  #keep(record: RequestRecord): number {
+    if (this.#spill !== null) {
+      this.#spill.add(record)
+      return -1
+    }
+    this.#records.push(record)
+    return this.#records.length - 1
   }
 
   /** The stage ended with request `end` due (those not sent count as unsent); records go back in plan order. */

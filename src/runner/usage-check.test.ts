@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import type { TokenizerProbe } from '../client/tokenize.ts'
-import { HELD_TEXT_CHARS, RETOKENIZE_TOLERANCE, retokenizedProblem, screenUsage, tokenizerVerdict, UsageCrossCheck } from './usage-check.ts'
+import { RETOKENIZE_TOLERANCE } from '../schema/run.ts'
+import { HELD_TEXT_CHARS, retokenizedProblem, screenUsage, tokenizerVerdict, UsageCrossCheck } from './usage-check.ts'
 
 /** A reply's usage and its streamed chunks, as the screen reads them. */
 const reply = (completion: number | null, chunks: number, prompt: number | null = 10) => ({

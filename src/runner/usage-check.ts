@@ -1,18 +1,10 @@
 import type { StreamObservation } from '../client/observation.ts'
 import type { TokenizerProbe } from '../client/tokenize.ts'
-import type { RequestRecord, UsageCheckPlan } from '../schema/run.ts'
+import { RETOKENIZE_TOLERANCE, type RequestRecord, type UsageCheckPlan } from '../schema/run.ts'
 import type { ResolvedRunCellOptions } from './cell-options.ts'
 
 /** A cell's usage check with its defaults filled. */
 type UsageRule = ResolvedRunCellOptions['usageCheck']
-
-/**
- * The reported completion count may differ from the engine tokenizer's count of the streamed
- * text by this many tokens plus this share of it: re-tokenizing decoded text is not an identity
- * (merges across token boundaries, a leading-space token, `<think>` tags a reasoning parser
- * strips, the stop token), while a count inflated by half or more is caught.
- */
-export const RETOKENIZE_TOLERANCE = { tokens: 8, share: 0.15 } as const
 
 /** Characters of streamed text a cell holds for its tokenizer pass; requests past it are judged on the chunk bound alone. */
 export const HELD_TEXT_CHARS = 16 * 1024 * 1024

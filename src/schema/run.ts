@@ -95,16 +95,6 @@ export const EngineTeardown = z.object({
 })
 export type EngineTeardown = z.infer<typeof EngineTeardown>
 
-export const CompletionTokenSource = z.enum(['usage', 'client-count'])
-export type CompletionTokenSource = z.infer<typeof CompletionTokenSource>
-
-/** A request canary's verdict: the reply must start with its own marker and hold no other. */
-export const CanaryCheck = z.object({
-  marker: z.string(),
-  atStart: z.boolean(),
-  foreignMarkers: z.array(z.string()),
-  /** False when the content capture was cut short: the check then fails closed. */
-  captureComplete: z.boolean(),
 /**
  * How a cell cross-checks each reply's `usage` against what it streamed (docs/metrics.md); a
  * reply that fails is USAGE_INVALID: kept, excluded from every distribution, counted as failed.
@@ -125,6 +115,15 @@ export const UsageCheck = z.strictObject({
 })
 export type UsageCheck = z.input<typeof UsageCheck>
 
+/**
+ * The reported completion count may differ from the engine tokenizer's count of the streamed
+ * text by this many tokens plus this share of it: re-tokenizing decoded text is not an identity
+ * (merges across token boundaries, a leading-space token, `<think>` tags a reasoning parser
+ * strips, the stop token), while a count inflated by a third or more is caught on replies of 50
+ * tokens and longer.
+ */
+export const RETOKENIZE_TOLERANCE = { tokens: 8, share: 0.15 } as const
+
 /** The usage cross-check a cell ran, as its record states it. */
 export const UsageCheckPlan = z.object({
   maxTokensPerChunk: z.int().positive(),
@@ -143,6 +142,16 @@ const ReportedUsage = z.object({
   completionTokens: z.number().nullable(),
 })
 
+export const CompletionTokenSource = z.enum(['usage', 'client-count'])
+export type CompletionTokenSource = z.infer<typeof CompletionTokenSource>
+
+/** A request canary's verdict: the reply must start with its own marker and hold no other. */
+export const CanaryCheck = z.object({
+  marker: z.string(),
+  atStart: z.boolean(),
+  foreignMarkers: z.array(z.string()),
+  /** False when the content capture was cut short: the check then fails closed. */
+  captureComplete: z.boolean(),
   passed: z.boolean(),
   /** Why it failed; null when it passed. */
   reason: z.string().nullable(),
@@ -214,16 +223,6 @@ const requestCommon = {
   enginePrefillTokPerS: z.number().positive().nullable().default(null),
   /** 2 when the server closed the first attempt's connection before any response (sent again once). */
   sendAttempts: z.int().positive().default(1),
-}
-
-/** One measured request: ok, or failed with its stable code and partial timings kept. */
-export const RequestRecord = z.discriminatedUnion('status', [
-  z.object({ status: z.literal('ok'), ...requestCommon }),
-  z.object({ status: z.literal('failed'), error: ErrorInfo, ...requestCommon }),
-])
-export type RequestRecord = z.infer<typeof RequestRecord>
-
-export const Api = z.enum(['chat', 'completions'])
   /**
    * The rule that judged the reply's reported usage: the engine's tokenizer over the streamed
    * text, or the tokens-per-chunk bound; null when the server reported none (or nothing streamed).
@@ -236,6 +235,16 @@ export const Api = z.enum(['chat', 'completions'])
    * and `completionTokens` then hold only what the client saw (the streamed chunks); null otherwise.
    */
   reportedUsage: ReportedUsage.nullable().default(null),
+}
+
+/** One measured request: ok, or failed with its stable code and partial timings kept. */
+export const RequestRecord = z.discriminatedUnion('status', [
+  z.object({ status: z.literal('ok'), ...requestCommon }),
+  z.object({ status: z.literal('failed'), error: ErrorInfo, ...requestCommon }),
+])
+export type RequestRecord = z.infer<typeof RequestRecord>
+
+export const Api = z.enum(['chat', 'completions'])
 export type Api = z.infer<typeof Api>
 
 /** How one sampling parameter was handled: asked for, whether and where sent, value in effect. */
@@ -333,6 +342,8 @@ export const RunPlan = z.object({
   sequential: SequentialPlan.nullable().default(null),
   /** Open-loop arrivals (rate, trace, cap, schedule hash); null for the closed loop at `concurrency`. */
   arrival: ArrivalPlan.nullable().default(null),
+  /** How each reply's usage was cross-checked; null for imports and records written before servegate checked it. */
+  usageCheck: UsageCheckPlan.nullable().default(null),
 })
 export type RunPlan = z.infer<typeof RunPlan>
 
@@ -343,8 +354,6 @@ export const CellMetrics = z.object({
    */
   percentileMethod: z.enum([PERCENTILE_METHOD, 'linear-interpolation']),
   p99MinSamples: z.int(),
-  /** How each reply's usage was cross-checked; null for imports and records written before servegate checked it. */
-  usageCheck: UsageCheckPlan.nullable().default(null),
   /** Metric names whose p99 rests on fewer than `p99MinSamples` samples. */
   p99DescriptiveOnly: z.array(z.string()),
   distributions: z.object({
