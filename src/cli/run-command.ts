@@ -67,6 +67,8 @@ const RUN_HELP =
   --reasoning-effort E      low, medium or high (chat only)
   --thinking on|off         chat_template_kwargs.enable_thinking (chat only)
   --no-calibrate            do not size prompts with the engine's /tokenize; estimate
+  --max-tokens-per-chunk N  usage.completion_tokens may be at most N per streamed chunk (default 16)
+  --no-retokenize           do not count the streamed text with the engine's /tokenize to check usage
   --requests-per-slot-floor K  flag the cell when requests < K × concurrency, default 4
   --request-timeout-ms MS   per-request deadline, default 120000
   --send-lag-limit-ms MS    flag the cell harness-limited when its send lag p99 exceeds this, default 5
