@@ -22,10 +22,14 @@ afterEach(async () => {
   servers = []
 })
 
-/** Every failed request carries a stable code of servegate's, and nothing of the key in any form. */
+/**
+ * Every failed request carries a stable code of servegate's, nothing of the key in any form, and
+ * the record as written reads back through its own schema (what summarize and compare read).
+ */
 function expectClassifiedAndClean(record: RunRecord): void {
   for (const r of record.requests) if (r.status === 'failed') expect(ERROR_CODES).toContain(r.error.code)
   const text = JSON.stringify(record)
+  expect(RunRecord.parse(JSON.parse(text))).toEqual(record)
   for (const form of forms) expect(text).not.toContain(form)
 }
 
