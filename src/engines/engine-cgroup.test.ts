@@ -68,7 +68,7 @@ describe('EngineCgroup', () => {
     expect(await cgroup.kill(2000)).toBe(true)
     expect(cgroup.members()).toEqual([])
     await expect.poll(() => [child.pid, late.pid].filter((p) => alive(p as number))).toEqual([])
-    expect(cgroup.remove()).toBe(true)
+    expect(await cgroup.removeWithin(2000)).toBe(true)
     expect(existsSync(cgroup.dir)).toBe(false)
   })
 

@@ -106,15 +106,17 @@ export class EngineCgroup {
   }
 
   /**
-   * {@link killNow}, then waits (blocking, at most `timeoutMs`) until the members are gone and
-   * removes the cgroup: for servegate's own exit, where nothing asynchronous runs any more.
+   * {@link killNow} until the cgroup can be removed, blocking at most `timeoutMs`: for
+   * servegate's own exit, where nothing asynchronous runs any more.
    */
-  killNowAndRemove(timeoutMs = 200): void {
-    this.killNow()
+  killNowAndRemove(timeoutMs = 1000): void {
     const deadline = performance.now() + timeoutMs
     const pause = new Int32Array(new SharedArrayBuffer(4))
-    while (this.members().length > 0 && performance.now() < deadline) Atomics.wait(pause, 0, 0, 10)
-    this.remove()
+    for (;;) {
+      this.killNow()
+      if (this.remove() || performance.now() > deadline) return
+      Atomics.wait(pause, 0, 0, 10)
+    }
   }
 
   /** Kills the members until none is left or `timeoutMs` passes; true when it emptied. */
@@ -136,5 +138,18 @@ export class EngineCgroup {
     } catch {
       return false
     }
+  }
+
+  /**
+   * Removes the cgroup once it can be, trying for at most `timeoutMs`: a member that was killed
+   * keeps it busy until the last of its threads has exited. True when it was removed.
+   */
+  async removeWithin(timeoutMs: number): Promise<boolean> {
+    const deadline = performance.now() + timeoutMs
+    while (!this.remove()) {
+      if (performance.now() > deadline) return false
+      await new Promise((r) => setTimeout(r, 20))
+    }
+    return true
   }
 }

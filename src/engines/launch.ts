@@ -12,7 +12,8 @@ import type { PhaseListener } from '../schema/progress.ts'
 import { ADAPTERS, parseVersionOutput, readinessPaths } from './adapters.ts'
 import { type EngineConfig, type LaunchedConfig, registerEngineSecrets, resolveEngineConfig } from './config.ts'
 import { absent, harnessFacts, hostFacts, known, modelFingerprint, redactArgv } from './manifest-facts.ts'
-import { commandLine, markedProcesses, portAccepts, portListeners } from './launch-token.ts'
+import { listeningSockets, portAccepts } from './launch-token.ts'
+import { huntPortListeners, settlePort } from './port-hunt.ts'
 import { type EngineProcess, spawnEngine } from './process.ts'
 
 type Fact = Manifest['engine']['version']
@@ -24,6 +25,12 @@ export type GpuFactsProbe = (visibleDevices: string | null) => Promise<Manifest[
 export interface LaunchContext {
   readonly gpuFacts: GpuFactsProbe
   readonly logDir: string
+  /**
+   * Whether each launch runs in a cgroup v2 of its own where one can be created (teardown then
+   * kills the cgroup whole); false leaves it to the process tree, the launch token and the port.
+   * @default true
+   */
+  readonly engineCgroups?: boolean
 }
 
 /** A ready engine: where to send requests, what it is, and how to stop it. */
@@ -41,9 +48,10 @@ export interface RunningEngine {
   /** Why the engine is no longer usable (it exited), or null while it runs. */
   failure(): ErrorInfo | null
   /**
-   * Tears the engine down (the whole process tree, and every process carrying its launch token)
-   * and checks that nothing listens on its port any more; idempotent. What had to be hunted down
-   * is in the result and on stderr; null for an external endpoint (nothing launched).
+   * Tears the engine down (the whole process tree, every process carrying its launch token, its
+   * cgroup) and stops what still listens on the port servegate picked for it; idempotent. What
+   * had to be hunted down is in the result and on stderr; null for an external endpoint (nothing
+   * launched).
    */
   stop(): Promise<EngineTeardown | null>
 }
@@ -231,7 +239,8 @@ export async function launchEngine(
   const env = engineEnv(config)
   registerEngineSecrets(config, env)
   const executable = argv[0] as string
-  if ((await onPath(executable, env.PATH)) === null) {
+  const resolved = await onPath(executable, env.PATH)
+  if (resolved === null) {
     const field = config.kind === 'sglang' ? 'python' : config.kind === 'command' ? 'argv[0]' : 'executable'
     throw new ServegateError(
       'ENGINE_NOT_FOUND',
@@ -240,10 +249,13 @@ export async function launchEngine(
   }
   const proc = await spawnEngine({
     argv,
+    executable: resolved,
     env,
     logPath: join(logDir, `${config.kind}-${stamp}-${port}.log`),
     graceMs: config.shutdownGraceMs,
+    ownCgroup: context.engineCgroups ?? true,
   })
+  const target: TeardownTarget = { kind: config.kind, port, allocated: config.port === 0, graceMs: config.shutdownGraceMs }
   try {
     await waitReady(config, origin, proc, signal, onPhase)
     onPhase?.({ phase: 'inspecting' })
@@ -291,10 +303,10 @@ export async function launchEngine(
           retryAfterS: null,
         }
       },
-      stop: () => (teardown ??= tearDown(config.kind, port, proc)),
+      stop: () => (teardown ??= tearDown(target, proc)),
     }
   } catch (error) {
-    await tearDown(config.kind, port, proc)
+    await tearDown(target, proc)
     throw error
   }
 }
@@ -314,48 +326,51 @@ async function writeEngineFiles(config: LaunchedConfig, dir: string, prefix: str
 
 function finding(kind: string, s: TeardownSurvivor): string {
   const who = `engine ${kind}: pid ${s.pid} (${s.command})`
-  if (s.foundBy === 'port') {
-    return s.endedBy === null
-      ? `${who} listens on the engine's port and carries no token of this launch: left running`
-      : `${who} still listened on the engine's port after teardown: ended by ${s.endedBy}`
-  }
   const how =
     s.endedBy === null ? 'could not be ended' : s.endedBy === 'SIGKILL' ? 'outlived SIGTERM, ended by SIGKILL' : 'ended by SIGTERM'
-  const where = s.foundBy === 'launch-token' ? 'had left the process tree (found by its launch token)' : 'was in the process tree'
+  const where =
+    s.foundBy === 'launch-token'
+      ? 'had left the process tree (found by its launch token)'
+      : s.foundBy === 'cgroup'
+        ? "had left the process tree and carried no launch token (found in the launch's cgroup)"
+        : 'was in the process tree'
   return `${who} ${where}; ${how}`
 }
 
-function killQuietly(pid: number): void {
-  try {
-    process.kill(pid, 'SIGKILL')
-  } catch {
-    // Already gone.
-  }
+/** What a launch's teardown needs besides its process: its port, whether servegate picked it, the grace. */
+interface TeardownTarget {
+  kind: string
+  port: number
+  allocated: boolean
+  graceMs: number
 }
 
 /**
- * Stops the process tree, then makes sure nothing of the launch listens on its loopback port: a
- * listener that carries the launch token is killed; one that does not is reported and left alone.
- * Every finding goes to stderr too, so a leak is never silent.
+ * Stops the launch's processes, then makes sure nothing listens on its loopback port: a listener
+ * that is the launch's (it carries the launch token, or it holds the port servegate picked for
+ * it: see huntPortListeners) is stopped; any other is reported and left alone. Every finding
+ * goes to stderr too, so a leak is never silent.
  */
-async function tearDown(kind: string, port: number, proc: EngineProcess): Promise<EngineTeardown> {
-  const { survivors } = await proc.stop()
+async function tearDown(target: TeardownTarget, proc: EngineProcess): Promise<EngineTeardown> {
+  const { kind, port } = target
+  // Read before the stop: a socket listening while the engine held the port is the launch's.
+  const socketsAtStop = listeningSockets(port)
+  const { survivors, confinement } = await proc.stop()
   const found = [...survivors]
+  const findings = survivors.map((s) => finding(kind, s))
+  await settlePort(port)
   let portClosed = !(await portAccepts(port))
   if (!portClosed) {
-    const marked = new Set(markedProcesses(proc.launchToken))
-    for (const pid of portListeners(port)) {
-      const ours = marked.has(pid)
-      found.push({ pid, command: await commandLine(pid), foundBy: 'port', endedBy: ours ? 'SIGKILL' : null })
-      if (ours) killQuietly(pid)
+    const hunted = await huntPortListeners({ ...target, token: proc.launchToken, startTicks: proc.startTicks, socketsAtStop })
+    for (const h of hunted) {
+      found.push(h.survivor)
+      findings.push(h.finding)
     }
-    await new Promise((r) => setTimeout(r, 200))
     portClosed = !(await portAccepts(port))
   }
-  const findings = found.map((s) => finding(kind, s))
   if (!portClosed) findings.push(`engine ${kind}: 127.0.0.1:${port} still accepts connections after teardown`)
   for (const line of findings) process.stderr.write(`servegate: teardown: ${line}\n`)
-  return { survivors: found, portClosed, findings }
+  return { survivors: found, portClosed, findings, confinement }
 }
 
 async function connectExternal(

@@ -1,5 +1,5 @@
 import type { TeardownSurvivor } from '../schema/run.ts'
-import { commandLine, markedProcesses, portListeners, processUid, running } from './launch-token.ts'
+import { commandLine, listeningSockets, markedProcesses, portListeners, processUid, running } from './launch-token.ts'
 import { lineage, signalPid, startTime } from './process-tree.ts'
 
 /** What the port hunt knows of the launch whose port is still open after its processes were stopped. */
@@ -28,6 +28,15 @@ export interface PortFinding {
 async function until(done: () => boolean, ms: number): Promise<void> {
   const deadline = performance.now() + ms
   while (!done() && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+}
+
+/**
+ * Waits (at most `ms`) while the port's listening sockets are held by no process: one that has
+ * just exited leaves its socket open a moment longer (a multi-threaded process is a zombie once
+ * its main thread ends; its files close when the last thread does).
+ */
+export async function settlePort(port: number, ms = 2000): Promise<void> {
+  await until(() => listeningSockets(port).size === 0 || portListeners(port).length > 0, ms)
 }
 
 /**
@@ -79,5 +88,6 @@ export async function huntPortListeners(o: PortHuntOptions): Promise<PortFinding
   }
   await until(() => targets.every((t) => !running(t.pid)), 2000)
   for (const t of targets) if (running(t.pid)) t.endedBy = null
+  await settlePort(o.port)
   return found.map(({ survivor, why }) => ({ survivor, finding: sentence(o, survivor, why) }))
 }

@@ -1,11 +1,16 @@
 import { createWriteStream } from 'node:fs'
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { execa, type ResultPromise } from 'execa'
-import type { TeardownSurvivor } from '../schema/run.ts'
+import type { EngineTeardown, TeardownSurvivor } from '../schema/run.ts'
+import { EngineCgroup } from './engine-cgroup.ts'
 import { commandLine, LAUNCH_TOKEN_VAR, markedProcesses, newLaunchToken, processGroup, running } from './launch-token.ts'
 import { LogTail } from './log-tail.ts'
-import { killTreeSync, ProcessTree, signalPid } from './process-tree.ts'
+import { killTreeSync, ProcessTree, signalPid, startTime } from './process-tree.ts'
+
+/** How a launch's processes are held together (the record's `teardown.confinement`). */
+type Confinement = NonNullable<EngineTeardown['confinement']>
 
 /** How an engine process ended. */
 interface ExitInfo {
@@ -18,8 +23,9 @@ interface ExitInfo {
 /** How a launched process tree went down. */
 interface TreeTeardown {
   exit: ExitInfo
-  /** Processes found outside the tree (by the launch token), or that outlived SIGTERM. */
+  /** Processes found outside the tree (by the launch token or in the cgroup), or that outlived SIGTERM. */
   survivors: TeardownSurvivor[]
+  confinement: Confinement
 }
 
 /** A launched process: its whole tree is torn down by `stop()`. */
@@ -27,6 +33,10 @@ export interface EngineProcess {
   pid: number
   /** The value of `SERVEGATE_LAUNCH` in the environment of every process of this launch. */
   launchToken: string
+  /** `cgroup` when the launch runs in a cgroup v2 of its own, else `process-group`. */
+  confinement: Confinement
+  /** The engine's start time (clock ticks since boot, /proc/<pid>/stat), to tell its processes from older ones; null when unknown. */
+  startTicks: number | null
   logPath: string
   /** The last lines of its output, sanitized. */
   logTail(): string
@@ -37,9 +47,9 @@ export interface EngineProcess {
   /** Records the current descendants (done every second too); call it once the engine is ready. */
   track(): Promise<void>
   /**
-   * SIGTERM to the whole tree and to every process carrying the launch token, SIGKILL after the
-   * grace period; resolves when all are gone, with those that escaped the tree or outlived
-   * SIGTERM. Idempotent.
+   * SIGTERM to the whole tree, to every process carrying the launch token and to every process
+   * in the launch's cgroup, SIGKILL after the grace period (the whole cgroup); resolves when all
+   * are gone, with those that escaped the tree or outlived SIGTERM. Idempotent.
    */
   stop(): Promise<TreeTeardown>
 }
@@ -71,21 +81,40 @@ function installExitHooks(): void {
 
 export interface SpawnOptions {
   argv: string[]
+  /** Where `argv[0]` resolves on the engine's PATH (the exec into a cgroup needs a path). @default argv[0] */
+  executable?: string
   env: Record<string, string>
   logPath: string
   graceMs: number
+  /** Run the launch in a cgroup v2 of its own where one can be created. @default false */
+  ownCgroup?: boolean
+}
+
+/** The helper that joins a cgroup and execs the engine: the sources in a clone, the build in the package. */
+const CGROUP_EXEC = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './cgroup-exec.ts' : './cgroup-exec.js', import.meta.url))
+
+/**
+ * The argv that starts the engine: through {@link CGROUP_EXEC} into the cgroup where this Node can
+ * exec (Node ≥ 22.15), else the engine's own (moved into the cgroup right after the spawn).
+ */
+function launchArgv(o: SpawnOptions, cgroup: EngineCgroup | null): string[] {
+  if (cgroup === null || process.execve === undefined) return o.argv
+  const [argv0, ...args] = o.argv as [string, ...string[]]
+  return [process.execPath, '--disable-warning=ExperimentalWarning', CGROUP_EXEC, cgroup.dir, o.executable ?? argv0, argv0, ...args]
 }
 
 /**
  * Spawns an engine from an argv array (never a shell) in its own process group, with exactly
  * the given environment, its output to a log file (scrubbed of the registered secrets as it is
- * written) and a tail kept in memory (sanitized when read).
+ * written) and a tail kept in memory (sanitized when read). With `ownCgroup`, where cgroup v2 is
+ * writable, the engine starts in a cgroup of its own.
  */
 export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
   await mkdir(join(o.logPath, '..'), { recursive: true })
   const log = new LogTail(createWriteStream(o.logPath, { flags: 'a' }))
-  const [file, ...args] = o.argv
   const token = newLaunchToken()
+  let cgroup = o.ownCgroup === true ? EngineCgroup.create(token) : null
+  const [file, ...args] = launchArgv(o, cgroup)
   const child: ResultPromise = execa(file as string, args, {
     env: { ...o.env, [LAUNCH_TOKEN_VAR]: token },
     extendEnv: false,
@@ -101,6 +130,16 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
   child.stderr?.on('data', (bytes: Buffer) => log.stderr(bytes))
 
   const pid = child.pid ?? -1
+  // The helper joined the cgroup before it exec'd the engine; without it this move races with
+  // the engine's first forks (a fork that wins keeps the token and is hunted by it). Either way
+  // a launch the cgroup does not hold is not confined by it.
+  if (cgroup !== null && (pid < 0 || !cgroup.adopt(pid))) {
+    cgroup.remove()
+    cgroup = null
+  }
+  const confinement: Confinement = cgroup === null ? 'process-group' : 'cgroup'
+  const started = pid < 0 ? null : await startTime(pid)
+  const startTicks = started === null ? null : Number(started)
   const tree = new ProcessTree(pid)
   tree.watch()
   let exitInfo: ExitInfo | null = null
@@ -120,13 +159,14 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
 
   let stopping: Promise<TreeTeardown> | null = null
   const tearDown = async (): Promise<TreeTeardown> => {
-    if (pid < 0) return { exit: await exited, survivors: [] }
+    if (pid < 0) return { exit: await exited, survivors: [], confinement }
     requested = true
     // Collect the tree first: children that started their own session escape the group signal.
     if (exitInfo === null) await tree.snapshot()
     const members = [...(exitInfo === null ? [pid] : []), ...(await tree.members())]
-    const survivors = await stopTree(pid, members, token, o.graceMs, () => exitInfo !== null)
-    return { exit: await exited, survivors }
+    const hunt = new LaunchHunt(pid, token, cgroup)
+    const survivors = await hunt.stop(members, o.graceMs, () => exitInfo !== null)
+    return { exit: await exited, survivors, confinement }
   }
   if (pid > 0) {
     void tree.snapshot()
@@ -136,6 +176,7 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
         requested = true
         tree.killNow()
         for (const p of markedProcesses(token)) signalPid(p, 'SIGKILL')
+        cgroup?.killNowAndRemove()
       },
     }
     live.add(entry)
@@ -145,6 +186,8 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
   return {
     pid,
     launchToken: token,
+    confinement,
+    startTicks,
     logPath: o.logPath,
     logTail: () => log.tail(),
     exited,
@@ -154,60 +197,109 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
   }
 }
 
-type Target = TeardownSurvivor & { foundBy: 'process-tree' | 'launch-token' }
+type Target = TeardownSurvivor & { foundBy: 'process-tree' | 'launch-token' | 'cgroup' }
 
-/** Resolves once `done()` holds or the deadline (performance.now() ms) passes. */
-async function until(done: () => boolean, deadline: number): Promise<void> {
-  while (!done() && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50))
-}
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 
 /**
- * Stops a launch: SIGTERM to the leader's group, to the tree seen by parent walks and to every
- * process whose environment carries the launch token (a double-forked daemon reparented to
- * init); SIGKILL to whatever still runs after `graceMs`; then sweeps once more for marked
- * processes forked during the shutdown. Returns the processes found only by the token, and
- * those that needed SIGKILL or could not be ended.
+ * The stop of one launch: SIGTERM to the leader's group, to the tree seen by parent walks, to
+ * every process whose environment carries the launch token (a double-forked daemon reparented
+ * to init) and to every process in the launch's cgroup (one that also cleared its
+ * environment); SIGKILL to whatever still runs after the grace period (the whole cgroup at
+ * once); then sweeps once more for marked processes forked during the shutdown.
  */
-async function stopTree(
-  leader: number,
-  tree: number[],
-  token: string,
-  graceMs: number,
-  leaderExited: () => boolean,
-): Promise<TeardownSurvivor[]> {
-  const targets = new Map<number, Target>()
-  const add = async (pid: number, foundBy: Target['foundBy']): Promise<Target | null> => {
-    if (targets.has(pid)) return null
+class LaunchHunt {
+  readonly #leader: number
+  readonly #token: string
+  readonly #cgroup: EngineCgroup | null
+  readonly #targets = new Map<number, Target>()
+
+  constructor(leader: number, token: string, cgroup: EngineCgroup | null) {
+    this.#leader = leader
+    this.#token = token
+    this.#cgroup = cgroup
+  }
+
+  /** Targets `pid` unless it already is; the new target, or null. */
+  async #add(pid: number, foundBy: Target['foundBy']): Promise<Target | null> {
+    if (this.#targets.has(pid)) return null
     const target: Target = { pid, command: await commandLine(pid), foundBy, endedBy: null }
-    targets.set(pid, target)
+    this.#targets.set(pid, target)
     return target
   }
-  for (const p of tree) await add(p, 'process-tree')
-  // A marked process still in the leader's group is part of the tree the group signal reaches.
-  for (const p of markedProcesses(token)) await add(p, processGroup(p) === leader ? 'process-tree' : 'launch-token')
-  const live = (): Target[] => [...targets.values()].filter((t) => running(t.pid))
 
-  killTreeSync(leader, 'SIGTERM')
-  for (const t of targets.values()) signalPid(t.pid, 'SIGTERM')
-  await until(() => leaderExited() && live().length === 0, performance.now() + graceMs)
-  const stubborn = new Set(live())
-  if (!leaderExited() || stubborn.size > 0) killTreeSync(leader, 'SIGKILL')
-  for (const t of targets.values()) {
-    t.endedBy = stubborn.has(t) ? 'SIGKILL' : 'SIGTERM'
-    if (stubborn.has(t)) signalPid(t.pid, 'SIGKILL')
-  }
-  // Workers forked while the tree shut down: nothing of this launch may outlive it.
-  for (let sweep = 0; sweep < 3; sweep++) {
-    const late = markedProcesses(token).filter((p) => !targets.has(p))
-    if (late.length === 0) break
-    for (const p of late) {
-      const target = await add(p, 'launch-token')
-      signalPid(p, 'SIGKILL')
-      if (target !== null) target.endedBy = 'SIGKILL'
+  /** Targets the cgroup's members not targeted yet (a fork since the last look); those it added. */
+  async #addCgroupMembers(): Promise<Target[]> {
+    const added: Target[] = []
+    for (const p of this.#cgroup?.members() ?? []) {
+      const target = await this.#add(p, 'cgroup')
+      if (target !== null) added.push(target)
     }
-    await until(() => live().length === 0, performance.now() + 1000)
+    return added
   }
-  await until(() => live().length === 0, performance.now() + 2000)
-  for (const t of live()) t.endedBy = null
-  return [...targets.values()].filter((t) => t.foundBy !== 'process-tree' || t.endedBy !== 'SIGTERM')
+
+  #live(): Target[] {
+    return [...this.#targets.values()].filter((t) => running(t.pid))
+  }
+
+  #settled(): boolean {
+    return this.#live().length === 0 && (this.#cgroup === null || this.#cgroup.members().length === 0)
+  }
+
+  /** Waits until `done()` holds or `ms` pass, SIGTERMing each process that joins the cgroup meanwhile. */
+  async #until(done: () => boolean, ms: number): Promise<void> {
+    const deadline = performance.now() + ms
+    while (!done() && performance.now() < deadline) {
+      await sleep(50)
+      for (const t of await this.#addCgroupMembers()) signalPid(t.pid, 'SIGTERM')
+    }
+  }
+
+  /**
+   * Stops the launch whose tree holds `tree`; returns the processes found only by the token or
+   * the cgroup, and those that needed SIGKILL or could not be ended.
+   */
+  async stop(tree: number[], graceMs: number, leaderExited: () => boolean): Promise<TeardownSurvivor[]> {
+    for (const p of tree) await this.#add(p, 'process-tree')
+    // A marked process still in the leader's group is part of the tree the group signal reaches.
+    for (const p of markedProcesses(this.#token)) await this.#add(p, processGroup(p) === this.#leader ? 'process-tree' : 'launch-token')
+    await this.#addCgroupMembers()
+
+    killTreeSync(this.#leader, 'SIGTERM')
+    for (const t of this.#targets.values()) signalPid(t.pid, 'SIGTERM')
+    await this.#until(() => leaderExited() && this.#settled(), graceMs)
+    const stubborn = new Set(this.#live())
+    if (!leaderExited() || stubborn.size > 0) killTreeSync(this.#leader, 'SIGKILL')
+    for (const t of this.#targets.values()) {
+      t.endedBy = stubborn.has(t) ? 'SIGKILL' : 'SIGTERM'
+      if (stubborn.has(t)) signalPid(t.pid, 'SIGKILL')
+    }
+    await this.#killCgroup()
+    await this.#sweep()
+    await this.#until(() => this.#settled(), 2000)
+    await this.#cgroup?.removeWithin(2000)
+    for (const t of this.#live()) t.endedBy = null
+    return [...this.#targets.values()].filter((t) => t.foundBy !== 'process-tree' || t.endedBy !== 'SIGTERM')
+  }
+
+  /** SIGKILL to the whole cgroup: what joined it during the grace period had its SIGTERM. */
+  async #killCgroup(): Promise<void> {
+    if (this.#cgroup === null) return
+    for (const t of await this.#addCgroupMembers()) t.endedBy = 'SIGKILL'
+    await this.#cgroup.kill(2000)
+  }
+
+  /** Workers forked while the tree shut down: nothing of this launch may outlive it. */
+  async #sweep(): Promise<void> {
+    for (let sweep = 0; sweep < 3; sweep++) {
+      const late = markedProcesses(this.#token).filter((p) => !this.#targets.has(p))
+      if (late.length === 0) break
+      for (const p of late) {
+        const target = await this.#add(p, 'launch-token')
+        signalPid(p, 'SIGKILL')
+        if (target !== null) target.endedBy = 'SIGKILL'
+      }
+      await this.#until(() => this.#live().length === 0, 1000)
+    }
+  }
 }
