@@ -81,8 +81,8 @@ const RUN_HELP =
                             an existing file is replaced)
   --json                    print the run record's metrics as JSON instead of the table
 
-exit codes: 0 measured; 1 the cell failed (engine exited, did not start); 2 bad flags or paths, before
-anything runs; 3 the cell ran but every request failed (e.g. all 401); 130 Ctrl-C, 143 SIGTERM,
+exit codes: 0 measured; 1 the cell failed (engine exited, did not start, cannot serve it); 2 bad flags or
+paths, before anything runs; 3 the cell ran but every request failed (e.g. all 401); 130 Ctrl-C, 143 SIGTERM,
 129 SIGHUP (the partial record is written in every case but 2)`
 
 const FLAGS = {

@@ -61,7 +61,7 @@ describe('input is checked before the cell', () => {
 })
 
 test(
-  '--engine: sizes the launched model cannot hold fail before any request, exit 2, naming the limit; the engine is gone',
+  '--engine: sizes the launched model cannot hold fail before any request, exit 1 with the record (the engine was launched); the engine is gone',
   {
     timeout: 30_000,
   },
@@ -73,11 +73,16 @@ test(
       config,
       JSON.stringify({ kind: 'vllm', executable: join(FAKES, 'vllm'), model: { id: 'fake/m' }, maxContext: 512, env }),
     )
-    const r = await cli(['run', '--engine', config, '--max-tokens', '600', '--out', join(tmpDir, 'never-engine.json')])
+    const out = join(tmpDir, 'short-context-run.json')
+    const r = await cli(['run', '--engine', config, '--max-tokens', '600', '--out', out])
     expect(r.stderr).toMatch(
-      /^servegate: maxTokens \(--max-tokens\): 600 does not fit the model's context of 512 tokens \(max_model_len in GET \/v1\/models\); pass fewer than 512\n$/,
+      /^servegate: the cell failed: CONFIG_INVALID: maxTokens \(--max-tokens\): 600 does not fit the model's context of 512 tokens \(max_model_len in GET \/v1\/models\); pass fewer than 512\n$/,
     )
-    expect(r.code).toBe(2)
+    expect(r.code).toBe(1)
+    const record = RunRecord.parse(JSON.parse(await readFile(out, 'utf8')))
+    expect(record.cellFailure?.code).toBe('CONFIG_INVALID')
+    expect(record.requests).toEqual([])
+    expect(record.teardown?.portClosed).toBe(true)
     const tree = await treePids(pids)
     expect(tree.length).toBeGreaterThan(0)
     await expect.poll(() => tree.filter(alive), { timeout: 5000 }).toEqual([])

@@ -77,9 +77,21 @@ export function engineFailedRecord(plan: ResolvedCellPlan, model: string, failur
 }
 
 /**
+ * Why a cell on a launched engine could not run, found once the engine was up (its served model
+ * is not the one asked for, the cell's sizes exceed its context): the cell's failure, so that the
+ * launch gets its record. Null for an external endpoint (nothing was launched: the caller's
+ * input was wrong) and for a bug, which are rethrown.
+ */
+function failureAfterLaunch(error: unknown, engine: RunningEngine): ErrorInfo | null {
+  if (engine.process === null || !(error instanceof ServegateError)) return null
+  if (error.code === 'INTERNAL') return null
+  return { code: error.code, message: sanitizeMessage(error.message, 4000), httpStatus: null, retryAfterS: null }
+}
+
+/**
  * Measures one cell on an engine that is running (left running afterwards): the environment's
- * telemetry around it, and a mid-cell exit turned into the record's `cellFailure`. Never throws
- * for an engine failure.
+ * telemetry around it, and a mid-cell exit, or a launched engine that cannot run the cell (see
+ * failureAfterLaunch), turned into the record's `cellFailure`. Never throws for an engine failure.
  */
 export async function measureOnEngine(
   live: LiveEngine,
@@ -109,9 +121,10 @@ export async function measureOnEngine(
     const observed = telemetry === null ? null : await telemetry.finish(record, hooks.spill?.inOrder() ?? record.requests)
     return { ...record, manifest: engine.manifest, telemetry: observed, cellFailure: engine.failure() ?? record.cellFailure }
   } catch (error) {
-    const failure = engine.failure()
+    const failure = engine.failure() ?? failureAfterLaunch(error, engine)
     if (failure === null) throw error
-    // The engine died before load began (e.g. during the endpoint probe): the cell failed with it.
+    // The engine died before load began (e.g. during the endpoint probe), or cannot serve the
+    // cell: the cell failed with it.
     return failedCellRecord({ ...plan, baseUrl: engine.baseUrl, model: engine.model }, failure, engine.manifest, env.clock)
   } finally {
     if (!finished) await telemetry?.cancel()
