@@ -41,6 +41,8 @@ const drivers = (m: Manifest | null) =>
 const CHECKS: Check[] = [
   { name: 'request stream sha256', of: (r) => r.plan.workload.requestStreamSha256 },
   { name: 'request count', of: (r) => r.plan.requests },
+  // Conversations: the same sessions, turns, sizes, think time and history on both arms.
+  { name: 'conversation', of: (r) => r.plan.workload.conversation },
   { name: 'concurrency', of: (r) => r.plan.concurrency },
   // Open loop: the same send schedule (and cap, and trace file) on both arms; null for the closed loop.
   {
@@ -168,8 +170,14 @@ function inputTokenMismatches(p: FairnessPair): string[] {
     if (new Set(totals.map((t) => t.total)).size === 1) return []
     return [`input tokens: the totals differ (${totals.map((t) => `${t.label} ${t.total}`).join(', ')})`]
   }
+  // A live conversation's later turns carry each model's own replies: they differ by design, so
+  // only its first turns, planned bytes alone, are compared.
+  const live = all.some(({ r }) => r.plan.workload.conversation?.history === 'live')
+  const compared = (q: RunRecord['requests'][number]): boolean => !live || q.turn === 1
   const tokens = (r: RunRecord) =>
-    new Map(r.requests.flatMap((q) => (q.status === 'ok' && q.promptTokens !== null ? [[q.index, q.promptTokens] as const] : [])))
+    new Map(
+      r.requests.flatMap((q) => (q.status === 'ok' && q.promptTokens !== null && compared(q) ? [[q.index, q.promptTokens] as const] : [])),
+    )
   const [first, ...rest] = all.map(({ r }) => tokens(r))
   for (const other of rest) {
     const diff = [...(first ?? [])].filter(([i, n]) => other.has(i) && other.get(i) !== n)

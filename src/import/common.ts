@@ -16,6 +16,8 @@ export const NO_REQUEST_CHECKS = {
   scheduledOffsetMs: null,
   usageRule: null,
   retokenizedTokens: null,
+  session: null,
+  turn: null,
   reportedUsage: null,
 } as const
 

@@ -67,6 +67,7 @@ function importedWorkload(promptTokens: number, seed: number | null, promptToken
     wireMatchesPlan: null,
     requestsPerSlotFloor: null,
     floorMet: null,
+    conversation: null,
   }
 }
 

@@ -139,5 +139,6 @@ export function summaryMetrics(input: {
     accuracy: null,
     goodput: null,
     openLoop: null,
+    byTurn: null,
   }
 }

@@ -45,6 +45,8 @@ export class CellTally {
   private scores = { samples: 0, correct: 0 }
   private readonly slo: ResolvedSLO | null
   private readonly good: GoodCount | null
+  /** Conversations: per turn, its counts and its ok requests' TTFT and prompt tokens. */
+  private readonly turns = new Map<number, { completed: number; failed: number; ttftMs: number[]; promptTokens: number[] }>()
 
   constructor(slo: ResolvedSLO | null = null) {
     this.slo = slo
@@ -67,6 +69,7 @@ export class CellTally {
       if (r.score.correct) this.scores.correct++
     }
     if (this.good !== null && this.slo !== null) tallyGood(this.good, r, this.slo)
+    if (r.turn !== null) this.#addTurn(r, r.turn)
     if (r.status === 'failed') {
       this.failed++
       this.failures[r.error.code] = (this.failures[r.error.code] ?? 0) + 1
@@ -81,6 +84,35 @@ export class CellTally {
     if (r.completionTokenSource !== null) this.sources[r.completionTokenSource]++
     this.totalCompletionTokens += r.completionTokens ?? 0
     this.totalPromptTokens += r.promptTokens ?? 0
+  }
+
+  #addTurn(r: RequestRecord, turn: number): void {
+    let t = this.turns.get(turn)
+    if (t === undefined) {
+      t = { completed: 0, failed: 0, ttftMs: [], promptTokens: [] }
+      this.turns.set(turn, t)
+    }
+    if (r.status === 'failed') {
+      t.failed++
+      return
+    }
+    t.completed++
+    if (r.ttftMs !== null) t.ttftMs.push(r.ttftMs)
+    if (r.promptTokens !== null) t.promptTokens.push(r.promptTokens)
+  }
+
+  /** Per turn, in turn order; null when no request belonged to a conversation. */
+  #byTurn(): CellMetrics['byTurn'] {
+    if (this.turns.size === 0) return null
+    return [...this.turns.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([turn, t]) => ({
+        turn,
+        completed: t.completed,
+        failed: t.failed,
+        ttftMs: distribution(t.ttftMs),
+        promptTokens: distribution(t.promptTokens),
+      }))
   }
 
   /**
@@ -138,6 +170,7 @@ export class CellTally {
             },
       goodput: this.good === null || this.slo === null ? null : goodputOf(this.good, wallClockMs, this.slo),
       openLoop: null,
+      byTurn: this.#byTurn(),
     }
   }
 }

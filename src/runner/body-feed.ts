@@ -1,5 +1,5 @@
 import type { SentDigest } from '../client/sent-digest.ts'
-import { bodyBytes } from '../workload/bytes.ts'
+import { bodyBytes, bodyEntry } from '../workload/bytes.ts'
 import { type PlannedRequest, type PreparedWorkload, StreamHash } from '../workload/prepare.ts'
 
 /** Bodies a feed builds ahead of the one being sent. */
@@ -20,9 +20,11 @@ interface Built {
 
 /**
  * Builds a range of a workload's bodies as they are sent, at most `lookAhead` ahead of the last
- * one taken (filled between event-loop turns), and hashes them in the order taken: taken in
- * index order, that is the request-stream hash of what was sent. Once `signal` aborts, a body is
- * no longer built (the request fails as aborted anyway) and `requestStreamSha256` is null.
+ * one taken (filled between event-loop turns), and hashes them in index order whatever order
+ * they are taken in (a conversation's sessions interleave): the request-stream hash of what was
+ * sent. A live conversation's body holds the model's replies, so its planned turn is hashed
+ * instead. Once `signal` aborts, a body is no longer built (the request fails as aborted anyway)
+ * and `requestStreamSha256` is null.
  */
 export class BodyFeed {
   readonly #workload: PreparedWorkload
@@ -31,7 +33,7 @@ export class BodyFeed {
   readonly #signal: AbortSignal
   readonly #lookAhead: number
   readonly #built = new Map<number, Built>()
-  readonly #hash = new StreamHash()
+  readonly #hash: OrderedHash
   #next: number
   #taken: number
   #complete = true
@@ -45,27 +47,36 @@ export class BodyFeed {
     this.#lookAhead = lookAhead
     this.#next = from
     this.#taken = from
+    this.#hash = new OrderedHash(from)
   }
 
-  /** The request at `index` (absolute in the workload), built now if the look-ahead has not yet. */
-  take(index: number): FedRequest {
-    if (index !== this.#taken) this.#complete = false
-    this.#taken = index + 1
+  /**
+   * The request at `index` (absolute in the workload), built now if the look-ahead has not yet.
+   * @param replies a live conversation's replies so far in the request's session; null otherwise
+   */
+  take(index: number, replies: readonly string[] | null = null): FedRequest {
+    this.#taken = Math.max(this.#taken, index + 1)
     if (this.#signal.aborted) {
       this.#complete = false
       this.#built.delete(index)
       return { bytes: Buffer.alloc(0), planned: this.#workload.planned(index) }
     }
+    const conversation = this.#workload.conversation
+    if (replies !== null && conversation !== null) {
+      const body = conversation.body(index, replies)
+      this.#hash.add(index, conversation.plannedTurn(index))
+      return { bytes: bodyBytes(this.#model, body), planned: this.#workload.planned(index) }
+    }
     const built = this.#built.get(index) ?? this.#build(index)
     this.#built.delete(index)
-    this.#hash.update(built.body)
+    this.#hash.add(index, built.body)
     this.#schedule()
     return built.fed
   }
 
-  /** sha256 over the taken bodies (bytes.ts `requestStreamSha256`); null unless every one was built and taken in order. */
+  /** sha256 over the taken bodies in index order (`requestStreamSha256`); null unless each was built, none missing before the last. */
   get requestStreamSha256(): string | null {
-    return this.#complete ? this.#hash.digest() : null
+    return this.#complete && this.#hash.gapless ? this.#hash.digest() : null
   }
 
   /** Stops filling the look-ahead. */
@@ -93,6 +104,35 @@ export class BodyFeed {
       }
       if (this.#next < until) this.#schedule()
     })
+  }
+}
+
+/** Bodies hashed in index order as they come in any order: each waits (as its length and digest) until those before it came. */
+class OrderedHash {
+  readonly #waiting = new Map<number, readonly [number, string]>()
+  readonly #hash = new StreamHash()
+  #next: number
+
+  constructor(from: number) {
+    this.#next = from
+  }
+
+  add(index: number, body: string): void {
+    this.#waiting.set(index, bodyEntry(body))
+    while (this.#waiting.has(this.#next)) {
+      const [bytes, sha256] = this.#waiting.get(this.#next) as readonly [number, string]
+      this.#hash.updateDigest(bytes, sha256)
+      this.#waiting.delete(this.#next++)
+    }
+  }
+
+  /** No body came after one still missing. */
+  get gapless(): boolean {
+    return this.#waiting.size === 0
+  }
+
+  digest(): string {
+    return this.#hash.digest()
   }
 }
 

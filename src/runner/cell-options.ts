@@ -125,7 +125,7 @@ function describeIssues(error: z.ZodError, where: string, known: readonly string
  * @throws ServegateError CONFIG_INVALID
  */
 export function resolveCellPlan(input: unknown, where = 'cell'): ResolvedCellPlan {
-  const result = CellPlan.safeParse(input)
+  const result = CellPlan.safeParse(withConversationRequests(input, where))
   if (!result.success) {
     throw new ServegateError(
       'CONFIG_INVALID',
@@ -134,6 +134,35 @@ export function resolveCellPlan(input: unknown, where = 'cell'): ResolvedCellPla
   }
   registerApiKey(result.data.apiKey, where)
   return result.data
+}
+
+/**
+ * A conversation's request count is its sessions × turns: filled in when the cell does not say,
+ * refused when it says otherwise; a conversation is sent closed loop, as chat.
+ * @throws ServegateError CONFIG_INVALID naming the fix
+ */
+function withConversationRequests(input: unknown, where: string): unknown {
+  if (input === null || typeof input !== 'object') return input
+  const cell = input as {
+    requests?: unknown
+    arrival?: unknown
+    api?: unknown
+    workload?: { kind?: unknown; sessions?: unknown; turns?: unknown }
+  }
+  const w = cell.workload
+  if (w?.kind !== 'conversation' || typeof w.sessions !== 'number' || typeof w.turns !== 'number') return input
+  const expected = w.sessions * w.turns
+  const invalid = (message: string): ServegateError => new ServegateError('CONFIG_INVALID', `invalid ${where} options: ${message}`)
+  if (cell.requests !== undefined && cell.requests !== expected) {
+    throw invalid(
+      `requests: a conversation sends sessions × turns = ${expected} requests, not ${String(cell.requests)}; remove requests or set it to ${expected}`,
+    )
+  }
+  if (cell.arrival !== undefined && cell.arrival !== null) {
+    throw invalid('arrival: a conversation is sent closed loop, its sessions under concurrency; remove arrival')
+  }
+  if (cell.api !== undefined && cell.api !== 'chat') throw invalid("api: a conversation is sent as chat messages; use api: 'chat'")
+  return { ...cell, requests: expected }
 }
 
 /** Registers a cell's API key as a secret, so every writer scrubs it; refuses one too short to scrub. */
@@ -149,7 +178,7 @@ function registerApiKey(apiKey: string | undefined, where: string): void {
 
 /** Validates cell options sent to an endpoint; the error names each bad field and what to pass instead. */
 export function resolveCellOptions(input: RunCellOptions): ResolvedRunCellOptions {
-  const result = RunCellOptions.safeParse(input)
+  const result = RunCellOptions.safeParse(withConversationRequests(input, 'cell'))
   if (!result.success) {
     throw new ServegateError('CONFIG_INVALID', `invalid cell options: ${z.prettifyError(result.error).replace(/\n/g, '; ')}`)
   }

@@ -19,6 +19,8 @@ import { assembleRecord, cellPlan } from './run-record.ts'
 import { CellLoadMeter } from './cell-load-meter.ts'
 import { RequestLedger } from './request-ledger.ts'
 import { UsageCrossCheck } from './usage-check.ts'
+import { conversationLoop } from './conversation-loop.ts'
+import type { ConversationLayout } from '../workload/conversation.ts'
 import { warmClientJit } from './warm.ts'
 import { TurnSlice } from '../client/turn-slice.ts'
 
@@ -104,10 +106,23 @@ async function measuredPhase(
   arrivals: ArrivalSchedule | null,
   startAt: number,
   signal: AbortSignal,
-  send: (index: number) => Promise<StreamObservation>,
+  send: (index: number, replies?: readonly string[] | null) => Promise<StreamObservation>,
   onDone: (slot: Slot) => void,
   slice: TurnSlice,
+  conversation: ConversationLayout | null,
 ): Promise<OpenLoopStats | null> {
+  if (conversation !== null) {
+    const { sessions, turns, plan } = conversation
+    const schedule = {
+      sessions,
+      turns,
+      thinkTimeMs: plan.thinkTimeMs,
+      live: plan.history === 'live',
+      indexOf: (s: number, t: number) => conversation.indexOf(s, t),
+    }
+    await conversationLoop(schedule, o.concurrency, send, onDone, signal, slice)
+    return null
+  }
   if (arrivals === null) {
     await closedLoop(count, o.concurrency, send, onDone, signal, slice)
     return null
@@ -162,13 +177,13 @@ type Sender = (
   base: number,
   ledger: RequestLedger | null,
   streamed?: boolean,
-) => (index: number) => Promise<StreamObservation>
+) => (index: number, replies?: readonly string[] | null) => Promise<StreamObservation>
 
 function sender(transport: CellTransport, captureChars: number, signal: AbortSignal): Sender {
   return (feed, base, ledger, streamed = false) => {
     const capture = { contentChars: captureChars, streamed }
-    return (index) => {
-      const fed = feed.take(base + index)
+    return (index, replies = null) => {
+      const fed = feed.take(base + index, replies)
       ledger?.sending(base + index, fed.planned)
       return transport.send(fed.bytes, capture, signal)
     }
@@ -206,10 +221,16 @@ export async function measureCell(
     // Drawn (or read) before anything is sent: a trace also sizes the requests.
     const arrivals = o.arrival === null ? null : await planArrivals(o.arrival, o.requests)
     const workload = await cellWorkload(o, transport, arrivals, phase, signal)
-    const captureChars = workload.spec.canaries || workload.spec.kind === 'dataset' ? workload.spec.captureChars : 0
+    const live = workload.conversation?.plan.history === 'live'
+    // A live conversation sends each reply back: its content is kept, up to the capture bound.
+    const captureChars = workload.spec.canaries || workload.spec.kind === 'dataset' || live ? workload.spec.captureChars : 0
+    if (workload.conversation !== null && stages !== null) {
+      throw new ServegateError('CONFIG_INVALID', 'a conversation cannot be measured in stages (a sequential pair); remove stopEarly')
+    }
     // Bodies are built as they are sent, a bounded look-ahead in front, never all at once.
     const { measuredCount, warmupCount } = workload
-    const measuredFeed = new BodyFeed(workload, o.model, 0, measuredCount, signal)
+    // A conversation's sessions interleave: its bodies are built as each turn goes, none ahead.
+    const measuredFeed = new BodyFeed(workload, o.model, 0, measuredCount, signal, workload.conversation === null ? undefined : 0)
     const warmupFeed = new BodyFeed(workload, o.model, measuredCount, measuredCount + warmupCount, signal)
     feeds.push(measuredFeed, warmupFeed)
     const send = sender(transport, captureChars, signal)
@@ -237,7 +258,17 @@ export async function measureCell(
       ledger.beginStage(stages === null ? null : { index: stage + 1, of: ends.length })
       meter.start()
       const due = send(measuredFeed, ledger.sent, ledger, usage.keepsText)
-      openLoopStats = await measuredPhase(o, end - ledger.sent, arrivals, ledger.cellStart, signal, due, onDone, loopSlice)
+      openLoopStats = await measuredPhase(
+        o,
+        end - ledger.sent,
+        arrivals,
+        ledger.cellStart,
+        signal,
+        due,
+        onDone,
+        loopSlice,
+        workload.conversation,
+      )
       await meter.stop()
       // Outside the measured span, and before another arm's turn: the tokenizer counts what streamed.
       await ledger.settleUsage()

@@ -99,6 +99,8 @@ export function requestRecord(
     engineTimings: obs.engineTimings,
     enginePrefillTokPerS: enginePrefillRate(obs.engineTimings),
     sendAttempts: obs.attempts,
+    session: planned.session,
+    turn: planned.turn,
     usageRule: usage.rule,
     retokenizedTokens: usage.retokenized,
     reportedUsage: usageTrusted ? null : reportedUsage(obs),
@@ -227,6 +229,7 @@ export function cellPlan(
 ): RunRecord['plan'] {
   const spec = workload?.spec ?? o.workload
   const calibration = workload?.calibration ?? null
+  const conversation = workload?.conversation?.plan ?? null
   const sharedTokens = calibration?.sharedPrefixTokens ?? (spec.prefixCache.mode === 'shared' ? spec.prefixCache.tokens : null)
   return {
     api: o.api,
@@ -241,7 +244,7 @@ export function cellPlan(
       promptTokens: spec.promptTokens,
       seed: spec.seed,
       prefixCache:
-        spec.prefixCache.mode === 'shared' || spec.kind === 'shared-prefix'
+        spec.prefixCache.mode === 'shared' || spec.kind === 'shared-prefix' || spec.kind === 'conversation'
           ? { mode: 'shared', tokens: sharedTokens }
           : { mode: 'unique', tokens: null },
       canaries: spec.canaries,
@@ -256,13 +259,18 @@ export function cellPlan(
             ? `calibrated with the engine's tokenizer (${calibration.tokenizer}) to ±${calibration.toleranceTokens} tokens`
             : calibration.method === 'none'
               ? 'dataset prompts as written'
-              : `estimated at ${ESTIMATED_TOKENS_PER_WORD} tokens per word (uncalibrated); usage.prompt_tokens is recorded per request`,
+              : spec.kind === 'conversation' && calibration.warning !== null
+                ? calibration.warning
+                : `estimated at ${ESTIMATED_TOKENS_PER_WORD} tokens per word (uncalibrated); usage.prompt_tokens is recorded per request`,
       requestStreamSha256: plannedSha,
       wireStreamSha256,
-      wireMatchesPlan: plannedSha === null || wireStreamSha256 === null ? null : wireStreamSha256 === plannedSha,
+      // A live conversation sends the model's own replies back: its wire is not the plan by design.
+      wireMatchesPlan:
+        plannedSha === null || wireStreamSha256 === null || conversation?.history === 'live' ? null : wireStreamSha256 === plannedSha,
       requestsPerSlotFloor: spec.requestsPerSlotFloor,
       // Requests per concurrency slot is a closed-loop notion; an open-loop cell has no slots.
       floorMet: o.arrival === null ? sent >= spec.requestsPerSlotFloor * o.concurrency : null,
+      conversation,
     },
     arrival,
     sequential: null,

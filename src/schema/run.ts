@@ -223,6 +223,10 @@ const requestCommon = {
   enginePrefillTokPerS: z.number().positive().nullable().default(null),
   /** 2 when the server closed the first attempt's connection before any response (sent again once). */
   sendAttempts: z.int().positive().default(1),
+  /** Conversations: the session (0-based) the request belongs to; null for single-turn workloads. */
+  session: z.int().nonnegative().nullable().default(null),
+  /** Conversations: the request's turn in its session, 1-based; null for single-turn workloads. */
+  turn: z.int().positive().nullable().default(null),
   /**
    * The rule that judged the reply's reported usage: the engine's tokenizer over the streamed
    * text, or the tokens-per-chunk bound; null when the server reported none (or nothing streamed).
@@ -277,9 +281,27 @@ export const Calibration = z.object({
 })
 export type Calibration = z.infer<typeof Calibration>
 
+/** A conversation cell's sessions as planned: their shape, sizes and how their history was sent. */
+export const ConversationPlan = z.object({
+  sessions: z.int().positive(),
+  turns: z.int().positive(),
+  userTokens: z.int().positive(),
+  systemTokens: z.int().nonnegative(),
+  /** Replayed history: tokens of each assistant turn sent back; null for live history (the model's own replies). */
+  assistantTokens: z.int().positive().nullable(),
+  thinkTimeMs: z.number().nonnegative(),
+  /**
+   * `replayed`: the history's assistant turns are fixed text from the plan, so both arms send the
+   * same bytes; `live`: they are what the model answered, so the arms differ by design and the
+   * request-stream hash covers the planned user turns only.
+   */
+  history: z.enum(['replayed', 'live']),
+})
+export type ConversationPlan = z.infer<typeof ConversationPlan>
+
 export const WorkloadPlan = z.object({
   /** `imported` when the record came from another harness that did not describe its prompts. */
-  kind: z.enum(['synthetic-summary', 'synthetic-repeated-code', 'shared-prefix', 'dataset', 'imported']),
+  kind: z.enum(['synthetic-summary', 'synthetic-repeated-code', 'shared-prefix', 'dataset', 'conversation', 'imported']),
   /** Planned prompt size in tokens, as the engine counts them. */
   promptTokens: z.int().positive(),
   /** Null when an imported record did not say. */
@@ -306,6 +328,8 @@ export const WorkloadPlan = z.object({
   /** Declared floor of measured requests per concurrency slot, and whether the cell met it. */
   requestsPerSlotFloor: z.int().positive().nullable(),
   floorMet: z.boolean().nullable(),
+  /** Conversations: how the sessions were planned and sent; null for single-turn workloads. */
+  conversation: ConversationPlan.nullable().default(null),
 })
 export type WorkloadPlan = z.infer<typeof WorkloadPlan>
 
@@ -346,6 +370,17 @@ export const RunPlan = z.object({
   usageCheck: UsageCheckPlan.nullable().default(null),
 })
 export type RunPlan = z.infer<typeof RunPlan>
+
+/** One turn of a conversation cell's requests: how many, and their TTFT and prompt tokens. */
+export const TurnMetrics = z.object({
+  /** 1-based: turn 1 opens a session. */
+  turn: z.int().positive(),
+  completed: z.int().nonnegative(),
+  failed: z.int().nonnegative(),
+  ttftMs: Distribution,
+  promptTokens: Distribution,
+})
+export type TurnMetrics = z.infer<typeof TurnMetrics>
 
 export const CellMetrics = z.object({
   /**
@@ -416,6 +451,8 @@ export const CellMetrics = z.object({
   goodput: Goodput.nullable().default(null),
   /** Open-loop cells: the most requests in flight, and how many waited for the in-flight cap. */
   openLoop: OpenLoopStats.nullable().default(null),
+  /** Conversations: per turn (1-based), its ok and failed requests and its TTFT and prompt tokens over the ok ones; null otherwise. */
+  byTurn: z.array(TurnMetrics).nullable().default(null),
 })
 export type CellMetrics = z.infer<typeof CellMetrics>
 

@@ -67,6 +67,17 @@ export function bodyExtras(api: Api, maxTokens: number, sampling: Sampling, outp
   }
 }
 
+/** One message of a chat conversation, as sent. */
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant'
+  content: string
+}
+
+/** The JSON body of a chat request of these messages without the model name, its fields in the order `requestJson` writes them. */
+export function chatJson(messages: readonly ChatMessage[], maxTokens: number, extras: BodyExtras): string {
+  return JSON.stringify({ messages, max_tokens: maxTokens, ...extras.fields, stream: true, stream_options: { include_usage: true } })
+}
+
 /**
  * The JSON body of one request without the model name: the bytes both arms must receive.
  * `bodyBytes` (bytes.ts) puts the model in front.

@@ -2,12 +2,14 @@ import { createHash, type Hash } from 'node:crypto'
 import type { TokenizerProbe } from '../client/tokenize.ts'
 import { ServegateError } from '../errors.ts'
 import type { Api } from '../schema/run.ts'
-import type { BodyExtras } from './body.ts'
+import { type BodyExtras, bodyExtras } from './body.ts'
 import { bodyEntry, updateStreamEntry } from './bytes.ts'
 import { canaryMarker } from './canary.ts'
 import { loadDataset, type LoadedDataset, type ResolvedRow } from './dataset.ts'
 import { calibrationTolerance, type FittedSizes, PromptCalibrator } from './prompt-calibrator.ts'
-import { PromptLayout } from './prompt-layout.ts'
+import { ESTIMATED_TOKENS_PER_WORD, PromptLayout } from './prompt-layout.ts'
+import { ConversationLayout } from './conversation.ts'
+import { proseSource } from './text.ts'
 import { type ResolvedWorkloadSpec, WorkloadSpec } from './workload-spec.ts'
 
 export { calibrationTolerance, fitPieces } from './prompt-calibrator.ts'
@@ -24,6 +26,10 @@ export interface PreparedRequest {
   canaryMarker: string | null
   /** The dataset row whose reference answer scores the reply; null for synthetic kinds. */
   row: ResolvedRow | null
+  /** Conversations: the request's session (0-based); null for single-turn workloads. */
+  session: number | null
+  /** Conversations: the request's turn in its session (1-based); null for single-turn workloads. */
+  turn: number | null
 }
 
 /** What judging a reply needs of its request once the body is sent. */
@@ -63,6 +69,8 @@ export interface PreparedWorkload {
   calibration: Calibration
   extras: BodyExtras
   dataset: { path: string; sha256: string; rows: number } | null
+  /** Conversations: how requests map to sessions and turns, and their bodies with a live history; null otherwise. */
+  conversation: ConversationLayout | null
 }
 
 /** A measured request's own size, where a replayed trace dictates it. */
@@ -110,6 +118,7 @@ export async function prepareWorkload(
   signal?: AbortSignal,
 ): Promise<PreparedWorkload> {
   const spec = resolveWorkloadSpec(input)
+  if (spec.kind === 'conversation') return prepareConversation(spec, plan, probe)
   const dataset = await datasetOf(spec, plan.api)
   const sharedTokens = sharedTokensOf(spec)
   const calibrator = new PromptCalibrator(probe, plan.api)
@@ -127,6 +136,8 @@ export async function prepareWorkload(
       maxTokens: layout.size(index).maxTokens,
       canaryMarker: spec.canaries ? canaryMarker(spec.seed, index) : null,
       row: layout.row(index),
+      session: null,
+      turn: null,
     }
   }
   const request = (index: number): PreparedRequest => {
@@ -145,6 +156,71 @@ export async function prepareWorkload(
     calibration: calibrationOf(spec, plan, calibrator, fitted, shared?.tokens ?? null),
     extras: layout.extras,
     dataset: dataset === null ? null : { path: dataset.path, sha256: dataset.sha256, rows: dataset.rows.length },
+    conversation: null,
+  }
+}
+
+/** Words of generated prose the engine's tokenizer counts to measure its tokens per word. */
+const RATIO_SAMPLE_WORDS = 400
+
+/**
+ * Plans a conversation at once, whatever its size: each turn's text is sized at the engine
+ * tokenizer's tokens per word, measured once on a sample of the same prose (estimated without
+ * a tokenizer), so no request is fitted one by one; `usage.prompt_tokens` is recorded per request.
+ */
+async function prepareConversation(spec: ResolvedWorkloadSpec, plan: PreparePlan, probe: TokenizerProbe | null): Promise<PreparedWorkload> {
+  const expected = (spec.sessions ?? 1) * (spec.turns ?? 1)
+  if (plan.requests !== expected) {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `requests: a conversation sends sessions × turns = ${expected} requests, not ${plan.requests}; remove requests or set it to ${expected}`,
+    )
+  }
+  if (plan.api !== 'chat') throw new ServegateError('CONFIG_INVALID', "api: a conversation is sent as chat messages; pass api: 'chat'")
+  let tokensPerWord = ESTIMATED_TOKENS_PER_WORD
+  let measured = false
+  const tokenizer = probe?.tokenizer ?? null
+  if (tokenizer !== null) {
+    try {
+      const sample = proseSource(spec.seed, Number.MAX_SAFE_INTEGER).take(RATIO_SAMPLE_WORDS)
+      tokensPerWord = ((await tokenizer.countText(sample)) - (await tokenizer.countText(''))) / RATIO_SAMPLE_WORDS
+      measured = tokensPerWord > 0
+      if (!measured) tokensPerWord = ESTIMATED_TOKENS_PER_WORD
+    } catch {
+      // The tokenizer failed: the estimate stands, and the record's warning says so.
+    }
+  }
+  const extras = bodyExtras(plan.api, plan.maxTokens, spec.sampling, spec.outputControl)
+  const conversation = new ConversationLayout(spec, plan.maxTokens, plan.requests, extras, tokensPerWord)
+  const planned = (index: number): PlannedRequest => {
+    if (!Number.isInteger(index) || index < 0 || index >= plan.requests + plan.warmupRequests) {
+      throw new RangeError(`request ${index} is not in this plan`)
+    }
+    return { plannedPromptTokens: null, maxTokens: plan.maxTokens, canaryMarker: null, row: null, ...conversation.at(index) }
+  }
+  const how = measured
+    ? `${tokensPerWord.toFixed(3)} tokens per word, measured once with the engine's tokenizer (${tokenizer?.description ?? ''})`
+    : `an estimated ${ESTIMATED_TOKENS_PER_WORD} tokens per word${probe?.warning ? ` (${probe.warning})` : ''}`
+  return {
+    spec,
+    api: plan.api,
+    maxTokens: plan.maxTokens,
+    measuredCount: plan.requests,
+    warmupCount: plan.warmupRequests,
+    request: (index) => ({ body: conversation.body(index), ...planned(index) }),
+    planned,
+    calibration: {
+      method: 'estimate',
+      tokenizer: measured ? (tokenizer?.description ?? null) : null,
+      targetTokens: conversation.plan.userTokens,
+      toleranceTokens: calibrationTolerance(conversation.plan.userTokens),
+      outsideTolerance: 0,
+      warning: `conversation turns are sized at ${how}; usage.prompt_tokens is recorded per request`,
+      sharedPrefixTokens: conversation.plan.systemTokens > 0 ? conversation.plan.systemTokens : null,
+    },
+    extras,
+    dataset: null,
+    conversation,
   }
 }
 

@@ -8,7 +8,7 @@ import type { ResolvedWorkloadSpec } from './workload-spec.ts'
 /** How planned tokens become text where no engine tokenizer answers. */
 export const ESTIMATED_TOKENS_PER_WORD = 1.3
 
-const TASKS: Record<Exclude<ResolvedWorkloadSpec['kind'], 'dataset'>, string> = {
+const TASKS: Record<Exclude<ResolvedWorkloadSpec['kind'], 'dataset' | 'conversation'>, string> = {
   'synthetic-summary': 'Summarize the notes above in three sentences.',
   'synthetic-repeated-code': 'Describe what the code above does in a few sentences.',
   'shared-prefix': 'Summarize the notes above in three sentences.',
@@ -77,7 +77,7 @@ export class PromptLayout {
     const spec = this.spec
     const body = row !== null ? row.prompt : source(spec, index + 1).take(pieces)
     const canary = spec.canaries ? canaryInstruction(canaryMarker(spec.seed, index)) : null
-    const task = spec.kind === 'dataset' ? null : TASKS[spec.kind]
+    const task = spec.kind === 'dataset' || spec.kind === 'conversation' ? null : TASKS[spec.kind]
     const tail = [canary, task].filter((t) => t !== null).join(' ')
     return [this.#shared, `Request ${spec.seed}-${index}.`, body, tail].filter((p) => p !== null && p !== '').join('\n\n')
   }
