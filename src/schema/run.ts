@@ -372,7 +372,7 @@ export const RunPlan = z.object({
 export type RunPlan = z.infer<typeof RunPlan>
 
 /** One turn of a conversation cell's requests: how many, and their TTFT and prompt tokens. */
-export const TurnMetrics = z.object({
+const TurnMetrics = z.object({
   /** 1-based: turn 1 opens a session. */
   turn: z.int().positive(),
   completed: z.int().nonnegative(),
@@ -380,7 +380,6 @@ export const TurnMetrics = z.object({
   ttftMs: Distribution,
   promptTokens: Distribution,
 })
-export type TurnMetrics = z.infer<typeof TurnMetrics>
 
 export const CellMetrics = z.object({
   /**

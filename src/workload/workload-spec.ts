@@ -38,11 +38,11 @@ export const Sampling = z.object({
 export type Sampling = z.infer<typeof Sampling>
 
 /** The most sessions and turns a conversation cell plans (its requests are their product, at most 10 million). */
-export const MAX_SESSIONS = 1_000_000
-export const MAX_TURNS = 1_000
+const MAX_SESSIONS = 1_000_000
+const MAX_TURNS = 1_000
 
 /** The fields only a conversation takes. */
-export const CONVERSATION_FIELDS = ['sessions', 'turns', 'userTokens', 'systemTokens', 'assistantTokens', 'thinkTimeMs', 'history'] as const
+const CONVERSATION_FIELDS = ['sessions', 'turns', 'userTokens', 'systemTokens', 'assistantTokens', 'thinkTimeMs', 'history'] as const
 
 /** A workload plan: what every request of a cell contains, before the model name. */
 export const WorkloadSpec = z
