@@ -116,6 +116,7 @@ export function armSummary(record: RunRecord, arm: ArmSummary['arm'], launch: nu
     },
     harnessLimited: record.harness.harnessLimited,
     hostStealShare: record.harness.hostStealShare ?? null,
+    ttftByTurn: record.metrics.byTurn?.map((t) => ({ turn: t.turn, ttftMs: percentiles(t.ttftMs) })) ?? null,
     p99DescriptiveOnly: [...record.metrics.p99DescriptiveOnly],
     sequential:
       sequential === null

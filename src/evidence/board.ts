@@ -151,6 +151,21 @@ function latencyTable(index: EvidenceIndex): string[] {
   )
 }
 
+/** Conversations: each arm's TTFT p50 per turn, where a prefix cache shows from turn 2 on. */
+function turnTable(index: EvidenceIndex): string[] {
+  const arms = allArms(index).filter(({ a }) => (a.ttftByTurn ?? null) !== null)
+  if (arms.length === 0) return []
+  const turns = Math.max(...arms.flatMap(({ a }) => (a.ttftByTurn ?? []).map((t) => t.turn)))
+  const rows = arms.map(({ c, a }) => {
+    const byTurn = new Map((a.ttftByTurn ?? []).map((t) => [t.turn, t.ttftMs]))
+    return [armLabel(c, a), ...Array.from({ length: turns }, (_, k) => formatSignificant(byTurn.get(k + 1)?.p50 ?? null))]
+  })
+  return section(
+    '## TTFT by turn (conversations; ms, p50 over the ok requests of each turn)',
+    table(['arm', ...Array.from({ length: turns }, (_, k) => `turn ${k + 1}`)], rows),
+  )
+}
+
 function loadTable(index: EvidenceIndex): string[] {
   const rows = index.cells.flatMap((c) =>
     c.plan === null || c.plan.arrival === 'closed'
@@ -597,6 +612,7 @@ export function renderBoard(index: EvidenceIndex, files: readonly FileRef[], opt
     ...section('## Charts', charts === '' ? [] : [charts]),
     ...metricTables(index),
     ...latencyTable(index),
+    ...turnTable(index),
     ...requestsSection(index),
     ...pairCheckSection(index),
     ...concurrencyTable(index),

@@ -1,5 +1,5 @@
 import type { RequestRecord, RunRecord, SequentialPlan } from '../schema/run.ts'
-import type { LatencyMetric, RateMetric } from './gate-options.ts'
+import type { LatencyMetric, RateMetric, TurnRange } from './gate-options.ts'
 
 /** Fewer paired requests than this and no interval is attempted. */
 export const MIN_PAIRED_REQUESTS = 8
@@ -50,6 +50,35 @@ export function launchLayout(
     )
   }
   return { baseline, candidate, repeated }
+}
+
+/**
+ * The pair with only the requests of conversation turns `turns` kept, on every launch alike (a
+ * request's index still pairs it); the pair as it is without a range.
+ * @throws TypeError when a launch's requests carry no turn (not a conversation)
+ */
+export function selectTurns(gate: string, pair: GatePair, turns: TurnRange | undefined): GatePair {
+  if (turns === undefined) return pair
+  const inRange = (t: number | null): boolean => t !== null && t >= turns.from && (turns.to === undefined || t <= turns.to)
+  const select = (arm: ArmInput): GateRecord[] =>
+    launchesOf(arm).map((launch) => {
+      if (launch.requests.length > 0 && launch.requests.every((r) => r.turn === null)) {
+        throw new TypeError(`${gate}: turns needs conversation records (requests with a turn); remove turns or measure a conversation`)
+      }
+      return { ...launch, requests: launch.requests.filter((r) => inRange(r.turn)) }
+    })
+  const baseline = select(pair.baseline)
+  const candidate = select(pair.candidate)
+  return {
+    baseline: Array.isArray(pair.baseline) ? baseline : (baseline[0] as GateRecord),
+    candidate: Array.isArray(pair.candidate) ? candidate : (candidate[0] as GateRecord),
+  }
+}
+
+/** The words a rule gains when a gate judged only some turns. */
+export function turnsText(turns: TurnRange | undefined): string {
+  if (turns === undefined) return ''
+  return turns.to === undefined ? `; over turns ≥ ${turns.from} only` : `; over turns ${turns.from}–${turns.to} only`
 }
 
 /** A rate metric of one ok request, or null when it was not measured or is not positive. */

@@ -72,6 +72,16 @@ export const DEFAULT_WIN_ESTIMATOR: Record<WinGateName, WinEstimator> = {
   toWinThroughput: 'geometric-mean',
 }
 
+/**
+ * Conversation turns a gate judges, 1-based, `to` included (open-ended without it): turn ≥ 2 is
+ * where a prefix cache pays. Requests of other turns are left out of both arms alike.
+ * @example { from: 2 }
+ */
+export const TurnRange = z
+  .object({ from: z.int().min(1), to: z.int().min(1).optional() })
+  .refine((r) => r.to === undefined || r.to >= r.from, { message: 'turns.to must be at least turns.from', path: ['to'] })
+export type TurnRange = z.infer<typeof TurnRange>
+
 export const WinGateOptions = z.object({
   gate: WinGateName,
   /**
@@ -89,6 +99,8 @@ export const WinGateOptions = z.object({
    * paired requests. @default null
    */
   looks: z.array(z.int().min(2)).min(1).nullable().default(null),
+  /** Conversations: judge only these turns (not `toWinThroughput`, a cell-level figure). @default every request */
+  turns: TurnRange.optional(),
   ...common,
 })
 export type WinGateOptions = z.input<typeof WinGateOptions>
@@ -107,6 +119,8 @@ export const HoldLatencyGateOptions = z
     notWorseThanPct: z.number().min(0).optional(),
     /** An absolute bound on the candidate's percentile, ms. */
     atMostMs: z.number().positive().optional(),
+    /** Conversations: judge only these turns. @default every request */
+    turns: TurnRange.optional(),
     ...common,
   })
   .refine((o) => (o.notWorseThanPct === undefined) !== (o.atMostMs === undefined), {

@@ -19,6 +19,8 @@ import {
   MIN_PAIRED_REQUESTS,
   type OkRequest,
   pairByIndex,
+  selectTurns,
+  turnsText,
   valuesByIndex,
 } from './arms.ts'
 import { launchLevelInterval, launchLevelOneSample, logEffect, type LogInterval, widen } from './interval.ts'
@@ -49,9 +51,11 @@ type Latency = number | readonly number[]
  */
 export function holdLatencyGate(pair: GatePair, options: HoldLatencyGateOptions): GateDecision {
   const o = parseOptions(typeof options?.gate === 'string' ? options.gate : 'toHoldLatency', HoldLatencyGateOptions, options)
-  const layout = launchLayout(o.gate, pair)
-  if (layout.repeated) return launchLevelHold(o, layout.baseline, layout.candidate)
-  return requestLevelHold(o, layout.baseline[0] as GateRecord, layout.candidate[0] as GateRecord)
+  const layout = launchLayout(o.gate, selectTurns(o.gate, pair, o.turns))
+  const decision = layout.repeated
+    ? launchLevelHold(o, layout.baseline, layout.candidate)
+    : requestLevelHold(o, layout.baseline[0] as GateRecord, layout.candidate[0] as GateRecord)
+  return o.turns === undefined ? decision : { ...decision, rule: decision.rule + turnsText(o.turns) }
 }
 
 function metricName(o: ResolvedHoldLatencyGateOptions): string {

@@ -11,6 +11,8 @@ import {
   type OkRequest,
   pairByIndex,
   rateOf,
+  selectTurns,
+  turnsText,
   valuesByIndex,
 } from './arms.ts'
 import { atLeastStudentT, logEffect, type LogInterval, sampleSd, widen } from './interval.ts'
@@ -65,14 +67,18 @@ const GATE_METRIC: Record<WinGateName, WinMetric> = {
 export function winGate(pair: GatePair, options: WinGateOptions): GateDecision {
   const o = parseOptions(typeof options?.gate === 'string' ? options.gate : 'winGate', WinGateOptions, options)
   const metric = o.metric ?? GATE_METRIC[o.gate]
-  const layout = launchLayout(o.gate, pair)
   const service = ServiceMetric.safeParse(metric)
+  if (service.success && o.turns !== undefined) {
+    throw new TypeError(`${o.gate}: turns judges requests, and ${metric} is a figure of the whole cell; remove turns`)
+  }
+  const layout = launchLayout(o.gate, selectTurns(o.gate, pair, o.turns))
   const decision = service.success
     ? serviceWinGate(o, service.data, layout.baseline, layout.candidate)
     : layout.repeated
       ? launchLevelWin(o, metric as RateMetric, layout.baseline, layout.candidate)
       : requestLevelWin(o, metric as RateMetric, layout.baseline[0] as GateRecord, layout.candidate[0] as GateRecord)
-  return countCandidateFailures(decision, layout.baseline, layout.candidate)
+  const counted = countCandidateFailures(decision, layout.baseline, layout.candidate)
+  return o.turns === undefined ? counted : { ...counted, rule: counted.rule + turnsText(o.turns) }
 }
 
 /**

@@ -118,6 +118,11 @@ export const ArmSummary = z.object({
    * (the record's `harness.hostStealShare`); null where unread, absent in indexes written before it was kept.
    */
   hostStealShare: z.number().min(0).max(1).nullable().optional(),
+  /** Conversations: TTFT per turn (1-based) over its ok requests; null for single-turn cells, absent in older indexes. */
+  ttftByTurn: z
+    .array(z.object({ turn: z.int().positive(), ttftMs: Percentiles }))
+    .nullable()
+    .optional(),
   /** Metric names whose p99 is descriptive only (fewer samples than p99 needs). */
   p99DescriptiveOnly: z.array(z.string()),
   /** Where the stage-wise sequential pair stopped, if it was one. */
