@@ -60,6 +60,13 @@ export const WORKLOAD_FLAGS = {
   'reasoning-effort': { type: 'string' },
   thinking: { type: 'string' },
   'no-calibrate': { type: 'boolean' },
+  sessions: { type: 'string' },
+  turns: { type: 'string' },
+  'user-tokens': { type: 'string' },
+  'system-tokens': { type: 'string' },
+  'assistant-tokens': { type: 'string' },
+  'think-time-ms': { type: 'string' },
+  history: { type: 'string' },
   'max-tokens-per-chunk': { type: 'string' },
   'no-retokenize': { type: 'boolean' },
   'requests-per-slot-floor': { type: 'string' },
@@ -140,6 +147,13 @@ function workloadFlags(values: CellFlagValues): WorkloadSpec {
       thinking: thinking === undefined ? undefined : thinking === 'on' ? 'enabled' : 'disabled',
     },
     requestsPerSlotFloor: intFlag('--requests-per-slot-floor', values['requests-per-slot-floor'], 1),
+    sessions: intFlag('--sessions', values.sessions, 1, 1_000_000),
+    turns: intFlag('--turns', values.turns, 1, 1_000),
+    userTokens: intFlag('--user-tokens', values['user-tokens'], 8, MAX_TOKENS_FLAG),
+    systemTokens: intFlag('--system-tokens', values['system-tokens'], 0, MAX_TOKENS_FLAG),
+    assistantTokens: intFlag('--assistant-tokens', values['assistant-tokens'], 1, MAX_TOKENS_FLAG),
+    thinkTimeMs: numberFlag('--think-time-ms', values['think-time-ms'], 0, 3_600_000),
+    history: oneOf('--history', values.history, ['replayed', 'live'] as const),
   }
 }
 

@@ -53,7 +53,13 @@ const RUN_HELP =
   --requests N              measured requests, default 32
   --warmup N                warm-up requests, not recorded, default 0
   --max-tokens T            max_tokens of each request, default 128
-  --workload KIND           synthetic-summary (default), synthetic-repeated-code, shared-prefix, dataset
+  --workload KIND           synthetic-summary (default), synthetic-repeated-code, shared-prefix, dataset, conversation
+  --sessions N --turns K    conversation: N sessions of K turns (its requests are N × K)
+  --user-tokens U           conversation: tokens of each user turn
+  --system-tokens S         conversation: a system prompt every session shares, default 0
+  --assistant-tokens A      conversation: tokens of each replayed assistant turn, default --max-tokens
+  --think-time-ms MS        conversation: wait after a turn before the session's next, default 0
+  --history MODE            conversation: replayed (default: both arms the same bytes) or live (the model's replies)
   --dataset FILE            JSONL of prompts with reference answers (implies --workload dataset)
   --prompt-tokens P         planned prompt size in tokens (engine-counted), default 256
   --seed S                  workload seed, default 0
