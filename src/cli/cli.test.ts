@@ -70,7 +70,7 @@ describe('servegate run', () => {
     [['frobnicate'], /^servegate: unknown command "frobnicate"; run servegate --help\n$/],
     [
       ['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--workload', 'chatty'],
-      /^servegate: --workload: "chatty" is not valid; pass one of synthetic-summary, synthetic-repeated-code, shared-prefix, dataset\n$/,
+      /^servegate: --workload: "chatty" is not valid; pass one of synthetic-summary, synthetic-repeated-code, shared-prefix, dataset, conversation\n$/,
     ],
     [
       ['run', '--base-url', 'http://127.0.0.1:1', '--model', 'm', '--prefix-cache', 'shared'],
