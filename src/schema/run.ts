@@ -285,7 +285,8 @@ export type Calibration = z.infer<typeof Calibration>
 export const ConversationPlan = z.object({
   sessions: z.int().positive(),
   turns: z.int().positive(),
-  userTokens: z.int().positive(),
+  /** Null when the turns came from a conversations file (the plan's `dataset` names it). */
+  userTokens: z.int().positive().nullable(),
   systemTokens: z.int().nonnegative(),
   /** Replayed history: tokens of each assistant turn sent back; null for live history (the model's own replies). */
   assistantTokens: z.int().positive().nullable(),

@@ -1,5 +1,7 @@
 import type { ConversationPlan } from '../schema/run.ts'
+import { ServegateError } from '../errors.ts'
 import { type BodyExtras, chatJson, type ChatMessage } from './body.ts'
+import type { FileConversation, LoadedConversations } from './conversation-file.ts'
 import { proseSource } from './text.ts'
 import type { ResolvedWorkloadSpec } from './workload-spec.ts'
 
@@ -35,13 +37,24 @@ export class ConversationLayout {
   readonly #extras: BodyExtras
   readonly #wordsPerToken: number
   readonly #system: string | null
+  /** Conversations from a file with at least `turns` user turns; session s sends the (s mod count)-th. Null for generated turns. */
+  readonly #file: readonly FileConversation[] | null
   readonly plan: ConversationPlan
 
   /**
    * @param measured the measured requests (sessions × turns); indices past them are warm-up first turns
    * @param tokensPerWord how many of the engine's tokens a generated word makes (measured with its tokenizer, or estimated)
+   * @param file conversations read from `spec.conversations`; null for generated turns
+   * @throws ServegateError FILE_INVALID when no conversation of the file has `turns` user turns
    */
-  constructor(spec: ResolvedWorkloadSpec, maxTokens: number, measured: number, extras: BodyExtras, tokensPerWord: number) {
+  constructor(
+    spec: ResolvedWorkloadSpec,
+    maxTokens: number,
+    measured: number,
+    extras: BodyExtras,
+    tokensPerWord: number,
+    file: LoadedConversations | null = null,
+  ) {
     this.#spec = spec
     this.sessions = spec.sessions ?? 1
     this.turns = spec.turns ?? 1
@@ -51,12 +64,20 @@ export class ConversationLayout {
     this.#wordsPerToken = 1 / tokensPerWord
     const history = spec.history ?? 'replayed'
     const systemTokens = spec.systemTokens ?? 0
+    this.#file = file === null ? null : file.conversations.filter((c) => c.turns.length >= this.turns)
+    if (file !== null && this.#file?.length === 0) {
+      const most = Math.max(...file.conversations.map((c) => c.turns.length))
+      throw new ServegateError(
+        'FILE_INVALID',
+        `${file.path}: no conversation has ${this.turns} user turns (the longest has ${most}); set workload.turns to ${most} or less`,
+      )
+    }
     this.plan = {
       sessions: this.sessions,
       turns: this.turns,
-      userTokens: spec.userTokens ?? spec.promptTokens,
+      userTokens: file === null ? (spec.userTokens ?? 256) : null,
       systemTokens,
-      assistantTokens: history === 'replayed' ? (spec.assistantTokens ?? maxTokens) : null,
+      assistantTokens: history === 'replayed' && file === null ? (spec.assistantTokens ?? maxTokens) : null,
       thinkTimeMs: spec.thinkTimeMs ?? 0,
       history,
     }
@@ -77,12 +98,16 @@ export class ConversationLayout {
   /** The new user message of request `index`. */
   user(index: number): string {
     const { session, turn } = this.at(index)
-    const notes = proseSource(this.#spec.seed, this.#stream(session, turn, 1)).take(this.#words(this.plan.userTokens))
+    const fromFile = this.#conversation(session)
+    if (fromFile !== null) return (fromFile.turns[turn - 1] as { user: string }).user
+    const notes = proseSource(this.#spec.seed, this.#stream(session, turn, 1)).take(this.#words(this.plan.userTokens ?? 0))
     return `Session ${this.#spec.seed}-${session}, turn ${turn}.\n\n${notes}\n\n${USER_TASK}`
   }
 
   /** The plan's fixed reply to turn `turn` of `session`: a replayed history's assistant message. */
   assistant(session: number, turn: number): string {
+    const fromFile = this.#conversation(session)
+    if (fromFile !== null) return fromFile.turns[turn - 1]?.assistant ?? ''
     return proseSource(this.#spec.seed, this.#stream(session, turn, 2)).take(this.#words(this.plan.assistantTokens ?? this.#maxTokens))
   }
 
@@ -92,7 +117,7 @@ export class ConversationLayout {
    */
   messages(index: number, replies: readonly string[] | null = null): ChatMessage[] {
     const { session, turn } = this.at(index)
-    const messages: ChatMessage[] = this.#system === null ? [] : [{ role: 'system', content: this.#system }]
+    const messages = this.#systemMessages(session)
     const first = this.indexOf(session, 1)
     for (let k = 1; k < turn; k++) {
       messages.push({ role: 'user', content: this.user(first + k - 1) })
@@ -112,8 +137,20 @@ export class ConversationLayout {
    * prompt and the new user turn, as a JSON body without the history (which differs by design).
    */
   plannedTurn(index: number): string {
-    const system: ChatMessage[] = this.#system === null ? [] : [{ role: 'system', content: this.#system }]
+    const system = this.#systemMessages(this.at(index).session)
     return chatJson([...system, { role: 'user', content: this.user(index) }], this.#maxTokens, this.#extras)
+  }
+
+  /** The conversation session `session` sends from the file; null for generated turns. */
+  #conversation(session: number): FileConversation | null {
+    const file = this.#file
+    return file === null ? null : (file[session % file.length] as FileConversation)
+  }
+
+  /** The system message a session starts with: its file conversation's own, or the shared generated one. */
+  #systemMessages(session: number): ChatMessage[] {
+    const system = this.#file === null ? this.#system : (this.#conversation(session)?.system ?? null)
+    return system === null ? [] : [{ role: 'system', content: system }]
   }
 
   #stream(session: number, turn: number, part: 1 | 2): number {

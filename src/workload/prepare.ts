@@ -9,6 +9,7 @@ import { loadDataset, type LoadedDataset, type ResolvedRow } from './dataset.ts'
 import { calibrationTolerance, type FittedSizes, PromptCalibrator } from './prompt-calibrator.ts'
 import { ESTIMATED_TOKENS_PER_WORD, PromptLayout } from './prompt-layout.ts'
 import { ConversationLayout } from './conversation.ts'
+import { loadConversations } from './conversation-file.ts'
 import { proseSource } from './text.ts'
 import { type ResolvedWorkloadSpec, WorkloadSpec } from './workload-spec.ts'
 
@@ -191,7 +192,8 @@ async function prepareConversation(spec: ResolvedWorkloadSpec, plan: PreparePlan
     }
   }
   const extras = bodyExtras(plan.api, plan.maxTokens, spec.sampling, spec.outputControl)
-  const conversation = new ConversationLayout(spec, plan.maxTokens, plan.requests, extras, tokensPerWord)
+  const file = spec.conversations === undefined ? null : await loadConversations(spec.conversations)
+  const conversation = new ConversationLayout(spec, plan.maxTokens, plan.requests, extras, tokensPerWord, file)
   const planned = (index: number): PlannedRequest => {
     if (!Number.isInteger(index) || index < 0 || index >= plan.requests + plan.warmupRequests) {
       throw new RangeError(`request ${index} is not in this plan`)
@@ -212,14 +214,14 @@ async function prepareConversation(spec: ResolvedWorkloadSpec, plan: PreparePlan
     calibration: {
       method: 'estimate',
       tokenizer: measured ? (tokenizer?.description ?? null) : null,
-      targetTokens: conversation.plan.userTokens,
-      toleranceTokens: calibrationTolerance(conversation.plan.userTokens),
+      targetTokens: conversation.plan.userTokens ?? 0,
+      toleranceTokens: calibrationTolerance(conversation.plan.userTokens ?? 0),
       outsideTolerance: 0,
       warning: `conversation turns are sized at ${how}; usage.prompt_tokens is recorded per request`,
       sharedPrefixTokens: conversation.plan.systemTokens > 0 ? conversation.plan.systemTokens : null,
     },
     extras,
-    dataset: null,
+    dataset: file === null ? null : { path: file.path, sha256: file.sha256, rows: file.conversations.length },
     conversation,
   }
 }

@@ -42,7 +42,16 @@ const MAX_SESSIONS = 1_000_000
 const MAX_TURNS = 1_000
 
 /** The fields only a conversation takes. */
-const CONVERSATION_FIELDS = ['sessions', 'turns', 'userTokens', 'systemTokens', 'assistantTokens', 'thinkTimeMs', 'history'] as const
+const CONVERSATION_FIELDS = [
+  'sessions',
+  'turns',
+  'userTokens',
+  'systemTokens',
+  'assistantTokens',
+  'thinkTimeMs',
+  'history',
+  'conversations',
+] as const
 
 /** A workload plan: what every request of a cell contains, before the model name. */
 export const WorkloadSpec = z
@@ -81,6 +90,13 @@ export const WorkloadSpec = z
      * @default 'replayed'
      */
     history: z.enum(['replayed', 'live']).optional(),
+    /**
+     * Conversation: a file of conversations to send instead of generated turns: JSONL in OpenAI's
+     * `messages` shape or ShareGPT's `conversations` shape (or a JSON array of either). Session s
+     * sends the s-th conversation with at least `turns` user turns (cycling); with a replayed
+     * history the file's own replies are the history.
+     */
+    conversations: z.string().min(1).optional(),
   })
   .superRefine((w, ctx) => {
     const issue = (field: string, message: string): void => ctx.addIssue({ code: 'custom', path: [field], message })
@@ -90,9 +106,15 @@ export const WorkloadSpec = z
       }
       return
     }
-    for (const field of ['sessions', 'turns', 'userTokens'] as const) {
+    const needed = w.conversations === undefined ? (['sessions', 'turns', 'userTokens'] as const) : (['sessions', 'turns'] as const)
+    for (const field of needed) {
       if (w[field] === undefined)
         issue(field, `a conversation needs ${field}; e.g. { kind: 'conversation', sessions: 32, turns: 4, userTokens: 128 }`)
+    }
+    if (w.conversations !== undefined) {
+      for (const field of ['userTokens', 'systemTokens', 'assistantTokens'] as const) {
+        if (w[field] !== undefined) issue(field, `conversations from a file bring their own text; remove ${field}`)
+      }
     }
     if (w.prefixCache.mode === 'shared') {
       issue('prefixCache', 'a conversation shares its systemTokens and its own history; remove prefixCache or use systemTokens')
