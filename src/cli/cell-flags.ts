@@ -7,6 +7,7 @@ import type { CellPlan } from '../runner/cell-options.ts'
 import { MAX_CLIENT_WORKERS } from '../runner/client-workers.ts'
 import { createEnvironment, type Environment } from '../runner/environment.ts'
 import type { SLO } from '../schema/load.ts'
+import { loadConversations } from '../workload/conversation-file.ts'
 import { loadDataset } from '../workload/dataset.ts'
 import { WORKLOAD_KINDS, type WorkloadSpec } from '../workload/workload-spec.ts'
 import { inRange, intFlag, type LowerBound, type parseFlags, rangeText } from './flags.ts'
@@ -62,6 +63,7 @@ export const WORKLOAD_FLAGS = {
   'no-calibrate': { type: 'boolean' },
   sessions: { type: 'string' },
   turns: { type: 'string' },
+  conversations: { type: 'string' },
   'user-tokens': { type: 'string' },
   'system-tokens': { type: 'string' },
   'assistant-tokens': { type: 'string' },
@@ -154,6 +156,7 @@ function workloadFlags(values: CellFlagValues): WorkloadSpec {
     assistantTokens: intFlag('--assistant-tokens', values['assistant-tokens'], 1, MAX_TOKENS_FLAG),
     thinkTimeMs: numberFlag('--think-time-ms', values['think-time-ms'], 0, 3_600_000),
     history: oneOf('--history', values.history, ['replayed', 'live'] as const),
+    conversations: values.conversations,
   }
 }
 
@@ -330,11 +333,19 @@ async function asUsageError<T>(flag: string, read: () => Promise<T>): Promise<T>
  * failure after an engine spent minutes loading.
  * @returns the trace's rows, for `--trace` without `--requests` (every row is replayed); null without `--trace`
  */
-export async function checkInputFiles(values: { dataset?: string | undefined; trace?: string | undefined }): Promise<number | null> {
-  const { dataset, trace } = values
+export async function checkInputFiles(values: {
+  dataset?: string | undefined
+  trace?: string | undefined
+  conversations?: string | undefined
+}): Promise<number | null> {
+  const { dataset, trace, conversations } = values
   if (dataset !== undefined) {
     await checkReadableFile('--dataset', dataset, 'a JSONL dataset')
     await asUsageError('--dataset', () => loadDataset(dataset))
+  }
+  if (conversations !== undefined) {
+    await checkReadableFile('--conversations', conversations, 'a JSONL or JSON file of conversations')
+    await asUsageError('--conversations', () => loadConversations(conversations))
   }
   if (trace === undefined) return null
   await checkReadableFile('--trace', trace, 'a JSONL trace')

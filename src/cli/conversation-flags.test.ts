@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises'
+import { readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, expect } from 'vitest'
 import { RunRecord } from '../schema/run.ts'
@@ -50,6 +50,28 @@ describe('servegate run --workload conversation', () => {
     const stray = await cli([...base, '--turns', '2'])
     expect(stray.code).toBe(2)
     expect(stray.stderr).toMatch(/workload\.turns: only a conversation takes turns/)
+    expect(simEngine.stats().requests).toBe(before)
+  })
+
+  test('--conversations FILE sends the file’s turns; a bad file exits 2 naming its line before any request', async ({
+    cli,
+    simEngine,
+    testDir,
+  }) => {
+    const file = join(import.meta.dirname, '../../fixtures/conversations/sharegpt.json')
+    const out = join(testDir, 'file.json')
+    const base = ['run', '--base-url', simEngine.url, '--model', 'm', '--workload', 'conversation', '--sessions', '2', '--turns', '3']
+    const r = await cli([...base, '--conversations', file, '--max-tokens', '4', '--out', out])
+    expect(r.stderr).toBe('')
+    const record = RunRecord.parse(JSON.parse(await readFile(out, 'utf8')))
+    expect(record.completed).toBe(6)
+    expect(record.plan.workload.dataset).toMatchObject({ path: file, rows: 2 })
+    const bad = join(testDir, 'bad.jsonl')
+    await writeFile(bad, '{"messages":[{"role":"user","content":"hi"}]}\n{"conversations":[{"from":"robot","value":"x"}]}\n')
+    const before = simEngine.stats().requests
+    const refused = await cli([...base, '--conversations', bad, '--out', join(testDir, 'never.json')])
+    expect(refused.code).toBe(2)
+    expect(refused.stderr).toMatch(/bad\.jsonl:2: `conversations\[0\]\.from` is "robot"/)
     expect(simEngine.stats().requests).toBe(before)
   })
 })

@@ -60,6 +60,7 @@ const RUN_HELP =
   --assistant-tokens A      conversation: tokens of each replayed assistant turn, default --max-tokens
   --think-time-ms MS        conversation: wait after a turn before the session's next, default 0
   --history MODE            conversation: replayed (default: both arms the same bytes) or live (the model's replies)
+  --conversations FILE      conversation: turns from OpenAI messages JSONL or ShareGPT instead of generated ones
   --dataset FILE            JSONL of prompts with reference answers (implies --workload dataset)
   --prompt-tokens P         planned prompt size in tokens (engine-counted), default 256
   --seed S                  workload seed, default 0
