@@ -6,6 +6,7 @@ import type { DeclaredCell } from '../schema/task-meta.ts'
 import { type SimServer, startSimServer } from '../sim/server.ts'
 import { boardFiles, renderBoard } from './board.ts'
 import { buildEvidence } from './build.ts'
+import { renderHtml } from './html.ts'
 
 const servers: SimServer[] = []
 afterAll(async () => {
@@ -51,4 +52,9 @@ test('the board draws each arm’s TTFT p50 by turn for a conversation', async (
       .map((s) => Number(s.trim()))
     cells.forEach((v, k) => expect(v).toBeCloseTo(p50(r, k + 1), -Math.floor(Math.log10(p50(r, k + 1))) + 2))
   }
+  // The page's cell drill-down holds the same figures, a row per arm and turn.
+  const html = renderHtml(index, md, [])
+  const turns = /<table id="turns-chat-3x3"[\s\S]*?<\/table>/.exec(html)?.[0] ?? ''
+  expect(turns.match(/<tr/g)).toHaveLength(1 + 6)
+  expect(html).toContain('<h3>TTFT by turn (a prefix cache pays from turn 2)</h3>')
 })

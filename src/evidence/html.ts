@@ -444,6 +444,24 @@ function distributionTable(c: EvidenceCell): string {
   ].join('\n')
 }
 
+/** Conversations: each arm's TTFT by turn (p50, p95, samples); empty for single-turn cells. */
+function turnTable(c: EvidenceCell): string {
+  const rows = c.arms.flatMap((a) =>
+    (a.ttftByTurn ?? []).map((t) => [
+      armLabel(c, a),
+      { text: String(t.turn), sort: t.turn },
+      percentileCell(t.ttftMs, 'p50', 'ms', false),
+      percentileCell(t.ttftMs, 'p95', 'ms', false),
+      { text: String(t.ttftMs.samples), sort: t.ttftMs.samples },
+    ]),
+  )
+  if (rows.length === 0) return ''
+  return [
+    '<h3>TTFT by turn (a prefix cache pays from turn 2)</h3>',
+    table(`turns-${slug(c.id)}`, ['arm', 'turn', 'TTFT p50', 'TTFT p95', 'samples'], rows, false),
+  ].join('\n')
+}
+
 /** The engine's log tail kept in a cell failure's message (after `log tail:`), bounded to its last 40 lines. */
 function logTail(message: string): string | null {
   const at = message.indexOf('log tail:')
@@ -514,6 +532,7 @@ function drillDown(index: EvidenceIndex, details: ReadonlyMap<string, FailureDet
       `<p class="meta">${escapeHtml(`${c.kind} · ${planText(c)} · ${c.file}`)}</p>`,
       c.reason === null ? '' : `<p>${escapeHtml(c.reason)}</p>`,
       c.arms.length === 0 ? '<p class="meta">Nothing was measured.</p>' : distributionTable(c),
+      turnTable(c),
       failureSection(c, details),
       checkList(c),
       cellGates(index, c),
