@@ -1,6 +1,6 @@
 import { PassThrough } from 'node:stream'
 import { describe, expect, test } from 'vitest'
-import { simCommand } from './sim.ts'
+import { parseSimArgs, simCommand } from './sim.ts'
 import { ServegateError } from '../errors.ts'
 
 function capture() {
@@ -38,12 +38,21 @@ describe('simCommand', () => {
     [['--host', '0.0.0.0'], /^--host: .*; the sim serves loopback only/],
     [['--fast'], /^--fast: unknown flag; run `servegate sim --help`/],
     [['--seed'], /^--seed: needs a value; pass it as --seed VALUE/],
+    [['--prefix-cache-tokens', '8'], /^--prefix-cache-tokens: holds no whole block .*\(got "8"\); use 0 \(no prefix cache\)/],
   ])('%j is a one-line CONFIG_INVALID naming the flag and the fix', async (argv, message) => {
     const { io } = capture()
     const attempt = simCommand(argv, io, AbortSignal.abort())
     await expect(attempt).rejects.toBeInstanceOf(ServegateError)
     await expect(attempt).rejects.toMatchObject({ code: 'CONFIG_INVALID', message: expect.stringMatching(message) })
     await expect(attempt).rejects.toMatchObject({ message: expect.not.stringContaining('\n') })
+  })
+
+  test('--prefix-cache-tokens and --prefix-block-tokens turn the prefix cache on', () => {
+    expect(parseSimArgs(['--prefix-cache-tokens', '65536', '--prefix-block-tokens', '32'])).toMatchObject({
+      prefixCacheTokens: 65_536,
+      prefixBlockTokens: 32,
+    })
+    expect(parseSimArgs([])).toMatchObject({ prefixCacheTokens: 0, prefixBlockTokens: 16 })
   })
 
   test('--help prints the flags and returns 0', async () => {

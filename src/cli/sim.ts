@@ -76,6 +76,13 @@ const FLAGS: readonly Flag[] = [
     help: 'Prometheus names and version endpoint of vllm (default), sglang, llama-server or trtllm',
   },
   { name: 'version', option: 'version', value: 'string', help: 'version the version endpoint reports (default servegate-sim)' },
+  {
+    name: 'prefix-cache-tokens',
+    option: 'prefixCacheTokens',
+    value: 'number',
+    help: 'prefix cache capacity, tokens: an LRU over blocks, prefill pays only uncached tokens (default 0: off)',
+  },
+  { name: 'prefix-block-tokens', option: 'prefixBlockTokens', value: 'number', help: 'tokens per prefix-cache block (default 16)' },
 ]
 
 const HELP = [

@@ -19,6 +19,8 @@ export interface Usage {
   prompt_tokens: number
   completion_tokens: number
   total_tokens: number
+  /** The prompt tokens served from the prefix cache, where reported (vLLM with `--enable-prompt-tokens-details`). */
+  prompt_tokens_details?: { cached_tokens: number }
 }
 
 /** Line ending of the SSE stream: `\n`, or `\r\n` with the `crlf` option. */

@@ -12,6 +12,7 @@ const plan = (outputTokens: number): StreamPlan => ({
   reasoningTokens: 0,
   finishReason: 'length',
   includeUsage: true,
+  reportCachedTokens: false,
   tokensPerChunk: 1,
   fault: null,
   usageLie: null,

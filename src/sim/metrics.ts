@@ -9,6 +9,12 @@ export interface SimCounters {
   promptTokens: number
   generationTokens: number
   requestsFinished: number
+  /** Prompt tokens looked up in the prefix cache (vLLM counts every prompt, with the cache off too). */
+  prefixCacheQueries: number
+  /** Of those, the tokens found cached. */
+  prefixCacheHits: number
+  /** prefixCacheHits ÷ prefixCacheQueries, 0 before any query (SGLang's gauge). */
+  prefixCacheHitRate: number
 }
 
 /** Per-request timing totals of the finished requests that produced output (the engine's own view). */
@@ -17,7 +23,7 @@ export interface SimTimings {
   count: number
   /** Arrival to first token: queueing and prefill. */
   ttftSecondsSum: number
-  /** Modelled prefill compute: prompt tokens ÷ prefill rate. */
+  /** Modelled prefill compute: prompt tokens computed (those the prefix cache did not hold) ÷ prefill rate. */
   prefillSecondsSum: number
   /** First token to the last. */
   decodeSecondsSum: number
@@ -41,6 +47,9 @@ const NAMES: Record<Exclude<MetricsDialect, 'trtllm'>, Partial<Record<keyof SimC
     promptTokens: ['vllm:prompt_tokens_total', 'counter', 'Number of prefill tokens processed.'],
     generationTokens: ['vllm:generation_tokens_total', 'counter', 'Number of generation tokens processed.'],
     requestsFinished: ['vllm:request_success_total', 'counter', 'Count of successfully processed requests.'],
+    // vLLM V1's counters (wild/metrics/vllm.prom); V0's gauge vllm:gpu_prefix_cache_hit_rate is gone from current releases.
+    prefixCacheQueries: ['vllm:prefix_cache_queries_total', 'counter', 'Prefix cache queries, in terms of number of queried tokens.'],
+    prefixCacheHits: ['vllm:prefix_cache_hits_total', 'counter', 'Prefix cache hits, in terms of number of cached tokens.'],
   },
   // SGLang 0.5.x: scheduler gauges (refreshed by the caller the way SGLang refreshes them) and
   // tokenizer counters, all labelled model_name (see ../../fixtures/reference/wild/metrics/sglang.prom).
@@ -51,6 +60,7 @@ const NAMES: Record<Exclude<MetricsDialect, 'trtllm'>, Partial<Record<keyof SimC
     promptTokens: ['sglang:prompt_tokens_total', 'counter', 'Number of prefill tokens processed.'],
     generationTokens: ['sglang:generation_tokens_total', 'counter', 'Number of generation tokens processed.'],
     requestsFinished: ['sglang:num_requests_total', 'counter', 'Number of requests processed.'],
+    prefixCacheHitRate: ['sglang:cache_hit_rate', 'gauge', 'The cache hit rate'],
   },
   // Current llama.cpp (2025–2026): no KV-usage gauge, removed in PR #13660. The requests counter
   // the sim keeps is not one llama-server exports, so it is left out.

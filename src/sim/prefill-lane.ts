@@ -1,9 +1,10 @@
 import type { EngineJob } from './scheduler.ts'
 
 /**
- * The engine's prefill lane: one job at a time, FIFO, each taking `promptTokens / prefillTokPerS`
- * seconds. The next prompt starts when the previous one was due to end, not when its timer
- * fired, so timer lateness does not accumulate.
+ * The engine's prefill lane: one job at a time, FIFO, each taking the tokens it computes (its
+ * `startPrefill()`, else its `promptTokens`) over `prefillTokPerS` seconds. The next prompt
+ * starts when the previous one was due to end, not when its timer fired, so timer lateness does
+ * not accumulate.
  * @example const lane = new PrefillLane(50_000, () => performance.now(), (job) => join(job)); lane.add(job)
  */
 export class PrefillLane {
@@ -62,7 +63,8 @@ export class PrefillLane {
     if (!job) return
     this.#prefilling = job
     const startsAt = Math.max(this.#freeAt, this.#now())
-    this.#endsAt = startsAt + (job.promptTokens / this.#prefillTokPerS) * 1000
+    const computed = job.startPrefill?.() ?? job.promptTokens
+    this.#endsAt = startsAt + (computed / this.#prefillTokPerS) * 1000
     this.#timer = setTimeout(() => this.#end(), Math.max(0, this.#endsAt - this.#now()))
   }
 

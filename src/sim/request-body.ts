@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import type { SimApi } from './chunks.ts'
-import { CHAT_GENERATION_PROMPT_TOKENS, CHAT_TOKENS_PER_MESSAGE, countChatTokens, countTokens, tokenIds } from './tokens.ts'
+import { type ChatMessageText, chatTokenIds, countChatTokens, countTokens, tokenIds } from './tokens.ts'
 
 const TextPart = z.object({ type: z.literal('text'), text: z.string() })
 // Other parts (image_url, input_audio) are accepted and cost no tokens: the sim reads no media.
@@ -44,6 +44,8 @@ export interface SimRequest {
   promptTokens: number
   /** The prompt's text (chat: every message's text, joined by newlines); what the sim "reads". */
   promptText: string
+  /** The prompt as sent: chat messages, a text, or token ids; its token ids are `promptTokenIds(request)`. */
+  prompt: readonly ChatMessageText[] | string | readonly number[]
   /** `max_tokens` (or `max_completion_tokens`); null when unset. */
   maxTokens: number | null
   minTokens: number
@@ -54,12 +56,23 @@ export interface SimRequest {
 /** A parse result: the request, or the 400 message naming the field. */
 export type ParsedRequest = { ok: true; request: SimRequest } | { ok: false; message: string }
 
-function messageTexts(messages: Array<z.infer<typeof Message>>): string[] {
-  return messages.map(({ content }) =>
-    typeof content === 'string'
-      ? content
-      : (content ?? []).map((part) => ('text' in part && typeof part.text === 'string' ? part.text : '')).join(' '),
-  )
+function messageTexts(messages: Array<z.infer<typeof Message>>): ChatMessageText[] {
+  return messages.map(({ role, content }) => ({
+    role,
+    text:
+      typeof content === 'string'
+        ? content
+        : (content ?? []).map((part) => ('text' in part && typeof part.text === 'string' ? part.text : '')).join(' '),
+  }))
+}
+
+/** The token ids of a request's prompt as the sim sees it (chat: after its chat template); as many as `promptTokens`. */
+export function promptTokenIds(request: Pick<SimRequest, 'prompt'>): readonly number[] {
+  const { prompt } = request
+  if (typeof prompt === 'string') return tokenIds(prompt)
+  // Chat requests hold at least one message; an empty list is a completion prompt of no tokens.
+  if (prompt.length === 0 || typeof prompt[0] === 'number') return prompt as readonly number[]
+  return chatTokenIds(prompt as readonly ChatMessageText[])
 }
 
 function invalid(error: z.ZodError): { ok: false; message: string } {
@@ -87,15 +100,19 @@ export function parseCompletionRequest(api: SimApi, body: unknown): ParsedReques
     if (!parsed.success) return invalid(parsed.error)
     const b = parsed.data
     const maxTokens = b.max_completion_tokens ?? b.max_tokens ?? null
-    const texts = messageTexts(b.messages)
-    return { ok: true, request: { api, promptTokens: countChatTokens(texts), promptText: texts.join('\n'), maxTokens, ...rest(b) } }
+    const messages = messageTexts(b.messages)
+    const texts = messages.map((m) => m.text)
+    return {
+      ok: true,
+      request: { api, promptTokens: countChatTokens(texts), promptText: texts.join('\n'), prompt: messages, maxTokens, ...rest(b) },
+    }
   }
   const parsed = CompletionBody.safeParse(body)
   if (!parsed.success) return invalid(parsed.error)
   const b = parsed.data
   const promptTokens = typeof b.prompt === 'string' ? countTokens(b.prompt) : b.prompt.length
   const promptText = typeof b.prompt === 'string' ? b.prompt : ''
-  return { ok: true, request: { api, promptTokens, promptText, maxTokens: b.max_tokens ?? null, ...rest(b) } }
+  return { ok: true, request: { api, promptTokens, promptText, prompt: b.prompt, maxTokens: b.max_tokens ?? null, ...rest(b) } }
 }
 
 const TokenizeBody = z.union([
@@ -105,16 +122,13 @@ const TokenizeBody = z.union([
 
 /**
  * Parses a vLLM-style `/tokenize` body into the sim's token ids: `prompt` is tokenized as is;
- * `messages` through the chat template (template tokens get id 0), so its count equals the
- * prompt_tokens a chat completion of those messages reports.
+ * `messages` through the chat template (`chatTokenIds`), so its count equals the prompt_tokens a
+ * chat completion of those messages reports.
  */
 export function parseTokenizeRequest(body: unknown): { ok: true; model: string | null; tokens: number[] } | { ok: false; message: string } {
   const parsed = TokenizeBody.safeParse(body)
   if (!parsed.success) return invalid(parsed.error)
   const b = parsed.data
   if ('prompt' in b) return { ok: true, model: b.model ?? null, tokens: tokenIds(b.prompt) }
-  const tokens: number[] = []
-  for (const text of messageTexts(b.messages)) tokens.push(...new Array<number>(CHAT_TOKENS_PER_MESSAGE).fill(0), ...tokenIds(text))
-  tokens.push(...new Array<number>(CHAT_GENERATION_PROMPT_TOKENS).fill(0))
-  return { ok: true, model: b.model ?? null, tokens }
+  return { ok: true, model: b.model ?? null, tokens: chatTokenIds(messageTexts(b.messages)) }
 }

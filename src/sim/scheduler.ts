@@ -4,10 +4,15 @@ import type { ResolvedSimOptions } from './sim-options.ts'
 
 /** One request as the engine sees it: a prompt to prefill, then one `step` per generated token. */
 export interface EngineJob {
-  /** Prompt size, tokens; sets the prefill time. */
+  /** Prompt size, tokens; sets the prefill time unless `startPrefill` says fewer are computed. */
   readonly promptTokens: number
   /** KV tokens the job reserves while admitted: its prompt plus the output it will generate. */
   readonly reservedTokens: number
+  /**
+   * Called as the job's prefill starts: the prompt tokens to compute (those the prefix cache does
+   * not hold). Without it, the whole prompt is computed.
+   */
+  startPrefill?(): number
   /**
    * Called once when the job's prefill ends (its first token), then once per decode step it is
    * in the batch. Returns false to leave the batch (finished, failed or stalled).

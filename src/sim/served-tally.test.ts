@@ -8,6 +8,7 @@ const ended = (over: Partial<EndedCompletion> = {}): EndedCompletion => ({
   complete: true,
   faulted: false,
   promptTokens: 100,
+  cachedTokens: 0,
   openedAt: 1000,
   firstTokenAt: 1200,
   endedAt: 1600,
@@ -44,13 +45,16 @@ describe('ServedTally', () => {
     tally.opened(20, 2)
     tally.opened(30, 1)
     expect(tally.stats(0, engine).maxActive).toBe(2)
-    expect(tally.counters({ running: 1, waiting: 0, kvUsage: 0.5 })).toEqual({
+    expect(tally.counters({ running: 1, waiting: 0, kvUsage: 0.5 }, { queriedTokens: 60, hitTokens: 15 })).toEqual({
       running: 1,
       waiting: 0,
       kvUsage: 0.5,
       promptTokens: 60,
       generationTokens: 0,
       requestsFinished: 0,
+      prefixCacheQueries: 60,
+      prefixCacheHits: 15,
+      prefixCacheHitRate: 0.25,
     })
   })
 
@@ -61,11 +65,22 @@ describe('ServedTally', () => {
     tally.ended(ended({ complete: false }))
     tally.ended(ended({ emittedTokens: 0, firstTokenAt: null, complete: false }))
     expect(tally.stats(0, engine).cleanCompletions).toBe(1)
-    expect(tally.counters({ running: 0, waiting: 0, kvUsage: 0 })).toMatchObject({ generationTokens: 12, requestsFinished: 4 })
+    const noCache = { queriedTokens: 0, hitTokens: 0 }
+    expect(tally.counters({ running: 0, waiting: 0, kvUsage: 0 }, noCache)).toMatchObject({
+      generationTokens: 12,
+      requestsFinished: 4,
+      prefixCacheHitRate: 0,
+    })
     // Three with output: 0.2 s to the first token, 0.1 s modelled prefill (100 tokens at 1000/s), 0.4 s decode, each.
     expect(tally.timings.count).toBe(3)
     expect(tally.timings.ttftSecondsSum).toBeCloseTo(0.6, 12)
     expect(tally.timings.prefillSecondsSum).toBeCloseTo(0.3, 12)
     expect(tally.timings.decodeSecondsSum).toBeCloseTo(1.2, 12)
+  })
+
+  test('the modelled prefill time counts only the prompt tokens the prefix cache did not hold', () => {
+    const tally = new ServedTally(1000)
+    tally.ended(ended({ cachedTokens: 80 }))
+    expect(tally.timings.prefillSecondsSum).toBeCloseTo(0.02, 12)
   })
 })

@@ -1,4 +1,5 @@
 import type { SimCounters, SimTimings } from './metrics.ts'
+import type { PrefixCacheCounters } from './prefix-cache.ts'
 import type { SimEngine } from './scheduler.ts'
 import { FAULT_KINDS, type FaultKind } from './sim-options.ts'
 
@@ -35,6 +36,8 @@ export interface EndedCompletion {
   /** A fault was planned for it. */
   faulted: boolean
   promptTokens: number
+  /** Of its prompt tokens, those the prefix cache held (not computed by its prefill). */
+  cachedTokens: number
   /** When it was accepted, `performance.now()` ms. */
   openedAt: number
   /** When its prefill ended (its first token); null when it never did. */
@@ -107,12 +110,12 @@ export class ServedTally {
     if (c.emittedTokens === 0 || c.firstTokenAt === null) return
     this.#timings.count++
     this.#timings.ttftSecondsSum += (c.firstTokenAt - c.openedAt) / 1000
-    this.#timings.prefillSecondsSum += c.promptTokens / this.#prefillTokPerS
+    this.#timings.prefillSecondsSum += (c.promptTokens - c.cachedTokens) / this.#prefillTokPerS
     this.#timings.decodeSecondsSum += (c.endedAt - c.firstTokenAt) / 1000
   }
 
-  /** The counters `/metrics` renders, with the gauges read now. */
-  counters(gauges: Pick<SimCounters, 'running' | 'waiting' | 'kvUsage'>): SimCounters {
+  /** The counters `/metrics` renders, with the gauges read now and the prefix cache's counters. */
+  counters(gauges: Pick<SimCounters, 'running' | 'waiting' | 'kvUsage'>, cache: PrefixCacheCounters): SimCounters {
     const { running, waiting, kvUsage } = gauges
     return {
       running,
@@ -121,6 +124,9 @@ export class ServedTally {
       promptTokens: this.#promptTokens,
       generationTokens: this.#generationTokens,
       requestsFinished: this.#requestsFinished,
+      prefixCacheQueries: cache.queriedTokens,
+      prefixCacheHits: cache.hitTokens,
+      prefixCacheHitRate: cache.queriedTokens === 0 ? 0 : cache.hitTokens / cache.queriedTokens,
     }
   }
 

@@ -1,9 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { answerCacheEndpoint } from './cache-reset.ts'
 import { errorBody, type SimApi } from './chunks.ts'
 import { CompletionJob } from './completion-job.ts'
 import { createFaultPlan, type FaultPlan } from './faults.ts'
 import { metricsRoute, renderMetrics, versionRoutes } from './metrics.ts'
-import { parseCompletionRequest, parseTokenizeRequest, type SimRequest } from './request-body.ts'
+import { CachedPrompt, PrefixCache } from './prefix-cache.ts'
+import { parseCompletionRequest, parseTokenizeRequest, promptTokenIds, type SimRequest } from './request-body.ts'
 import { SimEngine } from './scheduler.ts'
 import { ServedTally, type SimStats } from './served-tally.ts'
 import { SimGauges } from './sim-gauges.ts'
@@ -40,6 +42,7 @@ export class SimHandler {
   readonly #gauges: SimGauges
   readonly #engine: SimEngine
   readonly #faultPlan: FaultPlan
+  readonly #cache: PrefixCache
   readonly #jobs = new Set<CompletionJob>()
   readonly #startedS = Math.floor(Date.now() / 1000)
   #closed = false
@@ -55,6 +58,7 @@ export class SimHandler {
     this.#gauges = new SimGauges(opts, source)
     this.#engine = new SimEngine(opts, undefined, this.#gauges.hooks)
     this.#faultPlan = createFaultPlan(opts)
+    this.#cache = new PrefixCache(opts.prefixCacheTokens, opts.prefixBlockTokens)
   }
 
   /** The server accepted a TCP connection. */
@@ -83,7 +87,9 @@ export class SimHandler {
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     req.socket.setNoDelay(true)
-    const path = new URL(req.url ?? '/', 'http://sim.invalid').pathname
+    const url = new URL(req.url ?? '/', 'http://sim.invalid')
+    const path = url.pathname
+    if (this.#cacheEndpoint(req, res, path, url.searchParams)) return
     const route = ROUTES[path]
     if (!route) {
       return sendError(res, 404, `no route ${req.method ?? ''} ${path}; the sim serves ${Object.keys(ROUTES).join(', ')}`)
@@ -101,13 +107,25 @@ export class SimHandler {
     this.#complete(req, res, route.api, body.value)
   }
 
+  /** Answers the dialect's prefix-cache endpoints (see `answerCacheEndpoint`); false for any other path. */
+  #cacheEndpoint(req: IncomingMessage, res: ServerResponse, path: string, query: URLSearchParams): boolean {
+    const { dialect, maxBatch, maxModelLen, cacheReset } = this.#opts
+    const state = { cache: this.#cache, busy: this.#jobs.size > 0, slots: maxBatch ?? 1, cacheReset, slotContextTokens: maxModelLen }
+    const reply = answerCacheEndpoint(dialect, req.method ?? '', path, query, state)
+    if (reply === null) return false
+    // Their bodies, if any, are not read; drain them so the connection can be reused.
+    req.resume()
+    res.writeHead(reply.status, { 'content-type': reply.contentType, 'content-length': Buffer.byteLength(reply.body) }).end(reply.body)
+    return true
+  }
+
   #metrics(res: ServerResponse, path: string): void {
     const { dialect } = this.#opts
     // TensorRT-LLM mounts /prometheus/metrics only with return_perf_metrics; its /metrics is JSON iteration stats.
     if (path !== metricsRoute(dialect) || (dialect === 'trtllm' && !this.#opts.perfMetrics)) {
       return dialect === 'trtllm' && path === '/metrics' ? sendJson(res, 200, '[]') : sendError(res, 404, 'Not Found')
     }
-    const counters = this.#tally.counters(this.#gauges.read())
+    const counters = this.#tally.counters(this.#gauges.read(), this.#cache.counters())
     const shape = { version: this.#opts.version, iterationStats: this.#opts.iterationStats }
     res
       .writeHead(200, { 'content-type': 'text/plain; version=0.0.4' })
@@ -156,10 +174,17 @@ export class SimHandler {
     if (fault === 'http429') {
       return sendError(res, 429, `simulated fault http429 on request ${index}; retry later`, null, { 'retry-after': '2' })
     }
-    const job = new CompletionJob(res, streamPlan(this.#opts, request, index, fault), fault !== null, (ended) => {
-      this.#jobs.delete(job)
-      this.#tally.ended(ended)
-    })
+    const prompt = this.#cache.enabled ? new CachedPrompt(this.#cache, () => promptTokenIds(request)) : null
+    const job = new CompletionJob(
+      res,
+      streamPlan(this.#opts, request, index, fault),
+      fault !== null,
+      (ended) => {
+        this.#jobs.delete(job)
+        this.#tally.ended(ended)
+      },
+      prompt,
+    )
     this.#jobs.add(job)
     this.#tally.opened(request.promptTokens, this.#jobs.size)
     res.on('close', () => {

@@ -51,82 +51,109 @@ type FaultSpec = z.infer<typeof FaultSpec>
  * Options of the simulated engine. Defaults are filled here; the server takes the resolved type.
  * @example startSimServer({ decodeTokPerS: 200, tokensPerChunk: 2, faults: [{ kind: 'drop', requests: [3] }] })
  */
-export const SimOptions = z.strictObject({
-  /** Loopback host to bind: `127.0.0.1`, `::1` or `localhost`. @default '127.0.0.1' */
-  host: z.enum(LOOPBACK_HOSTS).default('127.0.0.1'),
-  /** TCP port; 0 picks a free one (read it back from `SimServer.port`). @default 0 */
-  port: z.int().min(0).max(65535).default(0),
-  /** The one model id served; a request naming another model gets a 404. @default 'sim-model' */
-  model: z.string().min(1).default('sim-model'),
-  /** Speed of the single FIFO prefill lane, prompt tokens/s. @default 20000 */
-  prefillTokPerS: z.number().positive().default(20_000),
-  /** Decode speed of one stream alone, tokens/s (one engine step per token). @default 50 */
-  decodeTokPerS: z.number().positive().default(50),
-  /**
-   * Step slowdown per extra stream in the decode batch: a step takes
-   * `1000 / decodeTokPerS * (1 + batchSlowdown * (running - 1))` ms. @default 0.1
-   */
-  batchSlowdown: z.number().nonnegative().default(0.1),
-  /**
-   * Most requests admitted at once (prefilling or decoding), as vLLM's `--max-num-seqs` or
-   * llama-server's slots; more wait in a FIFO queue and are admitted at step boundaries.
-   * Null: unbounded (and no queue). @default null
-   */
-  maxBatch: z.int().positive().nullable().default(null),
-  /**
-   * KV budget, tokens: an admitted request reserves its prompt plus output tokens until it ends;
-   * one that does not fit waits, one that could never fit gets a 400. Null: unbounded. @default null
-   */
-  kvBudgetTokens: z.int().positive().nullable().default(null),
-  /** Tokens per streamed chunk (the last chunk may hold fewer). @default 1 */
-  tokensPerChunk: z.int().positive().default(1),
-  /** Leading output tokens sent as `delta.reasoning_content` (chat API only). @default 0 */
-  reasoningTokens: z.int().nonnegative().default(0),
-  /**
-   * Natural output length in tokens (where the sim "emits EOS"); `max_tokens` still bounds it.
-   * Null: generate until `max_tokens`. @default null
-   */
-  outputTokens: z.int().positive().nullable().default(null),
-  /**
-   * Context window in tokens: prompt + `max_tokens` beyond it gets a 400 (as vLLM does), and a
-   * request without `max_tokens` may generate up to `maxModelLen - prompt_tokens`. @default 32768
-   */
-  maxModelLen: z.int().positive().default(32_768),
-  /** Faults by request index. @default [] */
-  faults: z.array(FaultSpec).default(() => []),
-  /** Probability (0..1) that a request draws a fault from `faultKinds`. @default 0 */
-  faultRate: z.number().min(0).max(1).default(0),
-  /** Kinds used round-robin when `faultRate` hits. @default all of FAULT_KINDS */
-  faultKinds: z
-    .array(FaultKind)
-    .min(1)
-    .default(() => [...FAULT_KINDS]),
-  /** Seed of the fault draws and of the output words of requests that send no `seed`. @default 0 */
-  seed: z.int().default(0),
-  /** Send `: keep-alive` SSE comments after this many ms without a write; null: never. @default null */
-  keepaliveMs: z.int().positive().nullable().default(null),
-  /** End SSE lines with `\r\n` instead of `\n`. @default false */
-  crlf: z.boolean().default(false),
-  /** Answer `POST /tokenize` with 404, as engines without a tokenizer endpoint do. @default false */
-  noTokenize: z.boolean().default(false),
-  /** Ignore `ignore_eos` and `min_tokens`, as an engine that drops unknown fields does. @default false */
-  ignoreOutputKnobs: z.boolean().default(false),
-  /**
-   * Whose Prometheus names the metrics endpoint uses (`/metrics`; TensorRT-LLM's
-   * `/prometheus/metrics`) and which version endpoint answers. SGLang's running and waiting gauges
-   * are refreshed as SGLang refreshes them: at each prefill and every `decodeLogInterval` decode
-   * steps. @default 'vllm'
-   */
-  dialect: z.enum(['vllm', 'sglang', 'llama-server', 'trtllm']).default('vllm'),
-  /** The version the version endpoint reports; for `trtllm`, below 1.3 gives its unprefixed metric names. @default 'servegate-sim' */
-  version: z.string().min(1).default('servegate-sim'),
-  /** TensorRT-LLM `return_perf_metrics`: without it `/prometheus/metrics` is not mounted (404). @default true */
-  perfMetrics: z.boolean().default(true),
-  /** TensorRT-LLM `enable_iter_perf_stats`: its running, waiting and KV gauges. @default true */
-  iterationStats: z.boolean().default(true),
-  /** SGLang `--decode-log-interval`: decode steps between refreshes of its gauges. @default 40 */
-  decodeLogInterval: z.int().positive().default(40),
-})
+export const SimOptions = z
+  .strictObject({
+    /** Loopback host to bind: `127.0.0.1`, `::1` or `localhost`. @default '127.0.0.1' */
+    host: z.enum(LOOPBACK_HOSTS).default('127.0.0.1'),
+    /** TCP port; 0 picks a free one (read it back from `SimServer.port`). @default 0 */
+    port: z.int().min(0).max(65535).default(0),
+    /** The one model id served; a request naming another model gets a 404. @default 'sim-model' */
+    model: z.string().min(1).default('sim-model'),
+    /** Speed of the single FIFO prefill lane, prompt tokens/s. @default 20000 */
+    prefillTokPerS: z.number().positive().default(20_000),
+    /** Decode speed of one stream alone, tokens/s (one engine step per token). @default 50 */
+    decodeTokPerS: z.number().positive().default(50),
+    /**
+     * Step slowdown per extra stream in the decode batch: a step takes
+     * `1000 / decodeTokPerS * (1 + batchSlowdown * (running - 1))` ms. @default 0.1
+     */
+    batchSlowdown: z.number().nonnegative().default(0.1),
+    /**
+     * Most requests admitted at once (prefilling or decoding), as vLLM's `--max-num-seqs` or
+     * llama-server's slots; more wait in a FIFO queue and are admitted at step boundaries.
+     * Null: unbounded (and no queue). @default null
+     */
+    maxBatch: z.int().positive().nullable().default(null),
+    /**
+     * KV budget, tokens: an admitted request reserves its prompt plus output tokens until it ends;
+     * one that does not fit waits, one that could never fit gets a 400. Null: unbounded. @default null
+     */
+    kvBudgetTokens: z.int().positive().nullable().default(null),
+    /** Tokens per streamed chunk (the last chunk may hold fewer). @default 1 */
+    tokensPerChunk: z.int().positive().default(1),
+    /** Leading output tokens sent as `delta.reasoning_content` (chat API only). @default 0 */
+    reasoningTokens: z.int().nonnegative().default(0),
+    /**
+     * Natural output length in tokens (where the sim "emits EOS"); `max_tokens` still bounds it.
+     * Null: generate until `max_tokens`. @default null
+     */
+    outputTokens: z.int().positive().nullable().default(null),
+    /**
+     * Context window in tokens: prompt + `max_tokens` beyond it gets a 400 (as vLLM does), and a
+     * request without `max_tokens` may generate up to `maxModelLen - prompt_tokens`. @default 32768
+     */
+    maxModelLen: z.int().positive().default(32_768),
+    /** Faults by request index. @default [] */
+    faults: z.array(FaultSpec).default(() => []),
+    /** Probability (0..1) that a request draws a fault from `faultKinds`. @default 0 */
+    faultRate: z.number().min(0).max(1).default(0),
+    /** Kinds used round-robin when `faultRate` hits. @default all of FAULT_KINDS */
+    faultKinds: z
+      .array(FaultKind)
+      .min(1)
+      .default(() => [...FAULT_KINDS]),
+    /** Seed of the fault draws and of the output words of requests that send no `seed`. @default 0 */
+    seed: z.int().default(0),
+    /** Send `: keep-alive` SSE comments after this many ms without a write; null: never. @default null */
+    keepaliveMs: z.int().positive().nullable().default(null),
+    /** End SSE lines with `\r\n` instead of `\n`. @default false */
+    crlf: z.boolean().default(false),
+    /** Answer `POST /tokenize` with 404, as engines without a tokenizer endpoint do. @default false */
+    noTokenize: z.boolean().default(false),
+    /** Ignore `ignore_eos` and `min_tokens`, as an engine that drops unknown fields does. @default false */
+    ignoreOutputKnobs: z.boolean().default(false),
+    /**
+     * Whose Prometheus names the metrics endpoint uses (`/metrics`; TensorRT-LLM's
+     * `/prometheus/metrics`) and which version endpoint answers. SGLang's running and waiting gauges
+     * are refreshed as SGLang refreshes them: at each prefill and every `decodeLogInterval` decode
+     * steps. @default 'vllm'
+     */
+    dialect: z.enum(['vllm', 'sglang', 'llama-server', 'trtllm']).default('vllm'),
+    /** The version the version endpoint reports; for `trtllm`, below 1.3 gives its unprefixed metric names. @default 'servegate-sim' */
+    version: z.string().min(1).default('servegate-sim'),
+    /** TensorRT-LLM `return_perf_metrics`: without it `/prometheus/metrics` is not mounted (404). @default true */
+    perfMetrics: z.boolean().default(true),
+    /** TensorRT-LLM `enable_iter_perf_stats`: its running, waiting and KV gauges. @default true */
+    iterationStats: z.boolean().default(true),
+    /** SGLang `--decode-log-interval`: decode steps between refreshes of its gauges. @default 40 */
+    decodeLogInterval: z.int().positive().default(40),
+    /**
+     * Prefix cache capacity, tokens: an LRU over blocks of `prefixBlockTokens` prompt tokens, keyed
+     * by the hash chain of the prompt's blocks (block i's key covers blocks 0..i, as vLLM's automatic
+     * prefix caching keys them) over the prompt as the sim sees it (chat: after its chat template).
+     * A request's prefill then costs only the tokens past its cached blocks. 0: no cache. @default 0
+     */
+    prefixCacheTokens: z.int().nonnegative().default(0),
+    /** Tokens per prefix-cache block; only whole blocks are cached (vLLM's default block size). @default 16 */
+    prefixBlockTokens: z.int().positive().default(16),
+    /**
+     * With the prefix cache on, report each request's cached prompt tokens as
+     * `usage.prompt_tokens_details.cached_tokens` (0 included); false reports nothing, as vLLM without
+     * `--enable-prompt-tokens-details` or SGLang without `--enable-cache-report`. @default true
+     */
+    reportCachedTokens: z.boolean().default(true),
+    /**
+     * Whether the dialect's prefix-cache reset answers: vLLM's `POST /reset_prefix_cache` and
+     * llama-server's `POST /slots/{id}?action=erase`. False answers as the real engines do without
+     * `VLLM_SERVER_DEV_MODE=1` (404) or `--slot-save-path` (501); SGLang's `/flush_cache` always
+     * answers. @default true
+     */
+    cacheReset: z.boolean().default(true),
+  })
+  .refine((o) => o.prefixCacheTokens === 0 || o.prefixCacheTokens >= o.prefixBlockTokens, {
+    message: 'holds no whole block of prefixBlockTokens',
+    path: ['prefixCacheTokens'],
+  })
 /** Options as callers write them: every field optional. */
 export type SimOptions = z.input<typeof SimOptions>
 /** Options with every default filled; what the server and engine take. */
@@ -161,6 +188,10 @@ const SIM_OPTION_FIXES: Readonly<Record<SimOptionName, string>> = {
   iterationStats: 'use true or false',
   decodeLogInterval: 'use an integer >= 1 (decode steps), e.g. 40',
   ignoreOutputKnobs: 'use true or false',
+  prefixCacheTokens: 'use 0 (no prefix cache) or an integer >= prefixBlockTokens (tokens the cache holds), e.g. 65536',
+  prefixBlockTokens: 'use an integer >= 1 (tokens per cached block), e.g. 16',
+  reportCachedTokens: 'use true or false',
+  cacheReset: 'use true or false',
 }
 
 /**

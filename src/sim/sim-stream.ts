@@ -24,6 +24,8 @@ export interface StreamPlan {
   reasoningTokens: number
   finishReason: 'stop' | 'length'
   includeUsage: boolean
+  /** Report the prompt tokens the prefix cache held as `usage.prompt_tokens_details.cached_tokens`. */
+  reportCachedTokens: boolean
   tokensPerChunk: number
   /** Only the faults that act inside a stream. */
   fault: Extract<FaultKind, 'drop' | 'malformed' | 'stall'> | null
@@ -72,6 +74,7 @@ export class SimStream implements EngineJob {
   #faultAt: number
   #keepalive: NodeJS.Timeout | null = null
   #ended = false
+  #cachedTokens: number | null = null
 
   constructor(res: ServerResponse, plan: StreamPlan, onEnd: (emittedTokens: number, complete: boolean) => void) {
     this.promptTokens = plan.promptTokens
@@ -104,6 +107,11 @@ export class SimStream implements EngineJob {
     if (this.#emitted < n) return true
     this.#finish()
     return false
+  }
+
+  /** Its prefill found `tokens` of its prompt in the prefix cache (what its usage reports, when it reports it). */
+  prefixCached(tokens: number): void {
+    this.#cachedTokens = tokens
   }
 
   /** Stops everything after the client or the server closed the connection (`complete`: after `[DONE]` was written). */
@@ -173,10 +181,12 @@ export class SimStream implements EngineJob {
     this.#flush(finishReason)
     if (includeUsage) {
       const completion = reportedCompletion(this.#emitted, this.#plan.usageLie)
+      const cached = this.#plan.reportCachedTokens ? this.#cachedTokens : null
       const usage = {
         prompt_tokens: promptTokens,
         completion_tokens: completion,
         total_tokens: promptTokens + completion,
+        ...(cached === null ? {} : { prompt_tokens_details: { cached_tokens: cached } }),
       }
       this.#write(dataEvent(usageChunk(header, usage), eol))
     }

@@ -31,6 +31,7 @@ export function streamPlan(opts: ResolvedSimOptions, request: SimRequest, index:
     reasoningTokens: api === 'chat' ? Math.min(opts.reasoningTokens, outputTokens) : 0,
     finishReason: !empty && length.atLimit ? 'length' : 'stop',
     includeUsage: request.includeUsage,
+    reportCachedTokens: opts.reportCachedTokens && opts.prefixCacheTokens > 0,
     tokensPerChunk: opts.tokensPerChunk,
     fault: fault === 'drop' || fault === 'malformed' || fault === 'stall' ? fault : null,
     usageLie: fault === 'usage-negative' || fault === 'usage-huge' || fault === 'usage-inflated' ? fault : null,

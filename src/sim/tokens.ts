@@ -65,8 +65,31 @@ export function countTokens(text: string): number {
 }
 
 /** Chat template cost per message (role markers) and for the generation prompt, in sim tokens. */
-export const CHAT_TOKENS_PER_MESSAGE = 4
-export const CHAT_GENERATION_PROMPT_TOKENS = 3
+const CHAT_TOKENS_PER_MESSAGE = 4
+const CHAT_GENERATION_PROMPT_TOKENS = 3
+
+/** Ids of the chat template's own tokens, past the 50k ids of text pieces. */
+const TEMPLATE_START = 50_000
+const TEMPLATE_END = 50_001
+const TEMPLATE_NEWLINE = 50_002
+const ROLE_IDS_FROM = 50_003
+
+/** One message of a chat request as the sim reads it: its role and its text. */
+export interface ChatMessageText {
+  role: string
+  text: string
+}
+
+/** A stable 32-bit FNV-1a hash of a string. */
+function fnv1a(text: string): number {
+  let h = 0x811c9dc5
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193)
+  return h >>> 0
+}
+
+function roleId(role: string): number {
+  return ROLE_IDS_FROM + (fnv1a(role) % 1000)
+}
 
 /** Prompt tokens of a chat request after the sim's chat template: what `usage.prompt_tokens` says. */
 export function countChatTokens(contents: readonly string[]): number {
@@ -79,11 +102,25 @@ export function countChatTokens(contents: readonly string[]): number {
  * Token ids for `/tokenize`: a stable 32-bit FNV-1a hash of each piece, bounded to a 50k vocabulary.
  */
 export function tokenIds(text: string): number[] {
-  return tokenPieces(text).map((piece) => {
-    let h = 0x811c9dc5
-    for (let i = 0; i < piece.length; i++) h = Math.imul(h ^ piece.charCodeAt(i), 0x01000193)
-    return (h >>> 0) % 50_000
-  })
+  return tokenPieces(text).map((piece) => fnv1a(piece) % 50_000)
+}
+
+/**
+ * Token ids of a chat request after the sim's chat template: each message is `<start> role <nl>`,
+ * its text, `<end>`; the generation prompt `<start> assistant <nl>` closes it. As with real
+ * templates, a conversation's next request begins with its previous request's prompt (the
+ * generation prompt opens the assistant message that follows), so a prefix cache can serve it.
+ * Its length is what `countChatTokens` counts.
+ */
+export function chatTokenIds(messages: readonly ChatMessageText[]): number[] {
+  const ids: number[] = []
+  for (const { role, text } of messages) {
+    ids.push(TEMPLATE_START, roleId(role), TEMPLATE_NEWLINE)
+    for (const id of tokenIds(text)) ids.push(id)
+    ids.push(TEMPLATE_END)
+  }
+  ids.push(TEMPLATE_START, roleId('assistant'), TEMPLATE_NEWLINE)
+  return ids
 }
 
 /**
