@@ -79,6 +79,8 @@ export interface CellRunOptions {
   warmup?: number
   /** The server's CPU: the cell's process (every thread it starts) runs on the others. Null: unpinned. */
   serverCpu?: number | null
+  /** A conversation cell instead: `sessions` sessions of `turns` turns (its requests are their product). */
+  conversation?: { sessions: number; turns: number }
 }
 
 /** Runs one cell in a fresh process (needs `dist/`: `node scripts/build.ts`). */
@@ -110,6 +112,7 @@ async function execCellRun(o: CellRunOptions, extra: string[]): Promise<string> 
     ...(o.spill === true ? ['--spill'] : []),
     ...(o.gaps === true ? ['--gaps'] : []),
     ...['--warmup', String(o.warmup ?? 0)],
+    ...(o.conversation === undefined ? [] : ['--sessions', String(o.conversation.sessions), '--turns', String(o.conversation.turns)]),
     ...extra,
   ]
   // Pinned from its start, so the worker threads it starts inherit the CPUs the server leaves.
@@ -457,9 +460,61 @@ export function nextBisectionRung(runs: readonly PacedRun[], workers: number): n
   return own.some((r) => r.concurrency === mid) ? null : mid
 }
 
+/** One rung of the conversation comparison: the cell's figures and the paced server's lateness over it. */
+export interface ConversationRungRun {
+  label: string
+  run: CellRunResult
+  server: ServerSchedule
+}
+
+/** Sessions and turns of the conversation rung; the single-turn rung beside it sends as many requests at the same concurrency. */
+export const CONVERSATION_RUNG = { sessions: 256, turns: 4 } as const
+
+/**
+ * The conversation rung beside a single-turn one: C = 256 streams either way, against the paced
+ * server, each a fresh process; what the client's ITL error and peak RSS become when every
+ * request carries its session's history (turn k holds k − 1 earlier turns and replies).
+ */
+export async function measureConversation(quick: boolean, cpu: number | null, log: (line: string) => void): Promise<ConversationRungRun[]> {
+  const server = await startServerProcess('paced', ['--interval-ms', String(LADDER_INTERVAL_MS)], { cpu })
+  const { sessions, turns } = CONVERSATION_RUNG
+  const chunks = quick ? 20 : 100
+  try {
+    const out: ConversationRungRun[] = []
+    const rungs = [
+      { label: `single turn, C = ${sessions} × ${turns} rounds`, conversation: undefined },
+      { label: `conversation, ${sessions} sessions × ${turns} turns`, conversation: { sessions, turns } },
+    ]
+    for (const rung of rungs) {
+      await serverSchedule(server.origin)
+      const run = await runCellProcess({
+        origin: server.origin,
+        serverCpu: cpu,
+        concurrency: sessions,
+        requests: sessions * turns,
+        tokens: chunks,
+        workers: 0,
+        intervalMs: LADDER_INTERVAL_MS,
+        ...(rung.conversation === undefined ? {} : { conversation: rung.conversation }),
+      })
+      const late = await serverSchedule(server.origin)
+      log(
+        `  ${rung.label}: delivered ${(run.deliveredShare * 100).toFixed(1)}%, ITL error p99 ${run.itlErrorMs?.p99?.toFixed(3)} ms, ` +
+          `peak RSS ${run.peakRssMB.toFixed(0)} MB, server late p99 ${late.lateP99Ms?.toFixed(3)} ms`,
+      )
+      out.push({ label: rung.label, run, server: late })
+    }
+    return out
+  } finally {
+    await server.close()
+  }
+}
+
 /** The cell-path parts of a bench:client report. */
 export interface CellBenchReport {
   memory: { peaks: MemoryFigure[]; retained: RetainedFigure } | null
+  /** The conversation rung beside the single-turn one; null where not run. */
+  conversation?: ConversationRungRun[] | null
   precision: PrecisionReport | null
   ladder: PacedRun[] | null
   /** The ladder's server: as many paced processes as these CPUs, pinned to them (empty: one process, unpinned). */
@@ -606,6 +661,20 @@ export function renderCellBench(r: CellBenchReport): string {
       `Retained per finished request (C = ${k.concurrency} × ${k.tokens} tokens; in one process after a warm-up cell, the heap after GC grown by ${k.requests[1]} more finished requests beside ${k.requests[0]}): ` +
         `${spilled === null ? '–' : spilled < 0 ? `0 B (the heap shrank by ${(-spilled).toFixed(0)} B a request: noise)` : `${spilled.toFixed(0)} B`} spilled to disk (target ≤ ${RETAINED_TARGET_BYTES} B: ${mark(spilled !== null && spilled <= RETAINED_TARGET_BYTES)}), ` +
         `${k.inMemoryBytesPerRequest?.toFixed(0) ?? '–'} B with the records in memory (a vitest cell: each keeps its ITL array).`,
+      '',
+    )
+  }
+  if (r.conversation !== undefined && r.conversation !== null) {
+    out.push(
+      `## Conversations beside single turns (C = ${CONVERSATION_RUNG.sessions}, ${LADDER_INTERVAL_MS} ms a chunk, a fresh process each)`,
+      '',
+      '| rung | delivered | ITL error p50 | ITL error p99 | peak RSS | server late p99 |',
+      '|---|--:|--:|--:|--:|--:|',
+      ...r.conversation.map(
+        (c) =>
+          `| ${c.label} | ${(c.run.deliveredShare * 100).toFixed(1)}% | ${ms(c.run.itlErrorMs?.p50)} | ${ms(c.run.itlErrorMs?.p99)} | ` +
+          `${c.run.peakRssMB.toFixed(0)} MB | ${ms(c.server.lateP99Ms)} |`,
+      ),
       '',
     )
   }

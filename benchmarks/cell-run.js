@@ -7,7 +7,9 @@
  * cell-bench.ts). Plain JavaScript for the same reason.
  *
  * Usage: `node --expose-gc benchmarks/cell-run.js --origin URL --model M --concurrency C
- *   --requests N --tokens T [--workers auto|N] [--interval-ms I] [--warmup N] [--spill] [--gaps] [--retained]`
+ *   --requests N --tokens T [--workers auto|N] [--interval-ms I] [--warmup N] [--spill] [--gaps] [--retained]
+ *   [--sessions S --turns K]` (a conversation cell of S sessions of K turns each, replayed history:
+ *   its requests are S × K, `--requests` ignored)
  *   (after `node scripts/build.ts`)
  *
  * `--gaps` adds each measured request's ITL gaps, ms, in request order (`gapsMs`): for a few
@@ -43,6 +45,8 @@ const { values } = parseArgs({
     spill: { type: 'boolean', default: false },
     gaps: { type: 'boolean', default: false },
     retained: { type: 'boolean', default: false },
+    sessions: { type: 'string' },
+    turns: { type: 'string' },
   },
 })
 if (values.origin === undefined || values.model === undefined) {
@@ -58,6 +62,12 @@ const RETAINED_WARM_REQUESTS = 1500
 /** Every cell's spill, closed at the end: a spill's index is what a spilled request keeps on the heap. */
 const spills = []
 
+/** A conversation of `--sessions` sessions of `--turns` turns (64-token user turns), or null for single-turn prompts. */
+const conversation =
+  values.sessions === undefined
+    ? null
+    : { kind: 'conversation', sessions: Number(values.sessions), turns: Number(values.turns ?? 1), userTokens: 64, seed: 1 }
+
 /** Runs one cell of `count` requests; its record and spill (if spilling) come back. */
 async function cell(count) {
   const spill = dir === null ? undefined : await RequestSpill.create(join(dir, `cell-${spills.length}.requests.jsonl`))
@@ -67,11 +77,11 @@ async function cell(count) {
       baseUrl: values.origin,
       model: values.model,
       concurrency,
-      requests: count,
+      ...(conversation === null ? { requests: count } : {}),
       maxTokens: tokens,
       warmupRequests: Number(values.warmup),
       calibrate: false,
-      workload: { promptTokens: 64, seed: 1 },
+      workload: conversation ?? { promptTokens: 64, seed: 1 },
       clientWorkers: values.workers === 'auto' ? 'auto' : Number(values.workers),
       // A paced stream's nominal length and half again: what is later than that is not delivered.
       requestTimeoutMs: intervalMs === null ? 120_000 : Math.ceil(1.5 * tokens * intervalMs) + 1000,
@@ -125,9 +135,9 @@ try {
       completed: record.completed,
       failed: record.failed,
       failures: record.failures,
-      offeredTokens: requests * tokens,
+      offeredTokens: record.plan.requests * tokens,
       deliveredTokens: delivered,
-      deliveredShare: delivered / (requests * tokens),
+      deliveredShare: delivered / (record.plan.requests * tokens),
       wallMs,
       chunksPerSPerWorker: wallMs > 0 ? delivered / (wallMs / 1000) / Math.max(1, workers) : 0,
       itlErrorMs,

@@ -12,7 +12,7 @@
 import { writeFile } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
-import { type CellBenchReport, measureLadder, measureMemory, measurePrecision, renderCellBench } from './cell-bench.ts'
+import { type CellBenchReport, measureConversation, measureLadder, measureMemory, measurePrecision, renderCellBench } from './cell-bench.ts'
 import { findPythonClient } from './python-client.ts'
 import { renderSideBySide, runSideBySide, type SideBySideReport } from './side-by-side.ts'
 import { availableParallelism, loadavg } from 'node:os'
@@ -203,6 +203,8 @@ async function main(): Promise<void> {
   await build()
   log('c1. memory per stream…')
   const memory = await measureMemory(plan.quick, cpu, log)
+  log('c1b. conversations beside single turns…')
+  const conversation = await measureConversation(plan.quick, cpu, log)
   // Beside the vLLM-style client where one is installed (python3-aiohttp, python3-numpy).
   const py = await findPythonClient()
   log(
@@ -211,7 +213,7 @@ async function main(): Promise<void> {
   const precision = await measurePrecision(plan.quick, cpu, log, py)
   log(`c3. scale ladder, workers ${workerCounts.join(', ')}…`)
   const ladder = await measureLadder(plan.quick, workerCounts, ladderCpus, log)
-  const cellPath: CellBenchReport = { memory, precision, ladder, ladderServerCpus: ladderCpus }
+  const cellPath: CellBenchReport = { memory, conversation, precision, ladder, ladderServerCpus: ladderCpus }
   let sideBySide: SideBySideReport | null = null
   if (values['side-by-side']) {
     log('d. side by side with a vLLM-style aiohttp client…')
