@@ -3,6 +3,9 @@ import { z } from 'zod'
 /** Highest open-loop rate accepted, requests/s: far beyond what one client process can send on time. */
 export const MAX_RATE_PER_S = 100_000
 
+/** Largest trace block, tokens: far beyond any served context, so a larger value is a typo. */
+export const MAX_BLOCK_TOKENS = 1_048_576
+
 const ratePerS = z.number().positive().max(MAX_RATE_PER_S)
 
 const rateShared = {
@@ -44,11 +47,17 @@ export const ArrivalSpec = z.discriminatedUnion('kind', [
     kind: z.literal('trace'),
     /**
      * JSONL, one request per line: `{"timestamp": ms, "input_length": n, "output_length": n}` (Mooncake's
-     * shape) or `{"offsetMs", "promptTokens", "outputTokens"}`.
+     * shape, optionally with `"hash_ids": [ids]`) or `{"offsetMs", "promptTokens", "outputTokens"}`.
      */
     path: z.string().min(1),
     /** Multiplies every offset: 0.5 replays twice as fast. @default 1 */
     timeScale: z.number().positive().default(1),
+    /**
+     * Tokens per `hash_ids` block, as the engine's tokenizer counts them: requests sharing an id
+     * share that block's bytes (Mooncake's traces hash blocks of 512). Unused by a trace without
+     * `hash_ids`. @default 512
+     */
+    blockTokens: z.int().min(1).max(MAX_BLOCK_TOKENS).default(512),
     maxInFlight: rateShared.maxInFlight,
   }),
 ])

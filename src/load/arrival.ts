@@ -60,10 +60,19 @@ export interface TraceFacts {
   rows: number
   replayed: number
   timeScale: number
+  blockTokens: number
 }
 
-/** The arrival block of a run record's plan: the spec as resolved, and the schedule it produced. */
-export function arrivalPlan(spec: ResolvedArrivalSpec, offsetsMs: readonly number[], trace: TraceFacts | null): ArrivalPlan {
+/**
+ * The arrival block of a run record's plan: the spec as resolved, and the schedule it produced.
+ * @param reuseShare a replayed trace's own reuse share (`traceReuseShare`); null otherwise
+ */
+export function arrivalPlan(
+  spec: ResolvedArrivalSpec,
+  offsetsMs: readonly number[],
+  trace: TraceFacts | null,
+  reuseShare: number | null = null,
+): ArrivalPlan {
   const span = offsetsMs.length === 0 ? 0 : (offsetsMs[offsetsMs.length - 1] as number)
   const rated = spec.kind === 'trace' ? null : spec
   return {
@@ -74,6 +83,7 @@ export function arrivalPlan(spec: ResolvedArrivalSpec, offsetsMs: readonly numbe
     rampUp: rated?.rampUp ?? null,
     maxInFlight: spec.maxInFlight,
     trace,
+    reuseShare,
     scheduleSha256: scheduleSha256(offsetsMs),
     scheduledSpanMs: span,
     offeredRatePerS: offsetsMs.length > 1 && span > 0 ? (offsetsMs.length - 1) / (span / 1000) : null,
@@ -82,8 +92,12 @@ export function arrivalPlan(spec: ResolvedArrivalSpec, offsetsMs: readonly numbe
 
 /** A short description for ids and summaries: `poisson 8.0 req/s`, `trace (×0.5)`. */
 export function describeArrival(plan: ArrivalPlan): string {
-  if (plan.kind === 'trace')
-    return `trace replay${plan.trace !== null && plan.trace.timeScale !== 1 ? ` (time ×${plan.trace.timeScale})` : ''}`
+  if (plan.kind === 'trace') {
+    const time = plan.trace !== null && plan.trace.timeScale !== 1 ? ` (time ×${plan.trace.timeScale})` : ''
+    const blocks = plan.trace?.blockTokens == null ? '' : ` (${plan.trace.blockTokens}-token blocks)`
+    const reuse = plan.reuseShare === null ? '' : `, reuse share ${(plan.reuseShare * 100).toFixed(1)}%${blocks}`
+    return `trace replay${time}${reuse}`
+  }
   const shape = plan.kind === 'gamma' ? ` burstiness ${plan.burstiness}` : ''
   const ramp = plan.rampUp === null ? '' : `, ramp-up ${plan.rampUp.durationS} s from ${plan.rampUp.fromRatePerS} req/s`
   return `${plan.kind}${shape} ${plan.ratePerS} req/s${plan.seed === null ? '' : ` (seed ${plan.seed})`}${ramp}`

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { ServegateError } from '../errors.ts'
 
-/** One request of a trace: when it arrives and how large it is. */
+/** One request of a trace: when it arrives, how large it is, and which blocks of prompt it shares. */
 export interface TraceRow {
   /** 1-based line in the file. */
   line: number
@@ -13,6 +13,15 @@ export interface TraceRow {
   promptTokens: number
   /** Output tokens: the request's `max_tokens`. */
   outputTokens: number
+  /**
+   * `hash_ids` (Mooncake, AIPerf's `mooncake_trace`): one id per block of the prompt, in order;
+   * requests sharing an id share that block's bytes. Null when the row has none.
+   */
+  hashIds: number[] | null
+  /** `session_id` (AIPerf's multi-turn traces): the conversation the row is a turn of; null when absent. */
+  sessionId: string | null
+  /** `delay` (AIPerf's multi-turn traces): ms to wait after the session's previous turn before this one; null when absent. */
+  delayMs: number | null
 }
 
 export interface LoadedTrace {
@@ -51,10 +60,30 @@ function number(value: unknown, key: string, integer: boolean, min: number, path
   return value as number
 }
 
+/** `hash_ids`: a list of integers (block ids), or null when the row has none. */
+function hashIds(object: Record<string, unknown>, path: string, line: number): number[] | null {
+  const value = object.hash_ids
+  if (value === undefined || value === null) return null
+  if (!Array.isArray(value)) fail(path, line, `field \`hash_ids\` is ${JSON.stringify(value)}; set it to a list of integers, e.g. [46, 47]`)
+  const bad = value.findIndex((id) => !Number.isSafeInteger(id))
+  if (bad >= 0) fail(path, line, `field \`hash_ids\` item ${bad} is ${JSON.stringify(value[bad])}; hash ids are integers, e.g. [46, 47]`)
+  return value as number[]
+}
+
+/** `session_id`: a string, or null when the row has none. */
+function sessionId(object: Record<string, unknown>, path: string, line: number): string | null {
+  const value = object.session_id
+  if (value === undefined || value === null) return null
+  if (typeof value !== 'string' || value === '')
+    fail(path, line, `field \`session_id\` is ${JSON.stringify(value)}; set it to a non-empty string`)
+  return value
+}
+
 /**
  * Parses a JSONL trace: one request per line with its arrival time (ms) and its prompt and
- * output lengths; blank lines skipped; other fields (Mooncake's `hash_ids`) ignored. Times
- * must not decrease; offsets are taken from the first row. Pure.
+ * output lengths, and where present its `hash_ids` (Mooncake's block ids), `session_id` and
+ * `delay` (ms; AIPerf's multi-turn rows); blank lines skipped, other fields ignored. Times must
+ * not decrease; offsets are taken from the first row. Pure.
  * @param path used only in error messages
  * @throws ServegateError `FILE_INVALID` naming `<path>:<line>`, the field and the fix
  */
@@ -85,6 +114,9 @@ export function parseTrace(text: string, path: string): TraceRow[] {
       offsetMs: at - first,
       promptTokens: number(field(object, 'promptTokens', path, line), 'input_length', true, 1, path, line),
       outputTokens: number(field(object, 'outputTokens', path, line), 'output_length', true, 1, path, line),
+      hashIds: hashIds(object, path, line),
+      sessionId: sessionId(object, path, line),
+      delayMs: object.delay === undefined || object.delay === null ? null : number(object.delay, 'delay', false, 0, path, line),
     })
   }
   if (rows.length === 0) throw new ServegateError('FILE_INVALID', `${path}: no requests; write one object per line, e.g. ${EXAMPLE}`)
@@ -110,4 +142,31 @@ export async function loadTrace(path: string): Promise<LoadedTrace> {
     )
   }
   return { path: absolute, sha256: createHash('sha256').update(bytes).digest('hex'), rows: parseTrace(bytes.toString('utf8'), path) }
+}
+
+/**
+ * The share of a trace's prompt tokens that its own block ids say an earlier request already
+ * sent: Σ over rows of `blockTokens ×` the length of the leading run of its `hash_ids` that
+ * appeared in earlier rows (capped at its prompt tokens), over Σ prompt tokens. A prefix cache
+ * that holds every block serves about this share (a row's first new block ends the run: a
+ * prefix cache matches prefixes). Rows without `hash_ids` share nothing; null when no row has any.
+ * @example traceReuseShare([{ promptTokens: 1024, hashIds: [1, 2] }, { promptTokens: 1024, hashIds: [1, 3] }], 512) // 0.25
+ */
+export function traceReuseShare(
+  rows: ReadonlyArray<{ promptTokens: number; hashIds: readonly number[] | null }>,
+  blockTokens: number,
+): number | null {
+  if (!rows.some((r) => r.hashIds !== null)) return null
+  const seen = new Set<number>()
+  let reused = 0
+  let total = 0
+  for (const { promptTokens, hashIds } of rows) {
+    total += promptTokens
+    if (hashIds === null) continue
+    let run = 0
+    while (run < hashIds.length && seen.has(hashIds[run] as number)) run++
+    reused += Math.min(blockTokens * run, promptTokens)
+    for (const id of hashIds) seen.add(id)
+  }
+  return total === 0 ? 0 : reused / total
 }

@@ -73,7 +73,7 @@ export const ArrivalPlan = z.object({
   rampUp: z.object({ durationS: z.number().positive(), fromRatePerS: z.number().nonnegative() }).nullable(),
   /** Cap on requests in flight; a request due at the cap waits (its queueDelayMs). Null: none. */
   maxInFlight: z.int().positive().nullable(),
-  /** The replayed trace: its file, sha256, rows in the file and replayed, and the time scale applied. */
+  /** The replayed trace: its file, sha256, rows in the file and replayed, the time scale applied, and its block size. */
   trace: z
     .object({
       path: z.string(),
@@ -81,8 +81,16 @@ export const ArrivalPlan = z.object({
       rows: z.int().positive(),
       replayed: z.int().positive(),
       timeScale: z.number().positive(),
+      /** Tokens per `hash_ids` block the prompts were built with; null in records from before it was kept. */
+      blockTokens: z.int().positive().nullable().default(null),
     })
     .nullable(),
+  /**
+   * The replayed trace's own reuse share: Σ over requests of `blockTokens ×` the leading run of its
+   * `hash_ids` seen in earlier requests (capped at its prompt tokens) over Σ prompt tokens, the
+   * share a prefix cache holding every block serves. Null without `hash_ids` (or a rate process).
+   */
+  reuseShare: z.number().min(0).max(1).nullable().default(null),
   /** sha256 of the scheduled offsets (µs, decimal, one per line): equal on both arms of a matched pair. */
   scheduleSha256: z.string(),
   /** The last scheduled offset, ms from the start of the measured phase. */
