@@ -150,6 +150,7 @@ function cellWorkload(
     requests: o.requests,
     warmupRequests: o.warmupRequests,
     sizes: arrivals?.sizes ?? null,
+    blockTokens: arrivals?.blockTokens ?? null,
   }
   const probe = async (): Promise<TokenizerProbe | null> => {
     if (!o.calibrate) return null

@@ -11,6 +11,7 @@ import { ESTIMATED_TOKENS_PER_WORD, PromptLayout } from './prompt-layout.ts'
 import { ConversationLayout } from './conversation.ts'
 import { loadConversations } from './conversation-file.ts'
 import { proseSource } from './text.ts'
+import { prepareTraceBlocks } from './trace-blocks.ts'
 import { type ResolvedWorkloadSpec, WorkloadSpec } from './workload-spec.ts'
 
 export { calibrationTolerance, fitPieces } from './prompt-calibrator.ts'
@@ -78,6 +79,8 @@ export interface PreparedWorkload {
 export interface PlannedSize {
   promptTokens: number
   maxTokens: number
+  /** The trace row's `hash_ids`: the prompt is these blocks' text, in order (`blockTokens` each). @default null */
+  hashIds?: readonly number[] | null
 }
 
 export interface PreparePlan {
@@ -90,6 +93,8 @@ export interface PreparePlan {
    * `promptTokens` and the plan's `maxTokens`; warm-up requests keep those. @default null
    */
   sizes?: readonly PlannedSize[] | null
+  /** Tokens per block of the sizes' `hashIds` (a trace with `hash_ids`): prompts are built from blocks. @default null */
+  blockTokens?: number | null
 }
 
 /** Validates a workload spec; the error names each bad field under `workload.`. */
@@ -120,6 +125,11 @@ export async function prepareWorkload(
 ): Promise<PreparedWorkload> {
   const spec = resolveWorkloadSpec(input)
   if (spec.kind === 'conversation') return prepareConversation(spec, plan, probe)
+  if (plan.blockTokens != null) {
+    const layout = new PromptLayout(spec, plan, null, null)
+    const sizes = { size: (index: number) => layout.size(index), maxTokens: plan.maxTokens }
+    return prepareTraceBlocks(spec, { ...plan, blockTokens: plan.blockTokens }, sizes, probe, signal)
+  }
   const dataset = await datasetOf(spec, plan.api)
   const sharedTokens = sharedTokensOf(spec)
   const calibrator = new PromptCalibrator(probe, plan.api)
