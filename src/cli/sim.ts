@@ -83,6 +83,12 @@ const FLAGS: readonly Flag[] = [
     help: 'prefix cache capacity, tokens: an LRU over blocks, prefill pays only uncached tokens (default 0: off)',
   },
   { name: 'prefix-block-tokens', option: 'prefixBlockTokens', value: 'number', help: 'tokens per prefix-cache block (default 16)' },
+  {
+    name: 'leak-kv-on-abort',
+    option: 'leakKvOnAbort',
+    value: 'boolean',
+    help: 'never free an aborted request: it keeps its KV and counts as running (an engine that leaks on abort)',
+  },
 ]
 
 const HELP = [

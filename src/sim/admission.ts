@@ -70,10 +70,11 @@ export class Admission {
     return job
   }
 
-  /** Takes a job out of the queue when it waits there. */
-  withdraw(job: EngineJob): void {
+  /** Takes a job out of the queue when it waits there; false when it did not. */
+  withdraw(job: EngineJob): boolean {
     const at = this.#waiting.indexOf(job)
     if (at >= 0) this.#waiting.splice(at, 1)
+    return at >= 0
   }
 
   /** Frees a seated job's seat and KV; false when it held none. */

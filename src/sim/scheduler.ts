@@ -55,6 +55,9 @@ export class SimEngine {
   readonly #lane: PrefillLane
   readonly #batch = new Set<EngineJob>()
   readonly #joining = new Set<EngineJob>()
+  // Admitted jobs not yet gone (prefilling, joining or decoding), and those an abort leaked.
+  readonly #admitted = new Set<EngineJob>()
+  readonly #leaked = new Set<EngineJob>()
   #stepTimer: NodeJS.Timeout | null = null
   #steps = 0
   #stepEndsAt = 0
@@ -76,6 +79,7 @@ export class SimEngine {
   /** Queues a job for the prefill lane (under a capacity limit, for admission first). */
   submit(job: EngineJob): void {
     if (this.#closed) return
+    this.#admitted.add(job)
     if (!this.#admission.limited) {
       this.#lane.add(job)
       return
@@ -86,18 +90,31 @@ export class SimEngine {
     this.#admission.countQueued()
   }
 
-  /** Removes a job wherever it is (queued, in prefill, in the batch); a no-op when gone. */
-  cancel(job: EngineJob): void {
-    this.#admission.withdraw(job)
+  /**
+   * Removes a job wherever it is (queued, in prefill, in the batch); a no-op when gone. With `leak`,
+   * an admitted job is never stepped again but keeps its seat and KV and counts as running forever,
+   * as an engine that does not free an aborted request (a job still queued has nothing to leak).
+   */
+  cancel(job: EngineJob, leak = false): void {
+    const queued = this.#admission.withdraw(job)
     this.#batch.delete(job)
     this.#joining.delete(job)
     this.#lane.cancel(job)
+    if (leak && !queued && this.#admitted.delete(job)) {
+      this.#leaked.add(job)
+      return
+    }
     this.#release(job)
   }
 
   /** Jobs in the decode batch now. */
   running(): number {
     return this.#batch.size
+  }
+
+  /** Jobs an abort leaked (see `cancel`): they hold their seat and KV and count as running. */
+  leaked(): number {
+    return this.#leaked.size
   }
 
   /** The most jobs that were in the decode batch at once. */
@@ -128,6 +145,8 @@ export class SimEngine {
     this.#stepTimer = null
     this.#batch.clear()
     this.#joining.clear()
+    this.#admitted.clear()
+    this.#leaked.clear()
     this.#admission.clear()
   }
 
@@ -139,6 +158,7 @@ export class SimEngine {
 
   /** Frees a job's seat and KV; an idle engine admits the next at once, a stepping one at its next boundary. */
   #release(job: EngineJob): void {
+    this.#admitted.delete(job)
     if (this.#admission.release(job) && this.#stepTimer === null) this.#admitWaiting()
   }
 

@@ -4,7 +4,7 @@ import { type GaugeSource, SimGauges } from './sim-gauges.ts'
 /** A source whose readings the test sets. */
 function source(): GaugeSource & { now: { running: number; reserved: number; open: number } } {
   const now = { running: 0, reserved: 0, open: 0 }
-  return { now, running: () => now.running, reservedTokens: () => now.reserved, openStreams: () => now.open }
+  return { now, running: () => now.running, leaked: () => 0, reservedTokens: () => now.reserved, openStreams: () => now.open }
 }
 
 describe('SimGauges', () => {

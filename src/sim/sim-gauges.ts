@@ -14,6 +14,8 @@ export interface SimGaugeValues {
 /** Where the gauges are read from: the engine's scheduler and the server's open streams. */
 export interface GaugeSource {
   running(): number
+  /** Jobs an abort leaked (`leakKvOnAbort`): they count as running and hold their KV. */
+  leaked(): number
   reservedTokens(): number
   /** Streams open now. */
   openStreams(): number
@@ -52,19 +54,19 @@ export class SimGauges {
   read(): SimGaugeValues {
     if (this.#published !== null) return { ...this.#published }
     const running = this.#source.running()
-    return { running, waiting: this.#source.openStreams() - running, kvUsage: this.#kvUsage() }
+    return { running: running + this.#source.leaked(), waiting: this.#source.openStreams() - running, kvUsage: this.#kvUsage() }
   }
 
   #publish(running: number): void {
     const published = this.#published as SimGaugeValues
-    published.running = running
+    published.running = running + this.#source.leaked()
     published.waiting = Math.max(0, this.#source.openStreams() - this.#source.running())
     published.kvUsage = this.#kvUsage()
   }
 
-  /** Without a KV budget, the batch's share of 64 seats. */
+  /** Without a KV budget, the batch's share of 64 seats (leaked jobs' included). */
   #kvUsage(): number {
     const kvBudget = this.#kvBudgetTokens
-    return kvBudget === null ? Math.min(1, this.#source.running() / 64) : this.#source.reservedTokens() / kvBudget
+    return kvBudget === null ? Math.min(1, (this.#source.running() + this.#source.leaked()) / 64) : this.#source.reservedTokens() / kvBudget
   }
 }

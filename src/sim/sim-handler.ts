@@ -52,6 +52,7 @@ export class SimHandler {
     this.#tally = new ServedTally(opts.prefillTokPerS)
     const source = {
       running: () => this.#engine.running(),
+      leaked: () => this.#engine.leaked(),
       reservedTokens: () => this.#engine.reservedTokens(),
       openStreams: () => this.#jobs.size,
     }
@@ -188,7 +189,8 @@ export class SimHandler {
     this.#jobs.add(job)
     this.#tally.opened(request.promptTokens, this.#jobs.size)
     res.on('close', () => {
-      this.#engine.cancel(job)
+      // The client went away (or the reply ended): the engine frees the job, unless it leaks on abort.
+      this.#engine.cancel(job, this.#opts.leakKvOnAbort)
       job.stream.dispose()
     })
     job.stream.open()

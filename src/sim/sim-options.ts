@@ -128,6 +128,13 @@ export const SimOptions = z
     /** SGLang `--decode-log-interval`: decode steps between refreshes of its gauges. @default 40 */
     decodeLogInterval: z.int().positive().default(40),
     /**
+     * Leak what an aborted request held, as a broken engine does: a request whose client goes away
+     * before it ends is never stepped again, but keeps its seat and KV reservation and counts as
+     * running (on `/metrics` too) for as long as the sim runs. Off, an abort frees them at once.
+     * @default false
+     */
+    leakKvOnAbort: z.boolean().default(false),
+    /**
      * Prefix cache capacity, tokens: an LRU over blocks of `prefixBlockTokens` prompt tokens, keyed
      * by the hash chain of the prompt's blocks (block i's key covers blocks 0..i, as vLLM's automatic
      * prefix caching keys them) over the prompt as the sim sees it (chat: after its chat template).
@@ -192,6 +199,7 @@ const SIM_OPTION_FIXES: Readonly<Record<SimOptionName, string>> = {
   prefixBlockTokens: 'use an integer >= 1 (tokens per cached block), e.g. 16',
   reportCachedTokens: 'use true or false',
   cacheReset: 'use true or false',
+  leakKvOnAbort: 'use true or false',
 }
 
 /**
