@@ -93,6 +93,11 @@ describe('servegate run in the open loop', () => {
     [['--max-in-flight', '4'], /^servegate: --max-in-flight shapes open-loop arrivals; pass --rate R \(requests\/s\) with it\n$/],
     [['--trace', 't.jsonl', '--arrival', 'poisson'], /^servegate: --arrival: a trace sets its own arrival times/],
     [['--trace-time-scale', '2'], /^servegate: --trace-time-scale needs --trace FILE\n$/],
+    [['--trace-block-tokens', '64'], /^servegate: --trace-block-tokens needs --trace FILE\n$/],
+    [
+      ['--trace', 't.jsonl', '--trace-block-tokens', '0'],
+      /^servegate: --trace-block-tokens: "0" is not valid; pass an integer from 1 to 1048576\n$/,
+    ],
     [['--slo', 'ttft=fast'], /^servegate: --slo: ttft=fast is not valid; pass a number of ms > 0, e\.g\. ttft=500\n$/],
     [['--slo', 'latency=5'], /^servegate: --slo: unknown objective "latency"; use ttft, tpot, e2e, itl, itl-percentile/],
     [['--slo', 'itl-percentile=90'], /^servegate: --slo: give at least one of ttft, tpot, e2e, itl \(ms\)/],

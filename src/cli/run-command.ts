@@ -1,7 +1,7 @@
 import { resolve } from 'node:path'
 import { ServegateError } from '../errors.ts'
 import { parseBaseUrl } from '../loopback.ts'
-import { MAX_RATE_PER_S } from '../load/arrival-spec.ts'
+import { MAX_BLOCK_TOKENS, MAX_RATE_PER_S } from '../load/arrival-spec.ts'
 import { RequestSpill, writeSpilledRecord } from '../record/request-spill.ts'
 import type { ErrorInfo, RunRecord } from '../schema/run.ts'
 import type { CellPlan } from '../runner/cell-options.ts'
@@ -49,6 +49,8 @@ const RUN_HELP =
   --trace FILE              open loop: replay a JSONL trace of {"timestamp" ms, "input_length", "output_length"} rows
                             (Mooncake's shape); its first --requests rows, every row by default
   --trace-time-scale X      multiply the trace's offsets by X (0.5 replays twice as fast), default 1
+  --trace-block-tokens N    tokens per block of the trace's "hash_ids": rows sharing an id share that block's bytes
+                            (sized with the engine's tokenizer), default 512 (Mooncake's)
   --slo OBJECTIVES          ttft=MS,tpot=MS,e2e=MS,itl=MS[,itl-percentile=P]: the record gets the cell's goodput
   --requests N              measured requests, default 32
   --warmup N                warm-up requests, not recorded, default 0
@@ -100,6 +102,7 @@ const FLAGS = {
   rate: { type: 'string' },
   trace: { type: 'string' },
   'trace-time-scale': { type: 'string' },
+  'trace-block-tokens': { type: 'string' },
   out: { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
@@ -127,9 +130,12 @@ function loadFlags(values: RunFlags): Pick<CellPlan, 'concurrency' | 'arrival'> 
         `${stray}: a trace sets its own arrival times; drop it, or pass --rate R instead of --trace`,
       )
     const timeScale = numberFlag('--trace-time-scale', values['trace-time-scale'], { above: 0 }, 1000)
-    return { arrival: { kind: 'trace', path: values.trace, timeScale, maxInFlight: maxInFlightFlag(values) } }
+    const blockTokens = intFlag('--trace-block-tokens', values['trace-block-tokens'], 1, MAX_BLOCK_TOKENS)
+    return { arrival: { kind: 'trace', path: values.trace, timeScale, blockTokens, maxInFlight: maxInFlightFlag(values) } }
   }
-  if (values['trace-time-scale'] !== undefined) throw new ServegateError('CONFIG_INVALID', '--trace-time-scale needs --trace FILE')
+  for (const flag of ['trace-time-scale', 'trace-block-tokens'] as const) {
+    if (values[flag] !== undefined) throw new ServegateError('CONFIG_INVALID', `--${flag} needs --trace FILE`)
+  }
   if (rate !== undefined) return { arrival: rateArrival(values, rate, 'poisson') }
   const stray = givenFlag(values, [...RATE_SHAPE_FLAGS, 'max-in-flight'])
   if (stray !== undefined)

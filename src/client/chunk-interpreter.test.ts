@@ -66,6 +66,8 @@ describe('a stream that finishes', () => {
       contentChunks: 3,
       usagePromptTokens: 7,
       usageCompletionTokens: 4,
+      // The engine reported no prefix-cache figure: unknown, not 0.
+      cachedPromptTokens: null,
       finishReason: 'stop',
       httpStatus: 200,
       content: '',
@@ -118,6 +120,39 @@ describe('a stream that finishes', () => {
     const timings = { prompt_ms: 1.5, predicted_n: 3, note: 'x', missing: null }
     it.onResponseData(sse(JSON.stringify({ choices: [{ delta: { content: 'x' } }], timings }), '[DONE]'), 110)
     expect(it.obs.engineTimings).toEqual({ prompt_ms: 1.5, predicted_n: 3 })
+  })
+
+  test('cached prompt tokens: usage.prompt_tokens_details.cached_tokens (vLLM, SGLang, llama.cpp)', () => {
+    const { it } = streaming()
+    const usage = { prompt_tokens: 40, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 32 } }
+    it.onResponseData(sse(content('x'), JSON.stringify({ choices: [], usage }), '[DONE]'), 110)
+    expect(it.obs.cachedPromptTokens).toBe(32)
+  })
+
+  test("cached prompt tokens: llama.cpp's timings.cache_n where usage says nothing; usage wins where both do", () => {
+    const timingsOnly = streaming()
+    const timings = { cache_n: 12, prompt_n: 4, prompt_ms: 2 }
+    timingsOnly.it.onResponseData(sse(JSON.stringify({ choices: [{ delta: { content: 'x' } }], timings }), '[DONE]'), 110)
+    expect(timingsOnly.it.obs.cachedPromptTokens).toBe(12)
+
+    // usage first, then a later timings chunk: usage still wins.
+    const both = streaming()
+    const usage = { prompt_tokens: 16, completion_tokens: 1, prompt_tokens_details: { cached_tokens: 10 } }
+    both.it.onResponseData(sse(JSON.stringify({ choices: [], usage }), JSON.stringify({ choices: [], timings }), '[DONE]'), 110)
+    expect(both.it.obs.cachedPromptTokens).toBe(10)
+  })
+
+  test.each([
+    ['a negative count', { cached_tokens: -1 }],
+    ['a fraction', { cached_tokens: 1.5 }],
+    ['a string', { cached_tokens: '8' }],
+    ['null details', null],
+    ['details without the count', {}],
+  ])('cached prompt tokens stay unknown (null) for %s', (_name, details) => {
+    const { it } = streaming()
+    const usage = { prompt_tokens: 16, completion_tokens: 1, prompt_tokens_details: details }
+    it.onResponseData(sse(JSON.stringify({ choices: [], usage }), '[DONE]'), 110)
+    expect(it.obs.cachedPromptTokens).toBeNull()
   })
 
   test('a request that was never reported sent counts as sent when dispatched', () => {

@@ -17,7 +17,7 @@ interface ChunkChoice {
 }
 interface ChunkShape {
   choices?: ChunkChoice[]
-  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null
+  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } | null } | null
   error?: { message?: unknown } | string
   /**
    * An OpenAI-style ErrorResponse put bare on a data line, as older engine stream handlers did:
@@ -32,6 +32,11 @@ interface ChunkShape {
 function usageNumber(v: unknown): number | null {
   if (v === undefined || v === null) return null
   return typeof v === 'number' ? v : Number.NaN
+}
+
+/** A cached-token count as an engine reports it: a whole number ≥ 0, else null (absent, or not a count). */
+function cachedCount(v: unknown): number | null {
+  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : null
 }
 
 function nonEmpty(v: unknown): boolean {
@@ -114,6 +119,8 @@ export class ChunkInterpreter {
   /** The arrival time of the read being parsed. */
   private readAt = 0
   private readonly stamps = new ChunkStamps()
+  /** Where `obs.cachedPromptTokens` came from so far: usage's details outrank llama.cpp's `timings.cache_n`. */
+  private cachedFrom: 'usage' | 'timings' | null = null
   /** The pieces handed to the socket, until the request is sent and they are digested. */
   private sentPieces: Uint8Array[] = []
   private readonly model: string | null
@@ -300,12 +307,25 @@ export class ChunkInterpreter {
       const numeric: Record<string, number> = {}
       for (const [k, v] of Object.entries(chunk.timings)) if (typeof v === 'number' && Number.isFinite(v)) numeric[k] = v
       obs.engineTimings = numeric
+      // llama.cpp's own count of prompt tokens its slot cache held; usage's figure, where sent, wins.
+      if (this.cachedFrom !== 'usage') {
+        const cacheN = cachedCount(chunk.timings['cache_n'])
+        if (cacheN !== null) {
+          obs.cachedPromptTokens = cacheN
+          this.cachedFrom = 'timings'
+        }
+      }
     }
     const usage = chunk.usage
     if (usage !== undefined && usage !== null) {
       // Kept as sent, however wrong: the record's cross-check judges it. Sent but not a number is NaN.
       obs.usagePromptTokens = usageNumber(usage.prompt_tokens) ?? obs.usagePromptTokens
       obs.usageCompletionTokens = usageNumber(usage.completion_tokens) ?? obs.usageCompletionTokens
+      const cached = cachedCount(usage.prompt_tokens_details?.cached_tokens)
+      if (cached !== null) {
+        obs.cachedPromptTokens = cached
+        this.cachedFrom = 'usage'
+      }
     }
   }
 

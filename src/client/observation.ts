@@ -24,6 +24,11 @@ export interface StreamObservation {
   usagePromptTokens: number | null
   /** `usage.completion_tokens` as sent, any number; NaN when sent but not a number; null when not sent. */
   usageCompletionTokens: number | null
+  /**
+   * Prompt tokens the engine says it served from its prefix cache: `usage.prompt_tokens_details.cached_tokens`
+   * (vLLM, SGLang, llama.cpp), else llama.cpp's `timings.cache_n`; null when it sent neither as a whole number ≥ 0.
+   */
+  cachedPromptTokens: number | null
   finishReason: string | null
   httpStatus: number | null
   /** The first `captureChars` characters of content (reasoning excluded). */
@@ -63,6 +68,7 @@ export function emptyObservation(dispatchedAt: number, sentAt = dispatchedAt): S
     contentChunks: 0,
     usagePromptTokens: null,
     usageCompletionTokens: null,
+    cachedPromptTokens: null,
     finishReason: null,
     httpStatus: null,
     content: '',

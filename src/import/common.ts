@@ -12,6 +12,7 @@ export const NO_REQUEST_CHECKS = {
   outputText: null,
   engineTimings: null,
   enginePrefillTokPerS: null,
+  cachedPromptTokens: null,
   sendAttempts: 1,
   scheduledOffsetMs: null,
   usageRule: null,

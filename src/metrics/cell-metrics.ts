@@ -8,6 +8,7 @@ import {
   type RequestRecord,
 } from '../schema/run.ts'
 import { wilsonInterval } from '../stats/wilson.ts'
+import { CachedPromptTally, cachedPromptMetrics } from './cached-prompt.ts'
 import { distribution, p99IsDescriptive } from './distribution.ts'
 import { emptyMisses, type GoodCount, goodputOf, tallyGood } from './goodput.ts'
 
@@ -45,6 +46,7 @@ export class CellTally {
   private scores = { samples: 0, correct: 0 }
   private readonly slo: ResolvedSLO | null
   private readonly good: GoodCount | null
+  private readonly cached = new CachedPromptTally()
   /** Conversations: per turn, its counts and its ok requests' TTFT and prompt tokens. */
   private readonly turns = new Map<number, { completed: number; failed: number; ttftMs: number[]; promptTokens: number[] }>()
 
@@ -84,6 +86,7 @@ export class CellTally {
     if (r.completionTokenSource !== null) this.sources[r.completionTokenSource]++
     this.totalCompletionTokens += r.completionTokens ?? 0
     this.totalPromptTokens += r.promptTokens ?? 0
+    this.cached.add(r)
   }
 
   #addTurn(r: RequestRecord, turn: number): void {
@@ -149,6 +152,7 @@ export class CellTally {
       distributions,
       totalCompletionTokens: this.totalCompletionTokens,
       totalPromptTokens: this.totalPromptTokens,
+      ...cachedPromptMetrics(this.cached.figures()),
       completionTokenSources: { ...this.sources },
       outputThroughputTokPerS: seconds > 0 && ok > 0 ? this.totalCompletionTokens / seconds : null,
       requestRateReqPerS: seconds > 0 && ok > 0 ? ok / seconds : null,

@@ -98,6 +98,7 @@ export function requestRecord(
     outputText,
     engineTimings: obs.engineTimings,
     enginePrefillTokPerS: enginePrefillRate(obs.engineTimings),
+    cachedPromptTokens: obs.cachedPromptTokens,
     sendAttempts: obs.attempts,
     session: planned.session,
     turn: planned.turn,

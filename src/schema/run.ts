@@ -221,6 +221,11 @@ const requestCommon = {
    * which also holds queueing, scheduling and the network. Null where the engine reports none.
    */
   enginePrefillTokPerS: z.number().positive().nullable().default(null),
+  /**
+   * Prompt tokens the engine reported serving from its prefix cache: `usage.prompt_tokens_details.cached_tokens`
+   * (vLLM, SGLang, llama.cpp), else llama.cpp's `timings.cache_n`; null when it reported neither (unknown, never 0).
+   */
+  cachedPromptTokens: z.int().nonnegative().nullable().default(null),
   /** 2 when the server closed the first attempt's connection before any response (sent again once). */
   sendAttempts: z.int().positive().default(1),
   /** Conversations: the session (0-based) the request belongs to; null for single-turn workloads. */
@@ -413,6 +418,16 @@ export const CellMetrics = z.object({
   totalCompletionTokens: z.int().nonnegative().nullable(),
   /** Prompt tokens of the ok requests; null when an imported summary never recorded the total: unknown, never 0. */
   totalPromptTokens: z.int().nonnegative().nullable(),
+  /**
+   * Of `totalPromptTokens`, those the engine reported serving from its prefix cache. Null when no ok
+   * request reported the figure (`cachedPromptTokensUnknownReason` says why): unknown, never 0. Once
+   * one did, a request without it counts 0 (vLLM leaves out a 0).
+   */
+  totalCachedPromptTokens: z.int().nonnegative().nullable().default(null),
+  /** totalCachedPromptTokens ÷ totalPromptTokens, a fraction; null when either is unknown or there were no prompt tokens. */
+  cachedPromptShare: z.number().nonnegative().nullable().default(null),
+  /** Why `totalCachedPromptTokens` is null; null when it is known. */
+  cachedPromptTokensUnknownReason: z.string().nullable().default(null),
   completionTokenSources: z.object({ usage: z.int().nonnegative(), 'client-count': z.int().nonnegative() }),
   /** Total completion tokens of ok requests / cell wall clock. */
   outputThroughputTokPerS: z.number().nullable(),
