@@ -43,6 +43,12 @@ export const ERROR_CODES = [
   'ENGINE_START_TIMEOUT',
   /** The engine process exited (during start-up or mid-cell); the message has its code and log tail. */
   'ENGINE_EXITED',
+  /**
+   * After a cell that cancelled requests, the engine's running or waiting requests did not return
+   * to 0, or its KV usage to its pre-cell level, within the bound: it leaks on abort. The message
+   * has the figures.
+   */
+  'ENGINE_NOT_DRAINED',
   /** Bad configuration or arguments; the message names the field and the fix. */
   'CONFIG_INVALID',
   /** A file could not be read or parsed. */

@@ -56,7 +56,7 @@ describe('a server that quotes the key bare (401 body, SSE error event, malforme
       const json = await cli([...base, '--json', '--out', join(tmpDir, 'base-url', 'run-json.json')])
       const record = RunRecord.parse(JSON.parse(await readFile(out, 'utf8')))
       // The server did quote the key in every place: each became a failure or a kept reply.
-      expect(record.requests.map((r) => (r.status === 'ok' ? 'ok' : r.error.code))).toEqual([
+      expect(record.requests.map((r) => (r.status === 'failed' ? r.error.code : r.status))).toEqual([
         'HTTP_STATUS',
         'STREAM_ERROR_EVENT',
         'STREAM_PROTOCOL',

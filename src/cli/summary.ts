@@ -85,6 +85,25 @@ function arrivalLine(record: RunRecord): string | null {
   )
 }
 
+/** The cancellations line: the plan, how many were still streaming when aborted, and whether the engine went back to idle. */
+function cancelLine(record: RunRecord): string | null {
+  const c = record.plan.cancel
+  if (c === null) return null
+  const d = record.drain
+  const drain =
+    d === null
+      ? ''
+      : d.passed === true
+        ? ` · engine back to idle in ${formatFixed(d.settledMs)} ms`
+        : d.passed === false
+          ? ` · ENGINE NOT BACK TO IDLE: ${d.reason}`
+          : ` · engine idle not checked: ${d.reason}`
+  return (
+    `cancel ${formatFixedPercent(c.share)} after ${c.afterMs} ms: ${c.indices.length} chosen, ` +
+    `${record.cancelled} aborted while streaming (the rest ended first)${drain}`
+  )
+}
+
 /** The goodput line: the SLO, the good share with its interval, good requests per second, and what was missed. */
 function goodputLine(record: RunRecord): string | null {
   const g = record.metrics.goodput
@@ -113,6 +132,7 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
   lines.push(`${record.runId} · ${plan.model} @ ${record.target.baseUrl ?? 'imported'} · ${api} · ${load}`)
   lines.push(
     `${plan.requests} requests: ${record.completed} ok, ${failedText(record)}` +
+      `${record.cancelled > 0 ? `, ${record.cancelled} cancelled` : ''}` +
       `${record.unsent > 0 ? `, ${record.unsent} never sent (cut short)` : ''} · wall clock ${metrics.wallClockMs === null ? 'unknown' : formatSeconds(metrics.wallClockMs, 2)}` +
       ` · output ${formatByMagnitude(metrics.outputThroughputTokPerS)} tok/s · ${formatByMagnitude(metrics.requestRateReqPerS)} req/s`,
   )
@@ -149,7 +169,7 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
     )
   }
   if (checks.length > 0) lines.push(checks.join(' · '))
-  for (const line of [arrivalLine(record), goodputLine(record)]) if (line !== null) lines.push(line)
+  for (const line of [arrivalLine(record), goodputLine(record), cancelLine(record)]) if (line !== null) lines.push(line)
   if (w.calibration?.warning) lines.push(`warning: ${w.calibration.warning}`)
   if (w.floorMet === false) {
     lines.push(

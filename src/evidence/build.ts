@@ -157,7 +157,8 @@ export function cellDisposition(
   const declared = cell.maxFailedShare !== undefined && cell.maxFailedShare !== null
   for (const arm of ARMS) {
     for (const r of cell.records[arm] ?? []) {
-      const total = r.requests.length
+      // Requests cancelled on purpose are neither failed nor counted against the share.
+      const total = r.requests.length - r.cancelled
       if (total > 0 && r.failed !== null && r.failed / total > limit) {
         const policy = !declared ? 'the default for a required cell; set maxFailedShare to allow some' : 'maxFailedShare'
         return {

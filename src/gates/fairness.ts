@@ -53,6 +53,14 @@ const CHECKS: Check[] = [
         : { schedule: r.plan.arrival.scheduleSha256, maxInFlight: r.plan.arrival.maxInFlight, trace: r.plan.arrival.trace?.sha256 ?? null },
   },
   { name: 'max tokens', of: (r) => r.plan.maxTokens },
+  // The same requests aborted after the same delay on both arms (the chosen indices follow from these and the count).
+  {
+    name: 'cancellations',
+    of: (r) =>
+      r.plan.cancel === null
+        ? null
+        : { share: r.plan.cancel.share, afterMs: r.plan.cancel.afterMs, seed: r.plan.cancel.seed, chosen: r.plan.cancel.indices.length },
+  },
   { name: 'sampling parameters', of: (r) => r.plan.workload.sampling },
   { name: 'output control', of: (r) => r.plan.workload.outputControl },
   { name: 'model revision', of: (r) => r.manifest?.model.revision ?? null },
@@ -107,8 +115,10 @@ function producedMismatches(p: FairnessPair): string[] {
       out.push(`output length: mean completion tokens differ by more than ${OUTPUT_LENGTH_TOLERANCE * 100}% (${by})`)
     }
   }
-  // An arm whose source never recorded its failed count has no share to compare.
-  const shares = all.flatMap(({ label, r }) => (r.failed === null ? [] : [{ label, failed: r.failed, of: r.requests.length }]))
+  // An arm whose source never recorded its failed count has no share to compare; cancelled requests are none of it.
+  const shares = all.flatMap(({ label, r }) =>
+    r.failed === null ? [] : [{ label, failed: r.failed, of: r.requests.length - r.cancelled }],
+  )
   const share = (x: { failed: number; of: number }): number => (x.of === 0 ? 0 : x.failed / x.of)
   const spread = Math.max(...shares.map(share)) - Math.min(...shares.map(share))
   if (spread > FAILED_SHARE_TOLERANCE) {

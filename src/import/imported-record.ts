@@ -85,6 +85,7 @@ function importedPlan(run: ImportedRun): RunPlan {
     sequential: null,
     usageCheck: null,
     arrival: null,
+    cancel: null,
   }
 }
 

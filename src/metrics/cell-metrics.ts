@@ -33,6 +33,8 @@ export function countFailures(records: Iterable<RequestRecord>): Record<string, 
 export class CellTally {
   completed = 0
   failed = 0
+  /** Requests the cell's `cancel` plan aborted: neither completed nor failed, in no distribution. */
+  cancelled = 0
   readonly failures: Record<string, number> = {}
   /** Every measured request's send lag, ok or failed (the harness's own lateness). */
   readonly sendLags: number[] = []
@@ -72,6 +74,10 @@ export class CellTally {
     }
     if (this.good !== null && this.slo !== null) tallyGood(this.good, r, this.slo)
     if (r.turn !== null) this.#addTurn(r, r.turn)
+    if (r.status === 'cancelled') {
+      this.cancelled++
+      return
+    }
     if (r.status === 'failed') {
       this.failed++
       this.failures[r.error.code] = (this.failures[r.error.code] ?? 0) + 1
@@ -95,6 +101,7 @@ export class CellTally {
       t = { completed: 0, failed: 0, ttftMs: [], promptTokens: [] }
       this.turns.set(turn, t)
     }
+    if (r.status === 'cancelled') return
     if (r.status === 'failed') {
       t.failed++
       return

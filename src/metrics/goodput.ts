@@ -64,8 +64,9 @@ export interface GoodCount {
   missed: Goodput['missed']
 }
 
-/** Counts one measured request into `count`: a failed one is never good. */
+/** Counts one measured request into `count`: a failed one is never good; a cancelled one is not counted. */
 export function tallyGood(count: GoodCount, r: RequestRecord, slo: ResolvedSLO): void {
+  if (r.status === 'cancelled') return
   count.samples++
   if (r.status === 'failed') {
     count.missed.failed++

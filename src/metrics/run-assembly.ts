@@ -10,9 +10,16 @@ import { scrubDeep } from '../secrets.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 
 /** A run record's own parts: all of it but what every record carries alike. */
-export type RunRecordParts = Omit<RunRecord, 'schema' | 'servegateVersion' | 'methodology' | 'telemetry' | 'teardown'> & {
+export type RunRecordParts = Omit<
+  RunRecord,
+  'schema' | 'servegateVersion' | 'methodology' | 'telemetry' | 'teardown' | 'cancelled' | 'drain'
+> & {
   /** Strings that add to or replace servegate's own methodology (an importer's definitions). @default {} */
   methodology?: Readonly<Record<string, string>> | undefined
+  /** Requests cancelled on purpose (servegate's `cancel`). @default 0 */
+  cancelled?: number
+  /** Whether the engine went back to idle after a cell that cancelled requests. @default null */
+  drain?: RunRecord['drain']
 }
 
 /** Assembles a servegate.run/v1 record from its parts; see the module comment. */
@@ -28,6 +35,7 @@ export function assembleRunRecord(parts: RunRecordParts): RunRecord {
     completed: parts.completed,
     failed: parts.failed,
     failures: parts.failures,
+    cancelled: parts.cancelled ?? 0,
     unsent: parts.unsent,
     requests: parts.requests,
     metrics: parts.metrics,
@@ -36,6 +44,7 @@ export function assembleRunRecord(parts: RunRecordParts): RunRecord {
     manifest: parts.manifest,
     telemetry: null,
     cellFailure: parts.cellFailure,
+    drain: parts.drain ?? null,
     importedFrom: parts.importedFrom,
   })
 }

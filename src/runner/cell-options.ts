@@ -6,6 +6,7 @@ import { SLO } from '../schema/load.ts'
 import { Api, UsageCheck } from '../schema/run.ts'
 import { MIN_SECRET_CHARS, registerSecret } from '../secrets.ts'
 import { WorkloadSpec } from '../workload/workload-spec.ts'
+import { CancelSpec } from '../workload/cancel-plan.ts'
 import { MAX_CLIENT_WORKERS } from './client-workers.ts'
 
 /**
@@ -40,6 +41,14 @@ export const CellPlan = z.strictObject({
   usageCheck: UsageCheck.default(UsageCheck.parse({})),
   /** Per-request deadline, ms. @default 120000 */
   requestTimeoutMs: z.int().min(1).default(120_000),
+  /**
+   * Abort a seeded share of the measured requests `afterMs` after each was sent, the same requests
+   * on both arms: they are recorded as `cancelled` (neither ok nor failed, in no distribution), and
+   * after the cell the engine must go back to idle (running and waiting requests at 0, KV usage at
+   * its pre-cell level) or the cell fails. Null: none is cancelled. @default null
+   * @example { share: 0.2, afterMs: 300 }
+   */
+  cancel: CancelSpec.nullable().default(null),
   /**
    * Sent as `Authorization: Bearer …`; never recorded: from the moment the options are resolved it
    * is scrubbed (raw, URL-encoded, base64) from everything servegate writes. At least 4 characters.

@@ -3,6 +3,7 @@ import { type LaunchContext, launchEngine, type RunningEngine } from '../engines
 import { type InProcessEngine, startNodeLlamaCpp } from '../engines/node-llama-cpp.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
 import type { PhaseListener } from '../schema/progress.ts'
+import { EngineKind } from '../schema/telemetry.ts'
 import type { EngineTeardown, ErrorInfo, RunRecord } from '../schema/run.ts'
 import type { ResolvedCellPlan } from './cell-options.ts'
 import { startTelemetry } from './cell-telemetry.ts'
@@ -114,6 +115,7 @@ export async function measureOnEngine(
         clock: env.clock,
         engine: { exited, failure: () => engine.failure() },
         engineCores: live.cpuCores,
+        metrics: metricsOf(engine),
         onMeasureStart: () => telemetry?.markLoadStart(),
       },
     )
@@ -129,6 +131,13 @@ export async function measureOnEngine(
   } finally {
     if (!finished) await telemetry?.cancel()
   }
+}
+
+/** A launched engine's Prometheus endpoint, its names known by its kind (recognized from a scrape for a command or an external URL). */
+function metricsOf(engine: RunningEngine): RunCellHooks['metrics'] {
+  if (engine.metricsUrl === null) return null
+  const kind = EngineKind.safeParse(engine.kind)
+  return { url: engine.metricsUrl, kind: kind.success ? kind.data : null, modelName: engine.model }
 }
 
 /**

@@ -23,6 +23,8 @@ import { conversationLoop } from './conversation-loop.ts'
 import type { ConversationLayout } from '../workload/conversation.ts'
 import { warmClientJit } from './warm.ts'
 import { TurnSlice } from '../client/turn-slice.ts'
+import { drainFailure, EngineDrainCheck, type EngineMetricsRef } from '../telemetry/engine-drain.ts'
+import { Cancellations } from './cancellations.ts'
 
 export interface RunCellHooks {
   /** Called after each measured request ends. */
@@ -58,6 +60,12 @@ export interface RunCellHooks {
    * its records between stages).
    */
   spill?: RequestSpill
+  /**
+   * The engine's Prometheus endpoint, read around a cell that cancels requests to check the engine
+   * goes back to idle after it; null where it has none. @default the endpoint's `/metrics`, its
+   * engine recognized by the names it exports
+   */
+  metrics?: EngineMetricsRef | null
 }
 
 /**
@@ -93,7 +101,9 @@ export async function runCell(input: RunCellOptions, hooks: RunCellHooks = {}): 
     const fromRows = o.workload.kind === 'dataset' || o.arrival?.kind === 'trace'
     checkContextFits(limit, o.maxTokens, fromRows ? null : o.workload.promptTokens, OPTION_NAMES)
   }
-  return measureCell(o, httpTransport(o, origin, hooks.engineCores), display, hooks)
+  const metrics =
+    hooks.metrics !== undefined ? hooks.metrics : { url: new URL('/metrics', origin).toString(), kind: null, modelName: o.model }
+  return measureCell(o, httpTransport(o, origin, hooks.engineCores), display, { ...hooks, metrics })
 }
 
 /**
@@ -180,13 +190,15 @@ type Sender = (
   streamed?: boolean,
 ) => (index: number, replies?: readonly string[] | null) => Promise<StreamObservation>
 
-function sender(transport: CellTransport, captureChars: number, signal: AbortSignal): Sender {
+function sender(transport: CellTransport, captureChars: number, signal: AbortSignal, cancels: Cancellations | null): Sender {
   return (feed, base, ledger, streamed = false) => {
     const capture = { contentChars: captureChars, streamed }
     return (index, replies = null) => {
       const fed = feed.take(base + index, replies)
       ledger?.sending(base + index, fed.planned)
-      return transport.send(fed.bytes, capture, signal)
+      // Only measured requests (those with a ledger) are cancelled; each from the moment it is sent.
+      if (ledger === null || cancels === null) return transport.send(fed.bytes, capture, signal)
+      return cancels.send(base + index, signal, (cancellable) => transport.send(fed.bytes, capture, cancellable))
     }
   }
 }
@@ -234,7 +246,11 @@ export async function measureCell(
     const measuredFeed = new BodyFeed(workload, o.model, 0, measuredCount, signal, workload.conversation === null ? undefined : 0)
     const warmupFeed = new BodyFeed(workload, o.model, measuredCount, measuredCount + warmupCount, signal)
     feeds.push(measuredFeed, warmupFeed)
-    const send = sender(transport, captureChars, signal)
+    const cancels = o.cancel === null ? null : new Cancellations(o.cancel, o.workload.seed, o.requests)
+    const send = sender(transport, captureChars, signal, cancels)
+    // A cell that cancels requests checks the engine goes back to where it was before its first request.
+    const drain = o.cancel === null ? null : new EngineDrainCheck(hooks.metrics ?? null, o.cancel.drainWithinMs)
+    await drain?.before(signal)
     const clock = hooks.clock ?? systemClock
     const startedAt = clock.date()
     warmClientJit()
@@ -250,7 +266,8 @@ export async function measureCell(
     await hooks.onMeasureStart?.()
     const meter = new CellLoadMeter(transport.workers ?? null)
     const ends = stages?.ends ?? [measuredCount]
-    const ledger = new RequestLedger(workload, o.requests, { spill, onProgress: hooks.onProgress, onPhase: phase, usage })
+    const cancelled = cancels === null ? undefined : (index: number) => cancels.fired(index)
+    const ledger = new RequestLedger(workload, o.requests, { spill, onProgress: hooks.onProgress, onPhase: phase, usage, cancelled })
     const onDone = (slot: Slot): void => ledger.end(slot)
     let openLoopStats: OpenLoopStats | null = null
     for (let stage = 0; stage < ends.length; stage++) {
@@ -277,6 +294,7 @@ export async function measureCell(
       if (stages !== null) stages.done(stage, ledger.records.slice(), signal.aborted || hooks.engine?.failure() != null)
     }
     measuredFeed.close()
+    const drained = (await drain?.after(signal)) ?? null
 
     const tally = await ledger.tally(o.slo)
     return assembleRecord({
@@ -294,7 +312,8 @@ export async function measureCell(
       metrics: { ...tally.metrics(ledger.busyMs), openLoop: openLoopStats },
       harness: meter.health(o, tally.sendLags),
       manifest: null,
-      cellFailure: hooks.engine?.failure() ?? null,
+      cellFailure: hooks.engine?.failure() ?? drainFailure(drained, tally.cancelled),
+      drain: drained,
     })
   } catch (err) {
     stages?.abandon()

@@ -20,6 +20,8 @@ export interface LedgerOutlets {
   onPhase?: PhaseListener | undefined
   /** Judges each reply's reported usage; without it, the chunk bound at its default alone. */
   usage?: UsageCrossCheck
+  /** Whether the cell's `cancel` plan aborted request `index` (asked once, as it ends); none is cancelled without it. */
+  cancelled?: ((index: number) => boolean) | undefined
 }
 
 /** Which stage of how many a staged cell is in; null for a cell measured in one go. */
@@ -29,9 +31,9 @@ export type StageOf = { index: number; of: number } | null
  * The measured requests of one cell, kept as each ends: its record is made then (the
  * observation, with its chunk times and content, is dropped) and kept in memory or spilled to
  * disk; what it wrote enters the wire hash in plan order; it counts as ok or failed toward the
- * progress reported. Requests run in stages (one for a cell measured in one go), each a block of
- * the plan in order; a stage's busy span, from its first send to its last end, adds to the
- * cell's wall clock.
+ * progress reported (a request the `cancel` plan aborted as neither). Requests run in stages
+ * (one for a cell measured in one go), each a block of the plan in order; a stage's busy span,
+ * from its first send to its last end, adds to the cell's wall clock.
  * @example
  * const ledger = new RequestLedger(workload, 10, { onProgress })
  * ledger.beginStage(null)
@@ -53,11 +55,13 @@ export class RequestLedger {
   // Each request's plan waits here only while it is in flight.
   readonly #inFlight = new Map<number, PlannedRequest>()
   readonly #usage: UsageCrossCheck
+  readonly #cancelled: ((index: number) => boolean) | undefined
   // Ended replies whose usage waits for the tokenizer pass, with where their provisional record
   // lies in `#records` (-1 when spilled): their records are made again then.
   readonly #awaitingCount = new Map<number, { slot: Slot; planned: PlannedRequest; at: number }>()
   #ok = 0
   #failed = 0
+  #cancelledCount = 0
   #done = 0
   #sent = 0
   #stage: StageOf = null
@@ -76,6 +80,7 @@ export class RequestLedger {
     this.#onProgress = outlets.onProgress
     this.#onPhase = outlets.onPhase
     this.#usage = outlets.usage ?? UsageCrossCheck.chunkBound({ maxTokensPerChunk: 16, retokenize: false })
+    this.#cancelled = outlets.cancelled
     this.cellStart = cellStart
   }
 
@@ -84,9 +89,14 @@ export class RequestLedger {
     return this.#sent
   }
 
-  /** Requests ended, ok or failed. */
+  /** Requests ended, ok, failed or cancelled. */
   get done(): number {
     return this.#done
+  }
+
+  /** Requests the cell's `cancel` plan aborted so far. */
+  get cancelled(): number {
+    return this.#cancelledCount
   }
 
   /** Requests due that never ended: the cell was cut short (an abort, the engine gone). */
@@ -125,15 +135,18 @@ export class RequestLedger {
     this.#lastEnd = Math.max(this.#lastEnd, obs.endAt ?? obs.sentAt)
     const planned = this.#inFlight.get(index) ?? this.#workload.planned(index)
     this.#inFlight.delete(index)
+    // Aborted by the plan, not by the caller or a deadline: neither ok nor failed.
+    const cancelled = (this.#cancelled?.(index) ?? false) && obs.error?.code === 'REQUEST_ABORTED'
     const verdict = obs.error === null ? this.#usage.screen(obs) : { rule: null, retokenized: null, problem: null }
     const held = verdict.rule !== null && verdict.problem === null && this.#usage.hold(index, obs.streamedText)
     obs.streamedText = null
     // Kept at once, judged on the chunk bound, so a spill holds it even if the cell is killed;
     // a held reply's record is made again once the tokenizer has counted it.
-    const at = this.#keep(requestRecord({ ...slot, index }, this.cellStart, planned, this.#workload, verdict))
+    const at = this.#keep(requestRecord({ ...slot, index }, this.cellStart, planned, this.#workload, verdict, cancelled))
     if (held) this.#awaitingCount.set(index, { slot: { ...slot, index }, planned, at })
     this.#wire.add(index, obs.sent)
-    if (obs.error === null && verdict.problem === null) this.#ok++
+    if (cancelled) this.#cancelledCount++
+    else if (obs.error === null && verdict.problem === null) this.#ok++
     else this.#failed++
     this.#done++
     this.#onProgress?.({ done: this.#done, total: this.#total, ok: this.#ok, failed: this.#failed, elapsedMs: monoMs() - this.cellStart })

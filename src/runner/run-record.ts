@@ -13,6 +13,7 @@ import { checkCanary, withoutMarkers } from '../workload/canary.ts'
 import { ESTIMATED_TOKENS_PER_WORD, type PlannedRequest, type PreparedWorkload } from '../workload/prepare.ts'
 import { scoreResponse } from '../workload/score.ts'
 import { type RunCellOptions, type ResolvedRunCellOptions, resolveCellOptions } from './cell-options.ts'
+import { cancelPlan } from '../workload/cancel-plan.ts'
 import type { Slot } from './dispatch.ts'
 import { type Clock, systemClock } from './environment.ts'
 import { NO_USAGE, type UsageVerdict } from './usage-check.ts'
@@ -33,6 +34,8 @@ function reportedUsage(obs: Slot['obs']): RequestRecord['reportedUsage'] {
  * streamed chunks) and the server's kept as `reportedUsage`. A reply that fails its canary, or
  * (strict output control) is not exactly max_tokens long by its checked count, is
  * contract-invalid. Either is kept with its timings and reason, excluded from every distribution.
+ * A request the cell's `cancel` plan aborted (`cancelled`) is recorded as cancelled, its partial
+ * timings kept, neither ok nor failed.
  */
 export function requestRecord(
   slot: Slot,
@@ -40,6 +43,7 @@ export function requestRecord(
   planned: PlannedRequest,
   workload: PreparedWorkload,
   usage: UsageVerdict = NO_USAGE,
+  cancelled = false,
 ): RequestRecord {
   const { obs } = slot
   const usageTrusted = usage.problem === null
@@ -106,6 +110,7 @@ export function requestRecord(
     retokenizedTokens: usage.retokenized,
     reportedUsage: usageTrusted ? null : reportedUsage(obs),
   }
+  if (cancelled) return { status: 'cancelled', ...common }
   return error === null ? { status: 'ok', ...common } : { status: 'failed', error, ...common }
 }
 
@@ -276,6 +281,7 @@ export function cellPlan(
     arrival,
     sequential: null,
     usageCheck: null,
+    cancel: o.cancel === null ? null : cancelPlan(o.cancel, spec.seed, o.requests),
   }
 }
 
@@ -289,14 +295,16 @@ export interface RecordParts {
   plan: RunRecord['plan']
   /** The measured requests, in plan order; empty when they were spilled to disk (`counts` still counts them). */
   requests: RequestRecord[]
-  /** Ok and failed requests, and the failures by code, over every measured request. */
-  counts: Pick<CellTally, 'completed' | 'failed' | 'failures'>
+  /** Ok, failed and cancelled requests, and the failures by code, over every measured request. */
+  counts: Pick<CellTally, 'completed' | 'failed' | 'failures' | 'cancelled'>
   /** Planned requests never sent, the cell cut short; counted, not recorded one by one. */
   unsent: number
   metrics: RunRecord['metrics']
   harness: HarnessHealth
   manifest: Manifest | null
   cellFailure: ErrorInfo | null
+  /** A cell that cancelled requests: whether the engine went back to idle after it. @default null */
+  drain?: RunRecord['drain']
 }
 
 /**
@@ -313,12 +321,14 @@ export function assembleRecord(parts: RecordParts): RunRecord {
     completed: parts.counts.completed,
     failed: parts.counts.failed,
     failures: { ...parts.counts.failures },
+    cancelled: parts.counts.cancelled,
     unsent: parts.unsent,
     requests: parts.requests,
     metrics: parts.metrics,
     harness: parts.harness,
     manifest: parts.manifest,
     cellFailure: parts.cellFailure,
+    drain: parts.drain ?? null,
     importedFrom: null,
   })
 }
@@ -342,7 +352,7 @@ export function failedCellRecord(
     target: null,
     plan: cellPlan(o, null, null, null, o.arrival === null ? null : arrivalPlanUnread(o.arrival, o.requests)),
     requests: [],
-    counts: { completed: 0, failed: 0, failures: {} },
+    counts: { completed: 0, failed: 0, failures: {}, cancelled: 0 },
     unsent: 0,
     metrics: computeCellMetrics([], 0),
     harness: nothingSent(),

@@ -78,6 +78,38 @@ export const TeardownSurvivor = z.object({
 })
 export type TeardownSurvivor = z.infer<typeof TeardownSurvivor>
 
+/**
+ * Whether the engine went back to idle after a cell that cancelled requests: its running and
+ * waiting requests to 0 and its KV usage to its pre-cell level (within `kvUsageTolerance`), read
+ * from its Prometheus `/metrics` for up to `boundMs` after the cell's last request ended. An engine
+ * that leaks on abort fails the cell (`cellFailure` ENGINE_NOT_DRAINED, with these figures).
+ */
+export const EngineDrain = z.object({
+  /** False when the engine's `/metrics` could not be read or names no such gauges: nothing was judged. */
+  checked: z.boolean(),
+  /** The Prometheus endpoint read; null when none was known. */
+  url: z.string().nullable(),
+  /** How long servegate waited for the engine to settle, ms. */
+  boundMs: z.number().positive(),
+  /** The KV usage (a fraction, 1 = full) it may stay above its pre-cell level. */
+  kvUsageTolerance: z.number().nonnegative(),
+  /** From the cell's end to the first reading that met every condition, ms; null when none did within the bound. */
+  settledMs: z.number().nonnegative().nullable(),
+  /** Requests running and waiting at the last reading; null where the engine exports no such gauge. */
+  running: z.number().nonnegative().nullable(),
+  waiting: z.number().nonnegative().nullable(),
+  /** KV usage before the cell's first request and at the last reading; null where the engine exports none. */
+  kvUsageBefore: z.number().nonnegative().nullable(),
+  kvUsageAfter: z.number().nonnegative().nullable(),
+  /** Readings taken after the cell. */
+  readings: z.int().nonnegative(),
+  /** True when it settled within the bound, false when it did not; null when not checked. */
+  passed: z.boolean().nullable(),
+  /** What was judged and how it went, or why nothing was. */
+  reason: z.string(),
+})
+export type EngineDrain = z.infer<typeof EngineDrain>
+
 /** How a launched engine's teardown went: every process that escaped its tree or outlived SIGTERM, and its port. */
 export const EngineTeardown = z.object({
   /** Empty when the tree went down on SIGTERM with nothing outside it. */
@@ -246,10 +278,15 @@ const requestCommon = {
   reportedUsage: ReportedUsage.nullable().default(null),
 }
 
-/** One measured request: ok, or failed with its stable code and partial timings kept. */
+/**
+ * One measured request: ok; failed with its stable code and partial timings kept; or cancelled,
+ * aborted by the cell's `cancel` plan while it streamed (neither ok nor failed: its partial
+ * timings are kept, and it enters no distribution and no failure count).
+ */
 export const RequestRecord = z.discriminatedUnion('status', [
   z.object({ status: z.literal('ok'), ...requestCommon }),
   z.object({ status: z.literal('failed'), error: ErrorInfo, ...requestCommon }),
+  z.object({ status: z.literal('cancelled'), ...requestCommon }),
 ])
 export type RequestRecord = z.infer<typeof RequestRecord>
 
@@ -356,6 +393,23 @@ export const SequentialPlan = z.object({
 })
 export type SequentialPlan = z.infer<typeof SequentialPlan>
 
+/**
+ * A cell's cancellations as planned (`cancel: { share, afterMs }`): each chosen request is aborted
+ * `afterMs` after it was sent. Which requests are chosen is a function of the request index and the
+ * workload's seed only, so both arms cancel the same ones.
+ */
+export const CancelPlan = z.object({
+  /** The share of requests chosen, 0 < share ≤ 1: each index is chosen when its seeded draw falls below it. */
+  share: z.number().gt(0).max(1),
+  /** Time from a chosen request's send to its abort, ms. */
+  afterMs: z.number().nonnegative(),
+  /** The seed of the draws (the workload's seed; 0 when it has none). */
+  seed: z.int(),
+  /** Measured requests chosen, by plan index, ascending. One that ends before its abort is recorded as it ended. */
+  indices: z.array(z.int().nonnegative()),
+})
+export type CancelPlan = z.infer<typeof CancelPlan>
+
 export const RunPlan = z.object({
   /** Null when an imported record did not say which API it used. */
   api: Api.nullable(),
@@ -374,6 +428,8 @@ export const RunPlan = z.object({
   arrival: ArrivalPlan.nullable().default(null),
   /** How each reply's usage was cross-checked; null for imports and records written before servegate checked it. */
   usageCheck: UsageCheckPlan.nullable().default(null),
+  /** Requests aborted on purpose after a delay from their send; null when the cell cancels none. */
+  cancel: CancelPlan.nullable().default(null),
 })
 export type RunPlan = z.infer<typeof RunPlan>
 
@@ -552,9 +608,15 @@ export const RunRecord = z.object({
   /** Failed requests counted by error code. */
   failures: z.record(z.string(), z.int().positive()),
   /**
+   * Requests the cell's `cancel` plan aborted while they streamed: recorded with status
+   * `cancelled`, neither completed nor failed, in no distribution. 0 in records written before
+   * servegate cancelled requests.
+   */
+  cancelled: z.int().nonnegative().default(0),
+  /**
    * Planned requests never sent because the cell was cut short (Ctrl-C, a signal, the engine
-   * exiting): counted here, not recorded one by one. `completed + failed + unsent` is the
-   * requests the cell was due to send.
+   * exiting): counted here, not recorded one by one. `completed + failed + cancelled + unsent` is
+   * the requests the cell was due to send.
    */
   unsent: z.int().nonnegative().default(0),
   requests: z.array(RequestRecord),
@@ -576,6 +638,8 @@ export const RunRecord = z.object({
    * an engine shared by a file's cells, whose teardown comes after its records and goes to stderr).
    */
   teardown: EngineTeardown.optional(),
+  /** A cell that cancelled requests: whether the engine went back to idle after it; null otherwise. */
+  drain: EngineDrain.nullable().default(null),
   /** Set when the record was imported from another harness's format. */
   importedFrom: ImportSource.nullable(),
 })
