@@ -73,6 +73,7 @@ export const WORKLOAD_FLAGS = {
   'no-retokenize': { type: 'boolean' },
   'requests-per-slot-floor': { type: 'string' },
   'request-timeout-ms': { type: 'string' },
+  cancel: { type: 'string' },
   'send-lag-limit-ms': { type: 'string' },
   'event-loop-delay-limit-ms': { type: 'string' },
   'client-workers': { type: 'string' },
@@ -117,6 +118,26 @@ export function numberFlag(flag: string, value: string | undefined, min: LowerBo
 function clientWorkersFlag(value: string | undefined): number | 'auto' | undefined {
   if (value === undefined || value === 'auto') return value
   return intFlag('--client-workers', value, 0, MAX_CLIENT_WORKERS)
+}
+
+/**
+ * `--cancel SHARE@MS`: abort a seeded share of the measured requests MS ms after each is sent.
+ * @example cancelFlag('0.2@500') // { share: 0.2, afterMs: 500 }
+ * @throws ServegateError `CONFIG_INVALID` naming the flag and the form
+ */
+export function cancelFlag(value: string | undefined): CellPlan['cancel'] {
+  if (value === undefined) return undefined
+  const [share = '', afterMs = '', ...rest] = value.split('@')
+  const s = Number(share)
+  const ms = Number(afterMs)
+  if (rest.length > 0 || share.trim() === '' || afterMs.trim() === '' || !(s > 0 && s <= 1) || !(Number.isFinite(ms) && ms >= 0)) {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `--cancel: "${value}" is not valid; pass SHARE@MS with 0 < SHARE ≤ 1 and MS ≥ 0, ` +
+        'e.g. --cancel 0.2@500 (a fifth of the requests aborted 500 ms after each is sent)',
+    )
+  }
+  return { share: s, afterMs: ms }
 }
 
 function prefixCacheFlag(value: string | undefined): WorkloadSpec['prefixCache'] {
@@ -272,6 +293,7 @@ export function cellFromFlags(values: CellFlagValues): CellPlan {
       retokenize: values['no-retokenize'] !== true,
     },
     requestTimeoutMs: intFlag('--request-timeout-ms', values['request-timeout-ms'], 1, 86_400_000),
+    cancel: cancelFlag(values.cancel),
     sendLagLimitMs: numberFlag('--send-lag-limit-ms', values['send-lag-limit-ms'], { above: 0 }, 60_000),
     eventLoopDelayLimitMs: numberFlag('--event-loop-delay-limit-ms', values['event-loop-delay-limit-ms'], { above: 0 }, 60_000),
     slo: sloFlag(values.slo) ?? null,

@@ -4,7 +4,7 @@ import { parseBaseUrl } from '../loopback.ts'
 import { MAX_BLOCK_TOKENS, MAX_RATE_PER_S } from '../load/arrival-spec.ts'
 import { RequestSpill, writeSpilledRecord } from '../record/request-spill.ts'
 import type { ErrorInfo, RunRecord } from '../schema/run.ts'
-import type { CellPlan } from '../runner/cell-options.ts'
+import { type CellPlan, resolveCellPlan } from '../runner/cell-options.ts'
 import { runEngineCell } from '../runner/runner.ts'
 import {
   LOAD_FLAGS,
@@ -23,7 +23,7 @@ import {
 } from './cell-flags.ts'
 import { intFlag, parseFlags } from './flags.ts'
 import type { CliIo } from './cli-io.ts'
-import { checkContextFits, contextLimit } from '../runner/context-limit.ts'
+import { checkCellFits, contextLimit } from '../runner/context-limit.ts'
 import { interruption } from './interrupt.ts'
 import { checkWritableFile } from './path-flags.ts'
 import { progressLine } from './progress-line.ts'
@@ -152,9 +152,7 @@ const EXIT_NOTHING_MEASURED = 3
  */
 async function checkSizesFit(baseUrl: string, model: string, cell: CellPlan): Promise<void> {
   const limit = await contextLimit(parseBaseUrl(baseUrl).origin, model)
-  if (limit === null) return
-  const fromDataset = cell.workload?.kind === 'dataset' || cell.arrival?.kind === 'trace'
-  checkContextFits(limit, cell.maxTokens ?? 128, fromDataset ? null : (cell.workload?.promptTokens ?? 256))
+  if (limit !== null) checkCellFits(limit, resolveCellPlan(cell))
 }
 
 /** Where a cell's requests wait on disk until its record is written: beside `--out`. */

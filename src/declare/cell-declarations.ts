@@ -2,6 +2,7 @@ import { ServegateError } from '../errors.ts'
 import { type CellPlan, type ResolvedCellPlan, resolveCellPlan } from '../runner/cell-options.ts'
 import type { PairRun } from '../runner/runner.ts'
 import { resolveStopEarly, type StopEarly } from '../runner/staged-pair.ts'
+import { lengthLabel } from '../schema/lengths.ts'
 import type { CellResult, PairResult } from '../schema/results.ts'
 import { type EngineHandle, isEngineHandle } from './engine-handles.ts'
 import { declareCell, tracked } from '../worker/cell-registry.ts'
@@ -56,9 +57,15 @@ export function lazy<T>(work: () => Promise<T>): Lazy<T> {
   }
 }
 
-/** `<engine>-<workload>-ctx<prompt tokens>`: how every id of a plan on an engine starts. */
+/**
+ * `<engine>-<workload>-ctx<prompt tokens>`: how every id of a plan on an engine starts. A drawn
+ * size reads short (`ctxu100-200`, `ctxln512s0.5`); shared-prefix groups, systemTokens + questionTokens.
+ */
 export function planId(engineName: string, plan: ResolvedCellPlan): string {
-  return `${engineName}-${plan.workload.kind}-ctx${plan.workload.promptTokens}`
+  const w = plan.workload
+  const grouped = w.kind === 'shared-prefix' && w.groups !== undefined
+  const prompt = grouped ? String((w.systemTokens ?? 0) + (w.questionTokens ?? 0)) : lengthLabel(w.promptTokens)
+  return `${engineName}-${w.kind}-ctx${prompt}`
 }
 
 /** The plan's id then `c<concurrency>` (closed loop), `r<rate>` (open loop, one decimal) or `trace`. */

@@ -19,6 +19,7 @@ export const NO_REQUEST_CHECKS = {
   retokenizedTokens: null,
   session: null,
   turn: null,
+  group: null,
   reportedUsage: null,
 } as const
 

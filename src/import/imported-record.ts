@@ -68,6 +68,8 @@ function importedWorkload(promptTokens: number, seed: number | null, promptToken
     requestsPerSlotFloor: null,
     floorMet: null,
     conversation: null,
+    lengths: null,
+    prefixGroups: null,
   }
 }
 

@@ -5,6 +5,7 @@ import { ArrivalSpec } from '../load/arrival-spec.ts'
 import { SLO } from '../schema/load.ts'
 import { Api, UsageCheck } from '../schema/run.ts'
 import { MIN_SECRET_CHARS, registerSecret } from '../secrets.ts'
+import { lengthOption, MIN_MAX_TOKENS } from '../workload/lengths.ts'
 import { WorkloadSpec } from '../workload/workload-spec.ts'
 import { CancelSpec } from '../workload/cancel-plan.ts'
 import { MAX_CLIENT_WORKERS } from './client-workers.ts'
@@ -31,8 +32,13 @@ export const CellPlan = z.strictObject({
   requests: z.int().min(1).default(32),
   /** Requests run first and not recorded (warm caches, connections, JIT). @default 0 */
   warmupRequests: z.int().min(0).default(0),
-  /** `max_tokens` of every request. @default 128 */
-  maxTokens: z.int().min(1).default(128),
+  /**
+   * `max_tokens` of every request: one size, or a distribution each request draws its own from
+   * (seeded by `workload.seed`, the same on both arms; held exactly under output control).
+   * @default 128
+   * @example { uniform: [64, 256] }
+   */
+  maxTokens: lengthOption(MIN_MAX_TOKENS).default(128),
   /** What the requests contain: kind, planned prompt tokens, seed, canaries, prefix cache, output control, sampling. */
   workload: WorkloadSpec.default(WorkloadSpec.parse({})),
   /** Size prompts with the engine's own tokenizer when it has one. @default true */
@@ -134,13 +140,14 @@ function describeIssues(error: z.ZodError, where: string, known: readonly string
  * @throws ServegateError CONFIG_INVALID
  */
 export function resolveCellPlan(input: unknown, where = 'cell'): ResolvedCellPlan {
-  const result = CellPlan.safeParse(withConversationRequests(input, where))
+  const result = CellPlan.safeParse(withGroupRequests(withConversationRequests(input, where), where))
   if (!result.success) {
     throw new ServegateError(
       'CONFIG_INVALID',
       `invalid ${where} options: ${describeIssues(result.error, where, Object.keys(CellPlan.shape))}`,
     )
   }
+  checkDrawnSizes(result.data, where)
   registerApiKey(result.data.apiKey, where)
   return result.data
 }
@@ -174,6 +181,45 @@ function withConversationRequests(input: unknown, where: string): unknown {
   return { ...cell, requests: expected }
 }
 
+/**
+ * A shared-prefix workload with groups sends `groups × promptsPerGroup` requests (as SGLang's
+ * generated-shared-prefix): filled in when the cell does not say, refused when it says otherwise.
+ * @throws ServegateError CONFIG_INVALID naming the fix
+ */
+function withGroupRequests(input: unknown, where: string): unknown {
+  if (input === null || typeof input !== 'object') return input
+  const cell = input as { requests?: unknown; workload?: { kind?: unknown; groups?: unknown; promptsPerGroup?: unknown } }
+  const w = cell.workload
+  if (w?.kind !== 'shared-prefix' || typeof w.groups !== 'number' || typeof w.promptsPerGroup !== 'number') return input
+  const expected = w.groups * w.promptsPerGroup
+  if (cell.requests !== undefined && cell.requests !== expected) {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `invalid ${where} options: requests: shared-prefix groups send groups × promptsPerGroup = ${expected} requests, ` +
+        `not ${String(cell.requests)}; remove requests or set it to ${expected}`,
+    )
+  }
+  return { ...cell, requests: expected }
+}
+
+/**
+ * Drawn sizes where each request's size can be drawn: not under a trace (it sizes every request
+ * itself), and `maxTokens` not in a conversation (its turns share one).
+ * @throws ServegateError CONFIG_INVALID naming the field and the fix
+ */
+function checkDrawnSizes(plan: ResolvedCellPlan, where: string): void {
+  const invalid = (message: string): ServegateError => new ServegateError('CONFIG_INVALID', `invalid ${where} options: ${message}`)
+  const drawnPrompt = typeof plan.workload.promptTokens !== 'number'
+  const drawnMax = typeof plan.maxTokens !== 'number'
+  if (plan.arrival?.kind === 'trace' && (drawnPrompt || drawnMax)) {
+    const field = drawnPrompt ? 'workload.promptTokens' : 'maxTokens'
+    throw invalid(`${field}: a trace sets each request's sizes itself; pass one number or remove the trace arrival`)
+  }
+  if (drawnMax && plan.workload.kind === 'conversation') {
+    throw invalid("maxTokens: a conversation's turns share one max_tokens; pass one number")
+  }
+}
+
 /** Registers a cell's API key as a secret, so every writer scrubs it; refuses one too short to scrub. */
 function registerApiKey(apiKey: string | undefined, where: string): void {
   if (apiKey !== undefined && registerSecret(apiKey) === 'too-short') {
@@ -187,10 +233,11 @@ function registerApiKey(apiKey: string | undefined, where: string): void {
 
 /** Validates cell options sent to an endpoint; the error names each bad field and what to pass instead. */
 export function resolveCellOptions(input: RunCellOptions): ResolvedRunCellOptions {
-  const result = RunCellOptions.safeParse(withConversationRequests(input, 'cell'))
+  const result = RunCellOptions.safeParse(withGroupRequests(withConversationRequests(input, 'cell'), 'cell'))
   if (!result.success) {
     throw new ServegateError('CONFIG_INVALID', `invalid cell options: ${z.prettifyError(result.error).replace(/\n/g, '; ')}`)
   }
+  checkDrawnSizes(result.data, 'cell')
   parseBaseUrl(result.data.baseUrl)
   registerApiKey(result.data.apiKey, 'cell')
   return result.data

@@ -1,5 +1,7 @@
 import { request } from 'undici'
 import { ServegateError } from '../errors.ts'
+import { RequestSizes } from '../workload/request-sizes.ts'
+import type { ResolvedCellPlan } from './cell-options.ts'
 
 /** A model's context length and where it was read. */
 export interface ContextLimit {
@@ -42,8 +44,53 @@ export interface SizeNames {
   maxTokens: string
   promptTokens: string
 }
-const FLAG_NAMES: SizeNames = { maxTokens: '--max-tokens', promptTokens: '--prompt-tokens' }
+export const FLAG_NAMES: SizeNames = { maxTokens: '--max-tokens', promptTokens: '--prompt-tokens' }
 export const OPTION_NAMES: SizeNames = { maxTokens: 'maxTokens (--max-tokens)', promptTokens: 'workload.promptTokens (--prompt-tokens)' }
+
+/** What the context check reads of a cell's plan. */
+type PlanSizes = Pick<ResolvedCellPlan, 'api' | 'maxTokens' | 'requests' | 'warmupRequests' | 'workload' | 'arrival'>
+
+/**
+ * Fails before the cell when a request it plans cannot fit the model's context: its sizes as
+ * declared (shared-prefix groups: systemTokens + questionTokens), or, where a size is drawn from
+ * a distribution, every request's draws (they are drawn here exactly as the workload will draw
+ * them): the largest `max_tokens`, and the largest prompt + `max_tokens` of one request. A
+ * dataset's or a trace's prompts are not checked (their sizes come from the rows).
+ * @throws ServegateError CONFIG_INVALID naming the option, the request and the limit
+ */
+export function checkCellFits(limit: ContextLimit, plan: PlanSizes, names = FLAG_NAMES): void {
+  const fromRows = plan.workload.kind === 'dataset' || plan.arrival?.kind === 'trace'
+  const { api, maxTokens, requests, warmupRequests } = plan
+  const sizes = new RequestSizes(plan.workload, { api, maxTokens, requests, warmupRequests })
+  if (sizes.prompt === null && sizes.max === null) {
+    checkContextFits(limit, sizes.maxTokens, fromRows ? null : sizes.targetPromptTokens, names)
+    return
+  }
+  const of = `the model's context of ${limit.tokens} tokens (${limit.source})`
+  let largestMax = { index: 0, tokens: 0 }
+  let largest = { index: 0, promptTokens: 0, maxTokens: 0 }
+  for (let index = 0; index < requests + warmupRequests; index++) {
+    const size = sizes.size(index)
+    if (size.maxTokens > largestMax.tokens) largestMax = { index, tokens: size.maxTokens }
+    if (size.promptTokens + size.maxTokens > largest.promptTokens + largest.maxTokens) largest = { index, ...size }
+  }
+  const drawn = (index: number): string => (index < requests ? `request ${index}` : `warm-up request ${index - requests}`)
+  if (largestMax.tokens >= limit.tokens) {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `${names.maxTokens}: ${drawn(largestMax.index)} draws ${largestMax.tokens}, which does not fit ${of}; ` +
+        `draw fewer than ${limit.tokens} (a narrower distribution, or another seed)`,
+    )
+  }
+  const total = largest.promptTokens + largest.maxTokens
+  if (!fromRows && total > limit.tokens) {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `${drawn(largest.index)} draws ${names.promptTokens} ${largest.promptTokens} + ${names.maxTokens} ${largest.maxTokens} = ` +
+        `${total}, which exceeds ${of}; draw smaller sizes (a narrower distribution, or another seed)`,
+    )
+  }
+}
 
 /**
  * Fails before the cell when its sizes cannot fit the model's context: the engine would refuse

@@ -13,7 +13,7 @@ import { type RunCellOptions, type ResolvedRunCellOptions, resolveCellOptions } 
 import { type CellTransport, connectionsToWarm, httpTransport } from './cell-transport.ts'
 import { closedLoop, openLoop, type Slot } from './dispatch.ts'
 import { type Clock, systemClock } from './environment.ts'
-import { checkContextFits, contextLimit, OPTION_NAMES } from './context-limit.ts'
+import { checkCellFits, contextLimit, OPTION_NAMES } from './context-limit.ts'
 import { probeEndpoint } from './probe.ts'
 import { assembleRecord, cellPlan } from './run-record.ts'
 import { CellLoadMeter } from './cell-load-meter.ts'
@@ -97,10 +97,7 @@ export async function runCell(input: RunCellOptions, hooks: RunCellHooks = {}): 
   await probeEndpoint(origin, o.model, hooks.signal)
   // Sizes the served model cannot hold fail here, before any load: the engine would refuse them all.
   const limit = await contextLimit(origin, o.model)
-  if (limit !== null) {
-    const fromRows = o.workload.kind === 'dataset' || o.arrival?.kind === 'trace'
-    checkContextFits(limit, o.maxTokens, fromRows ? null : o.workload.promptTokens, OPTION_NAMES)
-  }
+  if (limit !== null) checkCellFits(limit, o, OPTION_NAMES)
   const metrics =
     hooks.metrics !== undefined ? hooks.metrics : { url: new URL('/metrics', origin).toString(), kind: null, modelName: o.model }
   return measureCell(o, httpTransport(o, origin, hooks.engineCores), display, { ...hooks, metrics })

@@ -11,6 +11,7 @@ import { assembleRunRecord, nothingSent } from '../metrics/run-assembly.ts'
 import type { ErrorInfo, HarnessHealth, RequestRecord, RunRecord, WorkerHealth } from '../schema/run.ts'
 import { checkCanary, withoutMarkers } from '../workload/canary.ts'
 import { ESTIMATED_TOKENS_PER_WORD, type PlannedRequest, type PreparedWorkload } from '../workload/prepare.ts'
+import { centerTokens, MIN_PROMPT_TOKENS } from '../workload/lengths.ts'
 import { scoreResponse } from '../workload/score.ts'
 import { type RunCellOptions, type ResolvedRunCellOptions, resolveCellOptions } from './cell-options.ts'
 import { cancelPlan } from '../workload/cancel-plan.ts'
@@ -106,6 +107,7 @@ export function requestRecord(
     sendAttempts: obs.attempts,
     session: planned.session,
     turn: planned.turn,
+    group: planned.group ?? null,
     usageRule: usage.rule,
     retokenizedTokens: usage.retokenized,
     reportedUsage: usageTrusted ? null : reportedUsage(obs),
@@ -236,18 +238,22 @@ export function cellPlan(
   const spec = workload?.spec ?? o.workload
   const calibration = workload?.calibration ?? null
   const conversation = workload?.conversation?.plan ?? null
-  const sharedTokens = calibration?.sharedPrefixTokens ?? (spec.prefixCache.mode === 'shared' ? spec.prefixCache.tokens : null)
+  const groups = spec.kind === 'shared-prefix' && spec.groups !== undefined
+  const sharedTokens =
+    calibration?.sharedPrefixTokens ??
+    (spec.prefixCache.mode === 'shared' ? spec.prefixCache.tokens : groups ? (spec.systemTokens ?? null) : null)
   return {
     api: o.api,
     model: o.model,
     concurrency: o.concurrency,
     requests: o.requests,
     warmupRequests: o.warmupRequests,
-    maxTokens: o.maxTokens,
+    // Drawn per request: each request's own is in workload.lengths.maxTokens.
+    maxTokens: typeof o.maxTokens === 'number' ? o.maxTokens : null,
     requestTimeoutMs: o.requestTimeoutMs,
     workload: {
       kind: spec.kind,
-      promptTokens: spec.promptTokens,
+      promptTokens: plannedPromptTokens(spec, workload),
       seed: spec.seed,
       prefixCache:
         spec.prefixCache.mode === 'shared' || spec.kind === 'shared-prefix' || spec.kind === 'conversation'
@@ -277,12 +283,26 @@ export function cellPlan(
       // Requests per concurrency slot is a closed-loop notion; an open-loop cell has no slots.
       floorMet: o.arrival === null ? sent >= spec.requestsPerSlotFloor * o.concurrency : null,
       conversation,
+      lengths: workload?.lengths ?? null,
+      prefixGroups: workload?.prefixGroups ?? null,
     },
     arrival,
     sequential: null,
     usageCheck: null,
     cancel: o.cancel === null ? null : cancelPlan(o.cancel, spec.seed, o.requests),
   }
+}
+
+/**
+ * The record's planned prompt size: the mean of the measured requests' drawn sizes, a group's
+ * system prompt and question together, else the declared size (a distribution's center when the
+ * cell failed before drawing).
+ */
+function plannedPromptTokens(spec: PreparedWorkload['spec'], workload: PreparedWorkload | null): number {
+  const drawn = workload?.lengths?.promptTokens
+  if (drawn != null) return Math.round(drawn.meanTokens)
+  if (spec.kind === 'shared-prefix' && spec.groups !== undefined) return (spec.systemTokens ?? 0) + (spec.questionTokens ?? 0)
+  return centerTokens(spec.promptTokens, MIN_PROMPT_TOKENS)
 }
 
 /** What a run record is made of, besides what every record carries (schema, version, methodology). */

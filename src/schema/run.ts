@@ -1,8 +1,10 @@
 import { z } from 'zod'
 import { ERROR_CODES } from '../errors.ts'
 import { PERCENTILE_METHOD } from './constants.ts'
+import { LengthsPlan } from './lengths.ts'
 import { ArrivalPlan, Goodput, OpenLoopStats } from './load.ts'
 import { Manifest } from './manifest.ts'
+import { PrefixGroupsPlan } from './prefix-groups.ts'
 import { CellTelemetry } from './telemetry.ts'
 
 /** Schema id of a servegate run record. Bump only with a migration. */
@@ -264,6 +266,8 @@ const requestCommon = {
   session: z.int().nonnegative().nullable().default(null),
   /** Conversations: the request's turn in its session, 1-based; null for single-turn workloads. */
   turn: z.int().positive().nullable().default(null),
+  /** Shared-prefix groups: the request's group (0-based), whose system prompt opens its prompt; null otherwise. */
+  group: z.int().nonnegative().nullable().default(null),
   /**
    * The rule that judged the reply's reported usage: the engine's tokenizer over the streamed
    * text, or the tokens-per-chunk bound; null when the server reported none (or nothing streamed).
@@ -345,7 +349,10 @@ export type ConversationPlan = z.infer<typeof ConversationPlan>
 export const WorkloadPlan = z.object({
   /** `imported` when the record came from another harness that did not describe its prompts. */
   kind: z.enum(['synthetic-summary', 'synthetic-repeated-code', 'shared-prefix', 'dataset', 'conversation', 'imported']),
-  /** Planned prompt size in tokens, as the engine counts them. */
+  /**
+   * Planned prompt size in tokens, as the engine counts them; with drawn sizes (`lengths`) or a
+   * replayed trace, the measured requests' mean; with shared-prefix groups, systemTokens + questionTokens.
+   */
   promptTokens: z.int().positive(),
   /** Null when an imported record did not say. */
   seed: z.int().nullable(),
@@ -373,6 +380,10 @@ export const WorkloadPlan = z.object({
   floorMet: z.boolean().nullable(),
   /** Conversations: how the sessions were planned and sent; null for single-turn workloads. */
   conversation: ConversationPlan.nullable().default(null),
+  /** Sizes drawn from a distribution (`promptTokens`, `maxTokens`) and every request's draw; null when none was drawn. */
+  lengths: LengthsPlan.nullable().default(null),
+  /** Shared-prefix groups as planned, with each group's measured requests; null otherwise. */
+  prefixGroups: PrefixGroupsPlan.nullable().default(null),
 })
 export type WorkloadPlan = z.infer<typeof WorkloadPlan>
 
@@ -418,7 +429,7 @@ export const RunPlan = z.object({
   requests: z.int().positive(),
   /** Null when an imported record did not say. */
   warmupRequests: z.int().nonnegative().nullable(),
-  /** Null when an imported record did not say. */
+  /** Null when an imported record did not say, or each request drew its own (`workload.lengths.maxTokens`). */
   maxTokens: z.int().positive().nullable(),
   requestTimeoutMs: z.int().positive().nullable(),
   workload: WorkloadPlan,

@@ -1,13 +1,17 @@
 import { createHash, type Hash } from 'node:crypto'
 import type { TokenizerProbe } from '../client/tokenize.ts'
 import { ServegateError } from '../errors.ts'
+import type { Length, LengthsPlan } from '../schema/lengths.ts'
+import type { PrefixGroupsPlan } from '../schema/prefix-groups.ts'
 import type { Api } from '../schema/run.ts'
 import { type BodyExtras, bodyExtras } from './body.ts'
 import { bodyEntry, updateStreamEntry } from './bytes.ts'
 import { canaryMarker } from './canary.ts'
 import { loadDataset, type LoadedDataset, type ResolvedRow } from './dataset.ts'
 import { calibrationTolerance, type FittedSizes, PromptCalibrator } from './prompt-calibrator.ts'
+import { prefixGroupsOf } from './prefix-groups.ts'
 import { ESTIMATED_TOKENS_PER_WORD, PromptLayout } from './prompt-layout.ts'
+import { RequestSizes } from './request-sizes.ts'
 import { ConversationLayout } from './conversation.ts'
 import { loadConversations } from './conversation-file.ts'
 import { proseSource } from './text.ts'
@@ -32,6 +36,8 @@ export interface PreparedRequest {
   session: number | null
   /** Conversations: the request's turn in its session (1-based); null for single-turn workloads. */
   turn: number | null
+  /** Shared-prefix groups: the request's group (0-based); null (or absent) otherwise. */
+  group?: number | null
 }
 
 /** What judging a reply needs of its request once the body is sent. */
@@ -73,6 +79,10 @@ export interface PreparedWorkload {
   dataset: { path: string; sha256: string; rows: number } | null
   /** Conversations: how requests map to sessions and turns, and their bodies with a live history; null otherwise. */
   conversation: ConversationLayout | null
+  /** Sizes drawn from a distribution, as the record keeps them; null (or absent) when none was drawn. */
+  lengths?: LengthsPlan | null
+  /** Shared-prefix groups as planned; null (or absent) otherwise. */
+  prefixGroups?: PrefixGroupsPlan | null
 }
 
 /** A measured request's own size, where a replayed trace dictates it. */
@@ -85,7 +95,8 @@ export interface PlannedSize {
 
 export interface PreparePlan {
   api: Api
-  maxTokens: number
+  /** The cell's `max_tokens`: one size, or a distribution each request draws its own from (seeded by the workload's seed). */
+  maxTokens: Length
   requests: number
   warmupRequests: number
   /**
@@ -124,17 +135,18 @@ export async function prepareWorkload(
   signal?: AbortSignal,
 ): Promise<PreparedWorkload> {
   const spec = resolveWorkloadSpec(input)
-  if (spec.kind === 'conversation') return prepareConversation(spec, plan, probe)
-  if (plan.blockTokens != null) {
-    const layout = new PromptLayout(spec, plan, null, null)
-    const sizes = { size: (index: number) => layout.size(index), maxTokens: plan.maxTokens }
-    return prepareTraceBlocks(spec, { ...plan, blockTokens: plan.blockTokens }, sizes, probe, signal)
-  }
+  if (spec.kind === 'conversation') return prepareConversation(spec, fixedMaxTokens(plan), probe)
   const dataset = await datasetOf(spec, plan.api)
-  const sharedTokens = sharedTokensOf(spec)
+  // Drawn once per plan, before anything is fitted: each request is fitted to its own size.
+  const sizes = new RequestSizes(spec, plan)
+  if (plan.blockTokens != null) return prepareTraceBlocks(spec, { ...plan, blockTokens: plan.blockTokens }, sizes, probe, signal)
+  const groups = prefixGroupsOf(spec, plan.requests, plan.requests + plan.warmupRequests)
+  const sharedTokens = groups === null ? sharedTokensOf(spec, sizes) : 0
   const calibrator = new PromptCalibrator(probe, plan.api)
   const shared = sharedTokens > 0 ? await calibrator.fitShared(spec, sharedTokens) : null
-  const layout = new PromptLayout(spec, plan, shared?.text ?? null, dataset)
+  const systems = groups === null ? null : await calibrator.fitGroups(spec.seed, groups.spec.groups, groups.spec.systemTokens, signal)
+  const layoutGroups = groups === null || systems === null ? null : { of: (i: number) => groups.of(i), systems: systems.texts }
+  const layout = new PromptLayout(spec, plan, shared?.text ?? null, dataset, { sizes, groups: layoutGroups })
   // Calibrated sizes are kept as two numbers a request; without a tokenizer the size is
   // estimated from the index alone when the body is built.
   const fitted = await calibrator.fitRequests(layout, signal)
@@ -149,6 +161,7 @@ export async function prepareWorkload(
       row: layout.row(index),
       session: null,
       turn: null,
+      group: layout.group(index),
     }
   }
   const request = (index: number): PreparedRequest => {
@@ -159,16 +172,31 @@ export async function prepareWorkload(
   return {
     spec,
     api: plan.api,
-    maxTokens: plan.maxTokens,
+    maxTokens: sizes.maxTokens,
     measuredCount: plan.requests,
     warmupCount: plan.warmupRequests,
     request,
     planned,
-    calibration: calibrationOf(spec, plan, calibrator, fitted, shared?.tokens ?? null),
+    calibration: calibrationOf(spec, sizes, calibrator, fitted, systems === null ? (shared?.tokens ?? null) : meanOrNull(systems.tokens)),
     extras: layout.extras,
     dataset: dataset === null ? null : { path: dataset.path, sha256: dataset.sha256, rows: dataset.rows.length },
     conversation: null,
+    lengths: sizes.record(),
+    prefixGroups: groups?.plan() ?? null,
   }
+}
+
+/** The plan of a workload whose requests share one `max_tokens` (a conversation's turns). */
+function fixedMaxTokens(plan: PreparePlan): PreparePlan & { maxTokens: number } {
+  const { maxTokens } = plan
+  if (typeof maxTokens !== 'number') throw new ServegateError('CONFIG_INVALID', "maxTokens: a conversation's turns share one max_tokens; pass one number")
+  return { ...plan, maxTokens }
+}
+
+/** The rounded mean of calibrated sizes; null when any was estimated. */
+function meanOrNull(tokens: ReadonlyArray<number | null>): number | null {
+  if (tokens.length === 0 || tokens.some((t) => t === null)) return null
+  return Math.round((tokens as number[]).reduce((s, t) => s + t, 0) / tokens.length)
 }
 
 /** Words of generated prose the engine's tokenizer counts to measure its tokens per word. */
@@ -179,7 +207,7 @@ const RATIO_SAMPLE_WORDS = 400
  * tokenizer's tokens per word, measured once on a sample of the same prose (estimated without
  * a tokenizer), so no request is fitted one by one; `usage.prompt_tokens` is recorded per request.
  */
-async function prepareConversation(spec: ResolvedWorkloadSpec, plan: PreparePlan, probe: TokenizerProbe | null): Promise<PreparedWorkload> {
+async function prepareConversation(spec: ResolvedWorkloadSpec, plan: PreparePlan & { maxTokens: number }, probe: TokenizerProbe | null): Promise<PreparedWorkload> {
   const expected = (spec.sessions ?? 1) * (spec.turns ?? 1)
   if (plan.requests !== expected) {
     throw new ServegateError(
@@ -248,15 +276,16 @@ async function datasetOf(spec: ResolvedWorkloadSpec, api: Api): Promise<LoadedDa
   return dataset
 }
 
-/** The shared block's planned size, tokens (0 without one); it must leave room for the rest of the prompt. */
-function sharedTokensOf(spec: ResolvedWorkloadSpec): number {
-  const sharedTokens =
-    spec.prefixCache.mode === 'shared' ? spec.prefixCache.tokens : spec.kind === 'shared-prefix' ? Math.floor(spec.promptTokens / 2) : 0
-  if (sharedTokens >= spec.promptTokens) {
+/** The shared block's planned size, tokens (0 without one); it must leave room for the rest of every prompt. */
+function sharedTokensOf(spec: ResolvedWorkloadSpec, sizes: RequestSizes): number {
+  const half = typeof spec.promptTokens === 'number' ? Math.floor(spec.promptTokens / 2) : 0
+  const sharedTokens = spec.prefixCache.mode === 'shared' ? spec.prefixCache.tokens : spec.kind === 'shared-prefix' ? half : 0
+  const smallest = sizes.smallestPromptTokens
+  if (sharedTokens >= smallest) {
+    const prompt = sizes.prompt === null ? `a ${smallest}-token prompt` : `the smallest drawn prompt (${smallest} tokens)`
     throw new ServegateError(
       'CONFIG_INVALID',
-      `workload.prefixCache.tokens: ${sharedTokens} shared tokens leave no room in a ${spec.promptTokens}-token prompt; ` +
-        'make it smaller than promptTokens',
+      `workload.prefixCache.tokens: ${sharedTokens} shared tokens leave no room in ${prompt}; make it smaller than ${smallest}`,
     )
   }
   return sharedTokens
@@ -265,15 +294,13 @@ function sharedTokensOf(spec: ResolvedWorkloadSpec): number {
 /** How the prompts were sized, as the record states it. */
 function calibrationOf(
   spec: ResolvedWorkloadSpec,
-  plan: PreparePlan,
+  sizes: RequestSizes,
   calibrator: PromptCalibrator,
   fitted: FittedSizes | null,
   sharedPrefixTokens: number | null,
 ): Calibration {
-  // Per-request sizes (a trace): the record states their mean; each request was held to its own tolerance.
-  const target = plan.sizes
-    ? Math.round(plan.sizes.reduce((s, x) => s + x.promptTokens, 0) / Math.max(1, plan.sizes.length))
-    : spec.promptTokens
+  // Per-request sizes (a trace's or drawn): the record states their mean; each request was held to its own tolerance.
+  const target = sizes.targetPromptTokens
   const { tokenizer, warning } = calibrator
   return {
     method: spec.kind === 'dataset' ? 'none' : tokenizer !== null && warning === null ? 'engine-tokenizer' : 'estimate',

@@ -1,6 +1,7 @@
 import type { ChatText, EngineTokenizer, TokenizerProbe } from '../client/tokenize.ts'
 import { ServegateError } from '../errors.ts'
 import type { Api } from '../schema/run.ts'
+import { groupSystemText } from './prefix-groups.ts'
 import { ESTIMATED_TOKENS_PER_WORD, type PromptLayout, sharedText } from './prompt-layout.ts'
 import type { ResolvedWorkloadSpec } from './workload-spec.ts'
 
@@ -90,18 +91,46 @@ export class PromptCalibrator {
 
   /** The shared block of about `sharedTokens` tokens: its text, and its calibrated size (null when estimated). */
   async fitShared(spec: ResolvedWorkloadSpec, sharedTokens: number): Promise<{ text: string; tokens: number | null }> {
-    const start = Math.round(sharedTokens / ESTIMATED_TOKENS_PER_WORD)
+    return this.#fitBlock((p) => sharedText(spec, p), sharedTokens, Math.round(sharedTokens / ESTIMATED_TOKENS_PER_WORD))
+  }
+
+  /**
+   * Each group's own system prompt of about `systemTokens` tokens, group 0 first: its text and its
+   * calibrated size (null when estimated). Each group after the first starts from the fit before it.
+   * @throws ServegateError REQUEST_ABORTED when `signal` aborts
+   */
+  async fitGroups(
+    seed: number,
+    groups: number,
+    systemTokens: number,
+    signal?: AbortSignal,
+  ): Promise<{ texts: string[]; tokens: Array<number | null> }> {
+    const texts: string[] = []
+    const tokens: Array<number | null> = []
+    let start = Math.round(systemTokens / ESTIMATED_TOKENS_PER_WORD)
+    for (let g = 0; g < groups; g++) {
+      if (signal?.aborted === true) throw new ServegateError('REQUEST_ABORTED', `calibration aborted at group ${g} of ${groups}`)
+      const fit = await this.#fitBlock((p) => groupSystemText(seed, g, p), systemTokens, start)
+      texts.push(fit.text)
+      tokens.push(fit.tokens)
+      start = fit.pieces
+    }
+    return { texts, tokens }
+  }
+
+  /** A block of `text(pieces)` fitted to about `target` tokens (no chat template): the tokenizer's count, null when estimated. */
+  async #fitBlock(text: (pieces: number) => string, target: number, start: number): Promise<{ text: string; pieces: number; tokens: number | null }> {
     const tokenizer = this.tokenizer
     if (this.#usable && tokenizer !== null) {
       try {
-        const fit = await fitPieces(async (p) => tokenizer.countText(sharedText(spec, p)), sharedTokens, start)
-        return { text: sharedText(spec, fit.pieces), tokens: fit.tokens }
+        const fit = await fitPieces(async (p) => tokenizer.countText(text(p)), target, start)
+        return { text: text(fit.pieces), pieces: fit.pieces, tokens: fit.tokens }
       } catch (err) {
         this.#usable = false
         this.#warning = `the engine's tokenizer failed during calibration (${(err as Error).message}); prompt sizes are estimated`
       }
     }
-    return { text: sharedText(spec, start), tokens: null }
+    return { text: text(start), pieces: start, tokens: null }
   }
 
   /**
@@ -125,8 +154,8 @@ export class PromptCalibrator {
       }
       const size = layout.size(index)
       const estimate = layout.estimate(index, size)
-      // The previous request's fit is the best start when the targets match (every request but a trace's).
-      let pieces = last !== null && last.target === size.promptTokens ? last.pieces : estimate
+      // The previous request's fit is the best start, moved by the difference of the targets (a trace's or drawn sizes).
+      let pieces = last === null ? estimate : Math.max(1, last.pieces + Math.round((size.promptTokens - last.target) / ESTIMATED_TOKENS_PER_WORD))
       if (this.#usable) {
         try {
           const fit = await fitPieces((p) => this.#count(tokenizer, layout.text(index, p, null)), size.promptTokens, pieces)

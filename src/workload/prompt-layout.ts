@@ -2,6 +2,7 @@ import { type BodyExtras, bodyExtras, type ChatContent, requestJson } from './bo
 import { canaryInstruction, canaryMarker } from './canary.ts'
 import { datasetUserContent, type LoadedDataset, type ResolvedRow } from './dataset.ts'
 import type { PlannedSize, PreparePlan } from './prepare.ts'
+import { RequestSizes } from './request-sizes.ts'
 import { codeSource, proseSource, type TextSource } from './text.ts'
 import type { ResolvedWorkloadSpec } from './workload-spec.ts'
 
@@ -12,6 +13,12 @@ const TASKS: Record<Exclude<ResolvedWorkloadSpec['kind'], 'dataset' | 'conversat
   'synthetic-summary': 'Summarize the notes above in three sentences.',
   'synthetic-repeated-code': 'Describe what the code above does in a few sentences.',
   'shared-prefix': 'Summarize the notes above in three sentences.',
+}
+
+/** Shared-prefix groups as a layout reads them: each request's group and each group's system prompt. */
+export interface LayoutGroups {
+  of(index: number): number
+  systems: readonly string[]
 }
 
 /** Stream ids: request i reads text stream i + 1; stream 0 is the shared block. */
@@ -42,18 +49,30 @@ export class PromptLayout {
   readonly #shared: string | null
   readonly #dataset: LoadedDataset | null
   readonly #extras: BodyExtras
+  readonly #sizes: RequestSizes
+  readonly #groups: LayoutGroups | null
 
   /**
    * @param shared the shared block's text; null without a shared prefix
    * @param dataset the loaded dataset of the `dataset` kind; null for synthetic kinds
+   * @param options each request's sizes (drawn once per plan; by default from the spec and plan), and
+   *   shared-prefix groups: each request's group and each group's system prompt, which then opens the prompt
    */
-  constructor(spec: ResolvedWorkloadSpec, plan: PreparePlan, shared: string | null, dataset: LoadedDataset | null) {
+  constructor(
+    spec: ResolvedWorkloadSpec,
+    plan: PreparePlan,
+    shared: string | null,
+    dataset: LoadedDataset | null,
+    options: { sizes?: RequestSizes; groups?: LayoutGroups | null } = {},
+  ) {
     this.spec = spec
     this.total = plan.requests + plan.warmupRequests
     this.#plan = plan
     this.#shared = shared
     this.#dataset = dataset
-    this.#extras = bodyExtras(plan.api, plan.maxTokens, spec.sampling, spec.outputControl)
+    this.#sizes = options.sizes ?? new RequestSizes(spec, plan)
+    this.#groups = options.groups ?? null
+    this.#extras = bodyExtras(plan.api, this.#sizes.maxTokens, spec.sampling, spec.outputControl)
   }
 
   /** The body fields every request of the plan's own `max_tokens` carries. */
@@ -69,7 +88,12 @@ export class PromptLayout {
 
   /** Request `index`'s planned prompt tokens and `max_tokens`. */
   size(index: number): PlannedSize {
-    return this.#plan.sizes?.[index] ?? { promptTokens: this.spec.promptTokens, maxTokens: this.#plan.maxTokens }
+    return this.#sizes.size(index)
+  }
+
+  /** The shared-prefix group of request `index`; null without groups. */
+  group(index: number): number | null {
+    return this.#groups === null ? null : this.#groups.of(index)
   }
 
   /** The prompt text of request `index` with `pieces` pieces of generated text, or its row's prompt. */
@@ -79,7 +103,8 @@ export class PromptLayout {
     const canary = spec.canaries ? canaryInstruction(canaryMarker(spec.seed, index)) : null
     const task = spec.kind === 'dataset' || spec.kind === 'conversation' ? null : TASKS[spec.kind]
     const tail = [canary, task].filter((t) => t !== null).join(' ')
-    return [this.#shared, `Request ${spec.seed}-${index}.`, body, tail].filter((p) => p !== null && p !== '').join('\n\n')
+    const shared = this.#groups === null ? this.#shared : (this.#groups.systems[this.#groups.of(index)] as string)
+    return [shared, `Request ${spec.seed}-${index}.`, body, tail].filter((p) => p !== null && p !== '').join('\n\n')
   }
 
   /** The pieces that make request `index`'s prompt its planned size, estimated from words (no tokenizer). */
@@ -90,7 +115,8 @@ export class PromptLayout {
 
   /** The model-free JSON body of request `index` whose prompt has `pieces` pieces (0 for a row's). */
   body(index: number, pieces: number, row: ResolvedRow | null): string {
-    const { api, maxTokens } = this.#plan
+    const { api } = this.#plan
+    const maxTokens = this.#sizes.maxTokens
     const size = this.size(index)
     const prompt = this.text(index, pieces, row)
     const content: ChatContent = row === null ? prompt : datasetUserContent({ ...row, prompt })
