@@ -91,7 +91,7 @@ describe('drawn prompt and output sizes', () => {
 
   test("the context check takes the largest draw: a request the model cannot hold fails before any load", async () => {
     const s = await sim({ maxModelLen: 400 })
-    const cell = { baseUrl: s.url, model: 'm', requests: 50, workload: { seed: nextSeed(), promptTokens: { uniform: [200, 395] } as const } }
+    const cell = { baseUrl: s.url, model: 'm', requests: 50, workload: { seed: nextSeed(), promptTokens: { uniform: [200, 395] as [number, number] } } }
     // 50 draws from 200 … 395: some request draws more than 384, which leaves no room for 16 output tokens.
     const error = await runCell({ ...cell, maxTokens: 16 }).then(
       () => null,
