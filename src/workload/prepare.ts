@@ -358,7 +358,10 @@ export function preparedFor(
   probe: () => Promise<TokenizerProbe | null>,
   signal?: AbortSignal,
 ): Promise<PreparedWorkload> {
-  const key = JSON.stringify([resolveWorkloadSpec(input), plan])
+  // A digest, not the JSON: a 100,000-row trace's plan is megabytes of sizes and block ids.
+  const key = createHash('sha256')
+    .update(JSON.stringify([resolveWorkloadSpec(input), plan]))
+    .digest('hex')
   let prepared = cache.get(key)
   if (prepared === undefined) {
     prepared = probe().then((p) => prepareWorkload(input, plan, p, signal))
