@@ -9,8 +9,10 @@ import { createEnvironment, type Environment } from '../runner/environment.ts'
 import type { SLO } from '../schema/load.ts'
 import { loadConversations } from '../workload/conversation-file.ts'
 import { loadDataset } from '../workload/dataset.ts'
+import { MIN_MAX_TOKENS, MIN_PROMPT_TOKENS } from '../workload/lengths.ts'
 import { WORKLOAD_KINDS, type WorkloadSpec } from '../workload/workload-spec.ts'
 import { inRange, intFlag, type LowerBound, type parseFlags, rangeText } from './flags.ts'
+import { lengthFlag } from './length-flags.ts'
 import { checkReadableFile } from './path-flags.ts'
 
 /**
@@ -154,7 +156,7 @@ function workloadFlags(values: CellFlagValues): WorkloadSpec {
   return {
     kind: oneOf('--workload', values.workload, WORKLOAD_KINDS) ?? (values.dataset === undefined ? undefined : 'dataset'),
     datasetPath: values.dataset,
-    promptTokens: intFlag('--prompt-tokens', values['prompt-tokens'], 8, MAX_TOKENS_FLAG),
+    promptTokens: lengthFlag('--prompt-tokens', values['prompt-tokens'], MIN_PROMPT_TOKENS),
     seed: intFlag('--seed', values.seed, 0),
     prefixCache: prefixCacheFlag(values['prefix-cache']),
     canaries: values.canaries === true,
@@ -285,7 +287,7 @@ export function cellFromFlags(values: CellFlagValues): CellPlan {
     api,
     requests: intFlag('--requests', values.requests, 1, MAX_REQUESTS),
     warmupRequests: intFlag('--warmup', values.warmup, 0, MAX_WARMUP),
-    maxTokens: intFlag('--max-tokens', values['max-tokens'], 1, MAX_TOKENS_FLAG),
+    maxTokens: lengthFlag('--max-tokens', values['max-tokens'], MIN_MAX_TOKENS),
     workload: workloadFlags(values),
     calibrate: values['no-calibrate'] !== true,
     usageCheck: {
