@@ -89,9 +89,14 @@ describe('drawn prompt and output sizes', () => {
     expect(messages).toEqual(drawn.map((t) => `output control strict: 3 completion tokens, expected exactly ${t}`))
   })
 
-  test("the context check takes the largest draw: a request the model cannot hold fails before any load", async () => {
+  test('the context check takes the largest draw: a request the model cannot hold fails before any load', async () => {
     const s = await sim({ maxModelLen: 400 })
-    const cell = { baseUrl: s.url, model: 'm', requests: 50, workload: { seed: nextSeed(), promptTokens: { uniform: [200, 395] as [number, number] } } }
+    const cell = {
+      baseUrl: s.url,
+      model: 'm',
+      requests: 50,
+      workload: { seed: nextSeed(), promptTokens: { uniform: [200, 395] as [number, number] } },
+    }
     // 50 draws from 200 … 395: some request draws more than 384, which leaves no room for 16 output tokens.
     const error = await runCell({ ...cell, maxTokens: 16 }).then(
       () => null,
@@ -101,7 +106,12 @@ describe('drawn prompt and output sizes', () => {
       /^request \d+ draws workload\.promptTokens \(--prompt-tokens\) (\d+) \+ maxTokens \(--max-tokens\) 16 = \d+, which exceeds the model's context of 400 tokens/,
     )
     expect(s.stats().requests).toBe(0)
-    const ok: RunRecord = await runCell({ ...cell, maxTokens: 8, requests: 4, workload: { seed: nextSeed(), promptTokens: { uniform: [100, 300] } } })
+    const ok: RunRecord = await runCell({
+      ...cell,
+      maxTokens: 8,
+      requests: 4,
+      workload: { seed: nextSeed(), promptTokens: { uniform: [100, 300] } },
+    })
     expect(ok.completed).toBe(4)
   })
 })

@@ -31,9 +31,15 @@ function declarationError(cell: unknown): string {
 
 describe('declared distributions are checked when declared, naming the field and the fix', () => {
   test.each([
-    [{ workload: { promptTokens: { uniform: [300, 200] } } }, 'cell "c".workload.promptTokens.uniform: min 300 > max 200; pass [min, max] with min ≤ max'],
+    [
+      { workload: { promptTokens: { uniform: [300, 200] } } },
+      'cell "c".workload.promptTokens.uniform: min 300 > max 200; pass [min, max] with min ≤ max',
+    ],
     [{ maxTokens: { normal: { mean: 64, sd: -1 } } }, 'cell "c".maxTokens.normal.sd: sd -1 is negative; pass sd ≥ 0'],
-    [{ maxTokens: { lognormal: { median: 64, sigma: -0.5 } } }, 'cell "c".maxTokens.lognormal.sigma: sigma -0.5 is negative; pass sigma ≥ 0'],
+    [
+      { maxTokens: { lognormal: { median: 64, sigma: -0.5 } } },
+      'cell "c".maxTokens.lognormal.sigma: sigma -0.5 is negative; pass sigma ≥ 0',
+    ],
     [{ workload: { promptTokens: { uniform: [4, 20] } } }, 'cell "c".workload.promptTokens.uniform.0: min 4 is not from 8 to 10000000'],
     [{ workload: { promptTokens: { normal: { mean: 0, sd: 3 } } } }, 'cell "c".workload.promptTokens.normal.mean: mean 0 is not from 8'],
     [{ maxTokens: { unifrom: [1, 2] } }, 'cell "c".maxTokens: pass a number of tokens ≥ 1, or one of { uniform: [min, max] }'],
@@ -79,9 +85,9 @@ describe('declared distributions are checked when declared, naming the field and
     expect(declarationError({ workload: { kind: 'shared-prefix', promptTokens: { uniform: [100, 200] } } })).toContain(
       "workload.prefixCache: a shared-prefix workload whose promptTokens is drawn needs its shared block's size",
     )
-    expect(declarationError({ workload: { promptTokens: { uniform: [100, 200] }, prefixCache: { mode: 'shared', tokens: 100 } } })).toContain(
-      'workload.prefixCache: 100 shared tokens leave no room in a 100-token prompt; make tokens smaller than 100',
-    )
+    expect(
+      declarationError({ workload: { promptTokens: { uniform: [100, 200] }, prefixCache: { mode: 'shared', tokens: 100 } } }),
+    ).toContain('workload.prefixCache: 100 shared tokens leave no room in a 100-token prompt; make tokens smaller than 100')
   })
 
   test('a valid distribution resolves as declared', () => {
@@ -127,7 +133,9 @@ describe('draws', () => {
     expect(sd).toBeGreaterThan(62)
     expect(sd).toBeLessThan(66)
     expect(normal.every(Number.isInteger)).toBe(true)
-    const lognormal = Array.from(drawLengths({ lognormal: { median: 300, sigma: 0.8 } }, 8, 1, PROMPT_TOKENS_STREAM, 20_000, 'p')?.tokens ?? [])
+    const lognormal = Array.from(
+      drawLengths({ lognormal: { median: 300, sigma: 0.8 } }, 8, 1, PROMPT_TOKENS_STREAM, 20_000, 'p')?.tokens ?? [],
+    )
     const sorted = lognormal.slice().sort((x, y) => x - y)
     expect(sorted[10_000]).toBeGreaterThan(290)
     expect(sorted[10_000]).toBeLessThan(310)
@@ -171,8 +179,12 @@ test('request sizes: measured then warm-up requests each draw; the plan states t
 })
 
 test('a size reads short in a cell id', () => {
-  const lengths: Length[] = [256, { uniform: [100, 200] }, { normal: { mean: 512, sd: 64 } }, { lognormal: { median: 512, sigma: 0.5 } }, { histogram: 'x.csv' }]
-  expect(lengths.map(lengthLabel)).toEqual(
-    ['256', 'u100-200', 'n512sd64', 'ln512s0.5', 'hist'],
-  )
+  const lengths: Length[] = [
+    256,
+    { uniform: [100, 200] },
+    { normal: { mean: 512, sd: 64 } },
+    { lognormal: { median: 512, sigma: 0.5 } },
+    { histogram: 'x.csv' },
+  ]
+  expect(lengths.map(lengthLabel)).toEqual(['256', 'u100-200', 'n512sd64', 'ln512s0.5', 'hist'])
 })

@@ -55,19 +55,31 @@ describe('declared groups are checked when declared', () => {
   })
 
   test.each([
-    [{ kind: 'shared-prefix', groups: 4 }, 'workload.promptsPerGroup: shared-prefix groups need groups, promptsPerGroup, systemTokens and questionTokens'],
+    [
+      { kind: 'shared-prefix', groups: 4 },
+      'workload.promptsPerGroup: shared-prefix groups need groups, promptsPerGroup, systemTokens and questionTokens',
+    ],
     [{ ...gsp, systemTokens: 0 }, "workload.systemTokens: each group's system prompt needs at least 1 token; pass systemTokens ≥ 1"],
     [{ ...gsp, promptTokens: 999 }, 'workload.promptTokens: with groups each prompt is systemTokens + questionTokens; remove promptTokens'],
-    [{ ...gsp, prefixCache: { mode: 'shared', tokens: 64 } }, 'workload.prefixCache: the groups share their own system prompts; remove prefixCache'],
+    [
+      { ...gsp, prefixCache: { mode: 'shared', tokens: 64 } },
+      'workload.prefixCache: the groups share their own system prompts; remove prefixCache',
+    ],
     [{ ...gsp, groupDistribution: { zipf: 0 } }, 'workload.groupDistribution'],
-    [{ kind: 'synthetic-summary', groups: 4 }, "workload.groups: only a shared-prefix workload takes groups; set kind: 'shared-prefix' or remove it"],
-    [{ kind: 'synthetic-summary', systemTokens: 4 }, "workload.systemTokens: only a conversation takes systemTokens"],
+    [
+      { kind: 'synthetic-summary', groups: 4 },
+      "workload.groups: only a shared-prefix workload takes groups; set kind: 'shared-prefix' or remove it",
+    ],
+    [{ kind: 'synthetic-summary', systemTokens: 4 }, 'workload.systemTokens: only a conversation takes systemTokens'],
   ])('%j', (workload, message) => {
     expect(declarationError({ workload })).toContain(message)
   })
 
   test('the old shape still stands: a shared-prefix workload of promptTokens shares half of it', () => {
-    expect(resolveCellPlan({ workload: { kind: 'shared-prefix', promptTokens: 128 } }).workload).toMatchObject({ kind: 'shared-prefix', promptTokens: 128 })
+    expect(resolveCellPlan({ workload: { kind: 'shared-prefix', promptTokens: 128 } }).workload).toMatchObject({
+      kind: 'shared-prefix',
+      promptTokens: 128,
+    })
   })
 })
 
@@ -100,7 +112,13 @@ describe('prepared prompts', () => {
     const texts = [...byGroup.values()].map((s) => [...s][0] as string)
     expect(new Set(texts).size).toBe(3)
     for (const text of texts) expect(text.split(/\s+/).length).toBe(120)
-    expect(w.prefixGroups).toMatchObject({ groups: 3, promptsPerGroup: 4, systemTokens: 120, questionTokens: 40, groupDistribution: 'uniform' })
+    expect(w.prefixGroups).toMatchObject({
+      groups: 3,
+      promptsPerGroup: 4,
+      systemTokens: 120,
+      questionTokens: 40,
+      groupDistribution: 'uniform',
+    })
     expect(w.prefixGroups?.requestsPerGroup).toEqual([4, 4, 4])
     expect(w.calibration.sharedPrefixTokens).toBe(120)
   })

@@ -30,7 +30,9 @@ export function groupSystemText(seed: number, group: number, pieces: number): st
  * seeded shuffled order (as SGLang shuffles its generated-shared-prefix requests). `{ zipf: alpha }`:
  * each request draws its group on its own, with probability ∝ 1 / (g + 1)^alpha. Warm-up
  * requests (past the measured ones) draw theirs the same way; uniform ones cycle through the groups.
- * @example new PrefixGroups({ seed: 1, groups: 4, promptsPerGroup: 8, systemTokens: 512, questionTokens: 64, groupDistribution: 'uniform' }, 32, 32).of(0)
+ * @example
+ * const spec = { seed: 1, groups: 4, promptsPerGroup: 8, systemTokens: 512, questionTokens: 64, groupDistribution: 'uniform' } as const
+ * new PrefixGroups(spec, 32, 32).of(0) // the group of request 0
  */
 export class PrefixGroups {
   readonly spec: GroupsSpec

@@ -189,7 +189,8 @@ export async function prepareWorkload(
 /** The plan of a workload whose requests share one `max_tokens` (a conversation's turns). */
 function fixedMaxTokens(plan: PreparePlan): PreparePlan & { maxTokens: number } {
   const { maxTokens } = plan
-  if (typeof maxTokens !== 'number') throw new ServegateError('CONFIG_INVALID', "maxTokens: a conversation's turns share one max_tokens; pass one number")
+  if (typeof maxTokens !== 'number')
+    throw new ServegateError('CONFIG_INVALID', "maxTokens: a conversation's turns share one max_tokens; pass one number")
   return { ...plan, maxTokens }
 }
 
@@ -207,7 +208,11 @@ const RATIO_SAMPLE_WORDS = 400
  * tokenizer's tokens per word, measured once on a sample of the same prose (estimated without
  * a tokenizer), so no request is fitted one by one; `usage.prompt_tokens` is recorded per request.
  */
-async function prepareConversation(spec: ResolvedWorkloadSpec, plan: PreparePlan & { maxTokens: number }, probe: TokenizerProbe | null): Promise<PreparedWorkload> {
+async function prepareConversation(
+  spec: ResolvedWorkloadSpec,
+  plan: PreparePlan & { maxTokens: number },
+  probe: TokenizerProbe | null,
+): Promise<PreparedWorkload> {
   const expected = (spec.sessions ?? 1) * (spec.turns ?? 1)
   if (plan.requests !== expected) {
     throw new ServegateError(

@@ -119,7 +119,11 @@ export class PromptCalibrator {
   }
 
   /** A block of `text(pieces)` fitted to about `target` tokens (no chat template): the tokenizer's count, null when estimated. */
-  async #fitBlock(text: (pieces: number) => string, target: number, start: number): Promise<{ text: string; pieces: number; tokens: number | null }> {
+  async #fitBlock(
+    text: (pieces: number) => string,
+    target: number,
+    start: number,
+  ): Promise<{ text: string; pieces: number; tokens: number | null }> {
     const tokenizer = this.tokenizer
     if (this.#usable && tokenizer !== null) {
       try {
@@ -155,7 +159,8 @@ export class PromptCalibrator {
       const size = layout.size(index)
       const estimate = layout.estimate(index, size)
       // The previous request's fit is the best start, moved by the difference of the targets (a trace's or drawn sizes).
-      let pieces = last === null ? estimate : Math.max(1, last.pieces + Math.round((size.promptTokens - last.target) / ESTIMATED_TOKENS_PER_WORD))
+      let pieces =
+        last === null ? estimate : Math.max(1, last.pieces + Math.round((size.promptTokens - last.target) / ESTIMATED_TOKENS_PER_WORD))
       if (this.#usable) {
         try {
           const fit = await fitPieces((p) => this.#count(tokenizer, layout.text(index, p, null)), size.promptTokens, pieces)

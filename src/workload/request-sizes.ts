@@ -61,7 +61,7 @@ export class RequestSizes {
     return this.#fixedMax
   }
 
-  /** The planned prompt size the record states: the declared one, else the mean of the measured requests' sizes (a trace's, or the draws). */
+  /** The planned prompt size the record states: the declared one, else the mean of the measured requests' sizes (a trace's, or drawn). */
   get targetPromptTokens(): number {
     const trace = this.#trace
     if (trace === null) return this.#fixedPrompt

@@ -183,7 +183,8 @@ function groupAndLengthIssues(w: SizedWorkload, issue: (field: string, message: 
   } else if ([...GROUP_FIELDS, 'systemTokens' as const].some((f) => w[f] !== undefined)) {
     const example = "e.g. { kind: 'shared-prefix', groups: 8, promptsPerGroup: 16, systemTokens: 2048, questionTokens: 128 }"
     for (const field of ['groups', 'promptsPerGroup', 'systemTokens', 'questionTokens'] as const) {
-      if (w[field] === undefined) issue(field, `shared-prefix groups need groups, promptsPerGroup, systemTokens and questionTokens; ${example}`)
+      if (w[field] === undefined)
+        issue(field, `shared-prefix groups need groups, promptsPerGroup, systemTokens and questionTokens; ${example}`)
     }
     if (w.systemTokens === 0) issue('systemTokens', "each group's system prompt needs at least 1 token; pass systemTokens ≥ 1")
     if (w.prefixCache.mode === 'shared') issue('prefixCache', 'the groups share their own system prompts; remove prefixCache')
