@@ -44,7 +44,7 @@ export interface SizeNames {
   maxTokens: string
   promptTokens: string
 }
-export const FLAG_NAMES: SizeNames = { maxTokens: '--max-tokens', promptTokens: '--prompt-tokens' }
+const FLAG_NAMES: SizeNames = { maxTokens: '--max-tokens', promptTokens: '--prompt-tokens' }
 export const OPTION_NAMES: SizeNames = { maxTokens: 'maxTokens (--max-tokens)', promptTokens: 'workload.promptTokens (--prompt-tokens)' }
 
 /** What the context check reads of a cell's plan. */
@@ -97,7 +97,7 @@ export function checkCellFits(limit: ContextLimit, plan: PlanSizes, names = FLAG
  * every request. `promptTokens` is null when the prompts' sizes come from a dataset.
  * @throws ServegateError CONFIG_INVALID naming the flag and the limit
  */
-export function checkContextFits(limit: ContextLimit, maxTokens: number, promptTokens: number | null, names = FLAG_NAMES): void {
+function checkContextFits(limit: ContextLimit, maxTokens: number, promptTokens: number | null, names = FLAG_NAMES): void {
   const of = `the model's context of ${limit.tokens} tokens (${limit.source})`
   if (maxTokens >= limit.tokens)
     throw new ServegateError('CONFIG_INVALID', `${names.maxTokens}: ${maxTokens} does not fit ${of}; pass fewer than ${limit.tokens}`)
