@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises'
-import { basename } from 'node:path'
+import { basename, resolve } from 'node:path'
 import { ServegateError } from '../errors.ts'
 import type { LaunchedConfig } from './config.ts'
 
@@ -19,6 +19,8 @@ interface LaunchFacts {
   paths?: Readonly<Record<string, string>>
   /** Whether nvidia-smi shows a GPU on the host (llama-server's `gpuLayers: 'auto'`). @default false */
   gpuHost?: boolean
+  /** The directory of the engine's log (llama-server's `--slot-save-path`, which its slot erase needs). */
+  logDir?: string
 }
 
 /** Layers llama-server offloads to mean "all of them". */
@@ -33,6 +35,8 @@ export interface EngineAdapter {
   argv(config: LaunchedConfig, port: number, launch?: LaunchFacts): string[]
   /** Files to write before launch (TensorRT-LLM's extra options YAML), or none. */
   files?(config: LaunchedConfig): Promise<EngineFiles>
+  /** Environment the engine gets unless the config sets the same names (vLLM's dev mode, for its cache reset). */
+  env?: Readonly<Record<string, string>>
   /** The model name the engine serves (what `/v1/models` lists and requests must use). */
   servedModel(config: LaunchedConfig): string
   /** Paths polled until one answers 200 (all must, in order). */
@@ -54,7 +58,18 @@ const optional = (flag: string, value: string | number | null | undefined): stri
 
 const asGiven = (c: LaunchedConfig): string => c.model.id
 
-/** vLLM: `vllm serve MODEL`; `/health`, `/version`, `/tokenize`, `/metrics`. */
+/** The flag, unless `extraArgs` already sets it (as `--flag`, `--flag value` or `--flag=value`). */
+const unlessGiven = (extraArgs: readonly string[], flag: string, ...value: string[]): string[] =>
+  extraArgs.some((a) => a === flag || a.startsWith(`${flag}=`)) ? [] : [flag, ...value]
+
+/**
+ * vLLM: `vllm serve MODEL`; `/health`, `/version`, `/tokenize`, `/metrics`. Launched with
+ * `--enable-prompt-tokens-details` (its usage then reports cached prompt tokens) and
+ * `VLLM_SERVER_DEV_MODE=1`, without which it serves no `POST /reset_prefix_cache`: servegate resets
+ * the prefix cache before each cell whose workload reuses prefixes. The dev mode also mounts
+ * vLLM's other development routes, on the loopback port servegate picked; set
+ * `env: { VLLM_SERVER_DEV_MODE: '0' }` to launch without them (the reset is then recorded as not offered).
+ */
 const vllm: EngineAdapter = {
   argv: (c, port) => [
     c.kind === 'vllm' ? c.executable : 'vllm',
@@ -69,8 +84,10 @@ const vllm: EngineAdapter = {
     '--tensor-parallel-size',
     String(c.tensorParallel),
     ...optional('--max-model-len', c.maxContext),
+    ...unlessGiven(c.extraArgs, '--enable-prompt-tokens-details'),
     ...c.extraArgs,
   ],
+  env: { VLLM_SERVER_DEV_MODE: '1' },
   readiness: ['/health', '/v1/models'],
   versionHttp: [{ path: '/version', read: (j) => ({ version: str(j.version), commit: null }) }],
   versionArgv: (c) => [c.kind === 'vllm' ? c.executable : 'vllm', '--version'],
@@ -81,7 +98,8 @@ const vllm: EngineAdapter = {
 
 /**
  * SGLang: `python -m sglang.launch_server`; `/health`, `/server_info` (its deprecated alias
- * `/get_server_info` on releases before it), `/metrics` with `--enable-metrics`.
+ * `/get_server_info` on releases before it), `/metrics` with `--enable-metrics`, cached prompt
+ * tokens in its usage with `--enable-cache-report`.
  */
 const sglang: EngineAdapter = {
   argv: (c, port) => [
@@ -100,6 +118,7 @@ const sglang: EngineAdapter = {
     String(c.tensorParallel),
     ...optional('--context-length', c.maxContext),
     '--enable-metrics',
+    ...unlessGiven(c.extraArgs, '--enable-cache-report'),
     ...c.extraArgs,
   ],
   readiness: ['/health', '/v1/models'],
@@ -118,7 +137,8 @@ const sglang: EngineAdapter = {
  * llama.cpp's `llama-server`: `/health`, `/props` (build info), `/tokenize`, `/metrics` with
  * `--metrics`. Local weights go by `-m`; a Hugging Face id without them by `-hf` (which takes
  * `<user>/<model>[:quant]` and has no revision option). Layers are offloaded with `-ngl` where
- * GPUs are requested or present (`gpuLayers`).
+ * GPUs are requested or present (`gpuLayers`). `--slot-save-path` (the log directory; nothing is
+ * saved there unless asked) lets servegate erase its slots' caches before a cell.
  */
 const llamaServer: EngineAdapter = {
   argv: (c, port, launch = {}) => {
@@ -142,6 +162,7 @@ const llamaServer: EngineAdapter = {
       // llama-server divides -c among its slots: each slot gets maxContext.
       ...optional('-c', c.maxContext === null ? null : c.maxContext * slots),
       '--metrics',
+      ...(launch.logDir === undefined ? [] : unlessGiven(c.extraArgs, '--slot-save-path', resolve(launch.logDir))),
       ...c.extraArgs,
     ]
   },

@@ -256,7 +256,8 @@ describe('manifests', () => {
         testEnv,
       )
       try {
-        expect(engine.manifest.engine.envNames).toEqual(['EXTRA', 'PATH'])
+        // VLLM_SERVER_DEV_MODE is the vLLM adapter's own: it mounts /reset_prefix_cache.
+        expect(engine.manifest.engine.envNames).toEqual(['EXTRA', 'PATH', 'VLLM_SERVER_DEV_MODE'])
       } finally {
         await engine.stop()
       }

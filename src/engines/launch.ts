@@ -102,7 +102,7 @@ function engineEnv(config: LaunchedConfig): Record<string, string> {
     const value = process.env[name]
     if (value !== undefined) env[name] = value
   }
-  Object.assign(env, config.env)
+  Object.assign(env, ADAPTERS[config.kind].env, config.env)
   if (config.gpus !== null) env.CUDA_VISIBLE_DEVICES = config.gpus
   return env
 }
@@ -235,7 +235,7 @@ export async function launchEngine(
     config.kind === 'llama-server' && config.gpuLayers === 'auto' && config.gpus === null
       ? (await context.gpuFacts(null)).status === 'ok'
       : false
-  const argv = adapter.argv(config, port, { paths, gpuHost })
+  const argv = adapter.argv(config, port, { paths, gpuHost, logDir })
   const env = engineEnv(config)
   registerEngineSecrets(config, env)
   const executable = argv[0] as string

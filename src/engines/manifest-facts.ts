@@ -92,7 +92,8 @@ export async function harnessFacts(): Promise<Manifest['harness']> {
   return { version: SERVEGATE_VERSION, hash: await servegateHarnessHash() }
 }
 
-const SECRET_FLAG = /(api[-_]?key|token|secret|password|passwd|auth)/i
+// A flag about token counts (`--max-num-batched-tokens`, `--enable-prompt-tokens-details`) or the tokenizer holds no secret.
+const SECRET_FLAG = /(api[-_]?key|token(?!s|izer)|secret|password|passwd|auth)/i
 
 /**
  * An argv with secret values redacted: the value after a flag whose name looks secret

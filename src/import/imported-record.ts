@@ -88,6 +88,7 @@ function importedPlan(run: ImportedRun): RunPlan {
     usageCheck: null,
     arrival: null,
     cancel: null,
+    prefixCacheReset: null,
   }
 }
 

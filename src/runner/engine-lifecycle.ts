@@ -10,6 +10,7 @@ import { startTelemetry } from './cell-telemetry.ts'
 import type { CellTransport } from './cell-transport.ts'
 import type { Environment } from './environment.ts'
 import { measureCell, runCell, type RunCellHooks } from './measure-cell.ts'
+import { isolatePrefixCache } from './prefix-cache-isolation.ts'
 import { failedCellRecord } from './run-record.ts'
 
 /** An engine as the runner knows it: a resolved config, a name for people, an id for sharing. */
@@ -108,6 +109,8 @@ export async function measureOnEngine(
   let finished = false
   try {
     const exited = engine.process?.exited ?? new Promise<never>(() => {})
+    const isolation = { kind: engine.kind, baseUrl: engine.baseUrl, argv: engine.manifest.engine.argv }
+    const prefixCacheReset = await isolatePrefixCache(isolation, plan, hooks.signal)
     const record = await runCell(
       { ...plan, baseUrl: engine.baseUrl, model: engine.model },
       {
@@ -121,7 +124,13 @@ export async function measureOnEngine(
     )
     finished = true
     const observed = telemetry === null ? null : await telemetry.finish(record, hooks.spill?.inOrder() ?? record.requests)
-    return { ...record, manifest: engine.manifest, telemetry: observed, cellFailure: engine.failure() ?? record.cellFailure }
+    return {
+      ...record,
+      plan: { ...record.plan, prefixCacheReset },
+      manifest: engine.manifest,
+      telemetry: observed,
+      cellFailure: engine.failure() ?? record.cellFailure,
+    }
   } catch (error) {
     const failure = engine.failure() ?? failureAfterLaunch(error, engine)
     if (failure === null) throw error
@@ -156,8 +165,9 @@ async function measureInProcess(
     tokenizer: async () => ({ tokenizer: live.engine.tokenizer, warning: null }),
     close: async () => {},
   }
+  const prefixCacheReset = await isolatePrefixCache('in-process', plan)
   const record = await measureCell(o, transport, 'in-process', { ...hooks, clock: env.clock })
-  return { ...record, manifest: live.engine.manifest }
+  return { ...record, plan: { ...record.plan, prefixCacheReset }, manifest: live.engine.manifest }
 }
 
 /**

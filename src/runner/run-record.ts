@@ -290,6 +290,7 @@ export function cellPlan(
     sequential: null,
     usageCheck: null,
     cancel: o.cancel === null ? null : cancelPlan(o.cancel, spec.seed, o.requests),
+    prefixCacheReset: null,
   }
 }
 

@@ -421,6 +421,25 @@ export const CancelPlan = z.object({
 })
 export type CancelPlan = z.infer<typeof CancelPlan>
 
+/**
+ * What servegate did to the engine's prefix cache before a cell whose workload reuses prefixes
+ * (shared-prefix groups, conversations, a shared prefix block, a replayed trace), so that the cell
+ * does not find what an earlier cell on the same engine cached.
+ */
+export const PrefixCacheReset = z.object({
+  /**
+   * `reset`: the engine emptied its prefix cache; `partial`: it emptied what it offers to, and keeps
+   * a cache it has no reset for (llama-server's host-memory prompt cache); `not-offered`: the engine
+   * has no reset servegate can call; `failed`: it has one, and it refused or failed.
+   */
+  status: z.enum(['reset', 'partial', 'not-offered', 'failed']),
+  /** The calls made, in order, e.g. `POST /reset_prefix_cache`; empty when none was. */
+  endpoints: z.array(z.string()),
+  /** Why the status is not `reset`, with the engine's answer; null when it is. */
+  reason: z.string().nullable(),
+})
+export type PrefixCacheReset = z.infer<typeof PrefixCacheReset>
+
 export const RunPlan = z.object({
   /** Null when an imported record did not say which API it used. */
   api: Api.nullable(),
@@ -439,6 +458,12 @@ export const RunPlan = z.object({
   arrival: ArrivalPlan.nullable().default(null),
   /** How each reply's usage was cross-checked; null for imports and records written before servegate checked it. */
   usageCheck: UsageCheckPlan.nullable().default(null),
+  /**
+   * The engine's prefix cache emptied before the cell, or why it could not be; null when the
+   * workload reuses no prefixes (nothing to isolate), for an engine servegate did not reach
+   * (the cell failed first), and in records written before servegate reset it.
+   */
+  prefixCacheReset: PrefixCacheReset.nullable().default(null),
   /** Requests aborted on purpose after a delay from their send; null when the cell cancels none. */
   cancel: CancelPlan.nullable().default(null),
 })
