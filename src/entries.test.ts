@@ -100,6 +100,7 @@ const EXPECTED_TYPES: Record<string, string[]> = {
     'PairSpec',
     'PairSweepSpec',
     'RequestRecord',
+    'ReuseCacheOptions',
     'RunCellOptions',
     'RunRecord',
     'SLO',

@@ -28,6 +28,7 @@ export type { Manifest } from './schema/manifest.ts'
 export type {
   HoldLatencyOptions,
   MeetSLOOptions,
+  ReuseCacheOptions,
   StayWithinAccuracyGapOptions,
   SustainMoreThanOptions,
   WinDecodeOptions,

@@ -44,6 +44,11 @@ async function matchers(): Promise<void> {
   expect(measured).toWinThroughput({ inconclusive: 'pass' })
   // @ts-expect-error: an inconclusive outcome passes or fails
   expect(measured).toWinDecode({ inconclusive: 'warn' })
+  expect(measured).toReuseCache({ atLeast: 0.5, arm: 'candidate', turns: { from: 2 } })
+  // @ts-expect-error: the least cached share is required
+  expect(measured).toReuseCache({ arm: 'candidate' })
+  // @ts-expect-error: an arm is 'baseline' or 'candidate'
+  expect(measured).toReuseCache({ atLeast: 0.5, arm: 'both' })
 }
 void matchers
 

@@ -60,6 +60,21 @@ export function planSummary(record: RunRecord): CellPlanSummary {
   }
 }
 
+/** The arm's prefix-cache figures, where its engine reported any or its cache was reset; nothing otherwise (so older indexes still verify). */
+function prefixCacheSummary(record: RunRecord): Pick<ArmSummary, 'prefixCache'> {
+  const m = record.metrics
+  const reset = record.plan.prefixCacheReset?.status ?? null
+  if (m.totalCachedPromptTokens === null && reset === null) return {}
+  return {
+    prefixCache: {
+      cachedPromptShare: m.cachedPromptShare,
+      totalCachedPromptTokens: m.totalCachedPromptTokens,
+      unknownReason: m.cachedPromptTokensUnknownReason,
+      reset,
+    },
+  }
+}
+
 /** One launch of one arm, summarized from its run record; `record` is where the record lies in the evidence. */
 export function armSummary(record: RunRecord, arm: ArmSummary['arm'], launch: number, ref: FileRef): ArmSummary {
   const d = record.metrics.distributions
@@ -125,6 +140,7 @@ export function armSummary(record: RunRecord, arm: ArmSummary['arm'], launch: nu
     record: ref,
     measured: measuredFacts(record),
     accuracy: record.metrics.accuracy === null ? null : { ...record.metrics.accuracy },
+    ...prefixCacheSummary(record),
   }
 }
 

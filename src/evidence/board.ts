@@ -151,6 +151,26 @@ function latencyTable(index: EvidenceIndex): string[] {
   )
 }
 
+/** Each arm's engine-reported prefix-cache hit share and the reset before its cell, where there is one to show. */
+function prefixCacheTable(index: EvidenceIndex): string[] {
+  const arms = allArms(index).filter(({ a }) => a.prefixCache !== undefined)
+  if (arms.length === 0) return []
+  const rows = arms.map(({ c, a }) => {
+    const p = a.prefixCache
+    const known = p !== undefined && p.totalCachedPromptTokens !== null
+    return [
+      armLabel(c, a),
+      known ? formatFixedPercent(p.cachedPromptShare) : 'not reported',
+      known ? String(p.totalCachedPromptTokens) : ABSENT,
+      p?.reset ?? ABSENT,
+    ]
+  })
+  return section(
+    '## Prefix cache (the share of prompt tokens the engine reported serving from its cache; reset: before the cell)',
+    table(['arm', 'cached share', 'cached tokens', 'reset'], rows),
+  )
+}
+
 /** Conversations: each arm's TTFT p50 per turn, where a prefix cache shows from turn 2 on. */
 function turnTable(index: EvidenceIndex): string[] {
   const arms = allArms(index).filter(({ a }) => (a.ttftByTurn ?? null) !== null)
@@ -613,6 +633,7 @@ export function renderBoard(index: EvidenceIndex, files: readonly FileRef[], opt
     ...metricTables(index),
     ...latencyTable(index),
     ...turnTable(index),
+    ...prefixCacheTable(index),
     ...requestsSection(index),
     ...pairCheckSection(index),
     ...concurrencyTable(index),

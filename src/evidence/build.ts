@@ -17,7 +17,7 @@ import {
 import type { RunRecord } from '../schema/run.ts'
 import type { DeclaredCell, FileMeta, TestMeta } from '../schema/task-meta.ts'
 import { scrubDeep } from '../secrets.ts'
-import { formatFixedPercent } from '../number-format.ts'
+import { formatFixedPercent, formatInUnit } from '../number-format.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 import { policyText } from '../gates/inconclusive-policy.ts'
 import { armSummary, planSummary } from './arm-summary.ts'
@@ -189,6 +189,8 @@ function cellFindings(cell: EvidenceCell, gates: readonly GateEntry[]): Finding[
     if (d.kind === 'non-regression' && d.outcome === 'fail') add('regression', `${d.gate}: confident regression of ${d.metric}`)
     if (d.kind === 'non-regression' && d.outcome === 'inconclusive')
       add('inconclusive', `${d.gate}: ${d.metric} not shown to hold; ${policyText(g.policy, d.kind)}`)
+    if (d.kind === 'check' && d.outcome !== 'pass')
+      add('check-failed', `${d.gate}: ${d.metric} ${formatInUnit(d.effect.estimate, d.effect.unit)}; ${d.rule}`)
     if (d.gate === 'toStayWithinAccuracyGap') for (const w of d.warnings) add('quality', w)
   }
   const label = (a: ArmSummary) => (a.arm === 'cell' ? `launch ${a.launch}` : `${a.arm}${a.launch > 1 ? ` launch ${a.launch}` : ''}`)

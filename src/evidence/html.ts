@@ -444,6 +444,29 @@ function distributionTable(c: EvidenceCell): string {
   ].join('\n')
 }
 
+/** Each arm's engine-reported prefix-cache hit share and the reset before the cell; empty where there is none to show. */
+function prefixCacheTable(c: EvidenceCell): string {
+  const rows = c.arms.flatMap((a) => {
+    const p = a.prefixCache
+    if (p === undefined) return []
+    const known = p.totalCachedPromptTokens !== null
+    return [
+      [
+        armLabel(c, a),
+        { text: known ? formatFixedPercent(p.cachedPromptShare) : 'not reported', sort: p.cachedPromptShare },
+        { text: known ? String(p.totalCachedPromptTokens) : ABSENT, sort: p.totalCachedPromptTokens },
+        p.reset ?? ABSENT,
+        p.unknownReason ?? '',
+      ],
+    ]
+  })
+  if (rows.length === 0) return ''
+  return [
+    '<h3>Prefix cache (the share of prompt tokens the engine reported serving from its cache)</h3>',
+    table(`prefix-cache-${slug(c.id)}`, ['arm', 'cached share', 'cached tokens', 'reset before the cell', 'why unknown'], rows, false),
+  ].join('\n')
+}
+
 /** Conversations: each arm's TTFT by turn (p50, p95, samples); empty for single-turn cells. */
 function turnTable(c: EvidenceCell): string {
   const rows = c.arms.flatMap((a) =>
@@ -533,6 +556,7 @@ function drillDown(index: EvidenceIndex, details: ReadonlyMap<string, FailureDet
       c.reason === null ? '' : `<p>${escapeHtml(c.reason)}</p>`,
       c.arms.length === 0 ? '<p class="meta">Nothing was measured.</p>' : distributionTable(c),
       turnTable(c),
+      prefixCacheTable(c),
       failureSection(c, details),
       checkList(c),
       cellGates(index, c),

@@ -1,8 +1,16 @@
 import type { GateDecision, GateName } from '../schema/gate.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { accuracyGapGate } from './accuracy-gap.ts'
-import type { AccuracyGapGateOptions, HoldLatencyGateOptions, SLOGateOptions, SustainGateOptions, WinGateOptions } from './gate-options.ts'
+import type {
+  AccuracyGapGateOptions,
+  HoldLatencyGateOptions,
+  ReuseCacheGateOptions,
+  SLOGateOptions,
+  SustainGateOptions,
+  WinGateOptions,
+} from './gate-options.ts'
 import { holdLatencyGate } from './hold-latency.ts'
+import { reuseCacheGate } from './reuse-cache.ts'
 import { sloGate } from './slo.ts'
 import { type CapacityInput, sustainGate } from './sustain-gate.ts'
 import { winGate } from './win.ts'
@@ -48,6 +56,11 @@ export function decideAgain(gate: GateName, input: GateInput, options: Record<st
     case 'toSustainMoreThan': {
       const searches = expect(gate, input, 'capacity')
       return sustainGate(searches.candidate, searches.baseline, options as SustainGateOptions)
+    }
+    case 'toReuseCache': {
+      if (input.kind === 'capacity') throw new TypeError('toReuseCache: judges a cell or a pair, but was given a capacity')
+      const arms = input.kind === 'cell' ? { cell: input.records } : { baseline: input.baseline, candidate: input.candidate }
+      return reuseCacheGate(arms, options as ReuseCacheGateOptions)
     }
   }
 }

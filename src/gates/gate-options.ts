@@ -160,6 +160,23 @@ export const SLOGateOptions = z
 export type SLOGateOptions = z.input<typeof SLOGateOptions>
 export type ResolvedSLOGateOptions = z.infer<typeof SLOGateOptions>
 
+/**
+ * Options of the prefix-cache check: the least share of prompt tokens the engine must report
+ * serving from its prefix cache, on which arm, over which turns.
+ * @example { atLeast: 0.5, turns: { from: 2 } }
+ */
+export const ReuseCacheGateOptions = z.strictObject({
+  gate: GateName.extract(['toReuseCache']).default('toReuseCache'),
+  /** The least cached share of prompt tokens that passes, a fraction (0.5: half of them). */
+  atLeast: z.number().min(0).max(1),
+  /** On a pair, judge only this arm. @default both arms */
+  arm: z.enum(['baseline', 'candidate']).optional(),
+  /** Conversations: judge only these turns. @default turns ≥ 2 for a conversation, every request otherwise */
+  turns: TurnRange.optional(),
+})
+export type ReuseCacheGateOptions = z.input<typeof ReuseCacheGateOptions>
+export type ResolvedReuseCacheGateOptions = z.infer<typeof ReuseCacheGateOptions>
+
 /** Options of the capacity comparison. */
 export const SustainGateOptions = z.object({
   gate: GateName.extract(['toSustainMoreThan']).default('toSustainMoreThan'),

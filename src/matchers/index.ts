@@ -4,6 +4,7 @@ import { type HoldLatencyOptions, toHoldLatency } from './toHoldLatency.ts'
 import { type MeetSLOOptions, toMeetSLO } from './toMeetSLO.ts'
 import { toPassCanaries } from './toPassCanaries.ts'
 import { toReachConcurrency } from './toReachConcurrency.ts'
+import { type ReuseCacheOptions, toReuseCache } from './toReuseCache.ts'
 import { type StayWithinAccuracyGapOptions, toStayWithinAccuracyGap } from './toStayWithinAccuracyGap.ts'
 import { type SustainMoreThanOptions, toSustainMoreThan } from './toSustainMoreThan.ts'
 import { toWinDecode } from './toWinDecode.ts'
@@ -30,6 +31,7 @@ export const matchers = {
   toReachConcurrency,
   toMeetSLO,
   toSustainMoreThan,
+  toReuseCache,
 }
 
 declare module 'vitest' {
@@ -59,7 +61,12 @@ declare module 'vitest' {
     toMeetSLO(options: MeetSLOOptions): R
     /** This capacity search's bracket is above (1 + `by`) × the baseline search's: the candidate sustains more. */
     toSustainMoreThan(baseline: CapacitySearch, options?: SustainMoreThanOptions): R
+    /**
+     * The engine reported serving at least `atLeast` of the prompt tokens from its prefix cache (turns ≥ 2 of a
+     * conversation by default); on a pair, both arms unless `arm` names one. Unreported fails.
+     */
+    toReuseCache(options: ReuseCacheOptions): R
   }
 }
 
-export type { HoldLatencyOptions, MeetSLOOptions, StayWithinAccuracyGapOptions, SustainMoreThanOptions }
+export type { HoldLatencyOptions, MeetSLOOptions, ReuseCacheOptions, StayWithinAccuracyGapOptions, SustainMoreThanOptions }

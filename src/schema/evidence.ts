@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { CheckName } from './gate.ts'
-import { Api } from './run.ts'
+import { Api, PrefixCacheReset } from './run.ts'
 import { CheckMeta, DecisionMeta } from './task-meta.ts'
 import { GpuFactSchema, Manifest } from './manifest.ts'
 
@@ -132,6 +132,19 @@ export const ArmSummary = z.object({
   measured: MeasuredFacts.nullable().optional(),
   /** Dataset workloads: the arm's accuracy (null: nothing scored); absent in indexes written before it was kept. */
   accuracy: ArmAccuracySummary.nullable().optional(),
+  /**
+   * The engine-reported prefix cache (the record's `metrics.cachedPromptShare`,
+   * `totalCachedPromptTokens` and why they are unknown) and the reset before the cell
+   * (`plan.prefixCacheReset.status`); absent where the engine reported none and nothing was reset.
+   */
+  prefixCache: z
+    .object({
+      cachedPromptShare: z.number().nonnegative().nullable(),
+      totalCachedPromptTokens: z.int().nonnegative().nullable(),
+      unknownReason: z.string().nullable(),
+      reset: PrefixCacheReset.shape.status.nullable(),
+    })
+    .optional(),
 })
 export type ArmSummary = z.infer<typeof ArmSummary>
 

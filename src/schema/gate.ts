@@ -16,6 +16,7 @@ export const GateName = z.enum([
   'toStayWithinAccuracyGap',
   'toMeetSLO',
   'toSustainMoreThan',
+  'toReuseCache',
   'capacity probe',
 ])
 export type GateName = z.infer<typeof GateName>
