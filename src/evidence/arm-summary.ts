@@ -60,7 +60,10 @@ export function planSummary(record: RunRecord): CellPlanSummary {
   }
 }
 
-/** The arm's prefix-cache figures, where its engine reported any or its cache was reset; nothing otherwise (so older indexes still verify). */
+/**
+ * The arm's prefix-cache figures, where its engine reported any or its cache was reset; nothing
+ * otherwise (so older indexes still verify).
+ */
 function prefixCacheSummary(record: RunRecord): Pick<ArmSummary, 'prefixCache'> {
   const m = record.metrics
   const reset = record.plan.prefixCacheReset?.status ?? null
