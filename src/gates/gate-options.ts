@@ -175,7 +175,6 @@ export const ReuseCacheGateOptions = z.strictObject({
   turns: TurnRange.optional(),
 })
 export type ReuseCacheGateOptions = z.input<typeof ReuseCacheGateOptions>
-export type ResolvedReuseCacheGateOptions = z.infer<typeof ReuseCacheGateOptions>
 
 /** Options of the capacity comparison. */
 export const SustainGateOptions = z.object({

@@ -6,7 +6,7 @@ import { type ArmInput, launchesOf, turnsText } from './arms.ts'
 import { parseOptions, ReuseCacheGateOptions, type TurnRange } from './gate-options.ts'
 
 /** What the prefix-cache check reads of a run record: its requests. */
-export type ReuseCacheRecord = Pick<RunRecord, 'requests'>
+type ReuseCacheRecord = Pick<RunRecord, 'requests'>
 
 /** What the prefix-cache check judges: one cell's launches, or a pair's two arms. */
 export type ReuseCacheInput = { cell: readonly ReuseCacheRecord[] } | { baseline: ArmInput; candidate: ArmInput }
