@@ -11,6 +11,7 @@ export {
   type HoldLatencyGateOptions,
   type LatencyMetric,
   type RateMetric,
+  type ReuseCacheGateOptions,
   type SLOGateOptions,
   SUGGESTED_LOOKS,
   type SustainGateOptions,
@@ -18,6 +19,7 @@ export {
   type WinGateOptions,
 } from './gate-options.ts'
 export { sloGate, type SLORecord } from './slo.ts'
+export { reuseCacheGate, type ReuseCacheInput } from './reuse-cache.ts'
 export { requestsHint } from './decide-hints.ts'
 export { winGate } from './win.ts'
 export { bcaInterval, bootstrapPairedStatistic, bootstrapStatistic, percentileInterval } from '../stats/bootstrap.ts'
