@@ -13,6 +13,7 @@ const plan = (outputTokens: number): StreamPlan => ({
   finishReason: 'length',
   includeUsage: true,
   reportCachedTokens: false,
+  keepContent: false,
   tokensPerChunk: 1,
   fault: null,
   usageLie: null,

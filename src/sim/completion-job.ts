@@ -6,7 +6,8 @@ import { SimStream, type StreamPlan } from './sim-stream.ts'
 
 /**
  * One accepted completion as the engine runs it: the stream it steps, its prompt against the
- * prefix cache (looked up as its prefill starts, cached as it ends), and when its prefill ended
+ * prefix cache (looked up as its prefill starts, cached as it ends, its reply cached after it as
+ * the stream completes), and when its prefill ended
  * (its first step, its first token), so that its end reports the engine's own timings.
  * @example const job = new CompletionJob(res, plan, false, (ended) => tally.ended(ended)); job.stream.open(); engine.submit(job)
  */
@@ -32,6 +33,7 @@ export class CompletionJob implements EngineJob {
   ) {
     this.#prompt = prompt
     this.stream = new SimStream(res, plan, (emittedTokens, complete) => {
+      if (complete) this.#prompt?.generated(this.stream.content)
       const firstTokenAt = this.#firstTokenAt
       onEnd({
         emittedTokens,

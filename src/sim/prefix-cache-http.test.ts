@@ -79,6 +79,25 @@ describe('the simulated engine’s prefix cache', () => {
     expect(await metric(server, 'vllm:prefix_cache_hits_total')).toBe(cached)
   })
 
+  test('a reply is cached after its prompt, as an engine caches what it generated: a live next turn finds both', async () => {
+    const server = await sim({ prefixCacheTokens: 65_536, prefillTokPerS: 1_000_000, prefixBlockTokens: 4 })
+    const turn1 = { ...chat(system(200), 'first question'), max_tokens: 40 }
+    const res = await fetch(`${server.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(turn1) })
+    const reply = (await res.text())
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: {'))
+      .map((e) => (JSON.parse(e.slice(6)) as { choices: Array<{ delta?: { content?: string } }> }).choices[0]?.delta?.content ?? '')
+      .join('')
+    expect(reply.split(' ').length).toBeGreaterThan(30)
+    const turn2 = chat(system(200), 'first question')
+    turn2.messages.push({ role: 'assistant', content: reply }, { role: 'user', content: 'and then' })
+    const { usage } = await send(server, turn2)
+    // Two messages (4 template tokens each), 200 system tokens, 'firs t ques tion', the generation prompt.
+    const turn1Tokens = 4 + 200 + 4 + 4 + 3
+    // Past the first prompt and into the reply: only the reply's last block (and what follows it) is computed.
+    expect(usage.prompt_tokens_details?.cached_tokens).toBeGreaterThan(turn1Tokens + 30)
+  })
+
   test('off by default: no cached_tokens, full prefill each time; the counters still count the queries at 0 hits', async () => {
     const server = await sim({ prefillTokPerS: 1_000_000 })
     const prompt = system(200)

@@ -1,3 +1,5 @@
+import { tokenIds } from './tokens.ts'
+
 /**
  * The key of one block of prompt tokens, chained to the key of the blocks before it (53 bits, a
  * safe integer): equal keys mean equal tokens from the prompt's start through this block, as
@@ -126,13 +128,16 @@ export class PrefixCache {
 
 /**
  * One request's prompt against the prefix cache: looked up once, as its prefill starts, and added
- * once, as its prefill ends. Its keys are computed on the first lookup.
+ * once, as its prefill ends; its reply is added after it once streamed whole, as an engine caches
+ * the blocks it generated (a live conversation's next turn then finds it). Its keys are computed
+ * on the first lookup.
  * @example const prompt = new CachedPrompt(cache, () => promptTokenIds(request)); prompt.lookup(); prompt.prefilled()
  */
 export class CachedPrompt {
   readonly #cache: PrefixCache
   readonly #ids: () => readonly number[]
   #keys: number[] | null = null
+  #promptIds: readonly number[] | null = null
   #cachedTokens: number | null = null
 
   constructor(cache: PrefixCache, ids: () => readonly number[]) {
@@ -149,6 +154,7 @@ export class CachedPrompt {
   lookup(): number {
     if (this.#cachedTokens !== null) return this.#cachedTokens
     const ids = this.#ids()
+    this.#promptIds = ids
     this.#keys = blockKeys(ids, this.#cache.blockTokens)
     this.#cachedTokens = this.#cache.lookup(this.#keys, ids.length)
     return this.#cachedTokens
@@ -157,5 +163,11 @@ export class CachedPrompt {
   /** Its prefill ended: its blocks are cached now. */
   prefilled(): void {
     if (this.#keys !== null) this.#cache.insert(this.#keys)
+  }
+
+  /** Its reply streamed whole: the blocks of its prompt followed by the reply's tokens (as the sim tokenizes the text) are cached. */
+  generated(reply: string): void {
+    if (this.#promptIds === null || reply === '') return
+    this.#cache.insert(blockKeys([...this.#promptIds, ...tokenIds(reply)], this.#cache.blockTokens))
   }
 }

@@ -26,6 +26,8 @@ export interface StreamPlan {
   includeUsage: boolean
   /** Report the prompt tokens the prefix cache held as `usage.prompt_tokens_details.cached_tokens`. */
   reportCachedTokens: boolean
+  /** Keep the content it streams (`SimStream.content`), which a prefix cache then holds after the prompt. */
+  keepContent: boolean
   tokensPerChunk: number
   /** Only the faults that act inside a stream. */
   fault: Extract<FaultKind, 'drop' | 'malformed' | 'stall'> | null
@@ -75,6 +77,7 @@ export class SimStream implements EngineJob {
   #keepalive: NodeJS.Timeout | null = null
   #ended = false
   #cachedTokens: number | null = null
+  #content = ''
 
   constructor(res: ServerResponse, plan: StreamPlan, onEnd: (emittedTokens: number, complete: boolean) => void) {
     this.promptTokens = plan.promptTokens
@@ -109,6 +112,11 @@ export class SimStream implements EngineJob {
     return false
   }
 
+  /** The content it streamed so far (reasoning left out), where its plan keeps it; '' otherwise. */
+  get content(): string {
+    return this.#content
+  }
+
   /** Its prefill found `tokens` of its prompt in the prefix cache (what its usage reports, when it reports it). */
   prefixCached(tokens: number): void {
     this.#cachedTokens = tokens
@@ -126,7 +134,9 @@ export class SimStream implements EngineJob {
     const kind: TokenKind = this.#emitted < this.#plan.reasoningTokens ? 'reasoning' : 'content'
     if (this.#pending.length > 0 && kind !== this.#pendingKind) this.#flush(null)
     const lead = kind === 'content' ? this.#plan.leadContent.shift() : undefined
-    this.#pending.push(lead ?? this.#plan.nextToken())
+    const token = lead ?? this.#plan.nextToken()
+    if (kind === 'content' && this.#plan.keepContent) this.#content += token
+    this.#pending.push(token)
     this.#pendingKind = kind
     this.#emitted++
     // The last chunk waits for `#finish`, which sends it with the finish reason.

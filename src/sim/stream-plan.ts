@@ -32,6 +32,7 @@ export function streamPlan(opts: ResolvedSimOptions, request: SimRequest, index:
     finishReason: !empty && length.atLimit ? 'length' : 'stop',
     includeUsage: request.includeUsage,
     reportCachedTokens: opts.reportCachedTokens && opts.prefixCacheTokens > 0,
+    keepContent: opts.prefixCacheTokens > 0,
     tokensPerChunk: opts.tokensPerChunk,
     fault: fault === 'drop' || fault === 'malformed' || fault === 'stall' ? fault : null,
     usageLie: fault === 'usage-negative' || fault === 'usage-huge' || fault === 'usage-inflated' ? fault : null,
