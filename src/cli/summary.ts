@@ -104,6 +104,15 @@ function cancelLine(record: RunRecord): string | null {
   )
 }
 
+/** The speculative decoding line: acceptance rate and mean acceptance length, and where they come from. */
+function specDecodeLine(record: RunRecord): string | null {
+  const s = record.metrics.specDecode
+  if (s === null) return null
+  const tokens = s.draftTokens === null ? '' : ` (${s.acceptedTokens ?? '?'}/${s.draftTokens} draft tokens)`
+  const length = s.meanAcceptanceLength === null ? 'unknown' : formatFixed(s.meanAcceptanceLength)
+  return `speculative decoding: acceptance ${formatFixedPercent(s.acceptanceRate)}${tokens} · mean acceptance length ${length} · from ${s.source}`
+}
+
 /** The goodput line: the SLO, the good share with its interval, good requests per second, and what was missed. */
 function goodputLine(record: RunRecord): string | null {
   const g = record.metrics.goodput
@@ -169,7 +178,8 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
     )
   }
   if (checks.length > 0) lines.push(checks.join(' · '))
-  for (const line of [arrivalLine(record), goodputLine(record), cancelLine(record)]) if (line !== null) lines.push(line)
+  for (const line of [arrivalLine(record), goodputLine(record), cancelLine(record), specDecodeLine(record)])
+    if (line !== null) lines.push(line)
   if (w.calibration?.warning) lines.push(`warning: ${w.calibration.warning}`)
   if (w.floorMet === false) {
     lines.push(

@@ -146,6 +146,7 @@ const llamaServer: EngineAdapter = {
     const threads = c.kind === 'llama-server' ? c.threads : null
     const configured = c.kind === 'llama-server' ? c.gpuLayers : null
     const gpuLayers = configured === 'auto' ? (c.gpus !== null || launch.gpuHost === true ? ALL_GPU_LAYERS : null) : configured
+    const draft = c.kind === 'llama-server' && c.draftModel !== null ? c : null
     return [
       c.kind === 'llama-server' ? c.executable : 'llama-server',
       ...(c.model.path !== undefined ? ['-m', c.model.path] : ['-hf', c.model.id]),
@@ -161,6 +162,10 @@ const llamaServer: EngineAdapter = {
       ...optional('-ngl', gpuLayers),
       // llama-server divides -c among its slots: each slot gets maxContext.
       ...optional('-c', c.maxContext === null ? null : c.maxContext * slots),
+      // The draft runs where the model does.
+      ...(draft === null
+        ? []
+        : ['-md', draft.draftModel as string, ...optional('--spec-type', draft.draftType), ...optional('-ngld', gpuLayers)]),
       '--metrics',
       ...(launch.logDir === undefined ? [] : unlessGiven(c.extraArgs, '--slot-save-path', resolve(launch.logDir))),
       ...c.extraArgs,

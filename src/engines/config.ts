@@ -91,6 +91,19 @@ export const EngineConfig = z.discriminatedUnion('kind', [
       .union([z.int().min(0), z.literal('auto')])
       .nullable()
       .default('auto'),
+    /**
+     * A draft model for speculative decoding (`-md`): the path of a GGUF with the model's
+     * vocabulary, offloaded like the model (`-ngld`, with `gpuLayers`). The record's
+     * `metrics.specDecode` then holds the draft acceptance. Null: no draft model. @default null
+     * @example '/models/qwen2.5-0.5b-instruct-q8_0.gguf'
+     */
+    draftModel: z.string().min(1).nullable().default(null),
+    /**
+     * `--spec-type`, passed with `draftModel`: builds since May 2026 (PR #22964) load a draft model
+     * and never draft with it unless the type says so. Null leaves the flag out, for older builds,
+     * which draft with `-md` alone and refuse the flag. @default 'draft-simple'
+     */
+    draftType: z.string().min(1).nullable().default('draft-simple'),
   }),
   z.object({ kind: z.literal('trtllm'), executable: z.string().default('trtllm-serve'), ...launched }),
   z.object({

@@ -80,4 +80,29 @@ describe.skipIf(binary === null)('the real llama-server, launched through its ad
       expect(r.contentChunks).toBe(24)
     }
   })
+
+  test(
+    'the tiny model as its own draft: greedy drafts are all accepted, by its counters and by each reply',
+    { timeout: 120_000 },
+    async () => {
+      const record = await runEngineCell(
+        testEnv,
+        { ...(engine(1) as Extract<EngineConfig, { kind: 'llama-server' }>), draftModel: model.path },
+        { requests: 4, maxTokens: 32, workload: { promptTokens: 64, sampling: { temperature: 0 } } },
+      )
+      expect(RunRecord.parse(record).cellFailure).toBeNull()
+      expect(record.manifest?.engine.argv).toEqual(expect.arrayContaining(['-md', model.path, '--spec-type', 'draft-simple']))
+      const s = record.metrics.specDecode
+      expect(s?.source).toBe('prometheus-counters')
+      expect(s?.drafts).toBeGreaterThan(0)
+      expect(s?.acceptanceRate).toBeGreaterThan(0.95)
+      // Several tokens per verification step: the draft's own guesses, then the bonus token.
+      expect(s?.meanAcceptanceLength).toBeGreaterThan(2)
+      for (const r of record.requests) {
+        const drafted = r.engineTimings?.['draft_n'] as number
+        expect(drafted).toBeGreaterThan(0)
+        expect(r.engineTimings?.['draft_n_accepted']).toBeGreaterThan(0.95 * drafted)
+      }
+    },
+  )
 })

@@ -88,6 +88,7 @@ export function armSummary(record: RunRecord, arm: ArmSummary['arm'], launch: nu
   const hostPeak = host === null ? null : (host.lifetimePeakBytes ?? host.sampledPeakBytes)
   const sequential = record.plan.sequential
   const goodput = record.metrics.goodput
+  const spec = record.metrics.specDecode
   return {
     arm,
     launch,
@@ -144,6 +145,18 @@ export function armSummary(record: RunRecord, arm: ArmSummary['arm'], launch: nu
     measured: measuredFacts(record),
     accuracy: record.metrics.accuracy === null ? null : { ...record.metrics.accuracy },
     ...prefixCacheSummary(record),
+    // Left out where there is nothing to say, so indexes written before these were kept still verify.
+    ...(record.cancelled > 0 ? { cancelled: record.cancelled } : {}),
+    ...(spec === null
+      ? {}
+      : {
+          specDecode: {
+            source: spec.source,
+            acceptanceRate: spec.acceptanceRate,
+            meanAcceptanceLength: spec.meanAcceptanceLength,
+            draftTokens: spec.draftTokens,
+          },
+        }),
   }
 }
 

@@ -5,7 +5,7 @@
 import type { ArmSummary, EvidenceCell, EvidenceIndex, FileRef, GateEntry, MeasuredFacts, Percentiles } from '../schema/evidence.ts'
 import { promotableSummary } from './promotion-text.ts'
 import type { GateDecision, WinGateName } from '../schema/gate.ts'
-import { ABSENT, formatFixedPercent, formatInUnit, formatSignificant } from '../number-format.ts'
+import { ABSENT, formatFixed, formatFixedPercent, formatInUnit, formatSignificant } from '../number-format.ts'
 import { failedCountText, failedOf } from './arm-summary.ts'
 import { isMatchedPair } from './build.ts'
 import { markdownText } from './markdown-text.ts'
@@ -186,6 +186,27 @@ function turnTable(index: EvidenceIndex): string[] {
   )
 }
 
+/** Speculative decoding: each arm's draft acceptance as its engine reported it, where one did. */
+function specDecodeTable(index: EvidenceIndex): string[] {
+  const arms = allArms(index).filter(({ a }) => a.specDecode !== undefined)
+  if (arms.length === 0) return []
+  const rows = allArms(index).map(({ c, a }) => {
+    const s = a.specDecode
+    if (s === undefined) return [armLabel(c, a), 'none reported', ABSENT, ABSENT, ABSENT]
+    return [
+      armLabel(c, a),
+      formatFixedPercent(s.acceptanceRate),
+      s.meanAcceptanceLength === null ? ABSENT : formatFixed(s.meanAcceptanceLength, 2),
+      s.draftTokens === null ? ABSENT : String(s.draftTokens),
+      s.source,
+    ]
+  })
+  return section(
+    '## Speculative decoding (acceptance = accepted ÷ draft tokens; mean acceptance length = 1 + accepted tokens ÷ drafts)',
+    table(['arm', 'acceptance', 'mean acceptance length', 'draft tokens', 'from'], rows),
+  )
+}
+
 function loadTable(index: EvidenceIndex): string[] {
   const rows = index.cells.flatMap((c) =>
     c.plan === null || c.plan.arrival === 'closed'
@@ -343,11 +364,20 @@ function requestsSection(index: EvidenceIndex): string[] {
       String(cellFailures),
     ]
   })
-  const perCell = arms.map(({ c, a }) => [armLabel(c, a), String(a.completed), failedCountText(a.failed), a.cellFailure ?? ''])
+  // Cancelled requests (a cell's own `cancel` plan) get a column only where some cell cancelled any.
+  const cancels = arms.some(({ a }) => a.cancelled !== undefined)
+  const cancelled = (a: ArmSummary): string[] => (cancels ? [String(a.cancelled ?? 0)] : [])
+  const perCell = arms.map(({ c, a }) => [
+    armLabel(c, a),
+    String(a.completed),
+    failedCountText(a.failed),
+    ...cancelled(a),
+    a.cellFailure ?? '',
+  ])
   return section('## Requests completed and failed', [
     ...table(['arm', 'completed', 'failed', 'over', 'launches that failed'], totals),
     '',
-    ...table(['cell · arm', 'completed', 'failed', 'cell failure'], perCell),
+    ...table(['cell · arm', 'completed', 'failed', ...(cancels ? ['cancelled'] : []), 'cell failure'], perCell),
   ])
 }
 
@@ -634,6 +664,7 @@ export function renderBoard(index: EvidenceIndex, files: readonly FileRef[], opt
     ...latencyTable(index),
     ...turnTable(index),
     ...prefixCacheTable(index),
+    ...specDecodeTable(index),
     ...requestsSection(index),
     ...pairCheckSection(index),
     ...concurrencyTable(index),

@@ -143,5 +143,6 @@ export function summaryMetrics(input: {
     goodput: null,
     openLoop: null,
     byTurn: null,
+    specDecode: null,
   }
 }

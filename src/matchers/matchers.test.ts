@@ -46,6 +46,37 @@ describe('toBeMatchedPair', () => {
     `)
   })
 
+  test('reports each arm’s draft acceptance beside the facts, never as one of them', () => {
+    const spec = {
+      source: 'prometheus-counters' as const,
+      drafts: 100,
+      draftTokens: 300,
+      acceptedTokens: 210,
+      acceptanceRate: 0.7,
+      meanAcceptanceLength: 3.1,
+      acceptanceRateByPosition: [0.9, 0.7, 0.5],
+      note: null,
+    }
+    const drafting = { ...withManifest(base), metrics: { ...base.metrics, specDecode: spec } }
+    const p = pairOf(withManifest(base), drafting)
+    expect(p).toBeMatchedPair()
+    expect(failureOf(() => expect(p).not.toBeMatchedPair())).toContain(
+      'Draft acceptance: baseline none reported; candidate 70.0% of draft tokens accepted, mean acceptance length 3.10 ' +
+        '(prometheus-counters) (reported, not required)',
+    )
+    expect(failureOf(() => expect(pairOf(withManifest(base), withManifest(base))).not.toBeMatchedPair())).not.toContain('Draft')
+  })
+
+  test('cancellations are a fact: the same share, delay and seed on both arms', () => {
+    const cancel = { share: 0.5, afterMs: 100, seed: 5, indices: [0, 2] }
+    const b = { ...withManifest(base), plan: { ...base.plan, cancel } }
+    const c = { ...withManifest(base), plan: { ...base.plan, cancel: { ...cancel, afterMs: 200 } } }
+    expect(pairOf(b, b)).toBeMatchedPair()
+    expect(failureOf(() => expect(pairOf(b, c)).toBeMatchedPair())).toMatch(
+      /- cancellations: baseline \{"share":0\.5,"afterMs":100,"seed":5,"chosen":2\} ≠ \{"share":0\.5,"afterMs":200,"seed":5,"chosen":2\}/,
+    )
+  })
+
   test('names every mismatch: model revision, GPU, wire bytes', () => {
     const other = { ...withManifest(base, manifest({ revision: 'def' }, 'NVIDIA A100-SXM4-80GB')) }
     other.plan = { ...other.plan, workload: { ...other.plan.workload, wireMatchesPlan: false } }

@@ -1,10 +1,18 @@
 import type { MatcherState } from 'vitest'
 import { pairMismatches } from '../gates/fairness.ts'
 import { runText } from '../record/stored-baseline.ts'
-import type { RunRecord } from '../schema/run.ts'
+import { formatFixed, formatFixedPercent } from '../number-format.ts'
+import type { RunRecord, SpecDecodeMetrics } from '../schema/run.ts'
 import { recordCheck } from './decision.ts'
 import { message } from './format.ts'
 import { asPair, storedBaselineOf } from './subject.ts'
+
+/** One launch's draft acceptance, as the pair's facts show it. */
+function draftText(s: SpecDecodeMetrics | null): string {
+  if (s === null) return 'none reported'
+  const length = s.meanAcceptanceLength === null ? '' : `, mean acceptance length ${formatFixed(s.meanAcceptanceLength, 2)}`
+  return `${formatFixedPercent(s.acceptanceRate)} of draft tokens accepted${length} (${s.source})`
+}
 
 /**
  * Passes when both arms measured the same thing (the fairness list of docs/gates.md): the same request
@@ -17,6 +25,9 @@ export function toBeMatchedPair(this: MatcherState, received: unknown) {
   const mismatches = pairMismatches(p)
   const uuids = (arm: readonly RunRecord[]) =>
     arm.flatMap((r) => (r.manifest?.gpus.status === 'ok' ? r.manifest.gpus.devices.map((d) => d.uuid ?? '?') : [])).join(', ') || 'none'
+  // Speculative decoding is the engines' own business, not a fairness fact: reported beside them.
+  const drafting = [...p.baseline, ...p.candidate].some((r) => r.metrics.specDecode !== null)
+  const drafts = (arm: readonly RunRecord[]) => arm.map((r) => draftText(r.metrics.specDecode)).join('; ')
   const pass = mismatches.length === 0
   const stored = storedBaselineOf(p)
   recordCheck(p, 'toBeMatchedPair', pass, mismatches, this.isNot)
@@ -35,6 +46,11 @@ export function toBeMatchedPair(this: MatcherState, received: unknown) {
               : `${mismatches.length} mismatch${mismatches.length === 1 ? '' : 'es'}`,
           ],
           ['GPU UUIDs', `baseline ${uuids(p.baseline)}; candidate ${uuids(p.candidate)} (reported, not required)`],
+          ...(drafting
+            ? ([['Draft acceptance', `baseline ${drafts(p.baseline)}; candidate ${drafts(p.candidate)} (reported, not required)`]] as Array<
+                [string, string]
+              >)
+            : []),
           ...(stored === null
             ? []
             : ([['Baseline', `the stored record ${stored.file} (${runText(stored.record)}), not measured in this run`]] as Array<

@@ -11,6 +11,7 @@ import { wilsonInterval } from '../stats/wilson.ts'
 import { CachedPromptTally, cachedPromptMetrics } from './cached-prompt.ts'
 import { distribution, p99IsDescriptive } from './distribution.ts'
 import { emptyMisses, type GoodCount, goodputOf, tallyGood } from './goodput.ts'
+import { ReplyDraftTally } from './spec-decode.ts'
 
 type Distributions = CellMetrics['distributions']
 type DistributionName = keyof Distributions & keyof RequestRecord
@@ -49,6 +50,7 @@ export class CellTally {
   private readonly slo: ResolvedSLO | null
   private readonly good: GoodCount | null
   private readonly cached = new CachedPromptTally()
+  private readonly drafts = new ReplyDraftTally()
   /** Conversations: per turn, its counts and its ok requests' TTFT and prompt tokens. */
   private readonly turns = new Map<number, { completed: number; failed: number; ttftMs: number[]; promptTokens: number[] }>()
 
@@ -90,6 +92,7 @@ export class CellTally {
     }
     if (r.itlMs !== null) for (const gap of r.itlMs) this.itl.push(gap)
     if (r.completionTokenSource !== null) this.sources[r.completionTokenSource]++
+    this.drafts.add(r.engineTimings)
     this.totalCompletionTokens += r.completionTokens ?? 0
     this.totalPromptTokens += r.promptTokens ?? 0
     this.cached.add(r)
@@ -182,6 +185,7 @@ export class CellTally {
       goodput: this.good === null || this.slo === null ? null : goodputOf(this.good, wallClockMs, this.slo),
       openLoop: null,
       byTurn: this.#byTurn(),
+      specDecode: this.drafts.metrics(),
     }
   }
 }

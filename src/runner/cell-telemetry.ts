@@ -1,7 +1,7 @@
 import { runningRefreshSteps } from '../engines/adapters.ts'
 import type { RunningEngine } from '../engines/launch.ts'
 import type { CellTelemetry, EngineKind } from '../schema/telemetry.ts'
-import type { RequestRecord, RunRecord } from '../schema/run.ts'
+import type { RequestRecord, RunRecord, SpecDecodeMetrics } from '../schema/run.ts'
 import { compareEngineHistograms, compareLlamaServerTimings } from '../telemetry/agreement.ts'
 import { startHostMemorySampler } from '../telemetry/cgroup.ts'
 import { summarizeGpu } from '../telemetry/gpu-summary.ts'
@@ -24,6 +24,8 @@ export interface TelemetrySession {
   finish(record: RunRecord, requests: Iterable<RequestRecord> | AsyncIterable<RequestRecord>): Promise<CellTelemetry>
   /** Stops every sampler without a summary (the cell failed before it had a record). */
   cancel(): Promise<void>
+  /** After `finish`: speculative decoding from the engine's `/metrics` over the measured phase; null where it exports none. */
+  specDecode(): SpecDecodeMetrics | null
 }
 
 const SCRAPED_KINDS = new Set<string>(['vllm', 'sglang', 'llama-server', 'trtllm'])
@@ -51,6 +53,7 @@ export function startTelemetry(engine: RunningEngine, concurrency: number, optio
   let loadStartedAt: number | null = null
 
   return {
+    specDecode: () => scraper?.specDecode() ?? null,
     async cancel() {
       await Promise.all([gpu?.stop(), scraper?.stop(), memory.stop()])
     },

@@ -124,8 +124,11 @@ export async function measureOnEngine(
     )
     finished = true
     const observed = telemetry === null ? null : await telemetry.finish(record, hooks.spill?.inOrder() ?? record.requests)
+    // The engine's own counters (drafts included) over its replies' timings, where it exports them.
+    const specDecode = telemetry?.specDecode() ?? record.metrics.specDecode
     return {
       ...record,
+      metrics: { ...record.metrics, specDecode },
       plan: { ...record.plan, prefixCacheReset },
       manifest: engine.manifest,
       telemetry: observed,

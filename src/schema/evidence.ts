@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { CheckName } from './gate.ts'
-import { Api, PrefixCacheReset } from './run.ts'
+import { Api, PrefixCacheReset, SpecDecodeMetrics } from './run.ts'
 import { CheckMeta, DecisionMeta } from './task-meta.ts'
 import { GpuFactSchema, Manifest } from './manifest.ts'
 
@@ -143,6 +143,17 @@ export const ArmSummary = z.object({
       totalCachedPromptTokens: z.int().nonnegative().nullable(),
       unknownReason: z.string().nullable(),
       reset: PrefixCacheReset.shape.status.nullable(),
+    })
+    .optional(),
+  /** Requests the cell's `cancel` plan aborted (the record's `cancelled`); absent when none was. */
+  cancelled: z.int().positive().optional(),
+  /** Speculative decoding's draft acceptance as the engine reported it (the record's `metrics.specDecode`); absent if none. */
+  specDecode: z
+    .object({
+      source: SpecDecodeMetrics.shape.source,
+      acceptanceRate: z.number().nonnegative().nullable(),
+      meanAcceptanceLength: z.number().nonnegative().nullable(),
+      draftTokens: z.int().nonnegative().nullable(),
     })
     .optional(),
 })

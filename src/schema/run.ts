@@ -479,6 +479,35 @@ const TurnMetrics = z.object({
   promptTokens: Distribution,
 })
 
+/**
+ * Speculative decoding's draft acceptance over a cell's measured requests, as the engine reported
+ * it: acceptance rate = accepted ÷ draft tokens; mean acceptance length = 1 + accepted tokens ÷
+ * drafts (the bonus token of each verification step counted, as vLLM and SGLang define it).
+ */
+export const SpecDecodeMetrics = z.object({
+  /**
+   * `prometheus-counters`: the engine's `/metrics` counters differenced over the measured phase
+   * (vLLM `vllm:spec_decode_*`, llama.cpp `llamacpp:spec_decode_*`); `prometheus-gauges`: SGLang's
+   * `sglang:spec_accept_length` / `spec_accept_rate`, its last logging window at the cell's end;
+   * `response-timings`: llama-server's per-reply `timings.draft_n` / `draft_n_accepted` summed over
+   * the ok requests.
+   */
+  source: z.enum(['prometheus-counters', 'prometheus-gauges', 'response-timings']),
+  /** Verification steps that checked a draft; null where the source does not count them. */
+  drafts: z.int().nonnegative().nullable(),
+  draftTokens: z.int().nonnegative().nullable(),
+  acceptedTokens: z.int().nonnegative().nullable(),
+  /** accepted ÷ draft tokens, 0…1; null when nothing was drafted or the source does not say. */
+  acceptanceRate: z.number().nonnegative().nullable(),
+  /** 1 + accepted tokens ÷ drafts; null when the source does not count drafts. */
+  meanAcceptanceLength: z.number().nonnegative().nullable(),
+  /** Per draft position (0-based), the share of drafts whose token there was accepted; null where not exported. */
+  acceptanceRateByPosition: z.array(z.number().nonnegative()).nullable(),
+  /** Why a figure is null, or how a gauge was read; null when every figure is there. */
+  note: z.string().nullable(),
+})
+export type SpecDecodeMetrics = z.infer<typeof SpecDecodeMetrics>
+
 export const CellMetrics = z.object({
   /**
    * `nearest-rank` whenever servegate computed the distributions; `linear-interpolation` only for
@@ -560,6 +589,8 @@ export const CellMetrics = z.object({
   openLoop: OpenLoopStats.nullable().default(null),
   /** Conversations: per turn (1-based), its ok and failed requests and its TTFT and prompt tokens over the ok ones; null otherwise. */
   byTurn: z.array(TurnMetrics).nullable().default(null),
+  /** Speculative decoding's draft acceptance where the engine reports it; null where it reports none (or does not draft). */
+  specDecode: SpecDecodeMetrics.nullable().default(null),
 })
 export type CellMetrics = z.infer<typeof CellMetrics>
 

@@ -1,3 +1,5 @@
+import type { SimSpecCounters } from './spec-decode.ts'
+
 /** Which engine's Prometheus names the sim's metrics endpoint and version endpoint imitate. */
 export type MetricsDialect = 'vllm' | 'sglang' | 'llama-server' | 'trtllm'
 
@@ -221,6 +223,32 @@ function timingLines(dialect: MetricsDialect, model: string, t: SimTimings): str
   return []
 }
 
+/**
+ * Speculative decoding's counters as vLLM (`vllm:spec_decode_*`, labelled by engine and model, as
+ * vllm/v1/spec_decode/metrics.py exports them) and llama.cpp (`llamacpp:spec_decode_*`, unlabelled)
+ * export them; SGLang and TensorRT-LLM dialects export none here.
+ */
+function specDecodeLines(dialect: MetricsDialect, model: string, s: SimSpecCounters | null): string[] {
+  if (s === null || (dialect !== 'vllm' && dialect !== 'llama-server')) return []
+  const prefix = dialect === 'vllm' ? 'vllm' : 'llamacpp'
+  const labels = (extra: Record<string, string> = {}): string => {
+    if (dialect === 'vllm') return labelSet(model, { engine: '0', ...extra })
+    const parts = Object.entries(extra).map(([k, v]) => `${k}="${v}"`)
+    return parts.length === 0 ? '' : `{${parts.join(',')}}`
+  }
+  const counter = (name: string, help: string, value: number): string[] => sample(`${prefix}:${name}`, 'counter', help, labels(), value)
+  return [
+    ...counter('spec_decode_num_drafts_total', 'Number of spec decoding drafts.', s.drafts),
+    ...counter('spec_decode_num_draft_tokens_total', 'Number of draft tokens.', s.draftTokens),
+    ...counter('spec_decode_num_accepted_tokens_total', 'Number of accepted tokens.', s.acceptedTokens),
+    `# HELP ${prefix}:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft position.`,
+    `# TYPE ${prefix}:spec_decode_num_accepted_tokens_per_pos_total counter`,
+    ...s.acceptedPerPosition.map(
+      (n, p) => `${prefix}:spec_decode_num_accepted_tokens_per_pos_total${labels({ position: String(p) })} ${n}`,
+    ),
+  ]
+}
+
 /** The sim's counters in an engine's Prometheus text format (`# HELP`, `# TYPE`, samples). */
 export function renderMetrics(
   dialect: MetricsDialect,
@@ -228,6 +256,7 @@ export function renderMetrics(
   c: SimCounters,
   t: SimTimings = { count: 0, ttftSecondsSum: 0, prefillSecondsSum: 0, decodeSecondsSum: 0 },
   shape: DialectShape = { version: '1.3.0' },
+  spec: SimSpecCounters | null = null,
 ): string {
   if (dialect === 'trtllm') return `${trtllmLines(c, t, shape).join('\n')}\n`
   const labels = dialect === 'llama-server' ? '' : labelSet(model)
@@ -236,6 +265,7 @@ export function renderMetrics(
     lines.push(...sample(row[0], row[1], row[2], labels, c[key]))
   }
   lines.push(...timingLines(dialect, model, t))
+  lines.push(...specDecodeLines(dialect, model, spec))
   return `${lines.join('\n')}\n`
 }
 

@@ -9,6 +9,7 @@ import { parseCompletionRequest, parseTokenizeRequest, promptTokenIds, type SimR
 import { SimEngine } from './scheduler.ts'
 import { ServedTally, type SimStats } from './served-tally.ts'
 import { SimGauges } from './sim-gauges.ts'
+import { SimSpecDecode } from './spec-decode.ts'
 import type { ResolvedSimOptions } from './sim-options.ts'
 import { contextOverflow, kvOverflow, outputLength, streamPlan } from './stream-plan.ts'
 
@@ -43,6 +44,7 @@ export class SimHandler {
   readonly #engine: SimEngine
   readonly #faultPlan: FaultPlan
   readonly #cache: PrefixCache
+  readonly #spec: SimSpecDecode | null
   readonly #jobs = new Set<CompletionJob>()
   readonly #startedS = Math.floor(Date.now() / 1000)
   #closed = false
@@ -60,6 +62,7 @@ export class SimHandler {
     this.#engine = new SimEngine(opts, undefined, this.#gauges.hooks)
     this.#faultPlan = createFaultPlan(opts)
     this.#cache = new PrefixCache(opts.prefixCacheTokens, opts.prefixBlockTokens)
+    this.#spec = opts.speculative === null ? null : new SimSpecDecode(opts.speculative)
   }
 
   /** The server accepted a TCP connection. */
@@ -130,7 +133,7 @@ export class SimHandler {
     const shape = { version: this.#opts.version, iterationStats: this.#opts.iterationStats }
     res
       .writeHead(200, { 'content-type': 'text/plain; version=0.0.4' })
-      .end(renderMetrics(dialect, this.#opts.model, counters, this.#tally.timings, shape))
+      .end(renderMetrics(dialect, this.#opts.model, counters, this.#tally.timings, shape, this.#spec?.counters() ?? null))
   }
 
   /** The version endpoints of the dialect, and the model list. */
@@ -183,6 +186,7 @@ export class SimHandler {
       (ended) => {
         this.#jobs.delete(job)
         this.#tally.ended(ended)
+        this.#spec?.add(ended.emittedTokens)
       },
       prompt,
     )

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
+import { SimSpeculative } from './spec-decode.ts'
 
 /**
  * Faults the simulated engine can inject into a completion request:
@@ -135,6 +136,14 @@ export const SimOptions = z
      */
     leakKvOnAbort: z.boolean().default(false),
     /**
+     * Speculative decoding as the engine's counters report it (vLLM's `vllm:spec_decode_*`,
+     * llama.cpp's `llamacpp:spec_decode_*` on `/metrics`): each verification step drafts
+     * `draftTokens` and accepts `acceptanceRate` of them over the steps. Decode timing is unchanged.
+     * Null: no drafting, no such counters. @default null
+     * @example { draftTokens: 3, acceptanceRate: 0.7 }
+     */
+    speculative: SimSpeculative.nullable().default(null),
+    /**
      * Prefix cache capacity, tokens: an LRU over blocks of `prefixBlockTokens` prompt tokens, keyed
      * by the hash chain of the prompt's blocks (block i's key covers blocks 0..i, as vLLM's automatic
      * prefix caching keys them) over the prompt as the sim sees it (chat: after its chat template).
@@ -200,6 +209,7 @@ const SIM_OPTION_FIXES: Readonly<Record<SimOptionName, string>> = {
   reportCachedTokens: 'use true or false',
   cacheReset: 'use true or false',
   leakKvOnAbort: 'use true or false',
+  speculative: 'use { draftTokens: 1..64, acceptanceRate: 0..1 }, or leave it unset for no drafting',
 }
 
 /**

@@ -2,6 +2,8 @@ import { pollEvery } from './poll.ts'
 import { request } from 'undici'
 import { sanitizeMessage } from '../errors.ts'
 import type { ConcurrencyCheck, EngineKind, EngineOccupancy, EngineTimingDeltas, NullReasons, TimingDelta } from '../schema/telemetry.ts'
+import { specDecodeFromCounts, specDecodeFromGauges } from '../metrics/spec-decode.ts'
+import type { SpecDecodeMetrics } from '../schema/run.ts'
 import { type Exposition, type ExpositionSample, parseExposition } from './exposition.ts'
 
 /** Where one figure lives in an engine's `/metrics`. */
@@ -25,6 +27,16 @@ interface MissingMetric {
 
 export type MetricSource = MetricRef | MissingMetric
 
+/**
+ * Where an engine exports speculative decoding's draft acceptance: counters of drafts (verification
+ * steps), draft tokens and accepted tokens (and accepted tokens per draft position, by a
+ * `position` label), or gauges of the mean acceptance length and rate over its last logging window.
+ */
+export type SpecDecodeSource =
+  | { kind: 'counters'; drafts: string; draftTokens: string; acceptedTokens: string; acceptedPerPosition: string; note: string }
+  | { kind: 'gauges'; acceptLength: string; acceptRate: string; note: string }
+  | MissingMetric
+
 export interface EngineMetricNames {
   /** Path of the Prometheus endpoint on the engine's HTTP origin. */
   metricsPath: string
@@ -46,6 +58,8 @@ export interface EngineMetricNames {
   queueSeconds: MetricSource
   promptTokens: MetricSource
   generationTokens: MetricSource
+  /** Speculative decoding's draft acceptance (exported only while the engine drafts). */
+  specDecode: SpecDecodeSource
   /**
    * Values of the `model_name` label that name no model (TensorRT-LLM labels every series
    * `model_name="undefined"`): such series are kept whatever model is served.
@@ -102,6 +116,14 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
     queueSeconds: { name: 'vllm:request_queue_time_seconds', type: 'histogram' },
     promptTokens: { name: 'vllm:prompt_tokens_total', type: 'counter' },
     generationTokens: { name: 'vllm:generation_tokens_total', type: 'counter' },
+    specDecode: {
+      kind: 'counters',
+      drafts: 'vllm:spec_decode_num_drafts_total',
+      draftTokens: 'vllm:spec_decode_num_draft_tokens_total',
+      acceptedTokens: 'vllm:spec_decode_num_accepted_tokens_total',
+      acceptedPerPosition: 'vllm:spec_decode_num_accepted_tokens_per_pos_total',
+      note: 'V1 engine with --speculative-config (vllm/v1/spec_decode/metrics.py, SpecDecodingProm); absent without it',
+    },
     notes: [
       'labels: model_name (the served model name) and engine (data-parallel engine index, V1)',
       'V0 and V1 both expose num_requests_running/waiting; V1 histograms observe when a request finishes',
@@ -150,6 +172,14 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
     },
     promptTokens: { name: 'sglang:prompt_tokens_total', type: 'counter' },
     generationTokens: { name: 'sglang:generation_tokens_total', type: 'counter' },
+    specDecode: {
+      kind: 'gauges',
+      acceptLength: 'sglang:spec_accept_length',
+      acceptRate: 'sglang:spec_accept_rate',
+      note:
+        "gauges of the scheduler's last logging window (metrics/collector.py): mean acceptance length, bonus token " +
+        'counted, and (later releases) accepted ÷ proposed draft tokens; SGLang exports no draft counters',
+    },
     notes: [
       'needs --enable-metrics',
       'scheduler labels: model_name, engine_type (unified|prefill|decode), tp_rank, pp_rank, moe_ep_rank, dp_rank with DP; ' +
@@ -189,6 +219,16 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
       note: 'current builds count evaluated prompt tokens only (cached ones are llamacpp:prompt_tokens_cached_total)',
     },
     generationTokens: { name: 'llamacpp:tokens_predicted_total', type: 'counter' },
+    specDecode: {
+      kind: 'counters',
+      drafts: 'llamacpp:spec_decode_num_drafts_total',
+      draftTokens: 'llamacpp:spec_decode_num_draft_tokens_total',
+      acceptedTokens: 'llamacpp:spec_decode_num_accepted_tokens_total',
+      acceptedPerPosition: 'llamacpp:spec_decode_num_accepted_tokens_per_pos_total',
+      note:
+        'builds of 2026 export these counters (0 until a draft model or n-gram drafting is on); ' +
+        "every build reports each reply's timings.draft_n and draft_n_accepted",
+    },
     notes: [
       'needs --metrics (otherwise /metrics answers 501 not_supported_error)',
       'no labels; in router mode /metrics needs ?model=<name>',
@@ -256,6 +296,10 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
       type: 'counter',
       note: 'a counter of the 1.3 line; releases up to 1.2 count no tokens',
     },
+    specDecode: {
+      name: null,
+      reason: "trtllm-serve's Prometheus text (metrics/collector.py) has no speculative decoding series",
+    },
     notes: [
       'trtllm-serve mounts Prometheus text at /prometheus/metrics only with return_perf_metrics: true in its ' +
         '--extra_llm_api_options YAML (also --config from 1.1); its /metrics is JSON iteration stats. ' +
@@ -282,6 +326,18 @@ const TIMING_SOURCES: Record<TimingKey, keyof EngineMetricNames> = {
   queue: 'queueSeconds',
 }
 
+/** Speculative decoding as one scrape shows it; a figure the engine does not export is null. */
+export interface SpecDecodeReading {
+  drafts: number | null
+  draftTokens: number | null
+  acceptedTokens: number | null
+  /** Accepted tokens per draft position (0-based, by the `position` label); null where not exported. */
+  acceptedByPosition: number[] | null
+  /** SGLang's gauges: mean acceptance length and acceptance rate of its last logging window. */
+  acceptLength: number | null
+  acceptRate: number | null
+}
+
 /** One scrape, reduced to what servegate keeps; a figure the scrape lacked is null. */
 export interface EngineReading {
   running: number | null
@@ -290,6 +346,8 @@ export interface EngineReading {
   timings: Record<TimingKey, { secondsSum: number; count: number | null } | null>
   promptTokens: number | null
   generationTokens: number | null
+  /** Speculative decoding's counters or gauges; null when the scrape has none (the engine does not draft). */
+  specDecode: SpecDecodeReading | null
   /** The engine's release line as its names show it (see {@link EngineMetricNames.lines}), or null. */
   line: string | null
 }
@@ -379,7 +437,50 @@ export function readEngineMetrics(exposition: Exposition, kind: EngineKind, mode
     timings: { prefill: timing('prefill'), decode: timing('decode'), ttft: timing('ttft'), queue: timing('queue') },
     promptTokens: counter(names.promptTokens),
     generationTokens: counter(names.generationTokens),
+    specDecode: specDecodeReading(names.specDecode, (name) =>
+      exposition.samples.filter((s) => matches(s, name, undefined, modelName, names.placeholderModelNames) && Number.isFinite(s.value)),
+    ),
     line: metricLine(exposition, kind),
+  }
+}
+
+/**
+ * Speculative decoding in one scrape: the counters summed over ranks (accepted tokens per draft
+ * position by its `position` label), or SGLang's gauges (the largest over ranks); null when the
+ * scrape has none of them.
+ */
+function specDecodeReading(source: SpecDecodeSource, samples: (name: string) => ExpositionSample[]): SpecDecodeReading | null {
+  if (!('kind' in source)) return null
+  const value = (name: string): number | null => {
+    const found = samples(name)
+    return found.length === 0 ? null : sum(found)
+  }
+  if (source.kind === 'gauges') {
+    const gauge = (name: string): number | null => {
+      const found = samples(name)
+      return found.length === 0 ? null : Math.max(...found.map((s) => s.value))
+    }
+    const acceptLength = gauge(source.acceptLength)
+    const acceptRate = gauge(source.acceptRate)
+    if (acceptLength === null && acceptRate === null) return null
+    return { drafts: null, draftTokens: null, acceptedTokens: null, acceptedByPosition: null, acceptLength, acceptRate }
+  }
+  const draftTokens = value(source.draftTokens)
+  const acceptedTokens = value(source.acceptedTokens)
+  if (draftTokens === null || acceptedTokens === null) return null
+  const byPosition = new Map<number, number>()
+  for (const s of samples(source.acceptedPerPosition)) {
+    const position = Number(s.labels.position)
+    if (Number.isInteger(position) && position >= 0) byPosition.set(position, (byPosition.get(position) ?? 0) + s.value)
+  }
+  const positions = [...byPosition.keys()].sort((a, b) => a - b)
+  return {
+    drafts: value(source.drafts),
+    draftTokens,
+    acceptedTokens,
+    acceptedByPosition: positions.length === 0 ? null : positions.map((p) => byPosition.get(p) as number),
+    acceptLength: null,
+    acceptRate: null,
   }
 }
 
@@ -462,6 +563,26 @@ export function timingDeltas(
   return { timings, reasons }
 }
 
+/**
+ * Speculative decoding over the load window: the counters differenced between the two readings
+ * (vLLM, llama.cpp), or SGLang's gauges at the last one; null when the engine exported none or
+ * drafted nothing in the window. Pure.
+ */
+export function specDecodeOver(base: EngineSnapshot | null, last: EngineSnapshot | null): SpecDecodeMetrics | null {
+  const end = last?.reading.specDecode ?? null
+  if (end === null) return null
+  if (end.draftTokens === null || end.acceptedTokens === null) return specDecodeFromGauges(end.acceptLength, end.acceptRate)
+  // A counter absent from the first reading had not been incremented yet: 0.
+  if (base === null || base === last) return null
+  const start = base.reading.specDecode
+  const drafts = end.drafts === null ? null : end.drafts - (start?.drafts ?? 0)
+  const draftTokens = end.draftTokens - (start?.draftTokens ?? 0)
+  const acceptedTokens = end.acceptedTokens - (start?.acceptedTokens ?? 0)
+  const acceptedByPosition = end.acceptedByPosition?.map((n, i) => n - (start?.acceptedByPosition?.[i] ?? 0)) ?? null
+  const backwards = [drafts ?? 0, draftTokens, acceptedTokens, ...(acceptedByPosition ?? [])].some((n) => n < 0)
+  return backwards ? null : specDecodeFromCounts({ drafts, draftTokens, acceptedTokens, acceptedByPosition }, 'prometheus-counters')
+}
+
 export interface MetricsScraperOptions {
   /** The engine's Prometheus URL (see {@link metricsUrl}); loopback, as every servegate target. */
   url: string
@@ -481,6 +602,8 @@ export interface MetricsScraper {
   markLoadStart(): Promise<void>
   /** Stops, scrapes once more (so the last requests are counted) and summarizes. */
   stop(): Promise<EngineOccupancy>
+  /** After `stop()`: speculative decoding over the load window (see {@link specDecodeOver}); null before it. */
+  specDecode(): SpecDecodeMetrics | null
 }
 
 /**
@@ -556,7 +679,9 @@ export function startMetricsScraper(options: MetricsScraperOptions): MetricsScra
   })()
 
   let stopped: Promise<EngineOccupancy> | null = null
+  let specDecode: SpecDecodeMetrics | null = null
   return {
+    specDecode: () => specDecode,
     async markLoadStart() {
       rebase = true
       await scrape()
@@ -575,6 +700,7 @@ export function startMetricsScraper(options: MetricsScraperOptions): MetricsScra
         if (waitingMax === null) reasons.waitingMax = none ?? notExposed(names.waiting, line)
         if (kvUsageMax === null) reasons.kvUsageMax = none ?? notExposed(names.kvUsage, line)
         const deltas = timingDeltas(base, last, kind)
+        specDecode = specDecodeOver(base, last)
         if (none !== null) for (const key of Object.keys(deltas.reasons)) deltas.reasons[key] = none
         return {
           kind,

@@ -30,6 +30,7 @@ describe('the real dumps in wild/metrics, read by the scraper', () => {
       timings: { prefill: null, decode: null, ttft: null, queue: null },
       promptTokens: 0,
       generationTokens: 0,
+      specDecode: null,
       line: 'vLLM 0.9 or later (vllm:kv_cache_usage_perc)',
     })
     // Another served model's series are left out.
@@ -46,6 +47,7 @@ describe('the real dumps in wild/metrics, read by the scraper', () => {
       timings: { prefill: null, decode: null, ttft: { secondsSum: 2.3518979474117756e6, count: 11008 }, queue: null },
       promptTokens: 8.128902e6,
       generationTokens: 7.557572e6,
+      specDecode: null,
       line: 'SGLang 2025 metric set (no per-stage or queue-time histograms)',
     })
     const reasons = absentReasons(text, 'sglang')
@@ -64,6 +66,7 @@ describe('the real dumps in wild/metrics, read by the scraper', () => {
       timings: { prefill: { secondsSum: 32.378, count: null }, decode: { secondsSum: 469.376, count: null }, ttft: null, queue: null },
       promptTokens: 26129,
       generationTokens: 10911,
+      specDecode: null,
       line: 'llama.cpp build after PR #13660 (May 2025: no KV-usage gauge)',
     })
   })
