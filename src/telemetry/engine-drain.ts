@@ -15,22 +15,22 @@ export interface EngineMetricsRef {
 }
 
 /** How long an engine may take to go back to idle after a cell that cancelled requests, ms. */
-export const DRAIN_BOUND_MS = 10_000
+const DRAIN_BOUND_MS = 10_000
 /**
  * SGLang's bound, ms: its scheduler refreshes its running, waiting and token-usage gauges only at
  * prefills, every `--decode-log-interval` decode steps and, once idle, every 30 s (`check_memory`
  * in scheduler.py), so an idle engine's gauges can lag 30 s behind it.
  */
-export const SGLANG_DRAIN_BOUND_MS = 35_000
+const SGLANG_DRAIN_BOUND_MS = 35_000
 /** The KV usage (a fraction, 1 = full) an engine may stay above its pre-cell level: one point. */
-export const DRAIN_KV_TOLERANCE = 0.01
+const DRAIN_KV_TOLERANCE = 0.01
 /** Time between readings while waiting for the engine to settle, ms. */
 const DRAIN_POLL_MS = 100
 /** Per-scrape timeout, ms. */
 const SCRAPE_TIMEOUT_MS = 2000
 
 /** The bound of an engine kind, ms (see {@link DRAIN_BOUND_MS}). */
-export function drainBoundMs(kind: EngineKind | null): number {
+function drainBoundMs(kind: EngineKind | null): number {
   return kind === 'sglang' ? SGLANG_DRAIN_BOUND_MS : DRAIN_BOUND_MS
 }
 

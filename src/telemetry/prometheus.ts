@@ -32,7 +32,7 @@ export type MetricSource = MetricRef | MissingMetric
  * steps), draft tokens and accepted tokens (and accepted tokens per draft position, by a
  * `position` label), or gauges of the mean acceptance length and rate over its last logging window.
  */
-export type SpecDecodeSource =
+type SpecDecodeSource =
   | { kind: 'counters'; drafts: string; draftTokens: string; acceptedTokens: string; acceptedPerPosition: string; note: string }
   | { kind: 'gauges'; acceptLength: string; acceptRate: string; note: string }
   | MissingMetric
@@ -327,7 +327,7 @@ const TIMING_SOURCES: Record<TimingKey, keyof EngineMetricNames> = {
 }
 
 /** Speculative decoding as one scrape shows it; a figure the engine does not export is null. */
-export interface SpecDecodeReading {
+interface SpecDecodeReading {
   drafts: number | null
   draftTokens: number | null
   acceptedTokens: number | null
