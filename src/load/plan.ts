@@ -2,7 +2,7 @@ import { ServegateError } from '../errors.ts'
 import type { ArrivalPlan } from '../schema/load.ts'
 import { arrivalPlan, arrivalSchedule } from './arrival.ts'
 import type { ResolvedArrivalSpec } from './arrival-spec.ts'
-import { loadTrace, traceReuseShare } from './trace.ts'
+import { type TraceRow, loadTrace, traceReuseShare } from './trace.ts'
 
 /** Per-request sizes a trace imposes on the workload (the synthetic prompts are sized to them), and the blocks it shares. */
 interface RequestSize {
@@ -20,6 +20,14 @@ export interface ArrivalSchedule {
   sizes: RequestSize[] | null
   /** Tokens per block of the sizes' `hashIds`; null unless a replayed row has `hash_ids`. */
   blockTokens: number | null
+  /**
+   * A trace's sessions (`session_id` with `delay`): per request, the earlier request it waits for
+   * and the delay after that one ends (null for a request sent at its own offset); null when no
+   * request waits for another.
+   */
+  chain: ReadonlyArray<{ after: number; delayMs: number } | null> | null
+  /** A trace's sessions: per request, its session (0-based, in order of first appearance) and turn (1-based); null without `session_id`. */
+  turns: ReadonlyArray<{ session: number; turn: number } | null> | null
   plan: ArrivalPlan
 }
 
@@ -32,7 +40,7 @@ export interface ArrivalSchedule {
 export async function planArrivals(spec: ResolvedArrivalSpec, requests: number): Promise<ArrivalSchedule> {
   if (spec.kind !== 'trace') {
     const offsetsMs = arrivalSchedule(spec, requests)
-    return { offsetsMs, sizes: null, blockTokens: null, plan: arrivalPlan(spec, offsetsMs, null) }
+    return { offsetsMs, sizes: null, blockTokens: null, chain: null, turns: null, plan: arrivalPlan(spec, offsetsMs, null) }
   }
   const trace = await loadTrace(spec.path)
   if (requests > trace.rows.length) {
@@ -58,8 +66,22 @@ export async function planArrivals(spec: ResolvedArrivalSpec, requests: number):
     offsetsMs,
     sizes: rows.map((r) => ({ promptTokens: r.promptTokens, maxTokens: r.outputTokens, hashIds: r.hashIds })),
     blockTokens: reuseShare === null ? null : blockTokens,
+    ...sessionsOf(rows, spec.timeScale),
     plan: arrivalPlan(spec, offsetsMs, facts, reuseShare),
   }
+}
+
+/** A trace's sessions: which request waits for which (its delay scaled as the offsets are), and each request's session and turn. */
+function sessionsOf(rows: readonly TraceRow[], timeScale: number): Pick<ArrivalSchedule, 'chain' | 'turns'> {
+  const ids = new Map<string, number>()
+  const turns = rows.map((r) => {
+    if (r.sessionId === null || r.turn === null) return null
+    let session = ids.get(r.sessionId)
+    if (session === undefined) ids.set(r.sessionId, (session = ids.size))
+    return { session, turn: r.turn }
+  })
+  const chain = rows.map((r) => (r.after === null ? null : { after: r.after, delayMs: (r.delayMs ?? 0) * timeScale }))
+  return { chain: chain.some((c) => c !== null) ? chain : null, turns: turns.some((t) => t !== null) ? turns : null }
 }
 
 /**

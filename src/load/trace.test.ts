@@ -17,7 +17,7 @@ const MOONCAKE = [
 
 describe('parseTrace', () => {
   test("reads Mooncake's shape: offsets from the first row, lengths, other fields ignored", () => {
-    const none = { sessionId: null, delayMs: null }
+    const none = { sessionId: null, delayMs: null, after: null, turn: null }
     expect(parseTrace(MOONCAKE, 't.jsonl')).toEqual([
       { line: 1, offsetMs: 0, promptTokens: 6955, outputTokens: 52, hashIds: [46, 47, 48], ...none },
       { line: 2, offsetMs: 3053, promptTokens: 6472, outputTokens: 26, hashIds: [46, 47, 49], ...none },
@@ -27,7 +27,7 @@ describe('parseTrace', () => {
 
   test("and servegate's own spelling", () => {
     expect(parseTrace('{"offsetMs": 5, "promptTokens": 64, "outputTokens": 4}', 't')).toEqual([
-      { line: 1, offsetMs: 0, promptTokens: 64, outputTokens: 4, hashIds: null, sessionId: null, delayMs: null },
+      { line: 1, offsetMs: 0, promptTokens: 64, outputTokens: 4, hashIds: null, sessionId: null, delayMs: null, after: null, turn: null },
     ])
   })
 

@@ -22,6 +22,14 @@ export interface TraceRow {
   sessionId: string | null
   /** `delay` (AIPerf's multi-turn traces): ms to wait after the session's previous turn before this one; null when absent. */
   delayMs: number | null
+  /**
+   * A later turn of a session (a `delay` and an earlier row of its `session_id`): the 0-based row
+   * of the session's previous turn, which must end (plus `delay`) before this one is sent; null for
+   * a row sent at its own time.
+   */
+  after: number | null
+  /** The row's turn in its session, 1-based; null for a row without `session_id`. */
+  turn: number | null
 }
 
 export interface LoadedTrace {
@@ -82,8 +90,10 @@ function sessionId(object: Record<string, unknown>, path: string, line: number):
 /**
  * Parses a JSONL trace: one request per line with its arrival time (ms) and its prompt and
  * output lengths, and where present its `hash_ids` (Mooncake's block ids), `session_id` and
- * `delay` (ms; AIPerf's multi-turn rows); blank lines skipped, other fields ignored. Times must
- * not decrease; offsets are taken from the first row. Pure.
+ * `delay` (ms; AIPerf's multi-turn rows); blank lines skipped, other fields ignored. A row with a
+ * `delay` whose session had an earlier row is that session's next turn: it is sent after the
+ * previous turn ended plus the delay, and needs no `timestamp` (one it has is not used). Times of
+ * the other rows must not decrease; offsets are taken from the first row. Pure.
  * @param path used only in error messages
  * @throws ServegateError `FILE_INVALID` naming `<path>:<line>`, the field and the fix
  */
@@ -91,6 +101,8 @@ export function parseTrace(text: string, path: string): TraceRow[] {
   const rows: TraceRow[] = []
   let first: number | null = null
   let previous = -Infinity
+  // Each session's latest row and its turns so far.
+  const sessions = new Map<string, { row: number; turns: number }>()
   const lines = text.split('\n')
   for (let i = 0; i < lines.length; i++) {
     const source = (lines[i] as string).trim()
@@ -105,18 +117,29 @@ export function parseTrace(text: string, path: string): TraceRow[] {
     if (value === null || typeof value !== 'object' || Array.isArray(value))
       fail(path, line, `not a JSON object; write one object per line, e.g. ${EXAMPLE}`)
     const object = value as Record<string, unknown>
-    const at = number(field(object, 'offsetMs', path, line), 'timestamp', false, 0, path, line)
-    if (at < previous) fail(path, line, `time ${at} ms is before the previous row's ${previous} ms; sort the trace by arrival time`)
-    previous = at
+    const session = sessionId(object, path, line)
+    const delayMs = object.delay === undefined || object.delay === null ? null : number(object.delay, 'delay', false, 0, path, line)
+    const earlier = session === null ? undefined : sessions.get(session)
+    // A later turn goes when its session's previous one ended, plus its delay: it needs no time of its own.
+    const after = earlier !== undefined && delayMs !== null ? earlier.row : null
+    const timed = after === null || FIELDS.offsetMs.some((key) => key in object)
+    const at = timed ? number(field(object, 'offsetMs', path, line), 'timestamp', false, 0, path, line) : previous
+    if (after === null) {
+      if (at < previous) fail(path, line, `time ${at} ms is before the previous row's ${previous} ms; sort the trace by arrival time`)
+      previous = at
+    }
     first ??= at
+    if (session !== null) sessions.set(session, { row: rows.length, turns: (earlier?.turns ?? 0) + 1 })
     rows.push({
       line,
       offsetMs: at - first,
+      after,
+      turn: session === null ? null : (earlier?.turns ?? 0) + 1,
       promptTokens: number(field(object, 'promptTokens', path, line), 'input_length', true, 1, path, line),
       outputTokens: number(field(object, 'outputTokens', path, line), 'output_length', true, 1, path, line),
       hashIds: hashIds(object, path, line),
-      sessionId: sessionId(object, path, line),
-      delayMs: object.delay === undefined || object.delay === null ? null : number(object.delay, 'delay', false, 0, path, line),
+      sessionId: session,
+      delayMs,
     })
   }
   if (rows.length === 0) throw new ServegateError('FILE_INVALID', `${path}: no requests; write one object per line, e.g. ${EXAMPLE}`)

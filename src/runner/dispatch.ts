@@ -84,6 +84,12 @@ export interface OpenLoopOptions {
   startAt: number
   /** On abort, no more requests are sent, even those waiting for the cap: they stay unsent, and the loop ends with those in flight. */
   signal: AbortSignal
+  /**
+   * A trace's sessions: per request, the earlier request it waits for and the delay after that
+   * one ends; such a request has no offset of its own (its entry in `offsetsMs` is not read).
+   * @default none
+   */
+  chain?: ReadonlyArray<{ after: number; delayMs: number } | null> | null
 }
 
 /**
@@ -94,6 +100,19 @@ export interface OpenLoopOptions {
  */
 export function openLoop(o: OpenLoopOptions, send: Send, onDone: (slot: Slot) => void): Promise<OpenLoopStats> {
   const count = o.offsetsMs.length
+  const chain = o.chain ?? null
+  // The requests sent at their own offsets, in order; the others follow their session's previous turn.
+  const timed = chain === null ? null : Array.from({ length: count }, (_, i) => i).filter((i) => chain[i] === null)
+  const timedCount = timed === null ? count : timed.length
+  const timedAt = (k: number): number => (timed === null ? k : (timed[k] as number))
+  const successors = new Map<number, number[]>()
+  chain?.forEach((c, i) => {
+    if (c !== null) successors.set(c.after, [...(successors.get(c.after) ?? []), i])
+  })
+  // When each chained request came due (its predecessor's end plus the delay), monotonic ms.
+  const releasedAt = new Float64Array(count).fill(Number.NaN)
+  let unreleased = count - timedCount
+  const delays = new Set<NodeJS.Timeout>()
   const due: Array<{ index: number; slotAt: number }> = []
   let next = 0
   let inFlight = 0
@@ -103,21 +122,49 @@ export function openLoop(o: OpenLoopOptions, send: Send, onDone: (slot: Slot) =>
 
   return new Promise((resolve) => {
     const settleIfDone = (): void => {
-      if (inFlight > 0 || (!o.signal.aborted && (due.length > 0 || next < count))) return
+      if (inFlight > 0 || (!o.signal.aborted && (due.length > 0 || next < timedCount || unreleased > 0))) return
       o.signal.removeEventListener('abort', onAbort)
       resolve({ inFlightMax, cappedRequests })
     }
     if (count === 0) return resolve({ inFlightMax, cappedRequests })
-    const scheduledAt = (index: number): number => o.startAt + (o.offsetsMs[index] as number)
+    const scheduledAt = (index: number): number =>
+      Number.isNaN(releasedAt[index] as number) ? o.startAt + (o.offsetsMs[index] as number) : (releasedAt[index] as number)
+    // A session's next turns come due the delay after this one ended, whether it failed or not (the trace's prompts stand alone).
+    const release = (ended: number, endedAt: number): void => {
+      for (const index of successors.get(ended) ?? []) {
+        const { delayMs } = (chain as NonNullable<typeof chain>)[index] as { delayMs: number }
+        const at = endedAt + delayMs
+        const go = (): void => {
+          releasedAt[index] = at
+          unreleased--
+          due.push({ index, slotAt: at })
+          drain(null)
+          settleIfDone()
+        }
+        if (delayMs <= 0) {
+          go()
+          continue
+        }
+        const timer = setTimeout(() => {
+          delays.delete(timer)
+          go()
+        }, delayMs)
+        delays.add(timer)
+      }
+    }
 
     const launch = (index: number, slotAt: number): void => {
       inFlight++
       inFlightMax = Math.max(inFlightMax, inFlight)
       void send(index).then((obs) => {
         inFlight--
+        const endedAt = monoMs()
         // A request that waited for the cap goes out before this one's record is made.
-        drain(monoMs())
-        onDone({ index, readyAt: scheduledAt(index), slotAt, scheduledOffsetMs: o.offsetsMs[index] as number, obs })
+        drain(endedAt)
+        const released = releasedAt[index] as number
+        const scheduledOffsetMs = Number.isNaN(released) ? (o.offsetsMs[index] as number) : released - o.startAt
+        onDone({ index, readyAt: scheduledAt(index), slotAt, scheduledOffsetMs, obs })
+        if (!o.signal.aborted) release(index, endedAt)
         settleIfDone()
       })
     }
@@ -133,17 +180,17 @@ export function openLoop(o: OpenLoopOptions, send: Send, onDone: (slot: Slot) =>
     const tick = (): void => {
       timer = null
       const now = monoMs()
-      while (next < count && scheduledAt(next) <= now) {
+      while (next < timedCount && scheduledAt(timedAt(next)) <= now) {
         if (o.maxInFlight !== null && inFlight + due.length >= o.maxInFlight) cappedRequests++
-        due.push({ index: next, slotAt: scheduledAt(next) })
+        due.push({ index: timedAt(next), slotAt: scheduledAt(timedAt(next)) })
         next++
       }
       drain(null)
-      if (next < count) arm()
+      if (next < timedCount) arm()
     }
 
     const arm = (): void => {
-      const wait = scheduledAt(next) - monoMs()
+      const wait = scheduledAt(timedAt(next)) - monoMs()
       timer =
         wait > POLL_WINDOW_MS
           ? { kind: 'timeout', handle: setTimeout(tick, wait - POLL_WINDOW_MS) }
@@ -151,6 +198,8 @@ export function openLoop(o: OpenLoopOptions, send: Send, onDone: (slot: Slot) =>
     }
 
     function onAbort(): void {
+      for (const delay of delays) clearTimeout(delay)
+      delays.clear()
       if (timer !== null) {
         if (timer.kind === 'timeout') clearTimeout(timer.handle)
         else clearImmediate(timer.handle)

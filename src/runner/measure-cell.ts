@@ -134,7 +134,11 @@ async function measuredPhase(
     await closedLoop(count, o.concurrency, send, onDone, signal, slice)
     return null
   }
-  return openLoop({ offsetsMs: arrivals.offsetsMs, maxInFlight: arrivals.plan.maxInFlight, startAt, signal }, send, onDone)
+  return openLoop(
+    { offsetsMs: arrivals.offsetsMs, maxInFlight: arrivals.plan.maxInFlight, startAt, signal, chain: arrivals.chain },
+    send,
+    onDone,
+  )
 }
 
 /** Waits for a sequential arm's turn at `stage`, saying so first. */
@@ -187,12 +191,20 @@ type Sender = (
   streamed?: boolean,
 ) => (index: number, replies?: readonly string[] | null) => Promise<StreamObservation>
 
-function sender(transport: CellTransport, captureChars: number, signal: AbortSignal, cancels: Cancellations | null): Sender {
+function sender(
+  transport: CellTransport,
+  captureChars: number,
+  signal: AbortSignal,
+  cancels: Cancellations | null,
+  turns: ArrivalSchedule['turns'] = null,
+): Sender {
   return (feed, base, ledger, streamed = false) => {
     const capture = { contentChars: captureChars, streamed }
     return (index, replies = null) => {
       const fed = feed.take(base + index, replies)
-      ledger?.sending(base + index, fed.planned)
+      // A trace's session rows: the record keeps their session and turn.
+      const turn = turns?.[base + index] ?? null
+      ledger?.sending(base + index, turn === null ? fed.planned : { ...fed.planned, ...turn })
       // Only measured requests (those with a ledger) are cancelled; each from the moment it is sent.
       if (ledger === null || cancels === null) return transport.send(fed.bytes, capture, signal)
       return cancels.send(base + index, signal, (cancellable) => transport.send(fed.bytes, capture, cancellable))
@@ -244,7 +256,7 @@ export async function measureCell(
     const warmupFeed = new BodyFeed(workload, o.model, measuredCount, measuredCount + warmupCount, signal)
     feeds.push(measuredFeed, warmupFeed)
     const cancels = o.cancel === null ? null : new Cancellations(o.cancel, o.workload.seed, o.requests)
-    const send = sender(transport, captureChars, signal, cancels)
+    const send = sender(transport, captureChars, signal, cancels, arrivals?.turns ?? null)
     // A cell that cancels requests checks the engine goes back to where it was before its first request.
     const drain = o.cancel === null ? null : new EngineDrainCheck(hooks.metrics ?? null, o.cancel.drainWithinMs)
     await drain?.before(signal)
