@@ -104,6 +104,30 @@ describe('a cancellation cell on the simulated engine', () => {
     expect((await gauges(s)).running).toBe(leaked)
   })
 
+  test(
+    'a replayed conversation goes on past a cancelled turn; by turn, cancelled turns are neither ok nor failed',
+    { timeout: 30_000 },
+    async () => {
+      const s = await start()
+      const workload = { kind: 'conversation', sessions: 4, turns: 3, userTokens: 24, assistantTokens: 8, seed: 7 } as const
+      const record = await runCell({
+        baseUrl: s.url,
+        model: 'm',
+        concurrency: 4,
+        maxTokens: 40,
+        workload,
+        cancel: { share: 0.5, afterMs: 100 },
+      })
+      expect(record.requests).toHaveLength(12)
+      expect(record.cancelled).toBe(record.plan.cancel?.indices.length)
+      expect(record.cancelled).toBeGreaterThan(0)
+      expect(record.failed).toBe(0)
+      const byTurn = record.metrics.byTurn ?? []
+      expect(byTurn.reduce((n, t) => n + t.completed + t.failed, 0)).toBe(12 - record.cancelled)
+      expect(record.drain?.passed).toBe(true)
+    },
+  )
+
   test('a cell without cancellations checks nothing and records no plan', async () => {
     const s = await start({ decodeTokPerS: 2000 })
     const record = await runCell({ ...CELL, baseUrl: s.url })
