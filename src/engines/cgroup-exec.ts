@@ -18,8 +18,11 @@ try {
   const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message
   process.stderr.write(`servegate: could not join the launch's cgroup ${dir} (${code}); teardown hunts by process tree, token and port\n`)
 }
+if (process.execve === undefined) {
+  process.stderr.write(`servegate: cannot run ${executable}: Node ${process.version} has no process.execve\n`)
+  process.exit(127)
+}
 try {
-  if (process.execve === undefined) throw new Error(`Node ${process.version} has no process.execve`)
   process.execve(executable as string, argv, process.env)
 } catch (error) {
   process.stderr.write(`servegate: cannot run ${executable}: ${(error as Error).message}\n`)
