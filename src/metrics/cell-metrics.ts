@@ -52,7 +52,10 @@ export class CellTally {
   private readonly cached = new CachedPromptTally()
   private readonly drafts = new ReplyDraftTally()
   /** Conversations: per turn, its counts and its ok requests' TTFT and prompt tokens. */
-  private readonly turns = new Map<number, { completed: number; failed: number; ttftMs: number[]; promptTokens: number[] }>()
+  private readonly turns = new Map<
+    number,
+    { completed: number; failed: number; ttftMs: number[]; promptTokens: number[]; cached: CachedPromptTally }
+  >()
 
   constructor(slo: ResolvedSLO | null = null) {
     this.slo = slo
@@ -101,7 +104,7 @@ export class CellTally {
   #addTurn(r: RequestRecord, turn: number): void {
     let t = this.turns.get(turn)
     if (t === undefined) {
-      t = { completed: 0, failed: 0, ttftMs: [], promptTokens: [] }
+      t = { completed: 0, failed: 0, ttftMs: [], promptTokens: [], cached: new CachedPromptTally() }
       this.turns.set(turn, t)
     }
     if (r.status === 'cancelled') return
@@ -110,6 +113,7 @@ export class CellTally {
       return
     }
     t.completed++
+    t.cached.add(r)
     if (r.ttftMs !== null) t.ttftMs.push(r.ttftMs)
     if (r.promptTokens !== null) t.promptTokens.push(r.promptTokens)
   }
@@ -117,15 +121,21 @@ export class CellTally {
   /** Per turn, in turn order; null when no request belonged to a conversation. */
   #byTurn(): CellMetrics['byTurn'] {
     if (this.turns.size === 0) return null
+    // Once any request of the cell reported cached tokens, a turn none of whose requests did cached none (vLLM leaves out a 0).
+    const known = this.cached.figures().cachedPromptTokens !== null
     return [...this.turns.entries()]
       .sort(([a], [b]) => a - b)
-      .map(([turn, t]) => ({
-        turn,
-        completed: t.completed,
-        failed: t.failed,
-        ttftMs: distribution(t.ttftMs),
-        promptTokens: distribution(t.promptTokens),
-      }))
+      .map(([turn, t]) => {
+        const cached = t.cached.figures()
+        return {
+          turn,
+          completed: t.completed,
+          failed: t.failed,
+          ttftMs: distribution(t.ttftMs),
+          promptTokens: distribution(t.promptTokens),
+          cachedPromptShare: cached.share ?? (known && cached.promptTokens > 0 ? 0 : null),
+        }
+      })
   }
 
   /**

@@ -44,6 +44,11 @@ test('a replayed conversation, cache off against cache on: a matched pair; the c
   // Turn 1 finds only the shared system prompt (after the first session's); turns 2 and 3 their whole history.
   for (const r of candidate.requests)
     if ((r.turn as number) >= 2) expect(r.cachedPromptTokens).toBeGreaterThan(0.6 * (r.promptTokens as number))
+  // The cell keeps the hit share by turn: the history pays from turn 2. The cache-off sim reports no
+  // cached tokens at all: unknown, never 0.
+  const share = (r: typeof baseline) => r.metrics.byTurn?.map((t) => t.cachedPromptShare)
+  expect((share(candidate)?.[1] as number) > 0.6 && (share(candidate)?.[2] as number) > 0.6).toBe(true)
+  expect(share(baseline)).toEqual([null, null, null])
   expect(p).toBeMatchedPair()
   expect(p).toReuseCache({ atLeast: 0.6, arm: 'candidate' })
   expect(p).not.toReuseCache({ atLeast: 0.6, arm: 'baseline' })

@@ -477,6 +477,8 @@ const TurnMetrics = z.object({
   failed: z.int().nonnegative(),
   ttftMs: Distribution,
   promptTokens: Distribution,
+  /** The engine-reported cached share of the turn's ok prompt tokens; null where the engine reported none. */
+  cachedPromptShare: z.number().min(0).max(1).nullable().default(null),
 })
 
 /**
