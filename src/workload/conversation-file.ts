@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises'
 import { ServegateError } from '../errors.ts'
 
 /** One turn of a conversation from a file: what the user said, and the reply the file holds (null for a last turn without one). */
-export interface FileTurn {
+interface FileTurn {
   user: string
   assistant: string | null
 }
