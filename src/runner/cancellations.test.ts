@@ -128,6 +128,17 @@ describe('a cancellation cell on the simulated engine', () => {
     },
   )
 
+  test('an engine without Prometheus names servegate knows is recorded as not checked, without waiting for it', async () => {
+    // TensorRT-LLM's /metrics is JSON iteration stats, its Prometheus text elsewhere.
+    const s = await start({ decodeTokPerS: 2000, dialect: 'trtllm' })
+    const began = performance.now()
+    const record = await runCell({ ...CELL, baseUrl: s.url, cancel: { share: 0.5, afterMs: 5 } })
+    expect(record.drain).toMatchObject({ checked: false, passed: null, readings: 0, url: `${s.url}/metrics` })
+    expect(record.drain?.reason).toMatch(/could not be read after the cell: .*exports none of the names servegate knows/)
+    expect(record.cellFailure).toBeNull()
+    expect(performance.now() - began).toBeLessThan(5000)
+  })
+
   test('a cell without cancellations checks nothing and records no plan', async () => {
     const s = await start({ decodeTokPerS: 2000 })
     const record = await runCell({ ...CELL, baseUrl: s.url })

@@ -140,8 +140,11 @@ export class EngineDrainCheck {
       }
       const got = await scrape(this.#ref, this.#kind, signal)
       const elapsed = performance.now() - start
-      if ('error' in got) lastError = got.error
-      else {
+      if ('error' in got) {
+        lastError = got.error
+        // An endpoint that had no metrics before the cell will not have them now: no waiting on it.
+        if (this.#before === null && readings === 0) break
+      } else {
         readings++
         this.#kind = got.kind
         last = got.reading
