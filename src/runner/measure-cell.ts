@@ -150,7 +150,7 @@ function waitTurn(stages: CellStages, stage: number, phase: PhaseListener | unde
 /** The cell's workload, prepared once per plan (calibrated with the engine's tokenizer when asked). */
 function cellWorkload(
   o: ResolvedRunCellOptions,
-  transport: CellTransport,
+  tokenizer: () => Promise<TokenizerProbe | null>,
   arrivals: ArrivalSchedule | null,
   phase: PhaseListener | undefined,
   signal: AbortSignal,
@@ -166,9 +166,26 @@ function cellWorkload(
   const probe = async (): Promise<TokenizerProbe | null> => {
     if (!o.calibrate) return null
     phase?.({ phase: 'calibrating' })
-    return transport.tokenizer()
+    return tokenizer()
   }
   return preparedFor(o.workload, plan, probe, signal)
+}
+
+/**
+ * The engine's tokenizer, probed once per cell however many ask (calibration, the usage check);
+ * null once the cell is aborted, without waiting for an endpoint that does not answer.
+ */
+function tokenizerOnce(transport: CellTransport, signal: AbortSignal): () => Promise<TokenizerProbe | null> {
+  let probed: Promise<TokenizerProbe | null> | null = null
+  return () => {
+    if (signal.aborted) return Promise.resolve(null)
+    probed ??= transport.tokenizer()
+    return new Promise((resolve, reject) => {
+      const onAbort = (): void => resolve(null)
+      signal.addEventListener('abort', onAbort, { once: true })
+      ;(probed as Promise<TokenizerProbe | null>).then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort))
+    })
+  }
 }
 
 /** The cell's signal: the caller's, and aborted when a launched engine exits with a failure. */
@@ -242,7 +259,8 @@ export async function measureCell(
     if (stages !== null) await waitTurn(stages, 0, phase)
     // Drawn (or read) before anything is sent: a trace also sizes the requests.
     const arrivals = o.arrival === null ? null : await planArrivals(o.arrival, o.requests)
-    const workload = await cellWorkload(o, transport, arrivals, phase, signal)
+    const tokenizer = tokenizerOnce(transport, signal)
+    const workload = await cellWorkload(o, tokenizer, arrivals, phase, signal)
     const live = workload.conversation?.plan.history === 'live'
     // A live conversation sends each reply back: its content is kept, up to the capture bound.
     const captureChars = workload.spec.canaries || workload.spec.kind === 'dataset' || live ? workload.spec.captureChars : 0
@@ -271,7 +289,7 @@ export async function measureCell(
     await transport.warm?.(connectionsToWarm(o))
 
     // The tokenizer that checks the replies' usage is found now, before the measured requests.
-    const usage = await UsageCrossCheck.start(o.usageCheck, () => transport.tokenizer())
+    const usage = await UsageCrossCheck.start(o.usageCheck, tokenizer)
     await hooks.onMeasureStart?.()
     const meter = new CellLoadMeter(transport.workers ?? null)
     const ends = stages?.ends ?? [measuredCount]
@@ -298,7 +316,7 @@ export async function measureCell(
       )
       await meter.stop()
       // Outside the measured span, and before another arm's turn: the tokenizer counts what streamed.
-      await ledger.settleUsage()
+      await ledger.settleUsage(signal)
       ledger.endStage(end)
       if (stages !== null) stages.done(stage, ledger.records.slice(), signal.aborted || hooks.engine?.failure() != null)
     }

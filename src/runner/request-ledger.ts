@@ -157,9 +157,10 @@ export class RequestLedger {
    * After a stage's requests, before its records are read: the tokenizer counts each held reply's
    * streamed text once, and their records are made with that verdict.
    */
-  async settleUsage(): Promise<void> {
+  async settleUsage(signal?: AbortSignal): Promise<void> {
     if (this.#awaitingCount.size === 0) return
-    const counts = await this.#usage.settle()
+    // An aborted cell sends nothing more, to the tokenizer neither: its held replies keep the chunk bound's verdict.
+    const counts = signal?.aborted === true ? new Map<number, number | null>() : await this.#usage.settle()
     for (const [index, { slot, planned, at }] of this.#awaitingCount) {
       const verdict = tokenizerVerdict(slot.obs.usageCompletionTokens as number, counts.get(index) ?? null)
       if (verdict.problem !== null) {
