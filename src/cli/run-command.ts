@@ -80,6 +80,8 @@ const RUN_HELP =
   --no-retokenize           do not count the streamed text with the engine's /tokenize to check usage
   --requests-per-slot-floor K  flag the cell when requests < K × concurrency, default 4
   --request-timeout-ms MS   per-request deadline, default 120000
+  --cancel SHARE@MS         abort a seeded share of the requests MS after each is sent (recorded as cancelled);
+                            the engine must then go back to idle, or the cell fails
   --send-lag-limit-ms MS    flag the cell harness-limited when its send lag p99 exceeds this, default 5
   --event-loop-delay-limit-ms MS  … or its event-loop delay p99 exceeds this, default 10
   --client-workers auto|N   worker threads the client streams on (0: the cell's own thread), default auto:
