@@ -28,6 +28,8 @@ export function toBeMatchedPair(this: MatcherState, received: unknown) {
   // Speculative decoding is the engines' own business, not a fairness fact: reported beside them.
   const drafting = [...p.baseline, ...p.candidate].some((r) => r.metrics.specDecode !== null)
   const drafts = (arm: readonly RunRecord[]) => arm.map((r) => draftText(r.metrics.specDecode)).join('; ')
+  // A live conversation sends each arm's own replies back: what differs by design is said, not counted.
+  const live = [...p.baseline, ...p.candidate].some((r) => r.plan.workload.conversation?.history === 'live')
   const pass = mismatches.length === 0
   const stored = storedBaselineOf(p)
   recordCheck(p, 'toBeMatchedPair', pass, mismatches, this.isNot)
@@ -46,6 +48,15 @@ export function toBeMatchedPair(this: MatcherState, received: unknown) {
               : `${mismatches.length} mismatch${mismatches.length === 1 ? '' : 'es'}`,
           ],
           ['GPU UUIDs', `baseline ${uuids(p.baseline)}; candidate ${uuids(p.candidate)} (reported, not required)`],
+          ...(live
+            ? ([
+                [
+                  'History',
+                  'live: each arm sends its own replies back, so assistant turns differ by design; ' +
+                    'compared on the planned user turns (request-stream hash) and the first turns’ prompt tokens',
+                ],
+              ] as Array<[string, string]>)
+            : []),
           ...(drafting
             ? ([['Draft acceptance', `baseline ${drafts(p.baseline)}; candidate ${drafts(p.candidate)} (reported, not required)`]] as Array<
                 [string, string]

@@ -5,6 +5,7 @@ import { runCell } from './measure-cell.ts'
 import { resolveCellPlan } from './cell-options.ts'
 import { prepareWorkload } from '../workload/prepare.ts'
 import { pairMismatches } from '../gates/fairness.ts'
+import { testManifest } from '../../fixtures/manifest.ts'
 
 const servers: SimServer[] = []
 async function sim(model: string): Promise<SimServer> {
@@ -81,6 +82,18 @@ describe('a conversation cell', () => {
       'candidate: no manifest (engine, model, GPU and harness facts are unknown)',
     ])
     expect(pairMismatches({ baseline: [ra], candidate: [replayed] })).toContainEqual(expect.stringMatching(/^conversation: baseline /))
+    // The matcher's message says the histories differ by design.
+    const withManifest = (r: typeof ra) => ({ ...r, target: { ...r.target, model: 'm' }, manifest: testManifest() })
+    const pair = {
+      kind: 'pair',
+      id: 'live',
+      baseline: [withManifest(ra)],
+      candidate: [withManifest(rb)],
+      launchOrder: ['baseline', 'candidate'],
+    }
+    expect(() => expect(pair).not.toBeMatchedPair()).toThrow(
+      /live: each arm sends its own replies back, so assistant turns differ by design/,
+    )
   })
 })
 
