@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
+import { Worker } from 'node:worker_threads'
 import { describe, expect, test } from 'vitest'
 import { holdThread } from '../../fixtures/event-loop.ts'
 import { monoMs } from '../client/clock.ts'
@@ -41,7 +42,7 @@ function fakeWorkers(): MeasuredWorkers & { started: number } {
 
 describe('CellLoadMeter', () => {
   test('sums each stage, and none of the idle time between them', async () => {
-    const meter = new CellLoadMeter(null, stealOf())
+    const meter = new CellLoadMeter(null, { steal: stealOf() })
     const began = monoMs()
     // The idle gap as the clock saw it: a timer may fire a fraction of a millisecond early.
     let idleMs = 0
@@ -77,7 +78,7 @@ describe('CellLoadMeter', () => {
 
   test('measures the workers each stage and judges each on its stages together', async () => {
     const workers = fakeWorkers()
-    const meter = new CellLoadMeter(workers, stealOf())
+    const meter = new CellLoadMeter(workers, { steal: stealOf() })
     for (let stage = 0; stage < 3; stage++) {
       meter.start()
       await meter.stop()
@@ -95,11 +96,32 @@ describe('CellLoadMeter', () => {
 
   test("the host's steal is summed over the stages' ticks", async () => {
     const at = (total: number, steal: number): CpuTicks => ({ totalTicks: total, stealTicks: steal, busyTicks: steal })
-    const meter = new CellLoadMeter(null, stealOf(at(0, 0), at(100, 1), at(1000, 50), at(1300, 53)))
+    const meter = new CellLoadMeter(null, { steal: stealOf(at(0, 0), at(100, 1), at(1000, 50), at(1300, 53)) })
     for (let stage = 0; stage < 2; stage++) {
       meter.start()
       await meter.stop()
     }
     expect(meter.health(options, []).hostStealShare).toBeCloseTo((1 + 3) / (100 + 300), 9)
+  })
+
+  test("beside an in-process engine the client's CPU is the cell thread's: the engine's threads are not counted", async () => {
+    // Another thread of this process burns CPU while the cell's thread waits, as an in-process
+    // engine's compute threads do; the process's CPU time counts it, the cell thread's does not.
+    const measureWith = async (engineInProcess: boolean) => {
+      const meter = new CellLoadMeter(null, { engineInProcess, steal: stealOf() })
+      meter.start()
+      const engine = new Worker('const end = Date.now() + 150; while (Date.now() < end);', { eval: true })
+      await new Promise((resolve) => engine.once('exit', resolve))
+      await meter.stop()
+      return { meter, health: meter.health(options, []) }
+    }
+    const inProcess = await measureWith(true)
+    expect(inProcess.meter.cpuMs).toBeGreaterThan(100)
+    expect(inProcess.health.clientCpuMs).toBe(inProcess.meter.threadCpuMs)
+    expect(inProcess.health.clientCpuMs).toBeLessThan(inProcess.meter.cpuMs / 2)
+    expect(inProcess.health.harnessLimited).toBe(false)
+    const sameProcessClient = await measureWith(false)
+    expect(sameProcessClient.health.clientCpuMs).toBe(sameProcessClient.meter.cpuMs)
+    expect(sameProcessClient.health.clientCpuShare).toBeGreaterThan(0.5)
   })
 })

@@ -14,7 +14,9 @@ export type MeasuredWorkers = NonNullable<CellTransport['workers']>
  * What the client itself spent while a cell measured, summed over its stages (`start` to
  * `stop`): the process's CPU time and the cell thread's own, the event loop's delay, the host's
  * steal, each worker thread's figures, and the stages' span. Idle time between stages counts in
- * none of them. `health` judges them against the cell's limits.
+ * none of them. `health` judges them against the cell's limits: the client's CPU is the
+ * process's, or beside an in-process engine (whose compute threads share the process) the cell
+ * thread's own.
  * @example const meter = new CellLoadMeter(null); meter.start(); …; await meter.stop(); meter.health(o, sendLags)
  */
 export class CellLoadMeter {
@@ -28,14 +30,17 @@ export class CellLoadMeter {
   #cpuBefore: NodeJS.CpuUsage | undefined
   #threadCpuBefore: NodeJS.CpuUsage | undefined
   #stageStart = 0
+  readonly #engineInProcess: boolean
 
   /**
    * @param workers the client's worker threads; null when the cell's thread streams every request
-   * @param steal the host's steal meter; `/proc/stat`'s by default
+   * @param options.engineInProcess the engine runs in this process, so its threads' CPU is not the client's
+   * @param options.steal the host's steal meter; `/proc/stat`'s by default
    */
-  constructor(workers: MeasuredWorkers | null, steal: HostSteal = new HostSteal()) {
+  constructor(workers: MeasuredWorkers | null, options: { engineInProcess?: boolean; steal?: HostSteal } = {}) {
     this.#workers = workers
-    this.#steal = steal
+    this.#engineInProcess = options.engineInProcess ?? false
+    this.#steal = options.steal ?? new HostSteal()
   }
 
   /** The stages' wall time summed, ms. */
@@ -78,6 +83,7 @@ export class CellLoadMeter {
   /** The cell's harness figures, judged against its limits; `sendLags` are every measured request's, ms. */
   health(o: ResolvedRunCellOptions, sendLags: readonly number[]): HarnessHealth {
     const workers = { count: this.#workers?.count ?? 0, cellThreadCpuMs: this.#threadCpuMs, measures: this.#workerMeasures }
-    return harnessHealth(o, this.#cpuMs, this.#activeMs, this.#loopDelay, sendLags, workers, this.#steal.share())
+    const clientCpuMs = this.#engineInProcess ? this.#threadCpuMs : this.#cpuMs
+    return harnessHealth(o, clientCpuMs, this.#activeMs, this.#loopDelay, sendLags, workers, this.#steal.share())
   }
 }

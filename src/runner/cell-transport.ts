@@ -30,6 +30,11 @@ export interface CellTransport {
    * a turn. Absent where the thread reads no chunks (worker threads, an in-process engine).
    */
   slice?: TurnSlice
+  /**
+   * The engine runs in this process (an in-process engine): its threads' CPU time is the
+   * engine's, so the client's is the cell thread's own. Absent for an engine in another process.
+   */
+  engineInProcess?: true
   /** The client's worker threads, around the measured phase; absent when it streams in the cell's thread. */
   workers?: { count: number; measureStart(): void; measureStop(): Promise<WorkerMeasure[]> }
   close(): Promise<void>

@@ -166,6 +166,7 @@ async function measureInProcess(
   const transport: CellTransport = {
     send: (body, capture, signal) => live.engine.send(body, capture, signal, o.requestTimeoutMs),
     tokenizer: async () => ({ tokenizer: live.engine.tokenizer, warning: null }),
+    engineInProcess: true,
     close: async () => {},
   }
   const prefixCacheReset = await isolatePrefixCache('in-process', plan)

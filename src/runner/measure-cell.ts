@@ -291,7 +291,7 @@ export async function measureCell(
     // The tokenizer that checks the replies' usage is found now, before the measured requests.
     const usage = await UsageCrossCheck.start(o.usageCheck, tokenizer)
     await hooks.onMeasureStart?.()
-    const meter = new CellLoadMeter(transport.workers ?? null)
+    const meter = new CellLoadMeter(transport.workers ?? null, { engineInProcess: transport.engineInProcess === true })
     const ends = stages?.ends ?? [measuredCount]
     const cancelled = cancels === null ? undefined : (index: number) => cancels.fired(index)
     const ledger = new RequestLedger(workload, o.requests, { spill, onProgress: hooks.onProgress, onPhase: phase, usage, cancelled })
