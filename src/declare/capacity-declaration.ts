@@ -5,6 +5,7 @@ import { engineField, lazy, type Lazy, named, planId } from './cell-declarations
 import type { EngineHandle } from './engine-handles.ts'
 import { cellThrew, declareCell, searchMeasured } from '../worker/cell-registry.ts'
 import { registerTeardown, workerRunner } from './worker-environment.ts'
+import { rungIds } from './rung-id.ts'
 
 /** A capacity search in a spec: the probe cell's options, the engine, and the search's own options (see `CapacityOptions`). */
 export interface CapacitySpec extends Omit<CellPlan, 'slo'>, Omit<CapacityOptions, 'cell'> {
@@ -15,7 +16,8 @@ export interface CapacitySpec extends Omit<CellPlan, 'slo'>, Omit<CapacityOption
 
 /**
  * Declares a capacity search on one engine: the highest rate (or concurrency) at which it still
- * meets the SLO, found by a bracketing search of probe cells on the file's shared engine. Its
+ * meets the SLO, found by a bracketing search of probe cells on the file's shared engine, each
+ * named by its value after the search's id (`…-capacity-rate-r20`, `…-capacity-concurrency-c8`). Its
  * options are checked and resolved here, before any engine starts. Runs once, lazily; the result
  * is a `servegate.capacity/v1` record with every probe.
  * @throws ServegateError CONFIG_INVALID for a bad option
@@ -35,9 +37,16 @@ export function capacity(spec: CapacitySpec): Lazy<CapacitySearch> {
   return lazy(async () => {
     try {
       const search = await workerRunner().capacity({ id: name, engine, options, launch: 'shared' })
+      // Each probe is a cell named by its value (`…-r20`, `…-c8`), in the order the search ran them
+      // (the search keeps a probe and its record together, so the k-th of each are one probe).
+      const ids = rungIds(
+        name,
+        search.axis,
+        search.probes.map((p) => p.value),
+      )
       searchMeasured(
         name,
-        search.records.map((record, k) => ({ suffix: `probe${k + 1}`, record })),
+        search.records.map((record, k) => ({ suffix: ids[k]?.slice(name.length + 1) ?? `probe${k + 1}`, record })),
       )
       return search
     } catch (error) {

@@ -7,6 +7,7 @@ import { CapacitySearch } from '../schema/capacity-record.ts'
 import { capacity } from './capacity-declaration.ts'
 import { engine } from './engine-handles.ts'
 import { sweep } from './sweep-declaration.ts'
+import { declaredCell } from '../worker/cell-registry.ts'
 
 const FAKES = fileURLToPath(new URL('../../fixtures/fakes/', import.meta.url))
 const dir = mkdtempSync(join(tmpdir(), 'servegate-load-spec-'))
@@ -45,10 +46,21 @@ const ladder = sweep({ engine: two, ladder: { rates: [10, 40], durationS: 1 }, .
 const small = capacity({ engine: two, slo, ...search, ...cell })
 const large = capacity({ engine: eight, slo, ...search, bracket: { ...search.bracket, start: 40 }, ...cell })
 
+// A named ladder's rungs: its name and each rung's value, never run here (their cells stay pending).
+const named = sweep({ id: 'seats2-concurrency-ladder-of-this-spec', engine: two, ladder: { concurrencies: [1, 2] }, ...cell })
+
+// The pattern of docs/spec-api.md: '%s' of the id prints it whole (vitest cuts '$id' at 40 characters).
+describe.each(named.steps.map((s) => [s.id, s] as const))('%s', (id, step) => {
+  test('the rung is named by the ladder and its value, shown whole in its suite title', ({ task }) => {
+    expect(task.suite?.name).toBe(step.id)
+    expect(id).toMatch(/^seats2-concurrency-ladder-of-this-spec-c[12]$/)
+  })
+})
+
 describe('sweeps and capacity searches in a spec', () => {
   test('a rate ladder expands into open-loop cells with ids, rung places and rate × duration requests', async () => {
     expect(ladder.id).toBe('seats2-synthetic-summary-ctx32-rate-sweep')
-    expect(ladder.steps.map((s) => s.id)).toEqual(['seats2-synthetic-summary-ctx32-r10.0', 'seats2-synthetic-summary-ctx32-r40.0'])
+    expect(ladder.steps.map((s) => s.id)).toEqual(['seats2-synthetic-summary-ctx32-r10', 'seats2-synthetic-summary-ctx32-r40'])
     const measured = await ladder
     expect(measured.steps.map((s) => s.result.record.requests.length)).toEqual([10, 40])
     expect(measured.steps[1]?.result.ladder).toEqual({ sweep: ladder.id, axis: 'rate', value: 40, index: 1, of: 2 })
@@ -61,6 +73,10 @@ describe('sweeps and capacity searches in a spec', () => {
   test('a capacity search on the shared engine brackets its known capacity', async () => {
     const found = CapacitySearch.parse(await small)
     expect(found.id).toBe('seats2-synthetic-summary-ctx32-capacity-rate')
+    // Each probe is a cell of the evidence named by its value: the search's id, then `-r20`, `-r40`….
+    expect(found.probes[0]?.value).toBe(20)
+    expect(declaredCell(`${found.id}-r20`)?.ladder).toBe(found.id)
+    expect(declaredCell(`${found.id}-probe1`)).toBeUndefined()
     expect(found.status).toBe('bracketed')
     expect(found.bracket.low as number).toBeLessThanOrEqual(25)
     expect(found.bracket.high as number).toBeGreaterThan(25)

@@ -6,7 +6,6 @@ import {
   cell,
   type CellResult,
   type CellSpec,
-  cellId,
   type LadderStep,
   lazy,
   type Lazy,
@@ -15,6 +14,7 @@ import {
   type PairSpec,
   planId,
 } from './cell-declarations.ts'
+import { rungIds } from './rung-id.ts'
 
 /**
  * A declared sweep: awaiting it measures every rung in order; each rung can also be awaited on its
@@ -35,9 +35,10 @@ function withLadder<R extends CellResult | PairResult>(result: Lazy<R>, step: La
 
 /**
  * Declares a ladder of cells (one engine) or pairs (baseline and candidate) once: a rung per rate
- * (open loop) or concurrency (closed loop), each an ordinary cell with an id like
- * `candidate-synthetic-summary-ctx10240-r8.0`. Rungs share the file's engine launches, run
- * lazily, and carry their place on the ladder (`ladder`) so the evidence keeps them together.
+ * (open loop) or concurrency (closed loop), each an ordinary cell with a short, distinct id: the
+ * sweep's `id` (or `<engine>-<workload>-ctx<prompt>`) then `-r<rate>` or `-c<concurrency>`, e.g.
+ * `candidate-synthetic-summary-ctx10240-r8` or, with `id: 'ttft'`, `ttft-r8`. Rungs share the file's
+ * engine launches, run lazily, and carry their place on the ladder (`ladder`) so the evidence keeps them together.
  * @example const s = sweep({ engine: candidate, ladder: { rates: [2, 4, 8], durationS: 20 }, arrival: { kind: 'poisson', ratePerS: 1 } })
  * test('meets its SLO at 4 req/s', async () => expect(await s).toMeetSLO({ ttftMs: 500, atRate: 4 }))
  */
@@ -53,9 +54,17 @@ export function sweep(spec: CellSweepSpec | PairSweepSpec): Sweep<CellResult> | 
     const { engine: _e, baseline: _b, candidate: _c, repeats: _r, required: _q, stopEarly: _s, ...plan } = o as Record<string, unknown>
     return resolveCellPlan(plan, id === undefined ? 'sweep' : `sweep "${id}"`)
   }
-  const sweepId = id ?? `${planId(name, planOf(options))}-${axis}-sweep`
+  const prefix = id ?? planId(name, planOf(options))
+  const sweepId = id ?? `${prefix}-${axis}-sweep`
+  // Each rung's plan is checked here, before any engine starts; its id is the ladder's name and its value.
+  for (const rung of rungs) planOf(rung.options)
+  const ids = rungIds(
+    prefix,
+    axis,
+    rungs.map((r) => r.value),
+  )
   const steps = rungs.map((rung, index) => {
-    const stepId = cellId(name, planOf(rung.options))
+    const stepId = ids[index] as string
     const place: LadderStep = { sweep: sweepId, axis, value: rung.value, index, of: rungs.length }
     const result =
       'engine' in rung.options

@@ -32,7 +32,8 @@ export function joinLadder(id: string, ladder: string): void {
 
 /**
  * Replaces a declared capacity search by its probes once it ran: each probe a measured cell
- * `<id>-probe<k>` on the search's ladder, in the search's place.
+ * `<id>-<suffix>` (the capacity declaration names each by its value: `<id>-r20`) on the search's
+ * ladder, in the search's place.
  */
 export function searchMeasured(id: string, probes: ReadonlyArray<{ suffix: string; record: RunRecord }>): void {
   const search = declared.get(id)
