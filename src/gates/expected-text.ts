@@ -6,19 +6,27 @@
  */
 import type { CheckName, GateName } from '../schema/gate.ts'
 
-/** What each check's `.not` asserts, when it held. */
-const EXPECTED_CHECK: Record<CheckName, string> = {
-  toBeMatchedPair: 'expected mismatch ✓',
-  toPassCanaries: 'expected canary failure ✓',
-  toReachConcurrency: 'expected shortfall ✓',
+/** What a `.not` on each gate or check asserted, once it held. */
+const EXPECTED_WORDS: Readonly<Record<GateName | CheckName, string>> = {
+  toWinDecode: 'expected non-win',
+  toWinPrefill: 'expected non-win',
+  toWinThroughput: 'expected non-win',
+  toSustainMoreThan: 'expected non-win',
+  toHoldLatency: 'expected latency not held',
+  toStayWithinAccuracyGap: 'expected accuracy gap',
+  toMeetSLO: 'expected SLO miss',
+  'capacity probe': 'expected SLO miss',
+  toReuseCache: 'expected no cache reuse',
+  toBeMatchedPair: 'expected mismatch',
+  toPassCanaries: 'expected canary failure',
+  toReachConcurrency: 'expected concurrency not reached',
 }
 
 /**
- * A held `.not` assertion in words: `expected non-win ✓` for a gate, the check's own word for a
- * check.
+ * A held `.not` assertion in words, with a plain tick (not the green ✅ of a pass).
  * @example expectedText('toWinDecode') // 'expected non-win ✓'
  * @example expectedText('toBeMatchedPair') // 'expected mismatch ✓'
  */
 export function expectedText(name: GateName | CheckName): string {
-  return name in EXPECTED_CHECK ? EXPECTED_CHECK[name as CheckName] : 'expected non-win ✓'
+  return `${EXPECTED_WORDS[name]} ✓`
 }

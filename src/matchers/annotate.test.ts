@@ -4,7 +4,7 @@ import { computeCellMetrics } from '../metrics/cell-metrics.ts'
 import { failedCellRecord } from '../runner/run-record.ts'
 import type { PairResult } from '../schema/results.ts'
 import { RunRecord } from '../schema/run.ts'
-import { type Annotate, annotateCell, annotationType, svgAttachment } from './annotate.ts'
+import { type Annotate, annotateCell, annotationType, checkAnnotation, svgAttachment } from './annotate.ts'
 
 /** A record of `n` ok requests at `decode` tok/s (a little spread, so the chart has a range). */
 function record(n: number, decode: number): RunRecord {
@@ -61,6 +61,22 @@ describe('annotations', () => {
     expect(annotationType('pass')).toBe('notice')
     expect(annotationType('inconclusive')).toBe('warning')
     expect(annotationType('fail')).toBe('error')
+  })
+
+  test('a check reads as passed or failed, and a .not that held as expected, in a neutral notice', () => {
+    const mismatch = { cell: 'c4', check: 'toBeMatchedPair' as const, passed: false, findings: ['GPU driver: 550 ≠ 560'] }
+    expect(checkAnnotation({ ...mismatch, isNot: true })).toEqual({
+      message: 'toBeMatchedPair c4: expected mismatch ✓: 1 finding(s), first: GPU driver: 550 ≠ 560',
+      type: 'notice',
+    })
+    expect(checkAnnotation({ ...mismatch, isNot: false })).toEqual({
+      message: 'toBeMatchedPair c4: FAIL: 1 finding(s), first: GPU driver: 550 ≠ 560',
+      type: 'error',
+    })
+    expect(checkAnnotation({ ...mismatch, passed: true, findings: [], isNot: false })).toEqual({
+      message: 'toBeMatchedPair c4: PASS',
+      type: 'notice',
+    })
   })
 
   test('an SVG is attached as UTF-8 text, not as a string vitest would read as base64', () => {

@@ -9,9 +9,11 @@
 import { declaredCell, onCellMeasured } from '../worker/cell-registry.ts'
 import { formatSignificant as num } from '../number-format.ts'
 import type { EvidenceCell } from '../schema/evidence.ts'
+import { expectedText } from '../gates/expected-text.ts'
+import { figureLine } from '../gates/figure-line.ts'
 import type { GateOutcome } from '../schema/gate.ts'
 import type { RunRecord } from '../schema/run.ts'
-import type { DeclaredCell } from '../schema/task-meta.ts'
+import type { CheckMeta, DecisionMeta, DeclaredCell } from '../schema/task-meta.ts'
 import type { Subject } from './subject.ts'
 
 /**
@@ -38,6 +40,40 @@ export type Annotate = (message: string, type: AnnotationType, attachment?: SvgA
  */
 export function annotationType(outcome: GateOutcome): AnnotationType {
   return outcome === 'pass' ? 'notice' : outcome === 'inconclusive' ? 'warning' : 'error'
+}
+
+/** An annotation's message and type. */
+export interface AnnotationLine {
+  message: string
+  type: AnnotationType
+}
+
+/**
+ * A gate decision as annotated: its figure line (`figureLine`), with the policy that decided an
+ * inconclusive one. A `.not` assertion that held reads as expected (`expected non-win ✓`); one
+ * that held on a failed gate is a `notice`, never an error: red is kept for what blocks
+ * promotion. An undecided verdict stays a warning, `.not` or not.
+ * @example verdictAnnotation(meta, 'inconclusive fails: the default for a superiority claim')
+ */
+export function verdictAnnotation(v: DecisionMeta, policy: string): AnnotationLine {
+  const line = figureLine(v)
+  const held = v.isNot && !v.passed
+  return {
+    message: v.decision.outcome === 'inconclusive' ? `${line}; ${policy}` : line,
+    type: held && v.decision.outcome === 'fail' ? 'notice' : annotationType(v.decision.outcome),
+  }
+}
+
+/**
+ * A yes/no check as annotated: passed or failed with its first finding; a `.not` that held as
+ * expected (`expected mismatch ✓`), a `notice`.
+ * @example checkAnnotation({ cell: 'c4', check: 'toBeMatchedPair', passed: false, findings: ['GPU driver: …'], isNot: true })
+ * // { message: 'toBeMatchedPair c4: expected mismatch ✓: 1 finding(s), first: GPU driver: …', type: 'notice' }
+ */
+export function checkAnnotation(k: Pick<CheckMeta, 'cell' | 'check' | 'passed' | 'findings' | 'isNot'>): AnnotationLine {
+  const found = k.findings.length > 0 ? `: ${k.findings.length} finding(s), first: ${k.findings[0]}` : ''
+  if (k.isNot && !k.passed) return { message: `${k.check} ${k.cell}: ${expectedText(k.check)}${found}`, type: 'notice' }
+  return { message: `${k.check} ${k.cell}: ${k.passed ? 'PASS' : 'FAIL'}${found}`, type: annotationType(k.passed ? 'pass' : 'fail') }
 }
 
 /**

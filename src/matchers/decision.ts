@@ -2,12 +2,12 @@ import { TestRunner, type MatcherState } from 'vitest'
 import { type DecidingPolicy, type Judged, type JudgedRecords, META_TAG, type TestMeta } from '../schema/task-meta.ts'
 import type { CheckArms } from '../gates/checks.ts'
 import { passesUnder, policyText, resolveInconclusive } from '../gates/inconclusive-policy.ts'
-import { samplesText, verdictLine } from '../gates/verdict.ts'
+import { samplesText } from '../gates/verdict.ts'
 import { formatFixedPercent, formatInUnit } from '../number-format.ts'
 import type { CheckName, GateDecision, GateName } from '../schema/gate.ts'
 import { workerOptions } from '../worker/provided-options.ts'
 import { message } from './format.ts'
-import { type Annotate, type AnnotationType, annotateCell, annotationType } from './annotate.ts'
+import { type Annotate, type AnnotationType, annotateCell, checkAnnotation, verdictAnnotation } from './annotate.ts'
 import { gateOptionsOf, type InconclusiveOption } from './gate-matcher-options.ts'
 import type { StoredBaseline } from '../record/stored-baseline.ts'
 import { cellFailures, recordsOf, storedBaselineOf, type Subject } from './subject.ts'
@@ -93,10 +93,11 @@ function record(v: Verdict, subject?: Subject): void {
   const test = testMeta(subject)
   if (test === null) return
   const { cell, decision: d, call, policy, passed, isNot } = v
-  test.meta.decisions.push({ cell, decision: d, judged: call.judged, options: gateOptionsOf(call.options), policy, passed, isNot })
+  const meta = { cell, decision: d, judged: call.judged, options: gateOptionsOf(call.options), policy, passed, isNot }
+  test.meta.decisions.push(meta)
   // An undecided verdict is a warning wherever annotations are shown, never a plain verdict, and says what it did to the test.
-  const line = d.outcome === 'inconclusive' ? `${verdictLine(d)}; ${policyText(policy, d.kind)}` : verdictLine(d)
-  test.annotate(line, annotationType(d.outcome))
+  const line = verdictAnnotation(meta, policyText(policy, d.kind))
+  test.annotate(line.message, line.type)
   for (const warning of d.warnings) test.annotate(warning, 'warning')
 }
 
@@ -108,11 +109,10 @@ function record(v: Verdict, subject?: Subject): void {
 export function recordCheck(subject: Subject, check: CheckName, passed: boolean, findings: readonly string[], isNot = false): void {
   const test = testMeta(subject)
   if (test === null) return
-  test.meta.checks.push({ cell: subject.id, check, passed, findings: [...findings], judged: judgedRecordsOf(subject), isNot })
-  test.annotate(
-    `${check} ${passed ? 'PASS' : 'FAIL'}${findings.length > 0 ? `: ${findings.length} finding(s), first: ${findings[0]}` : ''}`,
-    annotationType(passed ? 'pass' : 'fail'),
-  )
+  const meta = { cell: subject.id, check, passed, findings: [...findings], judged: judgedRecordsOf(subject), isNot }
+  test.meta.checks.push(meta)
+  const line = checkAnnotation(meta)
+  test.annotate(line.message, line.type)
 }
 
 /**

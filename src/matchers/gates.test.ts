@@ -191,7 +191,9 @@ describe('what a reviewer sees in @vitest/ui', () => {
     await Promise.all(task.promises ?? [])
     const verdicts = task.annotations.filter((a) => /^toWinDecode /.test(a.message))
     expect(verdicts.map((a) => a.type)).toEqual(['notice', 'notice'])
-    expect(verdicts[0]?.message).toMatch(/^toWinDecode PASS: decodeTokPerS 1\.\d+× \[/)
+    expect(verdicts[0]?.message).toMatch(
+      /^toWinDecode p: decode \+\d+(\.\d+)?% \[\+\d+(\.\d+)?%, \+\d+(\.\d+)?%\] > \+10%: pass \(98% interval, 32 paired/,
+    )
     expect(task.annotations.find((a) => /^p: baseline: decode p50 .*; candidate: decode p50/.test(a.message))?.type).toBe('notice')
     const chart = task.annotations.find((a) => a.attachment !== undefined)
     expect(chart).toMatchObject({ type: 'notice', message: 'p: latency by arm' })
@@ -205,15 +207,27 @@ describe('what a reviewer sees in @vitest/ui', () => {
 
   test('an inconclusive verdict is annotated as a warning, a failed one as an error', async ({ task }) => {
     const p = pairOf(arm(8, { decode: 100 }, 0.3, 1), arm(8, { decode: 104 }, 0.3, 2))
+    expect(p).toWinDecode({ margin: 0.05, inconclusive: 'pass' })
+    const slower = pairOf(arm(32, { decode: 100 }, 0.05, 1), arm(32, { decode: 60 }, 0.05, 2))
+    expect(failureOf(() => expect(slower).toWinDecode({ margin: 0.05 }))).toMatch(/Received: fail/)
+    await Promise.all(task.promises ?? [])
+    const verdicts = task.annotations.filter((a) => /^toWinDecode /.test(a.message))
+    expect(verdicts.map((a) => [a.type, a.message.replace(/ \(.*$/, '').replace(/[+-]?\d+(\.\d+)?%/g, 'N%')])).toEqual([
+      ['warning', 'toWinDecode p: decode N% [N%, N%] > N%: inconclusive'],
+      ['error', 'toWinDecode p: decode N% [N%, N%] > N%: fail'],
+    ])
+  })
+
+  test('a .not that held reads as expected in a neutral notice; undecided it stays a warning', async ({ task }) => {
+    const p = pairOf(arm(8, { decode: 100 }, 0.3, 1), arm(8, { decode: 104 }, 0.3, 2))
     expect(p).not.toWinDecode({ margin: 0.05 })
     const slower = pairOf(arm(32, { decode: 100 }, 0.05, 1), arm(32, { decode: 60 }, 0.05, 2))
     expect(slower).not.toWinDecode({ margin: 0.05 })
     await Promise.all(task.promises ?? [])
     const verdicts = task.annotations.filter((a) => /^toWinDecode /.test(a.message))
-    expect(verdicts.map((a) => [a.type, a.message.split(':')[0]])).toEqual([
-      ['warning', 'toWinDecode INCONCLUSIVE'],
-      ['error', 'toWinDecode FAIL'],
-    ])
+    expect(verdicts.map((a) => a.type)).toEqual(['warning', 'notice'])
+    expect(verdicts[0]?.message).toMatch(/: inconclusive, expected non-win ✓ \(.*\); inconclusive fails: /)
+    expect(verdicts[1]?.message).toMatch(/^toWinDecode p: decode -\d+(\.\d+)?% \[.*\] > \+5%: fail, expected non-win ✓ \(98% interval/)
   })
 
   test('the key figures, read from the records without the evidence builder, are the figures the evidence summarizes', () => {
