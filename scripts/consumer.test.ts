@@ -99,11 +99,21 @@ describe('installed from the packed tarball', () => {
     const demo = await inProject(project, 'npx', ['servegate', 'demo'])
     expect(demo.exitCode).toBe(2)
     expect(demo.stderr).toMatch(/npx servegate init/)
+    expect(demo.stderr).toMatch(/npx servegate demo --sim/)
     const script = "import { engine } from 'servegate'; engine.nodeLlamaCpp({ model: { id: 'm', path: 'm.gguf' } })"
     const missing = await inProject(project, process.execPath, ['--input-type=module', '-e', script])
     expect(missing.exitCode).not.toBe(0)
     expect(missing.stderr).toMatch(/npm i -D node-llama-cpp@3\.21\.1/)
   })
+
+  test('npx servegate demo --sim tells its story from the installed package: promotable evidence, and a regression caught apart', async () => {
+    const demo = await inProject(project, 'npx', ['servegate', 'demo', '--sim'], { timeout: 300_000 })
+    expect(demo.exitCode, `${demo.stdout.slice(-4000)}\n${demo.stderr.slice(-3000)}`).toBe(0)
+    expect(demo.stdout).toMatch(/^\.servegate\/demo\/evidence\/: promotable/m)
+    expect(demo.stdout).toMatch(/^\.servegate\/demo\/evidence-regression\/: not promotable: the regression was caught/m)
+    const verify = await inProject(project, 'npx', ['servegate', 'verify', '.servegate/demo/evidence', '--require-promotable'])
+    expect(verify.exitCode, verify.stdout + verify.stderr).toBe(0)
+  }, 400_000)
 
   test('npx servegate init gives a suite that passes under vitest bench without a GPU, and its evidence verifies', async () => {
     const init = await inProject(project, 'npx', ['servegate', 'init'])

@@ -1,64 +1,76 @@
-import { readFile } from 'node:fs/promises'
-import { connect } from 'node:net'
+import { readdir, readFile, readlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
 import { expect } from 'vitest'
 import { test } from '../../fixtures/test-context.ts'
-import { RunRecord } from '../schema/run.ts'
+import { EvidenceIndex } from '../schema/evidence.ts'
 import { demoCommand } from './demo.ts'
 
-function refused(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1')
-    socket.once('connect', () => {
-      socket.destroy()
-      resolve(false)
-    })
-    socket.once('error', () => resolve(true))
-  })
+/** The processes whose working directory is under `dir`: an engine a cell launched there and left running. */
+async function processesUnder(dir: string): Promise<number[]> {
+  const found: number[] = []
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    const cwd = await readlink(`/proc/${entry}/cwd`).catch(() => null)
+    if (cwd !== null && cwd.startsWith(dir)) found.push(Number(entry))
+  }
+  return found
 }
 
+async function runDemo(argv: string[], cwd?: string): Promise<{ code: number; out: string }> {
+  const stdout = new PassThrough()
+  let out = ''
+  stdout.on('data', (b: Buffer) => (out += b.toString()))
+  const code = await demoCommand(argv, { stdout, stderr: new PassThrough() }, undefined, cwd)
+  return { code, out }
+}
+
+const readEvidence = async (dir: string) => EvidenceIndex.parse(JSON.parse(await readFile(join(dir, 'index.json'), 'utf8')))
+
 test(
-  'the demo measures a cell on the simulated engine, counts its two faults, and leaves no engine behind',
-  { timeout: 60_000 },
+  'demo --sim tells the story from any directory: a decode win that holds TTFT, an unfair pair refused, a regression caught; no engine left',
+  { timeout: 300_000 },
   async ({ tmpDir }) => {
-    const stdout = new PassThrough()
-    let out = ''
-    stdout.on('data', (b: Buffer) => (out += b.toString()))
-    const code = await demoCommand(['--sim', '--out', join(tmpDir, 'demo.json')], { stdout, stderr: new PassThrough() })
-    expect(code).toBe(0)
-    const record = RunRecord.parse(JSON.parse(await readFile(join(tmpDir, 'demo.json'), 'utf8')))
-    expect(record.completed).toBe(46)
-    expect(record.failures).toEqual({ HTTP_STATUS: 1, STREAM_DROPPED: 1 })
-    expect(out).toMatch(/48 requests: 46 ok, 2 failed/)
-    expect(out).toMatch(/canaries 46\/46 passed · output control observe \(ignore_eos\): 46\/46 exact/)
-    expect(record.plan.workload.wireMatchesPlan).toBe(true)
-    const port = Number(/127\.0\.0\.1:(\d+)/.exec(out)?.[1])
-    expect(port).toBeGreaterThan(0)
-    expect(await refused(port)).toBe(true)
+    const { code, out } = await runDemo(['--sim'], tmpDir)
+    // On failure, the demo's own output says which part of the story did not hold.
+    expect(code, out.slice(-6000)).toBe(0)
+    const demo = join(tmpDir, '.servegate', 'demo')
+    const story = await readEvidence(join(demo, 'evidence'))
+    expect(story.promotion.promotable).toBe(true)
+    expect(story.cells.map((c) => [c.id, c.disposition])).toEqual([
+      ['demo-decode-kernel', 'accepted'],
+      ['demo-other-model', 'failed'],
+    ])
+    const gate = (index: EvidenceIndex, name: string) => index.gates.find((g) => g.decision.gate === name)?.decision.outcome
+    expect(gate(story, 'toWinDecode')).toBe('pass')
+    expect(gate(story, 'toHoldLatency')).toBe('pass')
+    // Nothing in the story is harness-limited on two cores.
+    expect(story.cells.flatMap((c) => c.arms.map((a) => a.harnessLimited))).not.toContain(true)
+    const regression = await readEvidence(join(demo, 'evidence-regression'))
+    expect(regression.promotion.promotable).toBe(false)
+    expect(gate(regression, 'toHoldLatency')).toBe('fail')
+    expect(out).toMatch(
+      /^ {2}demo-other-model: failed \(not required\)\n {4}toBeMatchedPair: expected mismatch ✓ \(served model: demo-model ≠ demo-model-int4/m,
+    )
+    expect(out).toMatch(/^ {4}toHoldLatency FAIL: timeToFirstOutputMs p50 \d+\.\d+× \[/m)
+    expect(out).toMatch(/^\.servegate\/demo\/evidence-regression\/: not promotable: the regression was caught/m)
+    expect(out).toMatch(/^Verified \d+ \+ \d+ files and 4 \+ 2 run records/m)
+    expect(await processesUnder(tmpDir)).toEqual([])
   },
 )
 
 test(
-  'the default demo runs the example suite on the embedded engine and leaves a complete, verified evidence directory',
+  'the default demo adds the example pair on the embedded engine, and leaves verified evidence: promotable, and the regression apart',
   { timeout: 300_000 },
   async () => {
-    const stdout = new PassThrough()
-    let out = ''
-    stdout.on('data', (b: Buffer) => (out += b.toString()))
-    const code = await demoCommand([], { stdout, stderr: new PassThrough() })
-    // On failure, the demo's own output says which claim of the example suite did not hold.
+    const { code, out } = await runDemo([])
     expect(code, out.slice(-6000)).toBe(0)
-    expect(out).toMatch(/^At a glance$/m)
-    // The suite's non-wins are asserted with .not: promotable, but not 'every gate passed'.
-    expect(out).toMatch(
-      /^ {2}Promotable: every required cell accepted and every gate's test held \(gates: \d+ pass, [1-9]\d* fail, \d+ inconclusive; the [1-9]\d* that did not pass held as asserted/m,
-    )
-    expect(out).not.toMatch(/every gate passed/)
-    expect(out).toMatch(/^ {2}Cells: 2 accepted, 1 failed, 0 blocked, 0 pending of 3 planned \(2 required\)\.$/m)
-    expect(out).toMatch(/^Board {4}evidence\/README\.md$/m)
-    expect(out).toMatch(/^Verified \d+ files and 6 run records/m)
-    const index = JSON.parse(await readFile('evidence/index.json', 'utf8')) as { promotion: { promotable: boolean } }
-    expect(index.promotion.promotable).toBe(true)
+    const story = await readEvidence('evidence')
+    expect(story.promotion.promotable).toBe(true)
+    expect(story.statistics).toMatchObject({ planned: 5, required: 3, accepted: 3, failed: 2 })
+    expect(story.cells.flatMap((c) => c.arms.map((a) => a.harnessLimited))).not.toContain(true)
+    expect((await readEvidence('evidence-regression')).promotion.promotable).toBe(false)
+    expect(out).toMatch(/^evidence\/: promotable · page evidence\/index\.html/m)
+    expect(out).toMatch(/^Verified \d+ \+ \d+ files and 10 \+ 2 run records/m)
   },
 )
