@@ -94,6 +94,63 @@ describe('a malformed --dataset or --trace exits 2 before anything starts', () =
   })
 })
 
+describe("what the cell and the engine read besides the flags' own files is read before anything starts", () => {
+  const FIXTURES = fileURLToPath(new URL('../../fixtures/', import.meta.url))
+  test.for<[string, string[], RegExp]>([
+    [
+      'a trace shorter than --requests',
+      ['--trace', join(FIXTURES, 'traces/mooncake-blocks.jsonl'), '--requests', '500'],
+      /^servegate: cell: requests: 500 but the trace .*mooncake-blocks\.jsonl has \d+ rows; pass requests ≤ \d+/,
+    ],
+    [
+      'conversations shorter than --turns',
+      [
+        '--workload',
+        'conversation',
+        '--sessions',
+        '2',
+        '--turns',
+        '9',
+        '--conversations',
+        join(FIXTURES, 'conversations/openai-messages.jsonl'),
+      ],
+      /^servegate: cell\.workload\.conversations: .*openai-messages\.jsonl: no conversation has 9 user turns/,
+    ],
+    [
+      'dataset images over the completions API',
+      ['--api', 'completions', '--dataset', join(FIXTURES, 'datasets/charts.jsonl')],
+      /^servegate: cell\.api: the rows of .*charts\.jsonl have images, which need the chat API/,
+    ],
+  ])('run with %s: exit 2, nothing sent or written', async ([, flags, message], { cli, testDir }) => {
+    const r = await cli(['run', '--base-url', 'http://127.0.0.1:9', '--model', 'm', '--out', join(testDir, 'run.json'), ...flags])
+    expect(r.stderr).toMatch(message)
+    expect(r.stderr.trim().split('\n')).toHaveLength(1)
+    expect(r.code).toBe(2)
+    expect(await readdir(testDir)).toEqual([])
+  })
+
+  test('run --engine whose trtllm-serve options file is missing: exit 2 and no engine is launched', async ({ cli, testDir }) => {
+    const [pids, config] = ['pids.txt', 'engine.json'].map((f) => join(testDir, f)) as [string, string]
+    const options = join(testDir, 'nowhere', 'extra.yaml')
+    await writeFile(
+      config,
+      JSON.stringify({
+        kind: 'trtllm',
+        executable: join(FAKES, 'trtllm-serve'),
+        model: { id: 'fake/m' },
+        extraArgs: ['--config', options],
+        env: { FAKE_ENGINE_PIDFILE: pids },
+      }),
+    )
+    const r = await cli(['run', '--engine', config, '--out', join(testDir, 'run.json')])
+    expect(r.stderr).toMatch(
+      /^servegate: --engine .*engine\.json: engine\.extraArgs: the trtllm-serve options file .*extra\.yaml cannot be read \(ENOENT: no such file .*\); fix the path\n$/,
+    )
+    expect(r.code).toBe(2)
+    expect(await readFile(pids, 'utf8').catch(() => '')).toBe('')
+  })
+})
+
 describe('a negative number is a value', () => {
   test.for<[string[], string]>([
     [['--requests', '-1'], '--requests: "-1" is not valid; pass an integer from 1 to 1000000'],

@@ -5,7 +5,10 @@ import { MAX_BLOCK_TOKENS, MAX_RATE_PER_S } from '../load/arrival-spec.ts'
 import { RequestSpill, writeSpilledRecord } from '../record/request-spill.ts'
 import type { ErrorInfo, RunRecord } from '../schema/run.ts'
 import { type CellPlan, resolveCellPlan } from '../runner/cell-options.ts'
+import { readDeclaredFiles } from '../runner/declared-files.ts'
 import { runEngineCell } from '../runner/runner.ts'
+import { readEngineFiles } from '../engines/adapters.ts'
+import { type EngineConfig, resolveEngineConfig } from '../engines/config.ts'
 import {
   LOAD_FLAGS,
   cellFromFlags,
@@ -157,6 +160,23 @@ async function checkSizesFit(baseUrl: string, model: string, cell: CellPlan): Pr
   if (limit !== null) checkCellFits(limit, resolveCellPlan(cell))
 }
 
+/**
+ * Everything else the cell and the engine will read, read now as a spec's declaration reads it: a
+ * trace shorter than `--requests`, conversations shorter than `--turns`, dataset images over
+ * completions, trtllm-serve's own options file in the engine's `extraArgs`. Each is a usage
+ * error (exit 2) found before any engine starts.
+ */
+function checkDeclaredFiles(cell: CellPlan, engine: EngineConfig | null, enginePath: string | undefined): void {
+  try {
+    readDeclaredFiles(resolveCellPlan(cell), 'cell')
+    if (engine !== null) readEngineFiles(resolveEngineConfig(engine), `--engine ${enginePath ?? ''}: engine`)
+  } catch (error) {
+    if (error instanceof ServegateError && error.code === 'FILE_INVALID')
+      throw new ServegateError('CONFIG_INVALID', error.message, { cause: error })
+    throw error
+  }
+}
+
 /** Where a cell's requests wait on disk until its record is written: beside `--out`. */
 function spillPath(out: string | undefined): string {
   return resolve(out === undefined ? `servegate-runs/in-progress-${process.pid}.requests.jsonl` : `${out}.requests.jsonl`)
@@ -183,6 +203,7 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
   // A trace without --requests replays every row.
   if (rows !== null && cell.requests === undefined) cell.requests = rows
   const engine = values.engine === undefined ? null : await readEngineConfig(values.engine)
+  checkDeclaredFiles(cell, engine, values.engine)
   if (engine === null) await checkSizesFit(values['base-url'] as string, values.model as string, cell)
   const env = environmentFromFlags(values)
   // Each finished request goes to disk as it ends, so a long cell's memory stays flat and a cell

@@ -4,6 +4,8 @@ import type { PairRun } from '../runner/runner.ts'
 import { resolveStopEarly, type StopEarly } from '../runner/staged-pair.ts'
 import { lengthLabel } from '../schema/lengths.ts'
 import type { CellResult, PairResult } from '../schema/results.ts'
+import { readDeclaredFiles } from '../runner/declared-files.ts'
+import { declaring } from './declaration-errors.ts'
 import { type EngineHandle, isEngineHandle } from './engine-handles.ts'
 import { declareCell, tracked } from '../worker/cell-registry.ts'
 import { registerTeardown, workerRunner } from './worker-environment.ts'
@@ -125,21 +127,24 @@ export function engineField(where: string, field: string, value: unknown): Engin
  * test('reaches its concurrency', async () => expect(await c).toReachConcurrency())
  */
 export function cell(spec: CellSpec): Lazy<CellResult> {
-  const { engine: h, id, repeats: r, required: q, maxFailedShare: m, ...options } = spec
-  const where = named('cell', id)
-  const engine = engineField(where, 'engine', h)
-  const { required, repeats, maxFailedShare } = declarationFields(where, id, q, r, m)
-  const plan = resolveCellPlan(options, where)
-  const name = id ?? cellId(engine.name, plan)
-  registerTeardown()
-  declareCell({ id: name, kind: 'cell', required, ladder: null, engines: { cell: engine.name }, maxFailedShare })
-  return lazy(() =>
-    tracked(
-      name,
-      () => workerRunner().cell({ id: name, engine, plan, repeats }),
-      (result) => ({ cell: [...result.records] }),
-    ),
-  )
+  return declaring(() => {
+    const { engine: h, id, repeats: r, required: q, maxFailedShare: m, ...options } = spec
+    const where = named('cell', id)
+    const engine = engineField(where, 'engine', h)
+    const { required, repeats, maxFailedShare } = declarationFields(where, id, q, r, m)
+    const plan = resolveCellPlan(options, where)
+    readDeclaredFiles(plan, where)
+    const name = id ?? cellId(engine.name, plan)
+    registerTeardown()
+    declareCell({ id: name, kind: 'cell', required, ladder: null, engines: { cell: engine.name }, maxFailedShare })
+    return lazy(() =>
+      tracked(
+        name,
+        () => workerRunner().cell({ id: name, engine, plan, repeats }),
+        (result) => ({ cell: [...result.records] }),
+      ),
+    )
+  })
 }
 
 /**
@@ -151,37 +156,40 @@ export function cell(spec: CellSpec): Lazy<CellResult> {
  * test('wins decode', async () => expect(await p).toWinDecode({ margin: 0.05 }))
  */
 export function pair(spec: PairSpec): Lazy<PairResult> {
-  const { baseline: b, candidate: c, id, repeats: r, stopEarly, required: q, maxFailedShare: m, ...options } = spec
-  const where = named('pair', id)
-  const baseline = engineField(where, 'baseline', b)
-  const candidate = engineField(where, 'candidate', c)
-  const { required, repeats, maxFailedShare } = declarationFields(where, id, q, r, m)
-  const plan = resolveCellPlan(options, where)
-  const name = id ?? cellId(`${baseline.name}-vs-${candidate.name}`, plan)
-  if (stopEarly !== undefined && repeats > 1) {
-    throw new TypeError('pair: stopEarly needs one launch per arm (repeats 1); the launch-level test of repeated launches has no looks')
-  }
-  if (stopEarly !== undefined && plan.arrival !== null) {
-    throw new TypeError(
-      'pair: stopEarly needs the closed loop (no `arrival`): an open-loop schedule cannot be cut into stages that take turns',
+  return declaring(() => {
+    const { baseline: b, candidate: c, id, repeats: r, stopEarly, required: q, maxFailedShare: m, ...options } = spec
+    const where = named('pair', id)
+    const baseline = engineField(where, 'baseline', b)
+    const candidate = engineField(where, 'candidate', c)
+    const { required, repeats, maxFailedShare } = declarationFields(where, id, q, r, m)
+    const plan = resolveCellPlan(options, where)
+    const name = id ?? cellId(`${baseline.name}-vs-${candidate.name}`, plan)
+    if (stopEarly !== undefined && repeats > 1) {
+      throw new TypeError('pair: stopEarly needs one launch per arm (repeats 1); the launch-level test of repeated launches has no looks')
+    }
+    if (stopEarly !== undefined && plan.arrival !== null) {
+      throw new TypeError(
+        'pair: stopEarly needs the closed loop (no `arrival`): an open-loop schedule cannot be cut into stages that take turns',
+      )
+    }
+    readDeclaredFiles(plan, where)
+    const run: PairRun = {
+      id: name,
+      baseline,
+      candidate,
+      plan,
+      repeats,
+      stopEarly: stopEarly === undefined ? null : resolveStopEarly(stopEarly),
+    }
+    registerTeardown()
+    const engines = { baseline: baseline.name, candidate: candidate.name }
+    declareCell({ id: name, kind: 'pair', required, ladder: null, engines, maxFailedShare })
+    return lazy(() =>
+      tracked(
+        name,
+        () => workerRunner().pair(run),
+        (result) => ({ baseline: [...result.baseline], candidate: [...result.candidate] }),
+      ),
     )
-  }
-  const run: PairRun = {
-    id: name,
-    baseline,
-    candidate,
-    plan,
-    repeats,
-    stopEarly: stopEarly === undefined ? null : resolveStopEarly(stopEarly),
-  }
-  registerTeardown()
-  const engines = { baseline: baseline.name, candidate: candidate.name }
-  declareCell({ id: name, kind: 'pair', required, ladder: null, engines, maxFailedShare })
-  return lazy(() =>
-    tracked(
-      name,
-      () => workerRunner().pair(run),
-      (result) => ({ baseline: [...result.baseline], candidate: [...result.candidate] }),
-    ),
-  )
+  })
 }

@@ -1,10 +1,12 @@
 import { createHash } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
+import { readEngineFiles } from '../engines/adapters.ts'
 import { type EngineConfig, resolveEngineConfig } from '../engines/config.ts'
 import { requireNodeLlamaCpp } from '../engines/node-llama-cpp.ts'
 import { ServegateError } from '../errors.ts'
 import type { EngineRef } from '../runner/engine-lifecycle.ts'
 import { resolveSimOptions, type SimOptions } from '../sim/sim-options.ts'
+import { declaring } from './declaration-errors.ts'
 
 /** servegate's own CLI (the compiled one where the package is installed). */
 const SERVEGATE_BIN = fileURLToPath(new URL('../../bin/servegate.js', import.meta.url))
@@ -32,11 +34,15 @@ export function isEngineHandle(value: unknown): value is EngineHandle {
 
 type Without<K extends EngineConfig['kind']> = Omit<Extract<EngineConfig, { kind: K }>, 'kind'> & { name?: string }
 
+/** A declared engine: its config resolved and the files servegate reads at its launch read now. */
 function handle(input: EngineConfig & { name?: string }): EngineHandle {
-  const { name, ...raw } = input
-  const config = resolveEngineConfig(raw)
-  const id = createHash('sha256').update(JSON.stringify(config)).digest('hex').slice(0, 12)
-  return { id, name: name ?? `${config.kind}:${config.model.id}`, config }
+  return declaring(() => {
+    const { name, ...raw } = input
+    const config = resolveEngineConfig(raw)
+    readEngineFiles(config)
+    const id = createHash('sha256').update(JSON.stringify(config)).digest('hex').slice(0, 12)
+    return { id, name: name ?? `${config.kind}:${config.model.id}`, config }
+  })
 }
 
 /**

@@ -1,7 +1,8 @@
+import { readFileSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { basename, resolve } from 'node:path'
 import { ServegateError } from '../errors.ts'
-import type { LaunchedConfig } from './config.ts'
+import type { LaunchedConfig, ResolvedEngineConfig } from './config.ts'
 
 /** Where an engine reveals its version over HTTP, and how to read it. */
 interface VersionProbe {
@@ -200,6 +201,36 @@ function userOptionsFile(extraArgs: readonly string[]): { path: string | null; r
   return { path, rest }
 }
 
+function optionsFileUnreadable(source: string, path: string, error: unknown): ServegateError {
+  const code = (error as NodeJS.ErrnoException).code
+  const why = code === 'ENOENT' ? `ENOENT: no such file ${resolve(path)}` : (code ?? (error as Error).message)
+  return new ServegateError(
+    'CONFIG_INVALID',
+    `${source}.extraArgs: the trtllm-serve options file ${path} cannot be read (${why}); fix the path`,
+    {
+      cause: error,
+    },
+  )
+}
+
+/**
+ * Reads the files an engine's config names that servegate itself reads at launch (trtllm-serve's
+ * own options file in `extraArgs`), as the launch will: a missing one fails when the engine is
+ * declared, not after the engines before it spent minutes loading.
+ * @param source how the config is named in the message, e.g. `engine` or `--engine engine.json`
+ * @throws ServegateError CONFIG_INVALID naming the field, the path and the fix
+ */
+export function readEngineFiles(config: ResolvedEngineConfig, source = 'engine'): void {
+  if (config.kind !== 'trtllm') return
+  const { path } = userOptionsFile(config.extraArgs)
+  if (path === null) return
+  try {
+    readFileSync(path, 'utf8')
+  } catch (error) {
+    throw optionsFileUnreadable(source, path, error)
+  }
+}
+
 /**
  * trtllm-serve's extra options YAML: the user's own file (from `extraArgs`) with
  * {@link TRTLLM_REQUIRED_OPTIONS} appended where it does not set them at its top level. A key the
@@ -249,11 +280,7 @@ const trtllm: EngineAdapter = {
       try {
         user = await readFile(path, 'utf8')
       } catch (error) {
-        throw new ServegateError(
-          'CONFIG_INVALID',
-          `engine.extraArgs: the trtllm-serve options file ${path} cannot be read (${(error as Error).message}); fix the path`,
-          { cause: error },
-        )
+        throw optionsFileUnreadable('engine', path, error)
       }
     }
     return { [TRTLLM_OPTIONS_FILE]: trtllmOptionsYaml(user) }

@@ -1,8 +1,7 @@
-import { ServegateError } from '../errors.ts'
 import type { ArrivalPlan } from '../schema/load.ts'
 import { arrivalPlan, arrivalSchedule } from './arrival.ts'
 import type { ResolvedArrivalSpec } from './arrival-spec.ts'
-import { type TraceRow, loadTrace, traceReuseShare } from './trace.ts'
+import { type TraceRow, loadTrace, replayedRows, traceReuseShare } from './trace.ts'
 
 /** Per-request sizes a trace imposes on the workload (the synthetic prompts are sized to them), and the blocks it shares. */
 interface RequestSize {
@@ -43,14 +42,7 @@ export async function planArrivals(spec: ResolvedArrivalSpec, requests: number):
     return { offsetsMs, sizes: null, blockTokens: null, chain: null, turns: null, plan: arrivalPlan(spec, offsetsMs, null) }
   }
   const trace = await loadTrace(spec.path)
-  if (requests > trace.rows.length) {
-    throw new ServegateError(
-      'CONFIG_INVALID',
-      `requests: ${requests} but the trace ${spec.path} has ${trace.rows.length} rows; ` +
-        `pass requests ≤ ${trace.rows.length} (its first rows are replayed)`,
-    )
-  }
-  const rows = trace.rows.slice(0, requests)
+  const rows = replayedRows(trace, spec.path, requests)
   const offsetsMs = rows.map((r) => r.offsetMs * spec.timeScale)
   const { blockTokens } = spec
   const facts = {

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { ServegateError } from '../errors.ts'
@@ -146,6 +147,15 @@ export function parseTrace(text: string, path: string): TraceRow[] {
   return rows
 }
 
+function unreadable(path: string, error: unknown): ServegateError {
+  return new ServegateError(
+    'FILE_INVALID',
+    `trace ${path}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}` +
+      `${(error as NodeJS.ErrnoException).code === 'ENOENT' ? `: no such file ${resolve(path)}` : ''}); pass the path of a JSONL trace`,
+    { cause: error },
+  )
+}
+
 /**
  * Reads and parses a trace file, with its sha256 (recorded in the plan, so a pair can show both
  * arms replayed the same file).
@@ -157,14 +167,47 @@ export async function loadTrace(path: string): Promise<LoadedTrace> {
   try {
     bytes = await readFile(absolute)
   } catch (error) {
-    throw new ServegateError(
-      'FILE_INVALID',
-      `trace ${path}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); ` +
-        'pass the path of a JSONL trace',
-      { cause: error },
-    )
+    throw unreadable(path, error)
   }
   return { path: absolute, sha256: createHash('sha256').update(bytes).digest('hex'), rows: parseTrace(bytes.toString('utf8'), path) }
+}
+
+/**
+ * {@link loadTrace} without waiting: what a declaration reads, the same checks and result.
+ * @throws ServegateError `FILE_INVALID` when unreadable or malformed
+ */
+export function loadTraceSync(path: string): LoadedTrace {
+  const absolute = resolve(path)
+  let bytes: Buffer
+  try {
+    bytes = readFileSync(absolute)
+  } catch (error) {
+    throw unreadable(path, error)
+  }
+  return { path: absolute, sha256: createHash('sha256').update(bytes).digest('hex'), rows: parseTrace(bytes.toString('utf8'), path) }
+}
+
+/**
+ * Checks that a trace of `rows` rows can serve a cell of `requests` measured requests.
+ * @param path the trace as the cell names it, for the message
+ * @throws ServegateError `CONFIG_INVALID` when it has fewer rows than `requests`
+ */
+export function checkReplayable(path: string, rows: number, requests: number): void {
+  if (requests > rows) {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `requests: ${requests} but the trace ${path} has ${rows} rows; pass requests ≤ ${rows} (its first rows are replayed)`,
+    )
+  }
+}
+
+/**
+ * The rows a cell of `requests` measured requests replays: the trace's first ones.
+ * @throws ServegateError `CONFIG_INVALID` when the trace has fewer rows than `requests`
+ */
+export function replayedRows(trace: LoadedTrace, path: string, requests: number): TraceRow[] {
+  checkReplayable(path, trace.rows.length, requests)
+  return trace.rows.slice(0, requests)
 }
 
 /**

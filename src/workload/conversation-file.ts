@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { ServegateError } from '../errors.ts'
+import { readFailure } from './dataset.ts'
 
 /** One turn of a conversation from a file: what the user said, and the reply the file holds (null for a last turn without one). */
 interface FileTurn {
@@ -107,22 +109,14 @@ function conversationOf(entry: unknown, path: string, line: number): FileConvers
   return { line, system, turns }
 }
 
-/**
- * Reads a conversations file: JSONL, one conversation a line, in OpenAI's `{ "messages": [{ "role",
- * "content" }] }` shape or ShareGPT's `{ "conversations": [{ "from", "value" }] }`, or a JSON array
- * of either (ShareGPT's published files are one array). Blank lines are skipped. A bad line names
- * its line and field.
- * @throws ServegateError FILE_INVALID
- */
-export async function loadConversations(path: string): Promise<LoadedConversations> {
-  let bytes: Buffer
-  try {
-    bytes = await readFile(path)
-  } catch (error) {
-    throw new ServegateError('FILE_INVALID', `${path}: cannot read the conversations (${(error as Error).message}); check the path`, {
-      cause: error,
-    })
-  }
+function unreadable(path: string, error: unknown): ServegateError {
+  return new ServegateError('FILE_INVALID', `${path}: cannot read the conversations (${readFailure(path, error)}); check the path`, {
+    cause: error,
+  })
+}
+
+/** A conversations file's bytes, parsed: every conversation checked, a bad line named with its field. Pure. */
+function parseConversations(bytes: Buffer, path: string): LoadedConversations {
   const text = bytes.toString('utf8')
   const conversations: FileConversation[] = []
   if (text.trimStart().startsWith('[')) {
@@ -147,4 +141,63 @@ export async function loadConversations(path: string): Promise<LoadedConversatio
   }
   if (conversations.length === 0) throw new ServegateError('FILE_INVALID', `${path}: no conversation in the file`)
   return { path, sha256: createHash('sha256').update(bytes).digest('hex'), conversations }
+}
+
+/**
+ * Reads a conversations file: JSONL, one conversation a line, in OpenAI's `{ "messages": [{ "role",
+ * "content" }] }` shape or ShareGPT's `{ "conversations": [{ "from", "value" }] }`, or a JSON array
+ * of either (ShareGPT's published files are one array). Blank lines are skipped. A bad line names
+ * its line and field.
+ * @throws ServegateError FILE_INVALID
+ */
+export async function loadConversations(path: string): Promise<LoadedConversations> {
+  let bytes: Buffer
+  try {
+    bytes = await readFile(path)
+  } catch (error) {
+    throw unreadable(path, error)
+  }
+  return parseConversations(bytes, path)
+}
+
+/**
+ * {@link loadConversations} without waiting: what a declaration reads, the same checks and result.
+ * @throws ServegateError FILE_INVALID
+ */
+export function loadConversationsSync(path: string): LoadedConversations {
+  let bytes: Buffer
+  try {
+    bytes = readFileSync(path)
+  } catch (error) {
+    throw unreadable(path, error)
+  }
+  return parseConversations(bytes, path)
+}
+
+/**
+ * Checks that a file whose longest conversation has `longest` user turns can serve `turns`.
+ * @throws ServegateError FILE_INVALID naming the longest and the fix
+ */
+export function checkTurns(path: string, longest: number, turns: number): void {
+  if (longest < turns) {
+    throw new ServegateError(
+      'FILE_INVALID',
+      `${path}: no conversation has ${turns} user turns (the longest has ${longest}); set workload.turns to ${longest} or less`,
+    )
+  }
+}
+
+/** The user turns of a file's longest conversation. */
+export function longestTurns(file: LoadedConversations): number {
+  return Math.max(...file.conversations.map((c) => c.turns.length))
+}
+
+/**
+ * The conversations of a file that have at least `turns` user turns, the ones a cell of that many
+ * turns sends.
+ * @throws ServegateError FILE_INVALID when none has, naming the longest and the fix
+ */
+export function conversationsWithTurns(file: LoadedConversations, turns: number): FileConversation[] {
+  checkTurns(file.path, longestTurns(file), turns)
+  return file.conversations.filter((c) => c.turns.length >= turns)
 }

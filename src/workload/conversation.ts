@@ -1,7 +1,6 @@
 import type { ConversationPlan } from '../schema/run.ts'
-import { ServegateError } from '../errors.ts'
 import { type BodyExtras, chatJson, type ChatMessage } from './body.ts'
-import type { FileConversation, LoadedConversations } from './conversation-file.ts'
+import { conversationsWithTurns, type FileConversation, type LoadedConversations } from './conversation-file.ts'
 import { proseSource } from './text.ts'
 import type { ResolvedWorkloadSpec } from './workload-spec.ts'
 
@@ -64,14 +63,7 @@ export class ConversationLayout {
     this.#wordsPerToken = 1 / tokensPerWord
     const history = spec.history ?? 'replayed'
     const systemTokens = spec.systemTokens ?? 0
-    this.#file = file === null ? null : file.conversations.filter((c) => c.turns.length >= this.turns)
-    if (file !== null && this.#file?.length === 0) {
-      const most = Math.max(...file.conversations.map((c) => c.turns.length))
-      throw new ServegateError(
-        'FILE_INVALID',
-        `${file.path}: no conversation has ${this.turns} user turns (the longest has ${most}); set workload.turns to ${most} or less`,
-      )
-    }
+    this.#file = file === null ? null : conversationsWithTurns(file, this.turns)
     this.plan = {
       sessions: this.sessions,
       turns: this.turns,

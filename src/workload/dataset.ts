@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { dirname, isAbsolute, resolve } from 'node:path'
 import { z } from 'zod'
@@ -341,14 +342,30 @@ function resolveDataUri(uri: string, path: string, line: number, field: string):
   return uri
 }
 
+/**
+ * Why a file could not be read, in a few words: the system code, and for a missing file where a
+ * relative path was looked for.
+ * @example readFailure('data/qa.jsonl', enoent) // 'ENOENT: no such file /repo/data/qa.jsonl'
+ */
+export function readFailure(path: string, error: unknown): string {
+  const code = (error as NodeJS.ErrnoException).code
+  if (code === 'ENOENT') return `ENOENT: no such file ${resolve(path)}`
+  if (code === 'EISDIR') return 'EISDIR: it is a directory'
+  return code ?? (error as Error).message
+}
+
+function unreadable(path: string, error: unknown): ServegateError {
+  return new ServegateError('FILE_INVALID', `${path}: cannot read the dataset (${readFailure(path, error)}); check the path`, {
+    cause: error,
+  })
+}
+
 /** The bytes of a dataset file, or FILE_INVALID naming the path. */
 async function readDatasetBytes(path: string): Promise<Buffer> {
   try {
     return await readFile(path)
   } catch (error) {
-    throw new ServegateError('FILE_INVALID', `${path}: cannot read the dataset (${(error as Error).message}); check the path`, {
-      cause: error,
-    })
+    throw unreadable(path, error)
   }
 }
 
@@ -398,37 +415,28 @@ export function withScorer(row: ParsedRow, scorer: Scorer, path: string): Parsed
   return { ...parsed.data, id: row.id, line: row.line }
 }
 
-/**
- * Reads a JSONL dataset, checks every row and resolves its images to data URIs (the mime
- * type comes from the bytes, not the file name).
- * @throws ServegateError `FILE_INVALID` for an unreadable file, a bad row or a bad image,
- *   naming `<path>:<line>` and the field
- * @example const { rows, sha256 } = await loadDataset('fixtures/datasets/charts.jsonl')
- */
-export async function loadDataset(path: string): Promise<LoadedDataset> {
-  const bytes = await readDatasetBytes(path)
-  const rows = parseDataset(bytes.toString('utf8'), path)
+/** The image files a dataset's rows reference by path, absolute (data URIs need no read). */
+function imageFiles(rows: readonly ParsedRow[], path: string): string[] {
   const base = dirname(path)
-  const cache = new Map<string, Promise<Buffer>>()
+  return [...new Set(rows.flatMap((row) => row.images.filter((ref) => !ref.startsWith('data:')).map((ref) => resolve(base, ref))))]
+}
+
+/**
+ * Resolves every row's images to data URIs from the image files already read (each file's bytes,
+ * or why it could not be read), checking each: pure, so the sync and async loaders share it.
+ */
+function resolveImages(rows: ParsedRow[], path: string, images: ReadonlyMap<string, Buffer | Error>): void {
+  const base = dirname(path)
   for (const row of rows) {
-    const images: string[] = []
-    for (const [index, ref] of row.images.entries()) {
+    row.images = row.images.map((ref, index) => {
       const field = `images[${index}]`
-      if (ref.startsWith('data:')) {
-        images.push(resolveDataUri(ref, path, row.line, field))
-        continue
-      }
-      const file = resolve(base, ref)
-      let read = cache.get(file)
-      if (!read) cache.set(file, (read = readFile(file)))
-      let image: Buffer
-      try {
-        image = await read
-      } catch (error) {
+      if (ref.startsWith('data:')) return resolveDataUri(ref, path, row.line, field)
+      const image = images.get(resolve(base, ref)) as Buffer | Error
+      if (image instanceof Error) {
         fail(
           path,
           row.line,
-          `field \`${field}\` "${ref}" cannot be read (${(error as Error).message}); give a path relative to the dataset file`,
+          `field \`${field}\` "${ref}" cannot be read (${readFailure(resolve(base, ref), image)}); give a path relative to the dataset file`,
         )
       }
       const mime = imageMimeType(image)
@@ -439,10 +447,49 @@ export async function loadDataset(path: string): Promise<LoadedDataset> {
           `field \`${field}\` "${ref}" is not a PNG, JPEG, WebP or GIF image (it ${describeBytes(image)}); reference an image file`,
         )
       }
-      images.push(`data:${mime};base64,${image.toString('base64')}`)
-    }
-    row.images = images
+      return `data:${mime};base64,${image.toString('base64')}`
+    })
   }
+}
+
+/**
+ * Reads a JSONL dataset, checks every row and resolves its images to data URIs (the mime
+ * type comes from the bytes, not the file name).
+ * @throws ServegateError `FILE_INVALID` for an unreadable file, a bad row or a bad image,
+ *   naming `<path>:<line>` and the field
+ * @example const { rows, sha256 } = await loadDataset('fixtures/datasets/charts.jsonl')
+ */
+export async function loadDataset(path: string): Promise<LoadedDataset> {
+  const bytes = await readDatasetBytes(path)
+  const rows = parseDataset(bytes.toString('utf8'), path)
+  const files = imageFiles(rows, path)
+  const read = await Promise.all(files.map((file) => readFile(file).catch((error: unknown) => error as Error)))
+  resolveImages(rows, path, new Map(files.map((file, i) => [file, read[i] as Buffer | Error])))
+  return { path, sha256: createHash('sha256').update(bytes).digest('hex'), rows }
+}
+
+/**
+ * {@link loadDataset} without waiting: what a declaration reads (`cell()` and `pair()` return at
+ * once), the same checks and the same result.
+ * @throws ServegateError `FILE_INVALID`, as `loadDataset`
+ */
+export function loadDatasetSync(path: string): LoadedDataset {
+  let bytes: Buffer
+  try {
+    bytes = readFileSync(path)
+  } catch (error) {
+    throw unreadable(path, error)
+  }
+  const rows = parseDataset(bytes.toString('utf8'), path)
+  const images = new Map<string, Buffer | Error>()
+  for (const file of imageFiles(rows, path)) {
+    try {
+      images.set(file, readFileSync(file))
+    } catch (error) {
+      images.set(file, error as Error)
+    }
+  }
+  resolveImages(rows, path, images)
   return { path, sha256: createHash('sha256').update(bytes).digest('hex'), rows }
 }
 
