@@ -1,12 +1,13 @@
 import { readFile } from 'node:fs/promises'
-import { type EngineConfig, resolveEngineConfig } from '../engines/config.ts'
+import { ENGINE_KINDS, type EngineConfig, resolveEngineConfig } from '../engines/config.ts'
 import { ServegateError } from '../errors.ts'
 import { loadTrace } from '../load/trace.ts'
 import type { ArrivalSpec } from '../load/arrival-spec.ts'
-import type { CellPlan } from '../runner/cell-options.ts'
+import { type CellPlan, closest } from '../runner/cell-options.ts'
 import { MAX_CLIENT_WORKERS } from '../runner/client-workers.ts'
 import { createEnvironment, type Environment } from '../runner/environment.ts'
 import type { SLO } from '../schema/load.ts'
+import { simCommandConfig, type SimEngineConfig } from '../sim/sim-engine.ts'
 import { loadConversations } from '../workload/conversation-file.ts'
 import { loadDataset } from '../workload/dataset.ts'
 import { MIN_MAX_TOKENS, MIN_PROMPT_TOKENS } from '../workload/lengths.ts'
@@ -329,14 +330,55 @@ export async function readEngineConfig(path: string): Promise<EngineConfig> {
   } catch (error) {
     throw new ServegateError('CONFIG_INVALID', `--engine: cannot read ${path}; pass the path of a JSON engine config`, { cause: error })
   }
+  let json: unknown
   try {
-    return resolveEngineConfig(JSON.parse(text) as unknown, 'engine')
+    json = JSON.parse(text)
   } catch (error) {
-    if (error instanceof ServegateError) throw new ServegateError(error.code, `--engine ${path}: ${error.message}`, { cause: error })
     throw new ServegateError('CONFIG_INVALID', `--engine: ${path} is not JSON (${(error as Error).message}); pass a JSON engine config`, {
       cause: error,
     })
   }
+  try {
+    return resolveEngineConfig(engineFileConfig(json), 'engine')
+  } catch (error) {
+    if (error instanceof ServegateError) throw new ServegateError(error.code, `--engine ${path}: ${error.message}`, { cause: error })
+    throw error
+  }
+}
+
+/** Every `kind` an `--engine` file may name: the engine configs, and `sim` (what `engine.sim()` declares in a spec). */
+export const ENGINE_FILE_KINDS = [...ENGINE_KINDS, 'sim'] as const
+
+/** The fields of a `"kind": "sim"` engine file: `engine.sim()`'s options. */
+const SIM_FIELDS = ['kind', 'name', 'model', 'sim', 'startupTimeoutMs']
+
+/**
+ * An `--engine` file's config: as written, or for `"kind": "sim"` the command engine that runs
+ * servegate's simulated engine, as `engine.sim()` builds it. A kind or a sim field that is not
+ * one (a typo) names the one it most likely meant.
+ * @throws ServegateError CONFIG_INVALID
+ */
+function engineFileConfig(json: unknown): unknown {
+  const kind = (json as { kind?: unknown } | null)?.kind
+  if (typeof kind !== 'string' || !(ENGINE_FILE_KINDS as readonly string[]).includes(kind)) {
+    const meant = typeof kind === 'string' ? closest(kind, ENGINE_FILE_KINDS) : null
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `engine.kind: ${JSON.stringify(kind ?? null)} is not an engine kind; ${meant === null ? '' : `did you mean "${meant}"? `}` +
+        `use one of ${ENGINE_FILE_KINDS.join(', ')}`,
+    )
+  }
+  if (kind !== 'sim') return json
+  const stray = Object.keys(json as object).find((key) => !SIM_FIELDS.includes(key))
+  if (stray !== undefined) {
+    const meant = closest(stray, SIM_FIELDS)
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `engine.${stray}: not a field of a sim engine; ${meant === null ? `use ${SIM_FIELDS.join(', ')}` : `did you mean "${meant}"?`}`,
+    )
+  }
+  const { kind: _, ...sim } = json as SimEngineConfig & { kind: 'sim' }
+  return simCommandConfig(sim)
 }
 
 /** A malformed input file, found before anything runs, as the usage error it is (exit 2), naming the flag. */

@@ -95,7 +95,7 @@ describe('servegate verify and report', () => {
       `servegate verify: ${join(tmpDir, 'not-promotable')} is not promotable:\n  - test "p > wins decode" in a.bench.ts failed\n`,
     )
     expect((await cli(['verify', join(tmpDir, 'evidence'), '--require-promotion'])).stderr).toMatch(
-      /^servegate: unknown flag --require-promotion; see servegate verify --help$/m,
+      /^servegate: unknown flag --require-promotion; did you mean --require-promotable\? see servegate verify --help$/m,
     )
   })
 

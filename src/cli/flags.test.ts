@@ -14,6 +14,16 @@ describe('parseFlags', () => {
     expect(parseFlags('run', ['--json', '--', '--requests', '-1'], OPTIONS, true).positionals).toEqual(['--requests', '-1'])
   })
 
+  test.for<[string[], string]>([
+    [['--requets', '4'], 'unknown flag --requets; did you mean --requests? see servegate run --help'],
+    [['--temprature=1'], 'unknown flag --temprature; did you mean --temperature? see servegate run --help'],
+    [['--JSON'], 'unknown flag --JSON; did you mean --json? see servegate run --help'],
+    [['--concurrency', '4'], 'unknown flag --concurrency; see servegate run --help'],
+    [['-x'], 'unknown flag -x; see servegate run --help'],
+  ])('%j: an unknown flag gets the one it most likely meant, when one is close', ([argv, message]) => {
+    expect(() => parseFlags('run', argv as string[], OPTIONS)).toThrow(message)
+  })
+
   test('a flag followed by another flag still needs a value', () => {
     expect(() => parseFlags('run', ['--requests', '--json'], OPTIONS)).toThrow(/^--requests needs a value/)
     expect(() => parseFlags('run', ['--requests', '-x'], OPTIONS)).toThrow(/^--requests needs a value/)

@@ -1,5 +1,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { ServegateError } from '../errors.ts'
+import { closest } from '../runner/cell-options.ts'
 
 type Options = NonNullable<ParseArgsConfig['options']>
 
@@ -32,7 +33,8 @@ function joinNegativeValues(argv: readonly string[], options: Options): string[]
 
 /**
  * `parseArgs` in strict mode with errors rewritten to one line that names the flag and the
- * fix (node's own messages are multi-sentence and mention positionals). A value that reads as a
+ * fix (node's own messages are multi-sentence and mention positionals); a mistyped flag gets the
+ * one it most likely meant, as a mistyped cell option does. A value that reads as a
  * negative number is taken as the flag's value (`--temperature -1`), so its bound can refuse it.
  */
 export function parseFlags<O extends Options>(command: string, argv: string[], options: O, allowPositionals = false) {
@@ -43,7 +45,9 @@ export function parseFlags<O extends Options>(command: string, argv: string[], o
     const message = (err as Error).message
     const flag = /'(-[^']*)'/.exec(message)?.[1] ?? ''
     if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
-      throw new ServegateError('CONFIG_INVALID', `unknown flag ${flag}; see servegate ${command} --help`, { cause: err })
+      const meant = flag.startsWith('--') ? closest(flag.slice(2), Object.keys(options)) : null
+      const fix = meant === null ? '' : `did you mean --${meant}? `
+      throw new ServegateError('CONFIG_INVALID', `unknown flag ${flag}; ${fix}see servegate ${command} --help`, { cause: err })
     }
     if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
       const name = flag.split(' ')[0] || 'a flag'

@@ -161,7 +161,7 @@ describe('servegate init', () => {
     expect(await cli(['init', '--dir', dir, '--forse'])).toMatchObject({
       code: 2,
       stdout: '',
-      stderr: 'servegate: unknown flag --forse; see servegate init --help\n',
+      stderr: 'servegate: unknown flag --forse; did you mean --force? see servegate init --help\n',
     })
     expect((await cli(['init', dir])).stderr).toBe(`servegate: init takes no arguments, got "${dir}"; pass the repository as --dir DIR\n`)
     expect((await cli(['init', '--dir'])).stderr).toMatch(/^servegate: --dir needs a value .*; see servegate init --help\n$/)

@@ -38,8 +38,9 @@ const RUN_HELP =
   `
 
   --base-url URL            server root or /v1 prefix on loopback (or --engine)
-  --engine FILE             JSON engine config to launch and tear down: {"kind": "vllm" | "sglang" |
-                            "llama-server" | "trtllm" | "command" | "external" | "node-llama-cpp", "model": {"id": …}, …}
+  --engine FILE             JSON engine config to launch and tear down: {"kind": "vllm" | "sglang" | "llama-server" |
+                            "trtllm" | "command" | "external" | "node-llama-cpp" | "sim", "model": {"id": …}, …}
+                            (docs/engines.md); "sim" takes engine.sim()'s fields: {"kind": "sim", "sim": {"decodeTokPerS": 120}}
   --model NAME              model name sent in each request (required with --base-url)
   --api chat|completions    default chat
   --concurrency C           closed loop: requests in flight at once, default 1

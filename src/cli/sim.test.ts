@@ -36,7 +36,9 @@ describe('simCommand', () => {
     [['--fault', 'boom:1'], /^--fault: .*"boom".*; a fault kind is one of http500/],
     [['--fault', 'drop'], /^--fault: "drop" has no request indices; pass KIND:IDX\[,IDX\.\.\.\], e\.g\. --fault drop:0,3$/],
     [['--host', '0.0.0.0'], /^--host: .*; the sim serves loopback only/],
-    [['--fast'], /^--fast: unknown flag; run `servegate sim --help`/],
+    [['--fast'], /^--fast: unknown flag; did you mean --host\? run `servegate sim --help`/],
+    [['--xyzzy-plugh'], /^--xyzzy-plugh: unknown flag; run `servegate sim --help`/],
+    [['--decode-tok-per-sec', '9'], /^--decode-tok-per-sec: unknown flag; did you mean --decode-tok-per-s\? run `servegate sim --help`/],
     [['--seed'], /^--seed: needs a value; pass it as --seed VALUE/],
     [['--prefix-cache-tokens', '8'], /^--prefix-cache-tokens: holds no whole block .*\(got "8"\); use 0 \(no prefix cache\)/],
   ])('%j is a one-line CONFIG_INVALID naming the flag and the fix', async (argv, message) => {

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util'
 import { ServegateError } from '../errors.ts'
+import { closest } from '../runner/cell-options.ts'
 import { describeSimOptionsError, FAULT_KINDS, SimOptions, type ResolvedSimOptions, type SimOptionName } from '../sim/sim-options.ts'
 import { startSimServer } from '../sim/server.ts'
 
@@ -226,7 +227,15 @@ function argsError(error: unknown): ServegateError {
         : /does not take/.test(message)
           ? 'takes no value'
           : 'needs a value'
-  const fix = what === 'needs a value' ? `pass it as ${quoted} VALUE or ${quoted}=VALUE` : help
+  const meant =
+    what === 'unknown flag' && quoted.startsWith('--')
+      ? closest(
+          quoted.slice(2),
+          FLAGS.map((f) => f.name),
+        )
+      : null
+  const fix =
+    what === 'needs a value' ? `pass it as ${quoted} VALUE or ${quoted}=VALUE` : meant === null ? help : `did you mean --${meant}? ${help}`
   return new ServegateError('CONFIG_INVALID', `${quoted}: ${what}; ${fix}`, { cause: error })
 }
 

@@ -1,27 +1,12 @@
 import { createHash } from 'node:crypto'
-import { fileURLToPath } from 'node:url'
 import { readEngineFiles } from '../engines/adapters.ts'
 import { type EngineConfig, resolveEngineConfig } from '../engines/config.ts'
 import { requireNodeLlamaCpp } from '../engines/node-llama-cpp.ts'
-import { ServegateError } from '../errors.ts'
 import type { EngineRef } from '../runner/engine-lifecycle.ts'
-import { resolveSimOptions, type SimOptions } from '../sim/sim-options.ts'
+import { simCommandConfig, type SimEngineConfig } from '../sim/sim-engine.ts'
 import { declaring } from './declaration-errors.ts'
 
-/** servegate's own CLI (the compiled one where the package is installed). */
-const SERVEGATE_BIN = fileURLToPath(new URL('../../bin/servegate.js', import.meta.url))
-
-/** The simulated engine as a spec declares it: a model name and the sim's own options. */
-export interface SimEngineConfig {
-  /** Spec-facing name of the arm's engine. @default 'sim:<model id>' */
-  name?: string
-  /** The served model name. @default { id: 'sim-model' } */
-  model?: { id: string; revision?: string | null }
-  /** The simulated engine's speed, batching, faults… (`servegate sim --help`); host, port and model are set by the cell. */
-  sim?: Omit<SimOptions, 'host' | 'port' | 'model'>
-  /** Deadline for the simulated engine to answer `/health`, ms. @default 30000 */
-  startupTimeoutMs?: number
-}
+export type { SimEngineConfig } from '../sim/sim-engine.ts'
 
 /** An engine declared in a spec: its config and an id derived from it. Launched on first use. */
 export type EngineHandle = EngineRef
@@ -60,7 +45,7 @@ export const engine = {
   external: (c: Without<'external'>): EngineHandle => handle({ kind: 'external', ...c }),
   /** llama.cpp in-process; needs the optional peer dependency `node-llama-cpp` (checked here, at declaration). */
   nodeLlamaCpp: (c: Without<'node-llama-cpp'>): EngineHandle => {
-    requireNodeLlamaCpp()
+    declaring(requireNodeLlamaCpp)
     return handle({ kind: 'node-llama-cpp', ...c })
   },
   /**
@@ -68,20 +53,5 @@ export const engine = {
    * OpenAI-compatible server whose speeds you set, for trying a suite on any machine.
    * @example const candidate = engine.sim({ model: { id: 'sim-model' }, sim: { decodeTokPerS: 120 } })
    */
-  sim: (c: SimEngineConfig = {}): EngineHandle => {
-    const model = { id: c.model?.id ?? 'sim-model', revision: c.model?.revision ?? null }
-    const options = { ...(c.sim ?? {}) }
-    for (const key of ['host', 'port', 'model'] as const) {
-      if (key in options)
-        throw new ServegateError('CONFIG_INVALID', `engine.sim: sim.${key} is set by the cell; remove it (the model name goes in model.id)`)
-    }
-    resolveSimOptions({ ...options, model: model.id })
-    return handle({
-      kind: 'command',
-      name: c.name ?? `sim:${model.id}`,
-      argv: [process.execPath, SERVEGATE_BIN, 'sim', '--port', '{port}', '--model', '{modelId}', '--options', JSON.stringify(options)],
-      model,
-      startupTimeoutMs: c.startupTimeoutMs ?? 30_000,
-    })
-  },
+  sim: (c: SimEngineConfig = {}): EngineHandle => handle(declaring(() => simCommandConfig(c))),
 }

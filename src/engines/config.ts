@@ -148,6 +148,8 @@ export const EngineConfig = z.discriminatedUnion('kind', [
   }),
 ])
 export type EngineConfig = z.input<typeof EngineConfig>
+/** Every engine config's `kind`, in the order the docs list them. */
+export const ENGINE_KINDS = EngineConfig.options.map((o) => o.shape.kind.value)
 export type ResolvedEngineConfig = z.infer<typeof EngineConfig>
 export type EngineKind = ResolvedEngineConfig['kind']
 export type LaunchedConfig = Extract<ResolvedEngineConfig, { shutdownGraceMs: number }>
@@ -159,7 +161,7 @@ export function resolveEngineConfig(input: unknown, source = 'engine'): Resolved
     const issues = result.error.issues.map((i) => {
       const field = [source, ...i.path].join('.')
       return i.code === 'invalid_union' && (i.path.length === 0 || (i.path.length === 1 && i.path[0] === 'kind'))
-        ? `${source}.kind: must be one of vllm, sglang, llama-server, trtllm, command, external, node-llama-cpp`
+        ? `${source}.kind: must be one of ${ENGINE_KINDS.join(', ')}`
         : `${field}: ${i.message}`
     })
     throw new ServegateError('CONFIG_INVALID', `invalid engine config: ${issues.join('; ')}`)

@@ -91,8 +91,12 @@ export const RunCellOptions = CellPlan.extend({
 export type RunCellOptions = z.input<typeof RunCellOptions>
 export type ResolvedRunCellOptions = z.infer<typeof RunCellOptions>
 
-/** The closest of `known` to a mistyped key, when it is close enough to be what was meant. */
-function closest(key: string, known: readonly string[]): string | null {
+/**
+ * The closest of `known` to a mistyped key (edit distance, case aside), when it is close enough to
+ * be what was meant: what a cell option's and a CLI flag's "did you mean" name.
+ * @example closest('concurency', ['concurrency', 'requests']) // 'concurrency'
+ */
+export function closest(key: string, known: readonly string[]): string | null {
   const distance = (a: string, b: string): number => {
     const row = Array.from({ length: b.length + 1 }, (_, j) => j)
     for (let i = 1; i <= a.length; i++) {
