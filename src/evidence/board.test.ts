@@ -10,7 +10,9 @@ import { parseRunText } from '../record/record-io.ts'
 import { failedCellRecord } from '../runner/run-record.ts'
 import type { RunRecord } from '../schema/run.ts'
 import type { DeclaredCell } from '../schema/task-meta.ts'
-import { boardFiles, renderBoard } from './board.ts'
+import { boardFiles, glanceLines, renderBoard } from './board.ts'
+import { expectedEvidence, UNFAIR_CELL } from '../../fixtures/expected-evidence.ts'
+import { sampleEvidence } from '../../fixtures/evidence-fixture.ts'
 import { mermaidCharts } from './mermaid.ts'
 import { buildEvidence, type SpecFileInput, type TestInput } from './build.ts'
 import { readIndex } from './verify.ts'
@@ -221,7 +223,7 @@ describe('requests and accuracy', () => {
     expect(decode).toMatch(/\| c4 \| [\d.]+ \| [\d.]+ \| \d\.\d{3}× \[\d\.\d{3}×, \d\.\d{3}×\] pass \|/)
     expect(md).toContain('| arm | TTFT ms | TPOT ms | e2e ms | ITL jitter ms (sd) |')
     expect(sectionOf(md, '## Every gate')).toMatch(
-      /\| c4 \| toWinDecode \| pass \| \d\.\d{3}× \[\d\.\d{3}×, \d\.\d{3}×\] \| 12 paired \| passed \|/,
+      /\| c4 \| toWinDecode \| pass \| \d\.\d{3}× \[\d\.\d{3}×, \d\.\d{3}×\] \| geometric mean of 12 paired ratios \| 12 paired \| passed \|/,
     )
   })
 })
@@ -327,5 +329,49 @@ describe('names from outside render as text', () => {
     // Every place a name is shown: the tables, the reasons, the glance lines, the charts' notes.
     for (const place of ['cell', 'dead', 'baseline', 'model', 'version', 'gpu', 'driver', 'cpu', 'failure', 'test', 'suite'])
       expect(md).toContain(`${place}&lt;svg onload=alert(1)>`)
+  })
+})
+
+describe('expected outcomes read as expected', () => {
+  const index = expectedEvidence()
+  const md = renderBoard(index, [])
+
+  test('the at-a-glance lines count a held .not as expected, not as a fail or a non-win', () => {
+    const lines = glanceLines(index)
+    expect(lines).toContain(
+      'Expected, asserted with .not and held: qwen3-8b-summary-ctx1024-c16 (toWinDecode: expected non-win ✓), ' +
+        `qwen3-8b-summary-ctx8192-c1 (toWinDecode: expected non-win ✓), ${UNFAIR_CELL} (toBeMatchedPair: expected mismatch ✓).`,
+    )
+    expect(lines).toContain('Gates: 7 pass, 0 fail, 1 inconclusive, 2 expected non-win ✓ (asserted with .not); quality warnings: 0.')
+    expect(lines.find((l) => l.startsWith('Pair checks:'))).toMatch(
+      /^Pair checks: \d+ passed, 0 failed, 1 expected mismatch ✓ \(asserted with \.not\);/,
+    )
+    expect(lines.find((l) => l.startsWith('Cells:'))).toMatch(/; 3 not accepted are optional and block nothing\)\.$/)
+    expect(lines).toContain('Wins, decode: 3 of 5 matched cells (2 expected non-win ✓, asserted with .not).')
+    // Only the TTFT hold that passes by policy is left to read, not the expected non-wins.
+    expect(lines.find((l) => l.startsWith('Not wins or not held:'))).toBe(
+      'Not wins or not held: qwen3-8b-summary-ctx1024-c16 (toHoldLatency).',
+    )
+    expect(lines[0]).toMatch(
+      /the 3 that did not pass held as asserted: 2 expected non-win ✓, 1 inconclusive that passes by policy with a warning\)\.$/,
+    )
+  })
+
+  test('findings, the gate table and the cell table say what a .not expected; nothing is marked as blocking', () => {
+    expect(md).toContain('- **expected non-win ✓** qwen3-8b-summary-ctx8192-c1: toWinDecode: decodeTokPerS')
+    expect(md).toContain(`- **expected mismatch ✓** ${UNFAIR_CELL}: toBeMatchedPair: ${'model fingerprint'}`)
+    expect(md).toContain('- **cell-not-accepted (optional: does not block)** qwen3-8b-summary-ctx8192-c16:')
+    expect(sectionOf(md, '## Every gate')).toMatch(/\| qwen3-8b-summary-ctx8192-c1 \| toWinDecode \| fail: expected non-win ✓ \|/)
+    expect(sectionOf(md, '## Cells (a sweep or capacity search keeps its cells together on one ladder)')).toContain(
+      `| ${UNFAIR_CELL} |  | pair | failed: expected mismatch ✓ (optional) |`,
+    )
+    expect(md).not.toContain('❌')
+  })
+
+  test('what blocks promotion is marked ❌, and only that', () => {
+    const failing = renderBoard(sampleEvidence(), [])
+    expect(failing).toContain('- ❌ **cell-not-accepted** qwen3-8b-summary-ctx8192-c16:')
+    expect(failing).toContain('- ❌ **non-win** qwen3-8b-summary-ctx8192-c1:')
+    expect(failing).toMatch(/- \*\*inconclusive\*\* qwen3-8b-summary-ctx1024-c16: toHoldLatency/)
   })
 })

@@ -3,7 +3,19 @@
  * Rendered from the index alone, so `servegate report` re-renders it identically.
  */
 import type { ArmSummary, EvidenceCell, EvidenceIndex, FileRef, GateEntry, MeasuredFacts, Percentiles } from '../schema/evidence.ts'
+import { partialHeadline } from './partial-text.ts'
 import { promotableSummary } from './promotion-text.ts'
+import {
+  cellTone,
+  checkExpected,
+  dispositionText,
+  expectedCountText,
+  findingView,
+  gateCounts,
+  gateExpected,
+  type Tone,
+} from './assertion-tone.ts'
+import { estimatorText } from './estimator-text.ts'
 import type { GateDecision, WinGateName } from '../schema/gate.ts'
 import { ABSENT, formatFixed, formatFixedPercent, formatInUnit, formatSignificant } from '../number-format.ts'
 import { failedCountText, failedOf } from './arm-summary.ts'
@@ -47,22 +59,38 @@ function effectText(d: GateDecision): string {
   return `${formatInUnit(e.estimate, e.unit)}${bounds}`
 }
 
+/** The gate's outcome, or for a `.not` that held what it expected: `fail: expected non-win ✓`. */
+function outcomeText(g: GateEntry): string {
+  const expected = gateExpected(g)
+  return expected === null ? g.decision.outcome : `${g.decision.outcome}: ${expected}`
+}
+
 function effect(g: GateEntry | undefined): string {
   if (g === undefined) return 'no gate'
-  return `${effectText(g.decision)} ${g.decision.outcome}`
+  return `${effectText(g.decision)} ${outcomeText(g)}`
 }
+
+/** A glyph for what blocks promotion; an expected outcome carries its own ✓ in its words, the rest none. */
+const TONE_GLYPH: Record<Tone, string> = { blocks: '❌ ', expected: '', pass: '', note: '' }
 
 const pairs = (index: EvidenceIndex) => index.cells.filter((c) => c.kind === 'pair')
 
-/** The at-a-glance lines: promotion, wins per metric over matched cells, non-wins, checks, warnings. */
+/**
+ * The at-a-glance lines: promotion, cells, wins per metric over matched cells, the `.not`
+ * assertions that held (expected, not failures), what did not win or hold, checks and gates.
+ */
 export function glanceLines(index: EvidenceIndex): string[] {
   const s = index.statistics
+  const optional = index.cells.filter((c) => c.disposition !== 'accepted' && cellTone(c) !== 'blocks').length
   const lines = [
     index.promotion.promotable
       ? `Promotable: ${promotableSummary(index)}.`
-      : `Not promotable: ${index.promotion.reasons.length} reason(s), first: ${index.promotion.reasons[0] ?? ''}`,
+      : index.partial !== null
+        ? partialHeadline(index.partial)
+        : `Not promotable: ${index.promotion.reasons.length} reason(s), first: ${index.promotion.reasons[0] ?? ''}`,
     `Cells: ${s.accepted} accepted, ${s.failed} failed, ${s.blocked} blocked, ${s.pending} pending ` +
-      `of ${s.planned} planned (${s.required} required).`,
+      `of ${s.planned} planned (${s.required} required` +
+      `${optional === 0 ? '' : `; ${optional} not accepted ${optional === 1 ? 'is optional and blocks' : 'are optional and block'} nothing`}).`,
   ]
   const matchedCells = pairs(index)
     .filter(isMatchedPair)
@@ -71,23 +99,54 @@ export function glanceLines(index: EvidenceIndex): string[] {
     const judged = index.gates.filter((g) => g.decision.gate === m.gate && matchedCells.includes(g.cell))
     if (judged.length === 0) continue
     const won = new Set(judged.filter((g) => g.decision.outcome === 'pass').map((g) => g.cell))
-    lines.push(`Wins, ${m.words}: ${won.size} of ${new Set(judged.map((g) => g.cell)).size} matched cells.`)
+    const expected = new Set(judged.filter((g) => gateExpected(g) !== null).map((g) => g.cell))
+    lines.push(
+      `Wins, ${m.words}: ${won.size} of ${new Set(judged.map((g) => g.cell)).size} matched cells` +
+        `${expected.size === 0 ? '' : ` (${expected.size} expected non-win ✓, asserted with .not)`}.`,
+    )
   }
-  const nonWins = index.findings.filter((f) => f.kind === 'non-win' || f.kind === 'inconclusive' || f.kind === 'regression')
+  const expected = [
+    ...index.gates.flatMap((g) => {
+      const words = gateExpected(g)
+      return words === null ? [] : [`${g.cell} (${g.decision.gate}: ${words})`]
+    }),
+    ...index.cells.flatMap((c) =>
+      c.checks.flatMap((k) => {
+        const words = checkExpected(k)
+        return words === null ? [] : [`${c.id} (${k.check}: ${words})`]
+      }),
+    ),
+  ]
+  if (expected.length > 0) lines.push(`Expected, asserted with .not and held: ${[...new Set(expected)].join(', ')}.`)
+  const nonWins = index.findings.filter(
+    (f) => (f.kind === 'non-win' || f.kind === 'inconclusive' || f.kind === 'regression') && findingView(index, f).tone !== 'expected',
+  )
   if (nonWins.length > 0) lines.push(`Not wins or not held: ${nonWins.map((f) => `${f.cell} (${f.message.split(':')[0]})`).join(', ')}.`)
   const checks = index.cells.flatMap((c) => c.checks)
+  const expectedChecks = new Map<string, number>()
+  for (const k of checks) {
+    const words = checkExpected(k)
+    if (words !== null) expectedChecks.set(words, (expectedChecks.get(words) ?? 0) + 1)
+  }
+  const unexpectedFailures = checks.filter((k) => !k.passed && checkExpected(k) === null).length
+  const heldChecks = expectedCountText([...expectedChecks])
   lines.push(
-    `Pair checks: ${checks.filter((k) => k.passed).length} passed, ${checks.filter((k) => !k.passed).length} failed; ` +
-      `${s.matchedPairs} matched pair(s) of ${pairs(index).length}.`,
+    `Pair checks: ${checks.filter((k) => k.passed).length} passed, ${unexpectedFailures} failed` +
+      `${heldChecks === '' ? '' : `, ${heldChecks} (asserted with .not)`}; ${s.matchedPairs} matched pair(s) of ${pairs(index).length}.`,
   )
   const quality = index.findings.filter((f) => f.kind === 'quality').length
-  lines.push(`Gates: ${s.gates.pass} pass, ${s.gates.fail} fail, ${s.gates.inconclusive} inconclusive; quality warnings: ${quality}.`)
+  const g = gateCounts(index)
+  const held = expectedCountText(g.expected)
+  lines.push(
+    `Gates: ${g.pass} pass, ${g.fail} fail, ${g.inconclusive} inconclusive${held === '' ? '' : `, ${held} (asserted with .not)`}; ` +
+      `quality warnings: ${quality}.`,
+  )
   return lines
 }
 
 function metricTables(index: EvidenceIndex): string[] {
   if (pairs(index).length === 0) return []
-  const head = ['cell', 'baseline', 'candidate', 'candidate/baseline [interval], outcome']
+  const head = ['cell', 'baseline p50', 'candidate p50', "candidate/baseline, the gate's estimate [interval], outcome"]
   const rows = (gate: WinGateName, of: (a: ArmSummary) => number | null) =>
     pairs(index).map((c) => {
       const b = armOf(c, 'baseline')
@@ -100,7 +159,7 @@ function metricTables(index: EvidenceIndex): string[] {
       ]
     })
   return [
-    '## Rates per pair (baseline and candidate p50; the gates judge paired requests)',
+    "## Rates per pair (baseline and candidate p50; the gates judge paired requests: the gate table names each gate's estimator)",
     '',
     ...section(
       '### Decode tok/s (p50 per request)',
@@ -311,17 +370,21 @@ function gateTable(index: EvidenceIndex): string[] {
   const rows = index.gates.map((g) => [
     g.cell,
     g.decision.gate,
-    // An undecided gate says what its policy made of it, so it never reads as a pass.
-    g.decision.outcome === 'inconclusive'
+    // An undecided gate says what its policy made of it, so it never reads as a pass; a held
+    // `.not` says what it expected, so it never reads as a failure.
+    g.decision.outcome === 'inconclusive' && gateExpected(g) === null
       ? `inconclusive (${g.passed ? 'passes' : 'fails'}: ${POLICY_SOURCE[g.policy.from]})`
-      : g.decision.outcome,
+      : outcomeText(g),
     effectText(g.decision),
+    estimatorText(g.decision),
     `${g.decision.samples.paired} paired`,
     g.testPassed ? 'passed' : 'FAILED',
   ])
   return section(
     '## Every gate',
-    rows.length === 0 ? ['No gate was asserted.'] : table(['cell', 'gate', 'outcome', 'effect [interval]', 'samples', 'test'], rows),
+    rows.length === 0
+      ? ['No gate was asserted.']
+      : table(['cell', 'gate', 'outcome', 'effect [interval]', 'estimator', 'samples', 'test'], rows),
   )
 }
 
@@ -330,7 +393,7 @@ function cellTable(index: EvidenceIndex): string[] {
     c.id,
     c.ladder ?? '',
     c.kind,
-    c.disposition + (c.required ? '' : ' (optional)'),
+    dispositionText(c),
     c.plan === null
       ? ABSENT
       : `${c.plan.workload} ctx${c.plan.promptTokens} ` +
@@ -623,7 +686,7 @@ export function promotionLines(index: EvidenceIndex): string[] {
   if (index.promotion.promotable) return [`**Promotable**: ${markdownText(promotableSummary(index))}.`]
   const n = index.promotion.reasons.length
   return [
-    `**Not promotable**: ${n} reason${n === 1 ? '' : 's'}.`,
+    `**${index.partial === null ? 'Not promotable' : 'Partial run, not promotable'}**: ${n} reason${n === 1 ? '' : 's'}.`,
     '',
     ...index.promotion.reasons.map((r, i) => `${i + 1}. ${markdownText(r)}`),
   ]
@@ -656,7 +719,10 @@ export function renderBoard(index: EvidenceIndex, files: readonly FileRef[], opt
     '',
     ...section(
       '### Findings',
-      findings.map((f) => `- **${markdownText(f.kind)}** ${markdownText(`${f.cell}: ${f.message}`)}`),
+      findings.map((f) => {
+        const { tone, label } = findingView(index, f)
+        return `- ${TONE_GLYPH[tone]}**${markdownText(label)}** ${markdownText(`${f.cell}: ${f.message}`)}`
+      }),
     ),
     ...measuredSection(index),
     ...section('## Charts', charts === '' ? [] : [charts]),

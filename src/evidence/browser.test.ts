@@ -20,6 +20,7 @@ import {
   processesNaming,
 } from '../../fixtures/chromium.ts'
 import { sampleEvidence } from '../../fixtures/evidence-fixture.ts'
+import { expectedEvidence } from '../../fixtures/expected-evidence.ts'
 import { test } from '../../fixtures/test-context.ts'
 import { renderBoard } from './board.ts'
 import { renderCharts } from './charts.ts'
@@ -43,6 +44,23 @@ function failedRun(): { path: string; content: string } {
   return { path: `runs/${FAILED_CELL}/candidate-1.json`, content: JSON.stringify(record) }
 }
 
+/**
+ * The elements drawn in red (text, fill, stroke, background or border) that are not part of what
+ * blocks promotion (a `blocks` verdict or badge, the not-promotable card), and how many are red at all.
+ */
+const STRAY_RED = `(() => {
+  const red = (c) => { const m = /rgba?\\((\\d+), (\\d+), (\\d+)/.exec(c || ''); if (m === null) return false;
+    const [r, g, b] = m.slice(1, 4).map(Number); return r >= 90 && r > 2 * g && r > 2 * b };
+  let all = 0; const stray = [];
+  for (const e of document.querySelectorAll('body *')) {
+    const s = getComputedStyle(e);
+    if (![s.color, s.fill, s.stroke, s.backgroundColor, s.borderTopColor].some(red)) continue;
+    all++;
+    if (e.closest('.verdict-blocks, .badge.blocks, .not-promotable') === null) stray.push(e.tagName + '.' + e.getAttribute('class') + ': ' + (e.textContent || '').slice(0, 60));
+  }
+  return { all, stray };
+})()`
+
 /** The Δ column of the gate table as its sort keys, top to bottom (null: absent). */
 const DELTAS = `[...document.querySelectorAll('#gate-table tbody tr')].map((r) => { const v = r.cells[4].dataset.sort; return v === '' ? null : Number(v) })`
 
@@ -58,6 +76,8 @@ describe.skipIf(skipped)(`the evidence page in headless Chromium${skipped ? ` (s
     await mkdir(join(dir, 'charts', 'cells'), { recursive: true })
     for (const chart of charts) await writeFile(join(dir, chart.file), chart.svg)
     await writeFile(join(dir, 'index.html'), renderHtml(index, renderBoard(index, []), charts, [failedRun()]))
+    const expected = expectedEvidence()
+    await writeFile(join(dir, 'expected.html'), renderHtml(expected, renderBoard(expected, []), await renderCharts(expected), []))
     browser = await launchBrowser(chromium, home)
     page = await browser.open(pathToFileURL(join(dir, 'index.html')).href, { width: 1280, height: 1000 })
   }, 90_000)
@@ -135,6 +155,25 @@ describe.skipIf(skipped)(`the evidence page in headless Chromium${skipped ? ` (s
     const [wide, window1280] = await page.evaluate<[number, number]>('[document.documentElement.scrollWidth, window.innerWidth]')
     expect(wide).toBeLessThanOrEqual(window1280)
     await page.click(`#cell-${FAILED_CELL} > summary`)
+  })
+
+  test('red is only what blocks promotion: none on a promotable page of expected non-wins and optional cells', async () => {
+    const failing = await page.evaluate<{ all: number; stray: string[] }>(STRAY_RED)
+    expect(failing.all).toBeGreaterThan(0)
+    expect(failing.stray).toEqual([])
+    const expected = await (browser as Browser).open(
+      (await page.evaluate<string>('location.href')).replace(/index\.html$/, 'expected.html'),
+      { width: 1280, height: 1000 },
+    )
+    expect(await expected.evaluate<{ all: number; stray: string[] }>(STRAY_RED)).toEqual({ all: 0, stray: [] })
+    const verdicts = await expected.evaluate<string[]>(
+      `[...document.querySelectorAll('#gate-table td.verdict-expected')].map((e) => e.textContent + ' ' + getComputedStyle(e).color)`,
+    )
+    expect(verdicts).toEqual([
+      'expected non-win ✓ (inconclusive, asserted with .not) rgb(87, 96, 106)',
+      'expected non-win ✓ (fail, asserted with .not) rgb(87, 96, 106)',
+    ])
+    expect(expected.errors).toEqual([])
   })
 
   test('at 800 px wide nothing overflows the window either: wide tables scroll inside their box', async () => {

@@ -48,14 +48,37 @@ export interface DeltaMetric {
   name: string
   /** Short, for a Mermaid title. */
   short: string
+  /**
+   * What the charts' Δ compares, e.g. `the arms' p50s`: a chart's Δ is not the gate's estimate
+   * (paired per request), so its title says which it is.
+   */
+  estimator: string
   value(arm: ArmSummary): number | null
 }
 
 /** The seed board's set: decode, output throughput and effective prefill. */
 export const DELTA_METRICS: readonly DeltaMetric[] = [
-  { key: 'decode', name: 'Decode tok/s p50', short: 'decode', value: (a) => a.timings.decodeTokPerS.p50 },
-  { key: 'throughput', name: 'Output throughput tok/s', short: 'throughput', value: (a) => a.outputThroughputTokPerS },
-  { key: 'prefill', name: 'Effective prefill tok/s p50', short: 'prefill', value: (a) => a.timings.effectivePrefillTokPerS.p50 },
+  {
+    key: 'decode',
+    name: 'Decode tok/s p50',
+    short: 'decode',
+    estimator: "ratio of the arms' p50s",
+    value: (a) => a.timings.decodeTokPerS.p50,
+  },
+  {
+    key: 'throughput',
+    name: 'Output throughput tok/s',
+    short: 'throughput',
+    estimator: "ratio of the cells' aggregates",
+    value: (a) => a.outputThroughputTokPerS,
+  },
+  {
+    key: 'prefill',
+    name: 'Effective prefill tok/s p50',
+    short: 'prefill',
+    estimator: "ratio of the arms' p50s",
+    value: (a) => a.timings.effectivePrefillTokPerS.p50,
+  },
 ]
 
 /** One matched pair's figure of one metric: each arm at the median of its launches, and the candidate's delta in %. */

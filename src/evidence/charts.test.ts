@@ -105,8 +105,36 @@ describe('renderCharts', () => {
 
   test('a heatmap has one square per matched closed-loop pair, labelled with its Δ%; failed, unmatched and unchecked pairs have none', () => {
     const svg = byFile(charts, DECODE).svg
-    expect(texts(svg).filter((t) => /%$/.test(t) && t !== 'Δ%')).toEqual(['+12.0%', '+8.0%', '+3.0%', '-4.0%', '+10.0%'])
-    expect(texts(svg)).toEqual(expect.arrayContaining(['ctx 1024', 'ctx 8192', 'concurrency', 'Δ%']))
+    expect(texts(svg).filter((t) => /^[+-]\d.*%$/.test(t))).toEqual(['+12.0%', '+8.0%', '+3.0%', '-4.0%', '+10.0%'])
+    expect(texts(svg)).toEqual(expect.arrayContaining(['ctx 1024', 'ctx 8192', 'concurrency', 'Δ%: direction, not a verdict']))
+    // The title names what the Δ compares, and says the colour is a direction, not a verdict.
+    expect(texts(svg)).toContain("Decode tok/s p50: candidate vs baseline, Δ% (ratio of the arms' p50s) by context × concurrency")
+    expect(svg).toContain('colour is the direction of the change, not a verdict')
+  })
+
+  test('a heatmap colours the direction of a change, never in red (the colour of what blocks promotion)', async () => {
+    const index = sampleEvidence()
+    // The candidate at a third of the baseline's decode: the darkest square there is.
+    const slower = index.cells.map((c) =>
+      c.id !== CLOSED[3]
+        ? c
+        : {
+            ...c,
+            arms: c.arms.map((a) =>
+              a.arm !== 'candidate'
+                ? a
+                : {
+                    ...a,
+                    timings: { ...a.timings, decodeTokPerS: { ...a.timings.decodeTokPerS, p50: (a.timings.decodeTokPerS.p50 ?? 0) / 3 } },
+                  },
+            ),
+          },
+    )
+    const svg = byFile(await renderCharts({ ...index, cells: slower }), DECODE).svg
+    expect(texts(svg).filter((t) => t.startsWith('-6'))).toEqual([expect.stringMatching(/^-6\d\.\d%$/)])
+    const colours = [...svg.matchAll(/rgb\((\d+), (\d+), (\d+)\)/g)].map((m) => m.slice(1, 4).map(Number) as [number, number, number])
+    expect(colours.length).toBeGreaterThan(0)
+    expect(colours.filter(([r, g, b]) => r >= 90 && r > 2 * g && r > 2 * b)).toEqual([])
     expect(texts(svg)).toContainEqual(`${SAMPLE_ENGINES.candidate} vs ${SAMPLE_ENGINES.baseline} synthetic-summary`)
     expect(svg).not.toContain('ctx 2048')
     const rows = rowsOf(byFile(specs, DECODE).spec)
@@ -175,12 +203,12 @@ describe('renderCharts', () => {
     expect(svg).toContain('step CDF through the nearest-rank p50, p95 and p99')
   })
 
-  test('two cells that would share a square get a row each, named by the end of their ids', async () => {
+  test('two cells that would share a square get a row each, named by their ids', async () => {
     const index = sampleEvidence()
     const twin = { ...(index.cells[0] as EvidenceCell), id: `${CLOSED[0]}~2`, file: 'benchmarks/other.bench.ts' }
     const svg = byFile(await renderCharts({ ...index, cells: [...index.cells, twin] }), DECODE).svg
     expect(texts(svg)).toEqual(
-      expect.arrayContaining(['ctx 1024 …3-8b-summary-ctx1024-c1', 'ctx 1024 …8b-summary-ctx1024-c1~2', 'ctx 1024']),
+      expect.arrayContaining(['ctx 1024 qwen3-8b-summary-ctx1024-c1', 'ctx 1024 qwen3-8b-summary-ctx1024- c1~2', 'ctx 1024']),
     )
     expect(texts(svg).filter((t) => t === '+12.0%')).toHaveLength(2)
   })

@@ -67,8 +67,8 @@ const SQUARE_FONT_SIZE = 11
 const ROW_LABEL_LIMIT = 300
 /** The least room a panel header has before it is cut with an ellipsis, px. */
 const HEADER_LIMIT = 480
-/** How many characters of a twin cell's id its row label keeps. */
-const ID_END = 24
+/** The most characters of a twin cell's id on one line of its row label; a longer id wraps at its dashes. */
+const ID_LINE = 28
 const LINE_SEPARATOR = '\n'
 /** The smallest half-range of the delta colour scale, %, so a 1% difference is not painted as a rout. */
 const MIN_DELTA_SPREAD_PCT = 10
@@ -104,7 +104,7 @@ const CONFIG = {
 
 const HEATMAPS: readonly ChartDefinition[] = DELTA_METRICS.map((metric) => ({
   file: `charts/${metric.key}-delta-heatmap.svg`,
-  title: `${metric.name}: candidate vs baseline, Δ% by context × concurrency`,
+  title: `${metric.name}: candidate vs baseline, Δ% (${metric.estimator}) by context × concurrency`,
   draw: (selection: ChartSelection, title: string) => deltaHeatmap(selection, metric, title),
 }))
 
@@ -296,7 +296,7 @@ function deltaHeatmap(selection: ChartSelection, metric: DeltaMetric, title: str
   const rows = deltas.map((d) => ({
     cell: d.cell,
     series: d.seriesLines.join(LINE_SEPARATOR),
-    row: d.twin === null ? d.context : `${d.context}${LINE_SEPARATOR}${idEnd(d.twin)}`,
+    row: d.twin === null ? d.context : `${d.context}${LINE_SEPARATOR}${idLines(d.twin).join(LINE_SEPARATOR)}`,
     concurrency: d.concurrency,
     deltaPct: d.deltaPct,
     label: deltaText(d.deltaPct),
@@ -310,7 +310,8 @@ function deltaHeatmap(selection: ChartSelection, metric: DeltaMetric, title: str
       title: {
         text: title,
         subtitle: [
-          '(candidate ÷ baseline − 1) in %, higher is better; each arm at the median of its launches',
+          `(candidate ÷ baseline − 1) in %, the ${metric.estimator}, higher is better; each arm at the median of its launches`,
+          "colour is the direction of the change, not a verdict: the gates decide (the gate table's Δ is each gate's own estimate)",
           `identity-matched accepted closed-loop pairs only, one square per cell${notDrawn > 0 ? `; ${notDrawn} other cells not drawn` : ''}`,
         ],
       },
@@ -345,8 +346,9 @@ function deltaHeatmap(selection: ChartSelection, metric: DeltaMetric, title: str
               color: {
                 field: 'deltaPct',
                 type: 'quantitative',
-                title: 'Δ%',
-                scale: { scheme: 'redblue', domain: [-spread, spread], domainMid: 0, clamp: true },
+                // Brown to blue-green, not red to blue: the colour says which way the figure moved, never pass or fail.
+                title: ['Δ%: direction,', 'not a verdict'],
+                scale: { scheme: 'brownbluegreen', domain: [-spread, spread], domainMid: 0, clamp: true },
                 legend: { format: '+.0f' },
               },
             },
@@ -366,9 +368,19 @@ function deltaHeatmap(selection: ChartSelection, metric: DeltaMetric, title: str
   }
 }
 
-/** The end of a cell id, where ids that share a long prefix differ (`…ctx512-c1~2`). */
-function idEnd(id: string): string {
-  return id.length <= ID_END ? id : `…${id.slice(-(ID_END - 1))}`
+/**
+ * A twin cell's id on at most two lines of `ID_LINE` characters, broken after a dash where it can:
+ * whole when it fits, else its end (`…`), where ids that share a long start differ.
+ */
+function idLines(id: string): string[] {
+  const text = id.length <= 2 * ID_LINE ? id : `…${id.slice(-(2 * ID_LINE - 1))}`
+  const lines: string[] = []
+  for (const part of text.split(/(?<=-)/)) {
+    const last = lines.length - 1
+    if (last >= 0 && (lines[last] as string).length + part.length <= ID_LINE) lines[last] += part
+    else lines.push(part)
+  }
+  return lines.length <= 2 ? lines : [text.slice(0, ID_LINE), text.slice(ID_LINE)]
 }
 
 /** An arm as a legend names it, e.g. `candidate · photon`. */

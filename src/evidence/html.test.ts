@@ -1,3 +1,4 @@
+import { expectedEvidence, UNFAIR_CELL } from '../../fixtures/expected-evidence.ts'
 import { createHash } from 'node:crypto'
 import { describe, expect, test } from 'vitest'
 import type { EvidenceIndex, GateEntry } from '../schema/evidence.ts'
@@ -83,21 +84,33 @@ describe('renderHtml', () => {
 
   test('the gate table: cell, gate, each arm in its unit, Δ and interval as percentages of a ratio, the verdict', () => {
     const html = renderHtml(sampleEvidence(), '', [])
-    expect(headOf(html, 'gate-table')).toEqual(['cell', 'gate', 'baseline', 'candidate', 'Δ', 'interval', 'verdict'])
+    expect(headOf(html, 'gate-table')).toEqual([
+      'cell',
+      'gate',
+      'baseline',
+      'candidate',
+      'Δ (gate estimate)',
+      'interval',
+      'estimator',
+      'verdict',
+    ])
     const rows = rowsOf(html, 'gate-table')
     expect(rows).toHaveLength(sampleEvidence().gates.length)
     // ctx1024 c1: decode 1.12× [1.08, 1.16], a pass; TTFT p95 0.92× [0.88, 0.96], a pass.
     const [decode, ttft] = rows
     expect(decode?.slice(0, 2)).toEqual(['qwen3-8b-summary-ctx1024-c1', 'toWinDecode (decodeTokPerS)'])
     expect(decode?.[2]).toMatch(/^\d+(\.\d+)? tok\/s$/)
-    expect(decode?.slice(4)).toEqual(['+12.0%', '[+8.0%, +16.0%] at 95%', 'pass; test passed'])
+    expect(decode?.slice(4)).toEqual(['+12.0%', '[+8.0%, +16.0%] at 95%', 'geometric mean of 64 paired ratios', 'pass; test passed'])
     expect(ttft?.[2]).toMatch(/^\d+(\.\d+)? ms$/)
-    expect(ttft?.slice(4)).toEqual(['−8.0%', '[−12.0%, −4.0%] at 95%', 'pass; test passed'])
-    expect(rows.map((r) => r[6])).toContain('fail; test FAILED')
-    expect(rows.map((r) => r[6])).toContain('inconclusive (passes by policy); test passed')
+    expect(ttft?.slice(4)).toEqual(['−8.0%', '[−12.0%, −4.0%] at 95%', 'geometric mean of 64 paired ratios', 'pass; test passed'])
+    expect(rows.map((r) => r[7])).toContain('fail; test FAILED')
+    expect(rows.map((r) => r[7])).toContain('inconclusive (passes by policy); test passed')
+    // Red only where the test failed (it blocks promotion); amber for an inconclusive that passes by policy.
+    expect(html).toContain('<td class="verdict-blocks">fail; test FAILED</td>')
+    expect(html).toContain('<td class="verdict-note">inconclusive (passes by policy); test passed</td>')
     expect(html).toMatch(/<td class="num" data-sort="1\.12">\+12\.0%<\/td>/)
     expect(html).toContain('<table id="gate-table" class="sortable">')
-    expect(html).toContain('<th aria-sort="none"><button type="button">Δ</button></th>')
+    expect(html).toContain('<th aria-sort="none"><button type="button">Δ (gate estimate)</button></th>')
   })
 
   test('an accuracy gap reads in points, its arms in %', () => {
@@ -144,7 +157,8 @@ describe('renderHtml', () => {
     expect(rowsOf(html, 'cell-table').map((r) => r.slice(0, 2))).toEqual(index.cells.map((c) => [c.id, c.disposition]))
     expect(count(html, /<details class="cell" /)).toBe(index.cells.length)
     const failed = new RegExp(`<details class="cell" id="cell-${FAILED_CELL}">([\\s\\S]*?)</details>`).exec(html)?.[1] ?? ''
-    expect(failed).toContain('<span class="badge failed">failed</span>')
+    // A required cell that failed blocks promotion: red.
+    expect(failed).toContain('<span class="badge failed blocks">failed</span>')
     expect(rowsOf(failed, `failures-${FAILED_CELL}`)).toEqual([
       ['candidate', 'ENGINE_EXITED', '1'],
       ['candidate', 'REQUEST_ABORTED', '511'],
@@ -223,3 +237,28 @@ function escapeRe(text: string): string {
 function escapeHtmlText(text: string): string {
   return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;')
 }
+
+describe('expected outcomes and optional cells', () => {
+  const index = expectedEvidence()
+  const html = renderHtml(index, '', [])
+
+  test('a .not that held reads "expected non-win ✓" in neutral grey; nothing is marked as blocking', () => {
+    const rows = rowsOf(html, 'gate-table')
+    const decode = rows.find((r) => r[0] === 'qwen3-8b-summary-ctx8192-c1' && r[1] === 'toWinDecode (decodeTokPerS)')
+    expect(decode?.[7]).toBe('expected non-win ✓ (fail, asserted with .not)')
+    expect(html).toContain('<td class="verdict-expected">expected non-win ✓ (fail, asserted with .not)</td>')
+    expect(html).toMatch(
+      /id="card-gates"><h2>Gates<\/h2><ul class="counts"><li><strong>7<\/strong> pass<\/li><li><strong>0<\/strong> fail<\/li>/,
+    )
+    expect(html).toContain('<li><strong>2</strong> expected non-win ✓</li>')
+    expect(html).not.toMatch(/class="[^"]*verdict-blocks|class="badge [a-z]+ blocks"/)
+  })
+
+  test('an optional cell that failed is not red: an expected mismatch is neutral, an engine failure amber, each saying it blocks nothing', () => {
+    expect(html).toContain(`<span class="badge failed expected">failed: expected mismatch ✓ (optional)</span>`)
+    expect(html).toContain('<span class="badge failed note">failed (optional: does not block)</span>')
+    expect(html).toContain('<li class="verdict-expected">toBeMatchedPair expected mismatch ✓ (asserted with .not): model fingerprint')
+    expect(rowsOf(html, 'cell-table').find((r) => r[0] === UNFAIR_CELL)?.[1]).toBe('failed: expected mismatch ✓ (optional)')
+    expect(html).toContain('; 3 not accepted are optional and block nothing</p>')
+  })
+})

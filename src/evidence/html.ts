@@ -13,7 +13,10 @@ import { RunRecord } from '../schema/run.ts'
 import { failedCountText, failedOf } from './arm-summary.ts'
 import type { EvidenceFile } from './build.ts'
 import type { Chart } from './charts.ts'
+import { partialHeadline } from './partial-text.ts'
 import { promotableSummary } from './promotion-text.ts'
+import { cellTone, checkExpected, checkTone, dispositionText, gateCounts, gateExpected, gateTone } from './assertion-tone.ts'
+import { estimatorText } from './estimator-text.ts'
 
 /**
  * Renders the evidence page from the index: summary cards (promotable, gates by outcome, cells by
@@ -41,7 +44,7 @@ export function renderHtml(
     '<meta charset="utf-8">',
     '<meta name="viewport" content="width=device-width, initial-scale=1">',
     `<meta http-equiv="Content-Security-Policy" content="${CSP}">`,
-    `<title>servegate evidence: ${index.promotion.promotable ? 'promotable' : 'not promotable'}</title>`,
+    `<title>servegate evidence: ${index.promotion.promotable ? 'promotable' : index.partial === null ? 'not promotable' : 'partial run, not promotable'}</title>`,
     `<style>${STYLE}</style>`,
     '</head>',
     '<body>',
@@ -111,13 +114,16 @@ const STYLE = [
   'th[aria-sort=ascending] button::after{content:" ▲"}',
   'th[aria-sort=descending] button::after{content:" ▼"}',
   'code{font-size:.85em;background:#f6f8fa;padding:.1em .3em;border-radius:4px;overflow-wrap:anywhere}',
+  // Red only for what blocks promotion; a .not that held is neutral grey, a note (optional, by policy) amber.
   '.verdict-pass{color:#116329}',
-  '.verdict-fail{color:#a40e26;font-weight:bold}',
-  '.verdict-inconclusive{color:#9a6700;font-weight:bold}',
-  '.badge{display:inline-block;border-radius:1em;padding:0 .6em;font-size:.8rem;margin-left:.5em;border:1px solid}',
-  '.badge.accepted{color:#116329}',
-  '.badge.failed,.badge.blocked{color:#a40e26}',
-  '.badge.pending{color:#57606a}',
+  '.verdict-blocks{color:#a40e26;font-weight:bold}',
+  '.verdict-note{color:#9a6700}',
+  '.verdict-expected{color:#57606a}',
+  '.badge{display:inline-block;border-radius:1em;padding:0 .6em;font-size:.8rem;margin-left:.5em;border:1px solid;font-weight:normal}',
+  '.badge.pass{color:#116329}',
+  '.badge.blocks{color:#a40e26}',
+  '.badge.note{color:#9a6700}',
+  '.badge.expected,.badge.pending.note{color:#57606a}',
   'details.cell{border:1px solid #d0d7de;border-radius:6px;margin:.4rem 0;padding:.3rem .8rem}',
   'details.cell>summary{cursor:pointer;font-weight:bold;overflow-wrap:anywhere}',
   'pre{background:#f6f8fa;padding:.6rem;border-radius:6px;font-size:.8rem;white-space:pre-wrap;overflow-wrap:anywhere}',
@@ -212,21 +218,27 @@ function cards(index: EvidenceIndex): string {
   const pairs = index.cells.filter((c) => c.kind === 'pair').length
   const promotable = promotion.promotable
     ? `<section class="card promotable" id="card-promotable"><h2>Promotable</h2><p class="figure">yes</p><p>${escapeHtml(promotableSummary(index))}</p></section>`
-    : `<section class="card not-promotable" id="card-promotable"><h2>Promotable</h2><p class="figure">no</p><p>${promotion.reasons.length} reason(s), <a href="#reasons">listed below</a></p></section>`
+    : `<section class="card not-promotable" id="card-promotable"><h2>Promotable</h2><p class="figure">no</p><p>${index.partial === null ? '' : `${escapeHtml(partialHeadline(index.partial))} `}${promotion.reasons.length} reason(s), <a href="#reasons">listed below</a></p></section>`
+  // A .not that held is counted apart, as expected: `fail` is only a gate that did not hold.
+  const g = gateCounts(index)
+  const optional = index.cells.filter((c) => c.disposition !== 'accepted' && cellTone(c) !== 'blocks').length
   return [
     '<div class="cards">',
     promotable,
     `<section class="card" id="card-gates"><h2>Gates</h2>${counts([
-      ['pass', s.gates.pass],
-      ['fail', s.gates.fail],
-      ['inconclusive', s.gates.inconclusive],
-    ])}</section>`,
+      ['pass', g.pass],
+      ['fail', g.fail],
+      ['inconclusive', g.inconclusive],
+      ...g.expected.map(([words, n]): [string, number] => [words, n]),
+    ])}${g.expected.length === 0 ? '' : '<p>expected: asserted with .not, and held</p>'}</section>`,
     `<section class="card" id="card-cells"><h2>Cells</h2>${counts([
       ['accepted', s.accepted],
       ['failed', s.failed],
       ['blocked', s.blocked],
       ['pending', s.pending],
-    ])}<p>of ${s.planned} planned (${s.required} required)</p></section>`,
+    ])}<p>of ${s.planned} planned (${s.required} required)${
+      optional === 0 ? '' : `; ${optional} not accepted ${optional === 1 ? 'is optional and blocks' : 'are optional and block'} nothing`
+    }</p></section>`,
     `<section class="card" id="card-pairs"><h2>Matched pairs</h2><p class="figure">${s.matchedPairs} of ${pairs}</p><p>only matched pairs are compared</p></section>`,
     '</div>',
   ].join('\n')
@@ -305,10 +317,13 @@ function delta(value: number | null, unit: GateDecision['effect']['unit']): stri
   return formatInUnit(value, unit)
 }
 
+/** What a gate came to: `expected non-win ✓ (fail, asserted with .not)`, or its outcome, policy and test. */
 function verdictText(g: GateEntry): string {
   const d = g.decision
-  const policy = d.outcome === 'inconclusive' ? ` (${g.passed ? 'passes' : 'fails'} by policy)` : ''
   const test = g.testPassed ? 'test passed' : 'test FAILED'
+  const expected = gateExpected(g)
+  if (expected !== null) return `${expected} (${d.outcome}, asserted with .not)${g.testPassed ? '' : `; ${test}`}`
+  const policy = d.outcome === 'inconclusive' ? ` (${g.passed ? 'passes' : 'fails'} by policy)` : ''
   return `${d.outcome}${policy}${g.isNot ? ', asserted with .not' : ''}; ${test}`
 }
 
@@ -329,10 +344,12 @@ function gateSection(index: EvidenceIndex): string {
       figureCell(armFigure(cell, d, 'candidate')),
       { text: delta(e.estimate, e.unit), sort: e.estimate },
       { text: interval, sort: e.low },
-      { text: verdictText(g), className: `verdict-${d.outcome}` },
+      estimatorText(d),
+      { text: verdictText(g), className: `verdict-${gateTone(g)}` },
     ]
   })
-  const head = ['cell', 'gate', 'baseline', 'candidate', 'Δ', 'interval', 'verdict']
+  // The Δ is the gate's own estimate (its estimator beside it), not the ratio of the p50s the heatmaps draw.
+  const head = ['cell', 'gate', 'baseline', 'candidate', 'Δ (gate estimate)', 'interval', 'estimator', 'verdict']
   return ['<section id="gates">', '<h2>Gates</h2>', table('gate-table', head, rows, true), '</section>'].join('\n')
 }
 
@@ -350,7 +367,7 @@ function cellSection(index: EvidenceIndex): string {
     const failed = failedOf(c.arms)
     return [
       { text: c.id, className: 'id' },
-      { text: c.disposition, className: `disposition ${c.disposition}` },
+      { text: dispositionText(c), className: `disposition ${c.disposition} verdict-${cellTone(c)}` },
       c.required ? 'yes' : 'no',
       { text: c.plan === null ? ABSENT : String(c.plan.promptTokens), sort: c.plan?.promptTokens ?? null },
       { text: c.plan === null ? ABSENT : String(c.plan.concurrency), sort: c.plan?.concurrency ?? null },
@@ -526,7 +543,9 @@ function checkList(c: EvidenceCell): string {
   if (c.checks.length === 0) return ''
   const items = c.checks.map((k) => {
     const found = k.findings.length === 0 ? '' : `: ${k.findings.join('; ')}`
-    return `<li class="verdict-${k.passed ? 'pass' : 'fail'}">${escapeHtml(`${k.check} ${k.passed ? 'held' : 'FAILED'}${found}`)}</li>`
+    const expected = checkExpected(k)
+    const verdict = expected !== null ? `${expected} (asserted with .not)` : k.passed ? 'held' : 'FAILED'
+    return `<li class="verdict-${checkTone(k)}">${escapeHtml(`${k.check} ${verdict}${found}`)}</li>`
   })
   return ['<h3>Checks</h3>', '<ul>', ...items, '</ul>'].join('\n')
 }
@@ -537,7 +556,7 @@ function cellGates(index: EvidenceIndex, c: EvidenceCell): string {
   const items = gates.map((g) => {
     const e = g.decision.effect
     const bounds = e.low === null && e.high === null ? '' : ` [${formatInUnit(e.low, e.unit)}, ${formatInUnit(e.high, e.unit)}]`
-    return `<li class="verdict-${g.decision.outcome}">${escapeHtml(`${g.test}: ${g.decision.gate} ${formatInUnit(e.estimate, e.unit)}${bounds}, ${verdictText(g)}`)}</li>`
+    return `<li class="verdict-${gateTone(g)}">${escapeHtml(`${g.test}: ${g.decision.gate} ${formatInUnit(e.estimate, e.unit)}${bounds}, ${verdictText(g)}`)}</li>`
   })
   return ['<h3>Gates</h3>', '<ul>', ...items, '</ul>'].join('\n')
 }
@@ -564,7 +583,7 @@ function drillDown(index: EvidenceIndex, details: ReadonlyMap<string, FailureDet
     ].filter((s) => s !== '')
     return [
       `<details class="cell" id="cell-${escapeHtml(slug(c.id))}">`,
-      `<summary>${escapeHtml(c.id)}<span class="badge ${c.disposition}">${c.disposition}</span></summary>`,
+      `<summary>${escapeHtml(c.id)}<span class="badge ${c.disposition} ${cellTone(c)}">${escapeHtml(dispositionText(c))}</span></summary>`,
       ...body,
       '</details>',
     ].join('\n')

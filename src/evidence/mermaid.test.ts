@@ -17,17 +17,19 @@ function strings(block: string): string[] {
 describe('mermaidCharts', () => {
   test('a horizontal xychart per metric: a bar per matched pair, candidate as % of baseline, a parity line at 100', () => {
     const markdown = mermaidCharts(chartEvidence())
+    // Each heading says what its Δ compares: not the gate's own estimate, which the gate table shows.
     expect(markdown.match(/^### .*$/gm)).toEqual([
-      '### Decode tok/s p50: candidate as % of baseline',
-      '### Output throughput tok/s: candidate as % of baseline',
-      '### Effective prefill tok/s p50: candidate as % of baseline',
+      "### Decode tok/s p50: candidate as % of baseline (the ratio of the arms' p50s; the gate table's Δ is each gate's own estimate)",
+      "### Output throughput tok/s: candidate as % of baseline (the ratio of the cells' aggregates; the gate table's Δ is each gate's own estimate)",
+      "### Effective prefill tok/s p50: candidate as % of baseline (the ratio of the arms' p50s; the gate table's Δ is each gate's own estimate)",
     ])
     expect(blocks(markdown)).toHaveLength(3)
     expect(blocks(markdown)[0]).toBe(
       [
         'xychart-beta horizontal',
-        '  title "Decode tok/s p50, candidate as % of baseline"',
-        '  x-axis ["1k c1 +12.0%", "1k c4 +8.0%", "1k c16 +3.0%", "1k 2/s +8.0%", "1k 4/s +24.6%", "1k 8/s +35.0%", "8k c1 -4.0%", "8k c4 +10.0%"]',
+        '  title "Decode tok/s p50, candidate as % of baseline, cells qwen3-8b-summary-…"',
+        '  x-axis ["…-ctx1024-c1 +12.0%", "…-ctx1024-c4 +8.0%", "…-ctx1024-c16 +3.0%", "…-ctx1024-r2 +8.0%", "…-ctx1024-r4 +24.6%", ' +
+          '"…-ctx1024-r8 +35.0%", "…-ctx8192-c1 -4.0%", "…-ctx8192-c4 +10.0%"]',
         '  y-axis "% of baseline" 0 --> 150',
         '  bar [112, 108, 103, 108, 124.6, 135, 96, 110]',
         '  line [100, 100, 100, 100, 100, 100, 100, 100]',
@@ -38,7 +40,7 @@ describe('mermaidCharts', () => {
 
   test('failed, unmatched, unchecked and pending cells are not drawn but listed with their dispositions and reasons', () => {
     const markdown = mermaidCharts(chartEvidence())
-    for (const block of blocks(markdown)) expect(block).not.toMatch(/2k|8k c16|8k c64/)
+    for (const block of blocks(markdown)) expect(block).not.toMatch(/ctx2048|ctx8192-c16|ctx8192-c64/)
     expect(markdown.slice(markdown.lastIndexOf('```') + 3).trim()).toBe(
       [
         'Not drawn (4 cells):',
@@ -78,24 +80,26 @@ describe('mermaidCharts', () => {
     }
     expect(markdown.split('```').length).toBe(2 * 3 + 1)
     // Outside the fence a name is escaped text (src/evidence/markdown-text.ts): its backticks render as backticks.
-    expect(markdown).toContain('- S1: photon \\`rc\\` "x" vs vllm "nightly" \\`\\`\\` 0 · synthetic-summary')
     expect(markdown).toContain('- qwen3-8b-summary-ctx8192-c64 \\`x\\` (pending)')
   })
 
-  test('several engine pairs or workloads: labels are numbered by series, with a key', () => {
+  test('each bar names its cell: several engine pairs, or cells of one context and load, read apart', () => {
     const index = sampleEvidence()
     const other = index.cells.map((c) => ({ ...c, id: `${c.id}-sglang`, engines: { ...c.engines, baseline: 'sglang' } }))
-    const markdown = mermaidCharts({ ...index, cells: [...index.cells, ...other] })
-    expect(strings(blocks(markdown)[0] as string).slice(1, 3)).toEqual(['S1 1k c1 +12.0%', 'S1 1k c4 +8.0%'])
-    expect(strings(blocks(markdown)[0] as string)).toContain('S2 1k c1 +12.0%')
-    expect(markdown).toContain('- S1: photon vs sglang · synthetic-summary\n- S2: photon vs vllm:Qwen/Qwen3-8B · synthetic-summary')
-  })
-
-  test('cells that would read alike are numbered', () => {
-    const index = sampleEvidence()
+    const labels = strings(blocks(mermaidCharts({ ...index, cells: [...index.cells, ...other] }))[0] as string)
+    expect(labels.slice(1, 3)).toEqual(['…-ctx1024-c1-sglang +12.0%', '…-ctx1024-c4-sglang +8.0%'])
+    expect(labels).toContain('…-ctx1024-c1 +12.0%')
+    // Two cells of one context and load (e.g. from two spec files) are told apart by their ids, not "#2".
     const twin = { ...(index.cells[0] as EvidenceCell), id: 'qwen3-8b-summary-ctx1024-c1~2' }
-    const labels = strings(blocks(mermaidCharts({ ...index, cells: [...index.cells, twin] }))[0] as string)
-    expect(labels.slice(1, 3)).toEqual(['1k c1 +12.0%', '1k c1 #2 +12.0%'])
+    const twins = strings(blocks(mermaidCharts({ ...index, cells: [...index.cells, twin] }))[0] as string)
+    expect(twins.slice(1, 3)).toEqual(['…-ctx1024-c1 +12.0%', '…-ctx1024-c1~2 +12.0%'])
+    // One bar: the whole id.
+    const one = { ...index, cells: index.cells.filter((c) => c.id === 'qwen3-8b-summary-ctx1024-c4') }
+    expect(strings(blocks(mermaidCharts(one))[0] as string)).toEqual([
+      'Decode tok/s p50, candidate as % of baseline',
+      'qwen3-8b-summary-ctx1024-c4 +8.0%',
+      '% of baseline',
+    ])
   })
 
   test('many pairs: charts of at most 20 bars, three per metric, the rest counted; outliers cut at 300%', () => {
@@ -109,7 +113,7 @@ describe('mermaidCharts', () => {
     }
     expect(markdown).toContain('100 more pairs are not charted here; the page draws every one.')
     expect(markdown).toContain('Bars above 300% are cut there; their labels carry the Δ%.')
-    expect(strings(blocks(markdown)[0] as string)).toContain('S1 512 c4 >+9999%')
+    expect(strings(blocks(markdown)[0] as string)).toContain('…-ctx512-c4 >+9999%')
     expect(mermaidCharts(worstCaseEvidence(), { maxBars: 50, maxCharts: 10, headingLevel: 4 })).toMatch(/^#### Decode/)
     // 160 pairs at 50 bars a chart: four charts per metric.
     expect(blocks(mermaidCharts(worstCaseEvidence(), { maxBars: 50, maxCharts: 10 }))).toHaveLength(12)

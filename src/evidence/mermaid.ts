@@ -36,9 +36,10 @@ const MAX_BAR_PCT = 300
  * The decode, output-throughput and effective-prefill charts of the index as markdown: for
  * each metric a heading and a fenced `mermaid` block, a bar per identity-matched accepted pair
  * (the candidate as % of its baseline, a line at 100% for parity, each bar's label carrying its
- * Δ%), then the cells not drawn with their dispositions and reasons. Labels are short: context
- * and load (`8k c4`, `1k 4/s`), with a series number and a key when the pairs span several
- * engine pairs or workloads. Empty when no pair has a figure to draw.
+ * Δ%), then the cells not drawn with their dispositions and reasons. Each bar names its cell: its
+ * id, less the start every bar of the chart shares (which the chart's title names once), e.g.
+ * `…-c4 +8.0%` under `cells qwen3-8b-summary-ctx1024-…`. Headings say what the Δ compares (the
+ * arms' p50s), which is not the gate's own estimate. Empty when no pair has a figure to draw.
  * @example const markdown = mermaidCharts(index) // '### Decode tok/s p50 …\n\n```mermaid\nxychart-beta\n…'
  */
 export function mermaidCharts(index: EvidenceIndex, options: MermaidOptions = {}): string {
@@ -47,10 +48,8 @@ export function mermaidCharts(index: EvidenceIndex, options: MermaidOptions = {}
   const selection = chartSelection(index)
   const perMetric = DELTA_METRICS.map((metric) => ({ metric, deltas: pairDeltas(selection, metric) }))
   if (perMetric.every(({ deltas }) => deltas.every((d) => d.deltaPct === null))) return ''
-  const series = [...new Set(perMetric.flatMap(({ deltas }) => deltas.map((d) => d.series)))]
   const out: string[] = []
-  for (const { metric, deltas } of perMetric) out.push(...metricCharts(metric, deltas, series, level, limits))
-  if (series.length > 1) out.push(series.map((s, i) => `- S${i + 1}: ${markdownText(s)}`).join('\n'))
+  for (const { metric, deltas } of perMetric) out.push(...metricCharts(metric, deltas, level, limits))
   const listed = notDrawnList(selection, options.maxListed ?? 10)
   if (listed !== '') out.push(listed)
   return `${out.join('\n\n')}\n`
@@ -60,7 +59,6 @@ export function mermaidCharts(index: EvidenceIndex, options: MermaidOptions = {}
 function metricCharts(
   metric: DeltaMetric,
   deltas: readonly PairDelta[],
-  series: readonly string[],
   level: string,
   limits: { maxBars: number; maxCharts: number },
 ): string[] {
@@ -69,10 +67,12 @@ function metricCharts(
   const chunks: PairDelta[][] = []
   for (let i = 0; i < drawable.length; i += limits.maxBars) chunks.push(drawable.slice(i, i + limits.maxBars))
   const shown = chunks.slice(0, limits.maxCharts)
-  const out = [`${level} ${metric.name}: candidate as % of baseline`]
+  const out = [
+    `${level} ${metric.name}: candidate as % of baseline (the ${metric.estimator}; the gate table's Δ is each gate's own estimate)`,
+  ]
   shown.forEach((chunk, i) => {
     const part = chunks.length > 1 ? ` (${i + 1} of ${shown.length})` : ''
-    out.push(block(`${metric.name}, candidate as % of baseline${part}`, chunk, series))
+    out.push(block(`${metric.name}, candidate as % of baseline${part}`, chunk))
   })
   const notes: string[] = []
   const cut = drawable.length - shown.flat().length
@@ -90,14 +90,15 @@ function barPct(d: PairDelta): number {
 }
 
 /** A fenced `xychart-beta` block: a bar per pair, candidate ÷ baseline in %, and the parity line. */
-function block(title: string, deltas: readonly PairDelta[], series: readonly string[]): string {
+function block(title: string, deltas: readonly PairDelta[]): string {
   const values = deltas.map((d) => Math.min(MAX_BAR_PCT, barPct(d)))
   const top = Math.min(MAX_BAR_PCT, Math.ceil(Math.max(PARITY_PCT * 1.1, ...values.map((v) => v * 1.05)) / 10) * 10)
-  const labels = barLabels(deltas, series)
+  const shared = sharedStart(deltas.map((d) => d.cell))
+  const labels = deltas.map((d) => `${shared === '' ? d.cell : `…-${d.cell.slice(shared.length)}`} ${deltaText(d.deltaPct)}`)
   return [
     '```mermaid',
     'xychart-beta horizontal',
-    `  title ${quoted(title)}`,
+    `  title ${quoted(shared === '' ? title : `${title}, cells ${shared}…`)}`,
     `  x-axis [${labels.map(quoted).join(', ')}]`,
     `  y-axis ${quoted('% of baseline')} 0 --> ${top}`,
     `  bar [${values.join(', ')}]`,
@@ -106,25 +107,15 @@ function block(title: string, deltas: readonly PairDelta[], series: readonly str
   ].join('\n')
 }
 
-/** `8k c4 +8.0%`; with several series `S2 8k c4 +8.0%`; pairs that would read alike get `#2`, `#3`… */
-function barLabels(deltas: readonly PairDelta[], series: readonly string[]): string[] {
-  const seen = new Map<string, number>()
-  return deltas.map((d) => {
-    const prefix = series.length > 1 ? `S${series.indexOf(d.series) + 1} ` : ''
-    const base = `${prefix}${tokens(d.promptTokens)} ${shortLoad(d)}`
-    const n = (seen.get(base) ?? 0) + 1
-    seen.set(base, n)
-    return `${base}${n > 1 ? ` #${n}` : ''} ${deltaText(d.deltaPct)}`
-  })
-}
-
-/** Prompt tokens, short: `512`, `1k`, `1.5k`, `32k`. */
-function tokens(n: number): string {
-  return n < 1000 ? String(n) : `${Math.round(n / 102.4) / 10}k`
-}
-
-function shortLoad(d: PairDelta): string {
-  return d.ratePerS === null ? d.load : `${d.ratePerS}/s`
+/**
+ * The start, up to and with a dash, that every one of several ids shares and after which each has
+ * more: `qwen3-8b-summary-` of `qwen3-8b-summary-ctx1024-c1` and `…-ctx8192-c4`; '' for one id or none shared.
+ */
+function sharedStart(ids: readonly string[]): string {
+  if (ids.length < 2) return ''
+  let shared = ids[0] as string
+  for (const id of ids) while (!(id.startsWith(shared) && id.length > shared.length)) shared = shared.slice(0, -1)
+  return shared.slice(0, shared.lastIndexOf('-') + 1)
 }
 
 /** The cells not drawn, with disposition and reason, at most `max` of them. */
@@ -146,8 +137,9 @@ function clip(text: string, max: number): string {
 
 /**
  * A Mermaid string: its grammar has no escape inside quotes, so a double quote becomes a single
- * one; a backtick (which could close the fence) becomes a single quote; line breaks become spaces.
+ * one; a backtick (which could close the fence) becomes a single quote; `<` (which could open a
+ * tag where the chart's text is drawn as HTML) becomes `‹`; line breaks become spaces.
  */
 function quoted(text: string): string {
-  return `"${text.replace(/["`]/g, "'").replace(/\s+/g, ' ')}"`
+  return `"${text.replace(/["`]/g, "'").replace(/</g, '‹').replace(/\s+/g, ' ')}"`
 }

@@ -1,3 +1,4 @@
+import { expectedEvidence } from '../../fixtures/expected-evidence.ts'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { expectInert, hostileManifest, hostileName } from '../../fixtures/hostile-markdown.ts'
 import { checkMeta, decisionMeta } from '../../fixtures/judged-meta.ts'
@@ -100,6 +101,7 @@ describe('renderPrComment', () => {
       expect.stringMatching(/^\+\d+\.\d%$/),
       expect.stringMatching(/^\[\+\d+\.\d%, \+\d+\.\d%\]$/),
       '✅ pass',
+      expect.stringMatching(/^geometric mean of \d+ paired ratios$/),
     ])
     expect(rows.find((r) => r[1] === 'toHoldLatency (ttftMs p95)')).toEqual([
       'qwen3-8b-ctx1024-c0',
@@ -109,6 +111,7 @@ describe('renderPrComment', () => {
       expect.stringMatching(/^[+-]?\d+\.\d%$/),
       expect.stringMatching(/^\[[+-]?\d+\.\d%, [+-]?\d+\.\d%\]$/),
       expect.stringMatching(/^(✅ pass|⚠️ inconclusive \(test passed\))$/),
+      expect.any(String),
     ])
     const lost = rows.find((r) => r[6] === '❌ fail')
     expect(lost?.[4]).toBe(`+${pct(win?.effect.estimate)}`.replace('+-', '-'))
@@ -219,13 +222,13 @@ describe('renderPrComment', () => {
   })
 
   test('with more reasons than fit beside the whole gate table, the last reasons are counted, not listed', () => {
-    const index = evidence(150)
+    const index = evidence(120)
     const comment = renderPrComment(index)
     expect(comment.length).toBeLessThanOrEqual(GITHUB_COMMENT_LIMIT)
     expect(gateTable(comment)).toHaveLength(index.gates.length)
     const listed = comment.split('\n').filter((l) => /^\d+\. toWinDecode on /.test(l)).length
     expect(listed).toBeGreaterThan(0)
-    expect(comment).toContain(`… and ${150 - listed} more reason(s).`)
+    expect(comment).toContain(`… and ${120 - listed} more reason(s).`)
   })
 
   test('a gate table longer than the limit by itself loses its last rows with a count, and the comment still fits', () => {
@@ -262,5 +265,20 @@ describe('names from outside in the PR comment', () => {
       '</summary>': 1,
       '</details>': 1,
     })
+  })
+})
+
+describe('expected outcomes', () => {
+  test('a .not that held reads as what it expected, never as a ❌ fail', () => {
+    const comment = renderPrComment(expectedEvidence(), { charts: '' })
+    const top = comment.slice(0, comment.indexOf('<details>'))
+    expect(top).toContain('## servegate: ✅ promotable')
+    expect(top).toContain('Gates: 7 ✅ pass, 0 ❌ fail, 1 ⚠️ inconclusive, 2 expected non-win ✓ (.not held) · ')
+    const verdicts = gateTable(comment).map((r) => r[6])
+    expect(verdicts.filter((v) => v?.startsWith('expected'))).toEqual([
+      'expected non-win ✓ (inconclusive, .not)',
+      'expected non-win ✓ (fail, .not)',
+    ])
+    expect(verdicts.filter((v) => v?.includes('❌'))).toEqual([])
   })
 })

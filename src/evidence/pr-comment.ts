@@ -8,6 +8,8 @@ import type { ArmSummary, EvidenceCell, EvidenceIndex, GateEntry } from '../sche
 import type { GateDecision } from '../schema/gate.ts'
 import { boardFiles, promotionLines, renderBoard, table } from './board.ts'
 import { mermaidCharts } from './mermaid.ts'
+import { expectedCountText, gateCounts, gateExpected } from './assertion-tone.ts'
+import { estimatorText } from './estimator-text.ts'
 
 /** The first line of every servegate PR comment: the workflow finds its own comment by it and updates it. */
 export const PR_COMMENT_MARKER = '<!-- servegate:pr-comment -->'
@@ -73,8 +75,13 @@ function delta(value: number | null, unit: GateDecision['effect']['unit']): stri
   return formatInUnit(value, unit)
 }
 
-/** What the test made of an outcome, where it differs from it: a non-win held with `.not`, an inconclusive hold that passes. */
+/**
+ * What the test made of an outcome, where it differs from it: a `.not` that held reads as what it
+ * expected (`expected non-win ✓ (fail, .not)`, no red), an inconclusive hold that passes says so.
+ */
 function verdictText(g: GateEntry): string {
+  const expected = gateExpected(g)
+  if (expected !== null) return `${expected} (${g.decision.outcome}, .not)${g.testPassed ? '' : ' (test FAILED)'}`
   const held = g.decision.outcome === 'pass'
   if (g.testPassed === held) return VERDICT[g.decision.outcome]
   return `${VERDICT[g.decision.outcome]} (test ${g.testPassed ? 'passed' : 'FAILED'}${g.isNot ? ', .not' : ''})`
@@ -82,8 +89,9 @@ function verdictText(g: GateEntry): string {
 
 /**
  * One row per gate: cell, gate (with its metric), baseline, candidate, Δ (a ratio as %, accuracy
- * in pt, times in ms), its interval, and the verdict with a glyph. A gate judging one cell, not a
- * pair, shows its figure as the candidate and no Δ.
+ * in pt, times in ms), its interval, the verdict with a glyph, and the estimator of the Δ (the
+ * Mermaid bars compare p50s instead). A gate judging one cell, not a pair, shows its figure as the
+ * candidate and no Δ.
  */
 function gateRows(index: EvidenceIndex): string[][] {
   const cells = new Map(index.cells.map((c) => [c.id, c]))
@@ -106,19 +114,23 @@ function gateRows(index: EvidenceIndex): string[][] {
       paired ? delta(e.estimate, e.unit) : ABSENT,
       interval,
       verdictText(g),
+      estimatorText(d),
     ]
   })
 }
 
-const GATE_HEAD = ['cell', 'gate (metric)', 'baseline', 'candidate', 'Δ', 'interval', 'verdict'] as const
+const GATE_HEAD = ['cell', 'gate (metric)', 'baseline', 'candidate', 'Δ (gate estimate)', 'interval', 'verdict', 'estimator'] as const
 
 /** The one-line headline: promotable or not, then the gates and cells by outcome. */
 function headline(index: EvidenceIndex): string {
   const s = index.statistics
   const verdict = index.promotion.promotable ? '✅ promotable' : '❌ not promotable'
+  // A `.not` that held is counted as expected, never as a ❌ fail.
+  const g = gateCounts(index)
+  const expected = expectedCountText(g.expected)
   return (
     `## servegate: ${verdict}\n\n` +
-    `Gates: ${s.gates.pass} ✅ pass, ${s.gates.fail} ❌ fail, ${s.gates.inconclusive} ⚠️ inconclusive · ` +
+    `Gates: ${g.pass} ✅ pass, ${g.fail} ❌ fail, ${g.inconclusive} ⚠️ inconclusive${expected === '' ? '' : `, ${expected} (.not held)`} · ` +
     `cells: ${s.accepted} accepted, ${s.failed} failed, ${s.blocked} blocked, ${s.pending} pending of ${s.planned} · ` +
     `matched pairs: ${s.matchedPairs}`
   )

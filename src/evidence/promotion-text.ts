@@ -3,20 +3,25 @@ import { accuracyArmsText, samplesText } from '../gates/verdict.ts'
 import { formatFixedPercent, formatInUnit } from '../number-format.ts'
 import type { EvidenceIndex, GateEntry, PairCheck } from '../schema/evidence.ts'
 import type { GateDecision } from '../schema/gate.ts'
+import { expectedCountText, gateCounts, gateExpected } from './assertion-tone.ts'
 
 /**
  * Why a promotable index is promotable, in words that count gate outcomes, not test results: a
  * gate that failed or was inconclusive while its test held (a non-win asserted with `.not`, a
  * latency hold that passes with a warning) is named as such, never as a passed gate.
- * @example promotableSummary(index) // 'every required cell accepted and every gate's test held (gates: 2 pass, 1 fail, …)'
+ * @example promotableSummary(index)
+ * // 'every required cell accepted and every gate's test held (gates: 2 pass, 1 fail, 0 inconclusive; the 1 that did not
+ * // pass held as asserted: 1 expected non-win ✓)'
  */
 export function promotableSummary(index: EvidenceIndex): string {
   const { pass, fail, inconclusive } = index.statistics.gates
-  const notPassing = index.gates.filter((g) => g.decision.outcome !== 'pass' && g.testPassed).length
-  const held =
-    notPassing === 0
-      ? ''
-      : `; the ${notPassing} that did not pass held as asserted: non-wins expected with .not, or holds that pass with a warning`
+  const notPassing = index.gates.filter((g) => g.decision.outcome !== 'pass' && g.testPassed)
+  const byPolicy = notPassing.filter((g) => gateExpected(g) === null).length
+  const how = [
+    expectedCountText(gateCounts({ ...index, gates: notPassing }).expected),
+    byPolicy === 0 ? '' : `${byPolicy} inconclusive that pass${byPolicy === 1 ? 'es' : ''} by policy with a warning`,
+  ].filter((t) => t !== '')
+  const held = notPassing.length === 0 ? '' : `; the ${notPassing.length} that did not pass held as asserted: ${how.join(', ')}`
   return `every required cell accepted and every gate's test held (gates: ${pass} pass, ${fail} fail, ${inconclusive} inconclusive${held})`
 }
 
