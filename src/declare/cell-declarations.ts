@@ -71,7 +71,7 @@ export function planId(engineName: string, plan: ResolvedCellPlan): string {
 }
 
 /** The plan's id then `c<concurrency>` (closed loop), `r<rate>` (open loop, one decimal) or `trace`. */
-export function cellId(engineName: string, plan: ResolvedCellPlan): string {
+function cellId(engineName: string, plan: ResolvedCellPlan): string {
   const arrival = plan.arrival
   const load = arrival === null ? `c${plan.concurrency}` : arrival.kind === 'trace' ? 'trace' : `r${arrival.ratePerS.toFixed(1)}`
   return `${planId(engineName, plan)}-${load}`

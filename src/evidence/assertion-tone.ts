@@ -15,7 +15,7 @@ import type { CheckName, GateName } from '../schema/gate.ts'
 export type Tone = 'blocks' | 'expected' | 'pass' | 'note'
 
 /** The mark after the words of an expected outcome: a plain tick, not the green ✅ of a pass. */
-export const EXPECTED_MARK = '✓'
+const EXPECTED_MARK = '✓'
 
 /** What a `.not` on each gate or check asserted, once it held. */
 const EXPECTED_WORDS: Readonly<Record<GateName | CheckName, string>> = {
