@@ -45,6 +45,8 @@ export const SERVING_SPEC = `/**
 import { describe, expect, test } from 'vitest'
 import { engine, pair } from 'servegate'
 
+// Node's process, declared so the spec type-checks without @types/node.
+declare const process: { env: Record<string, string | undefined> }
 const gpu = process.env.SERVEGATE_ENGINES === 'gpu'
 
 // One model for both arms, so the comparison is fair. Set the revision to a commit of the weights
