@@ -182,7 +182,27 @@ describe('installed from the packed tarball', () => {
     const bench = await inProject(project, 'npx', ['vitest', 'bench', '--run', 'benchmarks/first-pair.bench.ts'], { timeout: 300_000 })
     expect(bench.exitCode, `${bench.stdout.slice(-3000)}\n${bench.stderr.slice(-3000)}`).toBe(0)
 
-    await npmInstall(project, ['typescript@~6.0.3', '@types/node@^24'])
+    // First with only what servegate init and the README install (and TypeScript): no @types/node,
+    // so a spec that leans on Node's globals fails here. Errors inside node_modules are its
+    // packages' own (skipLibCheck, as tsc --init sets it).
+    await npmInstall(project, ['typescript@~6.0.3'])
+    expect(existsSync(join(project, 'node_modules', '@types', 'node')), '@types/node came with the install').toBe(false)
+    const bareConfig = {
+      compilerOptions: {
+        target: 'ES2023',
+        module: 'NodeNext',
+        moduleResolution: 'NodeNext',
+        strict: true,
+        noEmit: true,
+        skipLibCheck: true,
+      },
+      include: ['benchmarks', 'vitest.config.*'],
+    }
+    await writeFile(join(project, 'tsconfig.json'), JSON.stringify(bareConfig, null, 2))
+    const bare = await inProject(project, 'npx', ['tsc', '-p', 'tsconfig.json'])
+    expect(bare.exitCode, bare.stdout + bare.stderr).toBe(0)
+
+    await npmInstall(project, ['@types/node@^24'])
     const tsconfig = {
       compilerOptions: {
         target: 'ES2023',
@@ -296,6 +316,39 @@ describe('installed from the packed tarball', () => {
       await ui
     }
   }, 240_000)
+
+  test('a spec whose dataset is missing fails when it is declared: one line naming the path and the fix, and no engine starts', async () => {
+    const pids = join(project, 'missing-dataset.pids')
+    const spec = 'benchmarks/missing-dataset.bench.ts'
+    // Fake vLLM engines that write their pid the moment they are launched: none may be.
+    await writeFile(
+      join(project, spec),
+      `import { expect, test } from 'vitest'
+import { engine, pair } from 'servegate'
+
+const fake = (name: string) =>
+  engine.vllm({ name, executable: ${JSON.stringify(join(REPO, 'fixtures/fakes/vllm'))}, model: { id: 'fake/m' }, env: { FAKE_ENGINE_PIDFILE: ${JSON.stringify(pids)} } })
+const p = pair({ id: 'qa', baseline: fake('a'), candidate: fake('b'), workload: { kind: 'dataset', datasetPath: 'data/missing.jsonl' } })
+
+test('wins decode', async () => expect(await p).toWinDecode({ margin: 0.05 }))
+`,
+    )
+    try {
+      const bench = await inProject(project, 'npx', ['vitest', 'bench', '--run', spec], { timeout: 120_000 })
+      const out = `${bench.stdout}\n${bench.stderr}`
+      expect(bench.exitCode, out.slice(-3000)).toBe(1)
+      expect(existsSync(pids), 'an engine was launched').toBe(false)
+      const lines = out.split('\n').filter((line) => line.includes('ServegateError'))
+      expect(lines).toEqual([
+        `ServegateError [FILE_INVALID]: pair "qa".workload.datasetPath: data/missing.jsonl: cannot read the dataset ` +
+          `(ENOENT: no such file ${join(project, 'data/missing.jsonl')}); check the path`,
+      ])
+      // No frame of servegate's own, compiled or mapped back to its sources.
+      expect(out).not.toMatch(/node_modules\/servegate\/(src|dist)\//)
+    } finally {
+      await rm(join(project, spec), { force: true })
+    }
+  }, 180_000)
 })
 
 async function waitFor<T>(probe: () => T | null, timeoutMs: number, context: () => string): Promise<T> {
