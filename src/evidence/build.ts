@@ -20,6 +20,7 @@ import { scrubDeep } from '../secrets.ts'
 import { formatFixedPercent, formatInUnit } from '../number-format.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 import { policyText } from '../gates/inconclusive-policy.ts'
+import { decideText } from '../gates/verdict.ts'
 import { armSummary, planSummary } from './arm-summary.ts'
 import { checkReason, gateReason } from './promotion-text.ts'
 
@@ -181,14 +182,15 @@ function cellFindings(cell: EvidenceCell, gates: readonly GateEntry[]): Finding[
   for (const c of cell.checks) if (!c.passed) add('check-failed', `${c.check}: ${c.findings.slice(0, 3).join('; ') || 'failed'}`)
   for (const g of gates) {
     const d = g.decision
+    // What would decide an undecided gate, in the option's own name.
+    const decide = decideText(d) === '' ? '' : `; ${decideText(d)}`
     if (d.kind === 'superiority' && d.outcome !== 'pass') {
-      const hint = d.moreRequestsHint === null ? '' : ` (about ${d.moreRequestsHint} paired requests would likely decide it)`
-      const effect = d.outcome === 'inconclusive' ? `; ${policyText(g.policy, d.kind)}` : ''
-      add(d.outcome === 'fail' ? 'non-win' : 'inconclusive', `${d.gate} ${d.outcome}: ${d.metric}${hint}${effect}`)
+      const effect = d.outcome === 'inconclusive' ? `; ${policyText(g.policy, d.kind)}${decide}` : ''
+      add(d.outcome === 'fail' ? 'non-win' : 'inconclusive', `${d.gate} ${d.outcome}: ${d.metric}${effect}`)
     }
     if (d.kind === 'non-regression' && d.outcome === 'fail') add('regression', `${d.gate}: confident regression of ${d.metric}`)
     if (d.kind === 'non-regression' && d.outcome === 'inconclusive')
-      add('inconclusive', `${d.gate}: ${d.metric} not shown to hold; ${policyText(g.policy, d.kind)}`)
+      add('inconclusive', `${d.gate}: ${d.metric} not shown to hold; ${policyText(g.policy, d.kind)}${decide}`)
     if (d.kind === 'check' && d.outcome !== 'pass')
       add('check-failed', `${d.gate}: ${d.metric} ${formatInUnit(d.effect.estimate, d.effect.unit)}; ${d.rule}`)
     if (d.gate === 'toStayWithinAccuracyGap') for (const w of d.warnings) add('quality', w)

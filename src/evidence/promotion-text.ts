@@ -1,5 +1,5 @@
 import { policyText } from '../gates/inconclusive-policy.ts'
-import { accuracyArmsText, samplesText } from '../gates/verdict.ts'
+import { accuracyArmsText, decideText, samplesText } from '../gates/verdict.ts'
 import { formatFixedPercent, formatInUnit } from '../number-format.ts'
 import type { EvidenceIndex, GateEntry, PairCheck } from '../schema/evidence.ts'
 import type { GateDecision } from '../schema/gate.ts'
@@ -46,7 +46,9 @@ function gateFigures(d: GateDecision): string {
  * // 'toWinDecode on c4 did not pass in "c4 > wins": fail: decodeTokPerS 0.960× [0.920×, 1.000×] at 95%, 128 paired (128/128)'
  */
 export function gateReason(g: GateEntry): string {
-  const policy = g.decision.outcome === 'inconclusive' ? `; ${policyText(g.policy, g.decision.kind)}` : ''
+  const decide = decideText(g.decision)
+  const policy =
+    g.decision.outcome === 'inconclusive' ? `; ${policyText(g.policy, g.decision.kind)}${decide === '' ? '' : `; ${decide}`}` : ''
   const not = g.isNot ? ' (asserted with .not)' : ''
   return `${g.decision.gate} on ${g.cell} did not pass in "${g.test}"${not}: ${gateFigures(g.decision)}${policy}`
 }

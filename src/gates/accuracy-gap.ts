@@ -14,6 +14,7 @@ import {
   repeatedQuestionsWarning,
   unevenLaunchesWarning,
 } from './warning-text.ts'
+import { decideHint, questionsSetting } from './decide-hints.ts'
 import { AccuracyGapGateOptions, parseOptions, type ResolvedAccuracyGapGateOptions } from './gate-options.ts'
 import { atLeastStudentT, sampleSd } from './interval.ts'
 import { bcaInterval, bootstrapMeanOf } from '../stats/bootstrap.ts'
@@ -196,6 +197,11 @@ export function accuracyGapGate(pair: GatePair, options: AccuracyGapGateOptions 
     samples,
     rule,
     moreRequestsHint: null,
+    // Distinct questions come from the dataset, not from an option; scored pairs from `requests`.
+    decideHint:
+      outcome === 'inconclusive' && !clustered && questionsNeeded !== null
+        ? decideHint([questionsSetting(questionsNeeded, samples.paired)])
+        : null,
     warnings,
     accuracy,
   }
@@ -287,6 +293,7 @@ function noScoredPairs(
     samples,
     rule,
     moreRequestsHint: null,
+    decideHint: null,
     warnings,
     accuracy: {
       unit: 'request',

@@ -166,3 +166,21 @@ describe('holdLatencyGate: what would settle an inconclusive verdict', () => {
     expect(d.warnings.join('\n')).not.toMatch(/only more launches/)
   })
 })
+
+describe('holdLatencyGate: what decides an undecided verdict, in the options’ names', () => {
+  test('the launch-noise floor wider than the gap: repeats; without it: requests', () => {
+    const floor = holdLatencyGate(
+      { baseline: baselineTtft, candidate: candidateTtft(1.1, 0) },
+      { metric: 'ttft', percentile: 50, notWorseThanPct: 5, launchNoise: 0.02 },
+    )
+    expect(Object.keys(floor.decideHint?.set ?? {})).toEqual(['repeats'])
+    expect(floor.decideHint?.text).toMatch(/^to decide it, set repeats: \d+ \(more requests cannot narrow the launch-noise floor of 2%/)
+    const noisy = holdLatencyGate(
+      { baseline: baselineTtft, candidate: candidateTtft(1.05, 0.1) },
+      { metric: 'ttft', percentile: 50, notWorseThanPct: 5, launchNoise: 0 },
+    )
+    expect(noisy.outcome).toBe('inconclusive')
+    expect(noisy.decideHint?.set.requests as number).toBeGreaterThan(N)
+    expect(noisy.decideHint?.text).toMatch(/^to decide it, set requests: \d+ \(about \d+ paired requests per arm would likely decide it/)
+  })
+})

@@ -1,6 +1,6 @@
 import { nearestRank } from '../metrics/distribution.ts'
 import { P99_MIN_SAMPLES } from '../schema/constants.ts'
-import { normalQuantile } from '../stats/distributions.ts'
+import { normalQuantile, studentTQuantile } from '../stats/distributions.ts'
 import type { GateDecision } from '../schema/gate.ts'
 import {
   bcaInterval,
@@ -24,6 +24,7 @@ import {
   valuesByIndex,
 } from './arms.ts'
 import { launchLevelInterval, launchLevelOneSample, logEffect, type LogInterval, widen } from './interval.ts'
+import { decideHint, repeatsHint, repeatsSetting, singleLaunchHint, tooFewLaunchesSetting } from './decide-hints.ts'
 import { holdLatencyMethod, type HoldLatencySample, launchHoldLatencyMethod, type NotEstimable, notEstimableMethod } from './method-text.ts'
 import { holdLatencyRule } from './rule-text.ts'
 import {
@@ -95,7 +96,9 @@ function regressionDecision(
   samples: GateDecision['samples'],
   warnings: string[],
   rule: string,
-  floorDominates = false,
+  floorDominates: boolean,
+  /** What would decide it, asked only when it is undecided. */
+  hintOf: () => GateDecision['decideHint'],
 ): GateDecision {
   const outcome = judge(interval, bound)
   if (outcome === 'inconclusive') {
@@ -113,6 +116,7 @@ function regressionDecision(
     samples,
     rule,
     moreRequestsHint: null,
+    decideHint: outcome === 'inconclusive' ? hintOf() : null,
     warnings,
   }
 }
@@ -139,6 +143,7 @@ function notEstimable(
     samples,
     rule: ruleOf(o),
     moreRequestsHint: null,
+    decideHint: reason.kind === 'too-few-launches' ? decideHint([tooFewLaunchesSetting()]) : null,
     warnings: [...warnings, notEstimableWarning(reason)],
   }
 }
@@ -166,7 +171,7 @@ function requestLevelHold(o: ResolvedHoldLatencyGateOptions, baseline: GateRecor
     if (c.size < MIN_PAIRED_REQUESTS)
       return notEstimable(o, samples, { kind: 'too-few-candidate-requests', requests: c.size, field }, warnings)
     const dist = bootstrapPercentile([...c.values()] as number[] | number[][], boot)
-    return decide(o, dist, samples, o.launchNoise ** 2, o.atMostMs, 'ms', method({ kind: 'candidate-only' }), warnings)
+    return decide(o, dist, samples, 1, o.atMostMs, 'ms', method({ kind: 'candidate-only' }), warnings)
   }
 
   const paired = pairByIndex(b, c)
@@ -192,26 +197,37 @@ function requestLevelHold(o: ResolvedHoldLatencyGateOptions, baseline: GateRecor
   } else {
     return notEstimable(o, samples, { kind: 'too-few-requests', field, baseline: b.size, candidate: c.size }, warnings)
   }
-  return decide(o, dist, samples, 2 * o.launchNoise ** 2, 1 + (o.notWorseThanPct as number) / 100, 'ratio', method(sample), warnings)
+  return decide(o, dist, samples, 2, 1 + (o.notWorseThanPct as number) / 100, 'ratio', method(sample), warnings)
 }
 
 function decide(
   o: ResolvedHoldLatencyGateOptions,
   dist: BootstrapDistribution,
   samples: GateDecision['samples'],
-  launchVariance: number,
+  arms: 1 | 2,
   bound: number,
   unit: 'ratio' | 'ms',
   method: string,
   warnings: string[],
 ): GateDecision {
   if (!Number.isFinite(dist.estimate)) return notEstimable(o, samples, { kind: 'zero-percentile' }, warnings)
-  const interval = widen(atLeastPercentile(dist, o.confidence), o.confidence, launchVariance)
+  const launchVariance = arms * o.launchNoise ** 2
+  const plain = atLeastPercentile(dist, o.confidence)
+  const interval = widen(plain, o.confidence, launchVariance)
   // More requests narrow only the request part of the interval: when the launch-noise floor alone
   // is wider than the gap to the bound, only more launches can settle an undecided verdict.
   const z = normalQuantile(1 - (1 - o.confidence) / 2)
-  const floorDominates = launchVariance > 0 && z * Math.sqrt(launchVariance) >= Math.abs(dist.estimate - Math.log(bound))
-  return regressionDecision(o, interval, bound, unit, method, samples, warnings, ruleOf(o), floorDominates)
+  const gap = dist.estimate - Math.log(bound)
+  const floorDominates = launchVariance > 0 && z * Math.sqrt(launchVariance) >= Math.abs(gap)
+  const hintOf = () => {
+    // The requests the interval rests on, and its side toward the bound as an equivalent sd.
+    const n = arms === 1 ? samples.candidate : samples.paired > 0 ? samples.paired : Math.min(samples.baseline, samples.candidate)
+    const half = gap < 0 ? plain.high - plain.estimate : plain.estimate - plain.low
+    const unit = arms === 1 ? 'requests' : samples.paired > 0 ? 'paired requests per arm' : 'requests per arm'
+    return singleLaunchHint({ gap, sd: (half * Math.sqrt(n)) / z, confidence: o.confidence, launchNoise: o.launchNoise, n, unit, arms })
+      .hint
+  }
+  return regressionDecision(o, interval, bound, unit, method, samples, warnings, ruleOf(o), floorDominates, hintOf)
 }
 
 /**
@@ -266,5 +282,13 @@ function launchLevelHold(
     baselineLaunches: absolute ? null : b.length,
     df: interval.df,
   })
-  return regressionDecision(o, interval, bound, unit, method, samples, warnings, ruleOf(o, true))
+  const arms = absolute ? 1 : 2
+  // One launch's sd of the log percentile, from the interval's half-width.
+  const t = studentTQuantile(1 - (1 - o.confidence) / 2, interval.df)
+  const sd = ((interval.high - interval.estimate) / t) * Math.sqrt(absolute ? c.length : Math.min(b.length, c.length) / 2)
+  const hintOf = () => {
+    const launches = repeatsHint(Math.abs(interval.estimate - Math.log(bound)), sd, o.confidence, Math.max(b.length, c.length), arms)
+    return launches === null ? null : decideHint([repeatsSetting(launches, { launchSd: sd })])
+  }
+  return regressionDecision(o, interval, bound, unit, method, samples, warnings, ruleOf(o, true), false, hintOf)
 }

@@ -15,6 +15,7 @@ function gateDecisiveUpTo(limit: number, seen: number[] = []) {
       samples: { baseline: 10, candidate: 10, paired: 10 },
       rule: 'pass if …',
       moreRequestsHint: null,
+      decideHint: null,
       warnings: [],
     }
   }

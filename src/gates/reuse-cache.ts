@@ -115,6 +115,7 @@ export function reuseCacheGate(input: ReuseCacheInput, options: ReuseCacheGateOp
       `passes when the engine reports at least ${formatFixedPercent(o.atLeast)} of the prompt tokens as served from its ` +
       `prefix cache on ${where}${turnsText(turns)}; a share the engine did not report fails`,
     moreRequestsHint: null,
+    decideHint: null,
     warnings,
   }
 }

@@ -2,7 +2,7 @@ import type { GateDecision } from '../schema/gate.ts'
 import { type BootstrapDistribution, percentileInterval, Resampler } from '../stats/bootstrap.ts'
 import { type GateRecord, MIN_PAIRED_REQUESTS, type OkRequest, pairByIndex, valuesByIndex } from './arms.ts'
 import type { ResolvedWinGateOptions, ServiceMetric } from './gate-options.ts'
-import { launchLevelVerdict, requestsHint } from './decide-hints.ts'
+import { decideHint, launchLevelVerdict, singleLaunchHint, tooFewLaunchesSetting, tooFewSetting } from './decide-hints.ts'
 import { logEffect, type LogInterval, widen } from './interval.ts'
 import { notEstimableMethod, serviceLaunchMethod, serviceWinMethod } from './method-text.ts'
 import { serviceLaunchRule, serviceWinRule } from './rule-text.ts'
@@ -70,7 +70,7 @@ function superiority(
   metric: ServiceMetric,
   outcome: GateDecision['outcome'],
   effect: GateDecision['effect'],
-  rest: Pick<GateDecision, 'samples' | 'rule' | 'moreRequestsHint' | 'warnings'>,
+  rest: Pick<GateDecision, 'samples' | 'rule' | 'moreRequestsHint' | 'decideHint' | 'warnings'>,
 ): GateDecision {
   return { gate: o.gate, outcome, kind: 'superiority', metric, effect, ...rest }
 }
@@ -92,6 +92,7 @@ function notEstimable(
     samples,
     rule,
     moreRequestsHint: why === 'too-few-pairs' ? MIN_PAIRED_REQUESTS : null,
+    decideHint: decideHint([why === 'too-few-pairs' ? tooFewSetting(MIN_PAIRED_REQUESTS, samples.paired) : tooFewLaunchesSetting()]),
     warnings,
   }
 }
@@ -150,10 +151,18 @@ function singleLaunchServiceWin(
   const logThreshold = Math.log(threshold)
   const outcome = interval.low > logThreshold ? 'pass' : interval.high < logThreshold ? 'fail' : 'inconclusive'
   let moreRequestsHint: number | null = null
+  let hint: GateDecision['decideHint'] = null
   if (outcome === 'inconclusive') {
     const z = normalQuantile(1 - (1 - o.confidence) / 2)
     const sd = (((sampling.high - sampling.low) / 2) * Math.sqrt(n)) / z
-    moreRequestsHint = requestsHint(interval.estimate - logThreshold, sd, o.confidence, launchVariance, n)
+    ;({ requests: moreRequestsHint, hint } = singleLaunchHint({
+      gap: interval.estimate - logThreshold,
+      sd,
+      confidence: o.confidence,
+      launchNoise: o.launchNoise,
+      n,
+      unit: 'paired requests per arm',
+    }))
     if (moreRequestsHint === null && interval.estimate !== logThreshold && launchVariance > 0) {
       warnings.push(launchNoiseFloorWarning({ launchNoise: o.launchNoise, threshold }))
     }
@@ -167,7 +176,13 @@ function singleLaunchServiceWin(
     seed: o.seed,
     launchNoise: o.launchNoise,
   })
-  return superiority(o, metric, outcome, logEffect(interval, 'ratio', o.confidence, method), { samples, rule, moreRequestsHint, warnings })
+  return superiority(o, metric, outcome, logEffect(interval, 'ratio', o.confidence, method), {
+    samples,
+    rule,
+    moreRequestsHint,
+    decideHint: hint,
+    warnings,
+  })
 }
 
 function launchLevelServiceWin(
@@ -192,12 +207,12 @@ function launchLevelServiceWin(
   if (b.length < 2 || c.length < 2)
     return notEstimable(o, metric, rule, samples, 'too-few-launches', [...warnings, TOO_FEW_LAUNCHES_WARNING])
   const { interval, outcome, hint } = launchLevelVerdict(c, b, o.confidence, threshold)
-  if (hint !== null) warnings.push(hint)
   const method = serviceLaunchMethod({ metric, candidateLaunches: c.length, baselineLaunches: b.length, df: interval.df })
   return superiority(o, metric, outcome, logEffect(interval, 'ratio', o.confidence, method), {
     samples,
     rule,
     moreRequestsHint: null,
+    decideHint: hint,
     warnings,
   })
 }

@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import { wilsonInterval } from '../stats/wilson.ts'
 import { failedRequest, okRequest } from '../../fixtures/gate-fixture.ts'
+import type { HarnessHealth, HarnessLimitExceeded } from '../schema/run.ts'
 import { sloGate, sloRequestsHint } from './slo.ts'
 
 const record = (ttfts: readonly number[], failed = 0) => ({
@@ -66,5 +67,88 @@ describe('sloRequestsHint', () => {
     expect(wilsonInterval(Math.round(0.975 * n), n, z).low as number).toBeGreaterThanOrEqual(0.9)
     expect(wilsonInterval(Math.round(0.975 * (n - 1)), n - 1, z).low as number).toBeLessThan(0.9)
     expect(sloRequestsHint(9, 10, 0.9, 0.98)).toBeNull()
+  })
+})
+
+/** The same record, flagged harness-limited for each limit given. */
+const limited = (r: ReturnType<typeof record>, exceeded: HarnessLimitExceeded[], workers?: HarnessHealth['workers']) => ({
+  ...r,
+  harness: {
+    ...r.harness,
+    harnessLimited: true,
+    reasons: exceeded.map((e) => `${e.option} ${e.value} over ${e.limit}`),
+    exceeded,
+    ...(workers === undefined ? {} : { clientWorkers: workers.length, workers }),
+  },
+})
+const sendLag = (value: number): HarnessLimitExceeded => ({ option: 'sendLagLimitMs', limit: 5, value, thread: 'cell' })
+
+describe('what decides an undecided SLO gate', () => {
+  test('24 requests cannot show 90% at 98% confidence: the hint says so and names the count that can', () => {
+    const d = sloGate(record(new Array(24).fill(100)), { ttftMs: 200, percentile: 90 })
+    expect(d.outcome).toBe('inconclusive')
+    // n/(n + z²) ≥ 0.9 first holds at 49 when every request is good.
+    expect(d.decideHint).toEqual({
+      set: { requests: 49 },
+      text:
+        'to decide it, set requests: 49 (24 requests cannot show 90% good at 98% confidence even if every one is good, ' +
+        'which takes at least 49; about 49 would likely decide it at the 100.0% good seen)',
+    })
+    expect(d.moreRequestsHint).toBe(49)
+    expect(sloGate(record(new Array(49).fill(100)), { ttftMs: 200, percentile: 90 }).outcome).toBe('pass')
+  })
+
+  test('a share that more requests would decide names them, without the "cannot" clause once the count could show it', () => {
+    const ttfts = [...new Array(58).fill(100), 900, 900]
+    const d = sloGate(record(ttfts), { ttftMs: 200, percentile: 90 })
+    expect(d.outcome).toBe('inconclusive')
+    const n = d.decideHint?.set.requests as number
+    expect(n).toBe(sloRequestsHint(58, 60, 0.9, 0.98))
+    expect(d.decideHint?.text).toBe(`to decide it, set requests: ${n} (about ${n} would likely decide it at the 96.7% good seen)`)
+  })
+
+  test('a harness-limited cell by send lag names sendLagLimitMs above the lag, with the requests the share needs', () => {
+    const d = sloGate(limited(record(new Array(24).fill(100)), [sendLag(11.13)]), { ttftMs: 200, percentile: 90 })
+    expect(d.outcome).toBe('inconclusive')
+    expect(d.warnings.join('\n')).toMatch(/^not judged: the harness was the bottleneck/m)
+    expect(d.decideHint?.set).toEqual({ sendLagLimitMs: 20, requests: 49 })
+    expect(d.decideHint?.text).toMatch(
+      /^to decide it, set sendLagLimitMs: 20 \(the send lag p99 was 11\.13 ms, over 5 ms; [^)]*\) and requests: 49 \(24 requests cannot show 90%/,
+    )
+    // A share that decides on its own needs only the harness setting.
+    const decided = sloGate(limited(record(new Array(200).fill(100)), [sendLag(7.2)]), { ttftMs: 200, percentile: 90 })
+    expect(decided.decideHint?.set).toEqual({ sendLagLimitMs: 15 })
+  })
+
+  test('a client over its CPU share names clientWorkers: off the cell thread, or spread over more workers', () => {
+    const cpu = (value: number, thread: 'cell' | number): HarnessLimitExceeded => ({ option: 'cpuShareLimit', limit: 0.9, value, thread })
+    const own = sloGate(limited(record(new Array(200).fill(100)), [cpu(0.95, 'cell')]), { ttftMs: 200 })
+    expect(own.decideHint?.set).toEqual({ clientWorkers: 2 })
+    expect(own.decideHint?.text).toBe(
+      "to decide it, set clientWorkers: 2 (the client's CPU share was 0.95 of one core; 2 worker threads would share its streams)",
+    )
+    const worker = (w: number, cpuShare: number) => ({
+      worker: w,
+      requests: 100,
+      cpuShare,
+      eventLoopDelayP99Ms: 1,
+      eventLoopDelayMaxMs: 2,
+      handoffLagP99Ms: 1,
+      harnessLimited: cpuShare >= 0.9,
+    })
+    const spread = sloGate(limited(record(new Array(200).fill(100)), [cpu(0.97, 1)], [worker(0, 0.8), worker(1, 0.97)]), {
+      ttftMs: 200,
+    })
+    // 1.77 cores of streaming at no more than 0.675 each: 3 workers.
+    expect(spread.decideHint?.set).toEqual({ clientWorkers: 3 })
+  })
+
+  test('no hint where no option would decide it: an older record that names no limit, the cell thread busy beside workers', () => {
+    const older = { ...record(new Array(24).fill(100)), harness: { ...record([]).harness, harnessLimited: true, reasons: ['send lag'] } }
+    expect(sloGate(older, { ttftMs: 200 }).decideHint).toBeNull()
+    const busy = limited(record(new Array(24).fill(100)), [{ option: 'cpuShareLimit', limit: 0.9, value: 0.95, thread: 'cell' }], [])
+    expect(sloGate({ ...busy, harness: { ...busy.harness, clientWorkers: 2 } }, { ttftMs: 200 }).decideHint).toBeNull()
+    // A share on the threshold: no count would decide it.
+    expect(sloGate(record([...new Array(9).fill(100), 900]), { ttftMs: 200, percentile: 90 }).decideHint).toBeNull()
   })
 })

@@ -8,7 +8,7 @@ import { sloMethod } from './method-text.ts'
 import { sloRule } from './rule-text.ts'
 import { failedNotGoodWarning, harnessLimitedWarning, pooledLaunchesWarning, sloInconclusiveWarning } from './warning-text.ts'
 import { parseOptions, type ResolvedSLOGateOptions, SLOGateOptions } from './gate-options.ts'
-import { MAX_REQUESTS_HINT } from './decide-hints.ts'
+import { decideHint, type DecideSetting, harnessSettings, MAX_REQUESTS_HINT, sloRequestsSetting } from './decide-hints.ts'
 
 /** What the SLO gate reads of a run record: its requests, its wall clock and its harness health. */
 export type SLORecord = Pick<RunRecord, 'requests' | 'harness'> & { metrics: Pick<RunRecord['metrics'], 'wallClockMs'> }
@@ -65,7 +65,8 @@ export function sloRequestsHint(good: number, samples: number, required: number,
  * Wilson score interval at `confidence` decides: pass when its lower bound reaches the required
  * share, fail when its upper bound is below it, otherwise inconclusive with the requests that
  * would likely decide it. A harness-limited record is never judged (its latencies are not the
- * engine's): the outcome is inconclusive with the reason.
+ * engine's): the outcome is inconclusive with the reason, and its `decideHint` names the harness
+ * setting that would have passed (with the requests, when the share would not decide either).
  * @example sloGate(record, { ttftMs: 500, tpotMs: 50, percentile: 95 })
  */
 export function sloGate(records: SLORecord | readonly SLORecord[], options: SLOGateOptions): GateDecision {
@@ -90,11 +91,24 @@ export function sloGate(records: SLORecord | readonly SLORecord[], options: SLOG
   const warnings: string[] = []
   if (launches.length > 1) warnings.push(pooledLaunchesWarning(launches.length))
   if (failed > 0) warnings.push(failedNotGoodWarning(failed))
-  let outcome: Outcome = low === null || high === null ? 'inconclusive' : judge(low, high, required)
-  const limited = launches.flatMap((r) => (r.harness.harnessLimited ? [r.harness.reasons.join('; ')] : []))
+  const share: Outcome = low === null || high === null ? 'inconclusive' : judge(low, high, required)
+  let outcome = share
+  // What the share alone needs to decide, judged or not: the same count either way.
+  const requests = share === 'inconclusive' && samples > 0 ? sloRequestsHint(good, samples, required, o.confidence) : null
+  // Pooled launches: each launch's `requests`, so that together they reach the count.
+  const settings: DecideSetting[] =
+    requests === null
+      ? []
+      : [sloRequestsSetting({ requests: Math.ceil(requests / launches.length), samples, good, required, confidence: o.confidence })]
+  // Undecided with no count that would decide it (the share on the threshold): no hint.
+  const undecidable = share === 'inconclusive' && requests === null
+  let hint = undecidable ? null : decideHint(settings)
+  const limited = launches.filter((r) => r.harness.harnessLimited)
   if (limited.length > 0) {
     outcome = 'inconclusive'
-    warnings.push(harnessLimitedWarning(limited))
+    warnings.push(harnessLimitedWarning(limited.map((r) => r.harness.reasons.join('; '))))
+    const harness = harnessSettings(limited.map((r) => r.harness))
+    hint = harness === null || undecidable ? null : decideHint([...harness, ...settings])
   } else if (outcome === 'inconclusive' && samples > 0) {
     warnings.push(sloInconclusiveWarning({ confidence: o.confidence, low: low as number, high: high as number, required }))
   }
@@ -114,7 +128,8 @@ export function sloGate(records: SLORecord | readonly SLORecord[], options: SLOG
     },
     samples: { baseline: 0, candidate: samples, paired: 0 },
     rule: sloRule({ slo, percentile: o.percentile, confidence: o.confidence }),
-    moreRequestsHint: outcome === 'inconclusive' && limited.length === 0 ? sloRequestsHint(good, samples, required, o.confidence) : null,
+    moreRequestsHint: requests,
+    decideHint: hint,
     warnings,
   }
 }

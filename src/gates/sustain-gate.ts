@@ -83,6 +83,7 @@ export function sustainGate(candidate: CapacityInput, baseline: CapacityInput, o
     samples: { baseline: baseline.probes.length, candidate: candidate.probes.length, paired: 0 },
     rule: sustainRule({ by: o.by }),
     moreRequestsHint: null,
+    decideHint: null,
     warnings,
   }
 }

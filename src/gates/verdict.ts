@@ -33,3 +33,14 @@ export function accuracyArmsText(a: AccuracyDetail): string {
     `${formatPercent(a.confidence)} Wilson${a.unit === 'question' ? ' over distinct questions' : ''}`
   )
 }
+
+/**
+ * What would decide an undecided decision, for a finding or a reason: its `decideHint` text, or
+ * for evidence written before it was kept, its `moreRequestsHint` in words; '' when it has neither.
+ * @example decideText(d) // 'to decide it, set requests: 412 (about 412 paired requests per arm would likely decide it …)'
+ */
+export function decideText(d: Pick<GateDecision, 'decideHint' | 'moreRequestsHint' | 'samples'>): string {
+  if (d.decideHint !== null) return d.decideHint.text
+  if (d.moreRequestsHint === null) return ''
+  return `about ${d.moreRequestsHint} ${d.samples.baseline === 0 ? 'requests' : 'paired requests per arm'} would likely decide it`
+}

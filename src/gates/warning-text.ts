@@ -54,11 +54,6 @@ export function launchesLeftOutWarning(what: string): string {
   return `launches without ${what} were left out`
 }
 
-/** Launches per arm that would likely decide an inconclusive launch-level test, with the launch-to-launch sd it assumed. */
-export function launchesHintWarning(p: { launches: number; sd: number }): string {
-  return `about ${p.launches} launches per arm would likely decide it (launch-to-launch sd ${formatPercent(p.sd)})`
-}
-
 /** A p99 over fewer samples than it needs to be more than the maximum. */
 export function descriptiveP99Warning(p: { samples: number; min: number }): string {
   return (

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest'
 import { GateDecision } from '../schema/gate.ts'
-import { normalQuantile } from '../stats/distributions.ts'
+import { normalQuantile, studentTQuantile } from '../stats/distributions.ts'
 import { around, failedRequest, launchOf, okRequest } from '../../fixtures/gate-fixture.ts'
 import type { GateRecord } from './arms.ts'
 import { MAX_REQUESTS_HINT, requestsHint } from './decide-hints.ts'
@@ -244,5 +244,48 @@ describe('winGate on a sequential design the records carry', () => {
     const d = winGate({ baseline: arm(1, 32, 12), candidate: arm(1.5, 32, 12) }, { gate: 'toWinDecode', launchNoise: 0 })
     expect(d.outcome).toBe('pass')
     expect(d.rule).toMatch(/decided at look 2 of 3 \(20 paired requests\)/)
+  })
+})
+
+describe('what decides an undecided win', () => {
+  test('more paired requests, from the spread seen: decideHint names requests, as moreRequestsHint counts them', () => {
+    const d = winGate({ baseline, candidate: candidate(1.01, 0.1) }, { gate: 'toWinDecode', launchNoise: 0 })
+    const n = d.moreRequestsHint as number
+    expect(d.decideHint).toEqual({
+      set: { requests: n },
+      text: `to decide it, set requests: ${n} (about ${n} paired requests per arm would likely decide it at the spread seen over 64)`,
+    })
+  })
+
+  test('the launch-noise floor wider than the gap: repeats, sized by the launch-level t-interval at the floor', () => {
+    const d = winGate({ baseline, candidate: candidate(1.03, 0.005) }, { gate: 'toWinDecode' })
+    expect(d.moreRequestsHint).toBeNull()
+    const r = d.decideHint?.set.repeats as number
+    expect(Object.keys(d.decideHint?.set ?? {})).toEqual(['repeats'])
+    expect(d.decideHint?.text).toBe(
+      `to decide it, set repeats: ${r} (more requests cannot narrow the launch-noise floor of 2% per launch; ` +
+        `about ${r} launches per arm, alternated A B B A, would likely decide it)`,
+    )
+    // One launch's sd is at least the 2% floor: r is at least where the t half-width at 2% falls below the gap.
+    const gap = Math.abs(Math.log(d.effect.estimate as number)) // against the default margin 0
+    const half = (k: number) => studentTQuantile(0.99, 2 * k - 2) * 0.02 * Math.sqrt(2 / k)
+    const least = Array.from({ length: 64 }, (_, k) => k + 2).find((k) => half(k) < gap) as number
+    expect(r).toBeGreaterThanOrEqual(least)
+    expect(r).toBeLessThanOrEqual(least + 2)
+  })
+
+  test('launch level: more launches per arm than now, at the launch-to-launch sd seen', () => {
+    const launches = (ratio: number, k: number) =>
+      Array.from({ length: k }, (_, j) => launchOf('decodeTokPerS', around(50 * ratio * (1 + 0.02 * Math.sin(j * 2.1)), 32, 0.1)))
+    const d = winGate({ baseline: launches(1, 3), candidate: launches(1.06, 3) }, { gate: 'toWinDecode', margin: 0.03 })
+    expect(d.outcome).toBe('inconclusive')
+    expect(d.decideHint?.set.repeats as number).toBeGreaterThan(3)
+    expect(d.decideHint?.text).toMatch(
+      /^to decide it, set repeats: \d+ \(about \d+ launches per arm would likely decide it \(launch-to-launch sd/,
+    )
+  })
+
+  test('a decided gate names nothing', () => {
+    expect(winGate({ baseline, candidate: candidate(1.1) }, { gate: 'toWinDecode', launchNoise: 0 }).decideHint).toBeNull()
   })
 })

@@ -16,7 +16,7 @@ import {
   valuesByIndex,
 } from './arms.ts'
 import { atLeastStudentT, logEffect, type LogInterval, sampleSd, widen } from './interval.ts'
-import { launchLevelVerdict, requestsHint } from './decide-hints.ts'
+import { decideHint, launchLevelVerdict, singleLaunchHint, tooFewLaunchesSetting, tooFewSetting } from './decide-hints.ts'
 import { launchWinMethod, notEstimableMethod, winMethod } from './method-text.ts'
 import { candidateFailureRuleClause, launchWinRule, sequentialRuleClause, winRule } from './rule-text.ts'
 import {
@@ -242,6 +242,7 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
     samples,
     rule: baseRule(o.confidence),
     moreRequestsHint: Math.max(MIN_PAIRED_REQUESTS, o.looks?.[0] ?? 16),
+    decideHint: decideHint([tooFewSetting(Math.max(MIN_PAIRED_REQUESTS, o.looks?.[0] ?? 16), judged)]),
     warnings: [...warnings, tooFewPairsWarning({ paired: judged, field: metric, min: MIN_PAIRED_REQUESTS, shortfall })],
   })
   if (n < MIN_PAIRED_REQUESTS) return tooFew(n, { kind: 'overall' })
@@ -291,15 +292,17 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
     })
   }
   let moreRequestsHint: number | null = null
+  let hint: GateDecision['decideHint'] = null
   if (outcome === 'inconclusive') {
     const unwidened = requestInterval(estimator, logRatios.subarray(0, look.n), look.confidence, o)
-    moreRequestsHint = requestsHint(
-      interval.estimate - logThreshold,
-      equivalentSd(unwidened, look.n, look.confidence),
-      look.confidence,
-      launchVariance,
-      look.n,
-    )
+    ;({ requests: moreRequestsHint, hint } = singleLaunchHint({
+      gap: interval.estimate - logThreshold,
+      sd: equivalentSd(unwidened, look.n, look.confidence),
+      confidence: look.confidence,
+      launchNoise: o.launchNoise,
+      n: look.n,
+      unit: 'paired requests per arm',
+    }))
     if (moreRequestsHint === null && Math.abs(interval.estimate - logThreshold) > 0 && launchVariance > 0) {
       warnings.push(launchNoiseFloorWarning({ launchNoise: o.launchNoise, threshold }))
     }
@@ -324,6 +327,7 @@ function requestLevelWin(o: ResolvedWinGateOptions, metric: RateMetric, baseline
     samples,
     rule,
     moreRequestsHint,
+    decideHint: hint,
     warnings,
   }
 }
@@ -444,11 +448,11 @@ function launchLevelWin(
       samples,
       rule,
       moreRequestsHint: null,
+      decideHint: decideHint([tooFewLaunchesSetting()]),
       warnings: [...warnings, TOO_FEW_LAUNCHES_WARNING],
     }
   }
   const { interval, outcome, hint } = launchLevelVerdict(c, b, o.confidence, threshold)
-  if (hint !== null) warnings.push(hint)
   return {
     gate: o.gate,
     outcome,
@@ -463,6 +467,7 @@ function launchLevelWin(
     samples,
     rule,
     moreRequestsHint: null,
+    decideHint: hint,
     warnings,
   }
 }

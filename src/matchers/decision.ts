@@ -99,6 +99,7 @@ function record(v: Verdict, subject?: Subject): void {
   const line = verdictAnnotation(meta, policyText(policy, d.kind))
   test.annotate(line.message, line.type)
   for (const warning of d.warnings) test.annotate(warning, 'warning')
+  if (d.decideHint !== null) test.annotate(d.decideHint.text, 'warning')
 }
 
 /**
@@ -157,8 +158,7 @@ export function decisionResult(state: MatcherState, matcher: GateName, d: GateDe
   record({ cell, decision: d, call, policy, passed: pass, isNot: state.isNot === true }, subject)
   const e = d.effect
   const detail = [...d.warnings.map((w) => `warning: ${w}`)]
-  if (d.moreRequestsHint !== null)
-    detail.push(`about ${d.moreRequestsHint} ${d.samples.baseline === 0 ? 'requests' : 'paired requests per arm'} would likely decide it`)
+  if (d.decideHint !== null) detail.push(d.decideHint.text)
   const passing = policy.inconclusive === 'pass' ? 'pass or inconclusive' : 'pass'
   return {
     pass,

@@ -25,7 +25,14 @@ function cellOf(ttfts: readonly number[], options: { ratePerS?: number; harnessL
     requests: ttfts.map((ttftMs, i) => okRequest(i, { ttftMs, e2eMs: ttftMs + 100 })),
     completed: ttfts.length,
     metrics: { ...base.metrics, wallClockMs: 10_000 },
-    harness: options.harnessLimited ? { ...base.harness, harnessLimited: true, reasons: ['send lag p99 9.00 ms > 5 ms'] } : base.harness,
+    harness: options.harnessLimited
+      ? {
+          ...base.harness,
+          harnessLimited: true,
+          reasons: ['send lag p99 9.00 ms > 5 ms'],
+          exceeded: [{ option: 'sendLagLimitMs', limit: 5, value: 9, thread: 'cell' }],
+        }
+      : base.harness,
   }
   return { kind: 'cell', id: 'c', record, records: [record] }
 }
@@ -66,7 +73,9 @@ describe('toMeetSLO', () => {
     const message = failureOf(() => expect(c).toMeetSLO({ ttftMs: 500, percentile: 90 }))
     expect(message).toMatch(/Received: inconclusive: 97\.5% \[\d+\.\d%, 99\.\d%\] \(98% interval\)/)
     expect(message).toMatch(/warning: inconclusive: the 98% interval \[0\.\d+, 0\.\d+\] straddles 0\.900\n/)
-    expect(message).toMatch(/about \d+ requests would likely decide it$/)
+    expect(message).toMatch(
+      /\nto decide it, set requests: (\d+) \(40 requests cannot show 90% good [^)]*; about \1 would likely decide it at the 97\.5% good seen\)$/,
+    )
   })
 
   test('a harness-limited cell is not judged: inconclusive with the reason, so it fails', () => {
@@ -75,6 +84,8 @@ describe('toMeetSLO', () => {
     expect(message).toMatch(
       /warning: not judged: the harness was the bottleneck \(send lag p99 9\.00 ms > 5 ms\), so these latencies are not the engine's/,
     )
+    // Decided by its share alone (200 of 200 good): only the harness setting is named.
+    expect(message).toMatch(/\nto decide it, set sendLagLimitMs: 15 \(the send lag p99 was 9\.00 ms, over 5 ms; [^)]*\)$/)
   })
 
   test('atRate picks the step of a sweep, or the probe of a capacity search', () => {

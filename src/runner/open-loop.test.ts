@@ -8,9 +8,12 @@ import { emptyObservation, type StreamObservation } from '../client/stream.ts'
 import { arrivalSchedule } from '../load/arrival.ts'
 import { RunRecord } from '../schema/run.ts'
 import { type SimServer, startSimServer } from '../sim/server.ts'
-import type { CellTransport } from './cell-transport.ts'
+import { type CellTransport, httpTransport } from './cell-transport.ts'
 import { measureCell, runCell } from './measure-cell.ts'
-import { resolveCellOptions } from './cell-options.ts'
+import { type ResolvedRunCellOptions, resolveCellOptions } from './cell-options.ts'
+import { failureOf } from '../../fixtures/matchers.ts'
+import { sloGate } from '../gates/slo.ts'
+import { parseBaseUrl } from '../loopback.ts'
 
 let sim: SimServer | null = null
 afterEach(async () => {
@@ -150,4 +153,62 @@ describe('open-loop cells', () => {
       await rm(dir, { recursive: true, force: true })
     }
   })
+})
+
+/** The HTTP transport to an endpoint, each send `lagMs` late: a client that cannot keep its schedule, by a known amount. */
+function lateTransport(o: ResolvedRunCellOptions, lagMs: number): CellTransport {
+  const inner = httpTransport(o, parseBaseUrl(o.baseUrl).origin)
+  return {
+    send: async (body, capture, signal) => {
+      await new Promise((resolve) => setTimeout(resolve, lagMs))
+      return inner.send(body, capture, signal)
+    },
+    tokenizer: () => inner.tokenizer(),
+    ...(inner.warm === undefined ? {} : { warm: (connections: number) => (inner.warm as (n: number) => Promise<void>)(connections) }),
+    ...(inner.slice === undefined ? {} : { slice: inner.slice }),
+    close: () => inner.close(),
+  }
+}
+
+describe('an open-loop cell the harness could not keep up with (issue 33)', () => {
+  // 4 req/s, 24 requests (6 s), p90 of TTFT: every send 80 ms late, far above the stalls of a busy
+  // two-core machine (up to ~40 ms at a load of 5), so the first run is harness-limited by its send
+  // lag alone and the run that applies the hint is not.
+  test(
+    'toMeetSLO names sendLagLimitMs and the requests that decide it; setting them decides the gate',
+    { retry: 1, timeout: 60_000 },
+    async () => {
+      sim = await startSimServer({ model: 'm', decodeTokPerS: 400, prefillTokPerS: 50_000 })
+      const cell = {
+        baseUrl: sim.url,
+        model: 'm',
+        requests: 24,
+        maxTokens: 8,
+        workload: { promptTokens: 32 },
+        arrival: { kind: 'constant', ratePerS: 4 },
+      } as const
+      const measure = async (options: object) => {
+        const o = resolveCellOptions({ ...cell, ...options })
+        const record = await measureCell(o, lateTransport(o, 80), 'sim')
+        return { kind: 'cell', id: 'c4', record, records: [record] } as const
+      }
+      const slo = { ttftMs: 1000, percentile: 90 }
+      const first = await measure({})
+      expect(first.record.harness.exceeded).toContainEqual(expect.objectContaining({ option: 'sendLagLimitMs', limit: 5, thread: 'cell' }))
+      const message = failureOf(() => expect(first).toMeetSLO(slo))
+      expect(message).toMatch(/warning: not judged: the harness was the bottleneck \(send lag p99 \d+\.\d+ ms > 5 ms/)
+      // 24 requests cannot show p90 at 98% even if all are good; 49 can.
+      expect(message).toMatch(
+        /\nto decide it, set sendLagLimitMs: \d+ \(the send lag p99 was \d+\.\d+ ms, over 5 ms; [^)]*\) and requests: 49 \(24 requests cannot show 90% good at 98% confidence even if every one is good/,
+      )
+      const hint = sloGate(first.record, slo).decideHint
+      expect(hint?.set).toEqual({ sendLagLimitMs: expect.any(Number), requests: 49 })
+
+      const second = await measure(hint?.set ?? {})
+      expect(second.record.requests).toHaveLength(49)
+      expect(second.record.harness.harnessLimited).toBe(false)
+      expect(sloGate(second.record, slo).outcome).toBe('pass')
+      expect(second).toMeetSLO(slo)
+    },
+  )
 })

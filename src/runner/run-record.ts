@@ -8,7 +8,7 @@ import { deriveRequestMetrics, requestMetricFields } from '../metrics/request-me
 import type { Manifest } from '../schema/manifest.ts'
 import type { WorkerMeasure } from '../client/worker-protocol.ts'
 import { assembleRunRecord, nothingSent } from '../metrics/run-assembly.ts'
-import type { ErrorInfo, HarnessHealth, RequestRecord, RunRecord, WorkerHealth } from '../schema/run.ts'
+import type { ErrorInfo, HarnessHealth, HarnessLimitExceeded, RequestRecord, RunRecord, WorkerHealth } from '../schema/run.ts'
 import { checkCanary, withoutMarkers } from '../workload/canary.ts'
 import { ESTIMATED_TOKENS_PER_WORD, type PlannedRequest, type PreparedWorkload } from '../workload/prepare.ts'
 import { centerTokens, MIN_PROMPT_TOKENS } from '../workload/lengths.ts'
@@ -138,17 +138,26 @@ function maxOf(values: ReadonlyArray<number | null>): number | null {
 }
 
 /** One worker's figures over every stage, judged against the cell's limits; its reasons go to `reasons`. */
-function workerHealth(o: ResolvedRunCellOptions, worker: number, stages: readonly WorkerMeasure[], reasons: string[]): WorkerHealth {
+function workerHealth(
+  o: ResolvedRunCellOptions,
+  worker: number,
+  stages: readonly WorkerMeasure[],
+  reasons: string[],
+  exceeded: HarnessLimitExceeded[],
+): WorkerHealth {
   const cpuMs = stages.reduce((sum, m) => sum + m.cpuMs, 0)
   const wallMs = stages.reduce((sum, m) => sum + m.wallMs, 0)
   const cpuShare = wallMs > 0 ? cpuMs / wallMs : null
   const loopP99 = maxOf(stages.map((m) => m.eventLoopDelayP99Ms))
   const handoffLagP99 = distribution(stages.flatMap((m) => m.handoffLagsMs)).p99
   const before = reasons.length
-  if (cpuShare !== null && cpuShare >= o.cpuShareLimit)
+  if (cpuShare !== null && cpuShare >= o.cpuShareLimit) {
     reasons.push(`client worker ${worker} CPU share ${cpuShare.toFixed(2)} ≥ ${o.cpuShareLimit}`)
+    exceeded.push({ option: 'cpuShareLimit', limit: o.cpuShareLimit, value: cpuShare, thread: worker })
+  }
   if (loopP99 !== null && loopP99 > o.eventLoopDelayLimitMs) {
     reasons.push(`client worker ${worker} event-loop delay p99 ${loopP99.toFixed(2)} ms > ${o.eventLoopDelayLimitMs} ms`)
+    exceeded.push({ option: 'eventLoopDelayLimitMs', limit: o.eventLoopDelayLimitMs, value: loopP99, thread: worker })
   }
   return {
     worker,
@@ -180,6 +189,9 @@ export function harnessHealth(
   const sendLagP99 = distribution(sendLags).p99
   const reasons: string[] = []
   const workerReasons: string[] = []
+  // One per reason, in the same order: what an undecided gate names to decide it.
+  const exceeded: HarnessLimitExceeded[] = []
+  const workerExceeded: HarnessLimitExceeded[] = []
   const perWorker =
     workers.count === 0
       ? []
@@ -189,6 +201,7 @@ export function harnessHealth(
             w,
             workers.measures.flatMap((stage) => stage.filter((m) => m.worker === w)),
             workerReasons,
+            workerExceeded,
           ),
         )
   // In the cell's thread, the process's share (every thread the client runs, GC's included);
@@ -198,16 +211,21 @@ export function harnessHealth(
   const cpuShare = workers.count === 0 ? processShare : maxOf([cellThreadShare, ...perWorker.map((w) => w.cpuShare)])
   if (workers.count === 0 && cpuShare !== null && cpuShare >= o.cpuShareLimit) {
     reasons.push(`client CPU share ${cpuShare.toFixed(2)} ≥ ${o.cpuShareLimit} (one core is 1.0)`)
+    exceeded.push({ option: 'cpuShareLimit', limit: o.cpuShareLimit, value: cpuShare, thread: 'cell' })
   } else if (workers.count > 0 && cellThreadShare !== null && cellThreadShare >= o.cpuShareLimit) {
     reasons.push(`the cell's thread CPU share ${cellThreadShare.toFixed(2)} ≥ ${o.cpuShareLimit} (one core is 1.0)`)
+    exceeded.push({ option: 'cpuShareLimit', limit: o.cpuShareLimit, value: cellThreadShare, thread: 'cell' })
   }
   if (sendLagP99 !== null && sendLagP99 > o.sendLagLimitMs) {
     reasons.push(`send lag p99 ${sendLagP99.toFixed(2)} ms > ${o.sendLagLimitMs} ms`)
+    exceeded.push({ option: 'sendLagLimitMs', limit: o.sendLagLimitMs, value: sendLagP99, thread: 'cell' })
   }
   if (loopP99 !== null && loopP99 > o.eventLoopDelayLimitMs) {
     reasons.push(`event-loop delay p99 ${loopP99.toFixed(2)} ms > ${o.eventLoopDelayLimitMs} ms`)
+    exceeded.push({ option: 'eventLoopDelayLimitMs', limit: o.eventLoopDelayLimitMs, value: loopP99, thread: 'cell' })
   }
   reasons.push(...workerReasons)
+  exceeded.push(...workerExceeded)
   return {
     clientCpuMs: cpuMs,
     clientCpuShare: cpuShare,
@@ -218,6 +236,7 @@ export function harnessHealth(
     hostStealShare,
     harnessLimited: reasons.length > 0,
     reasons,
+    exceeded,
   }
 }
 

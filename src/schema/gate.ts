@@ -67,6 +67,28 @@ export const AccuracyDetail = z.object({
 export type AccuracyDetail = z.infer<typeof AccuracyDetail>
 
 /**
+ * The cell options an undecided gate names, each with the value that would likely decide it:
+ * `requests` (per arm), `repeats` (launches per arm), or a harness setting when the client was the
+ * bottleneck. Spread into the cell's options as is.
+ */
+export const DecideSettings = z.object({
+  requests: z.int().positive().optional(),
+  repeats: z.int().positive().optional(),
+  sendLagLimitMs: z.number().positive().optional(),
+  eventLoopDelayLimitMs: z.number().positive().optional(),
+  clientWorkers: z.int().positive().optional(),
+})
+export type DecideSettings = z.infer<typeof DecideSettings>
+
+/** What would likely decide an undecided gate: the settings, and the same in words with the figures behind each. */
+export const DecideHint = z.object({
+  set: DecideSettings,
+  /** One line, as every renderer shows it, e.g. `to decide it, set sendLagLimitMs: 20 (…) and requests: 49 (…)`. */
+  text: z.string(),
+})
+export type DecideHint = z.infer<typeof DecideHint>
+
+/**
  * One gate decision, JSON-safe so it crosses from a vitest worker to the reporter: the effect
  * with its interval, the samples it rests on, the rule that decided, and what would settle an
  * inconclusive one.
@@ -95,6 +117,12 @@ export const GateDecision = z.object({
   rule: z.string(),
   /** For an inconclusive superiority claim: paired requests per arm that would likely decide it. */
   moreRequestsHint: z.int().positive().nullable(),
+  /**
+   * For an inconclusive (or not judged) decision: the smallest change of the cell's options that
+   * would likely decide it; null when decided, or when no option would (the estimate sits on the
+   * threshold). Absent in evidence written before it was kept.
+   */
+  decideHint: DecideHint.nullable().default(null),
   /** Annotations for the reviewer (an inconclusive non-regression passes with one). */
   warnings: z.array(z.string()),
   /** Accuracy gates only: each arm's accuracy and what would settle the gate; absent on every other gate. */

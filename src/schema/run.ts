@@ -614,6 +614,18 @@ export const WorkerHealth = z.object({
 })
 export type WorkerHealth = z.infer<typeof WorkerHealth>
 
+/** One harness limit a cell went over: the cell option that set it, its value and the figure over it. */
+export const HarnessLimitExceeded = z.object({
+  option: z.enum(['cpuShareLimit', 'sendLagLimitMs', 'eventLoopDelayLimitMs']),
+  /** The option's value for the cell: a share of one core, or ms. */
+  limit: z.number().positive(),
+  /** The figure that reached or passed it, in the same unit. */
+  value: z.number().nonnegative(),
+  /** Where it was measured: `cell` (the cell's thread, or the whole client without workers), or a worker's index. */
+  thread: z.union([z.literal('cell'), z.int().nonnegative()]),
+})
+export type HarnessLimitExceeded = z.infer<typeof HarnessLimitExceeded>
+
 export const HarnessHealth = z.object({
   /** CPU time of the client process during the cell, ms (user + system, every thread). */
   clientCpuMs: z.number().nonnegative().nullable(),
@@ -641,6 +653,8 @@ export const HarnessHealth = z.object({
   /** True when the client, not the engine, was the bottleneck; see `reasons`. */
   harnessLimited: z.boolean(),
   reasons: z.array(z.string()),
+  /** The limits behind `reasons`, one per reason; absent in imports and records written before it was kept. */
+  exceeded: z.array(HarnessLimitExceeded).optional(),
 })
 export type HarnessHealth = z.infer<typeof HarnessHealth>
 
