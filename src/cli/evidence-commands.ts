@@ -2,6 +2,7 @@ import { ServegateError } from '../errors.ts'
 import { glanceLines } from '../evidence/board.ts'
 import { markdownText } from '../evidence/markdown-text.ts'
 import { GITHUB_COMMENT_LIMIT, PR_COMMENT_MARKER, renderPrComment } from '../evidence/pr-comment.ts'
+import { PARTIAL_FIX, partialText } from '../evidence/partial-text.ts'
 import { promotableSummary } from '../evidence/promotion-text.ts'
 import { readEvidence, readIndex, readPublicKey, verifyEvidence } from '../evidence/verify.ts'
 import { MAX_EVIDENCE_FILE_BYTES, UNINDEXED_FILES, writeEvidence } from '../evidence/write.ts'
@@ -25,7 +26,8 @@ const VERIFY_HELP = `servegate verify EVIDENCE_DIR [--require-promotable] [--pub
   (other than ${UNINDEXED_FILES.join(', ')}), a name outside ASCII letters, digits, . _ - /, a file over
   ${MAX_EVIDENCE_FILE_BYTES} bytes (1 GiB), and JSON that names a key twice in one object.
   --require-promotable   also exit 1, printing index.json's promotion reasons, when the evidence is not
-                         promotable (a required cell not accepted, a gate or check not passed, a test failed)
+                         promotable (a partial run, a required cell not accepted, a gate or check not passed,
+                         a test failed)
   --public-key FILE      an ed25519 public key (PEM): also exit 1 unless SHA256SUMS.sig is its signature of
                          SHA256SUMS (the reporter signs when SERVEGATE_SIGNING_KEY holds the private key)`
 const REPORT_HELP = `servegate report EVIDENCE_DIR [--pr-comment]
@@ -106,6 +108,11 @@ export async function verifyCommand(argv: string[], io: CliIo): Promise<number> 
   const index = await readIndex(dir)
   const { promotion } = index
   if (!promotion.promotable) {
+    // Partial evidence is not promotable whatever its gates say: that comes first, with what was not run and the fix.
+    if (index.partial !== null)
+      io.stderr.write(
+        `servegate verify: ${dir} holds a partial run's evidence, never promotable: ${partialText(index.partial)}; ${PARTIAL_FIX}\n`,
+      )
     io.stderr.write(`servegate verify: ${dir} is not promotable:\n${promotion.reasons.map((r) => `  - ${r}\n`).join('')}`)
     return 1
   }

@@ -13,6 +13,7 @@ import {
   type Finding,
   type GateEntry,
   type PairCheck,
+  type PartialRun,
 } from '../schema/evidence.ts'
 import type { RunRecord } from '../schema/run.ts'
 import type { DeclaredCell, FileMeta, TestMeta } from '../schema/task-meta.ts'
@@ -22,6 +23,7 @@ import { SERVEGATE_VERSION } from '../version.ts'
 import { policyText } from '../gates/inconclusive-policy.ts'
 import { decideText } from '../gates/verdict.ts'
 import { armSummary, planSummary } from './arm-summary.ts'
+import { partialReason } from './partial-text.ts'
 import { checkReason, gateReason } from './promotion-text.ts'
 
 /** A spec file and the cells it declared (its meta as read, the version tag already checked). */
@@ -46,7 +48,15 @@ export interface BuildOptions {
   suiteCommit: string | null
   /** Replace URLs and this machine's host name in the run records and the index. */
   redact: boolean
+  /**
+   * Why the run did not cover the suite (each filter or cause in words) and the spec files it left
+   * out; the cells it did not measure are added from the pending ones. Null or absent: a complete run.
+   */
+  scope?: RunScope | null
 }
+
+/** What the reporter knows of a run that did not cover the suite. */
+export type RunScope = Pick<PartialRun, 'reasons' | 'filesNotRun'>
 
 /** A file to write into the evidence directory. */
 export interface EvidenceFile {
@@ -305,6 +315,11 @@ export function buildEvidence(files: readonly SpecFileInput[], tests: readonly T
     }
   }
 
+  const scope = options.scope ?? null
+  const partial: PartialRun | null =
+    scope === null || scope.reasons.length === 0
+      ? null
+      : { ...scope, cellsNotRun: cells.filter((c) => c.disposition === 'pending').map((c) => c.id) }
   const findings = cells.flatMap((c) =>
     cellFindings(
       c,
@@ -324,9 +339,10 @@ export function buildEvidence(files: readonly SpecFileInput[], tests: readonly T
     gates,
     findings,
     statistics: statisticsOf(cells, gates),
-    promotion: promotionOf(cells, gates, failedTestReasons(sortedTests)),
+    promotion: promotionOf(cells, gates, failedTestReasons(sortedTests), partial),
     artifacts: [],
     storedBaselines,
+    partial,
   }
   const scrubbed = scrubDeep(index)
   return { index: options.redact ? (JSON.parse(redactText(JSON.stringify(scrubbed))) as EvidenceIndex) : scrubbed, runs }
@@ -366,16 +382,18 @@ function failedTestReasons(tests: readonly TestInput[]): string[] {
 }
 
 /**
- * Promotable only when every required cell is accepted, the test of every gate and check passed
- * (a `.not` assertion that held counts as passed; its cell's disposition still says why), and no
- * other test of the suite failed (`failedTests`, from `failedTestReasons`).
+ * Promotable only when the run covered the suite (`partial` null), every required cell is
+ * accepted, the test of every gate and check passed (a `.not` assertion that held counts as
+ * passed; its cell's disposition still says why), and no other test of the suite failed
+ * (`failedTests`, from `failedTestReasons`). A partial run's reason comes first.
  */
 export function promotionOf(
   cells: readonly EvidenceCell[],
   gates: readonly GateEntry[],
   failedTests: readonly string[],
+  partial: PartialRun | null = null,
 ): EvidenceIndex['promotion'] {
-  const reasons: string[] = [...failedTests]
+  const reasons: string[] = [...(partial === null ? [] : [partialReason(partial)]), ...failedTests]
   if (cells.length === 0) reasons.push('no cells were planned')
   for (const c of cells)
     if (c.required && c.disposition !== 'accepted') reasons.push(`required cell ${c.id} is ${c.disposition}: ${c.reason ?? ''}`)

@@ -12,6 +12,7 @@ import type { Writable } from 'node:stream'
 import type { Reporter, TestSpecification, Vitest } from 'vitest/node'
 import { FINAL_PHASES, PROGRESS_CONTEXT_KEY, type ProgressContext, ProgressEvent } from '../schema/progress.ts'
 import { eraseRows, isLiveTerminal, LineThrottle, progressLine, redraw } from './progress-text.ts'
+import { reportersOf } from './vitest-reporters.ts'
 
 declare module 'vitest' {
   interface ProvidedContext {
@@ -31,7 +32,7 @@ export interface ProgressReporterOptions {
   live?: boolean
   /** Plain lines: the least time between two lines of one cell in one phase, ms. @default 5000 */
   intervalMs?: number
-  /** Where lines go. @default vitest's output stream (stdout) */
+  /** Where lines go. @default vitest's output stream (stdout), or its error stream when none of vitest's reporters writes for a person */
   output?: ProgressOutput
   /** The clock, ms since the epoch (the workers stamp their events with theirs). @default Date.now */
   clock?: () => number
@@ -180,7 +181,8 @@ export class ServegateProgressReporter implements Reporter {
 
   onInit(vitest: Vitest): void {
     if (vitest.config.mergeReports !== undefined && vitest.config.mergeReports !== '') return
-    this.out ??= vitest.logger.outputStream as ProgressOutput
+    // With no reporter of vitest's writing for a person (e.g. --reporter=json to stdout), stdout is theirs.
+    this.out ??= (reportersOf(vitest).terminal ? vitest.logger.outputStream : vitest.logger.errorStream) as ProgressOutput
     const path = socketPath()
     const server = createServer((socket) => this.accept(socket))
     // No socket, no progress: the run itself is unaffected.

@@ -275,7 +275,7 @@ export function rederiveVerdicts(index: EvidenceIndex, records: readonly Evidenc
   const failedTests = index.promotion.reasons.filter((r) => FAILED_TEST_REASON_PATTERN.test(r))
   const promotion = mismatch(
     index.promotion,
-    promotionOf(index.cells, index.gates, failedTests),
+    promotionOf(index.cells, index.gates, failedTests, index.partial),
     'promotion',
     'from the cells, gates and checks',
   )

@@ -41,12 +41,17 @@ test('beside a file that measured its cells, a file that failed to load blocks p
   expect(await verifyEvidence(dir)).toMatchObject({ problems: [] })
 }, 120_000)
 
-test('a run whose only file failed to load replaces the previous evidence with one that is not promotable', async ({ tmpDir }) => {
+test('a run of only the file that fails to load writes partial evidence that is not promotable, keeping the complete run', async ({
+  tmpDir,
+}) => {
   const dir = join(tmpDir, 'both')
   const run = await bench(['broken.bench.ts'], dir)
   expect(run.exitCode).toBe(1)
-  const index = await readIndex(dir)
+  // The complete run's evidence stays; the partial run's goes beside it.
+  expect((await readIndex(dir)).cells.map((c) => c.file)).toEqual(['ok.bench.ts'])
+  const index = await readIndex(`${dir}-partial`)
   expect(index.cells).toEqual([])
+  expect(index.partial).toEqual({ reasons: ['only 1 of 2 spec files ran'], filesNotRun: ['ok.bench.ts'], cellsNotRun: [] })
   expect(index.promotion.promotable).toBe(false)
   expect(index.promotion.reasons.join('\n')).toMatch(/failed to load/)
 }, 120_000)

@@ -4,18 +4,48 @@
  * files and tests carried in their meta.
  */
 import { appendFile } from 'node:fs/promises'
-import { sep } from 'node:path'
+import { relative, sep } from 'node:path'
 import { execa } from 'execa'
-import type { Reporter, TestModule, Vitest } from 'vitest/node'
+import type { Reporter, TestCase, TestModule, TestRunEndReason, Vitest } from 'vitest/node'
 import { sanitizeMessage } from '../errors.ts'
+import { figureLine } from '../gates/figure-line.ts'
 import { readFileMeta, readTestMeta } from '../schema/task-meta.ts'
 import { glanceLines } from './board.ts'
-import { buildEvidence, type SpecFileInput, type TestInput } from './build.ts'
+import { buildEvidence, type RunScope, type SpecFileInput, type TestInput } from './build.ts'
+import { PARTIAL_FIX, partialHeadline } from './partial-text.ts'
+import { evidenceTarget, type PartialEvidence, runScope } from './run-scope.ts'
+import { readIndex } from './verify.ts'
+import { reportersOf } from './vitest-reporters.ts'
 import { writeEvidence } from './write.ts'
 
 export interface ServegateReporterOptions {
   evidenceDir: string
   redact: boolean
+  /**
+   * What a partial run (a file list, `-t`, `.only`, an interrupted run) does when `evidenceDir`
+   * holds a complete run's evidence: `beside` keeps it and writes to `<evidenceDir>-partial`,
+   * `replace` writes over it. Either way the partial evidence says it is partial and is not promotable.
+   * @default 'beside'
+   */
+  partialEvidence?: PartialEvidence
+}
+
+/**
+ * The figure lines of a test: each gate's decisive figure (`figureLine`), after the test's mark.
+ * @example figureLines(test) // ['   ✓ c4 wins decode › toWinDecode c4: decode +94.6% [+71%, +121%] > +5%: pass (98% interval, …)']
+ */
+export function figureLines(test: Pick<TestCase, 'fullName' | 'meta' | 'result'>): string[] {
+  const raw: unknown = test.meta().servegate
+  const read = raw === undefined ? undefined : readTestMeta(raw)
+  if (read?.ok !== true) return []
+  const state = test.result().state
+  const mark = state === 'passed' ? '✓' : state === 'failed' ? '×' : '↓'
+  return read.meta.decisions.map((d) => `   ${mark} ${test.fullName} › ${figureLine(d)}`)
+}
+
+/** The spec files of a module's project, as `collectInputs` names them. */
+function fileOf(m: Pick<TestModule, 'relativeModuleId'>): string {
+  return m.relativeModuleId.split(sep).join('/')
 }
 
 /** `git rev-parse HEAD` in `cwd`, or null outside a git work tree. */
@@ -47,7 +77,7 @@ export function collectInputs(modules: ReadonlyArray<TestModule>): CollectedInpu
   for (const m of modules) {
     // Relative to the project as the shard saw it: a merge on another runner, checked out at
     // another path, names the same files.
-    const file = m.relativeModuleId.split(sep).join('/')
+    const file = fileOf(m)
     // A blob from another servegate tags every meta of the file alike: its problem is named once.
     const problems = new Set<string>()
     const rawFile: unknown = m.meta().servegateFile
@@ -87,11 +117,15 @@ export function collectInputs(modules: ReadonlyArray<TestModule>): CollectedInpu
 /**
  * Writes the evidence after a run of benchmark projects (vitest 5 runs `vitest bench` as
  * benchmark variants of the projects) or a merge of blob reports; after other runs it does
- * nothing.
+ * nothing. Under each spec file vitest reports, it prints each gate's decisive figure (unless
+ * vitest's verbose reporter already prints them as annotations, or no reporter of vitest writes
+ * for a person). A run that did not cover the suite writes evidence that says it is partial, and
+ * never over a complete run's (see `partialEvidence`).
  */
 export class ServegateReporter implements Reporter {
   private vitest: Vitest | null = null
   private merging = false
+  private figures = false
   private readonly options: ServegateReporterOptions
 
   constructor(options: ServegateReporterOptions) {
@@ -101,40 +135,89 @@ export class ServegateReporter implements Reporter {
   onInit(vitest: Vitest): void {
     this.vitest = vitest
     this.merging = vitest.config.mergeReports !== undefined && vitest.config.mergeReports !== ''
+    const reporters = reportersOf(vitest)
+    this.figures = reporters.terminal && !reporters.verbose
   }
 
-  async onTestRunEnd(modules: ReadonlyArray<TestModule>): Promise<void> {
+  /** After vitest's own reporters printed the file: its gates' figures, for passing tests too. */
+  onTestModuleEnd(m: TestModule): void {
+    if (!this.figures || this.vitest === null) return
+    if (!(this.merging || m.project.config.benchmark?.enabled === true)) return
+    const lines = [...m.children.allTests()].flatMap((t) => figureLines(t))
+    for (const line of lines) this.vitest.logger.log(line)
+  }
+
+  async onTestRunEnd(modules: ReadonlyArray<TestModule>, _errors?: unknown, reason?: TestRunEndReason): Promise<void> {
     const bench = modules.some((m) => m.project.config.benchmark?.enabled === true)
     if (!(this.merging || bench) || this.vitest === null) return
-    const root = this.vitest.config.root
+    const vitest = this.vitest
+    const root = vitest.config.root
     const { files, tests, failedToLoad, unreadableMeta } = collectInputs(modules)
     // Nothing of servegate's ran, unless a spec file failed to load or left a meta that cannot be
     // read: then the evidence is written (not promotable) rather than leaving a previous run's.
     if (files.length === 0 && failedToLoad.length === 0 && unreadableMeta.length === 0) return
-    const dir = this.options.evidenceDir
-    const shard = this.vitest.config.shard
+    const shard = vitest.config.shard
     if (shard !== undefined && !this.merging) {
-      this.vitest.logger.log(
+      vitest.logger.log(
         `\nservegate: shard ${shard.index}/${shard.count} wrote no evidence; ` +
-          `merge the shards' blob reports (vitest --merge-reports) to write ${dir}/`,
+          `merge the shards' blob reports (vitest --merge-reports) to write ${this.options.evidenceDir}/`,
       )
       return
     }
-    const built = buildEvidence(files, tests, { suiteCommit: await gitCommit(root), redact: this.options.redact })
+    const scope = await this.scopeOf(modules, reason === 'interrupted')
+    const existing = scope.reasons.length === 0 ? null : await readIndex(this.options.evidenceDir).catch(() => null)
+    const target = evidenceTarget(this.options.evidenceDir, scope, existing, this.options.partialEvidence ?? 'beside')
+    const dir = target.dir
+    const built = buildEvidence(files, tests, { suiteCommit: await gitCommit(root), redact: this.options.redact, scope })
     const { DEFAULT_RENDERERS } = await import('./renderers.ts')
     const { index, board } = await writeEvidence(dir, built, DEFAULT_RENDERERS)
     const summary = process.env.GITHUB_STEP_SUMMARY
     if (summary !== undefined && summary !== '') await appendFile(summary, `${board}\n`)
-    const log = (line: string) => this.vitest?.logger.log(line)
+    // With no reporter of vitest's writing for a person (e.g. --reporter=json to stdout), stdout is theirs.
+    const log = reportersOf(vitest).terminal ? (line: string) => vitest.logger.log(line) : (line: string) => vitest.logger.error(line)
     log('')
-    log('servegate evidence')
+    log(index.partial === null ? 'servegate evidence' : 'servegate evidence (partial run)')
     for (const line of glanceLines(index)) log(`  ${line}`)
     log(`  Board: ${dir}/README.md · charts: ${dir}/charts/ · page: ${dir}/index.html · index: ${dir}/index.json`)
+    if (index.partial !== null) {
+      const kept = target.keptComplete
+        ? `${this.options.evidenceDir}/ keeps the complete run's evidence; this run's is in ${dir}/ ` +
+          "(servegate({ partialEvidence: 'replace' }) writes a partial run over it)"
+        : `${dir}/ holds this run's evidence, marked partial`
+      vitest.logger.error(`\nservegate: warning: ${partialHeadline(index.partial)} ${kept}; ${PARTIAL_FIX}.`)
+    }
     if (unreadableMeta.length > 0) {
       // Every test may have passed, so vitest would exit 0 over evidence that left cells out.
       process.exitCode = 1
-      this.vitest.logger.error(`\nservegate: the evidence in ${dir}/ is not promotable: it could not read the meta of`)
-      for (const line of unreadableMeta) this.vitest.logger.error(`  ${line}`)
+      vitest.logger.error(`\nservegate: the evidence in ${dir}/ is not promotable: it could not read the meta of`)
+      for (const line of unreadableMeta) vitest.logger.error(`  ${line}`)
     }
+  }
+
+  /**
+   * Whether this run covered the suite: the spec files its benchmark projects include against those
+   * that ran (a merge: those the blobs hold), `-t`, `.only`, and whether it was interrupted.
+   */
+  private async scopeOf(modules: ReadonlyArray<TestModule>, interrupted: boolean): Promise<RunScope> {
+    const vitest = this.vitest as Vitest
+    const projects = vitest.projects.filter((p) => p.config.benchmark?.enabled === true)
+    const suiteFiles: string[] = []
+    for (const project of projects) {
+      const { testFiles } = await project.globTestFiles().catch(() => ({ testFiles: [] as string[] }))
+      suiteFiles.push(...testFiles.map((f) => relative(project.config.root, f).split(sep).join('/')))
+    }
+    const tests = modules.flatMap((m) => [...m.children.allTests()])
+    const pattern = vitest.config.testNamePattern
+    return runScope({
+      suiteFiles,
+      // A file whose every test a filter skipped was never run: it declared no cells.
+      ranFiles: modules.filter((m) => m.state() !== 'skipped').map(fileOf),
+      testNamePattern: pattern === undefined ? null : typeof pattern === 'string' ? pattern : pattern.source,
+      only:
+        tests.some((t) => t.options.mode === 'only') ||
+        modules.some((m) => [...m.children.allSuites()].some((s) => s.options.mode === 'only')),
+      skippedTests: tests.filter((t) => t.result().state === 'skipped').length,
+      interrupted,
+    })
   }
 }

@@ -334,6 +334,11 @@ export async function verifyEvidence(dir: string, options: VerifyOptions = {}): 
   }
   const differs = firstDifference(statisticsOf(index.cells, index.gates), index.statistics)
   if (differs !== null) problems.push(`index.json: statistics.${differs} differs from what the cells and gates give`)
+  const pending = index.cells.filter((c) => c.disposition === 'pending').map((c) => c.id)
+  if (index.partial !== null && firstDifference(pending, index.partial.cellsNotRun) !== null)
+    problems.push(
+      `index.json: partial.cellsNotRun is ${JSON.stringify(index.partial.cellsNotRun)}, but the pending cells are ${JSON.stringify(pending)}`,
+    )
   problems.push(...rederiveVerdicts(index, read))
   return result(read.length)
 }

@@ -247,6 +247,17 @@ export const Finding = z.object({
 })
 export type Finding = z.infer<typeof Finding>
 
+/** What a partial run left out, and why (see `EvidenceIndex.partial`). */
+export const PartialRun = z.object({
+  /** Each filter or cause in words, e.g. `tests filtered by name (-t "alpha")`; at least one. */
+  reasons: z.array(z.string()).min(1),
+  /** Spec files of the suite (relative to the project root) that this run did not run. */
+  filesNotRun: z.array(z.string()),
+  /** Cells declared by the files that ran but never measured (their disposition is `pending`). */
+  cellsNotRun: z.array(z.string()),
+})
+export type PartialRun = z.infer<typeof PartialRun>
+
 export const EvidenceIndex = z.object({
   schema: z.literal(EVIDENCE_SCHEMA_ID),
   /** The latest finish time of any run record: the same inputs give the same index. */
@@ -285,5 +296,12 @@ export const EvidenceIndex = z.object({
    * e.g. the main branch's artifact), kept under `runs/stored/` so every verdict can be decided again.
    */
   storedBaselines: z.array(z.object({ runId: z.string(), source: z.string(), record: FileRef })).default([]),
+  /**
+   * A run that did not cover the suite: why (a file list, `-t`, `.only`, an interrupted run, a
+   * merge without every shard), the spec files of the suite it did not run and the declared cells
+   * it did not measure. Such evidence is never promotable. Null for a complete run; absent in
+   * indexes written before it was kept, read as null.
+   */
+  partial: PartialRun.nullable().default(null),
 })
 export type EvidenceIndex = z.infer<typeof EvidenceIndex>

@@ -16,6 +16,14 @@ export const ServegateOptions = z.object({
   benchTimeoutMs: z.int().positive().default(3_600_000),
   /** Replace URLs and this machine's host name in the evidence (run records and index). @default false */
   redact: z.boolean().default(false),
+  /**
+   * What a partial run (a file list, `-t`, `.only`, an interrupted run) does when `evidenceDir`
+   * holds a complete run's evidence: `'beside'` keeps it and writes to `<evidenceDir>-partial`
+   * instead; `'replace'` writes over it. Either way its evidence says it is partial, names what did
+   * not run, and is not promotable; a warning says where it went.
+   * @default 'beside'
+   */
+  partialEvidence: z.enum(['beside', 'replace']).default('beside'),
   /** Show each cell's phase while `vitest bench` runs (live lines on a terminal, a plain line every few seconds in CI). @default true */
   progress: z.boolean().default(true),
   /**

@@ -24,6 +24,10 @@ const SETUP = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './setup.t
  * Each cell's phase (launching, waiting for readiness with its log, calibrating, warm-up, n/N
  * requests, tearing down) is shown while `vitest bench` runs, unless `progress: false`.
  *
+ * Under each spec file, the decisive figure of each gate is printed for passing tests too. A run
+ * that did not cover the suite (a file list, `-t`) writes evidence marked partial, and never over
+ * a complete run's unless `partialEvidence: 'replace'`.
+ *
  * The evidence reporter is kept whatever reporters the config or the command line chose
  * (`--reporter=blob` on a shard, `--reporter=verbose`): it is added to vitest's resolved list
  * once, so the evidence of a run is never silently left stale.
@@ -34,7 +38,11 @@ const SETUP = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './setup.t
 export function servegate(input?: ServegateOptions): Plugin {
   const options: ResolvedServegateOptions = resolveServegateOptions(input)
   const workerFlagsChosen = input?.workerNodeFlags !== undefined
-  const reporter = new ServegateReporter({ evidenceDir: options.evidenceDir, redact: options.redact })
+  const reporter = new ServegateReporter({
+    evidenceDir: options.evidenceDir,
+    redact: options.redact,
+    partialEvidence: options.partialEvidence,
+  })
   const progress = options.progress ? new ServegateProgressReporter() : null
   return {
     name: 'servegate',
