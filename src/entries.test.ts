@@ -159,7 +159,16 @@ test('every code entry has types and import conditions into dist/, built from an
   expect(pkg.exports['./schema/run.schema.json']).toBe('./schema/run.schema.json')
   expect(pkg.exports['./schema/evidence.schema.json']).toBe('./schema/evidence.schema.json')
   // docs/client-benchmark.md is a log of measurement runs: kept in the repository, not shipped.
-  expect(pkg.files.sort()).toEqual(['!docs/client-benchmark.md', 'bin', 'dist', 'docs', 'schema'])
+  // The demo's two specs ship as text: servegate demo --sim copies them into the user's project.
+  expect(pkg.files.sort()).toEqual([
+    '!docs/client-benchmark.md',
+    'benchmarks/demo/regression.demo.ts',
+    'benchmarks/demo/story.bench.ts',
+    'bin',
+    'dist',
+    'docs',
+    'schema',
+  ])
 })
 
 test.each(Object.keys(EXPECTED))('entry %s exports exactly its pinned names', async (name) => {
