@@ -241,4 +241,4 @@ export const GITIGNORE_END = '# <<< servegate'
  * (a CI artifact), vitest's blob reports and attachments. Anchored to the root, where
  * vitest.config.ts puts them.
  */
-export const GITIGNORE_LINES = ['/.servegate/', `/${EVIDENCE_DIR}/`, '/.vitest/', '/servegate-runs/'] as const
+export const GITIGNORE_LINES = ['/.servegate/', `/${EVIDENCE_DIR}/`, `/${EVIDENCE_DIR}-partial/`, '/.vitest/', '/servegate-runs/'] as const

@@ -53,7 +53,9 @@ describe('servegate init', () => {
     expect(await read('vitest.config.ts')).toBe(VITEST_CONFIG)
     expect(await read(SPEC_PATH)).toBe(SERVING_SPEC)
     expect(await read(WORKFLOW_PATH)).toBe(WORKFLOW)
-    expect(await read('.gitignore')).toBe(`${GITIGNORE_BEGIN}\n/.servegate/\n/evidence/\n/.vitest/\n/servegate-runs/\n${GITIGNORE_END}\n`)
+    expect(await read('.gitignore')).toBe(
+      `${GITIGNORE_BEGIN}\n/.servegate/\n/evidence/\n/evidence-partial/\n/.vitest/\n/servegate-runs/\n${GITIGNORE_END}\n`,
+    )
     for (const path of ['vitest.config.ts', SPEC_PATH, WORKFLOW_PATH, '.gitignore'])
       expect(r.stdout).toMatch(new RegExp(`^ {2}written +${path.replaceAll('.', '\\.')}$`, 'm'))
     expect(r.stdout).toMatch(/^ {2}npx vitest bench --run$/m)
@@ -146,14 +148,16 @@ describe('servegate init', () => {
     await writeFile(join(dir, '.gitignore'), 'node_modules/\nevidence\n')
     const first = await cli(['init', '--dir', dir])
     const once = await read('.gitignore')
-    expect(once).toBe(`node_modules/\nevidence\n\n${GITIGNORE_BEGIN}\n/.servegate/\n/.vitest/\n/servegate-runs/\n${GITIGNORE_END}\n`)
+    expect(once).toBe(
+      `node_modules/\nevidence\n\n${GITIGNORE_BEGIN}\n/.servegate/\n/evidence-partial/\n/.vitest/\n/servegate-runs/\n${GITIGNORE_END}\n`,
+    )
     expect(first.stdout).toMatch(
-      /^ {2}appended +\.gitignore \(\/\.servegate\/, \/\.vitest\/, \/servegate-runs\/, in the servegate block\)$/m,
+      /^ {2}appended +\.gitignore \(\/\.servegate\/, \/evidence-partial\/, \/\.vitest\/, \/servegate-runs\/, in the servegate block\)$/m,
     )
     const second = await cli(['init', '--dir', dir])
     expect(await read('.gitignore')).toBe(once)
     expect(second.stdout).toMatch(
-      /^ {2}skipped +\.gitignore \(already ignores \/\.servegate\/, \/evidence\/, \/\.vitest\/, \/servegate-runs\/\)$/m,
+      /^ {2}skipped +\.gitignore \(already ignores \/\.servegate\/, \/evidence\/, \/evidence-partial\/, \/\.vitest\/, \/servegate-runs\/\)$/m,
     )
   })
 
@@ -178,14 +182,14 @@ describe('gitignoreWith', () => {
     const partial = `dist/\n${GITIGNORE_BEGIN}\n/.servegate/\n${GITIGNORE_END}\n`
     const next = gitignoreWith(partial)
     expect(next).toEqual({
-      text: `dist/\n${GITIGNORE_BEGIN}\n/.servegate/\n/evidence/\n/.vitest/\n/servegate-runs/\n${GITIGNORE_END}\n`,
-      added: ['/evidence/', '/.vitest/', '/servegate-runs/'],
+      text: `dist/\n${GITIGNORE_BEGIN}\n/.servegate/\n/evidence/\n/evidence-partial/\n/.vitest/\n/servegate-runs/\n${GITIGNORE_END}\n`,
+      added: ['/evidence/', '/evidence-partial/', '/.vitest/', '/servegate-runs/'],
     })
     expect(gitignoreWith(next?.text ?? '')).toBeNull()
     // Lines that name the same directory count, wherever they are; a comment does not.
-    expect(gitignoreWith('/.servegate\n.vitest/\n# evidence/\n')?.added).toEqual(['/evidence/', '/servegate-runs/'])
+    expect(gitignoreWith('/.servegate\n.vitest/\n# evidence/\n')?.added).toEqual(['/evidence/', '/evidence-partial/', '/servegate-runs/'])
     expect(gitignoreWith('no-newline')?.text).toBe(
-      `no-newline\n\n${GITIGNORE_BEGIN}\n/.servegate/\n/evidence/\n/.vitest/\n/servegate-runs/\n${GITIGNORE_END}\n`,
+      `no-newline\n\n${GITIGNORE_BEGIN}\n/.servegate/\n/evidence/\n/evidence-partial/\n/.vitest/\n/servegate-runs/\n${GITIGNORE_END}\n`,
     )
   })
 })

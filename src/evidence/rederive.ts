@@ -201,7 +201,12 @@ function gateProblems(g: GateEntry, judgement: Judgement): string[] {
       const stored = input.kind === 'pair' ? judgement.storedBaseline(g.judged, input.baseline) : null
       if (stored !== null && input.kind === 'pair') {
         const floor = storedBaselineFloor(g.decision.gate, g.options)
-        again = { ...again, warnings: [...again.warnings, storedBaselineWarning(stored, input.candidate[0] as RunRecord, floor)] }
+        again = {
+          ...again,
+          // As the matcher: one stored launch cannot be repeated, so no launches are hinted.
+          decideHint: again.decideHint?.set.repeats === undefined ? again.decideHint : null,
+          warnings: [...again.warnings, storedBaselineWarning(stored, input.candidate[0] as RunRecord, floor)],
+        }
       }
     } catch (error) {
       out.push(`${where}: cannot be decided again from its run records: ${(error as Error).message.split('\n')[0]}`)

@@ -10,6 +10,7 @@ import type { Manifest } from '../schema/manifest.ts'
 import type { CellResult } from '../schema/results.ts'
 import type { RunRecord } from '../schema/run.ts'
 import { startSimServer } from '../sim/server.ts'
+import { winGate } from '../gates/win.ts'
 
 const manifest = (gpu = 'NVIDIA H100 80GB HBM3'): Manifest => ({
   engine: {
@@ -80,6 +81,20 @@ describe('a cell judged against a stored baseline', () => {
     expect(failureOf(() => expect({ baseline: main, candidate }).not.toWinDecode())).toMatch(
       /\nwarning: the baseline was not measured in this run: it is the stored record /,
     )
+  })
+
+  test('a stored baseline is one launch that cannot be repeated: an undecided win hints no repeats', ({ task }) => {
+    expect({ baseline: main, candidate }).toWinDecode()
+    const won = task.meta.servegate?.decisions[0]?.decision
+    // 3% short of the measured ratio: within the 2% launch-noise floor, where only launches could decide.
+    const margin = (won?.effect.estimate as number) * Math.exp(-0.03) - 1
+    expect({ baseline: main, candidate }).not.toWinDecode({ margin })
+    const d = task.meta.servegate?.decisions[1]?.decision
+    expect(d?.outcome).toBe('inconclusive')
+    expect(winGate({ baseline: [main.record], candidate: [candidate.record] }, { gate: 'toWinDecode', margin }).decideHint?.set).toEqual({
+      repeats: expect.any(Number),
+    })
+    expect(d?.decideHint).toBeNull()
   })
 
   test('the floor is the one the matcher was given; an absolute latency bound reads no baseline, so no floor is claimed', ({ task }) => {

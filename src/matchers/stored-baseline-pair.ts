@@ -46,6 +46,11 @@ export function againstStoredBaseline(
       )
     }
     const d = decide()
-    return { ...d, warnings: [...d.warnings, storedBaselineWarning(stored, candidate, storedBaselineFloor(matcher, options))] }
+    return {
+      ...d,
+      // One stored launch cannot be repeated: launches would not decide it.
+      decideHint: d.decideHint?.set.repeats === undefined ? d.decideHint : null,
+      warnings: [...d.warnings, storedBaselineWarning(stored, candidate, storedBaselineFloor(matcher, options))],
+    }
   }
 }
