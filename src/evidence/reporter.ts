@@ -3,8 +3,8 @@
  * a benchmark run or a merge of blob reports, writes the evidence directory from what the spec
  * files and tests carried in their meta.
  */
-import { appendFile } from 'node:fs/promises'
-import { relative, sep } from 'node:path'
+import { appendFile, glob } from 'node:fs/promises'
+import { basename, relative, sep } from 'node:path'
 import { execa } from 'execa'
 import type { Reporter, TestCase, TestModule, TestRunEndReason, Vitest } from 'vitest/node'
 import { sanitizeMessage } from '../errors.ts'
@@ -41,6 +41,15 @@ export function figureLines(test: Pick<TestCase, 'fullName' | 'meta' | 'result'>
   const state = test.result().state
   const mark = state === 'passed' ? '✓' : state === 'failed' ? '×' : '↓'
   return read.meta.decisions.map((d) => `   ${mark} ${test.fullName} › ${figureLine(d)}`)
+}
+
+/** The files `include` names under `root` (outside node_modules), relative to it and `/`-separated, sorted. */
+async function benchFiles(include: readonly string[], root: string): Promise<string[]> {
+  const files: string[] = []
+  if (include.length === 0) return files
+  const found = glob([...include], { cwd: root, exclude: (path: string) => basename(path) === 'node_modules' })
+  for await (const path of found) files.push(path.split(sep).join('/'))
+  return files.sort()
 }
 
 /** The spec files of a module's project, as `collectInputs` names them. */
@@ -200,12 +209,16 @@ export class ServegateReporter implements Reporter {
    */
   private async scopeOf(modules: ReadonlyArray<TestModule>, interrupted: boolean): Promise<RunScope> {
     const vitest = this.vitest as Vitest
-    const projects = vitest.projects.filter((p) => p.config.benchmark?.enabled === true)
     const suiteFiles: string[] = []
-    for (const project of projects) {
+    const bench = vitest.projects.filter((p) => p.config.benchmark?.enabled === true)
+    for (const project of bench) {
       const { testFiles } = await project.globTestFiles().catch(() => ({ testFiles: [] as string[] }))
       suiteFiles.push(...testFiles.map((f) => relative(project.config.root, f).split(sep).join('/')))
     }
+    // A merge has no benchmark project: the files the config's benchmark include names stand for the suite.
+    if (bench.length === 0)
+      for (const project of vitest.projects)
+        suiteFiles.push(...(await benchFiles(project.config.benchmark?.include ?? [], project.config.root)))
     const tests = modules.flatMap((m) => [...m.children.allTests()])
     const pattern = vitest.config.testNamePattern
     return runScope({

@@ -24,33 +24,38 @@ interface Run {
   stdout: string
   stderr: string
 }
-const runs: Record<'full' | 'filtered' | 'verbose' | 'json' | 'junit', Run> = {} as never
+const runs: Record<'full' | 'filtered' | 'verbose' | 'json' | 'junit' | 'shard' | 'merge', Run> = {} as never
 
 /** `vitest bench --run` on the fixture suite with `args`, the evidence written to `evidence`. */
-async function bench(args: string[], evidence: string): Promise<Run> {
-  const { exitCode, stdout, stderr } = await execa(
-    process.execPath,
-    [VITEST, 'bench', '--run', '--root', 'fixtures/figures-suite', ...args],
-    {
-      cwd: ROOT,
-      env: { SERVEGATE_EVIDENCE_DIR: evidence, FORCE_COLOR: '0', GITHUB_STEP_SUMMARY: '', CI: 'true' },
-      reject: false,
-      timeout: 240_000,
-      cleanup: true,
-    },
-  )
+function bench(args: string[], evidence: string): Promise<Run> {
+  return vitest(['bench', '--run', ...args], evidence)
+}
+
+/** vitest on the fixture suite with `args`, the evidence written to `evidence`. */
+async function vitest(args: string[], evidence: string): Promise<Run> {
+  const { exitCode, stdout, stderr } = await execa(process.execPath, [VITEST, ...args, '--root', 'fixtures/figures-suite'], {
+    cwd: ROOT,
+    env: { SERVEGATE_EVIDENCE_DIR: evidence, FORCE_COLOR: '0', GITHUB_STEP_SUMMARY: '', CI: 'true' },
+    reject: false,
+    timeout: 240_000,
+    cleanup: true,
+  })
   return { exitCode, stdout: stripVTControlCharacters(stdout), stderr: stripVTControlCharacters(stderr) }
 }
 
 test.beforeAll(async ({ tmpDir }) => {
   runs.full = await bench([], join(tmpDir, 'evidence'))
   const nonWin = ['-t', 'does not win']
-  ;[runs.filtered, runs.verbose, runs.json, runs.junit] = await Promise.all([
+  const blobs = join(tmpDir, 'blobs')
+  ;[runs.filtered, runs.shard, runs.verbose, runs.json, runs.junit] = await Promise.all([
     bench(['-t', 'wins decode by'], join(tmpDir, 'evidence')),
+    bench(['--shard=1/2', '--reporter=blob', `--outputFile=${join(blobs, 'blob-1-2.json')}`], join(tmpDir, 'unused')),
     bench(['--reporter=verbose', ...nonWin], join(tmpDir, 'verbose')),
     bench(['--reporter=json', `--outputFile=${join(tmpDir, 'report.json')}`, ...nonWin], join(tmpDir, 'json')),
     bench(['--reporter=junit', `--outputFile=${join(tmpDir, 'report.xml')}`, ...nonWin], join(tmpDir, 'junit')),
   ])
+  // The merge of one shard's blob of two: the other shard's file is missing.
+  runs.merge = await vitest([`--merge-reports=${blobs}`], join(tmpDir, 'merged'))
   for (const [name, run] of Object.entries(runs)) expect(run.exitCode, `${name}:\n${run.stdout}\n${run.stderr}`).toBe(0)
 }, 480_000)
 
@@ -138,6 +143,18 @@ test('a partial run with no complete evidence to keep writes where it was told, 
     cellsNotRun: [],
   })
   expect(runs.json.stderr).toMatch(/json\/ holds this run's evidence, marked partial; run the whole suite/)
+})
+
+test("a merge without every shard's blob is partial, naming the spec file no blob held", async ({ tmpDir }) => {
+  const index = await readIndex(join(tmpDir, 'merged'))
+  const missing = index.partial?.filesNotRun[0] ?? ''
+  expect(['non-win.bench.ts', 'wins.bench.ts']).toContain(missing)
+  expect(index.partial).toEqual({ reasons: ['only 1 of 2 spec files ran'], filesNotRun: [missing], cellsNotRun: [] })
+  expect(index.cells.map((c) => c.file)).not.toContain(missing)
+  expect(index.promotion.promotable).toBe(false)
+  expect(runs.merge.stderr).toContain(
+    `servegate: warning: Partial run, not promotable: only 1 of 2 spec files ran; 1 spec file (${missing}) not run.`,
+  )
 })
 
 test('verify --require-promotable says that partial evidence is partial, what did not run and the fix', async ({ cli, tmpDir }) => {
