@@ -34,7 +34,7 @@ export interface ServegateReporterOptions {
  * The figure lines of a test: each gate's decisive figure (`figureLine`), after the test's mark.
  * @example figureLines(test) // ['   ✓ c4 wins decode › toWinDecode c4: decode +94.6% [+71%, +121%] > +5%: pass (98% interval, …)']
  */
-export function figureLines(test: Pick<TestCase, 'fullName' | 'meta' | 'result'>): string[] {
+function figureLines(test: Pick<TestCase, 'fullName' | 'meta' | 'result'>): string[] {
   const raw: unknown = test.meta().servegate
   const read = raw === undefined ? undefined : readTestMeta(raw)
   if (read?.ok !== true) return []
