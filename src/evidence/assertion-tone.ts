@@ -7,6 +7,7 @@
  */
 import type { EvidenceCell, EvidenceIndex, Finding, GateEntry, PairCheck } from '../schema/evidence.ts'
 import type { CheckName, GateName } from '../schema/gate.ts'
+import { expectedText } from '../gates/expected-text.ts'
 
 /**
  * `blocks`: keeps the evidence from promotion (red); `expected`: a `.not` assertion that held
@@ -14,28 +15,10 @@ import type { CheckName, GateName } from '../schema/gate.ts'
  */
 export type Tone = 'blocks' | 'expected' | 'pass' | 'note'
 
-/** The mark after the words of an expected outcome: a plain tick, not the green ✅ of a pass. */
-const EXPECTED_MARK = '✓'
-
-/** What a `.not` on each gate or check asserted, once it held. */
-const EXPECTED_WORDS: Readonly<Record<GateName | CheckName, string>> = {
-  toWinDecode: 'expected non-win',
-  toWinPrefill: 'expected non-win',
-  toWinThroughput: 'expected non-win',
-  toSustainMoreThan: 'expected non-win',
-  toHoldLatency: 'expected latency not held',
-  toStayWithinAccuracyGap: 'expected accuracy gap',
-  toMeetSLO: 'expected SLO miss',
-  'capacity probe': 'expected SLO miss',
-  toReuseCache: 'expected no cache reuse',
-  toBeMatchedPair: 'expected mismatch',
-  toPassCanaries: 'expected canary failure',
-  toReachConcurrency: 'expected concurrency not reached',
-}
-
 /** `expected non-win ✓` for a `.not` that held (the matcher did not pass, as asserted); null otherwise. */
 function expectedOf(name: GateName | CheckName, a: { isNot: boolean; passed: boolean }): string | null {
-  return a.isNot && !a.passed ? `${EXPECTED_WORDS[name]} ${EXPECTED_MARK}` : null
+  // One wording with the UI annotation and the terminal (src/gates/expected-text.ts).
+  return a.isNot && !a.passed ? expectedText(name) : null
 }
 
 /**
