@@ -17,7 +17,7 @@ describe('v3 (faster decode, slower prefill) against v1', () => {
     concurrency: 1,
     requests: 24,
     maxTokens: 24,
-    workload: { promptTokens: 512, seed: 7 },
+    workload: { promptTokens: 1024, seed: 7 },
   })
 
   test('is a matched pair', async () => expect(await result).toBeMatchedPair())

@@ -8,7 +8,7 @@ import { ServegateError } from '../errors.ts'
 import { readIndex, verifyEvidence } from '../evidence/verify.ts'
 import { NODE_LLAMA_CPP_MISSING, nodeLlamaCppInstalled } from '../engines/node-llama-cpp.ts'
 import { expectedText } from '../gates/expected-text.ts'
-import { verdictLine } from '../gates/verdict.ts'
+import { figureLine } from '../gates/figure-line.ts'
 import type { EvidenceIndex } from '../schema/evidence.ts'
 import { parseFlags } from './flags.ts'
 import type { CliIo } from './cli-io.ts'
@@ -70,6 +70,7 @@ export async function demoCommand(argv: string[], io: CliIo, signal?: AbortSigna
     signal,
     (b) => io.stdout.write(b),
     (b) => io.stderr.write(b),
+    io.stdout.isTTY === true,
   )
   io.stdout.write(`\nservegate demo: now a build whose prefill regressed (vitest's output in ${shown(log)})\n`)
   let output = ''
@@ -79,6 +80,7 @@ export async function demoCommand(argv: string[], io: CliIo, signal?: AbortSigna
     signal,
     (b) => (output += b.toString()),
     (b) => (output += b.toString()),
+    false,
   )
   await writeFile(log, output)
   const storyIndex = await readIndex(join(story.root, story.evidence))
@@ -176,7 +178,15 @@ async function runVitest(
   signal: AbortSignal | undefined,
   out: (b: Buffer) => void,
   err: (b: Buffer) => void,
+  colour: boolean,
 ): Promise<number> {
+  // vitest colours its output on a terminal; piped into a log or a test it must not.
+  const env: Record<string, string | undefined> = { ...process.env }
+  if (colour) env.FORCE_COLOR = '1'
+  else {
+    delete env.FORCE_COLOR
+    env.NO_COLOR = '1'
+  }
   const child = execa(process.execPath, [vitest, 'bench', '--run', '--root', run.root, '--config', run.config], {
     cwd: run.root,
     stdout: 'pipe',
@@ -185,7 +195,8 @@ async function runVitest(
     forceKillAfterDelay: 5000,
     reject: false,
     cancelSignal: signal,
-    env: { FORCE_COLOR: '0' },
+    env,
+    extendEnv: false,
   })
   child.stdout.on('data', out)
   child.stderr.on('data', err)
@@ -194,8 +205,8 @@ async function runVitest(
 }
 
 /**
- * Each cell of an evidence directory in a line or two: its pair check, then each gate's verdict
- * with its figure and interval; a `.not` that held is shown as expected.
+ * Each cell of an evidence directory, then its pair checks and each gate's decisive figure (the
+ * line vitest's output shows under the test); a `.not` that held is shown as expected.
  */
 function storyLines(index: EvidenceIndex): string[] {
   return index.cells.flatMap((cell) => {
@@ -204,9 +215,7 @@ function storyLines(index: EvidenceIndex): string[] {
         ? `${k.check}: ${expectedText(k.check)} (${k.findings[0] ?? 'not matched'})`
         : `${k.check}: ${k.passed ? 'held' : 'NOT held'}`,
     )
-    const gates = index.gates
-      .filter((g) => g.cell === cell.id)
-      .map((g) => (g.isNot && g.testPassed ? `${expectedText(g.decision.gate)} ${verdictLine(g.decision)}` : verdictLine(g.decision)))
+    const gates = index.gates.filter((g) => g.cell === cell.id).map((g) => figureLine(g))
     return [`${cell.id}: ${cell.disposition}${cell.required ? '' : ' (not required)'}`, ...[...checks, ...gates].map((l) => `  ${l}`)]
   })
 }
