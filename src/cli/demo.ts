@@ -209,7 +209,9 @@ async function runVitest(
  * line vitest's output shows under the test); a `.not` that held is shown as expected.
  */
 function storyLines(index: EvidenceIndex): string[] {
-  return index.cells.flatMap((cell) => {
+  // By spec file (in declaration order within one), whichever file vitest ran first.
+  const cells = [...index.cells].sort((a, b) => a.file.localeCompare(b.file))
+  return cells.flatMap((cell) => {
     const checks = cell.checks.map((k) =>
       k.isNot && k.testPassed
         ? `${k.check}: ${expectedText(k.check)} (${k.findings[0] ?? 'not matched'})`
