@@ -27,6 +27,16 @@ export function readmeFiles(readme: string): Array<{ path: string; content: stri
 
 /** Where the consumer project gets `SUBJECTS_SPEC`. */
 const SUBJECTS_SPEC_PATH = 'benchmarks/subjects.bench.ts'
+/** The vitest config that runs `SUBJECTS_SPEC` as a suite of its own, and where it writes its evidence. */
+const SUBJECTS_CONFIG = 'vitest.subjects.config.mjs'
+const SUBJECTS_EVIDENCE = 'evidence-subjects'
+const SUBJECTS_CONFIG_TEXT = `import { defineConfig } from 'vitest/config'
+import { servegate } from 'servegate/vitest'
+
+export default defineConfig({
+  plugins: [servegate({ evidenceDir: '${SUBJECTS_EVIDENCE}', benchInclude: ['${SUBJECTS_SPEC_PATH}'] })],
+})
+`
 
 /**
  * A spec that hands the matchers subjects built from one measured pair: its arms swapped (the
@@ -141,9 +151,12 @@ describe('installed from the packed tarball', () => {
 
   test('matchers on subjects built from a measured pair (arms swapped, one arm) pass, and the evidence verifies as promotable', async () => {
     await writeFile(join(project, SUBJECTS_SPEC_PATH), SUBJECTS_SPEC)
-    const bench = await inProject(project, 'npx', ['vitest', 'bench', '--run', SUBJECTS_SPEC_PATH], { timeout: 300_000 })
+    // A suite of its own, run whole: one file of the project's suite alone would be a partial run,
+    // never promotable, written beside the complete evidence init's suite left.
+    await writeFile(join(project, SUBJECTS_CONFIG), SUBJECTS_CONFIG_TEXT)
+    const bench = await inProject(project, 'npx', ['vitest', 'bench', '--run', '--config', SUBJECTS_CONFIG], { timeout: 300_000 })
     expect(bench.exitCode, `${bench.stdout.slice(-3000)}\n${bench.stderr.slice(-3000)}`).toBe(0)
-    const index = JSON.parse(await readFile(join(project, 'evidence', 'index.json'), 'utf8')) as {
+    const index = JSON.parse(await readFile(join(project, SUBJECTS_EVIDENCE, 'index.json'), 'utf8')) as {
       promotion: { promotable: boolean }
       cells: Array<{
         id: string
@@ -156,7 +169,7 @@ describe('installed from the packed tarball', () => {
     expect(index.cells.map((c) => [c.id, c.disposition])).toEqual([['sim-subjects', 'accepted']])
     const runIdOf = async (arm: string): Promise<string> => {
       const path = index.cells[0]?.arms.find((a) => a.arm === arm)?.record.path ?? ''
-      return (JSON.parse(await readFile(join(project, 'evidence', path), 'utf8')) as { runId: string }).runId
+      return (JSON.parse(await readFile(join(project, SUBJECTS_EVIDENCE, path), 'utf8')) as { runId: string }).runId
     }
     const [baseline, candidate] = [await runIdOf('baseline'), await runIdOf('candidate')]
     // Each gate records the records it judged in the roles the spec gave them, not the cell's order.
@@ -168,7 +181,7 @@ describe('installed from the packed tarball', () => {
       ['toBeMatchedPair', true, { kind: 'pair', baseline: [candidate], candidate: [baseline], storedBaseline: null }],
     ])
     expect(index.promotion.promotable).toBe(true)
-    const verify = await inProject(project, 'npx', ['servegate', 'verify', 'evidence', '--require-promotable'])
+    const verify = await inProject(project, 'npx', ['servegate', 'verify', SUBJECTS_EVIDENCE, '--require-promotable'])
     expect(verify.exitCode, verify.stdout + verify.stderr).toBe(0)
   }, 400_000)
 

@@ -7,7 +7,7 @@ import { describe, expect, test } from 'vitest'
 import { engine, pair } from '../../src/index.ts'
 
 const v1 = engine.sim({ name: 'sim-v1', model: { id: 'demo-model' }, sim: { decodeTokPerS: 300 } })
-const v3 = engine.sim({ name: 'sim-v3-slow-prefill', model: { id: 'demo-model' }, sim: { decodeTokPerS: 390, prefillTokPerS: 10000 } })
+const v3 = engine.sim({ name: 'sim-v3-slow-prefill', model: { id: 'demo-model' }, sim: { decodeTokPerS: 600, prefillTokPerS: 10000 } })
 
 describe('v3 (faster decode, slower prefill) against v1', () => {
   const result = pair({

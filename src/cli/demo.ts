@@ -26,7 +26,7 @@ const CPU_PAIR = 'benchmarks/cpu-pair.bench.ts'
 const DEMO_HELP = `servegate demo [--sim]
 
   Runs the demo's story under vitest bench, in about 15 s, and writes its evidence:
-    1. a new build that decodes 30% faster wins decode and holds median time to first token;
+    1. a new build that decodes twice as fast wins decode and holds median time to first token;
     2. a pair whose candidate serves another model is refused;
     3. a build that decodes faster but prefills slower: the latency gate catches its regression.
   (1) and (2) are promotable evidence; (3) is written apart and is not promotable.
