@@ -16,6 +16,7 @@ describe('v3 (faster decode, slower prefill) against v1', () => {
     candidate: v3,
     concurrency: 1,
     requests: 24,
+    warmupRequests: 4,
     maxTokens: 24,
     workload: { promptTokens: 1024, seed: 7 },
   })

@@ -11,7 +11,7 @@ import { engine, pair } from '../../src/index.ts'
 // request at a time: the time to first token is the prefill alone, which the decode speed does not touch.
 const v1 = engine.sim({ name: 'sim-v1', model: { id: 'demo-model' }, sim: { decodeTokPerS: 300 } })
 const v2 = engine.sim({ name: 'sim-v2-decode-kernel', model: { id: 'demo-model' }, sim: { decodeTokPerS: 600 } })
-const plan = { concurrency: 1, requests: 24, maxTokens: 24, workload: { promptTokens: 1024, seed: 7 } }
+const plan = { concurrency: 1, requests: 24, warmupRequests: 4, maxTokens: 24, workload: { promptTokens: 1024, seed: 7 } }
 
 describe('v2 (a new decode kernel) against v1', () => {
   const result = pair({ id: 'demo-decode-kernel', baseline: v1, candidate: v2, ...plan })

@@ -34,6 +34,20 @@ async function runDemo(argv: string[], cwd?: string): Promise<{ code: number; ou
 const maskPercentages = (text: string) =>
   text.replace(/[+-]?\d+(\.\d+)?%/g, '#%').replace(/^( +toHoldLatency demo-decode-kernel: .*): (pass|inconclusive) \(/gm, '$1: # (')
 
+/** Each run record's harness reasons, for a failure message. */
+async function harnessReasons(dir: string): Promise<string> {
+  const index = await readEvidence(dir)
+  const lines = await Promise.all(
+    index.cells.flatMap((c) =>
+      c.arms.map(async (a) => {
+        const record = JSON.parse(await readFile(join(dir, a.record.path), 'utf8')) as { harness: { reasons: string[] } }
+        return `${c.id} ${a.arm}: ${record.harness.reasons.join('; ') || 'not limited'}`
+      }),
+    ),
+  )
+  return lines.join('\n')
+}
+
 const readEvidence = async (dir: string) => EvidenceIndex.parse(JSON.parse(await readFile(join(dir, 'index.json'), 'utf8')))
 
 test(
@@ -56,7 +70,8 @@ test(
     // loaded one may widen it to inconclusive, which passes with a warning. Never a fail.
     expect(gate(story, 'toHoldLatency')).not.toBe('fail')
     // Nothing in the story is harness-limited on two cores.
-    expect(story.cells.flatMap((c) => c.arms.map((a) => a.harnessLimited))).not.toContain(true)
+    const limited = story.cells.flatMap((c) => c.arms.filter((a) => a.harnessLimited).map((a) => `${c.id} ${a.arm}`))
+    expect(limited, await harnessReasons(join(demo, 'evidence'))).toEqual([])
     const regression = await readEvidence(join(demo, 'evidence-regression'))
     expect(regression.promotion.promotable).toBe(false)
     expect(gate(regression, 'toHoldLatency')).toBe('fail')
@@ -85,7 +100,8 @@ test(
     const story = await readEvidence('evidence')
     expect(story.promotion.promotable).toBe(true)
     expect(story.statistics).toMatchObject({ planned: 5, required: 3, accepted: 3, failed: 2 })
-    expect(story.cells.flatMap((c) => c.arms.map((a) => a.harnessLimited))).not.toContain(true)
+    const limited = story.cells.flatMap((c) => c.arms.filter((a) => a.harnessLimited).map((a) => `${c.id} ${a.arm}`))
+    expect(limited, await harnessReasons('evidence')).toEqual([])
     expect((await readEvidence('evidence-regression')).promotion.promotable).toBe(false)
     expect(out).toMatch(/^evidence\/: promotable · page evidence\/index\.html/m)
     expect(out).toMatch(/^Verified \d+ \+ \d+ files and 10 \+ 2 run records/m)

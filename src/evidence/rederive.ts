@@ -48,7 +48,10 @@ function at(value: unknown, path: string): unknown {
 export function firstDifference(a: unknown, b: unknown, path = ''): string | null {
   if (isDeepStrictEqual(a, b)) return null
   if (typeof a === 'object' && a !== null && typeof b === 'object' && b !== null && Array.isArray(a) === Array.isArray(b)) {
-    const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort()
+    // The hint is derived from the figures: a difference in them is the one to name.
+    const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort(
+      (x, y) => Number(x === 'decideHint') - Number(y === 'decideHint') || (x < y ? -1 : x > y ? 1 : 0),
+    )
     for (const k of keys) {
       const d = firstDifference((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k], path === '' ? k : `${path}.${k}`)
       if (d !== null) return d
