@@ -6,6 +6,7 @@ import { missingLines, quotedOutput } from '../../fixtures/docs-quotes.ts'
 import { test } from '../../fixtures/test-context.ts'
 import { EvidenceIndex } from '../schema/evidence.ts'
 import { demoCommand } from './demo.ts'
+import { Interrupted } from './interrupt.ts'
 
 /** The processes whose working directory is under `dir`: an engine a cell launched there and left running. */
 async function processesUnder(dir: string): Promise<number[]> {
@@ -88,6 +89,32 @@ test(
     const quoted = quotedOutput(await readFile(new URL('../../README.md', import.meta.url), 'utf8'), 'npx servegate demo --sim')
     expect(quoted).not.toBeNull()
     expect(missingLines(maskPercentages(quoted?.text ?? ''), maskPercentages(out))).toEqual([])
+  },
+)
+
+test(
+  'Ctrl-C during the story: the demo exits 130 at once, runs no regression, and leaves no engine',
+  { timeout: 120_000 },
+  async ({ tmpDir }) => {
+    const stdout = new PassThrough()
+    let out = ''
+    stdout.on('data', (b: Buffer) => (out += b.toString()))
+    const controller = new AbortController()
+    // Once the first engine is up: the story is under way.
+    const timer = setInterval(() => {
+      if (/baseline: 0\/24 requests/.test(out)) controller.abort(new Interrupted('SIGINT'))
+    }, 20)
+    try {
+      const code = await demoCommand(['--sim'], { stdout, stderr: new PassThrough() }, controller.signal, tmpDir)
+      expect(code, out.slice(-3000)).toBe(130)
+    } finally {
+      clearInterval(timer)
+    }
+    expect(out).not.toMatch(/now a build whose prefill regressed/)
+    // vitest's workers tear their engines down as they exit; give them the moment they take.
+    const deadline = Date.now() + 15_000
+    while ((await processesUnder(tmpDir)).length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200))
+    expect(await processesUnder(tmpDir)).toEqual([])
   },
 )
 

@@ -12,6 +12,7 @@ import { figureLine } from '../gates/figure-line.ts'
 import type { EvidenceIndex } from '../schema/evidence.ts'
 import { parseFlags } from './flags.ts'
 import type { CliIo } from './cli-io.ts'
+import { interruption } from './interrupt.ts'
 
 /** servegate's own root: the clone's, or the installed package's (`dist/cli/` is two levels down, as `src/cli/` is). */
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
@@ -72,6 +73,10 @@ export async function demoCommand(argv: string[], io: CliIo, signal?: AbortSigna
     (b) => io.stderr.write(b),
     io.stdout.isTTY === true,
   )
+  // Ctrl-C (or SIGTERM, SIGHUP) stopped vitest: no regression run, no verdict on a story cut short.
+  const stopped = (): number | null => (signal?.aborted === true ? interruption(signal).exitCode : null)
+  const storyStopped = stopped()
+  if (storyStopped !== null) return storyStopped
   io.stdout.write(`\nservegate demo: now a build whose prefill regressed (vitest's output in ${shown(log)})\n`)
   let output = ''
   const regressionExit = await runVitest(
@@ -83,6 +88,8 @@ export async function demoCommand(argv: string[], io: CliIo, signal?: AbortSigna
     false,
   )
   await writeFile(log, output)
+  const regressionStopped = stopped()
+  if (regressionStopped !== null) return regressionStopped
   const storyIndex = await readIndex(join(story.root, story.evidence))
   const regressionIndex = await readIndex(join(regression.root, regression.evidence))
   const verified = [
