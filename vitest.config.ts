@@ -38,6 +38,7 @@ const TIMING = [
   'src/matchers/stored-baseline-pair.test.ts',
   'src/runner/capacity-search.test.ts',
   'src/runner/cell-load-meter.test.ts',
+  'src/runner/cell-telemetry.test.ts',
   'src/runner/client-workers.test.ts',
   'src/runner/dispatch.test.ts',
   'src/runner/measure-cell.test.ts',
