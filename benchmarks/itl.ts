@@ -1,4 +1,3 @@
-import type { Dispatcher } from 'undici'
 import { StreamConnections } from '../src/client/connections.ts'
 import type { Distribution } from '../src/schema/run.ts'
 import { createSseParser } from '../src/client/sse.ts'
@@ -47,7 +46,6 @@ export interface ItlResult {
   failures: string[]
 }
 
-const BENCH_ID_HEADER = 'x-bench-id'
 /** Chunks per stream of the unmeasured warm-up round. */
 const WARM_CHUNKS = 50
 
@@ -65,28 +63,6 @@ function append(log: ByteLog, chunk: Uint8Array): void {
   }
   log.bytes.set(chunk, log.length)
   log.length += chunk.length
-}
-
-/**
- * Keeps each response's bytes by `x-bench-id`, so the server's `"t"` stamps can be read after
- * the stream: on the measured path only a copy into a preallocated buffer, not a second parse.
- * @param initialBytes expected response size
- */
-function captureBytes(logs: Map<string, ByteLog>, initialBytes: number): Dispatcher.DispatcherComposeInterceptor {
-  return (dispatch) => (opts, handler) => {
-    const headers = opts.headers as Record<string, string> | undefined
-    const id = headers?.[BENCH_ID_HEADER]
-    if (id === undefined) return dispatch(opts, handler)
-    const log: ByteLog = { bytes: Buffer.allocUnsafe(initialBytes), length: 0 }
-    logs.set(id, log)
-    return dispatch(opts, {
-      ...handler,
-      onResponseData(controller, bytes) {
-        append(log, bytes)
-        handler.onResponseData?.(controller, bytes)
-      },
-    })
-  }
 }
 
 /** The `"t"` send stamp of every non-empty content chunk in a response's bytes, in order. */
@@ -112,7 +88,6 @@ export function serverStamps(bytes: Uint8Array): number[] {
 export async function measureItl(o: ItlOptions): Promise<ItlResult> {
   const logs = new Map<string, ByteLog>()
   const connections = new StreamConnections(o.origin, o.concurrency)
-  const dispatcher = connections.compose(captureBytes(logs, 1024 + o.chunks * 320))
   const deadlineMs = (o.deadlineFactor ?? 1.5) * o.chunks * o.intervalMs
   const requests = o.concurrency * o.rounds
   const bodies = Array.from({ length: requests }, (_, i) => chatBody(o.chunks, i))
@@ -128,10 +103,14 @@ export async function measureItl(o: ItlOptions): Promise<ItlResult> {
     const cpu0 = process.cpuUsage()
     const t0 = performance.now()
     await closedLoop(o.concurrency, requests, async (i) => {
-      observations[i] = await streamCompletion(dispatcher, o.origin, {
+      // Each response's bytes, kept for the server's "t" stamps: on the measured path only a copy
+      // into a preallocated buffer, after the read was stamped, not a second parse.
+      const log: ByteLog = { bytes: Buffer.allocUnsafe(1024 + o.chunks * 320), length: 0 }
+      logs.set(String(i), log)
+      observations[i] = await streamCompletion(connections, o.origin, {
         api: 'chat',
         body: bodies[i] as Buffer,
-        headers: { [BENCH_ID_HEADER]: String(i) },
+        onBody: (bytes) => append(log, bytes),
         deadlineMs,
       })
     })

@@ -1,57 +1,155 @@
-import { Client, Dispatcher } from 'undici'
+import { connect as netConnect, type Socket } from 'node:net'
+import { connect as tlsConnect } from 'node:tls'
 import { ServegateError } from '../errors.ts'
+import { monoMs } from './clock.ts'
+import { type Http1Headers, Http1ResponseParser } from './http1.ts'
 import { TurnSlice } from './turn-slice.ts'
 
-/** A request not yet handed to a connection. */
-interface Queued {
-  opts: Dispatcher.DispatchOptions
-  handler: Dispatcher.DispatchHandler
-}
-
-/** Fails a request that never reached a connection: it has no controller yet, as undici's own queued requests have none. */
-function refuse(q: Queued, err: Error): void {
-  q.handler.onResponseError?.(null as unknown as Dispatcher.DispatchController, err)
+/** One HTTP/1.1 request, its bytes ready: what `send` writes to a socket in one go. */
+export interface WireRequest {
+  method: 'GET' | 'POST'
+  path: string
+  /** Header names lower-case; `host` and `content-length` are added. */
+  headers: Readonly<Record<string, string>>
+  body: Buffer | null
 }
 
 /**
- * The keep-alive connections a cell streams over: up to `connections` undici `Client`s, each
+ * What happens to a request on its connection, each with the monotonic time (`monoMs`) of the
+ * read or write it came from. Exactly one of `onEnd` and `onError` ends it.
+ */
+export interface WireHandler {
+  /** The request's bytes were handed to the socket (the body, for the wire digest). */
+  onSent(body: Buffer | null, at: number): void
+  onHead(status: number, headers: Http1Headers, at: number): void
+  /** A piece of the body (de-chunked), a view valid only during the call; `at` is when its read arrived. */
+  onBody(bytes: Uint8Array, at: number): void
+  onEnd(at: number): void
+  onError(err: Error, at: number): void
+}
+
+/** A request handed to `send`: abort it to drop its connection. */
+export interface WireExchange {
+  abort(reason: Error): void
+}
+
+/** A request not yet on a connection. */
+interface Queued {
+  request: WireRequest
+  exchange: Exchange
+}
+
+/** A connection's socket, and the exchange it carries (null while idle). */
+interface Conn {
+  socket: Socket
+  exchange: Exchange | null
+  /** Closed or failed: never used again. */
+  dead: boolean
+  /** Called once when its exchange ends (closing waits for it). */
+  onFree: (() => void) | null
+}
+
+/** An error as a socket or undici gives it: a message and a stable `code`. */
+function coded(code: string, message: string): Error {
+  return Object.assign(new Error(message), { code })
+}
+
+/** One request's life: queued, written, read; finished once. */
+class Exchange implements WireExchange {
+  readonly handler: WireHandler
+  conn: Conn | null = null
+  finished = false
+  readonly #release: (conn: Conn, reusable: boolean) => void
+  readonly #parser: Http1ResponseParser
+  /** The arrival time of the read being parsed. */
+  #readAt = 0
+  /** The parser saw the response's end; it completes once the whole read is parsed. */
+  #ended = false
+
+  constructor(handler: WireHandler, release: (conn: Conn, reusable: boolean) => void) {
+    this.handler = handler
+    this.#release = release
+    this.#parser = new Http1ResponseParser({
+      onHead: (status, headers) => handler.onHead(status, headers, this.#readAt),
+      onBody: (bytes) => handler.onBody(bytes, this.#readAt),
+      onEnd: () => (this.#ended = true),
+    })
+  }
+
+  /** A read of the connection, stamped `at` before a byte of it was parsed. */
+  read(bytes: Uint8Array, at: number): void {
+    this.#readAt = at
+    try {
+      this.#parser.push(bytes)
+    } catch (err) {
+      this.fail(err as Error, at)
+      return
+    }
+    // After the whole read: bytes past the response's end make the connection unfit for reuse.
+    if (this.#ended) this.#complete()
+  }
+
+  /** The connection ended or closed: a close-delimited body ends here; anything else unfinished is cut. */
+  closed(at: number, err: Error | null): void {
+    if (this.finished) return
+    this.#readAt = at
+    if (err === null && this.#parser.close()) {
+      this.#complete()
+      return
+    }
+    this.fail(err ?? coded('SOCKET_CLOSED', 'other side closed'), at)
+  }
+
+  fail(err: Error, at: number): void {
+    if (this.finished) return
+    this.finished = true
+    if (this.conn !== null) this.#release(this.conn, false)
+    this.handler.onError(err, at)
+  }
+
+  abort(reason: Error): void {
+    this.fail(reason, monoMs())
+  }
+
+  #complete(): void {
+    if (this.finished) return
+    this.finished = true
+    if (this.conn !== null) this.#release(this.conn, this.#parser.keepAlive)
+    this.handler.onEnd(this.#readAt)
+  }
+}
+
+/**
+ * The keep-alive connections a cell streams over: up to `connections` sockets of its own, each
  * carrying one request at a time. A request takes the connection released last (the one its
  * slot's previous request just finished on, in a closed loop), opens a new one while fewer than
  * `connections` are open, or else waits, first come first served, for the next to be released.
  *
- * Why not undici's `Pool`: with one request per connection, a `Pool` holds a connection back for
- * an event-loop turn after its response ends (a `setImmediate` in undici's client) before it
- * takes another request, so a closed loop's next request, sent as the last one ends, finds every
- * connection busy and waits in the pool's queue; then undici's idle-socket check (bytes or a FIN
- * the server sent unasked are read before a reused socket is written again) takes a turn more.
- * Here the request goes onto the connection just released and waits for that check alone. Under
- * hundreds of streams a turn lasts milliseconds, so the turns a `Pool` adds show in every
- * request's send lag (slot free to bytes written); docs/client-benchmark.md has the figures.
- * On a thread past its capacity sending sooner does not by itself keep the ITL tail precise; the
- * slices below do.
+ * Why sockets of its own and not undici: the time from a read's arrival to its stamp is what
+ * every ITL and TTFT figure holds, and on the measured path undici adds its own work before a
+ * handler sees a byte (its wasm parser, a `setImmediate` before a connection takes the next
+ * request, a turn's idle-socket check before it writes), about 60 µs a request more than writing
+ * a prepared buffer (docs/client-benchmark.md has the figures). Here each read is stamped in the
+ * socket's `data` callback before it is parsed (`http1.ts` parses it), and a request is one write
+ * of bytes prepared beforehand on a connection whose close the socket already reported. undici
+ * keeps everything off the measured path (probes, scrapes, tokenizers).
  *
- * Requests go out in slices of about `SLICE_MS` per event-loop turn (a `TurnSlice`, which the
- * cell's closed loop shares: its next requests start in the same budget). A closed loop's equal
- * streams end together, and handing each next request to the socket at once would hold one thread
- * for tens of milliseconds at C = 256: every chunk that arrives meanwhile is stamped that late, a
- * first chunk too (the TTFT of a request whose first token comes back within the storm). Sliced,
- * the reads that arrive between slices are stamped within a turn; the requests behind go out
- * that much later, which their send lag records (docs/client-benchmark.md). Below a slice's
- * worth a turn, a request goes out at once. Each handed request's bytes are written in the next
- * check phase (undici's idle-socket check), so a turn then holds the thread for a few times the
- * slice with the writes.
+ * Requests go out in slices per event-loop turn (a `TurnSlice`, which the cell's closed loop
+ * shares: its next requests start in the same budget). Below a slice's worth a turn, a request
+ * goes out at once.
  *
- * A connection is released once undici has finished with its response (`onResponseEnd` or
- * `onResponseError`, then one microtask, so undici's own bookkeeping is done first), never when
- * the caller's stream settles on `[DONE]`.
+ * An idle connection that the server closes, or that receives bytes unasked, is dropped at once;
+ * a request never goes out on it.
  */
-export class StreamConnections extends Dispatcher {
-  readonly #origin: string
+export class StreamConnections {
+  readonly #host: string
+  readonly #port: number
+  readonly #tls: boolean
+  readonly #hostHeader: string
   readonly #max: number
-  readonly #options: Client.Options
-  readonly #open: Client[] = []
+  readonly #open: Conn[] = []
   /** Released connections, the last released on top. */
-  readonly #idle: Client[] = []
+  readonly #idle: Conn[] = []
   /** Requests for which no connection was free: each goes out on the next one released. */
   readonly #waiting: Queued[] = []
   /** Requests past this turn's slice, oldest first: they go out in the next turns. */
@@ -63,23 +161,29 @@ export class StreamConnections extends Dispatcher {
   #drained: (() => void) | null = null
 
   /**
+   * @param origin `http://host:port` or `https://host:port`
    * @param connections the most open at once; null for no bound (an open loop without an in-flight cap)
    * @param options.slice the turn slices requests are handed on in, shared with the thread's other
-   *   work that can wait (a closed loop's); @default a `TurnSlice` of its own, of `SLICE_MS` a turn
+   *   work that can wait (a closed loop's); @default a `TurnSlice` of its own
    *   (pass `new TurnSlice(Infinity)` to hand every request on at once)
    */
-  constructor(origin: string, connections: number | null, options: { keepAliveTimeout?: number; slice?: TurnSlice } = {}) {
-    super()
+  constructor(origin: string, connections: number | null, options: { slice?: TurnSlice } = {}) {
     if (connections !== null && !(Number.isInteger(connections) && connections >= 1)) {
       throw new ServegateError('INTERNAL', `connections: a whole number ≥ 1 or null, got ${connections}`)
     }
-    this.#origin = origin
+    const url = new URL(origin)
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      throw new ServegateError('INTERNAL', `origin: an http:// or https:// URL, got ${origin}`)
+    }
+    this.#tls = url.protocol === 'https:'
+    this.#host = url.hostname.replace(/^\[(.*)\]$/, '$1')
+    this.#port = url.port === '' ? (this.#tls ? 443 : 80) : Number(url.port)
+    this.#hostHeader = url.host
     this.#max = connections ?? Infinity
-    this.#options = { pipelining: 1, keepAliveTimeout: options.keepAliveTimeout ?? 60_000 }
     this.#slice = options.slice ?? new TurnSlice()
   }
 
-  /** Connections opened so far (each stays open, idle or busy, until close or destroy). */
+  /** Connections open now (idle or busy). */
   get opened(): number {
     return this.#open.length
   }
@@ -94,100 +198,104 @@ export class StreamConnections extends Dispatcher {
     return this.#ready.length
   }
 
-  /** Hands the request on now, within this turn's slice, or queues it behind the others for the next turns. */
-  override dispatch(opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+  /**
+   * Sends a request now, within this turn's slice, or queues it behind the others for the next turns.
+   * @throws ServegateError INTERNAL once closed or destroyed
+   */
+  send(request: WireRequest, handler: WireHandler): WireExchange {
     if (!this.#accepting) throw new ServegateError('INTERNAL', 'the connections are closed; no request can be sent on them')
-    if (this.#slice.open) return this.#slice.run(() => this.#handOn(opts, handler))
-    this.#ready.push({ opts, handler })
-    void this.#slice.later(this.#handOnOldest)
-    return true
+    const exchange = new Exchange(handler, this.#releaseConn)
+    const queued: Queued = { request, exchange }
+    if (this.#slice.open) this.#slice.run(() => this.#handOn(queued))
+    else {
+      this.#ready.push(queued)
+      void this.#slice.later(this.#handOnOldest)
+    }
+    return exchange
   }
 
   /**
    * Opens connections until `count` are open (never past the bound), each answering a `GET path`
    * of its own, and keeps them idle for the requests to come, so that a measured phase connects
-   * nothing. Each GET goes on a connection of its own at once, outside the slices (nothing is
-   * measured yet): through `dispatch`, a GET answered quickly would free its connection for the
-   * next and fewer would open. Best effort: a connection the server refuses joins the idle ones
-   * all the same, and undici connects it again when a request takes it.
+   * nothing. Best effort: a connection that fails is dropped, and a request opens a new one.
    */
   async warm(count: number, get: { path: string; headers?: Record<string, string>; timeoutMs: number }): Promise<void> {
-    const fresh: Client[] = []
+    const fresh: Conn[] = []
     while (this.#accepting && this.#open.length < Math.min(count, this.#max)) fresh.push(this.#connect())
-    await Promise.allSettled(
-      fresh.map(async (client) => {
-        const res = await client.request({
-          method: 'GET',
-          path: get.path,
-          headers: get.headers,
-          signal: AbortSignal.timeout(get.timeoutMs),
-        })
-        await res.body.dump()
-      }),
+    const request: WireRequest = { method: 'GET', path: get.path, headers: get.headers ?? {}, body: null }
+    await Promise.all(
+      fresh.map(
+        (conn) =>
+          new Promise<void>((resolve) => {
+            const done = (): void => {
+              clearTimeout(timer)
+              resolve()
+            }
+            const exchange = new Exchange({ onSent() {}, onHead() {}, onBody() {}, onEnd: done, onError: done }, this.#releaseConn)
+            const timer = setTimeout(
+              () => exchange.abort(coded('WARM_TIMEOUT', `no reply to GET ${get.path} within ${get.timeoutMs} ms`)),
+              get.timeoutMs,
+            )
+            this.#write(conn, exchange, request)
+          }),
+      ),
     )
-    if (this.#destroyed) return
-    for (const client of fresh) this.#release(client)
   }
 
   /** Stops taking requests; those waiting still go out as connections free; resolves when every connection has closed. */
-  override close(): Promise<void>
-  override close(callback: () => void): void
-  override close(callback?: () => void): Promise<void> | void {
-    const done = this.#closeGracefully()
-    if (callback === undefined) return done
-    void done.then(callback)
+  async close(): Promise<void> {
+    this.#accepting = false
+    while (this.#waiting.length > 0 || this.#ready.length > 0) await new Promise<void>((resolve) => (this.#drained = resolve))
+    await Promise.all(this.#open.filter((c) => c.exchange !== null).map((c) => new Promise<void>((resolve) => (c.onFree = resolve))))
+    await this.#endAll(false)
   }
 
   /** Fails the requests still waiting and ends every connection at once, in flight or not. */
-  override destroy(): Promise<void>
-  override destroy(err: Error | null): Promise<void>
-  override destroy(callback: () => void): void
-  override destroy(err: Error | null, callback: () => void): void
-  override destroy(errOrCallback?: Error | null | (() => void), callback?: () => void): Promise<void> | void {
-    const err = typeof errOrCallback === 'function' ? null : (errOrCallback ?? null)
-    const cb = typeof errOrCallback === 'function' ? errOrCallback : callback
-    const done = this.#destroyNow(err)
-    if (cb === undefined) return done
-    void done.then(cb)
-  }
-
-  async #closeGracefully(): Promise<void> {
-    this.#accepting = false
-    while (this.#waiting.length > 0 || this.#ready.length > 0) await new Promise<void>((resolve) => (this.#drained = resolve))
-    await Promise.all(this.#open.splice(0).map((client) => client.close()))
-  }
-
-  async #destroyNow(err: Error | null): Promise<void> {
+  async destroy(err: Error | null = null): Promise<void> {
     this.#accepting = false
     this.#destroyed = true
     const reason = err ?? new ServegateError('REQUEST_ABORTED', 'the connections were destroyed before this request could be sent')
-    for (const q of [...this.#ready.splice(0), ...this.#waiting.splice(0)]) refuse(q, reason)
+    for (const q of [...this.#ready.splice(0), ...this.#waiting.splice(0)]) q.exchange.fail(reason, monoMs())
     this.#idle.length = 0
-    await Promise.all(this.#open.splice(0).map((client) => client.destroy(err)))
+    await this.#endAll(true, err)
+  }
+
+  async #endAll(force: boolean, err: Error | null = null): Promise<void> {
+    const conns = this.#open.splice(0)
+    this.#idle.length = 0
+    await Promise.all(
+      conns.map(
+        (conn) =>
+          new Promise<void>((resolve) => {
+            conn.dead = true
+            if (conn.socket.destroyed) return resolve()
+            conn.socket.once('close', () => resolve())
+            if (force) {
+              conn.exchange?.fail(err ?? coded('UND_ERR_DESTROYED', 'the connection was destroyed'), monoMs())
+              conn.socket.destroy()
+            } else conn.socket.end()
+          }),
+      ),
+    )
   }
 
   /** Hands a request to a free connection, or to the waiting line. */
-  #handOn(opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-    const client = this.#idle.pop() ?? (this.#open.length < this.#max ? this.#connect() : null)
-    if (client === null) {
-      this.#waiting.push({ opts, handler })
-      return false
+  #handOn(q: Queued): void {
+    if (q.exchange.finished) return
+    let conn = this.#idle.pop()
+    while (conn !== undefined && conn.dead) conn = this.#idle.pop()
+    if (conn === undefined && this.#open.length < this.#max) conn = this.#connect()
+    if (conn === undefined) {
+      this.#waiting.push(q)
+      return
     }
-    this.#send(client, opts, handler)
-    return true
+    this.#write(conn, q.exchange, q.request)
   }
 
-  /** In a later turn's slice: hands on the oldest request queued past its own turn's (none left once destroyed). */
+  /** In a later turn's slice: hands on the oldest request queued past its own turn's. */
   readonly #handOnOldest = (): void => {
     const next = this.#ready.shift()
-    if (next !== undefined) {
-      try {
-        this.#handOn(next.opts, next.handler)
-      } catch (err) {
-        // Refused as it left the queue: its caller is no longer on the stack, so it hears it here.
-        refuse(next, err as Error)
-      }
-    }
+    if (next !== undefined) this.#handOn(next)
     this.#checkDrained()
   }
 
@@ -198,59 +306,90 @@ export class StreamConnections extends Dispatcher {
     }
   }
 
-  #connect(): Client {
-    const client = new Client(this.#origin, this.#options)
-    this.#open.push(client)
-    return client
+  #connect(): Conn {
+    const socket = this.#tls
+      ? tlsConnect({ host: this.#host, port: this.#port, servername: this.#host, ALPNProtocols: ['http/1.1'] })
+      : netConnect({ host: this.#host, port: this.#port })
+    socket.setNoDelay(true)
+    const conn: Conn = { socket, exchange: null, dead: false, onFree: null }
+    this.#open.push(conn)
+    // The read's stamp comes first, before anything of it is parsed.
+    socket.on('data', (bytes: Buffer) => {
+      const at = monoMs()
+      const exchange = conn.exchange
+      if (exchange !== null) exchange.read(bytes, at)
+      else this.#drop(conn) // bytes nobody asked for: the connection is not to be trusted again
+    })
+    const ended = (err: Error | null): void => {
+      const at = monoMs()
+      const exchange = conn.exchange
+      this.#drop(conn)
+      exchange?.closed(at, err)
+    }
+    socket.on('end', () => ended(null))
+    socket.on('error', (err) => ended(err))
+    socket.on('close', () => ended(null))
+    return conn
+  }
+
+  /** Writes the request on the connection: its head and body in one write, stamped once handed to the socket. */
+  #write(conn: Conn, exchange: Exchange, request: WireRequest): void {
+    if (exchange.finished) {
+      this.#release(conn) // aborted while it waited: the connection goes to the next
+      return
+    }
+    conn.exchange = exchange
+    exchange.conn = conn
+    let head = `${request.method} ${request.path} HTTP/1.1\r\nhost: ${this.#hostHeader}\r\n`
+    for (const name in request.headers) head += `${name}: ${request.headers[name]}\r\n`
+    const body = request.body
+    head += body === null ? '\r\n' : `content-length: ${body.length}\r\n\r\n`
+    const socket = conn.socket
+    const put = (): void => {
+      if (exchange.finished || conn.dead) return
+      socket.cork()
+      socket.write(head, 'latin1')
+      if (body !== null && body.length > 0) socket.write(body)
+      socket.uncork()
+      exchange.handler.onSent(body, monoMs())
+    }
+    if (socket.connecting) socket.once('connect', put)
+    else if (socket.destroyed || conn.dead) exchange.closed(monoMs(), coded('SOCKET_CLOSED', 'other side closed'))
+    else put()
+  }
+
+  /** The exchange on `conn` ended: a reusable connection goes to the next request or the idle ones; any other is dropped. */
+  readonly #releaseConn = (conn: Conn, reusable: boolean): void => {
+    conn.exchange = null
+    conn.onFree?.()
+    conn.onFree = null
+    if (!reusable || conn.dead || this.#destroyed) {
+      this.#drop(conn)
+      return
+    }
+    this.#release(conn)
   }
 
   /** Hands the connection to the first waiting request, or keeps it idle. */
-  #release(client: Client): void {
-    if (this.#destroyed) return
+  #release(conn: Conn): void {
+    if (this.#destroyed || conn.dead) return
     const next = this.#waiting.shift()
-    if (next === undefined) this.#idle.push(client)
-    else {
-      try {
-        this.#send(client, next.opts, next.handler)
-      } catch (err) {
-        // Refused as it left the queue: its caller is no longer on the stack, so it hears it here.
-        refuse(next, err as Error)
-      }
-    }
+    if (next === undefined) this.#idle.push(conn)
+    else this.#write(conn, next.exchange, next.request)
     this.#checkDrained()
   }
 
-  #send(client: Client, opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): void {
-    let released = false
-    const release = (): void => {
-      if (released) return
-      released = true
-      queueMicrotask(() => this.#release(client))
-    }
-    const wrapped: Dispatcher.DispatchHandler = {
-      onRequestStart: (controller, context) => handler.onRequestStart?.(controller, context),
-      onRequestUpgrade: (controller, statusCode, headers, socket) => handler.onRequestUpgrade?.(controller, statusCode, headers, socket),
-      onResponseStart: (controller, statusCode, headers, statusMessage) =>
-        handler.onResponseStart?.(controller, statusCode, headers, statusMessage),
-      onResponseData: (controller, chunk) => handler.onResponseData?.(controller, chunk),
-      onResponseEnd: (controller, trailers) => {
-        release()
-        handler.onResponseEnd?.(controller, trailers)
-      },
-      onResponseError: (controller, err) => {
-        release()
-        handler.onResponseError?.(controller, err)
-      },
-      onResponseStarted: () => handler.onResponseStarted?.(),
-      onBodySent: (chunk) => handler.onBodySent?.(chunk),
-      onRequestSent: () => handler.onRequestSent?.(),
-    }
-    try {
-      client.dispatch(opts, wrapped)
-    } catch (err) {
-      // Refused before it started (bad options): the connection carries nothing.
-      release()
-      throw err
-    }
+  /** Closes a connection for good and forgets it; a request waiting for a connection may now open one. */
+  #drop(conn: Conn): void {
+    if (conn.dead) return
+    conn.dead = true
+    if (!conn.socket.destroyed) conn.socket.destroy()
+    const at = this.#open.indexOf(conn)
+    if (at >= 0) this.#open.splice(at, 1)
+    const idle = this.#idle.indexOf(conn)
+    if (idle >= 0) this.#idle.splice(idle, 1)
+    const next = this.#waiting.length > 0 && this.#open.length < this.#max && this.#accepting ? this.#waiting.shift() : undefined
+    if (next !== undefined) this.#handOn(next)
+    this.#checkDrained()
   }
 }

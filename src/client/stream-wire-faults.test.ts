@@ -1,7 +1,7 @@
-import { Pool } from 'undici'
 import { afterEach, expect, test } from 'vitest'
 import { startWireFaultServer, type WireFault, type WireFaultServer } from '../sim/wire-faults.ts'
 import { streamCompletion } from './stream.ts'
+import { StreamConnections } from './connections.ts'
 
 let server: WireFaultServer | null = null
 afterEach(async () => {
@@ -9,10 +9,10 @@ afterEach(async () => {
   server = null
 })
 
-/** Sends `count` requests, one after another on one pool, to a server that answers each with `fault`. */
+/** Sends `count` requests, one after another on one connection, to a server that answers each with `fault`. */
 async function against(fault: WireFault, count = 1) {
   server = await startWireFaultServer(fault)
-  const pool = new Pool(server.url, { connections: 1 })
+  const pool = new StreamConnections(server.url, 1)
   try {
     const observations = []
     for (let i = 0; i < count; i++) {

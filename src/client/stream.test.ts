@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { Pool } from 'undici'
 import { afterEach, expect, test } from 'vitest'
 import { streamCompletion } from './stream.ts'
+import { StreamConnections } from './connections.ts'
 
 let server: Server | null = null
 afterEach(async () => {
@@ -36,7 +36,7 @@ async function dropping(drops: number): Promise<string> {
 
 test('a connection the server closes before any response is sent again once, and the attempt is counted', async () => {
   const origin = await dropping(1)
-  const pool = new Pool(origin)
+  const pool = new StreamConnections(origin, null)
   try {
     const obs = await streamCompletion(pool, origin, { api: 'chat', body: Buffer.from('{}'), deadlineMs: 5000 })
     expect(obs.error).toBeNull()
@@ -51,7 +51,7 @@ test('a connection the server closes before any response is sent again once, and
 
 test('a second close fails the request as CONNECTION_CLOSED; it is never retried twice', async () => {
   const origin = await dropping(2)
-  const pool = new Pool(origin)
+  const pool = new StreamConnections(origin, null)
   try {
     const obs = await streamCompletion(pool, origin, { api: 'chat', body: Buffer.from('{}'), deadlineMs: 5000 })
     expect(obs.error?.code).toBe('CONNECTION_CLOSED')

@@ -1,9 +1,10 @@
-import { Client, type Dispatcher } from 'undici'
 import { ServegateError } from '../errors.ts'
 import type { Api } from '../schema/run.ts'
 import { ChunkInterpreter } from './chunk-interpreter.ts'
+import { StreamConnections, type WireExchange, type WireHandler } from './connections.ts'
 import type { StreamObservation } from './observation.ts'
 import { monoMs } from './clock.ts'
+import { TurnSlice } from './turn-slice.ts'
 
 // Callers take the observation and its helpers from the client's entry, beside streamCompletion.
 export { captureContent, emptyObservation, type StreamObservation } from './observation.ts'
@@ -26,6 +27,8 @@ export interface StreamRequest {
   maxSseLineBytes?: number
   /** The model name the body starts with, left out of the wire digest's body hash (`obs.sent`). @default none */
   model?: string
+  /** Sees every piece of the reply's body, de-chunked, after its read was stamped (a bench reads the server's stamps in it). */
+  onBody?: (bytes: Uint8Array) => void
 }
 
 const API_PATHS: Record<Api, string> = {
@@ -41,8 +44,8 @@ const API_PATHS: Record<Api, string> = {
  * Each read is timestamped when its bytes arrive, before SSE or JSON parsing; every event in
  * that read shares the timestamp (they arrived together).
  */
-export async function streamCompletion(dispatcher: Dispatcher, origin: string, req: StreamRequest): Promise<StreamObservation> {
-  const first = await streamOnce(dispatcher, origin, req)
+export async function streamCompletion(connections: StreamConnections, origin: string, req: StreamRequest): Promise<StreamObservation> {
+  const first = await streamOnce(connections, origin, req)
   if (first.error?.code !== 'CONNECTION_CLOSED' || req.signal?.aborted === true) return first
   // A keep-alive connection the server closed as the request went out (llama.cpp's server does
   // this beyond its HTTP threads), before a single byte of reply: nothing reached the engine, so
@@ -52,8 +55,8 @@ export async function streamCompletion(dispatcher: Dispatcher, origin: string, r
   // record keeps the attempt count.
   const left = req.deadlineMs - (monoMs() - first.dispatchedAt)
   if (left <= 0) return first
-  // A connection of its own: the pool's other idle connections may be closing the same way.
-  const fresh = new Client(origin, { pipelining: 1 })
+  // A connection of its own: the others' idle connections may be closing the same way.
+  const fresh = new StreamConnections(origin, 1, { slice: new TurnSlice(Infinity) })
   try {
     const second = await streamOnce(fresh, origin, { ...req, deadlineMs: left })
     second.attempts = 2
@@ -63,10 +66,10 @@ export async function streamCompletion(dispatcher: Dispatcher, origin: string, r
   }
 }
 
-/** One attempt: undici, the deadline and the caller's abort around a ChunkInterpreter, which it feeds timestamped events. */
-function streamOnce(dispatcher: Dispatcher, origin: string, req: StreamRequest): Promise<StreamObservation> {
+/** One attempt: a connection, the deadline and the caller's abort around a ChunkInterpreter, which it feeds timestamped reads. */
+function streamOnce(connections: StreamConnections, origin: string, req: StreamRequest): Promise<StreamObservation> {
   return new Promise((resolve) => {
-    let controllerRef: Dispatcher.DispatchController | null = null
+    let exchange: WireExchange | null = null
     const interpreter = new ChunkInterpreter({
       dispatchedAt: monoMs(),
       captureChars: req.captureChars ?? 0,
@@ -78,7 +81,7 @@ function streamOnce(dispatcher: Dispatcher, origin: string, req: StreamRequest):
         clearTimeout(deadline)
         req.signal?.removeEventListener('abort', onAbort)
         resolve(obs)
-        if (abortWith !== null) controllerRef?.abort(abortWith)
+        if (abortWith !== null) exchange?.abort(abortWith)
       },
     })
 
@@ -92,45 +95,38 @@ function streamOnce(dispatcher: Dispatcher, origin: string, req: StreamRequest):
       req.signal?.addEventListener('abort', onAbort, { once: true })
     }
 
-    // Each event is timestamped here, as it arrives, before the interpreter parses anything.
-    const handler: Dispatcher.DispatchHandler = {
-      onRequestStart(controller) {
-        controllerRef = controller
-        if (interpreter.settled) controller.abort(new ServegateError('REQUEST_ABORTED', 'settled before start'))
+    // Each read arrives here stamped in the socket's data callback, before anything of it is parsed.
+    const handler: WireHandler = {
+      onSent(body, at) {
+        if (body !== null) interpreter.onBodySent(body)
+        interpreter.onRequestSent(at)
       },
-      onBodySent(chunk) {
-        interpreter.onBodySent(chunk)
+      onHead(status, headers) {
+        interpreter.onResponseStart(status, headers, Date.now())
       },
-      onRequestSent() {
-        interpreter.onRequestSent(monoMs())
+      onBody(bytes, at) {
+        req.onBody?.(bytes)
+        interpreter.onResponseData(bytes, at)
       },
-      onResponseStart(_controller, statusCode, headers) {
-        interpreter.onResponseStart(statusCode, headers, Date.now())
+      onEnd(at) {
+        interpreter.onResponseEnd(at)
       },
-      onResponseData(_controller, bytes) {
-        interpreter.onResponseData(bytes, monoMs())
-      },
-      onResponseEnd() {
-        interpreter.onResponseEnd(monoMs())
-      },
-      onResponseError(_controller, err) {
-        interpreter.onResponseError(err, monoMs())
+      onError(err, at) {
+        interpreter.onResponseError(err, at)
       },
     }
 
     try {
-      dispatcher.dispatch(
+      exchange = connections.send(
         {
-          origin,
-          path: API_PATHS[req.api],
           method: 'POST',
-          body: req.body,
+          path: API_PATHS[req.api],
           headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...req.headers },
-          headersTimeout: 0,
-          bodyTimeout: 0,
+          body: req.body,
         },
         handler,
       )
+      if (interpreter.settled) exchange.abort(new ServegateError('REQUEST_ABORTED', 'settled before it was sent'))
     } catch (err) {
       interpreter.fail('INTERNAL', `dispatch failed: ${(err as Error).message}`, monoMs())
     }
