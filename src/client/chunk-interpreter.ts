@@ -121,7 +121,7 @@ export class ChunkInterpreter {
   private readonly stamps = new ChunkStamps()
   /** Where `obs.cachedPromptTokens` came from so far: usage's details outrank llama.cpp's `timings.cache_n`. */
   private cachedFrom: 'usage' | 'timings' | null = null
-  /** The pieces handed to the socket, until the request is sent and they are digested. */
+  /** The pieces handed to the socket, until the request settles and they are digested. */
   private sentPieces: Uint8Array[] = []
   private readonly model: string | null
 
@@ -147,10 +147,12 @@ export class ChunkInterpreter {
     this.sentPieces.push(chunk)
   }
 
-  /** The whole request was handed to the socket at `at`: what was written is digested, and the bytes let go. */
+  /**
+   * The whole request was handed to the socket at `at`. What was written is digested when the
+   * request settles, not now: a send costs the thread no hashing.
+   */
   onRequestSent(at: number): void {
     this.obs.sentAt = at
-    this.digestPieces()
   }
 
   /** Keeps what was written as its digest, and lets the pieces go. */

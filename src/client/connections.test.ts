@@ -2,7 +2,6 @@ import { createServer, type ServerResponse, type Server } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
 import { afterEach, describe, expect, test } from 'vitest'
 import { StreamConnections } from './connections.ts'
-import { TurnSlice } from './turn-slice.ts'
 import { streamCompletion } from './stream.ts'
 
 const STREAM = 'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
@@ -115,8 +114,8 @@ describe('StreamConnections', () => {
 
   test('never more than `connections` at once: the next waits, first come first served, for the first released', async () => {
     const { origin, ports, answer } = await serve(true)
-    // No slicing: the four go to connections or the line at once.
-    const connections = new StreamConnections(origin, 2, { slice: new TurnSlice(Infinity) })
+    // The four go to connections or the line at once.
+    const connections = new StreamConnections(origin, 2)
     try {
       const a = raw(connections)
       const b = raw(connections)
@@ -275,66 +274,17 @@ describe('StreamConnections', () => {
     }
   })
 
-  test('a burst past the turn’s slice goes out over the next turns, oldest first, the event loop turning between', async () => {
-    const { origin, ports, answer } = await serve(true)
-    // A slice so short that each turn hands on one request.
-    const connections = new StreamConnections(origin, 4, { slice: new TurnSlice(1e-9) })
-    const answerAll = async (): Promise<void> => {
-      await expect.poll(() => ports.length).toBe(4)
-      for (let i = 0; i < 4; i++) answer()
-    }
-    try {
-      // Four warm connections, so that no connect adds turns.
-      const warm = Array.from({ length: 4 }, () => raw(connections).ended)
-      await answerAll()
-      await Promise.all(warm)
-      expect(connections.opened).toBe(4)
-      ports.length = 0
-      const burst = Array.from({ length: 4 }, () => raw(connections))
-      expect(connections.queued).toBe(3)
-      const turns = await Promise.all(burst.map((r) => r.turns()))
-      // The first at once, each next a turn later.
-      expect(turns).toEqual([0, 1, 2, 3])
-      await answerAll()
-      expect(await Promise.all(burst.map((r) => r.ended))).toEqual([null, null, null, null])
-      expect(connections.queued).toBe(0)
-      expect(new Set(ports).size).toBe(4)
-    } finally {
-      await connections.destroy()
-    }
-  })
-
-  test('unsliced, the same burst goes out at once', async () => {
+  test('a burst goes out at once on warm connections', async () => {
     const { origin } = await serve(false)
-    const connections = new StreamConnections(origin, 4, { slice: new TurnSlice(Infinity) })
+    const connections = new StreamConnections(origin, 4)
     try {
       await Promise.all(Array.from({ length: 4 }, () => raw(connections).ended))
       const burst = Array.from({ length: 4 }, () => raw(connections))
-      expect(connections.queued).toBe(0)
       expect(await Promise.all(burst.map((r) => r.turns()))).toEqual([0, 0, 0, 0])
-      await Promise.all(burst.map((r) => r.ended))
+      expect(await Promise.all(burst.map((r) => r.ended))).toEqual([null, null, null, null])
     } finally {
       await connections.destroy()
     }
-  })
-
-  test('destroy fails the requests still queued past their slice; close lets them go out first', async () => {
-    const { origin, ports } = await serve(false)
-    const destroyed = new StreamConnections(origin, 3, { slice: new TurnSlice(1e-9) })
-    const first = raw(destroyed)
-    const queued = [raw(destroyed), raw(destroyed)]
-    expect(destroyed.queued).toBe(2)
-    await destroyed.destroy()
-    expect(await first.ended).toBeInstanceOf(Error)
-    for (const q of queued) expect((await q.ended)?.message).toMatch(/destroyed before this request could be sent/)
-    expect(ports).toHaveLength(0)
-
-    const closing = new StreamConnections(origin, 3, { slice: new TurnSlice(1e-9) })
-    const all = [raw(closing), raw(closing), raw(closing)]
-    expect(closing.queued).toBe(2)
-    await closing.close()
-    expect(await Promise.all(all.map((r) => r.ended))).toEqual([null, null, null])
-    expect(ports).toHaveLength(3)
   })
 
   test('a connection count that is not a whole number ≥ 1 is refused', () => {

@@ -3,7 +3,6 @@ import { connect as tlsConnect } from 'node:tls'
 import { ServegateError } from '../errors.ts'
 import { monoMs } from './clock.ts'
 import { type Http1Headers, Http1ResponseParser } from './http1.ts'
-import { TurnSlice } from './turn-slice.ts'
 
 /** One HTTP/1.1 request, its bytes ready: what `send` writes to a socket in one go. */
 export interface WireRequest {
@@ -134,9 +133,8 @@ class Exchange implements WireExchange {
  * of bytes prepared beforehand on a connection whose close the socket already reported. undici
  * keeps everything off the measured path (probes, scrapes, tokenizers).
  *
- * Requests go out in slices per event-loop turn (a `TurnSlice`, which the cell's closed loop
- * shares: its next requests start in the same budget). Below a slice's worth a turn, a request
- * goes out at once.
+ * A request goes out at once, in the caller's turn: preparing its bytes is the caller's work, done
+ * ahead (`BodyFeed`), so a send costs the thread one write.
  *
  * An idle connection that the server closes, or that receives bytes unasked, is dropped at once;
  * a request never goes out on it.
@@ -152,9 +150,6 @@ export class StreamConnections {
   readonly #idle: Conn[] = []
   /** Requests for which no connection was free: each goes out on the next one released. */
   readonly #waiting: Queued[] = []
-  /** Requests past this turn's slice, oldest first: they go out in the next turns. */
-  readonly #ready: Queued[] = []
-  readonly #slice: TurnSlice
   #accepting = true
   #destroyed = false
   /** Called when the last waiting or queued request has gone out, while closing. */
@@ -163,11 +158,8 @@ export class StreamConnections {
   /**
    * @param origin `http://host:port` or `https://host:port`
    * @param connections the most open at once; null for no bound (an open loop without an in-flight cap)
-   * @param options.slice the turn slices requests are handed on in, shared with the thread's other
-   *   work that can wait (a closed loop's); @default a `TurnSlice` of its own
-   *   (pass `new TurnSlice(Infinity)` to hand every request on at once)
    */
-  constructor(origin: string, connections: number | null, options: { slice?: TurnSlice } = {}) {
+  constructor(origin: string, connections: number | null) {
     if (connections !== null && !(Number.isInteger(connections) && connections >= 1)) {
       throw new ServegateError('INTERNAL', `connections: a whole number ≥ 1 or null, got ${connections}`)
     }
@@ -180,7 +172,6 @@ export class StreamConnections {
     this.#port = url.port === '' ? (this.#tls ? 443 : 80) : Number(url.port)
     this.#hostHeader = url.host
     this.#max = connections ?? Infinity
-    this.#slice = options.slice ?? new TurnSlice()
   }
 
   /** Connections open now (idle or busy). */
@@ -193,24 +184,15 @@ export class StreamConnections {
     return this.#waiting.length
   }
 
-  /** Requests past their turn's slice, not yet handed to a connection. */
-  get queued(): number {
-    return this.#ready.length
-  }
-
   /**
-   * Sends a request now, within this turn's slice, or queues it behind the others for the next turns.
+   * Sends a request now on a free connection (a new one while fewer than the bound are open), or
+   * queues it for the next connection released.
    * @throws ServegateError INTERNAL once closed or destroyed
    */
   send(request: WireRequest, handler: WireHandler): WireExchange {
     if (!this.#accepting) throw new ServegateError('INTERNAL', 'the connections are closed; no request can be sent on them')
     const exchange = new Exchange(handler, this.#releaseConn)
-    const queued: Queued = { request, exchange }
-    if (this.#slice.open) this.#slice.run(() => this.#handOn(queued))
-    else {
-      this.#ready.push(queued)
-      void this.#slice.later(this.#handOnOldest)
-    }
+    this.#handOn({ request, exchange })
     return exchange
   }
 
@@ -245,7 +227,7 @@ export class StreamConnections {
   /** Stops taking requests; those waiting still go out as connections free; resolves when every connection has closed. */
   async close(): Promise<void> {
     this.#accepting = false
-    while (this.#waiting.length > 0 || this.#ready.length > 0) await new Promise<void>((resolve) => (this.#drained = resolve))
+    while (this.#waiting.length > 0) await new Promise<void>((resolve) => (this.#drained = resolve))
     await Promise.all(this.#open.filter((c) => c.exchange !== null).map((c) => new Promise<void>((resolve) => (c.onFree = resolve))))
     await this.#endAll(false)
   }
@@ -255,7 +237,7 @@ export class StreamConnections {
     this.#accepting = false
     this.#destroyed = true
     const reason = err ?? new ServegateError('REQUEST_ABORTED', 'the connections were destroyed before this request could be sent')
-    for (const q of [...this.#ready.splice(0), ...this.#waiting.splice(0)]) q.exchange.fail(reason, monoMs())
+    for (const q of this.#waiting.splice(0)) q.exchange.fail(reason, monoMs())
     this.#idle.length = 0
     await this.#endAll(true, err)
   }
@@ -292,15 +274,8 @@ export class StreamConnections {
     this.#write(conn, q.exchange, q.request)
   }
 
-  /** In a later turn's slice: hands on the oldest request queued past its own turn's. */
-  readonly #handOnOldest = (): void => {
-    const next = this.#ready.shift()
-    if (next !== undefined) this.#handOn(next)
-    this.#checkDrained()
-  }
-
   #checkDrained(): void {
-    if (this.#waiting.length === 0 && this.#ready.length === 0 && this.#drained !== null) {
+    if (this.#waiting.length === 0 && this.#drained !== null) {
       this.#drained()
       this.#drained = null
     }
@@ -344,13 +319,14 @@ export class StreamConnections {
     for (const name in request.headers) head += `${name}: ${request.headers[name]}\r\n`
     const body = request.body
     head += body === null ? '\r\n' : `content-length: ${body.length}\r\n\r\n`
+    // One buffer, one write: on an idle connection the kernel takes it at once.
+    const bytes = Buffer.allocUnsafe(Buffer.byteLength(head, 'latin1') + (body?.length ?? 0))
+    const headBytes = bytes.write(head, 'latin1')
+    body?.copy(bytes, headBytes)
     const socket = conn.socket
     const put = (): void => {
       if (exchange.finished || conn.dead) return
-      socket.cork()
-      socket.write(head, 'latin1')
-      if (body !== null && body.length > 0) socket.write(body)
-      socket.uncork()
+      socket.write(bytes)
       exchange.handler.onSent(body, monoMs())
     }
     if (socket.connecting) socket.once('connect', put)

@@ -149,40 +149,65 @@ export class Http1ResponseParser {
     return this.#state === State.Done
   }
 
-  /** Takes bytes up to the next LF of a head, chunk-size or trailer line; handles each complete line. */
+  /** Takes a head, chunk-size or trailer line (a head: up to its blank line) from `from`; returns where parsing goes on. */
   #line(bytes: Uint8Array, from: number): number {
+    if (this.#state === State.Head) return this.#headBytes(bytes, from)
+    if (this.#state === State.ChunkSize && this.#pending === null) {
+      // The common case, without allocating: hex digits, then CRLF, whole in this read.
+      let size = 0
+      let at = from
+      for (; at < bytes.length && at - from < 12; at++) {
+        const digit = hexDigit(bytes[at] as number)
+        if (digit < 0) break
+        size = size * 16 + digit
+      }
+      if (at > from && at + 1 < bytes.length && bytes[at] === CR && bytes[at + 1] === LF) {
+        this.#left = size
+        this.#state = size === 0 ? State.Trailers : State.ChunkData
+        return at + 2
+      }
+    }
     const lf = bytes.indexOf(LF, from)
-    const limit = this.#state === State.Head ? MAX_HEAD_BYTES : MAX_CHUNK_LINE
+    const piece = Buffer.from(bytes.buffer, bytes.byteOffset + from, (lf < 0 ? bytes.length : lf + 1) - from)
+    const text = this.#pending === null ? piece : Buffer.concat([this.#pending, piece])
+    if (text.length > MAX_CHUNK_LINE) this.#overflow()
     if (lf < 0) {
-      const piece = Buffer.from(bytes.subarray(from))
-      this.#pending = this.#pending === null ? piece : Buffer.concat([this.#pending, piece])
-      if (this.#pending.length > limit) this.#overflow()
+      this.#pending = Buffer.from(text)
       return bytes.length
     }
-    const piece = bytes.subarray(from, lf + 1)
-    let text: Buffer
-    if (this.#pending === null) {
-      text = Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength)
-    } else {
-      text = Buffer.concat([this.#pending, piece])
-      this.#pending = null
-    }
-    if (text.length > limit) this.#overflow()
-    if (this.#state === State.Head) {
-      // The head ends at an empty line: keep whole lines until then.
-      const end = text.length >= 2 && (endsWithBlankLine(text) || (text.length <= 2 && isBlank(text)))
-      if (!end) {
-        this.#pending = Buffer.from(text)
-        if (this.#pending.length > limit) this.#overflow()
-        return lf + 1
-      }
-      this.#head(text.toString('latin1'))
-      return lf + 1
-    }
+    this.#pending = null
     const line = text.toString('latin1').replace(/\r?\n$/, '')
     if (this.#state === State.ChunkSize) this.#chunkSize(line)
     else if (line === '') this.#end()
     return lf + 1
+  }
+
+  /** Takes head bytes up to the blank line that ends the head, across reads; parses the head once it is whole. */
+  #headBytes(bytes: Uint8Array, from: number): number {
+    const before = this.#pending?.length ?? 0
+    const piece = Buffer.from(bytes.buffer, bytes.byteOffset + from, bytes.length - from)
+    const text = this.#pending === null ? piece : Buffer.concat([this.#pending, piece])
+    // The blank line may begin in an earlier read: search from a little before this one.
+    let end = -1
+    for (let at = text.indexOf(LF, Math.max(0, before - 3)); at >= 0; at = text.indexOf(LF, at + 1)) {
+      if (text[at + 1] === LF) {
+        end = at + 2
+        break
+      }
+      if (text[at + 1] === CR && text[at + 2] === LF) {
+        end = at + 3
+        break
+      }
+    }
+    if (end < 0) {
+      if (text.length > MAX_HEAD_BYTES) this.#overflow()
+      this.#pending = Buffer.from(text)
+      return bytes.length
+    }
+    if (end > MAX_HEAD_BYTES) this.#overflow()
+    this.#pending = null
+    this.#head(text.toString('latin1', 0, end))
+    return from + end - before
   }
 
   #overflow(): never {
@@ -253,12 +278,10 @@ function headerText(value: string | string[] | undefined): string {
   return value === undefined ? '' : Array.isArray(value) ? value.join(', ') : value
 }
 
-function isBlank(text: Buffer): boolean {
-  return (text.length === 1 && text[0] === LF) || (text.length === 2 && text[0] === CR && text[1] === LF)
-}
-
-function endsWithBlankLine(text: Buffer): boolean {
-  const n = text.length
-  if (n < 2 || text[n - 1] !== LF) return false
-  return text[n - 2] === LF || (n >= 4 && text[n - 2] === CR && text[n - 3] === LF && text[n - 4] === CR)
+/** The value of an ASCII hex digit, or -1. */
+function hexDigit(c: number): number {
+  if (c >= 48 && c <= 57) return c - 48
+  if (c >= 97 && c <= 102) return c - 87
+  if (c >= 65 && c <= 70) return c - 55
+  return -1
 }

@@ -4,7 +4,6 @@ import { ChunkInterpreter } from './chunk-interpreter.ts'
 import { StreamConnections, type WireExchange, type WireHandler } from './connections.ts'
 import type { StreamObservation } from './observation.ts'
 import { monoMs } from './clock.ts'
-import { TurnSlice } from './turn-slice.ts'
 
 // Callers take the observation and its helpers from the client's entry, beside streamCompletion.
 export { captureContent, emptyObservation, type StreamObservation } from './observation.ts'
@@ -56,7 +55,7 @@ export async function streamCompletion(connections: StreamConnections, origin: s
   const left = req.deadlineMs - (monoMs() - first.dispatchedAt)
   if (left <= 0) return first
   // A connection of its own: the others' idle connections may be closing the same way.
-  const fresh = new StreamConnections(origin, 1, { slice: new TurnSlice(Infinity) })
+  const fresh = new StreamConnections(origin, 1)
   try {
     const second = await streamOnce(fresh, origin, { ...req, deadlineMs: left })
     second.attempts = 2
@@ -64,6 +63,35 @@ export async function streamCompletion(connections: StreamConnections, origin: s
   } finally {
     void fresh.destroy()
   }
+}
+
+/**
+ * The callbacks waiting on each signal, behind one listener a signal. A cell's requests share its
+ * signal, and an `AbortSignal` checks every listener already added for a duplicate: hundreds of
+ * requests in flight made each `addEventListener` cost tens of microseconds of a send.
+ */
+const abortWaiters = new WeakMap<AbortSignal, Set<() => void>>()
+
+function whenAborted(signal: AbortSignal, callback: () => void): void {
+  let waiters = abortWaiters.get(signal)
+  if (waiters === undefined) {
+    const set = new Set<() => void>()
+    waiters = set
+    abortWaiters.set(signal, set)
+    signal.addEventListener(
+      'abort',
+      () => {
+        abortWaiters.delete(signal)
+        for (const waiter of set) waiter()
+      },
+      { once: true },
+    )
+  }
+  waiters.add(callback)
+}
+
+function forgetAbort(signal: AbortSignal, callback: () => void): void {
+  abortWaiters.get(signal)?.delete(callback)
 }
 
 /** One attempt: a connection, the deadline and the caller's abort around a ChunkInterpreter, which it feeds timestamped reads. */
@@ -79,7 +107,7 @@ function streamOnce(connections: StreamConnections, origin: string, req: StreamR
       model: req.model ?? null,
       onSettle(obs, abortWith) {
         clearTimeout(deadline)
-        req.signal?.removeEventListener('abort', onAbort)
+        if (req.signal !== undefined) forgetAbort(req.signal, onAbort)
         resolve(obs)
         if (abortWith !== null) exchange?.abort(abortWith)
       },
@@ -91,8 +119,8 @@ function streamOnce(connections: StreamConnections, origin: string, req: StreamR
     const onAbort = (): void => interpreter.fail('REQUEST_ABORTED', 'cancelled by the caller', monoMs())
     if (req.signal?.aborted) {
       queueMicrotask(onAbort)
-    } else {
-      req.signal?.addEventListener('abort', onAbort, { once: true })
+    } else if (req.signal !== undefined) {
+      whenAborted(req.signal, onAbort)
     }
 
     // Each read arrives here stamped in the socket's data callback, before anything of it is parsed.

@@ -3,7 +3,7 @@ import { bodyBytes, bodyEntry } from '../workload/bytes.ts'
 import { type PlannedRequest, type PreparedWorkload, StreamHash } from '../workload/prepare.ts'
 
 /** Bodies a feed builds ahead of the one being sent. */
-const LOOK_AHEAD = 32
+export const LOOK_AHEAD = 32
 /** Bodies built per event-loop turn while filling the look-ahead, so a due send never waits long behind them. */
 const PER_TURN = 4
 
@@ -14,7 +14,8 @@ export interface FedRequest {
 }
 
 interface Built {
-  body: string
+  /** The body's length and sha256 for the request-stream hash, taken when it was built (not when sent). */
+  entry: readonly [number, string]
   fed: FedRequest
 }
 
@@ -64,12 +65,12 @@ export class BodyFeed {
     const conversation = this.#workload.conversation
     if (replies !== null && conversation !== null) {
       const body = conversation.body(index, replies)
-      this.#hash.add(index, conversation.plannedTurn(index))
+      this.#hash.add(index, bodyEntry(conversation.plannedTurn(index)))
       return { bytes: bodyBytes(this.#model, body), planned: this.#workload.planned(index) }
     }
     const built = this.#built.get(index) ?? this.#build(index)
     this.#built.delete(index)
-    this.#hash.add(index, built.body)
+    this.#hash.add(index, built.entry)
     this.#schedule()
     return built.fed
   }
@@ -77,6 +78,18 @@ export class BodyFeed {
   /** sha256 over the taken bodies in index order (`requestStreamSha256`); null unless each was built, none missing before the last. */
   get requestStreamSha256(): string | null {
     return this.#complete && this.#hash.gapless ? this.#hash.digest() : null
+  }
+
+  /**
+   * Builds the look-ahead now, before the requests start: the first round of a closed loop at
+   * concurrency C (a look-ahead of at least C) then sends without building a body.
+   */
+  prefill(): void {
+    if (this.#signal.aborted) return
+    const until = Math.min(this.#end, this.#taken + this.#lookAhead)
+    for (this.#next = Math.max(this.#next, this.#taken); this.#next < until; this.#next++) {
+      if (!this.#built.has(this.#next)) this.#built.set(this.#next, this.#build(this.#next))
+    }
   }
 
   /** Stops filling the look-ahead. */
@@ -89,7 +102,7 @@ export class BodyFeed {
   #build(index: number): Built {
     const r = this.#workload.request(index)
     const { body, ...planned } = r
-    return { body, fed: { bytes: bodyBytes(this.#model, body), planned } }
+    return { entry: bodyEntry(body), fed: { bytes: bodyBytes(this.#model, body), planned } }
   }
 
   #schedule(): void {
@@ -117,8 +130,9 @@ class OrderedHash {
     this.#next = from
   }
 
-  add(index: number, body: string): void {
-    this.#waiting.set(index, bodyEntry(body))
+  /** @param entry the body's length and sha256 (`bodyEntry`) */
+  add(index: number, entry: readonly [number, string]): void {
+    this.#waiting.set(index, entry)
     while (this.#waiting.has(this.#next)) {
       const [bytes, sha256] = this.#waiting.get(this.#next) as readonly [number, string]
       this.#hash.updateDigest(bytes, sha256)

@@ -74,8 +74,9 @@ export function httpTransport(o: ResolvedRunCellOptions, origin: string, engineC
         })
   // Streams every request in the cell's thread; with workers each has connections of its own, and
   // these are never used (none opens before a request).
+  const dispatcher = new StreamConnections(origin, connections)
+  // The turn slices a closed loop makes its ended requests' records in, the reads in between.
   const slice = new TurnSlice()
-  const dispatcher = new StreamConnections(origin, connections, { slice })
   const send: CellTransport['send'] =
     workers === null
       ? (body, capture, signal) =>

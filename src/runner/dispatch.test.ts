@@ -114,30 +114,57 @@ describe('openLoop', () => {
     }
   })
 
-  test('closed loop: a round that ends together starts its next requests over the next turns, the loop turning between', async () => {
-    const nextTurns = async (slice: TurnSlice): Promise<number[]> => {
+  test('closed loop: a round that ends together sends its next requests at once; their records go over the next turns', async () => {
+    const run = async (slice: TurnSlice): Promise<{ sentInTurn: number[]; recordInTurn: number[] }> => {
       const turns = turnCounter()
-      // Round one ends at one moment; each start holds the thread for 1 ms (its body, its hand-off).
+      // Round one ends at one moment; each record holds the thread for 1 ms.
       let endRound: () => void = () => {}
       const roundEnds = new Promise<void>((resolve) => (endRound = resolve))
       setTimeout(endRound, 10)
-      const startedInTurn: number[] = []
+      const sentInTurn: number[] = []
+      const recordInTurn: number[] = []
       const send = async (index: number): Promise<StreamObservation> => {
         const at = monoMs()
-        holdThread(1)
-        startedInTurn[index] = turns.now()
+        sentInTurn[index] = turns.now()
         if (index < 4) await roundEnds
         return observed(at)
       }
-      await closedLoop(8, 4, send, () => {}, undefined, slice)
+      await closedLoop(
+        8,
+        4,
+        send,
+        (slot) => {
+          recordInTurn[slot.index] = turns.now()
+          holdThread(1)
+        },
+        undefined,
+        slice,
+      )
       turns.stop()
-      return startedInTurn.slice(4)
+      return { sentInTurn: sentInTurn.slice(4), recordInTurn: recordInTurn.slice(0, 4) }
     }
-    const sliced = await nextTurns(new TurnSlice(0.25))
-    expect(new Set(sliced).size).toBe(4)
-    expect(sliced).toEqual([...sliced].sort((a, b) => a - b))
-    const unsliced = await nextTurns(new TurnSlice(Infinity))
-    expect(new Set(unsliced).size).toBe(1)
+    const sliced = await run(new TurnSlice(0.25))
+    // Every next request went out in the turn the round ended, whatever the records cost.
+    expect(new Set(sliced.sentInTurn).size).toBe(1)
+    // Each record in a turn of its own (1 ms each, past the 0.25 ms slice), oldest first, after the sends.
+    expect(new Set(sliced.recordInTurn).size).toBe(4)
+    expect(sliced.recordInTurn).toEqual([...sliced.recordInTurn].sort((a, b) => a - b))
+    expect(Math.min(...sliced.recordInTurn)).toBeGreaterThanOrEqual(sliced.sentInTurn[0] as number)
+    const unsliced = await run(new TurnSlice(Infinity))
+    expect(new Set(unsliced.sentInTurn).size).toBe(1)
+    expect(new Set(unsliced.recordInTurn).size).toBe(1)
+  })
+
+  test('closed loop: a record that throws fails the loop, once every record was handed over', async () => {
+    const { send } = slowSend(1)
+    const done: number[] = []
+    await expect(
+      closedLoop(4, 2, send, (slot) => {
+        done.push(slot.index)
+        if (slot.index === 1) throw new Error('record failed')
+      }),
+    ).rejects.toThrow('record failed')
+    expect(done.sort()).toEqual([0, 1, 2, 3])
   })
 
   test('closed loop: after an abort no slot takes another request', async () => {

@@ -21,16 +21,15 @@ export type Send = (index: number) => Promise<StreamObservation>
  * Runs `count` requests over `concurrency` slots: when one ends the next starts on its slot.
  * Once `signal` aborts no more are sent (those in flight end as they end); the rest are unsent.
  * Every slot is free at the start (no queue delay for the first round: a wait behind the other
- * slots' sends is the client's send lag) and then the moment its request ends. The next request
- * is dispatched first and the ended one handed to `onDone` after, so making its record does not
- * delay the dispatch; where the bytes still wait for an event-loop turn, it counts in the next
- * request's send lag (from the end) instead of before it.
+ * slots' sends is the client's send lag) and then the moment its request ends.
  *
- * Starting a request and handing over the one before (its body, its record, its hand-off) is done
- * in slices of an event-loop turn (`slice`): when a round of equal streams ends together, the
- * slots go on over the next turns, oldest first, and the chunks of the streams still running are
- * read, and stamped, in between.
- * @param slice the turn slices the slots' next requests start in; @default a new `TurnSlice` (0.25 ms a turn)
+ * A slot's next request goes out at once, in the turn its last one ended: its body was built
+ * ahead and its send is one socket write, so even a round of equal streams ending together costs
+ * the thread tens of microseconds a slot. The ended requests' records (`onDone`) are what can wait:
+ * they are made in slices of the later event-loop turns (`slice`), oldest first, so the chunks of
+ * the streams still running are read, and stamped, in between. Resolves once every record is made;
+ * rejects with the first error `onDone` threw.
+ * @param slice the turn slices the ended requests' records are made in; @default a new `TurnSlice` (0.25 ms a turn)
  */
 export async function closedLoop(
   count: number,
@@ -42,29 +41,36 @@ export async function closedLoop(
 ): Promise<void> {
   const readyAt = monoMs()
   let next = 0
+  // Records waiting for their slice, and the errors making them threw.
+  let handing = 0
+  let handed: (() => void) | null = null
+  const failures: unknown[] = []
+  const handOver = (slot: Slot): void => {
+    handing++
+    void slice
+      .submit(() => onDone(slot))
+      .catch((err: unknown) => failures.push(err))
+      .finally(() => {
+        if (--handing === 0) handed?.()
+      })
+  }
   const worker = async (): Promise<void> => {
     let slotAt = readyAt
     let ended: Slot | null = null
-    // The next request out and the ended one handed over; null once no more are to be sent.
-    const step = (): Promise<StreamObservation> | null => {
-      if (next >= count || signal?.aborted === true) return null
+    while (next < count && signal?.aborted !== true) {
       const index = next++
+      // The next request out first, then the ended one handed over.
       const sending = send(index)
-      if (ended !== null) onDone(ended)
-      ended = null
-      return sending.then((obs) => {
-        ended = { index, readyAt, slotAt, scheduledOffsetMs: null, obs }
-        slotAt = monoMs()
-        return obs
-      })
+      if (ended !== null) handOver(ended)
+      const obs = await sending
+      ended = { index, readyAt, slotAt, scheduledOffsetMs: null, obs }
+      slotAt = monoMs()
     }
-    for (;;) {
-      const obs = await slice.submit(step)
-      if (obs === null) break
-    }
-    if (ended !== null) onDone(ended)
+    if (ended !== null) handOver(ended)
   }
   await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker))
+  if (handing > 0) await new Promise<void>((resolve) => (handed = resolve))
+  if (failures.length > 0) throw failures[0]
 }
 
 /**

@@ -8,7 +8,7 @@ import type { CellProgress, PhaseListener } from '../schema/progress.ts'
 import type { ErrorInfo, RequestRecord, RunRecord } from '../schema/run.ts'
 import type { TokenizerProbe } from '../client/tokenize.ts'
 import { type PreparedWorkload, preparedFor } from '../workload/prepare.ts'
-import { BodyFeed } from './body-feed.ts'
+import { BodyFeed, LOOK_AHEAD } from './body-feed.ts'
 import { type RunCellOptions, type ResolvedRunCellOptions, resolveCellOptions } from './cell-options.ts'
 import { type CellTransport, connectionsToWarm, httpTransport } from './cell-transport.ts'
 import { closedLoop, openLoop, type Slot } from './dispatch.ts'
@@ -270,7 +270,10 @@ export async function measureCell(
     // Bodies are built as they are sent, a bounded look-ahead in front, never all at once.
     const { measuredCount, warmupCount } = workload
     // A conversation's sessions interleave: its bodies are built as each turn goes, none ahead.
-    const measuredFeed = new BodyFeed(workload, o.model, 0, measuredCount, signal, workload.conversation === null ? undefined : 0)
+    // Otherwise at least a round ahead: every slot's next body is ready when its request ends.
+    const lookAhead =
+      workload.conversation === null ? Math.max(LOOK_AHEAD, o.arrival === null ? o.concurrency : (o.arrival.maxInFlight ?? 0)) : 0
+    const measuredFeed = new BodyFeed(workload, o.model, 0, measuredCount, signal, lookAhead)
     const warmupFeed = new BodyFeed(workload, o.model, measuredCount, measuredCount + warmupCount, signal)
     feeds.push(measuredFeed, warmupFeed)
     const cancels = o.cancel === null ? null : new Cancellations(o.cancel, o.workload.seed, o.requests)
@@ -301,6 +304,7 @@ export async function measureCell(
       if (stage > 0 && (stages === null || !(await waitTurn(stages, stage, phase)))) break
       const end = Math.min(ends[stage] as number, measuredCount)
       ledger.beginStage(stages === null ? null : { index: stage + 1, of: ends.length })
+      measuredFeed.prefill()
       meter.start()
       const due = send(measuredFeed, ledger.sent, ledger, usage.keepsText)
       openLoopStats = await measuredPhase(
