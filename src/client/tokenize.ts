@@ -1,4 +1,4 @@
-import { request } from 'undici'
+import { httpRequest } from '../http-request.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
 
 /** A chat message as the tokenizer sees it (text only; images are not counted here). */
@@ -22,13 +22,13 @@ export interface EngineTokenizer {
 type Json = Record<string, unknown>
 
 async function postJson(origin: string, path: string, body: Json, timeoutMs: number): Promise<{ status: number; json: Json | null }> {
-  const res = await request(`${origin}${path}`, {
+  const res = await httpRequest(`${origin}${path}`, {
     method: 'POST',
     body: JSON.stringify(body),
     headers: { 'content-type': 'application/json' },
     signal: AbortSignal.timeout(timeoutMs),
   })
-  const text = await res.body.text()
+  const text = res.text
   try {
     const json = JSON.parse(text) as unknown
     return { status: res.statusCode, json: json !== null && typeof json === 'object' ? (json as Json) : null }

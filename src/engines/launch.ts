@@ -2,8 +2,7 @@ import { constants } from 'node:fs'
 import { access, mkdir, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { delimiter, isAbsolute, join } from 'node:path'
-import { execa } from 'execa'
-import { request } from 'undici'
+import { httpRequest } from '../http-request.ts'
 import { ServegateError } from '../errors.ts'
 import { parseBaseUrl } from '../loopback.ts'
 import type { EngineTeardown, ErrorInfo, TeardownSurvivor } from '../schema/run.ts'
@@ -108,8 +107,8 @@ function engineEnv(config: LaunchedConfig): Record<string, string> {
 }
 
 async function getJson(url: string, timeoutMs: number): Promise<{ status: number; json: Record<string, unknown> | null }> {
-  const res = await request(url, { method: 'GET', signal: AbortSignal.timeout(timeoutMs) })
-  const text = await res.body.text()
+  const res = await httpRequest(url, { signal: AbortSignal.timeout(timeoutMs) })
+  const text = res.text
   try {
     const json = JSON.parse(text) as unknown
     return {
@@ -156,8 +155,7 @@ async function waitReady(
         )
       }
       try {
-        const res = await request(`${origin}${path}`, { method: 'GET', signal: AbortSignal.timeout(2000) })
-        await res.body.dump()
+        const res = await httpRequest(`${origin}${path}`, { signal: AbortSignal.timeout(2000) })
         if (res.statusCode === 200) break
       } catch {
         // Not listening yet.
@@ -187,6 +185,7 @@ async function versionFacts(config: LaunchedConfig, origin: string, env: Record<
   const argv = adapter.versionArgv(config)
   if (argv !== null) {
     const [file, ...args] = argv
+    const { execa } = await import('execa')
     const result = await execa(file as string, args, { env, extendEnv: false, reject: false, timeout: 30_000, stdin: 'ignore', all: true })
     const parsed = parseVersionOutput(String(result.all ?? ''))
     if (result.exitCode === 0 && parsed.version !== null) {

@@ -2,7 +2,7 @@ import { createWriteStream } from 'node:fs'
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { execa, type ResultPromise } from 'execa'
+import type { ResultPromise } from 'execa'
 import type { EngineTeardown, TeardownSurvivor } from '../schema/run.ts'
 import { EngineCgroup } from './engine-cgroup.ts'
 import { commandLine, LAUNCH_TOKEN_VAR, markedProcesses, newLaunchToken, processGroup, running } from './launch-token.ts'
@@ -115,6 +115,8 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
   const token = newLaunchToken()
   let cgroup = o.ownCgroup === true ? EngineCgroup.create(token) : null
   const [file, ...args] = launchArgv(o, cgroup)
+  // Loaded when an engine is launched: a cell against a running endpoint never pays its ~20 MB.
+  const { execa } = await import('execa')
   const child: ResultPromise = execa(file as string, args, {
     env: { ...o.env, [LAUNCH_TOKEN_VAR]: token },
     extendEnv: false,

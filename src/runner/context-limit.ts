@@ -1,4 +1,4 @@
-import { request } from 'undici'
+import { httpRequest } from '../http-request.ts'
 import { ServegateError } from '../errors.ts'
 import { RequestSizes } from '../workload/request-sizes.ts'
 import type { ResolvedCellPlan } from './cell-options.ts'
@@ -11,8 +11,8 @@ export interface ContextLimit {
 
 async function getJson(url: string, timeoutMs: number): Promise<unknown> {
   try {
-    const res = await request(url, { method: 'GET', signal: AbortSignal.timeout(timeoutMs) })
-    const text = await res.body.text()
+    const res = await httpRequest(url, { signal: AbortSignal.timeout(timeoutMs) })
+    const text = res.text
     return res.statusCode === 200 ? (JSON.parse(text) as unknown) : null
   } catch {
     return null

@@ -1,4 +1,4 @@
-import { request } from 'undici'
+import { type HttpReply, httpRequest } from '../http-request.ts'
 import { ServegateError } from '../errors.ts'
 
 /**
@@ -8,10 +8,9 @@ import { ServegateError } from '../errors.ts'
  */
 export async function probeEndpoint(origin: string, model: string, signal?: AbortSignal, timeoutMs = 5000): Promise<void> {
   const timeout = AbortSignal.timeout(timeoutMs)
-  let res: Awaited<ReturnType<typeof request>>
+  let res: HttpReply
   try {
-    res = await request(`${origin}/v1/models`, {
-      method: 'GET',
+    res = await httpRequest(`${origin}/v1/models`, {
       signal: signal === undefined ? timeout : AbortSignal.any([signal, timeout]),
     })
   } catch (err) {
@@ -24,7 +23,7 @@ export async function probeEndpoint(origin: string, model: string, signal?: Abor
           : (code ?? (err as Error).message)
     throw new ServegateError('CONNECT_FAILED', `cannot reach ${origin} (${why}); start the engine there or fix --base-url`, { cause: err })
   }
-  const text = await res.body.text()
+  const text = res.text
   if (res.statusCode !== 200) return
   let served: string[]
   try {

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { request } from 'undici'
+import { httpRequest } from '../http-request.ts'
 import { sanitizeMessage } from '../errors.ts'
 import type { EngineDrain, ErrorInfo } from '../schema/run.ts'
 import type { EngineKind } from '../schema/telemetry.ts'
@@ -43,14 +43,12 @@ type Scrape = { reading: EngineReading; kind: EngineKind } | { error: string }
 async function scrape(ref: EngineMetricsRef, kind: EngineKind | null, signal: AbortSignal): Promise<Scrape> {
   let body: string
   try {
-    const res = await request(ref.url, {
-      method: 'GET',
+    const res = await httpRequest(ref.url, {
       headers: { accept: 'text/plain;version=0.0.4' },
-      headersTimeout: SCRAPE_TIMEOUT_MS,
-      bodyTimeout: SCRAPE_TIMEOUT_MS,
+      timeoutMs: SCRAPE_TIMEOUT_MS,
       signal,
     })
-    body = await res.body.text()
+    body = res.text
     if (res.statusCode !== 200) return { error: sanitizeMessage(`${ref.url} answered HTTP ${res.statusCode}: ${body}`) }
   } catch (error) {
     return { error: sanitizeMessage(`${ref.url}: ${error instanceof Error ? error.message : String(error)}`) }

@@ -1,5 +1,5 @@
 import { pollEvery } from './poll.ts'
-import { request } from 'undici'
+import { httpRequest } from '../http-request.ts'
 import { sanitizeMessage } from '../errors.ts'
 import type { ConcurrencyCheck, EngineKind, EngineOccupancy, EngineTimingDeltas, NullReasons, TimingDelta } from '../schema/telemetry.ts'
 import { specDecodeFromCounts, specDecodeFromGauges } from '../metrics/spec-decode.ts'
@@ -640,15 +640,13 @@ export function startMetricsScraper(options: MetricsScraperOptions): MetricsScra
     let status: number
     let body: string
     try {
-      const res = await request(url, {
-        method: 'GET',
+      const res = await httpRequest(url, {
         headers: { accept: 'text/plain;version=0.0.4' },
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
+        timeoutMs,
         ...(options.signal === undefined ? {} : { signal: options.signal }),
       })
       status = res.statusCode
-      body = await res.body.text()
+      body = res.text
     } catch (error) {
       if (options.signal?.aborted === true) return false
       scrapeErrors++

@@ -1,0 +1,80 @@
+import { type IncomingHttpHeaders, request as httpOnly } from 'node:http'
+import { request as httpsOnly } from 'node:https'
+
+/** A whole reply, read to its end. */
+export interface HttpReply {
+  statusCode: number
+  headers: IncomingHttpHeaders
+  /** The body as UTF-8. */
+  text: string
+}
+
+/** How `httpRequest` sends. */
+export interface HttpRequestOptions {
+  /** @default 'GET' */
+  method?: 'GET' | 'POST'
+  headers?: Record<string, string>
+  body?: string
+  signal?: AbortSignal
+  /** From the request's start to the body's end, ms; past it the request fails with code ETIMEDOUT. @default none */
+  timeoutMs?: number
+}
+
+/** Bytes of a reply body read before the request fails: the probes, scrapes and tokenizer replies it serves are small. */
+const MAX_BODY_BYTES = 64 * 1024 * 1024
+
+/**
+ * One small request off the measured path (a probe, a `/metrics` scrape, a `/tokenize` call),
+ * its whole reply read, with Node's own `http`: the measuring client's path has its own sockets
+ * (`client/connections.ts`), and leaving undici out keeps a cell's process some 10 MB smaller.
+ * Rejects with the socket's error (its `code`: ECONNREFUSED, ECONNRESET…), the signal's reason,
+ * or an ETIMEDOUT error.
+ * @example const reply = await httpRequest('http://127.0.0.1:8000/v1/models', { signal: AbortSignal.timeout(5000) })
+ */
+export function httpRequest(url: string, options: HttpRequestOptions = {}): Promise<HttpReply> {
+  return new Promise((resolve, reject) => {
+    const { signal, timeoutMs } = options
+    if (signal?.aborted === true) {
+      reject(signal.reason as Error)
+      return
+    }
+    const send = url.startsWith('https:') ? httpsOnly : httpOnly
+    const req = send(url, { method: options.method ?? 'GET', headers: options.headers })
+    let timer: NodeJS.Timeout | null = null
+    const done = (): void => {
+      if (timer !== null) clearTimeout(timer)
+      signal?.removeEventListener('abort', onAbort)
+    }
+    const fail = (err: Error): void => {
+      done()
+      req.destroy()
+      reject(err)
+    }
+    function onAbort(): void {
+      fail(signal?.reason as Error)
+    }
+    signal?.addEventListener('abort', onAbort, { once: true })
+    if (timeoutMs !== undefined) {
+      timer = setTimeout(
+        () => fail(Object.assign(new Error(`no reply from ${url} within ${timeoutMs} ms`), { code: 'ETIMEDOUT' })),
+        timeoutMs,
+      )
+    }
+    req.on('error', fail)
+    req.on('response', (res) => {
+      const pieces: Buffer[] = []
+      let bytes = 0
+      res.on('data', (piece: Buffer) => {
+        bytes += piece.length
+        if (bytes > MAX_BODY_BYTES) fail(Object.assign(new Error(`${url}: reply body over ${MAX_BODY_BYTES} bytes`), { code: 'EMSGSIZE' }))
+        else pieces.push(piece)
+      })
+      res.on('error', fail)
+      res.on('end', () => {
+        done()
+        resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(pieces).toString('utf8') })
+      })
+    })
+    req.end(options.body)
+  })
+}
