@@ -3,9 +3,9 @@ import { PERCENTILE_METHOD, P99_MIN_SAMPLES, RETOKENIZE_TOLERANCE } from '../sch
 /** The methodology strings every servegate run record carries, so evidence explains itself. */
 export const METHODOLOGY: Readonly<Record<string, string>> = {
   clock:
-    'client monotonic clock (process.hrtime, one clock for every client thread); each network read is timestamped on arrival, before SSE or JSON parsing, ' +
+    'client monotonic clock (process.hrtime, one clock for every client thread); each network read is timestamped in the socket's data callback, before HTTP framing, SSE or JSON parsing, ' +
     'and every event in a read shares that timestamp',
-  requestStart: 'the moment the request bytes were fully handed to the socket (undici onRequestSent)',
+  requestStart: 'the moment the request bytes were handed to the socket (one write of its head and body)',
   timeToFirstOutput: 'request start to the first non-empty streamed delta, reasoning or content',
   ttft: 'request start to the first non-empty streamed content delta',
   e2e: 'request start to the end of the stream ([DONE] or the end of the response)',
