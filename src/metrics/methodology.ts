@@ -3,7 +3,8 @@ import { PERCENTILE_METHOD, P99_MIN_SAMPLES, RETOKENIZE_TOLERANCE } from '../sch
 /** The methodology strings every servegate run record carries, so evidence explains itself. */
 export const METHODOLOGY: Readonly<Record<string, string>> = {
   clock:
-    'client monotonic clock (process.hrtime, one clock for every client thread); each network read is timestamped in the socket's data callback, before HTTP framing, SSE or JSON parsing, ' +
+    'client monotonic clock (process.hrtime, one clock for every client thread); each network read is timestamped in the socket data callback, ' +
+    'before HTTP framing, SSE or JSON parsing, ' +
     'and every event in a read shares that timestamp',
   requestStart: 'the moment the request bytes were handed to the socket (one write of its head and body)',
   timeToFirstOutput: 'request start to the first non-empty streamed delta, reasoning or content',
