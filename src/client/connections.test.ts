@@ -287,6 +287,39 @@ describe('StreamConnections', () => {
     }
   })
 
+  test('a header value with a line break fails its request before a byte is written', async () => {
+    const { origin, ports } = await serve(false)
+    const connections = new StreamConnections(origin, 1)
+    try {
+      let failed: Error | null = null
+      await new Promise<void>((resolve) => {
+        connections.send(
+          {
+            method: 'POST',
+            path: '/v1/chat/completions',
+            headers: { authorization: 'Bearer k\r\nx-injected: 1' },
+            body: Buffer.from('{}'),
+          },
+          {
+            onSent: () => {},
+            onHead: () => {},
+            onBody: () => {},
+            onEnd: () => resolve(),
+            onError: (err) => {
+              failed = err
+              resolve()
+            },
+          },
+        )
+      })
+      expect((failed as Error | null)?.message).toMatch(/header "authorization": a value with a line break cannot be sent/)
+      expect(await raw(connections).ended).toBeNull()
+      expect(ports).toHaveLength(1)
+    } finally {
+      await connections.destroy()
+    }
+  })
+
   test('a connection count that is not a whole number ≥ 1 is refused', () => {
     expect(() => new StreamConnections('http://127.0.0.1:1', 0)).toThrow(/connections: a whole number ≥ 1 or null, got 0/)
     expect(() => new StreamConnections('http://127.0.0.1:1', 1.5)).toThrow(/got 1.5/)

@@ -1,4 +1,4 @@
-import { connect as netConnect, type Socket } from 'node:net'
+import { isIP, connect as netConnect, type Socket } from 'node:net'
 import { connect as tlsConnect } from 'node:tls'
 import { ServegateError } from '../errors.ts'
 import { monoMs } from './clock.ts'
@@ -130,8 +130,8 @@ class Exchange implements WireExchange {
  * request, a turn's idle-socket check before it writes), about 60 µs a request more than writing
  * a prepared buffer (docs/client-benchmark.md has the figures). Here each read is stamped in the
  * socket's `data` callback before it is parsed (`http1.ts` parses it), and a request is one write
- * of bytes prepared beforehand on a connection whose close the socket already reported. undici
- * keeps everything off the measured path (probes, scrapes, tokenizers).
+ * of bytes prepared beforehand on a connection whose close the socket already reported. What is
+ * off the measured path (probes, scrapes, tokenizers) goes through `http-request.ts`.
  *
  * A request goes out at once, in the caller's turn: preparing its bytes is the caller's work, done
  * ahead (`BodyFeed`), so a send costs the thread one write.
@@ -253,7 +253,7 @@ export class StreamConnections {
             if (conn.socket.destroyed) return resolve()
             conn.socket.once('close', () => resolve())
             if (force) {
-              conn.exchange?.fail(err ?? coded('UND_ERR_DESTROYED', 'the connection was destroyed'), monoMs())
+              conn.exchange?.fail(err ?? coded('CONNECTIONS_DESTROYED', 'the connection was destroyed'), monoMs())
               conn.socket.destroy()
             } else conn.socket.end()
           }),
@@ -283,7 +283,12 @@ export class StreamConnections {
 
   #connect(): Conn {
     const socket = this.#tls
-      ? tlsConnect({ host: this.#host, port: this.#port, servername: this.#host, ALPNProtocols: ['http/1.1'] })
+      ? tlsConnect({
+          host: this.#host,
+          port: this.#port,
+          ...(isIP(this.#host) === 0 ? { servername: this.#host } : {}),
+          ALPNProtocols: ['http/1.1'],
+        })
       : netConnect({ host: this.#host, port: this.#port })
     socket.setNoDelay(true)
     const conn: Conn = { socket, exchange: null, dead: false, onFree: null }
@@ -316,7 +321,18 @@ export class StreamConnections {
     conn.exchange = exchange
     exchange.conn = conn
     let head = `${request.method} ${request.path} HTTP/1.1\r\nhost: ${this.#hostHeader}\r\n`
-    for (const name in request.headers) head += `${name}: ${request.headers[name]}\r\n`
+    for (const name in request.headers) {
+      const value = request.headers[name] as string
+      // A CR or LF would end the header early and let the rest be read as another one.
+      if (/[\r\n]/.test(name) || /[\r\n]/.test(value)) {
+        exchange.fail(
+          new ServegateError('CONFIG_INVALID', `header ${JSON.stringify(name)}: a value with a line break cannot be sent; remove it`),
+          monoMs(),
+        )
+        return
+      }
+      head += `${name}: ${value}\r\n`
+    }
     const body = request.body
     head += body === null ? '\r\n' : `content-length: ${body.length}\r\n\r\n`
     // One buffer, one write: on an idle connection the kernel takes it at once.
