@@ -33,6 +33,7 @@ function record(specDecode: SpecDecodeMetrics | null, cancelled: number[] = []):
       reasoningChunks: 0,
       contentChunks: 9,
       itlMs: [10],
+      itlPacked: null,
       finishReason: 'length',
       plannedPromptTokens: null,
       wireSha256: null,

@@ -1,8 +1,12 @@
 import { type ErrorCode, sanitizeMessage } from '../errors.ts'
 import { deriveRequestMetrics, requestMetricFields } from '../metrics/request-metrics.ts'
+import { quantizeGaps } from '../schema/itl-packed.ts'
 import type { CompletionTokenSource, RequestRecord } from '../schema/run.ts'
 
-/** The per-request checks another harness did not record: absent, never invented. */
+/**
+ * The per-request checks another harness did not record: absent, never invented. (And the packed
+ * gaps, which only a record file holds: null in memory.)
+ */
 export const NO_REQUEST_CHECKS = {
   plannedPromptTokens: null,
   wireSha256: null,
@@ -21,6 +25,7 @@ export const NO_REQUEST_CHECKS = {
   turn: null,
   group: null,
   reportedUsage: null,
+  itlPacked: null,
 } as const
 
 /** What another harness recorded about one request, in servegate units (ms, tokens). */
@@ -30,7 +35,7 @@ export interface RequestTimes {
   e2eMs: number | null
   promptTokens: number | null
   completionTokens: number | null
-  /** Gaps after the first chunk, ms; null when the source kept none. */
+  /** Gaps after the first chunk, ms (quantized to whole µs in the record); null when the source kept none. */
   itlMs: number[] | null
   startOffsetMs: number | null
   tokenSource: CompletionTokenSource
@@ -59,7 +64,7 @@ export function requestFromTimes(t: RequestTimes): RequestRecord {
     completionTokenSource: m.completionTokens === null ? null : t.tokenSource,
     reasoningChunks: null,
     contentChunks: null,
-    itlMs: t.itlMs,
+    itlMs: quantizeGaps(t.itlMs),
     finishReason: null,
     ...NO_REQUEST_CHECKS,
   }

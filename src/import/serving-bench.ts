@@ -1,5 +1,6 @@
 import { type ErrorCode, sanitizeMessage } from '../errors.ts'
 import { deriveRequestMetrics, requestMetricFields } from '../metrics/request-metrics.ts'
+import { quantizeGap } from '../schema/itl-packed.ts'
 import type { CompletionTokenSource, RequestRecord } from '../schema/run.ts'
 import { NO_REQUEST_CHECKS } from './common.ts'
 import type { NumpySummary } from './summary-metrics.ts'
@@ -166,7 +167,7 @@ export function buildRequests(lists: PerRequestLists, tokenSource: CompletionTok
       completionTokenSource: m.completionTokens === null ? null : tokenSource,
       reasoningChunks: null,
       contentChunks: null,
-      itlMs: itlS.length > 0 || !failed ? itlS.map((s) => s * 1000) : null,
+      itlMs: itlS.length > 0 || !failed ? itlS.map((s) => quantizeGap(s * 1000)) : null,
       finishReason: null,
       ...NO_REQUEST_CHECKS,
     }

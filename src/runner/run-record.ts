@@ -5,6 +5,7 @@ import { arrivalPlanUnread } from '../load/plan.ts'
 import { type CellTally, computeCellMetrics } from '../metrics/cell-metrics.ts'
 import { distribution } from '../metrics/distribution.ts'
 import { deriveRequestMetrics, requestMetricFields } from '../metrics/request-metrics.ts'
+import { quantizeGaps } from '../schema/itl-packed.ts'
 import type { Manifest } from '../schema/manifest.ts'
 import type { WorkerMeasure } from '../client/worker-protocol.ts'
 import { assembleRunRecord, nothingSent } from '../metrics/run-assembly.ts'
@@ -93,7 +94,9 @@ export function requestRecord(
     ...requestMetricFields(m),
     reasoningChunks: obs.reasoningChunks,
     contentChunks: obs.contentChunks,
-    itlMs: m.itlMs,
+    // Whole µs, as the record file packs them: the record read back equals this one, so verify re-derives its figures.
+    itlMs: quantizeGaps(m.itlMs),
+    itlPacked: null,
     finishReason: obs.finishReason,
     plannedPromptTokens: planned.plannedPromptTokens,
     wireSha256: obs.sent?.sha256 ?? null,

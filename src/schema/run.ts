@@ -5,6 +5,7 @@ import { LengthsPlan } from './lengths.ts'
 import { ArrivalPlan, Goodput, OpenLoopStats } from './load.ts'
 import { Manifest } from './manifest.ts'
 import { PrefixGroupsPlan } from './prefix-groups.ts'
+import { ItlPacked, unpackGaps } from './itl-packed.ts'
 import { CellTelemetry } from './telemetry.ts'
 
 /** Schema id of a servegate run record. Bump only with a migration. */
@@ -228,8 +229,19 @@ const requestCommon = {
   completionTokenSource: CompletionTokenSource.nullable(),
   reasoningChunks: z.int().nonnegative().nullable(),
   contentChunks: z.int().nonnegative().nullable(),
-  /** Gaps between consecutive output chunks, ms; null when the source did not keep them. */
+  /**
+   * Gaps between consecutive output chunks, ms, each a whole number of microseconds; null when the
+   * source did not keep them. A record file stores them packed in `itlPacked` (this field then
+   * null); reading it fills this field again.
+   */
   itlMs: z.array(z.number()).nullable(),
+  /**
+   * The gaps as a record file stores them: whole microseconds, delta-encoded, zigzag-mapped, LEB128
+   * varints, base64 (docs/metrics.md, "Gaps, packed"). Null in memory (reading a file decodes it
+   * into `itlMs`), and in a file where the gaps were not kept or are in `itlMs` (records written
+   * before servegate packed them).
+   */
+  itlPacked: ItlPacked.nullable().default(null),
   finishReason: z.string().nullable(),
   /** Prompt tokens counted by the engine's tokenizer when the workload was planned; null when estimated. */
   plannedPromptTokens: z.int().nonnegative().nullable().default(null),
@@ -283,15 +295,41 @@ const requestCommon = {
 }
 
 /**
+ * A stored request as it is kept in memory: its `itlPacked` decoded into `itlMs` (and set to
+ * null). Corrupt packed gaps are an issue at `itlPacked.<field>` naming the request's index.
+ */
+function unpackRequestGaps(value: unknown, ctx: z.RefinementCtx): unknown {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return value
+  const request = value as { index?: unknown; itlMs?: unknown; itlPacked?: unknown }
+  const packed = request.itlPacked
+  if (packed === null || packed === undefined || typeof packed !== 'object' || Array.isArray(packed)) return value
+  const which = `request ${typeof request.index === 'number' ? request.index : '(no index)'}`
+  const fix = 'the file is corrupt; write the record again from its source (or from its spill, <out>.requests.jsonl)'
+  if (request.itlMs !== null && request.itlMs !== undefined) {
+    ctx.addIssue({ code: 'custom', path: ['itlMs'], message: `${which}: itlMs and itlPacked are both set; a record keeps one; ${fix}` })
+    return value
+  }
+  const gaps = unpackGaps(packed)
+  if (!Array.isArray(gaps)) {
+    ctx.addIssue({ code: 'custom', path: ['itlPacked', gaps.field], message: `${which}: itlPacked.${gaps.message}; ${fix}` })
+    return value
+  }
+  return { ...request, itlMs: gaps, itlPacked: null }
+}
+
+/**
  * One measured request: ok; failed with its stable code and partial timings kept; or cancelled,
  * aborted by the cell's `cancel` plan while it streamed (neither ok nor failed: its partial
  * timings are kept, and it enters no distribution and no failure count).
  */
-export const RequestRecord = z.discriminatedUnion('status', [
-  z.object({ status: z.literal('ok'), ...requestCommon }),
-  z.object({ status: z.literal('failed'), error: ErrorInfo, ...requestCommon }),
-  z.object({ status: z.literal('cancelled'), ...requestCommon }),
-])
+export const RequestRecord = z.preprocess(
+  unpackRequestGaps,
+  z.discriminatedUnion('status', [
+    z.object({ status: z.literal('ok'), ...requestCommon }),
+    z.object({ status: z.literal('failed'), error: ErrorInfo, ...requestCommon }),
+    z.object({ status: z.literal('cancelled'), ...requestCommon }),
+  ]),
+)
 export type RequestRecord = z.infer<typeof RequestRecord>
 
 export const Api = z.enum(['chat', 'completions'])
