@@ -1,7 +1,7 @@
 import { resolve } from 'node:path'
 import { ServegateError } from '../errors.ts'
 import { ABSENT, formatFixedPercent, formatPercent } from '../number-format.ts'
-import { writeJsonAtomic } from '../record/record-io.ts'
+import { writeCapacityRecord } from '../record/record-writer.ts'
 import { resolveEngineConfig } from '../engines/config.ts'
 import {
   type CapacityHooks,
@@ -184,7 +184,7 @@ export async function capacityCommand(argv: string[], io: CliIo, signal?: AbortS
     },
   })
   const out = resolve(values.out ?? `servegate-runs/${id}.capacity.json`)
-  await writeJsonAtomic(out, found)
+  await writeCapacityRecord(out, found)
   if (values.json === true) {
     const { records: _records, ...summary } = found
     io.stdout.write(`${JSON.stringify({ ...summary, record: out }, null, 2)}\n`)

@@ -1,13 +1,7 @@
 import { basename, extname, join } from 'node:path'
 import { ServegateError } from '../errors.ts'
-import {
-  IMPORT_FORMATS,
-  type ImportedFile,
-  type ImportedRunEntry,
-  type ImportFormat,
-  importRunFileRuns,
-  writeJsonAtomic,
-} from '../record/record-io.ts'
+import { IMPORT_FORMATS, type ImportedFile, type ImportedRunEntry, type ImportFormat, importRunFileRuns } from '../record/record-io.ts'
+import { writeRunRecord } from '../record/record-writer.ts'
 import type { RunRecord } from '../schema/run.ts'
 import type { CliIo } from './cli-io.ts'
 import { failedText } from './summary.ts'
@@ -110,7 +104,7 @@ export async function importCommand(argv: string[], io: CliIo): Promise<number> 
 
   if (values.all !== true) {
     const entry = imported.runs[0] as ImportedRunEntry
-    await writeJsonAtomic(values.out, entry.record)
+    await writeRunRecord(values.out, entry.record)
     const from = entry.record.importedFrom?.schema ?? entry.record.schema
     io.stdout.write(
       `imported ${from} from ${file}${whereText(imported, entry, line !== undefined)}${companion}: ${shapeOf(entry.record)}; wrote ${values.out}\n`,
@@ -123,7 +117,7 @@ export async function importCommand(argv: string[], io: CliIo): Promise<number> 
   io.stdout.write(`${file} holds ${count} run${count === 1 ? '' : 's'}${companion}; ${warmupSummary(imported)}\n`)
   for (const entry of imported.runs) {
     const out = join(values.out, count === 1 ? `${stem}.json` : `${stem}-${unitName(imported)}${entry.position}.json`)
-    await writeJsonAtomic(out, entry.record)
+    await writeRunRecord(out, entry.record)
     const from = entry.record.importedFrom?.schema ?? entry.record.schema
     const warm = entry.warmup === true ? ' (warm-up)' : ''
     io.stdout.write(`  ${unitName(imported)} ${entry.position}${warm}: ${from}, ${shapeOf(entry.record)}; wrote ${out}\n`)

@@ -2,7 +2,8 @@ import { access } from 'node:fs/promises'
 import { ServegateError } from '../errors.ts'
 import { computeCellMetrics } from '../metrics/cell-metrics.ts'
 import { formatFixedPercent } from '../number-format.ts'
-import { readRunRecord, writeJsonAtomic } from '../record/record-io.ts'
+import { readRunRecord } from '../record/record-io.ts'
+import { writeRunRecord } from '../record/record-writer.ts'
 import type { CellMetrics, RunRecord } from '../schema/run.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
 import { type ParsedRow, readDatasetAnswers, SCORERS, type Scorer, withScorer } from '../workload/dataset.ts'
@@ -209,7 +210,7 @@ export async function rescoreCommand(argv: string[], io: CliIo): Promise<number>
     const answers = await answersAt(path)
     results.push({ file, out: values.write === true ? file : rescoredPath(file), answers, rescored: rescoreRecord(record, answers, file) })
   }
-  for (const r of results) await writeJsonAtomic(r.out, r.rescored.record)
+  for (const r of results) await writeRunRecord(r.out, r.rescored.record)
 
   if (values.json === true) {
     const rows = results.map((r) => ({

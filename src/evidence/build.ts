@@ -15,6 +15,7 @@ import {
   type PairCheck,
   type PartialRun,
 } from '../schema/evidence.ts'
+import { runRecordText } from '../record/record-writer.ts'
 import type { RunRecord } from '../schema/run.ts'
 import type { DeclaredCell, FileMeta, TestMeta } from '../schema/task-meta.ts'
 import { scrubDeep } from '../secrets.ts'
@@ -118,12 +119,13 @@ function runPath(arm: string, cell: string, launch: number, launches: number, ta
 }
 
 /**
- * Serializes a run record for the evidence (one line, trailing newline), scrubbed of the
- * registered secrets always, and redacted (URLs, host name) if asked.
+ * Serializes a run record for the evidence as a run record file is laid out (record-writer.ts:
+ * one line a request, its gaps packed), scrubbed of the registered secrets always, and redacted
+ * (URLs, host name) if asked. One string a record: the evidence keeps, hashes and renders each
+ * file whole before it writes the directory.
  */
 export function serializeRecord(record: RunRecord, redact: boolean): string {
-  const text = `${JSON.stringify(scrubDeep(record))}\n`
-  return redact ? redactText(text) : text
+  return runRecordText(record, redact ? redactText : undefined)
 }
 
 /** Evidence ids: the declared id, suffixed with `~2`, `~3`… when another file used it first. */

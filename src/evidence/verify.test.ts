@@ -119,6 +119,44 @@ describe('verify decides every verdict again', () => {
     expect(await verifyEvidence(out)).toMatchObject({ problems: [], records: 4, signature: 'absent' })
   })
 
+  test('run records keep their gaps packed, one line a request, and read back as measured: verify re-derives every figure', async () => {
+    const out = await written('packed')
+    const path = 'runs/candidate/lost.json'
+    const text = await readFile(join(out, path), 'utf8')
+    const lines = text.split('\n').filter((l) => l.startsWith('{"status":'))
+    expect(lines).toHaveLength(slow.requests.length)
+    for (const line of lines) {
+      expect(line).toMatch(
+        /"itlMs":null,.*"itlPacked":\{"unit":"us","codec":"delta-zigzag-leb128","count":\d+,"base64":"[A-Za-z0-9+/]*={0,2}"\}\},?$/,
+      )
+    }
+    expect(text).not.toMatch(/"itlMs":\s*\[/)
+    expect(slow.metrics.distributions.itlMs.samples).toBeGreaterThan(100)
+    // Bit for bit: the gaps were kept to the µs when measured, so the figures computed then are those verify computes now.
+    expect(parseRunRecord(JSON.parse(text), path)).toEqual(slow)
+    expect((await verifyEvidence(out)).problems).toEqual([])
+  })
+
+  test('a run record whose packed gaps were corrupted, sealed again, is refused naming the file, the request and the field', async () => {
+    const out = await written('corrupt-gaps')
+    const path = 'runs/candidate/lost.json'
+    const text = await readFile(join(out, path), 'utf8')
+    const corrupt = text.replace(/("index":2,.*"count":)(\d+)/, (_, head: string, count: string) => `${head}${Number(count) + 1}`)
+    expect(corrupt).not.toBe(text)
+    await writeFile(join(out, path), corrupt)
+    await tamper(out, (index) => {
+      const arm = index.cells.find((c) => c.id === 'lost')?.arms.find((a) => a.arm === 'candidate')
+      if (arm === undefined) throw new Error('lost has no candidate arm')
+      Object.assign(arm.record, { bytes: Buffer.byteLength(corrupt), sha256: sha256(corrupt) })
+    })
+    const { problems } = await verifyEvidence(out)
+    expect(problems).toContainEqual(
+      expect.stringMatching(
+        /^runs\/candidate\/lost\.json: not a valid servegate\.run\/v1 record: ✖ request 2: itlPacked\.count is \d+ but the bytes hold only \d+ gaps; .*→ at requests\[2\]\.itlPacked\.count/,
+      ),
+    )
+  })
+
   test('a gate outcome edited to pass, with its test, counts, promotion and SHA256SUMS made consistent, is named with both values', async () => {
     const out = await written('edited-outcome')
     await tamper(out, (index) => {
@@ -206,7 +244,7 @@ describe('verify decides every verdict again', () => {
     const arm = index.cells.find((c) => c.id === 'lost')?.arms.find((a) => a.arm === 'candidate')
     if (arm === undefined) throw new Error('lost has no candidate arm')
     // The losing candidate's decode rates tripled, as if it had won.
-    const record = JSON.parse(await readFile(join(out, arm.record.path), 'utf8')) as RunRecord
+    const record = parseRunRecord(JSON.parse(await readFile(join(out, arm.record.path), 'utf8')), arm.record.path)
     const requests = record.requests.map((r) =>
       r.status === 'ok' && r.decodeTokPerS !== null ? { ...r, decodeTokPerS: r.decodeTokPerS * 3 } : r,
     )
@@ -474,7 +512,9 @@ describe('evidence is a closed world', () => {
     await writeEvidence(out, built(), DEFAULT_RENDERERS, { signingKey: null })
     const path = 'runs/candidate/lost.json'
     // The first request's TTFT given twice, once escaped: readers that keep the first see 1 ms.
-    const record = (await readFile(join(out, path), 'utf8')).replace('"requests":[{', '"requests":[{"\\u0074tftMs":1,')
+    const record = (await readFile(join(out, path), 'utf8')).replace('"requests": [\n{', '"requests": [\n{"\\u0074tftMs":1,')
+    const requestLine = record.split('\n').findIndex((l) => l.startsWith('{"\\u0074tftMs":1,')) + 1
+    expect(requestLine).toBeGreaterThan(1)
     await writeFile(join(out, path), record)
     await tamper(out, (index) => {
       const arm = index.cells.find((c) => c.id === 'lost')?.arms.find((a) => a.arm === 'candidate')
@@ -482,7 +522,7 @@ describe('evidence is a closed world', () => {
       Object.assign(arm.record, { bytes: Buffer.byteLength(record), sha256: sha256(record) })
     })
     expect((await verifyEvidence(out)).problems).toContain(
-      `${path}: the key "ttftMs" appears twice in one object, at $.requests[0].ttftMs (line 1); ` +
+      `${path}: the key "ttftMs" appears twice in one object, at $.requests[0].ttftMs (line ${requestLine}); ` +
         'JSON readers differ on which value counts, so evidence holds each key once',
     )
   })

@@ -1,4 +1,4 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
@@ -17,22 +17,11 @@ import { type BenchmarkLine, parseBenchmarkLines, pickLine } from '../import/res
 import { looksLikeSglang, parseSglangResult } from '../import/sglang.ts'
 import { looksLikeVllm, parseVllmResult } from '../import/vllm.ts'
 import { RUN_SCHEMA_ID, type RunRecord, StoredRunRecord } from '../schema/run.ts'
-import { scrubDeep } from '../secrets.ts'
-
-/**
- * Writes JSON atomically: a temp file beside the target, then a rename, so a crash mid-write
- * leaves the previous file intact. Every string in it is scrubbed of the registered secrets.
- */
-export async function writeJsonAtomic(path: string, value: unknown): Promise<void> {
-  await mkdir(dirname(path), { recursive: true })
-  const tmp = `${path}.${process.pid}.${Date.now()}.tmp`
-  await writeFile(tmp, `${JSON.stringify(scrubDeep(value), null, 2)}\n`)
-  await rename(tmp, path)
-}
 
 /**
  * Parses a run record from JSON: a servegate record (one an older servegate wrote read into the
- * current shape), an anvil-serving record imported.
+ * current shape, its packed gaps decoded into `itlMs`), an anvil-serving record imported. Corrupt
+ * packed gaps are FILE_INVALID naming the request and the `itlPacked` field.
  */
 export function parseRunRecord(value: unknown, source: string): RunRecord {
   const schema = (value as { schema?: unknown } | null)?.schema

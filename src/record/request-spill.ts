@@ -1,26 +1,26 @@
 /**
  * A long cell's request records on disk instead of in memory: each finished request is one JSON
- * line appended to a spill file (scrubbed of the registered secrets as it is written), and the
- * cell keeps only where each line lies, 12 bytes a request, allocated for the plan up front. The
- * record file is then written from the spill, requests in plan order, byte for byte what writing
- * the whole record from memory gives. A cell killed outright (SIGKILL, out of power) leaves the
+ * line appended to a spill file, as the record file holds it (gaps packed, scrubbed of the
+ * registered secrets: record-writer.ts `requestLine`), and the cell keeps only where each line
+ * lies, 12 bytes a request, allocated for the plan up front. The record file is then written from
+ * the spill, its lines copied in plan order, byte for byte what writing the whole record from
+ * memory gives. A cell killed outright (SIGKILL, out of power) leaves the
  * spill: one valid line per request that finished, less at most the last second's; where a
  * request's record was made again (its usage judged by the engine's tokenizer after the measured
  * requests), its later line supersedes the earlier one.
  */
-import { type FileHandle, mkdir, open, rename, rm } from 'node:fs/promises'
+import { type FileHandle, mkdir, open, rm } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { ServegateError } from '../errors.ts'
+import { unpackGaps } from '../schema/itl-packed.ts'
 import type { RequestRecord, RunRecord } from '../schema/run.ts'
-import { scrubDeep } from '../secrets.ts'
+import { requestLine, writeRunRecordLines } from './record-writer.ts'
 
 /** Lines are written once this many bytes wait, or after FLUSH_EVERY_MS, whichever comes first. */
 const FLUSH_BYTES = 64 * 1024
 const FLUSH_EVERY_MS = 1000
 /** Reading back: one read covers this many bytes of nearby lines. */
 const READ_WINDOW = 1024 * 1024
-/** Writing the record: text is handed to the file in pieces about this large. */
-const WRITE_PIECE = 1024 * 1024
 
 export class RequestSpill {
   /** Byte offset of request i's line, NaN until it ended. */
@@ -82,7 +82,7 @@ export class RequestSpill {
 
   private append(record: RequestRecord): void {
     const i = record.index
-    const line = `${JSON.stringify(scrubDeep(record))}\n`
+    const line = `${requestLine(record)}\n`
     const size = Buffer.byteLength(line)
     this.offsets[i] = this.bytes
     this.lengths[i] = size - 1
@@ -131,8 +131,24 @@ export class RequestSpill {
     }
   }
 
-  /** Every spilled request in plan order, read back from the file (flushed first). */
+  /** Every spilled request in plan order, read back from the file (flushed first), its gaps unpacked into `itlMs`. */
   async *inOrder(): AsyncGenerator<RequestRecord> {
+    for await (const line of this.lines()) {
+      const record = JSON.parse(line) as RequestRecord
+      if (record.itlPacked !== null) {
+        const gaps = unpackGaps(record.itlPacked)
+        if (!Array.isArray(gaps)) {
+          throw new ServegateError('FILE_INVALID', `${this.path}: request ${record.index}: itlPacked.${gaps.message}; the spill is corrupt`)
+        }
+        record.itlMs = gaps
+        record.itlPacked = null
+      }
+      yield record
+    }
+  }
+
+  /** Every spilled request's line in plan order, as the record file holds it (no newline), read back from the file (flushed first). */
+  async *lines(): AsyncGenerator<string> {
     await this.flush()
     let window = Buffer.alloc(0)
     let windowStart = 0
@@ -147,7 +163,7 @@ export class RequestSpill {
         windowStart = offset
       }
       const at = offset - windowStart
-      yield JSON.parse(window.toString('utf8', at, at + length)) as RequestRecord
+      yield window.toString('utf8', at, at + length)
     }
   }
 
@@ -167,35 +183,10 @@ export class RequestSpill {
 }
 
 /**
- * Writes a run record whose requests are in a spill, atomically (a temp file, then a rename),
- * streaming the requests in plan order: the bytes are exactly `writeJsonAtomic(path, record
- * with its requests)`'s, while memory holds one request at a time.
+ * Writes a run record whose requests are in a spill, atomically and streaming: the spill's lines
+ * are copied in plan order, so the bytes are exactly `writeRunRecord(path, record with its
+ * requests)`'s, while memory holds about one piece of the file at a time.
  */
 export async function writeSpilledRecord(path: string, record: RunRecord, spill: RequestSpill): Promise<void> {
-  const mark = '\u0000servegate:spilled-requests\u0000'
-  const text = `${JSON.stringify(scrubDeep({ ...record, requests: mark }), null, 2)}\n`
-  const at = text.indexOf(JSON.stringify(mark))
-  if (at < 0) throw new ServegateError('INTERNAL', 'writeSpilledRecord: the requests mark is missing')
-  await mkdir(dirname(path), { recursive: true })
-  const tmp = `${path}.${process.pid}.${Date.now()}.tmp`
-  const file = await open(tmp, 'w')
-  try {
-    let piece = text.slice(0, at)
-    let first = true
-    for await (const request of spill.inOrder()) {
-      // Nested two levels deep: the record's keys are indented 2, the array's items 4.
-      piece += `${first ? '[\n' : ',\n'}    ${JSON.stringify(request, null, 2).replace(/\n/g, '\n    ')}`
-      first = false
-      if (piece.length >= WRITE_PIECE) {
-        await file.write(piece)
-        piece = ''
-      }
-    }
-    piece += first ? '[]' : '\n  ]'
-    piece += text.slice(at + JSON.stringify(mark).length)
-    await file.write(piece)
-  } finally {
-    await file.close()
-  }
-  await rename(tmp, path)
+  await writeRunRecordLines(path, record, spill.lines())
 }
