@@ -20,6 +20,15 @@ export interface HttpRequestOptions {
   timeoutMs?: number
 }
 
+/** A request that failed on its own terms (too slow, too large), with a socket-style `code`. */
+class HttpRequestError extends Error {
+  readonly code: string
+  constructor(code: string, message: string) {
+    super(message)
+    this.code = code
+  }
+}
+
 /** Bytes of a reply body read before the request fails: the probes, scrapes and tokenizer replies it serves are small. */
 const MAX_BODY_BYTES = 64 * 1024 * 1024
 
@@ -55,10 +64,7 @@ export function httpRequest(url: string, options: HttpRequestOptions = {}): Prom
     }
     signal?.addEventListener('abort', onAbort, { once: true })
     if (timeoutMs !== undefined) {
-      timer = setTimeout(
-        () => fail(Object.assign(new Error(`no reply from ${url} within ${timeoutMs} ms`), { code: 'ETIMEDOUT' })),
-        timeoutMs,
-      )
+      timer = setTimeout(() => fail(new HttpRequestError('ETIMEDOUT', `no reply from ${url} within ${timeoutMs} ms`)), timeoutMs)
     }
     req.on('error', fail)
     req.on('response', (res) => {
@@ -66,7 +72,7 @@ export function httpRequest(url: string, options: HttpRequestOptions = {}): Prom
       let bytes = 0
       res.on('data', (piece: Buffer) => {
         bytes += piece.length
-        if (bytes > MAX_BODY_BYTES) fail(Object.assign(new Error(`${url}: reply body over ${MAX_BODY_BYTES} bytes`), { code: 'EMSGSIZE' }))
+        if (bytes > MAX_BODY_BYTES) fail(new HttpRequestError('EMSGSIZE', `${url}: reply body over ${MAX_BODY_BYTES} bytes`))
         else pieces.push(piece)
       })
       res.on('error', fail)

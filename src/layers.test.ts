@@ -15,7 +15,17 @@ import { describe, expect, test } from 'vitest'
 const SRC = fileURLToPath(new URL('.', import.meta.url))
 
 /** schema/ and the root helpers: they import only each other. */
-const BOTTOM = ['schema', 'errors.ts', 'secrets.ts', 'version.ts', 'random.ts', 'loopback.ts', 'number-format.ts', 'node-flags.ts']
+const BOTTOM = [
+  'schema',
+  'errors.ts',
+  'secrets.ts',
+  'version.ts',
+  'random.ts',
+  'loopback.ts',
+  'number-format.ts',
+  'node-flags.ts',
+  'http-request.ts',
+]
 
 /** The parts the runner wires (STYLE.md): independent of each other but for PART_EXCEPTIONS. */
 const PARTS = ['workload', 'client', 'metrics', 'stats', 'engines']
@@ -82,6 +92,7 @@ const ALLOWED: Record<string, string[]> = {
     'engines',
     'errors.ts',
     'gates',
+    'http-request.ts',
     'load',
     'loopback.ts',
     'metrics',
@@ -104,10 +115,10 @@ const ALLOWED: Record<string, string[]> = {
   import: ['errors.ts', 'metrics', 'schema'],
   sim: ['errors.ts', 'random.ts'],
   // GPU samples and engine timings are summarized with the same nearest-rank distribution as requests.
-  telemetry: ['errors.ts', 'metrics', 'schema'],
+  telemetry: ['errors.ts', 'http-request.ts', 'metrics', 'schema'],
   load: ['errors.ts', 'random.ts', 'schema'],
-  engines: ['client', 'errors.ts', 'loopback.ts', 'schema', 'secrets.ts', 'version.ts'],
-  client: ['errors.ts', 'schema'],
+  engines: ['client', 'errors.ts', 'http-request.ts', 'loopback.ts', 'schema', 'secrets.ts', 'version.ts'],
+  client: ['errors.ts', 'http-request.ts', 'schema'],
   workload: ['client', 'errors.ts', 'random.ts', 'schema'],
   // The one record assembler (run-assembly.ts) stamps the version and scrubs the secrets.
   metrics: ['errors.ts', 'schema', 'secrets.ts', 'stats', 'version.ts'],
@@ -117,6 +128,8 @@ const ALLOWED: Record<string, string[]> = {
   'loopback.ts': ['errors.ts'],
   // The client's V8 flags: the plugin's workers and the re-executed CLI run under the same list.
   'node-flags.ts': ['errors.ts'],
+  // The small whole requests off the measured path (probes, scrapes, /tokenize), with Node's http.
+  'http-request.ts': [],
   'errors.ts': ['secrets.ts'],
   'secrets.ts': [],
   'version.ts': [],

@@ -48,9 +48,17 @@ interface Conn {
   onFree: (() => void) | null
 }
 
-/** An error as a socket or undici gives it: a message and a stable `code`. */
+/** A connection's failure as a socket gives one: a message and a stable `code` (the interpreter names it). */
+class ConnectionError extends Error {
+  readonly code: string
+  constructor(code: string, message: string) {
+    super(message)
+    this.code = code
+  }
+}
+
 function coded(code: string, message: string): Error {
-  return Object.assign(new Error(message), { code })
+  return new ConnectionError(code, message)
 }
 
 /** One request's life: queued, written, read; finished once. */

@@ -20,7 +20,9 @@ export async function probeEndpoint(origin: string, model: string, signal?: Abor
         ? 'connection refused'
         : timeout.aborted
           ? `no answer within ${timeoutMs} ms`
-          : (code ?? (err as Error).message)
+          : code?.startsWith('HPE_') === true
+            ? `its reply does not match the HTTP/1.1 protocol: ${(err as Error).message}`
+            : (code ?? (err as Error).message)
     throw new ServegateError('CONNECT_FAILED', `cannot reach ${origin} (${why}); start the engine there or fix --base-url`, { cause: err })
   }
   const text = res.text
