@@ -1,7 +1,12 @@
+import { createHash } from 'node:crypto'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { Client } from 'undici'
 import { serverStamps } from '../itl.ts'
+import { gapErrors, parseSendLog, takeSendLog } from '../send-truth.ts'
 import { type ServerProcess, startServerProcess } from './spawn.ts'
 
 const INTERVAL_MS = 20
@@ -12,15 +17,15 @@ afterEach(async () => {
   server = null
 })
 
-const body = (tokens: number): string =>
-  JSON.stringify({ model: 'm', stream: true, max_tokens: tokens, messages: [{ role: 'user', content: 'x' }] })
+const body = (tokens: number, content = 'x'): string =>
+  JSON.stringify({ model: 'm', stream: true, max_tokens: tokens, messages: [{ role: 'user', content }] })
 
 /** One streaming request on `client`'s connection: its status and the server's send stamps of its token chunks. */
-async function stream(client: Client, tokens: number): Promise<{ status: number; stamps: number[] }> {
+async function stream(client: Client, tokens: number, content = 'x'): Promise<{ status: number; stamps: number[] }> {
   const r = await client.request({
     method: 'POST',
     path: '/v1/chat/completions',
-    body: body(tokens),
+    body: body(tokens, content),
     headers: { 'content-type': 'application/json' },
   })
   const bytes = Buffer.from(await r.body.arrayBuffer())
@@ -83,6 +88,46 @@ describe('the paced bench server', () => {
     } finally {
       await client.close()
     }
+  })
+
+  test('--log: per request, the sha256 of the body it received and each chunk’s send time, its "t"; GET /log takes them', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'paced-log-'))
+    const file = join(dir, 'sends.jsonl')
+    try {
+      server = await startServerProcess('paced', ['--interval-ms', String(INTERVAL_MS), '--log', file])
+      const client = new Client(server.origin, { pipelining: 1 })
+      try {
+        const first = await stream(client, 4, 'first')
+        const second = await stream(client, 3, 'second')
+        const log = await takeSendLog(server.origin)
+        expect(log.requests).toBe(2)
+        const sha = (text: string): string => createHash('sha256').update(text).digest('hex')
+        expect(log.bySha256.get(sha(body(4, 'first')))).toEqual({ sha256: sha(body(4, 'first')), bodyBytes: body(4, 'first').length, tokens: 4, sendMs: first.stamps })
+        expect(log.bySha256.get(sha(body(3, 'second')))?.sendMs).toEqual(second.stamps)
+        // A client whose gaps are the send gaps plus 1 ms reads 1 ms off on every gap, +1 ms on the first.
+        const gapsMs = first.stamps.slice(1).map((t, k) => t - (first.stamps[k] as number) + 1)
+        const errors = gapErrors([{ sha256: sha(body(4, 'first')), gapsMs }, { sha256: null, gapsMs: [10] }], log)
+        expect(errors).toMatchObject({ requests: 2, matched: 1, incomplete: 0, gaps: 3 })
+        expect(errors.errorMeanMs).toBeCloseTo(1, 9)
+        expect(errors.errorP99Ms).toBeCloseTo(1, 9)
+        expect(errors.firstGapSignedMeanMs).toBeCloseTo(1, 9)
+        // Taken: the next call has only what came after; what is left is written when the server stops.
+        expect((await takeSendLog(server.origin)).requests).toBe(0)
+        await stream(client, 2, 'third')
+      } finally {
+        await client.close()
+      }
+      await server.close()
+      const left = parseSendLog(await readFile(file, 'utf8'), file)
+      expect([...left.bySha256.values()].map((e) => e.sendMs.length)).toEqual([2])
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
+  })
+
+  test('GET /log without --log is a 400 naming the flag', async () => {
+    server = await startServerProcess('paced', [])
+    await expect(takeSendLog(server.origin)).rejects.toThrow(/--log FILE/)
   })
 
   test('refuses a chunked request body with 400, naming what it takes', async () => {

@@ -26,20 +26,31 @@
  * lateness in send order (`lateMs`), from which a client's own error at C = 1 follows: chunk k of a
  * stream went out `intervalMs + lateMs[k] − lateMs[k − 1]` after chunk k − 1.
  *
+ * `--log FILE` keeps, per chat request, the sha256 of the request body bytes it received (what
+ * followed the head, `content-length` of them: the bytes servegate's `wireSha256` digests) and
+ * every token chunk's actual send time, the `"t"` it carried, in a typed array per stream (no I/O
+ * per chunk). `GET /log` writes the requests logged since the last call to FILE as JSONL, one
+ * `{"sha256", "bodyBytes", "tokens", "sendMs": […]}` a line, replacing the file, and answers
+ * `{"requests", "chunks", "file"}`; call it between runs, when no stream is in flight. What is
+ * left is written when the server stops. One process only.
+ *
  * `--processes N` serves from N processes (`node:cluster`, one shared port, connections handed
  * round-robin): one process, one timer loop, keeps its schedule up to a few tens of thousands of
  * chunks a second (late at C = 512 × 10 ms on one core of the development VM), and a C = 2048
  * ladder rung asks 204,800. `GET /stats` then merges every process's lateness. The first line
  * is `listening <port> <pid>,<pid>…`, the workers' pids, so a bench can pin each.
  *
- * Usage: `node benchmarks/servers/paced.ts [--port 0] [--interval-ms 10] [--phases aligned|spread] [--processes 1]`
+ * Usage: `node benchmarks/servers/paced.ts [--port 0] [--interval-ms 10] [--phases aligned|spread] [--processes 1] [--log FILE]`
  */
 import cluster, { type Worker } from 'node:cluster'
+import { createHash } from 'node:crypto'
+import { renameSync, writeFileSync } from 'node:fs'
 import { createServer, type Socket } from 'node:net'
 import { parseArgs } from 'node:util'
 import { intFlag } from '../../src/cli/flags.ts'
 import { monoMs } from '../../src/client/clock.ts'
 import { chunkHead, DONE_EVENT, roleEvent, tokenEvent, usageEvent } from '../chunks.ts'
+import { httpChunk as chunk, readRequests, respond } from './http1-requests.ts'
 import { maxTokensOf, MODELS_BODY, serveUntilStopped, stopWith } from './serve.ts'
 
 const { values } = parseArgs({
@@ -48,9 +59,12 @@ const { values } = parseArgs({
     'interval-ms': { type: 'string', default: '10' },
     phases: { type: 'string', default: 'aligned' },
     processes: { type: 'string', default: '1' },
+    log: { type: 'string' },
   },
 })
 const processes = intFlag('--processes', values.processes, 1) ?? 1
+const logFile = values.log ?? null
+if (logFile !== null && processes > 1) throw new Error('--log: only with --processes 1 (one process, one log)')
 const intervalMs = Number(values['interval-ms'])
 if (values.phases !== 'aligned' && values.phases !== 'spread') throw new Error(`--phases: use aligned or spread, got ${values.phases}`)
 const spread = values.phases === 'spread'
@@ -70,9 +84,17 @@ const TIMER_MARGIN_MS = 2
  * may need.
  */
 const SPIN_MS = 1
-/** The largest request head or body the server reads, bytes; a bench request is far smaller. */
-const MAX_REQUEST_BYTES = 1 << 20
 const blocker = new Int32Array(new SharedArrayBuffer(4))
+
+/** One request of `--log FILE`: what it sent and when each token chunk went out. */
+interface LoggedRequest {
+  /** sha256 of the request body bytes as received, hex. */
+  sha256: string
+  bodyBytes: number
+  /** Each token chunk's send time (its `"t"`), ms on the monotonic clock; the first `sent` are set. */
+  sendMs: Float64Array
+  sent: number
+}
 
 interface PacedStream {
   socket: Socket
@@ -81,7 +103,11 @@ interface PacedStream {
   next: number
   tokens: number
   dueMs: number
+  log: LoggedRequest | null
 }
+
+/** `--log FILE`: the requests since the last `GET /log`; null without `--log`. */
+let sendLog: LoggedRequest[] | null = logFile === null ? null : []
 
 /** Open streams, a binary min-heap on `dueMs`: `heap[0]` is due first. */
 let heap: PacedStream[] = []
@@ -127,15 +153,6 @@ function pop(): PacedStream | undefined {
   return top
 }
 
-/** One HTTP/1.1 chunk of a chunked response. */
-function chunk(text: string): string {
-  return `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`
-}
-
-function respond(socket: Socket, status: string, type: string, body: string): void {
-  socket.write(`HTTP/1.1 ${status}\r\ncontent-type: ${type}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
-}
-
 /** Sends stream `s`'s next chunk, stamped `at`; true when it was the last. */
 function send(s: PacedStream, at: number): boolean {
   const k = s.next
@@ -146,6 +163,7 @@ function send(s: PacedStream, at: number): boolean {
     lateness = grown
   }
   lateness[lateCount++] = at - s.dueMs
+  if (s.log !== null) s.log.sendMs[s.log.sent++] = at
   let text = tokenEvent(s.head, k, last ? 'length' : null, at)
   if (last) text += usageEvent(s.head, PROMPT_TOKENS, s.tokens) + DONE_EVENT
   s.socket.write(last ? `${chunk(text)}0\r\n\r\n` : chunk(text))
@@ -257,15 +275,20 @@ function startMs(index: number): number {
   return spread ? monoMs() + ((index * GOLDEN) % 1) * intervalMs : monoMs()
 }
 
-function startStream(socket: Socket, tokens: number): void {
+function startStream(socket: Socket, tokens: number, body: Buffer): void {
   const index = served++
   const head = chunkHead(index)
+  let log: LoggedRequest | null = null
+  if (sendLog !== null) {
+    log = { sha256: createHash('sha256').update(body).digest('hex'), bodyBytes: body.length, sendMs: new Float64Array(tokens), sent: 0 }
+    sendLog.push(log)
+  }
   const t0 = startMs(index)
   socket.write(
     'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n' +
       chunk(roleEvent(head)),
   )
-  const stream: PacedStream = { socket, head, t0, next: 0, tokens, dueMs: t0 }
+  const stream: PacedStream = { socket, head, t0, next: 0, tokens, dueMs: t0, log }
   // Aligned, the first chunk is due now: sent at once; spread, it waits for its phase.
   if (t0 > monoMs() || !send(stream, monoMs())) push(stream)
   schedule()
@@ -275,44 +298,48 @@ function startStream(socket: Socket, tokens: number): void {
 function answer(socket: Socket, method: string, path: string, body: Buffer): void {
   if (method === 'GET' && path === '/v1/models') respond(socket, '200 OK', 'application/json', MODELS_BODY)
   else if (method === 'GET' && (path === '/stats' || path === '/stats?values=1')) stats(socket, path !== '/stats')
-  else if (method === 'POST' && path === '/v1/chat/completions') startStream(socket, maxTokensOf(body, DEFAULT_TOKENS))
+  else if (method === 'POST' && path === '/v1/chat/completions') startStream(socket, maxTokensOf(body, DEFAULT_TOKENS), body)
+  else if (method === 'GET' && path === '/log') writeLog(socket)
   else respond(socket, '404 Not Found', 'text/plain', 'not found')
 }
 
-const HEAD_END = Buffer.from('\r\n\r\n')
-
-/** Reads requests off one connection, one after another (keep-alive; no pipelining is expected). */
+/** Reads requests off one connection and answers each. */
 function onConnection(socket: Socket): void {
-  let pending: Buffer = Buffer.alloc(0)
-  socket.on('data', (data: Buffer) => {
-    pending = pending.length === 0 ? data : Buffer.concat([pending, data])
-    for (;;) {
-      const headEnd = pending.indexOf(HEAD_END)
-      if (headEnd < 0) break
-      const head = pending.subarray(0, headEnd).toString('latin1')
-      const lineEnd = head.indexOf('\r\n')
-      const [method = '', path = ''] = (lineEnd < 0 ? head : head.slice(0, lineEnd)).split(' ')
-      const length = /\r\ncontent-length:\s*(\d+)/i.exec(head)
-      const bodyBytes = length === null ? 0 : Number(length[1])
-      if (/\r\ntransfer-encoding:/i.test(head) || bodyBytes > MAX_REQUEST_BYTES) {
-        respond(socket, '400 Bad Request', 'text/plain', 'send a content-length body of at most 1 MiB')
-        socket.end()
-        return
-      }
-      const end = headEnd + HEAD_END.length + bodyBytes
-      if (pending.length < end) break
-      answer(socket, method, path, pending.subarray(headEnd + HEAD_END.length, end))
-      pending = pending.subarray(end)
-    }
-    if (pending.length > MAX_REQUEST_BYTES) socket.destroy()
+  readRequests(socket, answer)
+}
+
+/**
+ * Writes the requests logged since the last call to `--log FILE` (JSONL, replacing it: a temporary
+ * file renamed over it) and starts a new log; null without `--log`.
+ */
+function flushLog(): { requests: number; chunks: number; file: string } | null {
+  if (sendLog === null || logFile === null) return null
+  const taken = sendLog
+  sendLog = []
+  let chunks = 0
+  const lines = taken.map((r) => {
+    chunks += r.sent
+    const sendMs = Array.from(r.sendMs.subarray(0, r.sent))
+    return `${JSON.stringify({ sha256: r.sha256, bodyBytes: r.bodyBytes, tokens: r.sendMs.length, sendMs })}\n`
   })
-  socket.on('error', () => socket.destroy())
+  const temporary = `${logFile}.${process.pid}.tmp`
+  writeFileSync(temporary, lines.join(''))
+  renameSync(temporary, logFile)
+  return { requests: taken.length, chunks, file: logFile }
+}
+
+/** `GET /log`: writes the log since the last call (see `flushLog`) and says how much. */
+function writeLog(socket: Socket): void {
+  const written = flushLog()
+  if (written === null) respond(socket, '400 Bad Request', 'text/plain', '/log: start the server with --log FILE')
+  else respond(socket, '200 OK', 'application/json', JSON.stringify(written))
 }
 
 const stopLoop = (): void => {
   if (timer !== null) clearTimeout(timer)
   if (immediate !== null) clearImmediate(immediate)
   heap = []
+  flushLog()
 }
 
 /**

@@ -1,4 +1,4 @@
-import { type IncomingMessage, Server as HttpServer, type ServerResponse } from 'node:http'
+import { Server as HttpServer } from 'node:http'
 import { MODEL } from '../chunks.ts'
 import type { AddressInfo, Server, Socket } from 'node:net'
 
@@ -49,29 +49,11 @@ export function stopWith(stop: () => void): void {
   process.stdin.resume()
 }
 
-/**
- * Answers `GET /v1/models` as vLLM does (the served model, its context), so a servegate cell's
- * endpoint probe passes; false for any other request.
- */
-export function answerModels(req: IncomingMessage, res: ServerResponse): boolean {
-  if (req.method !== 'GET' || req.url !== '/v1/models') return false
-  res.writeHead(200, { 'content-type': 'application/json' })
-  res.end(MODELS_BODY)
-  return true
-}
-
 /** The `GET /v1/models` body, as vLLM answers it: the served model and its context. */
 export const MODELS_BODY = JSON.stringify({
   object: 'list',
   data: [{ id: MODEL, object: 'model', owned_by: 'bench', max_model_len: 131_072 }],
 })
-
-/** Reads a request body and returns its `max_tokens`, or `fallback` when absent or unreadable. */
-export async function requestedTokens(req: IncomingMessage, fallback: number): Promise<number> {
-  const parts: Buffer[] = []
-  for await (const part of req) parts.push(part as Buffer)
-  return maxTokensOf(Buffer.concat(parts), fallback)
-}
 
 /** The `max_tokens` of a JSON request body, or `fallback` when absent or unreadable. */
 export function maxTokensOf(body: Buffer, fallback: number): number {
