@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest'
 import { ITL_CODEC, ItlPacked, packGaps, quantizeGap, quantizeGaps, unpackGaps } from './itl-packed.ts'
+import { runRecordJsonSchema } from './json-schema.ts'
 import { RequestRecord } from './run.ts'
 
 /** Packs and reads back, asserting the round trip is exact. */
@@ -60,6 +61,28 @@ describe('itlPacked: delta, zigzag, LEB128, base64', () => {
       expect(unpackGaps(packGaps(gaps) as ItlPacked)).toEqual(gaps)
     }
   })
+})
+
+test('the published JSON Schema pins itlPacked on every request: { unit, codec, count, base64 } or null', () => {
+  type Variant = { required: string[]; properties: { itlPacked: { anyOf: unknown[] }; itlMs: { description?: string } } }
+  const schema = JSON.parse(runRecordJsonSchema()) as { properties: { requests: { items: { oneOf: Variant[] } } } }
+  for (const variant of schema.properties.requests.items.oneOf) {
+    expect(variant.required).toContain('itlPacked')
+    const [packed, none] = variant.properties.itlPacked.anyOf
+    expect(none).toEqual({ type: 'null' })
+    expect(packed).toMatchObject({
+      type: 'object',
+      required: ['unit', 'codec', 'count', 'base64'],
+      additionalProperties: false,
+      properties: {
+        unit: { type: 'string', const: 'us' },
+        codec: { type: 'string', const: 'delta-zigzag-leb128' },
+        count: { type: 'integer', minimum: 0 },
+        base64: { type: 'string' },
+      },
+    })
+    expect(variant.properties.itlMs.description).toMatch(/null in a file that packs them in itlPacked/)
+  }
 })
 
 describe('corrupt packed gaps are refused, naming the field', () => {

@@ -234,7 +234,10 @@ const requestCommon = {
    * source did not keep them. A record file stores them packed in `itlPacked` (this field then
    * null); reading it fills this field again.
    */
-  itlMs: z.array(z.number()).nullable(),
+  itlMs: z
+    .array(z.number())
+    .nullable()
+    .describe('gaps between consecutive output chunks, ms; null in a file that packs them in itlPacked, or where they were not kept'),
   /**
    * The gaps as a record file stores them: whole microseconds, delta-encoded, zigzag-mapped, LEB128
    * varints, base64 (docs/metrics.md, "Gaps, packed"). Null in memory (reading a file decodes it
