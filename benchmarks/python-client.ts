@@ -10,6 +10,7 @@ import { distribution } from '../src/metrics/distribution.ts'
 import { pinToCpu } from './cpu.ts'
 import type { IngestOptions, IngestResult } from './ingest.ts'
 import type { ItlOptions, ItlResult } from './itl.ts'
+import type { ClientGaps } from './send-truth.ts'
 
 export const PYTHON_CLIENT_SCRIPT = fileURLToPath(new URL('./python/aiohttp_client.py', import.meta.url))
 
@@ -83,6 +84,8 @@ const PythonItlOutput = z.object({
   clientErrorMs: z.array(z.number()),
   serverErrorMs: z.array(z.number()),
   arrivalLatencyMs: z.array(z.number()),
+  /** With `--detail`: per request, its body's sha256 and its gaps between content chunks, ms. */
+  requestsDetail: z.array(z.object({ sha256: z.string(), gapsMs: z.array(z.number()) })).nullable(),
 })
 
 /** Where to run the Python process and how long it may take. */
@@ -162,13 +165,19 @@ export async function runPythonIngest(
  * Runs the Python client's ITL mode against a paced server: `concurrency` × `rounds` requests of
  * `chunks` chunks after a warm-up, each chunk timed by `time.perf_counter()` (CLOCK_MONOTONIC
  * on Linux, the clock of the server's `"t"` stamps).
+ * @param options.detail also return each request's body sha256 and gaps (`requestsDetail`), to
+ * match against the paced server's send log (`send-truth.ts`)
  */
-export async function runPythonItl(py: PythonClient, options: ItlOptions & PythonRunOptions): Promise<ItlResult & { peakRssMB: number }> {
+export async function runPythonItl(
+  py: PythonClient,
+  options: ItlOptions & PythonRunOptions & { detail?: boolean },
+): Promise<ItlResult & { peakRssMB: number; requestsDetail: ClientGaps[] | null }> {
   const deadlineFactor = options.deadlineFactor ?? 1.5
   const args = [
     'itl',
     ...['--url', options.origin, '--concurrency', String(options.concurrency), '--chunks', String(options.chunks)],
     ...['--rounds', String(options.rounds), '--interval-ms', String(options.intervalMs), '--deadline-factor', String(deadlineFactor)],
+    ...(options.detail === true ? ['--detail'] : []),
   ]
   const deadlineMs = deadlineFactor * options.chunks * options.intervalMs
   const out = await runScript(py, args, PythonItlOutput, options, (options.rounds + 1) * deadlineMs + STARTUP_ALLOWANCE_MS)
@@ -187,5 +196,6 @@ export async function runPythonItl(py: PythonClient, options: ItlOptions & Pytho
     cpuShare: out.cpuS / out.wallS,
     failures: out.failures,
     peakRssMB: out.peakRssMB,
+    requestsDetail: out.requestsDetail,
   }
 }

@@ -14,24 +14,30 @@ session that vllm/benchmarks/serve.py builds) is the timing method and its cost:
 - `time.perf_counter()` once per data message, before `json.loads` of that message;
 - TTFT at the first chunk that has choices, then one ITL entry per later chunk with choices,
   `timestamp - most_recent_timestamp`; completion tokens from the usage chunk;
-- the metrics of `calculate_metrics`: numpy mean and linear-interpolated percentiles.
+- the metrics of `calculate_metrics`: numpy mean and linear-interpolated percentiles;
+- the run as `vllm bench serve` drives it: payloads built first, then `gc.collect()` and
+  `gc.freeze()`, then one task per request (`asyncio.create_task`), each behind an
+  `asyncio.Semaphore(max_concurrency)`, gathered.
 
 Where it differs, it says so: requests send `max_tokens` (the bench servers read that field),
 the per-request deadline replaces the 6-hour timeout for measured requests, the session ignores
-proxy variables (loopback only), and the closed loop runs `concurrency` tasks that each take
-the next request index where vLLM starts a task per request behind a semaphore (same
-concurrency, fewer task objects).
+proxy variables (loopback only), and the warm-up sends one request per slot where vLLM sends one.
 
 Usage:
   aiohttp_client.py ingest --url ORIGIN --concurrency C --requests N --tokens T --deadline-s S
   aiohttp_client.py itl --url ORIGIN --concurrency C --chunks K --rounds R --interval-ms I
-      [--deadline-factor 1.5]
+      [--deadline-factor 1.5] [--detail]
+With --detail, the ITL output also has `requestsDetail`: per request, the sha256 of the body
+bytes aiohttp sent (`json.dumps(payload)`, UTF-8, as aiohttp's `json=` serializes it) and its
+gaps between content chunks, ms, for matching against the server's own send log.
 Prints one JSON object on stdout. Needs only the standard library, aiohttp and numpy.
 """
 
 import argparse
 import asyncio
 import codecs
+import gc
+import hashlib
 import json
 import resource
 import sys
@@ -104,13 +110,13 @@ class StreamRecord:
         self.sent_at = []
 
 
-def chat_payload(tokens, index):
+def chat_payload(tokens, index, label="Request"):
     return {
         "model": MODEL,
         "messages": [
             {
                 "role": "user",
-                "content": f"Request {index}. Summarize the following notes in a few sentences: the client reads every chunk.",
+                "content": f"{label} {index}. Summarize the following notes in a few sentences: the client reads every chunk.",
             }
         ],
         "max_tokens": tokens,
@@ -182,24 +188,24 @@ def new_session(concurrency):
 
 
 async def closed_loop(concurrency, count, run):
-    """`concurrency` tasks, each taking the next index until `count` are done."""
-    next_index = 0
+    """As `vllm bench serve` at an infinite rate: a task per request, each behind a semaphore of
+    `concurrency`, gathered."""
+    semaphore = asyncio.Semaphore(concurrency)
 
-    async def worker():
-        nonlocal next_index
-        while next_index < count:
-            index = next_index
-            next_index += 1
+    async def limited(index):
+        async with semaphore:
             await run(index)
 
-    await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
+    tasks = [asyncio.create_task(limited(index)) for index in range(count)]
+    await asyncio.gather(*tasks)
 
 
 async def warm_up(session, url, concurrency, tokens):
-    """Unmeasured: one request per slot at once, which opens every connection."""
+    """Unmeasured: one request per slot at once, which opens every connection. Its prompts differ
+    from the measured ones, so no two requests send the same bytes."""
     timeout = aiohttp.ClientTimeout(total=60)
     records = await asyncio.gather(
-        *(stream_chat(session, url, chat_payload(tokens, i), timeout, False) for i in range(concurrency))
+        *(stream_chat(session, url, chat_payload(tokens, i, "Warm-up"), timeout, False) for i in range(concurrency))
     )
     failed = [r.error for r in records if r.error is not None]
     if failed:
@@ -212,6 +218,9 @@ async def measure(url, concurrency, requests, tokens, warm_tokens, timeout, keep
     payloads = [chat_payload(tokens, i) for i in range(requests)]
     async with new_session(concurrency) as session:
         await warm_up(session, url, concurrency, warm_tokens)
+        # As vLLM's benchmark does before its run: "avoid GC processing 'static' data".
+        gc.collect()
+        gc.freeze()
 
         async def run(index):
             records[index] = await stream_chat(session, url, payloads[index], timeout, keep_stamps)
@@ -221,7 +230,7 @@ async def measure(url, concurrency, requests, tokens, warm_tokens, timeout, keep
         await closed_loop(concurrency, requests, run)
         wall_s = time.perf_counter() - t0
         cpu_s = time.process_time() - cpu0
-    return records, wall_s, cpu_s
+    return records, wall_s, cpu_s, payloads
 
 
 def vllm_metrics(records):
@@ -269,7 +278,7 @@ def failure_note(record, expected):
 def run_ingest(args):
     url = args.url.rstrip("/") + CHAT_PATH
     timeout = aiohttp.ClientTimeout(total=args.deadline_s)
-    records, wall_s, cpu_s = asyncio.run(
+    records, wall_s, cpu_s, _ = asyncio.run(
         measure(url, args.concurrency, args.requests, args.tokens, WARM_TOKENS, timeout, False)
     )
     ok_requests = 0
@@ -301,7 +310,7 @@ def run_itl(args):
     url = args.url.rstrip("/") + CHAT_PATH
     deadline_s = args.deadline_factor * args.chunks * args.interval_ms / 1000
     requests = args.concurrency * args.rounds
-    records, wall_s, cpu_s = asyncio.run(
+    records, wall_s, cpu_s, payloads = asyncio.run(
         measure(
             url,
             args.concurrency,
@@ -335,8 +344,18 @@ def run_itl(args):
             itl_error.append(round(abs(gap - args.interval_ms), 4))
             client_error.append(round(abs(gap - sent_gap), 4))
             server_error.append(round(abs(sent_gap - args.interval_ms), 4))
+    detail = None
+    if args.detail:
+        detail = [
+            {
+                "sha256": hashlib.sha256(json.dumps(payload).encode("utf-8")).hexdigest(),
+                "gapsMs": [round((b - a) * 1000, 6) for a, b in zip(record.content_at, record.content_at[1:])],
+            }
+            for payload, record in zip(payloads, records)
+        ]
     return {
         "mode": "itl",
+        "requestsDetail": detail,
         "concurrency": args.concurrency,
         "requests": requests,
         "okRequests": ok_requests,
@@ -386,6 +405,7 @@ def parse_args(argv):
     itl.add_argument("--rounds", type=positive_int, required=True, help="requests per slot")
     itl.add_argument("--interval-ms", type=positive_float, required=True, help="the server's chunk interval")
     itl.add_argument("--deadline-factor", type=positive_float, default=1.5, help="deadline ÷ nominal stream time")
+    itl.add_argument("--detail", action="store_true", help="per request: the body's sha256 and the content-chunk gaps")
     return parser.parse_args(argv)
 
 

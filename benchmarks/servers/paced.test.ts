@@ -102,11 +102,22 @@ describe('the paced bench server', () => {
         const log = await takeSendLog(server.origin)
         expect(log.requests).toBe(2)
         const sha = (text: string): string => createHash('sha256').update(text).digest('hex')
-        expect(log.bySha256.get(sha(body(4, 'first')))).toEqual({ sha256: sha(body(4, 'first')), bodyBytes: body(4, 'first').length, tokens: 4, sendMs: first.stamps })
+        expect(log.bySha256.get(sha(body(4, 'first')))).toEqual({
+          sha256: sha(body(4, 'first')),
+          bodyBytes: body(4, 'first').length,
+          tokens: 4,
+          sendMs: first.stamps,
+        })
         expect(log.bySha256.get(sha(body(3, 'second')))?.sendMs).toEqual(second.stamps)
         // A client whose gaps are the send gaps plus 1 ms reads 1 ms off on every gap, +1 ms on the first.
         const gapsMs = first.stamps.slice(1).map((t, k) => t - (first.stamps[k] as number) + 1)
-        const errors = gapErrors([{ sha256: sha(body(4, 'first')), gapsMs }, { sha256: null, gapsMs: [10] }], log)
+        const errors = gapErrors(
+          [
+            { sha256: sha(body(4, 'first')), gapsMs },
+            { sha256: null, gapsMs: [10] },
+          ],
+          log,
+        )
         expect(errors).toMatchObject({ requests: 2, matched: 1, incomplete: 0, gaps: 3 })
         expect(errors.errorMeanMs).toBeCloseTo(1, 9)
         expect(errors.errorP99Ms).toBeCloseTo(1, 9)

@@ -36,8 +36,7 @@ const writes = intFlag('--writes', values.writes, 1) ?? 4
 const eventsPerWrite = intFlag('--events-per-write', values['events-per-write'], 1) ?? null
 const PROMPT_TOKENS = 32
 const DEFAULT_TOKENS = 1000
-const HEAD =
-  'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n'
+const HEAD = 'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n'
 const END = '0\r\n\r\n'
 
 /** The SSE events of a `tokens`-token response: role, one per token, usage, `[DONE]`. */
