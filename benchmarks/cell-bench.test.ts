@@ -42,9 +42,9 @@ describe('the cell path in a process of its own', () => {
       const spilled = await runRetainedProcess({ ...shape, spill: true })
       expect(kept.requests).toBe(200)
       expect(kept.heapBytes[0]).toBeGreaterThan(2 ** 20)
-      // A kept record holds its 49 ITL gaps and its fields, about 2 KB; a spilled one its place in the file.
-      expect(kept.retainedBytesPerRequest).toBeGreaterThan(1000)
-      expect(kept.retainedBytesPerRequest - spilled.retainedBytesPerRequest).toBeGreaterThan(1000)
+      // A kept record holds its 49 ITL gaps and its fields, about 1 KB; a spilled one its place in the file.
+      expect(kept.retainedBytesPerRequest).toBeGreaterThan(600)
+      expect(kept.retainedBytesPerRequest - spilled.retainedBytesPerRequest).toBeGreaterThan(600)
     } finally {
       await server.close()
     }
