@@ -27,6 +27,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { writeFile } from 'node:fs/promises'
+import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { execa } from 'execa'
 import { nearestRank } from '../src/metrics/distribution.ts'
@@ -35,7 +36,7 @@ import { warmClientJit } from '../src/runner/warm.ts'
 import { runServegateCli } from './cli-run.ts'
 import { ingestRequests } from './client-bench.ts'
 import { pinToCpu, serverCpu } from './cpu.ts'
-import { type IngestResult, measureIngest } from './ingest.ts'
+import { type IngestOptions, type IngestResult, measureIngest } from './ingest.ts'
 import { findPythonClient, type PythonClient, runPythonIngest, runPythonItl } from './python-client.ts'
 import { median } from './report.ts'
 import { type ClientGaps, type GapErrors, gapErrors, takeSendLog } from './send-truth.ts'
@@ -352,7 +353,21 @@ function noteIngest(ctx: Context, label: string, run: IngestResult): void {
   if (run.okRequests < run.requests) ctx.failures.push(`${label}: ${run.requests - run.okRequests} failed, e.g. ${run.failures[0] ?? '?'}`)
 }
 
-/** Ingest from the zero-delay server at `eventsPerWrite`; servegate's client runs in this process, pinned to the client CPU. */
+const INGEST_PROCESS = fileURLToPath(new URL('./ingest-process.ts', import.meta.url))
+
+/** One servegate ingest run in a fresh process pinned to the client CPU, as each Python run is. */
+async function servegateIngest(ctx: Context, options: IngestOptions): Promise<IngestResult> {
+  const argv = [process.execPath, INGEST_PROCESS, JSON.stringify(options)]
+  const [file, ...args] = ctx.cpus.client === null ? argv : ['taskset', '-c', String(ctx.cpus.client), ...argv]
+  const run = await execa(file as string, args, { ...(ctx.signal === undefined ? {} : { cancelSignal: ctx.signal }) })
+  return JSON.parse(run.stdout) as IngestResult
+}
+
+/**
+ * Ingest from the zero-delay server at `eventsPerWrite`: each run a fresh client process pinned to
+ * the client CPU, servegate's (`ingest-process.ts`) and Python's alike; the warm-up that sizes the
+ * runs is servegate's client in this process.
+ */
 async function compareIngest(ctx: Context, eventsPerWrite: number): Promise<IngestComparison[]> {
   const server = await startServerProcess('zeroDelay', ['--events-per-write', String(eventsPerWrite)], { cpu: ctx.cpus.server })
   const restore = ctx.cpus.client === null ? null : await pinSelf(ctx.cpus.client)
@@ -368,7 +383,7 @@ async function compareIngest(ctx: Context, eventsPerWrite: number): Promise<Inge
         const options = { ...base, concurrency, requests }
         const run =
           client === 'servegate'
-            ? await measureIngest(options)
+            ? await servegateIngest(ctx, options)
             : await runPythonIngest(ctx.py, {
                 ...options,
                 cpu: ctx.cpus.client,
