@@ -515,7 +515,7 @@ export async function runSideBySide(options: SideBySideOptions = {}): Promise<Si
       runsPerFigure: plan.repeats,
       servegateSide: {
         itl: '`servegate run` (bin/servegate.js), a fresh process per run',
-        ingest: 'its streaming client in the bench process (`measureIngest`), not the CLI',
+        ingest: 'its streaming client in a fresh process of its own (`ingest-process.ts`), not the CLI',
         rss: '`servegate run`, VmHWM of the process that ran the cell',
       },
       versions: {
