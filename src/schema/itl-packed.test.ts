@@ -2,6 +2,7 @@ import { describe, expect, test } from 'vitest'
 import { ITL_CODEC, ItlPacked, packGaps, quantizeGap, quantizeGaps, unpackGaps } from './itl-packed.ts'
 import { runRecordJsonSchema } from './json-schema.ts'
 import { RequestRecord } from './run.ts'
+import { okRequest } from '../../fixtures/gate-fixture.ts'
 
 /** Packs and reads back, asserting the round trip is exact. */
 function roundTrip(gaps: number[]): ItlPacked {
@@ -117,14 +118,14 @@ describe('corrupt packed gaps are refused, naming the field', () => {
   })
 
   test('a stored request with corrupt gaps fails its schema at requests[i].itlPacked.<field>, naming the request', () => {
-    const request = { ...okRequest(17, null), itlPacked: { ...good, count: 4 } }
+    const request = { ...okRequest(17), itlPacked: { ...good, count: 4 } }
     const result = RequestRecord.safeParse(request)
     expect(result.success).toBe(false)
     expect(result.error?.issues[0]).toMatchObject({
       path: ['itlPacked', 'count'],
       message: expect.stringMatching(/^request 17: itlPacked\.count is 4 but the bytes hold only 3 gaps; the file is corrupt/),
     })
-    const both = RequestRecord.safeParse({ ...okRequest(3, [1]), itlPacked: good })
+    const both = RequestRecord.safeParse({ ...okRequest(3, { itlMs: [1] }), itlPacked: good })
     expect(both.error?.issues[0]).toMatchObject({
       path: ['itlMs'],
       message: expect.stringMatching(/request 3: itlMs and itlPacked are both set/),
@@ -132,38 +133,12 @@ describe('corrupt packed gaps are refused, naming the field', () => {
   })
 
   test('a stored request reads its packed gaps into itlMs; one of an older servegate (itlMs, no itlPacked) reads as written', () => {
-    expect(RequestRecord.parse({ ...okRequest(0, null), itlPacked: good })).toMatchObject({
+    expect(RequestRecord.parse({ ...okRequest(0), itlPacked: good })).toMatchObject({
       itlMs: [10.002, 9.998, 10.01],
       itlPacked: null,
     })
-    const old: Record<string, unknown> = okRequest(1, [10.0021999, 3])
+    const old: Record<string, unknown> = { ...okRequest(1, { itlMs: [10.0021999, 3] }) }
     delete old.itlPacked
     expect(RequestRecord.parse(old)).toMatchObject({ itlMs: [10.0021999, 3], itlPacked: null })
   })
 })
-
-/** An ok request as a record file holds it, every figure null. */
-function okRequest(index: number, itlMs: number[] | null): Record<string, unknown> {
-  return {
-    status: 'ok',
-    index,
-    queueDelayMs: null,
-    sendLagMs: null,
-    startOffsetMs: null,
-    ttftMs: null,
-    timeToFirstOutputMs: null,
-    e2eMs: null,
-    generationMs: null,
-    tpotMs: null,
-    decodeTokPerS: null,
-    effectivePrefillTokPerS: null,
-    promptTokens: null,
-    completionTokens: null,
-    completionTokenSource: null,
-    reasoningChunks: null,
-    contentChunks: null,
-    itlMs,
-    itlPacked: null,
-    finishReason: null,
-  }
-}
