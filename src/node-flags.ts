@@ -11,10 +11,10 @@ import { ServegateError } from './errors.ts'
  *   them resident) under a streaming client's allocation rate; 2 MB holds a cell's garbage as
  *   well, and a cell of hundreds of streams peaks far lower, at no cost shown to ingest or to
  *   ITL precision.
- * - `--wasm-tiering-budget=2000000000`: keeps undici's HTTP parser (llhttp, WebAssembly) on
- *   V8's baseline compiler. Its tier-up to the optimizing compiler comes a few thousand reads
- *   into the first cell, and the compile's transient memory would set a C = 1 cell's peak;
- *   the baseline code parses as fast.
+ * - `--wasm-tiering-budget=2000000000`: keeps WebAssembly on V8's baseline compiler. Set for
+ *   undici's HTTP parser (llhttp), whose tier-up a few thousand reads into the first cell set a
+ *   C = 1 cell's peak; the streaming client now parses HTTP/1.1 itself, and the flag stays for a
+ *   spec's own `fetch` or undici.
  * - `--heap-growing-percent=50`: the old generation may grow by half between full GCs, not by
  *   V8's up-to-4× under a fast allocator. The socket reads of a thousand streams wait in the C
  *   allocator for the GC that frees them; collected sooner, such a cell peaks lower for a little
