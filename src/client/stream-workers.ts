@@ -32,7 +32,7 @@ export type StreamWorkersSetup = Omit<WorkerSetup, 'worker' | 'connections'> & {
 }
 
 /**
- * The client spread over N worker threads, each streaming over its own undici pool: the cell's
+ * The client spread over N worker threads, each streaming over connections of its own: the cell's
  * thread keeps the schedule, the bodies and the records, and hands each request to the worker
  * with the fewest in flight. Every timestamp, in any thread, is read from the one process-wide
  * clock (`monoMs`), so an observation from a worker compares with the slot time it was sent at.

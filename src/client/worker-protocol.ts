@@ -1,7 +1,7 @@
 import type { Api } from '../schema/run.ts'
 import type { StreamObservation, TextCapture } from './observation.ts'
 
-/** What a stream worker is started with: where it sends, and how (one undici pool of its own). */
+/** What a stream worker is started with: where it sends, and how (connections of its own). */
 export interface WorkerSetup {
   /** Its index among the cell's workers, named in its health figures and errors. */
   worker: number
