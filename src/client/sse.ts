@@ -81,13 +81,24 @@ export function createSseParser(onData: (data: string) => void, options: SsePars
     // Other fields (event, id, retry) do not carry completion data.
   }
 
-  /** The index of the first LF or CR in `buf` from `from`, or -1. */
+  /** Within one `scan`: the buffer `nextCr` was found in, and where its next CR is from `crFrom` on (-1: none). */
+  let crBuf: Buffer | null = null
+  let crFrom = 0
+  let nextCr = -1
+
+  /**
+   * The index of the first LF or CR in `buf` from `from`, or -1. Both searches are the native
+   * `indexOf`; the next CR is searched once and kept until the scan passes it, so a read of many
+   * LF-ended events (what every engine sends) is scanned once for CRs, not once an event.
+   */
   function lineEnd(buf: Buffer, from: number): number {
-    for (let i = from; i < buf.length; i++) {
-      const b = buf[i]
-      if (b === LF || b === CR) return i
+    if (crBuf !== buf || (nextCr >= 0 && nextCr < from) || from < crFrom) {
+      crBuf = buf
+      crFrom = from
+      nextCr = buf.indexOf(CR, from)
     }
-    return -1
+    const lf = buf.indexOf(LF, from)
+    return nextCr >= 0 && (lf < 0 || nextCr < lf) ? nextCr : lf
   }
 
   /** Consumes the line end at `i` (CRLF as one); returns the index after it. */
@@ -103,6 +114,7 @@ export function createSseParser(onData: (data: string) => void, options: SsePars
   }
 
   function scan(buf: Buffer): void {
+    crBuf = null // a caller may reuse its buffer for the next read: search it afresh
     let start = 0
     if (lastWasCr && buf.length > 0 && buf[0] === LF) start = 1
     lastWasCr = false
