@@ -21,6 +21,33 @@ export interface SseParser {
 }
 
 /**
+ * The line ends (LF or CR) of one read, found with the native `indexOf`. The next CR is searched
+ * once and kept until the scan passes it, so a read of many LF-ended events (what every engine
+ * sends) is searched for CRs once, not once an event.
+ */
+class LineEnds {
+  #buf: Buffer | null = null
+  #from = 0
+  #nextCr = -1
+
+  /** Forgets the read: the next `find` searches afresh (a caller may reuse its buffer). */
+  reset(): void {
+    this.#buf = null
+  }
+
+  /** The index of the first LF or CR in `buf` from `from`, or -1. */
+  find(buf: Buffer, from: number): number {
+    if (this.#buf !== buf || (this.#nextCr >= 0 && this.#nextCr < from) || from < this.#from) {
+      this.#buf = buf
+      this.#from = from
+      this.#nextCr = buf.indexOf(CR, from)
+    }
+    const lf = buf.indexOf(LF, from)
+    return this.#nextCr >= 0 && (lf < 0 || this.#nextCr < lf) ? this.#nextCr : lf
+  }
+}
+
+/**
  * A Server-Sent Events parser over raw bytes (WHATWG event-stream rules, `data` field only):
  * partial lines across reads, several events in one read, LF / CRLF / CR line ends, comments
  * (`: keep-alive`), `event:`/`id:`/`retry:` fields (ignored), multi-line data joined with `\n`.
@@ -81,25 +108,8 @@ export function createSseParser(onData: (data: string) => void, options: SsePars
     // Other fields (event, id, retry) do not carry completion data.
   }
 
-  /** Within one `scan`: the buffer `nextCr` was found in, and where its next CR is from `crFrom` on (-1: none). */
-  let crBuf: Buffer | null = null
-  let crFrom = 0
-  let nextCr = -1
-
-  /**
-   * The index of the first LF or CR in `buf` from `from`, or -1. Both searches are the native
-   * `indexOf`; the next CR is searched once and kept until the scan passes it, so a read of many
-   * LF-ended events (what every engine sends) is scanned once for CRs, not once an event.
-   */
-  function lineEnd(buf: Buffer, from: number): number {
-    if (crBuf !== buf || (nextCr >= 0 && nextCr < from) || from < crFrom) {
-      crBuf = buf
-      crFrom = from
-      nextCr = buf.indexOf(CR, from)
-    }
-    const lf = buf.indexOf(LF, from)
-    return nextCr >= 0 && (lf < 0 || nextCr < lf) ? nextCr : lf
-  }
+  const ends = new LineEnds()
+  const lineEnd = (buf: Buffer, from: number): number => ends.find(buf, from)
 
   /** Consumes the line end at `i` (CRLF as one); returns the index after it. */
   function skipLineEnd(buf: Buffer, i: number): number {
@@ -114,7 +124,7 @@ export function createSseParser(onData: (data: string) => void, options: SsePars
   }
 
   function scan(buf: Buffer): void {
-    crBuf = null // a caller may reuse its buffer for the next read: search it afresh
+    ends.reset() // a caller may reuse its buffer for the next read: search it afresh
     let start = 0
     if (lastWasCr && buf.length > 0 && buf[0] === LF) start = 1
     lastWasCr = false
