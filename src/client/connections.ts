@@ -57,10 +57,6 @@ class ConnectionError extends Error {
   }
 }
 
-function coded(code: string, message: string): Error {
-  return new ConnectionError(code, message)
-}
-
 /** One request's life: queued, written, read; finished once. */
 class Exchange implements WireExchange {
   readonly handler: WireHandler
@@ -104,7 +100,7 @@ class Exchange implements WireExchange {
       this.#complete()
       return
     }
-    this.fail(err ?? coded('SOCKET_CLOSED', 'other side closed'), at)
+    this.fail(err ?? new ConnectionError('SOCKET_CLOSED', 'other side closed'), at)
   }
 
   fail(err: Error, at: number): void {
@@ -223,7 +219,7 @@ export class StreamConnections {
             }
             const exchange = new Exchange({ onSent() {}, onHead() {}, onBody() {}, onEnd: done, onError: done }, this.#releaseConn)
             const timer = setTimeout(
-              () => exchange.abort(coded('WARM_TIMEOUT', `no reply to GET ${get.path} within ${get.timeoutMs} ms`)),
+              () => exchange.abort(new ConnectionError('WARM_TIMEOUT', `no reply to GET ${get.path} within ${get.timeoutMs} ms`)),
               get.timeoutMs,
             )
             this.#write(conn, exchange, request)
@@ -261,7 +257,7 @@ export class StreamConnections {
             if (conn.socket.destroyed) return resolve()
             conn.socket.once('close', () => resolve())
             if (force) {
-              conn.exchange?.fail(err ?? coded('CONNECTIONS_DESTROYED', 'the connection was destroyed'), monoMs())
+              conn.exchange?.fail(err ?? new ConnectionError('CONNECTIONS_DESTROYED', 'the connection was destroyed'), monoMs())
               conn.socket.destroy()
             } else conn.socket.end()
           }),
@@ -354,7 +350,7 @@ export class StreamConnections {
       exchange.handler.onSent(body, monoMs())
     }
     if (socket.connecting) socket.once('connect', put)
-    else if (socket.destroyed || conn.dead) exchange.closed(monoMs(), coded('SOCKET_CLOSED', 'other side closed'))
+    else if (socket.destroyed || conn.dead) exchange.closed(monoMs(), new ConnectionError('SOCKET_CLOSED', 'other side closed'))
     else put()
   }
 

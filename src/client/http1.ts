@@ -102,20 +102,15 @@ export class Http1ResponseParser {
         case State.Trailers:
           at = this.#line(bytes, at)
           break
-        case State.Length: {
-          const n = Math.min(this.#left, bytes.length - at)
-          this.#sink.onBody(bytes.subarray(at, at + n))
-          at += n
-          this.#left -= n
-          if (this.#left === 0) this.#end()
-          break
-        }
+        case State.Length:
         case State.ChunkData: {
           const n = Math.min(this.#left, bytes.length - at)
           this.#sink.onBody(bytes.subarray(at, at + n))
           at += n
           this.#left -= n
-          if (this.#left === 0) {
+          if (this.#left > 0) break
+          if (this.#state === State.Length) this.#end()
+          else {
             this.#state = State.ChunkDataEnd
             this.#left = 2
           }
