@@ -85,11 +85,17 @@ export class BodyFeed {
    * concurrency C (a look-ahead of at least C) then sends without building a body.
    */
   prefill(): void {
-    if (this.#signal.aborted) return
+    if (!this.#signal.aborted) this.#fill(Infinity)
+  }
+
+  /** Builds up to `most` bodies of the look-ahead not built yet; true when some are left to build. */
+  #fill(most: number): boolean {
     const until = Math.min(this.#end, this.#taken + this.#lookAhead)
-    for (this.#next = Math.max(this.#next, this.#taken); this.#next < until; this.#next++) {
+    this.#next = Math.max(this.#next, this.#taken)
+    for (let n = 0; n < most && this.#next < until; n++, this.#next++) {
       if (!this.#built.has(this.#next)) this.#built.set(this.#next, this.#build(this.#next))
     }
+    return this.#next < until
   }
 
   /** Stops filling the look-ahead. */
@@ -110,12 +116,7 @@ export class BodyFeed {
     this.#refill = setImmediate(() => {
       this.#refill = null
       if (this.#signal.aborted) return
-      const until = Math.min(this.#end, this.#taken + this.#lookAhead)
-      this.#next = Math.max(this.#next, this.#taken)
-      for (let n = 0; n < PER_TURN && this.#next < until; n++, this.#next++) {
-        if (!this.#built.has(this.#next)) this.#built.set(this.#next, this.#build(this.#next))
-      }
-      if (this.#next < until) this.#schedule()
+      if (this.#fill(PER_TURN)) this.#schedule()
     })
   }
 }

@@ -105,7 +105,7 @@ export async function runCell(input: RunCellOptions, hooks: RunCellHooks = {}): 
 
 /**
  * The measured requests, closed loop at the concurrency or open loop on the schedule; the open loop's own stats.
- * @param slice the turn slices a closed loop starts its next requests in
+ * @param slice the turn slices a closed loop makes its ended requests' records in
  */
 async function measuredPhase(
   o: ResolvedRunCellOptions,
@@ -271,8 +271,7 @@ export async function measureCell(
     const { measuredCount, warmupCount } = workload
     // A conversation's sessions interleave: its bodies are built as each turn goes, none ahead.
     // Otherwise at least a round ahead: every slot's next body is ready when its request ends.
-    const lookAhead =
-      workload.conversation === null ? Math.max(LOOK_AHEAD, o.arrival === null ? o.concurrency : (o.arrival.maxInFlight ?? 0)) : 0
+    const lookAhead = workload.conversation === null ? Math.max(LOOK_AHEAD, connectionsToWarm(o)) : 0
     const measuredFeed = new BodyFeed(workload, o.model, 0, measuredCount, signal, lookAhead)
     const warmupFeed = new BodyFeed(workload, o.model, measuredCount, measuredCount + warmupCount, signal)
     feeds.push(measuredFeed, warmupFeed)
