@@ -2,9 +2,8 @@ import { ServegateError } from '../errors.ts'
 import { monoMs } from './clock.ts'
 
 /**
- * Of one event-loop turn, the ms a streaming thread spends on work that can wait (handing
- * requests to sockets, starting a closed loop's next requests) before it lets the turn end and
- * the reads that came meanwhile be stamped.
+ * Of one event-loop turn, the ms a streaming thread spends on work that can wait (the ended
+ * requests' records) before it lets the turn end and the reads that came meanwhile be stamped.
  */
 const SLICE_MS = 0.25
 
@@ -18,17 +17,16 @@ interface Job {
 /**
  * Work that can wait, done at most about `sliceMs` of it per event-loop turn. A chunk is stamped
  * when the thread gets to its read, so every millisecond the thread spends elsewhere while chunks
- * arrive is added to their stamps. A closed loop's equal streams end together, and starting each
- * next request at once (its body, its record, its hand-off to the socket) would keep one thread
- * busy for tens of milliseconds at C = 256. Sliced, the reads that arrive between slices are
- * stamped within a turn, and the work behind waits for the turns after, oldest first, which the
- * requests' send lag records (docs/client-benchmark.md).
+ * arrive is added to their stamps. A closed loop's equal streams end together, and making every
+ * ended request's record at once would keep one thread busy for milliseconds at C = 256 (its
+ * next requests go out at once: a send is one socket write). Sliced, the reads that arrive
+ * between slices are stamped within a turn, and the records behind wait for the turns after,
+ * oldest first (`RecordHandOver`).
  *
  * `run` does work now and counts its time against this turn's slice. While the slice is spent or
  * work already waits (`open` is false), `later` queues work for the next turns: each turn runs the
  * oldest while its slice lasts, at least one however long it takes. Work started within running
- * work goes with it: a closed loop's next request and its hand-off to the socket, which share one
- * slice, count as one.
+ * work goes with it and counts once.
  * @example
  * const slice = new TurnSlice()
  * const results = jobs.map((job) => slice.submit(job))

@@ -25,9 +25,9 @@ export interface CellTransport {
    */
   warm?(connections: number): Promise<void>
   /**
-   * The turn slices the cell's thread hands requests to their sockets in, where it streams them
-   * itself; a closed loop starts its next requests in the same slices, so the two share one budget
-   * a turn. Absent where the thread reads no chunks (worker threads, an in-process engine).
+   * The turn slices a slot loop makes its ended requests' records in, where the cell's thread
+   * reads the chunks itself, so the reads that arrive meanwhile are stamped between slices.
+   * Absent where the thread reads no chunks (worker threads, an in-process engine).
    */
   slice?: TurnSlice
   /**

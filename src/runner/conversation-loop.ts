@@ -1,7 +1,7 @@
 import { monoMs } from '../client/clock.ts'
 import type { StreamObservation } from '../client/stream.ts'
 import { TurnSlice } from '../client/turn-slice.ts'
-import type { Slot } from './dispatch.ts'
+import { RecordHandOver, type Slot } from './dispatch.ts'
 
 /** What the loop needs of a conversation plan: its shape, its think time, and where each turn sits in the plan. */
 export interface ConversationSchedule {
@@ -36,7 +36,9 @@ interface ReadyTurn {
  * are kept only while it is open.
  *
  * `readyAt` of a first turn is the cell start (as in the closed loop), of a later one its
- * predecessor's end plus the think time; `slotAt` is when a slot could take it.
+ * predecessor's end plus the think time; `slotAt` is when a slot could take it. As in the closed
+ * loop, a slot's next turn goes out at once and the ended turns' records are made in the turn
+ * slices of `slice` (`RecordHandOver`).
  * @example await conversationLoop(schedule, 8, (i, replies) => send(i, replies), (slot) => ledger.end(slot), signal)
  */
 export async function conversationLoop(
@@ -98,29 +100,25 @@ export async function conversationLoop(
   }
   signal?.addEventListener('abort', onAbort, { once: true })
 
+  const records = new RecordHandOver(slice, onDone)
   const worker = async (): Promise<void> => {
     let freeAt = start
     let ended: Slot | null = null
-    // The next ready turn out and the ended one handed over; null when none is ready now.
-    const step = (): Promise<StreamObservation> | null => {
-      if (signal?.aborted === true) return null
-      const t = take()
-      if (t === null) return null
-      const index = c.indexOf(t.session, t.turn)
-      const slotAt = Math.max(freeAt, t.readyAt)
-      const sending = send(index, c.live ? (replies.get(t.session) ?? []) : null)
-      if (ended !== null) onDone(ended)
-      ended = null
-      return sending.then((obs) => {
+    for (;;) {
+      const t = signal?.aborted === true ? null : take()
+      if (t !== null) {
+        // The next ready turn out first, then the ended one handed over.
+        const index = c.indexOf(t.session, t.turn)
+        const slotAt = Math.max(freeAt, t.readyAt)
+        const sending = send(index, c.live ? (replies.get(t.session) ?? []) : null)
+        if (ended !== null) records.add(ended)
+        const obs = await sending
         ended = { index, readyAt: t.readyAt, slotAt, scheduledOffsetMs: null, obs }
         freeAt = monoMs()
         turnEnded(t, obs)
-        return obs
-      })
-    }
-    for (;;) {
-      if ((await slice.submit(step)) !== null) continue
-      if (ended !== null) onDone(ended)
+        continue
+      }
+      if (ended !== null) records.add(ended)
       ended = null
       if (finished()) break
       await new Promise<void>((wake) => waiters.push(wake))
@@ -128,6 +126,7 @@ export async function conversationLoop(
   }
   try {
     await Promise.all(Array.from({ length: Math.min(concurrency, c.sessions) }, worker))
+    await records.drained()
   } finally {
     signal?.removeEventListener('abort', onAbort)
     for (const timer of timers) clearTimeout(timer)

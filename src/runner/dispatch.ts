@@ -18,6 +18,42 @@ export interface Slot {
 export type Send = (index: number) => Promise<StreamObservation>
 
 /**
+ * The ended requests' records of a slot loop (closed loop, conversations): each made in the turn
+ * slices of `slice`, oldest first, so that a round of requests ending together does not hold the
+ * thread while the running streams' reads wait to be stamped. `drained` resolves once every record
+ * handed over is made, and rejects with the first error one threw.
+ */
+export class RecordHandOver {
+  readonly #slice: TurnSlice
+  readonly #onDone: (slot: Slot) => void
+  #handing = 0
+  #handed: (() => void) | null = null
+  readonly #failures: unknown[] = []
+
+  constructor(slice: TurnSlice, onDone: (slot: Slot) => void) {
+    this.#slice = slice
+    this.#onDone = onDone
+  }
+
+  /** Makes the slot's record now while the turn's slice lasts, else in a later turn. */
+  add(slot: Slot): void {
+    this.#handing++
+    void this.#slice
+      .submit(() => this.#onDone(slot))
+      .catch((err: unknown) => this.#failures.push(err))
+      .finally(() => {
+        if (--this.#handing === 0) this.#handed?.()
+      })
+  }
+
+  /** Every record handed over is made. @throws the first error making one threw */
+  async drained(): Promise<void> {
+    if (this.#handing > 0) await new Promise<void>((resolve) => (this.#handed = resolve))
+    if (this.#failures.length > 0) throw this.#failures[0]
+  }
+}
+
+/**
  * Runs `count` requests over `concurrency` slots: when one ends the next starts on its slot.
  * Once `signal` aborts no more are sent (those in flight end as they end); the rest are unsent.
  * Every slot is free at the start (no queue delay for the first round: a wait behind the other
@@ -41,19 +77,7 @@ export async function closedLoop(
 ): Promise<void> {
   const readyAt = monoMs()
   let next = 0
-  // Records waiting for their slice, and the errors making them threw.
-  let handing = 0
-  let handed: (() => void) | null = null
-  const failures: unknown[] = []
-  const handOver = (slot: Slot): void => {
-    handing++
-    void slice
-      .submit(() => onDone(slot))
-      .catch((err: unknown) => failures.push(err))
-      .finally(() => {
-        if (--handing === 0) handed?.()
-      })
-  }
+  const records = new RecordHandOver(slice, onDone)
   const worker = async (): Promise<void> => {
     let slotAt = readyAt
     let ended: Slot | null = null
@@ -61,16 +85,15 @@ export async function closedLoop(
       const index = next++
       // The next request out first, then the ended one handed over.
       const sending = send(index)
-      if (ended !== null) handOver(ended)
+      if (ended !== null) records.add(ended)
       const obs = await sending
       ended = { index, readyAt, slotAt, scheduledOffsetMs: null, obs }
       slotAt = monoMs()
     }
-    if (ended !== null) handOver(ended)
+    if (ended !== null) records.add(ended)
   }
   await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker))
-  if (handing > 0) await new Promise<void>((resolve) => (handed = resolve))
-  if (failures.length > 0) throw failures[0]
+  await records.drained()
 }
 
 /**
