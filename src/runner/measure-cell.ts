@@ -15,13 +15,13 @@ import { closedLoop, openLoop, type Slot } from './dispatch.ts'
 import { type Clock, systemClock } from './environment.ts'
 import { checkCellFits, contextLimit, OPTION_NAMES } from './context-limit.ts'
 import { probeEndpoint } from './probe.ts'
-import { assembleRecord, cellPlan } from './run-record.ts'
+import { assembleRecord, cellPlan, requestRecord } from './run-record.ts'
 import { CellLoadMeter } from './cell-load-meter.ts'
 import { RequestLedger } from './request-ledger.ts'
 import { UsageCrossCheck } from './usage-check.ts'
 import { conversationLoop } from './conversation-loop.ts'
 import type { ConversationLayout } from '../workload/conversation.ts'
-import { warmClientJit } from './warm.ts'
+import { settleHeap, warmClientJit } from './warm.ts'
 import { TurnSlice } from '../client/turn-slice.ts'
 import { drainFailure, EngineDrainCheck, type EngineMetricsRef } from '../telemetry/engine-drain.ts'
 import { Cancellations } from './cancellations.ts'
@@ -231,17 +231,24 @@ function sender(
 
 /** The warm-up requests, closed loop at the cell's concurrency, each told as a phase; none is recorded. */
 async function warmUp(
-  total: number,
+  workload: PreparedWorkload,
   o: ResolvedRunCellOptions,
   send: (index: number) => Promise<StreamObservation>,
   phase: PhaseListener | undefined,
   signal: AbortSignal,
   slice: TurnSlice,
 ): Promise<void> {
+  const { warmupCount: total, measuredCount: first } = workload
   if (total === 0) return
   let warmed = 0
   phase?.({ phase: 'warmup', done: 0, total })
-  await closedLoop(total, o.concurrency, send, () => phase?.({ phase: 'warmup', done: ++warmed, total }), signal, slice)
+  const onDone = (slot: Slot): void => {
+    // Made and dropped, so the code that makes a measured record is compiled before the first
+    // one: cold, it held the thread 1-3 ms as the next request's first chunk arrived.
+    requestRecord({ ...slot, index: first + slot.index }, slot.readyAt, workload.planned(first + slot.index), workload)
+    phase?.({ phase: 'warmup', done: ++warmed, total })
+  }
+  await closedLoop(total, o.concurrency, send, onDone, signal, slice)
 }
 
 /** The measuring core shared by every transport; closes the transport when done. */
@@ -286,7 +293,7 @@ export async function measureCell(
     // Where the cell's thread reads the chunks itself, a closed loop starts its next requests in
     // the slices its sends go out in, the reads in between; elsewhere it has none to keep waiting.
     const loopSlice = transport.slice ?? new TurnSlice(Infinity)
-    await warmUp(warmupCount, o, send(warmupFeed, measuredCount, null), phase, signal, loopSlice)
+    await warmUp(workload, o, send(warmupFeed, measuredCount, null), phase, signal, loopSlice)
     warmupFeed.close()
     await transport.warm?.(connectionsToWarm(o))
 
@@ -304,6 +311,7 @@ export async function measureCell(
       const end = Math.min(ends[stage] as number, measuredCount)
       ledger.beginStage(stages === null ? null : { index: stage + 1, of: ends.length })
       measuredFeed.prefill()
+      settleHeap()
       meter.start()
       const due = send(measuredFeed, ledger.sent, ledger, usage.keepsText)
       openLoopStats = await measuredPhase(

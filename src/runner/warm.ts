@@ -1,3 +1,5 @@
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { ChunkInterpreter } from '../client/chunk-interpreter.ts'
 import { Http1ResponseParser } from '../client/http1.ts'
 
@@ -37,4 +39,22 @@ export function warmClientJit(rounds = 100): number {
     for (let at = 0; at < RESPONSE.length; at += 137) parser.push(RESPONSE.subarray(at, at + 137))
   }
   return chunks
+}
+
+let collect: (() => void) | null = null
+
+/**
+ * Collects the whole heap before a measured phase, as `vllm bench serve` runs `gc.collect()` and
+ * `gc.freeze()` before its requests. Loading, the warm-up and the prepared bodies leave an old
+ * generation that V8 would otherwise mark and compact during the first measured requests, in
+ * incremental steps of up to tens of milliseconds on one core: a chunk that arrives in one is
+ * stamped that much late. Node exposes no collector without `--expose-gc`; the flag is set for
+ * the one new context that fetches `gc`, as Jest's leak detector does.
+ */
+export function settleHeap(): void {
+  if (collect === null) {
+    setFlagsFromString('--expose-gc')
+    collect = runInNewContext('gc') as () => void
+  }
+  collect()
 }
