@@ -189,7 +189,7 @@ export class ChunkInterpreter {
     const errorBody = this.errorBody
     if (errorBody !== null) {
       if (this.errorBodyBytes < MAX_ERROR_BODY_BYTES) {
-        errorBody.push(bytes)
+        errorBody.push(Buffer.from(bytes)) // the read's buffer is reused once this returns
         this.errorBodyBytes += bytes.length
       }
       // Enough of a reply that is not a stream to show what it is: no need to wait for the rest.

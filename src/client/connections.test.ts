@@ -320,6 +320,54 @@ describe('StreamConnections', () => {
     }
   })
 
+  test('reads of several connections share one buffer: split events and error bodies come out whole, each on its own request', async () => {
+    // Each request's reply goes out in pieces cut mid-line, the streams' pieces interleaved, so a
+    // kept view of one read would be overwritten by the next connection's.
+    const replies: ServerResponse[] = []
+    let allIn: () => void = () => {}
+    const ready = new Promise<void>((r) => (allIn = r))
+    server = createServer((req, res) => {
+      req.resume()
+      req.on('end', () => {
+        if (req.url === '/v1/completions') {
+          res.writeHead(503, { 'content-type': 'application/json' })
+          res.write('{"error":{"message":"over')
+          // Longer than the first read, so it covers where that read lay in the buffer.
+          setTimeout(() => res.end(`loaded, retry later${' please'.repeat(60)}"}}`), 20)
+          return
+        }
+        res.writeHead(200, { 'content-type': 'text/event-stream' })
+        replies.push(res)
+        if (replies.length === 3) allIn()
+      })
+    })
+    await new Promise<void>((r) => server?.listen(0, '127.0.0.1', r))
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    const connections = new StreamConnections(origin, 4)
+    try {
+      const streams = [0, 1, 2].map(() =>
+        streamCompletion(connections, origin, { api: 'chat', body: Buffer.from('{}'), deadlineMs: 5000, captureChars: 100 }),
+      )
+      await ready
+      const events = (i: number): string =>
+        [0, 1, 2, 3].map((k) => `data: {"choices":[{"delta":{"content":"s${i}t${k} "}}]}\n\n`).join('') + 'data: [DONE]\n\n'
+      const texts = replies.map((_, i) => events(i))
+      for (let at = 0; at < Math.max(...texts.map((t) => t.length)); at += 23) {
+        for (const [i, res] of replies.entries()) if (at < (texts[i] as string).length) res.write((texts[i] as string).slice(at, at + 23))
+        await new Promise((r) => setTimeout(r, 2))
+      }
+      for (const res of replies) res.end()
+      const failed = await streamCompletion(connections, origin, { api: 'completions', body: Buffer.from('{}'), deadlineMs: 5000 })
+      const got = await Promise.all(streams)
+      // Which request got which reply follows the server's arrival order: compare as sets.
+      expect(got.map((o) => o.content).sort()).toEqual(['s0t0 s0t1 s0t2 s0t3 ', 's1t0 s1t1 s1t2 s1t3 ', 's2t0 s2t1 s2t2 s2t3 '])
+      expect(got.map((o) => o.error)).toEqual([null, null, null])
+      expect(failed.error?.message).toMatch(/overloaded, retry later/)
+    } finally {
+      await connections.destroy()
+    }
+  })
+
   test('a connection count that is not a whole number ≥ 1 is refused', () => {
     expect(() => new StreamConnections('http://127.0.0.1:1', 0)).toThrow(/connections: a whole number ≥ 1 or null, got 0/)
     expect(() => new StreamConnections('http://127.0.0.1:1', 1.5)).toThrow(/got 1.5/)

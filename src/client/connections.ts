@@ -13,6 +13,9 @@ export interface WireRequest {
   body: Buffer | null
 }
 
+/** A plain-TCP read's most bytes: libuv's own read size. */
+const READ_BUFFER_BYTES = 64 * 1024
+
 /**
  * What happens to a request on its connection, each with the monotonic time (`monoMs`) of the
  * read or write it came from. Exactly one of `onEnd` and `onError` ends it.
@@ -152,6 +155,8 @@ export class StreamConnections {
   readonly #open: Conn[] = []
   /** Released connections, the last released on top. */
   readonly #idle: Conn[] = []
+  /** Where every plain-TCP read lands; one read is handled whole before the next. */
+  readonly #readBuffer = Buffer.allocUnsafe(READ_BUFFER_BYTES)
   /** Requests for which no connection was free: each goes out on the next one released. */
   readonly #waiting: Queued[] = []
   #accepting = true
@@ -293,17 +298,17 @@ export class StreamConnections {
           ...(isIP(this.#host) === 0 ? { servername: this.#host } : {}),
           ALPNProtocols: ['http/1.1'],
         })
-      : netConnect({ host: this.#host, port: this.#port })
+      : netConnect({
+          host: this.#host,
+          port: this.#port,
+          // Plain TCP reads into one buffer the connections share, handed over before the
+          // stream machinery: no Buffer and no 'data' event a read. TLS reads arrive as 'data'.
+          onread: { buffer: this.#readBuffer, callback: (n: number, buffer: Uint8Array) => this.#onRead(conn, buffer.subarray(0, n)) },
+        })
     socket.setNoDelay(true)
     const conn: Conn = { socket, exchange: null, dead: false, onFree: null }
     this.#open.push(conn)
-    // The read's stamp comes first, before anything of it is parsed.
-    socket.on('data', (bytes: Buffer) => {
-      const at = monoMs()
-      const exchange = conn.exchange
-      if (exchange !== null) exchange.read(bytes, at)
-      else this.#drop(conn) // bytes nobody asked for: the connection is not to be trusted again
-    })
+    if (this.#tls) socket.on('data', (bytes: Buffer) => this.#onRead(conn, bytes))
     const ended = (err: Error | null): void => {
       const at = monoMs()
       const exchange = conn.exchange
@@ -314,6 +319,18 @@ export class StreamConnections {
     socket.on('error', (err) => ended(err))
     socket.on('close', () => ended(null))
     return conn
+  }
+
+  /**
+   * One read of `conn`, stamped first, before anything of it is parsed. `bytes` is valid only
+   * during the call (plain TCP reuses the buffer for the next read): whoever keeps any copies it.
+   */
+  #onRead(conn: Conn, bytes: Uint8Array): boolean {
+    const at = monoMs()
+    const exchange = conn.exchange
+    if (exchange !== null) exchange.read(bytes, at)
+    else this.#drop(conn) // bytes nobody asked for: the connection is not to be trusted again
+    return true
   }
 
   /** Writes the request on the connection: its head and body in one write, stamped once handed to the socket. */
