@@ -1,4 +1,5 @@
 import { pollEvery } from './poll.ts'
+import { closeSync, openSync, readSync } from 'node:fs'
 import { access, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { sanitizeMessage } from '../errors.ts'
@@ -142,20 +143,46 @@ const V1_UNLIMITED = 2n ** 62n
 
 type Read = { bytes: number } | { bytes: null; reason: string }
 
-async function readBytes(dir: string, file: string): Promise<Read> {
-  let raw: string
-  try {
-    raw = (await readFile(join(dir, file), 'utf8')).trim()
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code
-    return { bytes: null, reason: code === 'ENOENT' ? `${file} does not exist` : `${file} could not be read (${code ?? 'error'})` }
-  }
+function unreadable(file: string, error: unknown): Read {
+  const code = (error as NodeJS.ErrnoException).code
+  return { bytes: null, reason: code === 'ENOENT' ? `${file} does not exist` : `${file} could not be read (${code ?? 'error'})` }
+}
+
+function parseBytes(file: string, raw: string): Read {
   if (raw === 'max') return { bytes: null, reason: `${file} is "max" (no limit)` }
   if (!/^\d+$/.test(raw)) return { bytes: null, reason: `${file} holds "${sanitizeMessage(raw, 40)}", not a byte count` }
   if (BigInt(raw) >= V1_UNLIMITED) return { bytes: null, reason: `${file} is ${raw} (no limit)` }
   const bytes = Number(raw)
   if (!Number.isSafeInteger(bytes)) return { bytes: null, reason: `${file} holds ${raw}, beyond exact numbers` }
   return { bytes }
+}
+
+async function readBytes(dir: string, file: string): Promise<Read> {
+  try {
+    return parseBytes(file, (await readFile(join(dir, file), 'utf8')).trim())
+  } catch (error) {
+    return unreadable(file, error)
+  }
+}
+
+const counterBuffer = Buffer.alloc(64)
+
+/**
+ * Reads a counter file while requests stream: open, one read and close, synchronously, some 20
+ * µs of the thread in one turn. Through `fs/promises` the same took 0.5-1 ms in several turns,
+ * each a chunk's stamp could wait behind.
+ */
+function readCounterNow(dir: string, file: string): Read {
+  let fd: number | null = null
+  try {
+    fd = openSync(join(dir, file), 'r')
+    const n = readSync(fd, counterBuffer, 0, counterBuffer.length, 0)
+    return parseBytes(file, counterBuffer.toString('latin1', 0, n).trim())
+  } catch (error) {
+    return unreadable(file, error)
+  } finally {
+    if (fd !== null) closeSync(fd)
+  }
 }
 
 export interface HostMemorySamplerOptions extends CgroupLocation {
@@ -194,8 +221,8 @@ export function startHostMemorySampler(options: HostMemorySamplerOptions = {}): 
   let lastBytes: number | null = null
   let sampledPeakBytes: number | null = null
 
-  const sample = async (dir: string, file: string): Promise<void> => {
-    const read = await readBytes(dir, file)
+  const sample = (dir: string, file: string): void => {
+    const read = readCounterNow(dir, file)
     if (read.bytes === null) {
       readErrors++
       lastReadError = read.reason
@@ -223,7 +250,7 @@ export function startHostMemorySampler(options: HostMemorySamplerOptions = {}): 
         const cgroup = await running
         if (cgroup.status === 'absent') return cgroup
         const files = FILES[cgroup.version]
-        await sample(cgroup.dir, files.current)
+        sample(cgroup.dir, files.current)
         const reasons: NullReasons = {}
         const peak = await readBytes(cgroup.dir, files.peak)
         if (peak.bytes === null) {

@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
  * accumulate); when `work` overruns the interval the cadence restarts instead of running back
  * to back.
  */
-export async function pollEvery(intervalMs: number, signal: AbortSignal, work: () => Promise<unknown>): Promise<void> {
+export async function pollEvery(intervalMs: number, signal: AbortSignal, work: () => unknown): Promise<void> {
   let next = performance.now()
   while (!signal.aborted) {
     await work()
