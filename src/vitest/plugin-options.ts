@@ -35,7 +35,7 @@ export const ServegateOptions = z.object({
   workerNodeFlags: z
     .array(z.string().regex(/^--[a-z0-9][a-z0-9-]*(=\S+)?$/, 'a Node flag, e.g. "--max-semi-space-size=2"'))
     .default([...BENCH_WORKER_NODE_FLAGS]),
-  // What the workers read: `nvidiaSmi` and `inconclusive` (schema/worker-options.ts).
+  // What the workers read: `nvidiaSmi`, `inconclusive` and `noise` (schema/worker-options.ts).
   ...WorkerOptions.shape,
 })
 export type ServegateOptions = z.input<typeof ServegateOptions>
@@ -72,6 +72,7 @@ export function workerOptionsOf(options: ResolvedServegateOptions): WorkerOption
   return {
     ...(options.nvidiaSmi === undefined ? {} : { nvidiaSmi: options.nvidiaSmi }),
     ...(options.inconclusive === undefined ? {} : { inconclusive: options.inconclusive }),
+    ...(options.noise === undefined ? {} : { noise: options.noise }),
   }
 }
 
