@@ -76,6 +76,28 @@ describe('CellLoadMeter', () => {
     expect(health.hostStealShare).toBeNull()
   })
 
+  test("a closed loop's opening round is reported on its own; the verdict judges the sends after it", async () => {
+    const meter = new CellLoadMeter(null, { steal: stealOf() })
+    meter.start()
+    await meter.stop()
+    // 256 sends due at once go out over 11 ms; every later one within 1 ms of its slot freeing.
+    const opening = Array.from({ length: 256 }, (_, i) => (i * 11) / 255)
+    const later = Array.from({ length: 768 }, (_, i) => (i % 10) / 10)
+    const idle = meter.health(options, [...opening, ...later], 256)
+    expect(idle.openingSendLagMaxMs).toBe(11)
+    // Over every request the opening round still shows: a quarter of them lag up to 11 ms.
+    expect(idle.sendLagP99Ms).toBeGreaterThan(10)
+    expect(idle.reasons.filter((r) => r.includes('send lag'))).toEqual([])
+    // A client too slow to send each next request on time is flagged whatever its opening round.
+    const slow = meter.health(options, [...opening, ...later.map((lag) => lag + 8)], 256)
+    expect(slow.harnessLimited).toBe(true)
+    expect(slow.reasons).toContainEqual(expect.stringMatching(/^send lag p99 after the opening round 8\.90 ms > 5 ms$/))
+    // Without an opening round (an open loop) every send is judged, as before.
+    const open = meter.health(options, [...opening, ...later], 0)
+    expect(open.openingSendLagMaxMs).toBeNull()
+    expect(open.reasons).toContainEqual(expect.stringMatching(/^send lag p99 1\d\.\d\d ms > 5 ms$/))
+  })
+
   test('measures the workers each stage and judges each on its stages together', async () => {
     const workers = fakeWorkers()
     const meter = new CellLoadMeter(workers, { steal: stealOf() })

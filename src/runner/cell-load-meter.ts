@@ -80,10 +80,13 @@ export class CellLoadMeter {
     if (this.#workers !== null) this.#workerMeasures.push(await this.#workers.measureStop())
   }
 
-  /** The cell's harness figures, judged against its limits; `sendLags` are every measured request's, ms. */
-  health(o: ResolvedRunCellOptions, sendLags: readonly number[]): HarnessHealth {
+  /**
+   * The cell's harness figures, judged against its limits; `sendLags` are every measured
+   * request's, ms, in plan order, the first `openingSends` a closed loop's opening round.
+   */
+  health(o: ResolvedRunCellOptions, sendLags: readonly number[], openingSends = 0): HarnessHealth {
     const workers = { count: this.#workers?.count ?? 0, cellThreadCpuMs: this.#threadCpuMs, measures: this.#workerMeasures }
     const clientCpuMs = this.#engineInProcess ? this.#threadCpuMs : this.#cpuMs
-    return harnessHealth(o, clientCpuMs, this.#activeMs, this.#loopDelay, sendLags, workers, this.#steal.share())
+    return harnessHealth(o, clientCpuMs, this.#activeMs, this.#loopDelay, sendLags, workers, this.#steal.share(), openingSends)
   }
 }

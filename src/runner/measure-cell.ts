@@ -348,7 +348,7 @@ export async function measureCell(
       counts: tally,
       unsent: ledger.unsent,
       metrics: { ...tally.metrics(ledger.busyMs), openLoop: openLoopStats },
-      harness: meter.health(o, tally.sendLags),
+      harness: meter.health(o, tally.sendLags, arrivals === null ? o.concurrency : 0),
       manifest: null,
       cellFailure: hooks.engine?.failure() ?? drainFailure(drained, tally.cancelled),
       drain: drained,

@@ -682,8 +682,14 @@ export const HarnessHealth = z.object({
   /** Event-loop delay while the cell ran, ms (p99 and max of a histogram). */
   eventLoopDelayP99Ms: z.number().nonnegative().nullable(),
   eventLoopDelayMaxMs: z.number().nonnegative().nullable(),
-  /** p99 of the requests' send lag (a slot freeing, or the scheduled time, to the send), ms. */
+  /** p99 of the requests' send lag (a slot freeing, or the scheduled time, to the send), ms, over every measured request. */
   sendLagP99Ms: z.number().nonnegative().nullable(),
+  /**
+   * A closed loop's opening round, its C sends due at the same instant: the send lag of the last
+   * of them, ms (the time the round took to go out). The harness verdict judges the send lag p99
+   * of the sends after it. Null for an open loop; absent in imports and records written before.
+   */
+  openingSendLagMaxMs: z.number().nonnegative().nullable().optional(),
   /**
    * The share of the machine's CPU time (every CPU) that the hypervisor gave to other guests while
    * the cell measured: Linux `/proc/stat` steal over all ticks, 0…1. Null where unreadable; absent
