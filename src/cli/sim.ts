@@ -56,6 +56,13 @@ const FLAGS: readonly Flag[] = [
     help: 'kinds used round-robin by --fault-rate, comma-separated (default all)',
   },
   { name: 'seed', option: 'seed', value: 'number', help: 'seed of fault draws and output words (default 0)' },
+  {
+    name: 'launch-noise',
+    option: 'launchNoise',
+    value: 'number',
+    help: "relative sd of a launch's speed: one draw scales prefill and decode for the launch's life (default 0)",
+  },
+  { name: 'launch-seed', option: 'launchSeed', value: 'number', help: 'seed of the launch draw (default: random each launch)' },
   { name: 'keepalive-ms', option: 'keepaliveMs', value: 'number', help: 'send ": keep-alive" after this many ms of silence (default off)' },
   { name: 'crlf', option: 'crlf', value: 'boolean', help: 'end SSE lines with \\r\\n' },
   {
@@ -125,7 +132,9 @@ export async function simCommand(
     return 0
   }
   const sim = await startSimServer(options)
-  io.stdout.write(`servegate sim listening on ${sim.url} (model ${options.model})\n`)
+  // The launch's draw is part of the line, so whoever started the sim can see what it drew.
+  const speed = options.launchNoise > 0 ? `, launch speed ×${sim.launchSpeed.toFixed(4)}` : ''
+  io.stdout.write(`servegate sim listening on ${sim.url} (model ${options.model}${speed})\n`)
   await stopRequested(signal)
   await sim.close()
   const { requests, faultsInjected } = sim.stats()

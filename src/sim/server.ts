@@ -1,6 +1,7 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { ServegateError } from '../errors.ts'
+import { atLaunchSpeed, launchSpeed } from './launch-speed.ts'
 import { SimHandler } from './sim-handler.ts'
 import { resolveSimOptions, type ResolvedSimOptions, type SimOptions } from './sim-options.ts'
 import type { SimStats } from './served-tally.ts'
@@ -10,6 +11,11 @@ export interface SimServer {
   /** Base URL without a trailing slash, e.g. `http://127.0.0.1:8000`; append `/v1/...`. */
   url: string
   port: number
+  /**
+   * This launch's speed multiplier (`launchNoise`): its prefill and decode speeds are the options'
+   * times this. 1 without launch noise.
+   */
+  launchSpeed: number
   stats(): SimStats
   /** Stops listening, ends every open connection and cancels every timer. Idempotent. */
   close(): Promise<void>
@@ -29,7 +35,9 @@ export interface SimServer {
  * await sim.close()
  */
 export async function startSimServer(options: SimOptions = {}): Promise<SimServer> {
-  const opts = resolveSimOptions(options)
+  const resolved = resolveSimOptions(options)
+  const speed = launchSpeed(resolved)
+  const opts = atLaunchSpeed(resolved, speed)
   const handler = new SimHandler(opts)
   const server = createServer((req, res) => handler.request(req, res))
   server.on('connection', () => handler.connected())
@@ -40,6 +48,7 @@ export async function startSimServer(options: SimOptions = {}): Promise<SimServe
   return {
     url,
     port,
+    launchSpeed: speed,
     stats: () => handler.stats(),
     close() {
       closing ??= new Promise<void>((resolve) => {

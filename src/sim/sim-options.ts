@@ -105,6 +105,18 @@ export const SimOptions = z
       .default(() => [...FAULT_KINDS]),
     /** Seed of the fault draws and of the output words of requests that send no `seed`. @default 0 */
     seed: z.int().default(0),
+    /**
+     * Launch-to-launch noise: the relative sd of one launch's speed. At start the engine draws one
+     * multiplier exp(launchNoise · Z), Z standard normal, that scales `prefillTokPerS` and
+     * `decodeTokPerS` for its whole life (`SimServer.launchSpeed`), as weights placement, clocks and
+     * allocator state move a real engine from launch to launch. 0: every launch alike. @default 0
+     */
+    launchNoise: z.number().min(0).max(1).default(0),
+    /**
+     * Seed of the launch draw; null draws at random, so each launch differs. `servegate calibrate`
+     * adds the launch's index (0, 1, …) to it, so its launches draw anew yet repeatably. @default null
+     */
+    launchSeed: z.int().nullable().default(null),
     /** Send `: keep-alive` SSE comments after this many ms without a write; null: never. @default null */
     keepaliveMs: z.int().positive().nullable().default(null),
     /** End SSE lines with `\r\n` instead of `\n`. @default false */
@@ -195,6 +207,8 @@ const SIM_OPTION_FIXES: Readonly<Record<SimOptionName, string>> = {
   faultRate: 'use a number from 0 to 1',
   faultKinds: `use a non-empty list of ${FAULT_KINDS.join(', ')}`,
   seed: 'use an integer',
+  launchNoise: "use a number from 0 to 1 (the relative sd of a launch's speed), e.g. 0.04",
+  launchSeed: 'use an integer, or leave it unset for a random draw each launch',
   keepaliveMs: 'use an integer >= 1 (ms), or leave it unset for no keep-alives',
   crlf: 'use true or false',
   noTokenize: 'use true or false',
