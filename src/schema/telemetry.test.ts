@@ -4,7 +4,7 @@ import { compareHistogramTotals } from '../telemetry/agreement.ts'
 import { summarizeGpu } from '../telemetry/gpu-summary.ts'
 import { parseExposition } from '../telemetry/exposition.ts'
 import { reachedConcurrency, readEngineMetrics, timingDeltas } from '../telemetry/prometheus.ts'
-import { CellTelemetry, type EngineOccupancy, GpuSummary } from './telemetry.ts'
+import { CellTelemetry, EngineOccupancy, GpuSummary } from './telemetry.ts'
 
 const gpuSamples = {
   status: 'ok' as const,
@@ -53,6 +53,7 @@ function occupancy(): EngineOccupancy {
     runningMax: 4,
     waitingMax: null,
     kvUsageMax: null,
+    preemptions: 0,
     timings: deltas.timings,
     reasons: { waitingMax: 'not exposed', kvUsageMax: 'not exposed', ...deltas.reasons },
   }
@@ -96,6 +97,14 @@ describe('CellTelemetry', () => {
     }
     expect(CellTelemetry.parse(absent)).toEqual(absent)
     expect(() => CellTelemetry.parse({ ...absent, gpu: { status: 'absent' } })).toThrow()
+  })
+
+  test('preemptions: a count of the measured phase; null in a record written before it was kept', () => {
+    const engine = occupancy()
+    expect(EngineOccupancy.parse({ ...engine, preemptions: 12 }).preemptions).toBe(12)
+    const { preemptions: _, ...older } = engine
+    expect(EngineOccupancy.parse(older).preemptions).toBeNull()
+    expect(EngineOccupancy.safeParse({ ...engine, preemptions: -1 }).success).toBe(false)
   })
 
   test('non-finite numbers are rejected: the block stays JSON-safe', () => {

@@ -165,6 +165,13 @@ export const EngineOccupancy = z.object({
   waitingMax: z.number().nonnegative().nullable(),
   /** Largest KV-cache usage as a fraction (1 = full), worst rank. */
   kvUsageMax: z.number().nonnegative().nullable(),
+  /**
+   * Requests the engine sent back to its queue for lack of KV cache during the measured phase
+   * (vLLM `vllm:num_preemptions_total`, SGLang `sglang:num_retracted_requests_total`): the
+   * counter's growth from the load-start scrape to the last. Null with its reason when the engine
+   * exports no such counter; absent in records written before it was kept.
+   */
+  preemptions: z.number().nonnegative().nullable().default(null),
   timings: EngineTimingDeltas,
   /** Why each null field (or `timings.<field>`) is null. */
   reasons: NullReasons,

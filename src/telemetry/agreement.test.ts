@@ -192,6 +192,7 @@ function occupancy(
     runningMax: 2,
     waitingMax: 0,
     kvUsageMax: null,
+    preemptions: null,
     timings: {
       windowMs: 2000,
       prefill: null,

@@ -7,7 +7,15 @@ import { afterEach, describe, expect, test } from 'vitest'
 import type { EngineKind, EngineOccupancy } from '../schema/telemetry.ts'
 import { type SimServer, startSimServer } from '../sim/server.ts'
 import { parseExposition } from './exposition.ts'
-import { ENGINE_METRIC_NAMES, metricsUrl, reachedConcurrency, readEngineMetrics, startMetricsScraper, timingDeltas } from './prometheus.ts'
+import {
+  ENGINE_METRIC_NAMES,
+  metricsUrl,
+  preemptionsOver,
+  reachedConcurrency,
+  readEngineMetrics,
+  startMetricsScraper,
+  timingDeltas,
+} from './prometheus.ts'
 
 const fixture = (path: string): string => readFileSync(fileURLToPath(new URL(`../../fixtures/${path}`, import.meta.url)), 'utf8')
 const VLLM = fixture('metrics/vllm.txt')
@@ -48,6 +56,7 @@ const EXPECTED: Array<
       runningMax: 4,
       waitingMax: 2,
       kvUsageMax: 0.4211,
+      preemptions: 3,
       timings: {
         windowMs: expect.any(Number) as unknown as number,
         prefill: { secondsSum: 7.1728, count: 16 },
@@ -68,6 +77,7 @@ const EXPECTED: Array<
       runningMax: 4,
       waitingMax: 2,
       kvUsageMax: 0.42,
+      preemptions: 2,
       timings: {
         windowMs: expect.any(Number) as unknown as number,
         prefill: { secondsSum: 6.7432, count: 16 },
@@ -98,6 +108,7 @@ const EXPECTED: Array<
           runningMax: 2,
           waitingMax: 1,
           kvUsageMax: null,
+          preemptions: null,
           timings: {
             windowMs: expect.any(Number) as unknown as number,
             prefill: { secondsSum: captured ? 0.011416 : 12.8456, count: null },
@@ -109,6 +120,7 @@ const EXPECTED: Array<
           },
           reasons: {
             kvUsageMax: LLAMA_KV_REASON,
+            preemptions: `llama-server exports no preemption counter: a request keeps its slot (--parallel) until it ends${LLAMA_LINE}`,
             'timings.ttft': `llama-server exposes no time-to-first-token metric${LLAMA_LINE}`,
             'timings.queue': `llama-server exposes no queue time, only the deferred request count${LLAMA_LINE}`,
           },
@@ -133,6 +145,7 @@ describe('readEngineMetrics on real-shaped /metrics', () => {
       },
       promptTokens: expected.timings.promptTokens,
       generationTokens: expected.timings.generationTokens,
+      preemptions: expected.preemptions,
       // Current llama.cpp exports its speculative decoding counters always, at 0 without a draft model.
       specDecode: kind === 'llama-server' ? expect.objectContaining({ drafts: 0, draftTokens: 0, acceptedTokens: 0 }) : null,
       line: expect.any(String),
@@ -307,11 +320,13 @@ describe('startMetricsScraper against a loopback /metrics', () => {
       runningMax: null,
       waitingMax: null,
       kvUsageMax: null,
+      preemptions: null,
       timings: { windowMs: null, prefill: null, decode: null, ttft: null, queue: null, promptTokens: null, generationTokens: null },
       reasons: {
         runningMax: why,
         waitingMax: why,
         kvUsageMax: why,
+        preemptions: why,
         'timings.windowMs': why,
         'timings.prefill': why,
         'timings.decode': why,
@@ -412,6 +427,48 @@ describe('timingDeltas', () => {
   })
 })
 
+describe('preemptionsOver: the preemption (SGLang: retraction) counter over the load window', () => {
+  const at = (atMs: number, text: string, kind: EngineKind) => ({ atMs, reading: readEngineMetrics(parseExposition(text), kind) })
+  const vllm = (n: number, engine = '0'): string => `vllm:num_preemptions_total{engine="${engine}",model_name="m"} ${n}\n`
+  const sglang = (n: number, labels = 'model_name="m",tp_rank="0"'): string => `sglang:num_retracted_requests_total{${labels}} ${n}\n`
+
+  test("vLLM's counter grows from the load-start reading to the last", () => {
+    expect(preemptionsOver(at(0, vllm(3), 'vllm'), at(10, vllm(10), 'vllm'), 'vllm')).toEqual({ preemptions: 7, reason: null })
+    // Data-parallel engines add up.
+    const dp = (a: number, b: number): string => vllm(a, '0') + vllm(b, '1')
+    expect(preemptionsOver(at(0, dp(1, 2), 'vllm'), at(10, dp(4, 9), 'vllm'), 'vllm').preemptions).toBe(10)
+    // The registered name, as an exporter that does not append _total shows it.
+    const bare = (n: number): string => `vllm:num_preemptions{model_name="m"} ${n}\n`
+    expect(preemptionsOver(at(0, bare(1), 'vllm'), at(10, bare(6), 'vllm'), 'vllm').preemptions).toBe(5)
+  })
+
+  test("SGLang's counter: created at the first retraction, counted from 0; TP ranks repeat it, DP ranks add up", () => {
+    const idle = 'sglang:num_running_reqs{model_name="m"} 0\n'
+    expect(preemptionsOver(at(0, idle, 'sglang'), at(10, sglang(4), 'sglang'), 'sglang')).toEqual({ preemptions: 4, reason: null })
+    const tp = sglang(6, 'model_name="m",tp_rank="0"') + sglang(6, 'model_name="m",tp_rank="1"')
+    expect(preemptionsOver(at(0, idle, 'sglang'), at(10, tp, 'sglang'), 'sglang').preemptions).toBe(6)
+    const dp = sglang(2, 'dp_rank="0",model_name="m"') + sglang(3, 'dp_rank="1",model_name="m"')
+    expect(preemptionsOver(at(0, idle, 'sglang'), at(10, dp, 'sglang'), 'sglang').preemptions).toBe(5)
+  })
+
+  test('no counter, one reading, or a restart: null with the reason', () => {
+    const idle = 'sglang:num_running_reqs{model_name="m"} 0\n'
+    const none = preemptionsOver(at(0, idle, 'sglang'), at(10, idle, 'sglang'), 'sglang')
+    expect(none.preemptions).toBeNull()
+    expect(none.reason).toMatch(/^sglang:num_retracted_requests_total is not in the engine's metrics \(.*first retraction/)
+    const only = at(0, vllm(3), 'vllm')
+    expect(preemptionsOver(only, only, 'vllm').reason).toBe('only one successful scrape since the load started: no interval to difference')
+    expect(preemptionsOver(at(0, vllm(9), 'vllm'), at(10, vllm(0), 'vllm'), 'vllm')).toEqual({
+      preemptions: null,
+      reason: 'the counter went backwards between scrapes (engine restarted?)',
+    })
+    expect(preemptionsOver(null, null, 'vllm').reason).toBe('no successful scrape')
+    expect(preemptionsOver(at(0, '', 'trtllm'), at(10, '', 'trtllm'), 'trtllm').reason).toBe(
+      "trtllm-serve's Prometheus text (metrics/collector.py) has no preemption counter",
+    )
+  })
+})
+
 function occupancyWith(runningMax: number | null, waitingMax: number | null, scrapes: number): EngineOccupancy {
   return {
     kind: 'vllm',
@@ -423,6 +480,7 @@ function occupancyWith(runningMax: number | null, waitingMax: number | null, scr
     runningMax,
     waitingMax,
     kvUsageMax: null,
+    preemptions: null,
     timings: { windowMs: null, prefill: null, decode: null, ttft: null, queue: null, promptTokens: null, generationTokens: null },
     reasons: runningMax === null ? { runningMax: "vllm:num_requests_running is not in the engine's metrics" } : {},
   }

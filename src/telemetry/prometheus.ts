@@ -58,6 +58,11 @@ export interface EngineMetricNames {
   queueSeconds: MetricSource
   promptTokens: MetricSource
   generationTokens: MetricSource
+  /**
+   * Requests sent back to the waiting queue for lack of KV cache, a counter: vLLM's preemptions,
+   * SGLang's retractions. A preempted request recomputes (or reloads) its KV when it runs again.
+   */
+  preemptions: MetricSource
   /** Speculative decoding's draft acceptance (exported only while the engine drafts). */
   specDecode: SpecDecodeSource
   /**
@@ -116,6 +121,14 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
     queueSeconds: { name: 'vllm:request_queue_time_seconds', type: 'histogram' },
     promptTokens: { name: 'vllm:prompt_tokens_total', type: 'counter' },
     generationTokens: { name: 'vllm:generation_tokens_total', type: 'counter' },
+    preemptions: {
+      name: 'vllm:num_preemptions_total',
+      type: 'counter',
+      fallbacks: ['vllm:num_preemptions'],
+      note:
+        'registered as vllm:num_preemptions_total (V0, early V1) and as vllm:num_preemptions (later V1 loggers.py); ' +
+        'prometheus_client exposes both as vllm:num_preemptions_total; counted per preemption, so a request preempted twice counts 2',
+    },
     specDecode: {
       kind: 'counters',
       drafts: 'vllm:spec_decode_num_drafts_total',
@@ -172,6 +185,14 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
     },
     promptTokens: { name: 'sglang:prompt_tokens_total', type: 'counter' },
     generationTokens: { name: 'sglang:generation_tokens_total', type: 'counter' },
+    preemptions: {
+      name: 'sglang:num_retracted_requests_total',
+      type: 'counter',
+      note:
+        'a scheduler counter of the 0.5.x line (metrics/collector.py, increment_retracted_reqs); SGLang creates the series ' +
+        'at its first retraction, so a release that has it shows none until then; earlier releases export only ' +
+        'sglang:num_retracted_reqs, a gauge of the last batch, which cannot be differenced',
+    },
     specDecode: {
       kind: 'gauges',
       acceptLength: 'sglang:spec_accept_length',
@@ -219,6 +240,10 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
       note: 'current builds count evaluated prompt tokens only (cached ones are llamacpp:prompt_tokens_cached_total)',
     },
     generationTokens: { name: 'llamacpp:tokens_predicted_total', type: 'counter' },
+    preemptions: {
+      name: null,
+      reason: 'llama-server exports no preemption counter: a request keeps its slot (--parallel) until it ends',
+    },
     specDecode: {
       kind: 'counters',
       drafts: 'llamacpp:spec_decode_num_drafts_total',
@@ -296,6 +321,10 @@ export const ENGINE_METRIC_NAMES: Readonly<Record<EngineKind, EngineMetricNames>
       type: 'counter',
       note: 'a counter of the 1.3 line; releases up to 1.2 count no tokens',
     },
+    preemptions: {
+      name: null,
+      reason: "trtllm-serve's Prometheus text (metrics/collector.py) has no preemption counter",
+    },
     specDecode: {
       name: null,
       reason: "trtllm-serve's Prometheus text (metrics/collector.py) has no speculative decoding series",
@@ -346,6 +375,8 @@ export interface EngineReading {
   timings: Record<TimingKey, { secondsSum: number; count: number | null } | null>
   promptTokens: number | null
   generationTokens: number | null
+  /** Preemptions (SGLang: retractions) so far, summed over data-parallel ranks. */
+  preemptions: number | null
   /** Speculative decoding's counters or gauges; null when the scrape has none (the engine does not draft). */
   specDecode: SpecDecodeReading | null
   /** The engine's release line as its names show it (see {@link EngineMetricNames.lines}), or null. */
@@ -437,6 +468,8 @@ export function readEngineMetrics(exposition: Exposition, kind: EngineKind, mode
     timings: { prefill: timing('prefill'), decode: timing('decode'), ttft: timing('ttft'), queue: timing('queue') },
     promptTokens: counter(names.promptTokens),
     generationTokens: counter(names.generationTokens),
+    // Per scheduler: TP ranks that record it repeat the figure, data-parallel ranks add up.
+    preemptions: occupancy(get(names.preemptions), names.rankLabel),
     specDecode: specDecodeReading(names.specDecode, (name) =>
       exposition.samples.filter((s) => matches(s, name, undefined, modelName, names.placeholderModelNames) && Number.isFinite(s.value)),
     ),
@@ -583,6 +616,29 @@ export function specDecodeOver(base: EngineSnapshot | null, last: EngineSnapshot
   return backwards ? null : specDecodeFromCounts({ drafts, draftTokens, acceptedTokens, acceptedByPosition }, 'prometheus-counters')
 }
 
+/**
+ * Preemptions (SGLang: retractions) over the load window: the counter's growth between the two
+ * readings. A counter absent from the first reading and present in the last was created since
+ * (SGLang creates its series at the first retraction): it grew from 0. Null with the reason when
+ * the engine exports none or there is no interval. Pure.
+ * @example preemptionsOver(base, last, 'vllm') // { preemptions: 12, reason: null }
+ */
+export function preemptionsOver(
+  base: EngineSnapshot | null,
+  last: EngineSnapshot | null,
+  kind: EngineKind,
+): { preemptions: number | null; reason: string | null } {
+  if (base === null || last === null) return { preemptions: null, reason: 'no successful scrape' }
+  if (base === last || last.atMs <= base.atMs) {
+    return { preemptions: null, reason: 'only one successful scrape since the load started: no interval to difference' }
+  }
+  const end = last.reading.preemptions
+  if (end === null) return { preemptions: null, reason: notExposed(ENGINE_METRIC_NAMES[kind].preemptions, last.reading.line) }
+  const start = base.reading.preemptions ?? 0
+  if (end < start) return { preemptions: null, reason: 'the counter went backwards between scrapes (engine restarted?)' }
+  return { preemptions: end - start, reason: null }
+}
+
 export interface MetricsScraperOptions {
   /** The engine's Prometheus URL (see {@link metricsUrl}); loopback, as every servegate target. */
   url: string
@@ -699,6 +755,8 @@ export function startMetricsScraper(options: MetricsScraperOptions): MetricsScra
         if (kvUsageMax === null) reasons.kvUsageMax = none ?? notExposed(names.kvUsage, line)
         const deltas = timingDeltas(base, last, kind)
         specDecode = specDecodeOver(base, last)
+        const preempted = preemptionsOver(base, last, kind)
+        if (preempted.reason !== null) reasons.preemptions = none ?? preempted.reason
         if (none !== null) for (const key of Object.keys(deltas.reasons)) deltas.reasons[key] = none
         return {
           kind,
@@ -710,6 +768,7 @@ export function startMetricsScraper(options: MetricsScraperOptions): MetricsScra
           runningMax,
           waitingMax,
           kvUsageMax,
+          preemptions: preempted.preemptions,
           timings: deltas.timings,
           reasons: { ...reasons, ...deltas.reasons },
         }

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, test } from 'vitest'
 import { parseExposition } from './exposition.ts'
-import { metricLine, readEngineMetrics, timingDeltas } from './prometheus.ts'
+import { metricLine, preemptionsOver, readEngineMetrics, timingDeltas } from './prometheus.ts'
 
 // Real /metrics dumps other people published (provenance in fixtures/reference/wild/PROVENANCE.md).
 const WILD = fileURLToPath(new URL('../../fixtures/reference/wild/metrics/', import.meta.url))
@@ -30,6 +30,8 @@ describe('the real dumps in wild/metrics, read by the scraper', () => {
       timings: { prefill: null, decode: null, ttft: null, queue: null },
       promptTokens: 0,
       generationTokens: 0,
+      // vllm:num_preemptions_total, with its _created gauge beside it.
+      preemptions: 0,
       specDecode: null,
       line: 'vLLM 0.9 or later (vllm:kv_cache_usage_perc)',
     })
@@ -47,6 +49,7 @@ describe('the real dumps in wild/metrics, read by the scraper', () => {
       timings: { prefill: null, decode: null, ttft: { secondsSum: 2.3518979474117756e6, count: 11008 }, queue: null },
       promptTokens: 8.128902e6,
       generationTokens: 7.557572e6,
+      preemptions: null,
       specDecode: null,
       line: 'SGLang 2025 metric set (no per-stage or queue-time histograms)',
     })
@@ -54,6 +57,18 @@ describe('the real dumps in wild/metrics, read by the scraper', () => {
     expect(reasons['timings.prefill']).toMatch(/per_stage_req_latency_seconds\{stage="prefill_forward"\} is not in the engine's metrics/)
     expect(reasons['timings.prefill']).toMatch(/the scrape shows a SGLang 2025 metric set/)
     expect(reasons['timings.decode']).toMatch(/^SGLang exports no per-request decode time/)
+  })
+
+  test('preemptions over a window: the real vLLM counter read; the SGLang 2025 set has no retraction counter, and says so', () => {
+    const vllm = readEngineMetrics(parseExposition(wild('vllm.prom')), 'vllm', 'llama-vllm-single')
+    expect(preemptionsOver({ atMs: 0, reading: vllm }, { atMs: 1000, reading: vllm }, 'vllm')).toEqual({ preemptions: 0, reason: null })
+    const sglang = readEngineMetrics(parseExposition(wild('sglang.prom')), 'sglang', 'meta-llama/Llama-3.1-8B-Instruct')
+    const over = preemptionsOver({ atMs: 0, reading: sglang }, { atMs: 1000, reading: sglang }, 'sglang')
+    expect(over.preemptions).toBeNull()
+    expect(over.reason).toMatch(
+      /^sglang:num_retracted_requests_total is not in the engine's metrics \(a scheduler counter of the 0\.5\.x line/,
+    )
+    expect(over.reason).toMatch(/the scrape shows a SGLang 2025 metric set/)
   })
 
   test('llama-server, current CUDA build: counters and slots; no KV gauge (removed in PR #13660)', () => {
@@ -66,6 +81,7 @@ describe('the real dumps in wild/metrics, read by the scraper', () => {
       timings: { prefill: { secondsSum: 32.378, count: null }, decode: { secondsSum: 469.376, count: null }, ttft: null, queue: null },
       promptTokens: 26129,
       generationTokens: 10911,
+      preemptions: null,
       specDecode: null,
       line: 'llama.cpp build after PR #13660 (May 2025: no KV-usage gauge)',
     })
