@@ -11,6 +11,8 @@ export interface SimCounters {
   promptTokens: number
   generationTokens: number
   requestsFinished: number
+  /** Requests preempted (SGLang: retracted) so far. */
+  preemptions: number
   /** Prompt tokens looked up in the prefix cache (vLLM counts every prompt, with the cache off too). */
   prefixCacheQueries: number
   /** Of those, the tokens found cached. */
@@ -49,6 +51,8 @@ const NAMES: Record<Exclude<MetricsDialect, 'trtllm'>, Partial<Record<keyof SimC
     promptTokens: ['vllm:prompt_tokens_total', 'counter', 'Number of prefill tokens processed.'],
     generationTokens: ['vllm:generation_tokens_total', 'counter', 'Number of generation tokens processed.'],
     requestsFinished: ['vllm:request_success_total', 'counter', 'Count of successfully processed requests.'],
+    // Registered as vllm:num_preemptions (V1 loggers.py); prometheus_client appends _total, as wild/metrics/vllm.prom shows.
+    preemptions: ['vllm:num_preemptions_total', 'counter', 'Cumulative number of preemption from the engine.'],
     // vLLM V1's counters (wild/metrics/vllm.prom); V0's gauge vllm:gpu_prefix_cache_hit_rate is gone from current releases.
     prefixCacheQueries: ['vllm:prefix_cache_queries_total', 'counter', 'Prefix cache queries, in terms of number of queried tokens.'],
     prefixCacheHits: ['vllm:prefix_cache_hits_total', 'counter', 'Prefix cache hits, in terms of number of cached tokens.'],
@@ -263,6 +267,10 @@ export function renderMetrics(
   const lines: string[] = []
   for (const [key, row] of Object.entries(NAMES[dialect]) as Array<[keyof SimCounters, Row]>) {
     lines.push(...sample(row[0], row[1], row[2], labels, c[key]))
+  }
+  // SGLang's retraction counter (metrics/collector.py) gets its series at the first retraction.
+  if (dialect === 'sglang' && c.preemptions > 0) {
+    lines.push(...sample('sglang:num_retracted_requests_total', 'counter', 'Total number of retracted requests.', labels, c.preemptions))
   }
   lines.push(...timingLines(dialect, model, t))
   lines.push(...specDecodeLines(dialect, model, spec))

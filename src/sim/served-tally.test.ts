@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest'
-import { type EndedCompletion, ServedTally } from './served-tally.ts'
+import { type EndedCompletion, preemptedAt, ServedTally } from './served-tally.ts'
 
 const engine = { maxRunning: () => 3, queued: () => 1, maxQueued: () => 2 }
 
@@ -44,6 +44,7 @@ describe('ServedTally', () => {
     tally.opened(10, 1)
     tally.opened(20, 2)
     tally.opened(30, 1)
+    tally.preempted()
     expect(tally.stats(0, engine).maxActive).toBe(2)
     expect(tally.counters({ running: 1, waiting: 0, kvUsage: 0.5 }, { queriedTokens: 60, hitTokens: 15 })).toEqual({
       running: 1,
@@ -52,6 +53,7 @@ describe('ServedTally', () => {
       promptTokens: 60,
       generationTokens: 0,
       requestsFinished: 0,
+      preemptions: 1,
       prefixCacheQueries: 60,
       prefixCacheHits: 15,
       prefixCacheHitRate: 0.25,
@@ -82,5 +84,15 @@ describe('ServedTally', () => {
     const tally = new ServedTally(1000)
     tally.ended(ended({ cachedTokens: 80 }))
     expect(tally.timings.prefillSecondsSum).toBeCloseTo(0.02, 12)
+  })
+})
+
+describe('preemptedAt', () => {
+  test('spreads the preempted share evenly over arrival indices', () => {
+    const preempted = (share: number, n: number): number[] => [...Array(n).keys()].filter((i) => preemptedAt(i, share))
+    expect(preempted(0.05, 60)).toEqual([19, 39, 59])
+    expect(preempted(0.5, 8)).toEqual([1, 3, 5, 7])
+    expect(preempted(0, 100)).toEqual([])
+    expect(preempted(1, 3)).toEqual([0, 1, 2])
   })
 })

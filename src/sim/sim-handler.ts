@@ -7,7 +7,7 @@ import { metricsRoute, renderMetrics, versionRoutes } from './metrics.ts'
 import { CachedPrompt, PrefixCache } from './prefix-cache.ts'
 import { parseCompletionRequest, parseTokenizeRequest, promptTokenIds, type SimRequest } from './request-body.ts'
 import { SimEngine } from './scheduler.ts'
-import { ServedTally, type SimStats } from './served-tally.ts'
+import { preemptedAt, ServedTally, type SimStats } from './served-tally.ts'
 import { SimGauges } from './sim-gauges.ts'
 import { SimSpecDecode } from './spec-decode.ts'
 import type { ResolvedSimOptions } from './sim-options.ts'
@@ -192,6 +192,7 @@ export class SimHandler {
     )
     this.#jobs.add(job)
     this.#tally.opened(request.promptTokens, this.#jobs.size)
+    if (preemptedAt(index, this.#opts.preemptionShare)) this.#tally.preempted()
     res.on('close', () => {
       // The client went away (or the reply ended): the engine frees the job, unless it leaks on abort.
       this.#engine.cancel(job, this.#opts.leakKvOnAbort)

@@ -117,6 +117,13 @@ export const SimOptions = z
      * adds the launch's index (0, 1, …) to it, so its launches draw anew yet repeatably. @default null
      */
     launchSeed: z.int().nullable().default(null),
+    /**
+     * The share of requests the engine reports as preempted once, spread evenly by arrival index,
+     * in its preemption counter: vLLM's `vllm:num_preemptions_total`, SGLang's
+     * `sglang:num_retracted_requests_total` (created at the first retraction, as SGLang does). Only
+     * the counter: the request is served at its usual speed. @default 0
+     */
+    preemptionShare: z.number().min(0).max(1).default(0),
     /** Send `: keep-alive` SSE comments after this many ms without a write; null: never. @default null */
     keepaliveMs: z.int().positive().nullable().default(null),
     /** End SSE lines with `\r\n` instead of `\n`. @default false */
@@ -209,6 +216,7 @@ const SIM_OPTION_FIXES: Readonly<Record<SimOptionName, string>> = {
   seed: 'use an integer',
   launchNoise: "use a number from 0 to 1 (the relative sd of a launch's speed), e.g. 0.04",
   launchSeed: 'use an integer, or leave it unset for a random draw each launch',
+  preemptionShare: 'use a number from 0 to 1 (the share of requests counted as preempted), e.g. 0.05',
   keepaliveMs: 'use an integer >= 1 (ms), or leave it unset for no keep-alives',
   crlf: 'use true or false',
   noTokenize: 'use true or false',
