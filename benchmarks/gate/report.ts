@@ -1,5 +1,6 @@
 /** Renders calibration results: plain text for the terminal, Markdown tables for the docs. */
-import type { HoldFigures, Rate, ScenarioResult, WinFigures } from './calibrate.ts'
+import { consistentWithOnePercent, type HoldFigures, type Rate, type ScenarioResult, type WinFigures } from './calibrate.ts'
+import { type EstimatorChoice, type EstimatorStudyResult, STUDY_MARGIN, STUDY_REQUESTS, STUDY_WIN } from './estimators.ts'
 import type { NoiseModel } from './simulate.ts'
 
 const pct = (x: number) => `${(x * 100).toFixed(x < 0.1 ? 2 : 1)}%`
@@ -12,16 +13,6 @@ export interface TargetCheck {
   scenario: string
   figure: string
   met: boolean
-}
-
-/**
- * A false-claim rate meets the 1% target when the trials are consistent with it: the
- * Clopper–Pearson lower bound is at most 1% and the upper bound at most 2%. A test that is exact
- * at its nominal 1% (the launch-level t-test on normal launch means is) lands a hair above 1% in
- * about half of all calibrations, so the point estimate alone cannot be the criterion.
- */
-function consistentWithOnePercent(r: Rate): boolean {
-  return r.cpLow <= 0.01 && r.cpHigh <= 0.02
 }
 
 /**
@@ -201,6 +192,62 @@ export function renderMarkdown(results: readonly ScenarioResult[]): string {
         )
       }
     }
+  }
+  return lines.join('\n')
+}
+
+/** The estimator study as a Markdown table: one row per base, noise model and gate, the estimators side by side. */
+export function renderEstimatorMarkdown(results: readonly EstimatorStudyResult[], choices: readonly EstimatorChoice[]): string {
+  const estimators = results[0]?.gates[0]?.estimators.map((e) => e.estimator) ?? []
+  const head = estimators.map((e) => `${e}: A/A / boundary / +${pct(STUDY_WIN)}`).join(' | ')
+  const lines = [
+    `| per-request noise | model | gate | ${head} | ${results[0]?.holdAa.gate ?? 'hold'} A/A false fail |`,
+    `| --- | --- | --- | ${estimators.map(() => '---').join(' | ')} | --- |`,
+  ]
+  for (const r of results) {
+    r.gates.forEach((g, i) => {
+      const cells = g.estimators.map((f) => `${pct(f.aa.rate)} / ${pct(f.boundary.rate)} / **${pct(f.power.rate)}**`)
+      const hold = i === 0 ? withUpper(r.holdAa.fail) : ''
+      lines.push(`| ${r.base} | ${r.model} (${r.description}) | ${g.gate} | ${cells.join(' | ')} | ${hold} |`)
+    })
+  }
+  lines.push('', '| gate | estimator | worst level | worst power (where) | chosen |', '| --- | --- | --- | --- | --- |')
+  for (const c of choices)
+    for (const w of c.worst)
+      lines.push(
+        `| ${c.gate} | ${w.estimator} | ${pct(w.level)}${w.levelHolds ? '' : ' (not consistent with ≤ 1%)'} | ${pct(w.power)} (${w.powerModel}) | ` +
+          `${c.chosen === w.estimator ? 'yes' : ''} |`,
+      )
+  return lines.join('\n')
+}
+
+/** The estimator study for the terminal: the figures per cell, the worst cases and the choice against the defaults. */
+export function renderEstimatorText(
+  results: readonly EstimatorStudyResult[],
+  choices: readonly EstimatorChoice[],
+  defaults: Readonly<Record<string, string>>,
+): string {
+  const lines = [
+    `estimators: ${STUDY_REQUESTS} paired requests, one launch per arm, default launchNoise; ` +
+      `level = A/A false pass (margin 0) / false pass at the boundary (margin ${STUDY_MARGIN} = true effect); power at +${pct(STUDY_WIN)}`,
+  ]
+  for (const r of results) {
+    lines.push(`== ${r.model} (${r.description}), ${r.base}; ${r.holdAa.gate} A/A false fail ${withUpper(r.holdAa.fail)}`)
+    for (const g of r.gates)
+      for (const f of g.estimators)
+        lines.push(
+          `  ${g.gate.padEnd(16)} ${f.estimator.padEnd(15)} A/A ${withUpper(f.aa).padEnd(18)} boundary ${withUpper(f.boundary).padEnd(18)} ` +
+            `power ${pct(f.power.rate)}`,
+        )
+  }
+  lines.push('', 'estimator choice (best worst-case power, level consistent with ≤ 1% everywhere):')
+  for (const c of choices) {
+    for (const w of c.worst)
+      lines.push(
+        `  ${c.gate.padEnd(16)} ${w.estimator.padEnd(15)} worst level ${pct(w.level)} worst power ${pct(w.power)} (${w.powerModel})`,
+      )
+    const current = defaults[c.gate]
+    lines.push(`  ${c.gate}: chosen ${c.chosen ?? 'none'}; default ${current}${c.chosen === current ? '' : ' — DIFFERS'}`)
   }
   return lines.join('\n')
 }

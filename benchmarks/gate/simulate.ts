@@ -3,7 +3,7 @@
  * built as typed run-record requests so the real gates judge them.
  */
 import type { GateRecord } from '../../src/gates/arms.ts'
-import { createRandom, mixSeed, normalVariate } from '../../src/random.ts'
+import { createRandom, gammaVariate, mixSeed, normalVariate } from '../../src/random.ts'
 import type { RequestRecord } from '../../src/schema/run.ts'
 import { NO_REQUEST_CHECKS } from '../../src/import/common.ts'
 
@@ -30,6 +30,23 @@ export interface NoiseModel {
   launchSd: number
   /** Closed-loop concurrency of a cell: its wall clock is its requests' service time over the slots. */
   concurrency: number
+  /**
+   * Degrees of freedom of the per-request noise (decode and prefill): null for normal noise, or a
+   * Student t with this many df (> 2) scaled to the same sd, whose tails are heavier.
+   */
+  requestNoiseDf: number | null
+  /**
+   * KV-cache preemption: the share of requests, drawn per arm independently, whose decode is
+   * preempted and recomputed, and the speed multiplier of their decode (0.3: 30% of the speed).
+   */
+  preemptionProbability: number
+  preemptionSpeed: number
+  /**
+   * Drift within a cell: each launch's speed moves linearly across its requests in request order
+   * by up to this much end to end (relative, drawn uniformly in ±drift per launch), centred on the
+   * launch's speed so the cell's mean is left to `launchSd`.
+   */
+  drift: number
 }
 
 /** The model the calibration figures rest on (see docs/gates.md for why these values). */
@@ -48,6 +65,46 @@ export const DEFAULT_NOISE: NoiseModel = {
   stallScaleMs: 100,
   launchSd: 0.02,
   concurrency: 8,
+  requestNoiseDf: null,
+  preemptionProbability: 0,
+  preemptionSpeed: 1,
+  drift: 0,
+}
+
+/** A named noise model of the estimator study: the clean model and the ways real runners break it. */
+export interface NamedNoiseModel {
+  name: string
+  /** What the model adds to the clean one, for the tables. */
+  description: string
+  model: NoiseModel
+}
+
+/**
+ * The noise models every win estimator is judged under (`npm run bench:gate`, docs/gates.md):
+ * the clean model, a preemption tail (5% of requests per arm decode at 0.3× speed, as KV-cache
+ * preemption and recompute do), heavy tails (per-request noise t with 3 df at the same sd) and
+ * drift within a cell (±3% end to end per launch).
+ */
+export function noiseModels(base: NoiseModel): NamedNoiseModel[] {
+  return [
+    { name: 'clean', description: 'normal per-request noise', model: base },
+    {
+      name: 'preemption',
+      description: '5% of requests per arm decode at 0.3×',
+      model: { ...base, preemptionProbability: 0.05, preemptionSpeed: 0.3 },
+    },
+    { name: 'heavy tails', description: 'per-request noise t(3), same sd', model: { ...base, requestNoiseDf: 3 } },
+    { name: 'drift', description: 'speed drifts up to ±3% across a cell', model: { ...base, drift: 0.03 } },
+  ]
+}
+
+/** A per-request noise variate with unit sd: standard normal, or Student t with `df` df scaled to unit sd. */
+export function requestNoise(df: number | null, random: () => number): number {
+  const z = normalVariate(random)
+  if (df === null) return z
+  // t = z / √(χ²_df / df) has variance df / (df − 2); χ²_df is Gamma(df/2, scale 2).
+  const t = z / Math.sqrt((2 * gammaVariate(random, df / 2)) / df)
+  return t * Math.sqrt((df - 2) / df)
 }
 
 /**
@@ -81,10 +138,21 @@ function prompts(model: NoiseModel, count: number, random: () => number): Prompt
 
 /** One launch of one arm: the prompts' requests under this launch's speed and the arm's effect. */
 function launch(model: NoiseModel, shared: readonly Prompt[], effect: TrueEffect, random: () => number): GateRecord {
-  const speed = Math.exp(model.launchSd * normalVariate(random))
+  const launchSpeed = Math.exp(model.launchSd * normalVariate(random))
+  // Extra draws only where a model asks for them, so the clean model's stream is unchanged.
+  const drift = model.drift > 0 ? model.drift * (2 * random() - 1) : 0
+  const last = Math.max(1, shared.length - 1)
   const requests: RequestRecord[] = shared.map((prompt, index) => {
-    const decode = prompt.decodeTokPerS * speed * effect.decode * Math.exp(model.decodeRequestSd * normalVariate(random))
-    const prefillMs = (1000 * model.promptTokens) / (prompt.prefillTokPerS * Math.exp(model.prefillRequestSd * normalVariate(random)))
+    const speed = drift === 0 ? launchSpeed : launchSpeed * Math.exp(drift * (index / last - 0.5))
+    const preempted = model.preemptionProbability > 0 && random() < model.preemptionProbability
+    const decode =
+      prompt.decodeTokPerS *
+      speed *
+      effect.decode *
+      Math.exp(model.decodeRequestSd * requestNoise(model.requestNoiseDf, random)) *
+      (preempted ? model.preemptionSpeed : 1)
+    const prefillMs =
+      (1000 * model.promptTokens) / (prompt.prefillTokPerS * Math.exp(model.prefillRequestSd * requestNoise(model.requestNoiseDf, random)))
     const stallMs = random() < model.stallProbability ? model.stallScaleMs * (1 - random()) ** (-1 / model.stallShape) : 0
     const firstOutputMs = (prefillMs + stallMs) / (speed * effect.firstOutput)
     const tpotMs = 1000 / decode
