@@ -1,5 +1,6 @@
 import { ServegateError } from '../errors.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
+import { calibrateCommand } from './calibrate-command.ts'
 import { capacityCommand } from './capacity-command.ts'
 import { demoCommand } from './demo.ts'
 import { compareCommand, reportCommand, verifyCommand } from './evidence-commands.ts'
@@ -17,6 +18,7 @@ const HELP = `servegate ${SERVEGATE_VERSION} — LLM-serving benchmarks as asser
   servegate init [--dir DIR] [--force]              set up a repository: vitest config, a spec, the CI workflow (servegate init --help)
   servegate run --base-url URL --model NAME [...]   measure one cell (servegate run --help)
   servegate capacity --slo ttft=MS --start V [...]  find the highest rate meeting an SLO (servegate capacity --help)
+  servegate calibrate --engine FILE [--launches K]  measure the runner's launch-to-launch noise (servegate calibrate --help)
   servegate summarize FILE [--json]                 recompute a run record's distributions
   servegate import FILE --from FORMAT --out FILE    convert vLLM / SGLang / anvil results (servegate import --help)
   servegate rescore RECORD... [--dataset FILE]      judge a dataset run's kept replies again after a scorer fix (servegate rescore --help)
@@ -57,6 +59,8 @@ export async function main(argv: string[], given: CliIo = { stdout: process.stdo
         return await runCommand(rest, io, controller.signal)
       case 'capacity':
         return await capacityCommand(rest, io, controller.signal)
+      case 'calibrate':
+        return await calibrateCommand(rest, io, controller.signal)
       case 'summarize':
         return await summarizeCommand(rest, io)
       case 'import':

@@ -117,7 +117,7 @@ const FLAGS = {
 type RunFlags = ReturnType<typeof parseFlags<typeof FLAGS>>['values']
 
 /** Closed loop at `--concurrency`, or open loop at `--rate` or on `--trace`; the arrival flags need one of the latter. */
-function loadFlags(values: RunFlags): Pick<CellPlan, 'concurrency' | 'arrival'> {
+export function loadFlags(values: Partial<RunFlags>): Pick<CellPlan, 'concurrency' | 'arrival'> {
   const concurrency = intFlag('--concurrency', values.concurrency, 1, 4096)
   const rate = numberFlag('--rate', values.rate, { above: 0 }, MAX_RATE_PER_S)
   const open = [rate !== undefined && '--rate', values.trace !== undefined && '--trace'].filter((f): f is string => f !== false)
@@ -167,7 +167,7 @@ async function checkSizesFit(baseUrl: string, model: string, cell: CellPlan): Pr
  * completions, trtllm-serve's own options file in the engine's `extraArgs`. Each is a usage
  * error (exit 2) found before any engine starts.
  */
-function checkDeclaredFiles(cell: CellPlan, engine: EngineConfig | null, enginePath: string | undefined): void {
+export function checkDeclaredFiles(cell: CellPlan, engine: EngineConfig | null, enginePath: string | undefined): void {
   try {
     readDeclaredFiles(resolveCellPlan(cell), 'cell')
     if (engine !== null) readEngineFiles(resolveEngineConfig(engine), `--engine ${enginePath ?? ''}: engine`)

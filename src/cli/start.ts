@@ -1,7 +1,7 @@
 import { BENCH_WORKER_NODE_FLAGS, flagsNotSetIn, flagsThisNodeTakes, v8OptionsOf } from '../node-flags.ts'
 
 /** The commands that run cells in the CLI's own process, so measure under the client's flags. */
-const MEASURING_COMMANDS: ReadonlySet<string | undefined> = new Set(['run', 'capacity', 'demo'])
+const MEASURING_COMMANDS: ReadonlySet<string | undefined> = new Set(['run', 'capacity', 'calibrate', 'demo'])
 
 /**
  * Set in the environment of the re-executed CLI, so it runs its command instead of

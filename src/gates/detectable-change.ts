@@ -1,5 +1,9 @@
+import type { NoiseFloor, NoiseProfile } from '../schema/noise.ts'
 import { normalQuantile, studentTQuantile } from '../stats/distributions.ts'
+import type { GateRecord } from './arms.ts'
 import { DEFAULT_CONFIDENCE } from './gate-options.ts'
+import { requestSpread } from './launch-figures.ts'
+import { resolveNoiseFloor } from './noise-floor.ts'
 
 /** Power the sample sizes are planned at: a real change of the planned size is claimed 80% of the time. */
 export const PLANNED_POWER = 0.8
@@ -60,4 +64,31 @@ export function detectableChange(p: { requestSd: number; launchNoise: number; re
     }
   }
   return { ...p, detectable, requestsForTarget, launchesForTarget }
+}
+
+/** What one metric of a profile means for the gates on this testbed. */
+export interface ProfileReading {
+  metric: string
+  /** The profile's launch-to-launch sd and its upper bound. */
+  sd: number
+  upper: number
+  /** The floor a gate on this testbed resolves from the profile (the bound, or the assumed floor when larger). */
+  floor: NoiseFloor
+  /** What a single-launch gate detects and needs; null for a cell-level figure (no request part). */
+  change: DetectableChange | null
+}
+
+/**
+ * Reads a profile in the user's terms: each metric's spread, the floor a gate resolves from it,
+ * and (for per-request metrics) the change a gate at the calibrated cell size detects and what
+ * `target` needs, the request part taken from the calibration's own launches (`requestSpread`).
+ */
+export function readProfile(profile: NoiseProfile, records: readonly GateRecord[], target: number): ProfileReading[] {
+  return Object.entries(profile.metrics).map(([metric, spread]) => {
+    const floor = resolveNoiseFloor({ metric, testbed: profile.testbed, profile: { path: 'this profile', profile } })
+    const request = requestSpread(records, metric)
+    const change =
+      request === null ? null : detectableChange({ requestSd: request.sd, launchNoise: floor.value, requests: request.requests, target })
+    return { metric, sd: spread.sd, upper: spread.upper, floor, change }
+  })
 }

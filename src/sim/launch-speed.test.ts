@@ -2,23 +2,13 @@ import { PassThrough } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { parseSimArgs, simCommand } from '../cli/sim.ts'
 import { launchSpeed } from './launch-speed.ts'
+import { seededLaunch, simCommandConfig } from './sim-engine.ts'
 import { startSimServer, type SimServer } from './server.ts'
 
 const servers: SimServer[] = []
 afterEach(async () => {
   await Promise.all(servers.splice(0).map((server) => server.close()))
 })
-
-/** Milliseconds a streamed completion of `tokens` tokens takes on `server`, send to [DONE]. */
-async function streamMs(server: SimServer, tokens: number): Promise<number> {
-  const started = performance.now()
-  const res = await fetch(`${server.url}/v1/completions`, {
-    method: 'POST',
-    body: JSON.stringify({ prompt: 'one two three', max_tokens: tokens, stream: true }),
-  })
-  expect(await res.text()).toContain('[DONE]')
-  return performance.now() - started
-}
 
 describe('launch noise', () => {
   test('without it every launch runs at the speed it was given', () => {
@@ -41,27 +31,21 @@ describe('launch noise', () => {
     expect(draws.size).toBe(20)
   })
 
-  test("the server reports its draw and runs at it: a slow launch streams slower for the launch's life", async () => {
-    // Seeds whose draws at 30% are far apart, so the timing difference dwarfs timer jitter.
-    const seeds = Array.from({ length: 200 }, (_, seed) => seed)
-    const slow = seeds.reduce((a, b) =>
-      launchSpeed({ launchNoise: 0.3, launchSeed: b }) < launchSpeed({ launchNoise: 0.3, launchSeed: a }) ? b : a,
-    )
-    const fast = seeds.reduce((a, b) =>
-      launchSpeed({ launchNoise: 0.3, launchSeed: b }) > launchSpeed({ launchNoise: 0.3, launchSeed: a }) ? b : a,
-    )
-    const start = async (seed: number) => {
-      const server = await startSimServer({ decodeTokPerS: 400, launchNoise: 0.3, launchSeed: seed })
-      servers.push(server)
-      return server
-    }
-    const [a, b] = [await start(slow), await start(fast)]
-    expect(a.launchSpeed).toBe(launchSpeed({ launchNoise: 0.3, launchSeed: slow }))
-    expect(b.launchSpeed / a.launchSpeed).toBeGreaterThan(1.8)
-    const ratio = (await streamMs(a, 80)) / (await streamMs(b, 80))
-    // 80 steps at 400 tok/s × speed: the measured ratio follows the drawn one within timer jitter.
-    expect(ratio).toBeGreaterThan((b.launchSpeed / a.launchSpeed) * 0.8)
-    expect(ratio).toBeLessThan((b.launchSpeed / a.launchSpeed) * 1.2)
+  test("the server reports its draw and runs at it: the engine's own prefill time is the prompt over the drawn speed", async () => {
+    const server = await startSimServer({ prefillTokPerS: 1000, launchNoise: 0.3, launchSeed: 4 })
+    servers.push(server)
+    expect(server.launchSpeed).toBe(launchSpeed({ launchNoise: 0.3, launchSeed: 4 }))
+    expect(server.launchSpeed).not.toBe(1)
+    // The sim's tokenizer counts words: 60 prompt tokens, prefilled at 1000 × speed tokens/s.
+    const prompt = Array.from({ length: 60 }, (_, i) => `w${i}`).join(' ')
+    const res = await fetch(`${server.url}/v1/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ prompt, max_tokens: 2, stream: true }),
+    })
+    expect(await res.text()).toContain('[DONE]')
+    const metrics = await (await fetch(`${server.url}/metrics`)).text()
+    const sum = Number(/^vllm:request_prefill_time_seconds_sum\{[^}]*\} (\S+)$/m.exec(metrics)?.[1])
+    expect(sum).toBeCloseTo(60 / (1000 * server.launchSpeed), 9)
   })
 })
 
@@ -88,5 +72,18 @@ describe('servegate sim --launch-noise', () => {
     )
     controller.abort()
     await expect(running).resolves.toBe(0)
+  })
+})
+
+describe('seededLaunch', () => {
+  test('launch i of a seeded sim draws from launchSeed + i; other engines and unseeded sims are left as they are', () => {
+    const sim = simCommandConfig({ sim: { launchNoise: 0.04, launchSeed: 7 } })
+    const optionsOf = (argv: string[]) => JSON.parse(argv[argv.indexOf('--options') + 1] as string) as Record<string, unknown>
+    expect(seededLaunch(sim, 0)).toBe(sim)
+    expect(optionsOf(seededLaunch(sim, 3).argv)).toEqual({ launchNoise: 0.04, launchSeed: 10 })
+    const random = simCommandConfig({ sim: { launchNoise: 0.04 } })
+    expect(seededLaunch(random, 3)).toBe(random)
+    const other = { kind: 'command', argv: ['vllm', 'serve', '--options', '{"launchSeed":1}'] }
+    expect(seededLaunch(other, 3)).toBe(other)
   })
 })

@@ -45,3 +45,21 @@ export function simCommandConfig(c: SimEngineConfig = {}): {
     startupTimeoutMs: c.startupTimeoutMs ?? 30_000,
   }
 }
+
+/**
+ * Launch `launch` (0-based) of an engine config: a simulated engine's (`simCommandConfig`) with its
+ * `launchSeed` moved on by `launch`, so that repeated launches draw anew yet repeatably; any other
+ * config, or a sim without a launch seed (it draws at random), as it is.
+ * @example seededLaunch(simCommandConfig({ sim: { launchNoise: 0.04, launchSeed: 7 } }), 2) // the sim of launchSeed 9
+ */
+export function seededLaunch<C extends { kind: string }>(config: C, launch: number): C {
+  const argv = (config as { argv?: unknown }).argv
+  if (config.kind !== 'command' || !Array.isArray(argv) || argv[1] !== SERVEGATE_BIN || argv[2] !== 'sim') return config
+  const at = argv.indexOf('--options')
+  if (at < 0 || launch === 0) return config
+  const options = JSON.parse(String(argv[at + 1])) as SimOptions
+  if (options.launchSeed === undefined || options.launchSeed === null) return config
+  const next = [...(argv as string[])]
+  next[at + 1] = JSON.stringify({ ...options, launchSeed: options.launchSeed + launch })
+  return { ...config, argv: next }
+}
