@@ -20,6 +20,7 @@ import type { GateDecision, WinGateName } from '../schema/gate.ts'
 import { ABSENT, formatFixed, formatFixedPercent, formatInUnit, formatSignificant } from '../number-format.ts'
 import { failedCountText, failedOf } from './arm-summary.ts'
 import { isMatchedPair } from './build.ts'
+import { PREEMPTION_HEAD, preemptionCell, reportsPreemptions } from '../gates/preemption.ts'
 import { markdownText } from './markdown-text.ts'
 import { mermaidCharts } from './mermaid.ts'
 
@@ -367,6 +368,8 @@ const POLICY_SOURCE = {
 } as const
 
 function gateTable(index: EvidenceIndex): string[] {
+  // The preemptions column only where an engine reported them.
+  const withPreemptions = reportsPreemptions(index.gates.map((g) => g.decision))
   const rows = index.gates.map((g) => [
     g.cell,
     g.decision.gate,
@@ -378,13 +381,17 @@ function gateTable(index: EvidenceIndex): string[] {
     effectText(g.decision),
     estimatorText(g.decision),
     `${g.decision.samples.paired} paired`,
+    ...(withPreemptions ? [preemptionCell(g.decision.preemptions, ABSENT)] : []),
     g.testPassed ? 'passed' : 'FAILED',
   ])
   return section(
     '## Every gate',
     rows.length === 0
       ? ['No gate was asserted.']
-      : table(['cell', 'gate', 'outcome', 'effect [interval]', 'estimator', 'samples', 'test'], rows),
+      : table(
+          ['cell', 'gate', 'outcome', 'effect [interval]', 'estimator', 'samples', ...(withPreemptions ? [PREEMPTION_HEAD] : []), 'test'],
+          rows,
+        ),
   )
 }
 

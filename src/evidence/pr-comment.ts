@@ -10,6 +10,7 @@ import { boardFiles, promotionLines, renderBoard, table } from './board.ts'
 import { mermaidCharts } from './mermaid.ts'
 import { expectedCountText, gateCounts, gateExpected } from './assertion-tone.ts'
 import { estimatorText } from './estimator-text.ts'
+import { PREEMPTION_HEAD, preemptionCell, reportsPreemptions } from '../gates/preemption.ts'
 
 /** The first line of every servegate PR comment: the workflow finds its own comment by it and updates it. */
 export const PR_COMMENT_MARKER = '<!-- servegate:pr-comment -->'
@@ -90,10 +91,10 @@ function verdictText(g: GateEntry): string {
 /**
  * One row per gate: cell, gate (with its metric), baseline, candidate, Δ (a ratio as %, accuracy
  * in pt, times in ms), its interval, the verdict with a glyph, and the estimator of the Δ (the
- * Mermaid bars compare p50s instead). A gate judging one cell, not a pair, shows its figure as the
- * candidate and no Δ.
+ * Mermaid bars compare p50s instead), then, with `withPreemptions`, each arm's preemptions. A gate
+ * judging one cell, not a pair, shows its figure as the candidate and no Δ.
  */
-function gateRows(index: EvidenceIndex): string[][] {
+function gateRows(index: EvidenceIndex, withPreemptions: boolean): string[][] {
   const cells = new Map(index.cells.map((c) => [c.id, c]))
   return index.gates.map((g) => {
     const d = g.decision
@@ -115,6 +116,7 @@ function gateRows(index: EvidenceIndex): string[][] {
       interval,
       verdictText(g),
       estimatorText(d),
+      ...(withPreemptions ? [preemptionCell(d.preemptions, ABSENT)] : []),
     ]
   })
 }
@@ -149,8 +151,11 @@ export function renderPrComment(index: EvidenceIndex, options: PrCommentOptions 
   const where = options.boardLocation ?? 'README.md in the evidence directory'
   // The key charts above the fold, one per metric; the board below then leaves its own out.
   const keyCharts = (options.charts ?? mermaidCharts(index, { maxCharts: 1 })).trim()
-  const rows = gateRows(index)
-  const gateTable = rows.length === 0 ? ['No gate was asserted.'] : table(GATE_HEAD, rows)
+  // The preemptions column only where an engine reported them: most runs without engine metrics stay as they were.
+  const withPreemptions = reportsPreemptions(index.gates.map((g) => g.decision))
+  const rows = gateRows(index, withPreemptions)
+  const gateHead = withPreemptions ? [...GATE_HEAD, PREEMPTION_HEAD] : GATE_HEAD
+  const gateTable = rows.length === 0 ? ['No gate was asserted.'] : table(gateHead, rows)
   const reasons = promotionLines(index)
   const head = (gates: readonly string[], verdict: readonly string[], charts: string) =>
     `${[PR_COMMENT_MARKER, headline(index), '', ...gates, '', ...verdict, ...(charts === '' ? [] : ['', charts])].join('\n')}\n\n`

@@ -12,6 +12,8 @@ export type GateRecord = Pick<RunRecord, 'requests'> & {
   plan?: { sequential: SequentialPlan | null; workload?: { dataset: { rows: number } | null } } | null
   /** The cell's service-level figures, which `toWinThroughput` judges per launch. */
   metrics?: Pick<RunRecord['metrics'], 'outputThroughputTokPerS' | 'requestRateReqPerS' | 'wallClockMs'> | null
+  /** What servegate observed beside the client; win and hold gates show the engine's preemptions from it. */
+  telemetry?: RunRecord['telemetry']
 }
 
 /** One launch of an arm, or several launches of it (repeats, e.g. A B B A). */

@@ -14,6 +14,7 @@ import {
   type GateRecord,
   LATENCY_FIELD,
   latencyOf,
+  launchesOf,
   launchLayout,
   launchSamples,
   MIN_PAIRED_REQUESTS,
@@ -27,6 +28,7 @@ import { launchLevelInterval, launchLevelOneSample, logEffect, type LogInterval,
 import { decideHint, repeatsHint, repeatsSetting, singleLaunchHint, tooFewLaunchesSetting } from './decide-hints.ts'
 import { holdLatencyMethod, type HoldLatencySample, launchHoldLatencyMethod, type NotEstimable, notEstimableMethod } from './method-text.ts'
 import { holdLatencyRule } from './rule-text.ts'
+import { withPreemptions } from './preemption.ts'
 import {
   descriptiveP99Warning,
   holdInconclusiveWarning,
@@ -56,7 +58,9 @@ export function holdLatencyGate(pair: GatePair, options: HoldLatencyGateOptions)
   const decision = layout.repeated
     ? launchLevelHold(o, layout.baseline, layout.candidate)
     : requestLevelHold(o, layout.baseline[0] as GateRecord, layout.candidate[0] as GateRecord)
-  return o.turns === undefined ? decision : { ...decision, rule: decision.rule + turnsText(o.turns) }
+  // Preemptions are counted per cell, so against all of each cell's requests, whatever turns were judged.
+  const shown = withPreemptions(decision, launchesOf(pair.baseline), launchesOf(pair.candidate))
+  return o.turns === undefined ? shown : { ...shown, rule: shown.rule + turnsText(o.turns) }
 }
 
 function metricName(o: ResolvedHoldLatencyGateOptions): string {

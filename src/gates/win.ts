@@ -5,6 +5,7 @@ import { groupSequentialBoundaries, lookConfidence } from '../stats/sequential.t
 import {
   type GatePair,
   type GateRecord,
+  launchesOf,
   launchLayout,
   launchSamples,
   MIN_PAIRED_REQUESTS,
@@ -32,6 +33,7 @@ import {
 } from './warning-text.ts'
 import { EXACT_SIGNED_RANK_MAX_N, signedRankTest } from '../stats/signed-rank.ts'
 import { serviceWinGate } from './service-win.ts'
+import { withPreemptions } from './preemption.ts'
 import {
   DEFAULT_WIN_ESTIMATOR,
   parseOptions,
@@ -78,7 +80,9 @@ export function winGate(pair: GatePair, options: WinGateOptions): GateDecision {
       ? launchLevelWin(o, metric as RateMetric, layout.baseline, layout.candidate)
       : requestLevelWin(o, metric as RateMetric, layout.baseline[0] as GateRecord, layout.candidate[0] as GateRecord)
   const counted = countCandidateFailures(decision, layout.baseline, layout.candidate)
-  return o.turns === undefined ? counted : { ...counted, rule: counted.rule + turnsText(o.turns) }
+  // Preemptions are counted per cell, so against all of each cell's requests, whatever turns were judged.
+  const shown = withPreemptions(counted, launchesOf(pair.baseline), launchesOf(pair.candidate))
+  return o.turns === undefined ? shown : { ...shown, rule: shown.rule + turnsText(o.turns) }
 }
 
 /**

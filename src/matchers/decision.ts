@@ -3,6 +3,7 @@ import { type DecidingPolicy, type Judged, type JudgedRecords, META_TAG, type Te
 import type { CheckArms } from '../gates/checks.ts'
 import { passesUnder, policyText, resolveInconclusive } from '../gates/inconclusive-policy.ts'
 import { samplesText } from '../gates/verdict.ts'
+import { preemptionText } from '../gates/preemption.ts'
 import { formatFixedPercent, formatInUnit } from '../number-format.ts'
 import type { CheckName, GateDecision, GateName } from '../schema/gate.ts'
 import { workerOptions } from '../worker/provided-options.ts'
@@ -160,6 +161,7 @@ export function decisionResult(state: MatcherState, matcher: GateName, d: GateDe
   const detail = [...d.warnings.map((w) => `warning: ${w}`)]
   if (d.decideHint !== null) detail.push(d.decideHint.text)
   const passing = policy.inconclusive === 'pass' ? 'pass or inconclusive' : 'pass'
+  const preempted = preemptionText(d.preemptions)
   return {
     pass,
     message: () =>
@@ -180,6 +182,7 @@ export function decisionResult(state: MatcherState, matcher: GateName, d: GateDe
               : samplesText(d.samples),
           ],
           ['Method', e.method],
+          ...(preempted === null ? [] : ([['Preemptions', preempted]] as Array<[string, string]>)),
           ...(d.outcome === 'inconclusive' ? ([['Policy', policyText(policy, d.kind)]] as Array<[string, string]>) : []),
         ],
         detail,

@@ -88,6 +88,32 @@ export const DecideHint = z.object({
 })
 export type DecideHint = z.infer<typeof DecideHint>
 
+/** One arm's preemptions (SGLang: retractions) over the measured phases of the launches a gate read. */
+export const ArmPreemptions = z.object({
+  /** Summed over the arm's launches; null when a launch's engine reported none (see `reason`). */
+  count: z.number().nonnegative().nullable(),
+  /** Requests the arm's launches sent (ok and failed): what `perRequest` is a share of. */
+  requests: z.int().nonnegative(),
+  /** count ÷ requests; null with `count` or without requests. */
+  perRequest: z.number().nonnegative().nullable(),
+  /** Why `count` is null; null when it is not. */
+  reason: z.string().nullable(),
+})
+export type ArmPreemptions = z.infer<typeof ArmPreemptions>
+
+/**
+ * What win and hold gates show beside their verdict: each arm's preemptions, read from the
+ * engine's counter (`telemetry.engine.occupancy.preemptions` of each record), and whether the arms
+ * preempted very differently (the rule in docs/gates.md), which the decision's warnings then say.
+ */
+export const PreemptionFacts = z.object({
+  baseline: ArmPreemptions,
+  candidate: ArmPreemptions,
+  /** One arm preempted in more than 5% of its requests, more than 2× the other's count and by at least 5. */
+  uneven: z.boolean(),
+})
+export type PreemptionFacts = z.infer<typeof PreemptionFacts>
+
 /**
  * One gate decision, JSON-safe so it crosses from a vitest worker to the reporter: the effect
  * with its interval, the samples it rests on, the rule that decided, and what would settle an
@@ -127,5 +153,7 @@ export const GateDecision = z.object({
   warnings: z.array(z.string()),
   /** Accuracy gates only: each arm's accuracy and what would settle the gate; absent on every other gate. */
   accuracy: AccuracyDetail.optional(),
+  /** Win and hold gates only: each arm's preemptions beside the verdict; absent on other gates and in evidence written before. */
+  preemptions: PreemptionFacts.optional(),
 })
 export type GateDecision = z.infer<typeof GateDecision>
