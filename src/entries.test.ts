@@ -18,6 +18,7 @@ const EXPECTED: Record<string, string[]> = {
     'ERROR_CODES',
     'SERVEGATE_VERSION',
     'ServegateError',
+    'calibrate',
     'capacity',
     'cell',
     'engine',
@@ -74,6 +75,8 @@ const EXPECTED: Record<string, string[]> = {
 const EXPECTED_TYPES: Record<string, string[]> = {
   '.': [
     'ArrivalSpec',
+    'CalibrateSpec',
+    'Calibration',
     'CapacitySearch',
     'CapacitySpec',
     'CellMetrics',
@@ -97,6 +100,7 @@ const EXPECTED_TYPES: Record<string, string[]> = {
     'Manifest',
     'MeetSLOOptions',
     'ModelRef',
+    'NoiseProfile',
     'PairResult',
     'PairSpec',
     'PairSweepSpec',

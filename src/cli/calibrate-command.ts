@@ -4,8 +4,7 @@ import { PLANNED_POWER, type ProfileReading, readProfile } from '../gates/detect
 import { DEFAULT_CONFIDENCE } from '../gates/gate-options.ts'
 import { launchFigures } from '../gates/launch-figures.ts'
 import { formatPercent } from '../number-format.ts'
-import { DEFAULT_PROFILE_PATH, writeNoiseProfile } from '../record/noise-profile-file.ts'
-import { calibrate, DEFAULT_LAUNCHES } from '../runner/calibration.ts'
+import { calibrate, DEFAULT_LAUNCHES, DEFAULT_PROFILE_PATH } from '../runner/calibration.ts'
 import { resolveCellPlan } from '../runner/cell-options.ts'
 import { Runner } from '../runner/runner.ts'
 import type { NoiseProfile } from '../schema/noise.ts'
@@ -209,7 +208,14 @@ export async function calibrateCommand(argv: string[], io: CliIo, signal?: Abort
   const env = environmentFromFlags(values)
   const result = await calibrate(
     new Runner(env),
-    { id: 'calibrate', engineFor: (i) => ({ id: `calibrate-${i}`, name, config: seededLaunch(config, i) }), plan, launches, runner },
+    {
+      id: 'calibrate',
+      engineFor: (i) => ({ id: `calibrate-${i}`, name, config: seededLaunch(config, i) }),
+      plan,
+      launches,
+      runner,
+      out: outPath,
+    },
     {
       signal,
       onPhase: progressLine(io, name),
@@ -226,7 +232,7 @@ export async function calibrateCommand(argv: string[], io: CliIo, signal?: Abort
     io.stderr.write(`servegate: ${stop.message}; calibration stopped, no profile written\n`)
     return stop.exitCode
   }
-  const out = await writeNoiseProfile(outPath, result.profile)
+  const out = result.path
   if (values.json === true) io.stdout.write(`${JSON.stringify({ ...result.profile, path: out }, null, 2)}\n`)
   else io.stdout.write(`${summary(result.profile, readProfile(result.profile, result.records, target), out)}\n`)
   return 0

@@ -4,9 +4,6 @@ import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
 import { NoiseProfile } from '../schema/noise.ts'
 
-/** Where calibrate writes its profile unless told. */
-export const DEFAULT_PROFILE_PATH = 'servegate-noise.json'
-
 /**
  * Writes a noise profile (`servegate.noise-profile/v1`) at `path`, checked against its schema,
  * atomically (a temp file beside it, then a rename), the folders it needs created.

@@ -1,5 +1,6 @@
 import { ServegateError } from '../errors.ts'
 import { noiseProfile } from '../gates/launch-figures.ts'
+import { writeNoiseProfile } from '../record/noise-profile-file.ts'
 import type { NoiseProfile } from '../schema/noise.ts'
 import type { RunRecord } from '../schema/run.ts'
 import type { ResolvedCellPlan } from './cell-options.ts'
@@ -8,6 +9,9 @@ import type { Runner } from './runner.ts'
 
 /** Launches calibrate makes unless told. */
 export const DEFAULT_LAUNCHES = 5
+
+/** Where calibrate writes its profile unless told. */
+export const DEFAULT_PROFILE_PATH = 'servegate-noise.json'
 
 /** A calibration as the runner measures it: one engine config launched k times, one full cell each. */
 export interface CalibrationRun {
@@ -21,17 +25,21 @@ export interface CalibrationRun {
   launches: number
   /** The runner's label, part of the testbed; null when none was given. */
   runner: string | null
+  /** Where the profile is written once every launch measured. */
+  out: string
 }
 
-/** What a calibration measured: every launch's record, and the profile made of them. */
+/** What a calibration measured: every launch's record, the profile made of them, and where it was written. */
 export interface Calibration {
   profile: NoiseProfile
   records: RunRecord[]
+  /** The absolute path of the profile. */
+  path: string
 }
 
 /**
  * Launches the engine `launches` times, one after another, each a fresh process measuring the
- * whole cell, then builds the noise profile of the launches (`noiseProfile`). A launch whose cell
+ * whole cell, then writes the noise profile of the launches (`noiseProfile`) to `out`. A launch whose cell
  * failed, or measured nothing, stops the calibration: its spread would be the failure's.
  * @throws ServegateError with the failed launch's code, naming the launch
  */
@@ -61,5 +69,6 @@ export async function calibrate(
     records.push(record)
     hooks.onLaunch?.(i, record)
   }
-  return { profile: noiseProfile(records, { runner: run.runner, measuredAt: new Date().toISOString() }), records }
+  const profile = noiseProfile(records, { runner: run.runner, measuredAt: new Date().toISOString() })
+  return { profile, records, path: await writeNoiseProfile(run.out, profile) }
 }
