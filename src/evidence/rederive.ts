@@ -6,6 +6,7 @@
  * (with its statistics and SHA256SUMS made consistent again) is caught here.
  */
 import { isDeepStrictEqual } from 'node:util'
+import { withNoiseFloor } from '../gates/noise-floor.ts'
 import { type CheckArms, checkAgain } from '../gates/checks.ts'
 import { decideAgain, type GateInput } from '../gates/decide-again.ts'
 import { passesUnder } from '../gates/inconclusive-policy.ts'
@@ -199,7 +200,8 @@ function gateProblems(g: GateEntry, judgement: Judgement): string[] {
   else {
     let again: GateDecision | null = null
     try {
-      again = decideAgain(g.decision.gate, input, g.options)
+      // As the matcher: the floor it recorded, its warning, and under strict noise its outcome.
+      again = withNoiseFloor(decideAgain(g.decision.gate, input, g.options), g.decision.noiseFloor ?? null)
       // Against a stored baseline the matcher added where the baseline came from; so does verify.
       const stored = input.kind === 'pair' ? judgement.storedBaseline(g.judged, input.baseline) : null
       if (stored !== null && input.kind === 'pair') {

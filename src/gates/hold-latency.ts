@@ -63,7 +63,8 @@ export function holdLatencyGate(pair: GatePair, options: HoldLatencyGateOptions)
   return o.turns === undefined ? shown : { ...shown, rule: shown.rule + turnsText(o.turns) }
 }
 
-function metricName(o: ResolvedHoldLatencyGateOptions): string {
+/** The metric a hold gate's decision names, e.g. `ttftMs p95`. */
+export function metricName(o: Pick<ResolvedHoldLatencyGateOptions, 'metric' | 'percentile'>): string {
   return `${LATENCY_FIELD[o.metric]} p${o.percentile}`
 }
 

@@ -1,5 +1,6 @@
 import { probit } from 'simple-statistics'
 import type { RunRecord } from '../schema/run.ts'
+import type { GateDecision } from '../schema/gate.ts'
 import type { HistoryRun, LaunchSpread, NoiseFloor, NoiseProfile, Testbed } from '../schema/noise.ts'
 import { formatPercent } from '../number-format.ts'
 import { DEFAULT_LAUNCH_NOISE } from './gate-options.ts'
@@ -149,6 +150,8 @@ export interface NoiseFloorInputs {
   history?: { path: string; spread: HistorySpread } | null
   /** The floor assumed when nothing is measured. @default DEFAULT_LAUNCH_NOISE */
   assumed?: number
+  /** An assumed floor may not decide a merge gate (`noise.strict`). @default false */
+  strict?: boolean
 }
 
 /**
@@ -160,6 +163,7 @@ export interface NoiseFloorInputs {
  */
 export function resolveNoiseFloor(inputs: NoiseFloorInputs): NoiseFloor {
   const assumed = inputs.assumed ?? DEFAULT_LAUNCH_NOISE
+  const strict = inputs.strict ?? false
   const notUsed: string[] = []
   let measured: NoiseFloor['measured'] = null
   const profile = inputs.profile ?? null
@@ -181,14 +185,14 @@ export function resolveNoiseFloor(inputs: NoiseFloorInputs): NoiseFloor {
   }
   if (inputs.option !== undefined) {
     const text = `launch noise ${formatPercent(inputs.option)} a launch, set by the spec's launchNoise option`
-    return { value: inputs.option, source: 'option', measured, history, assumed, notUsed, text }
+    return { value: inputs.option, source: 'option', measured, history, assumed, notUsed, text, strict }
   }
   if (measured === null && history === null) {
     const text =
       `launch noise assumed at ${formatPercent(assumed)} a launch, not measured on this runner` +
       (notUsed.length > 0 ? ` (${notUsed.join('; ')})` : '') +
       `; run \`${CALIBRATE_COMMAND}\` to measure it`
-    return { value: assumed, source: 'assumed', measured, history, assumed, notUsed, text }
+    return { value: assumed, source: 'assumed', measured, history, assumed, notUsed, text, strict }
   }
   const fromProfile = measured?.upper ?? 0
   const fromHistory = history?.upper ?? 0
@@ -200,5 +204,24 @@ export function resolveNoiseFloor(inputs: NoiseFloorInputs): NoiseFloor {
       : `learned from ${history?.runs ?? 0} runs of main (sd ${formatPercent(history?.sd ?? 0)}, ${Math.round(NOISE_BOUND_CONFIDENCE * 100)}% bound ${formatPercent(history?.upper ?? 0)})`
   const floored = value > Math.max(fromProfile, fromHistory) ? `; the ${formatPercent(assumed)} floor is larger and is used` : ''
   const text = `launch noise ${formatPercent(value)} a launch, ${basis}${floored}`
-  return { value, source, measured, history, assumed, notUsed, text }
+  return { value, source, measured, history, assumed, notUsed, text, strict }
+}
+
+/**
+ * The decision with its floor beside it. An assumed floor adds its warning (it names the command
+ * that measures one); under `noise.strict` it makes a decided merge gate inconclusive. `verify`
+ * applies it again from the recorded floor.
+ */
+export function withNoiseFloor(decision: GateDecision, floor: NoiseFloor | null): GateDecision {
+  if (floor === null) return decision
+  const warnings = [...decision.warnings]
+  if (floor.source === 'assumed') warnings.push(floor.text)
+  if (floor.source === 'assumed' && floor.strict && decision.outcome !== 'inconclusive') {
+    warnings.push(
+      `strict noise: the ${decision.outcome} is not taken, since the launch-noise floor is assumed, not measured on this runner ` +
+        '(servegate({ noise: { strict: true } }))',
+    )
+    return { ...decision, outcome: 'inconclusive', warnings, noiseFloor: floor }
+  }
+  return { ...decision, warnings, noiseFloor: floor }
 }

@@ -46,7 +46,8 @@ import {
   WinGateOptions,
 } from './gate-options.ts'
 
-const GATE_METRIC: Record<WinGateName, WinMetric> = {
+/** Each win gate's metric unless its options name another. */
+export const GATE_METRIC: Record<WinGateName, WinMetric> = {
   toWinDecode: 'decodeTokPerS',
   toWinPrefill: 'effectivePrefillTokPerS',
   toWinThroughput: 'outputThroughputTokPerS',

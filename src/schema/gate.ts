@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { NoiseFloor } from './noise.ts'
 
 /** The three outcomes of every gate: decided either way, or not enough evidence yet. */
 export const GateOutcome = z.enum(['pass', 'fail', 'inconclusive'])
@@ -155,5 +156,12 @@ export const GateDecision = z.object({
   accuracy: AccuracyDetail.optional(),
   /** Win and hold gates only: each arm's preemptions beside the verdict; absent on other gates and in evidence written before. */
   preemptions: PreemptionFacts.optional(),
+  /**
+   * The launch-noise floor a matcher gave the gate and where it came from (the spec's option,
+   * measured by calibrate, learned from main's history, or assumed). Absent when the arms had
+   * repeated launches (the launch-level test measures the noise), for a gate that takes no floor
+   * or is called directly, and in evidence written before it was kept.
+   */
+  noiseFloor: NoiseFloor.optional(),
 })
 export type GateDecision = z.infer<typeof GateDecision>

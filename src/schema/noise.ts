@@ -95,5 +95,7 @@ export const NoiseFloor = z.object({
   notUsed: z.array(z.string()),
   /** One sentence a reader sees beside the verdict: "measured by servegate calibrate on …", "assumed: …". */
   text: z.string(),
+  /** `noise.strict` was set: an assumed floor makes a decided merge gate inconclusive. */
+  strict: z.boolean(),
 })
 export type NoiseFloor = z.infer<typeof NoiseFloor>
