@@ -21,6 +21,7 @@ import { ABSENT, formatFixed, formatFixedPercent, formatInUnit, formatSignifican
 import { failedCountText, failedOf } from './arm-summary.ts'
 import { isMatchedPair } from './build.ts'
 import { PREEMPTION_HEAD, preemptionCell, reportsPreemptions } from '../gates/preemption.ts'
+import { appendedText, TREND_HEAD, trendRows } from './history-trend-text.ts'
 import { markdownText } from './markdown-text.ts'
 import { mermaidCharts } from './mermaid.ts'
 
@@ -395,6 +396,15 @@ function gateTable(index: EvidenceIndex): string[] {
   )
 }
 
+/** The trend of main: each gated figure of this run beside the runs of main on its testbed; nothing without a history. */
+function trendTable(index: EvidenceIndex): string[] {
+  const history = index.history
+  if (history === null) return []
+  const body =
+    history.trend.length === 0 ? ['No run of main measured these cells on this testbed yet.'] : table(TREND_HEAD, trendRows(history.trend))
+  return section('## Trend of main (95% intervals; ▸ marks this run)', [markdownText(appendedText(history)), '', ...body])
+}
+
 function cellTable(index: EvidenceIndex): string[] {
   const rows = index.cells.map((c) => [
     c.id,
@@ -745,6 +755,7 @@ export function renderBoard(index: EvidenceIndex, files: readonly FileRef[], opt
     ...qualityAudit(index),
     ...gpuTable(index),
     ...gateTable(index),
+    ...trendTable(index),
     ...cellTable(index),
     ...METHODOLOGY,
     markdownText(

@@ -345,6 +345,7 @@ export function buildEvidence(files: readonly SpecFileInput[], tests: readonly T
     artifacts: [],
     storedBaselines,
     partial,
+    history: null,
   }
   const scrubbed = scrubDeep(index)
   return { index: options.redact ? (JSON.parse(redactText(JSON.stringify(scrubbed))) as EvidenceIndex) : scrubbed, runs }

@@ -7,7 +7,7 @@
 import { basename } from 'node:path'
 import * as vega from 'vega'
 import { compile, type TopLevelSpec } from 'vega-lite'
-import type { ArmSummary, EvidenceCell, EvidenceIndex } from '../schema/evidence.ts'
+import type { ArmSummary, EvidenceCell, EvidenceHistory, EvidenceIndex } from '../schema/evidence.ts'
 import { fileSafe, sha256 } from './build.ts'
 import {
   armsOf,
@@ -23,6 +23,7 @@ import {
   type NotDrawnCell,
   pairDeltas,
 } from './chart-data.ts'
+import { testbedText, TREND_FILE } from './history-trend-text.ts'
 
 /** One drawn chart: its path relative to the evidence directory, its title and its SVG markup. */
 export interface Chart {
@@ -138,6 +139,9 @@ export function chartSpecs(index: EvidenceIndex): ChartSpec[] {
       ? { file: definition.file, title: noDataTitle(definition.title), spec: null, cells: [] }
       : { file: definition.file, title: definition.title, spec: drawn.spec, cells: drawn.cells }
   })
+  const history = index.history
+  const trend: ChartSpec[] =
+    history === null || history.trend.length === 0 ? [] : [{ file: TREND_FILE, title: TREND_TITLE, spec: trendSpec(history), cells: [] }]
   const files = new Set<string>()
   const perCell = selection.drawn.map((cell): ChartSpec => {
     const name = cellFileName(cell.id)
@@ -147,7 +151,7 @@ export function chartSpecs(index: EvidenceIndex): ChartSpec[] {
     const spec = distributionSpec(cell)
     return { file, title: spec === null ? noDataTitle(distributionTitle(cell)) : distributionTitle(cell), spec, cell: cell.id }
   })
-  return [...whole, ...perCell]
+  return [...whole, ...trend, ...perCell]
 }
 
 /** A cell id as a file name: `fileSafe`, and past 96 characters its start and a hash of the whole id (names stay under 255 bytes). */
@@ -455,6 +459,51 @@ function latencyByRate(selection: ChartSelection, title: string): { spec: TopLev
       },
     ),
   }
+}
+
+const TREND_TITLE = 'Trend of main: each gated figure across the runs of main, this run marked'
+
+/**
+ * Each gated figure of this run across the runs of main on its testbed, a panel per cell's arm,
+ * metric and testbed: main's runs oldest to latest as a line, each with its 95% interval as a
+ * bar where known, and this run as a diamond (on main's last run when this run was appended).
+ */
+function trendSpec(history: EvidenceHistory): TopLevelSpec {
+  const rows = history.trend.flatMap((t) => {
+    const panel = `${t.cell} · ${t.metric}${LINE_SEPARATOR}${testbedText(t.testbed)}`
+    const main = t.main.map((p, i) => ({ panel, run: i + 1, series: 'main', value: p.value, low: p.low, high: p.high }))
+    const at = history.appended ? t.main.length : t.main.length + 1
+    const current = t.current === null ? [] : [{ panel, run: at, series: 'this run', ...pick(t.current) }]
+    return [...main, ...current]
+  })
+  const series = { field: 'series', type: 'nominal', title: null, scale: { domain: ['main', 'this run'], range: ['#4c78a8', '#e45756'] } }
+  return panels(
+    { text: TREND_TITLE, subtitle: ['bars: 95% interval of a run (value × exp(±1.96 × its relative standard error)), where known'] },
+    rows,
+    {
+      encoding: {
+        x: { field: 'run', type: 'quantitative', title: 'run of main (oldest → latest)', axis: { tickMinStep: 1, format: 'd' } },
+        color: series,
+      },
+      layer: [
+        { mark: { type: 'rule' }, encoding: { y: { field: 'low', type: 'quantitative' }, y2: { field: 'high' } } },
+        {
+          transform: [{ filter: "datum.series === 'main'" }],
+          mark: { type: 'line', point: { filled: true, size: 24 } },
+          encoding: { y: { field: 'value', type: 'quantitative', title: null, scale: { zero: false } } },
+        },
+        {
+          transform: [{ filter: "datum.series === 'this run'" }],
+          mark: { type: 'point', shape: 'diamond', filled: true, size: 90 },
+          encoding: { y: { field: 'value', type: 'quantitative' } },
+        },
+      ],
+    },
+  )
+}
+
+function pick(p: { value: number; low: number | null; high: number | null }): { value: number; low: number | null; high: number | null } {
+  return { value: p.value, low: p.low, high: p.high }
 }
 
 /** Baselines first, so a suite's baseline keeps the first colour. */

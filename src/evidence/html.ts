@@ -17,6 +17,7 @@ import { partialHeadline } from './partial-text.ts'
 import { promotableSummary } from './promotion-text.ts'
 import { cellTone, checkExpected, checkTone, dispositionText, gateCounts, gateExpected, gateTone } from './assertion-tone.ts'
 import { estimatorText } from './estimator-text.ts'
+import { appendedText, TREND_FILE, TREND_HEAD, trendRows } from './history-trend-text.ts'
 
 /**
  * Renders the evidence page from the index: summary cards (promotable, gates by outcome, cells by
@@ -55,7 +56,11 @@ export function renderHtml(
     gateSection(index),
     cellSection(index),
     drillDown(index, details, cellCharts),
-    chartSection(charts.filter((c) => c.cell === undefined)),
+    trendSection(
+      index,
+      charts.find((c) => c.file === TREND_FILE),
+    ),
+    chartSection(charts.filter((c) => c.cell === undefined && c.file !== TREND_FILE)),
     boardSection(boardMarkdown),
     '</main>',
     `<script>${SORT_SCRIPT}</script>`,
@@ -589,6 +594,24 @@ function drillDown(index: EvidenceIndex, details: ReadonlyMap<string, FailureDet
     ].join('\n')
   })
   return ['<section id="per-cell">', '<h2>Per cell</h2>', ...sections, '</section>'].join('\n')
+}
+
+/** The trend of main: whether this run was appended, each gated figure against main's runs, and their chart. */
+function trendSection(index: EvidenceIndex, chart: Chart | undefined): string {
+  const history = index.history
+  if (history === null) return ''
+  return [
+    '<section id="trend">',
+    '<h2>Trend of main</h2>',
+    `<p>${escapeHtml(appendedText(history))}</p>`,
+    history.trend.length === 0
+      ? '<p class="meta">No run of main measured these cells on this testbed yet.</p>'
+      : table('trend-table', TREND_HEAD, trendRows(history.trend), false),
+    chart === undefined ? '' : figure(chart),
+    '</section>',
+  ]
+    .filter((s) => s !== '')
+    .join('\n')
 }
 
 function chartSection(charts: readonly Chart[]): string {

@@ -10,8 +10,10 @@ import type { Reporter, TestCase, TestModule, TestRunEndReason, Vitest } from 'v
 import { sanitizeMessage } from '../errors.ts'
 import { figureLine } from '../gates/figure-line.ts'
 import { readFileMeta, readTestMeta } from '../schema/task-meta.ts'
+import type { NoiseOptions } from '../schema/worker-options.ts'
 import { glanceLines } from './board.ts'
 import { buildEvidence, type RunScope, type SpecFileInput, type TestInput } from './build.ts'
+import { currentBranch, currentCommit, recordHistory } from './history-of-main.ts'
 import { PARTIAL_FIX, partialHeadline } from './partial-text.ts'
 import { evidenceTarget, type PartialEvidence, runScope } from './run-scope.ts'
 import { readIndex } from './verify.ts'
@@ -28,6 +30,11 @@ export interface ServegateReporterOptions {
    * @default 'beside'
    */
   partialEvidence?: PartialEvidence
+  /**
+   * The plugin's `noise` option: with `history` set, a complete run on `historyBranch` appends
+   * its gated figures to the history of main, and the evidence draws their trend.
+   */
+  noise?: NoiseOptions
 }
 
 /**
@@ -177,7 +184,20 @@ export class ServegateReporter implements Reporter {
     const existing = scope.reasons.length === 0 ? null : await readIndex(this.options.evidenceDir).catch(() => null)
     const target = evidenceTarget(this.options.evidenceDir, scope, existing, this.options.partialEvidence ?? 'beside')
     const dir = target.dir
-    const built = buildEvidence(files, tests, { suiteCommit: await gitCommit(root), redact: this.options.redact, scope })
+    const suiteCommit = await gitCommit(root)
+    const built = buildEvidence(files, tests, { suiteCommit, redact: this.options.redact, scope })
+    const noise = this.options.noise
+    if (noise?.history !== undefined) {
+      const branch = await currentBranch(process.env, root)
+      const history = await recordHistory({
+        noise: { ...noise, history: noise.history },
+        files,
+        index: built.index,
+        branch,
+        commit: currentCommit(process.env, suiteCommit),
+      })
+      built.index = { ...built.index, history }
+    }
     const { DEFAULT_RENDERERS } = await import('./renderers.ts')
     const { index, board } = await writeEvidence(dir, built, DEFAULT_RENDERERS)
     const summary = process.env.GITHUB_STEP_SUMMARY
@@ -187,6 +207,9 @@ export class ServegateReporter implements Reporter {
     log('')
     log(index.partial === null ? 'servegate evidence' : 'servegate evidence (partial run)')
     for (const line of glanceLines(index)) log(`  ${line}`)
+    const history = index.history
+    if (history !== null)
+      log(history.appended ? `  History of main: appended to ${history.path}` : `  History of main: not appended (${history.reason ?? ''})`)
     log(`  Board: ${dir}/README.md · charts: ${dir}/charts/ · page: ${dir}/index.html · index: ${dir}/index.json`)
     if (index.partial !== null) {
       const kept = target.keptComplete

@@ -3,6 +3,7 @@ import { CheckName } from './gate.ts'
 import { Api, PrefixCacheReset, SpecDecodeMetrics } from './run.ts'
 import { CheckMeta, DecisionMeta } from './task-meta.ts'
 import { GpuFactSchema, Manifest } from './manifest.ts'
+import { Testbed } from './noise.ts'
 
 export const EVIDENCE_SCHEMA_ID = 'servegate.evidence/v1'
 
@@ -258,6 +259,49 @@ export const PartialRun = z.object({
 })
 export type PartialRun = z.infer<typeof PartialRun>
 
+/** One run's figure of a cell's gated metric on the trend of main, with its 95% interval where its standard error is known. */
+export const TrendPoint = z.object({
+  /** The commit measured; null when unknown. */
+  commit: z.string().nullable(),
+  /** When the run finished, ISO 8601. */
+  at: z.string(),
+  value: z.number().positive(),
+  /** value × exp(∓1.96 × relativeSe); null when the run's standard error is unknown. */
+  low: z.number().positive().nullable(),
+  high: z.number().positive().nullable(),
+})
+export type TrendPoint = z.infer<typeof TrendPoint>
+
+/** One gated figure of one cell's arm across the runs of main on one testbed, and this run's point against it. */
+export const HistoryTrend = z.object({
+  /** The cell's arm as the history names it: the cell's id, or `<id>/baseline`, `<id>/candidate` for a pair's arms. */
+  cell: z.string(),
+  /** The gate decision's metric (`decodeTokPerS`, `ttftMs p95`, …). */
+  metric: z.string(),
+  testbed: Testbed,
+  /** The last runs of main on this testbed that measured it, oldest first. */
+  main: z.array(TrendPoint),
+  /** This run's point; null when this run did not measure it. */
+  current: TrendPoint.nullable(),
+})
+export type HistoryTrend = z.infer<typeof HistoryTrend>
+
+/**
+ * The history of main (the plugin's `noise.history`): whether this run was appended to it and
+ * why not, and the trend of every gated figure of this run across the runs of main.
+ */
+export const EvidenceHistory = z.object({
+  /** The history store, as the plugin's option names it. */
+  path: z.string(),
+  /** The branch this run was on (CI's variables, else git); null when unknown. */
+  branch: z.string().nullable(),
+  appended: z.boolean(),
+  /** Why this run was not appended (another branch, a partial run, no gated figure…); null when it was. */
+  reason: z.string().nullable(),
+  trend: z.array(HistoryTrend),
+})
+export type EvidenceHistory = z.infer<typeof EvidenceHistory>
+
 export const EvidenceIndex = z.object({
   schema: z.literal(EVIDENCE_SCHEMA_ID),
   /** The latest finish time of any run record: the same inputs give the same index. */
@@ -303,5 +347,7 @@ export const EvidenceIndex = z.object({
    * indexes written before it was kept, read as null.
    */
   partial: PartialRun.nullable().default(null),
+  /** The history of main, when the plugin's `noise.history` names one; null otherwise, and in indexes written before it was kept. */
+  history: EvidenceHistory.nullable().default(null),
 })
 export type EvidenceIndex = z.infer<typeof EvidenceIndex>

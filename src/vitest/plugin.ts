@@ -42,6 +42,7 @@ export function servegate(input?: ServegateOptions): Plugin {
     evidenceDir: options.evidenceDir,
     redact: options.redact,
     partialEvidence: options.partialEvidence,
+    ...(options.noise === undefined ? {} : { noise: options.noise }),
   })
   const progress = options.progress ? new ServegateProgressReporter() : null
   return {
