@@ -8,6 +8,7 @@ import { describe, expect, test } from 'vitest'
 import { around, okRequest } from '../../fixtures/gate-fixture.ts'
 import { failureOf } from '../../fixtures/matchers.ts'
 import { decideAgain } from '../gates/decide-again.ts'
+import { withNoiseFloor } from '../gates/noise-floor.ts'
 import { resolveInconclusive } from '../gates/inconclusive-policy.ts'
 import { failedCellRecord } from '../runner/run-record.ts'
 import type { PairResult } from '../schema/results.ts'
@@ -83,9 +84,11 @@ describe('the policy that decides an inconclusive gate', () => {
       // The options as the gate function received them, defaults filled in; the policy is not among them.
       expect(d.options).toMatchObject({ gate: d.decision.gate, confidence: 0.98, seed: 1 })
       expect(d.options).not.toHaveProperty('inconclusive')
-      expect(
-        decideAgain(d.decision.gate, { kind: 'pair', baseline: undecided.baseline, candidate: undecided.candidate }, d.options),
-      ).toEqual(d.decision)
+      // The matcher gives the gate its launch-noise floor and records it: assumed here, with its warning.
+      expect(d.decision.noiseFloor).toMatchObject({ source: 'assumed', value: 0.02 })
+      expect(d.decision.warnings).toContain(d.decision.noiseFloor?.text)
+      const again = decideAgain(d.decision.gate, { kind: 'pair', baseline: undecided.baseline, candidate: undecided.candidate }, d.options)
+      expect(withNoiseFloor(again, d.decision.noiseFloor ?? null)).toEqual(d.decision)
     }
     // Besides each verdict's own annotation (a warning, since both are inconclusive), one note per policy.
     const policyNotes = () => task.annotations.filter((a) => a.type === 'warning' && /; inconclusive (passes|fails): /.test(a.message))

@@ -1,9 +1,11 @@
 import type { MatcherState } from 'vitest'
 import { HoldLatencyGateOptions } from '../gates/gate-options.ts'
-import { holdLatencyGate } from '../gates/hold-latency.ts'
+import { holdLatencyGate, metricName } from '../gates/hold-latency.ts'
+import { withNoiseFloor } from '../gates/noise-floor.ts'
 import { gateResult } from './decision.ts'
 import { gateMatcherOptions, type InconclusiveOption } from './gate-matcher-options.ts'
 import { againstStoredBaseline } from './stored-baseline-pair.ts'
+import { noiseFloorOf } from './noise-floor.ts'
 import { asPair } from './subject.ts'
 
 /** Options of `toHoldLatency`: the latency metric and percentile, and the tolerance or bound. */
@@ -18,6 +20,7 @@ const USAGE = "pass { metric: 'ttft' | 'tpot' | 'e2e' | 'itl' | 'timeToFirstOutp
 export function toHoldLatency(this: MatcherState, received: unknown, options: HoldLatencyOptions) {
   const p = asPair('toHoldLatency', received)
   const o = gateMatcherOptions('toHoldLatency', HoldLatencyGateOptions, options, USAGE)
-  const decide = () => holdLatencyGate({ baseline: p.baseline, candidate: p.candidate }, o)
-  return gateResult(this, 'toHoldLatency', p, againstStoredBaseline('toHoldLatency', p, decide, o), o)
+  const floored = noiseFloorOf(p, options, o, metricName(o))
+  const decide = () => withNoiseFloor(holdLatencyGate({ baseline: p.baseline, candidate: p.candidate }, floored.options), floored.floor)
+  return gateResult(this, 'toHoldLatency', p, againstStoredBaseline('toHoldLatency', p, decide, floored.options), floored.options)
 }
