@@ -129,6 +129,7 @@ const EXPECTED_TYPES: Record<string, string[]> = {
   './gates': [
     'AccuracyGapGateOptions',
     'ArmInput',
+    'ArmPreemptions',
     'CapacityInput',
     'GateDecision',
     'GateOutcome',
@@ -137,6 +138,7 @@ const EXPECTED_TYPES: Record<string, string[]> = {
     'HoldLatencyGateOptions',
     'HolmGate',
     'LatencyMetric',
+    'PreemptionFacts',
     'RateMetric',
     'ReuseCacheGateOptions',
     'ReuseCacheInput',
