@@ -207,6 +207,9 @@ function cellFindings(cell: EvidenceCell, gates: readonly GateEntry[]): Finding[
       add('check-failed', `${d.gate}: ${d.metric} ${formatInUnit(d.effect.estimate, d.effect.unit)}; ${d.rule}`)
     if (d.gate === 'toStayWithinAccuracyGap') for (const w of d.warnings) add('quality', w)
   }
+  // Where a floor was assumed, or a profile or history could not be used, once a cell: the text names the command.
+  const floors = new Set(gates.flatMap((g) => (g.decision.noiseFloor?.source === 'assumed' ? [g.decision.noiseFloor.text] : [])))
+  for (const text of floors) add('noise-floor', text)
   const label = (a: ArmSummary) => (a.arm === 'cell' ? `launch ${a.launch}` : `${a.arm}${a.launch > 1 ? ` launch ${a.launch}` : ''}`)
   const descriptive = [...new Set(cell.arms.flatMap((a) => a.p99DescriptiveOnly))]
   if (descriptive.length > 0)

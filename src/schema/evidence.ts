@@ -242,6 +242,7 @@ export const Finding = z.object({
     'check-failed',
     'cell-not-accepted',
     'failed-requests',
+    'noise-floor',
   ]),
   cell: z.string(),
   message: z.string(),
