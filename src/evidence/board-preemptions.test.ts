@@ -3,11 +3,12 @@ import { telemetryWithPreemptions } from '../../fixtures/engine-telemetry.ts'
 import { decisionMeta } from '../../fixtures/judged-meta.ts'
 import { measuredArm } from '../../fixtures/manifest.ts'
 import type { EvidenceIndex } from '../schema/evidence.ts'
-import type { RunRecord } from '../schema/run.ts'
+import { RunRecord } from '../schema/run.ts'
 import type { DeclaredCell } from '../schema/task-meta.ts'
 import { boardFiles, renderBoard } from './board.ts'
 import { buildEvidence } from './build.ts'
 import { renderPrComment } from './pr-comment.ts'
+import { type EvidenceRecord, rederiveVerdicts } from './rederive.ts'
 
 let baseline: RunRecord
 let candidate: RunRecord
@@ -17,6 +18,14 @@ beforeAll(async () => {
 
 /** One pair cell with a decode win and a TTFT hold, its arms' engines having counted these preemptions over 12 requests. */
 function evidence(preempted: { baseline: number | null; candidate: number | null } | null): EvidenceIndex {
+  return evidenceWithRecords(preempted).index
+}
+
+/** The same, with the run records as `servegate verify` reads them back from the evidence (JSON, parsed). */
+function evidenceWithRecords(preempted: { baseline: number | null; candidate: number | null } | null): {
+  index: EvidenceIndex
+  records: EvidenceRecord[]
+} {
   const arm = (r: RunRecord, n: number | null): RunRecord => (preempted === null ? r : { ...r, telemetry: telemetryWithPreemptions(n) })
   const pair = { baseline: [arm(baseline, preempted?.baseline ?? null)], candidate: [arm(candidate, preempted?.candidate ?? null)] }
   const cell: DeclaredCell = {
@@ -35,7 +44,13 @@ function evidence(preempted: { baseline: number | null; candidate: number | null
     { file: 'a.bench.ts', name: 'c0 > wins decode', state: 'passed' as const, meta: { decisions: [win], checks: [] } },
     { file: 'a.bench.ts', name: 'c0 > holds TTFT', state: 'passed' as const, meta: { decisions: [hold], checks: [] } },
   ]
-  return buildEvidence([{ file: 'a.bench.ts', meta: { cells: [cell] } }], tests, { suiteCommit: null, redact: false }).index
+  const { index } = buildEvidence([{ file: 'a.bench.ts', meta: { cells: [cell] } }], tests, { suiteCommit: null, redact: false })
+  const readBack = (record: RunRecord): RunRecord => RunRecord.parse(JSON.parse(JSON.stringify(record)))
+  const records: EvidenceRecord[] = [
+    { cell: 'c0', arm: 'baseline', launch: 0, record: readBack(pair.baseline[0] as RunRecord) },
+    { cell: 'c0', arm: 'candidate', launch: 0, record: readBack(pair.candidate[0] as RunRecord) },
+  ]
+  return { index, records }
 }
 
 /** The gate table that starts with `head` in a Markdown text, as rows of cells. */
@@ -82,6 +97,16 @@ describe('preemptions beside the verdict in the evidence', () => {
     const comment = tableAfter(renderPrComment(index, { charts: '' }), '| cell | gate (metric) |')
     expect(comment[0]?.at(-1)).toBe('preemptions (baseline / candidate)')
     expect(comment.slice(2).map((r) => r.at(-1))).toEqual(['0 / 6 (uneven)', '0 / 6 (uneven)'])
+  })
+
+  test('servegate verify decides them again from the records read back: the same facts, no problem', () => {
+    const { index, records } = evidenceWithRecords({ baseline: 0, candidate: 6 })
+    expect(rederiveVerdicts(index, records)).toEqual([])
+    // A count edited in a record is caught.
+    const edited = records.map((r) =>
+      r.arm === 'candidate' ? { ...r, record: { ...r.record, telemetry: telemetryWithPreemptions(1) } } : r,
+    )
+    expect(rederiveVerdicts(index, edited).join('\n')).toMatch(/preemptions/)
   })
 
   test('one arm not reported: — in its place; no engine reported any: no column at all', () => {
