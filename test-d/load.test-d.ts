@@ -1,7 +1,7 @@
 // Type tests of the load-shape spec API and matchers: checked by `tsc -p test-d` (npm run typecheck:dist) against the built .d.ts, as a
 // consumer compiles them, never run.
 import { expect, expectTypeOf } from 'vitest'
-import { capacity, type CapacitySearch, engine, sweep } from 'servegate'
+import { calibrate, type Calibration, capacity, type CapacitySearch, engine, type NoiseProfile, sweep } from 'servegate'
 import type { CellResult, Lazy, PairResult, SweepResult } from 'servegate'
 
 const model = { id: 'Qwen/Qwen3-8B', revision: '5112966d' }
@@ -22,6 +22,12 @@ const c = capacity({ engine: a, slo: { ttftMs: 500, tpotMs: 50 }, bracket: { sta
 expectTypeOf(c).toExtend<PromiseLike<CapacitySearch>>()
 // @ts-expect-error: a capacity search needs its SLO
 capacity({ engine: a, bracket: { start: 4 } })
+
+const noise = calibrate({ engine: a, launches: 5, concurrency: 8, requests: 64, out: 'servegate-noise.json' })
+expectTypeOf(noise).toExtend<PromiseLike<Calibration>>()
+expectTypeOf<Calibration['profile']>().toEqualTypeOf<NoiseProfile>()
+// @ts-expect-error: launches is a number
+calibrate({ engine: a, launches: '5' })
 
 async function matchers(): Promise<void> {
   const measured = await cells
