@@ -14,7 +14,7 @@ import type { NoiseOptions } from '../schema/worker-options.ts'
 import type { SpecFileInput } from './build.ts'
 
 /** Runs of main the trend shows, the latest. */
-export const HISTORY_TREND_RUNS = 30
+const HISTORY_TREND_RUNS = 30
 
 const Z95 = 1.96
 

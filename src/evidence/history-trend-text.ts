@@ -23,7 +23,7 @@ export function testbedText(t: Testbed): string {
 }
 
 /** A point with its 95% interval where known: `61.2 [59.8, 62.6]`. */
-export function pointText(p: TrendPoint): string {
+function pointText(p: TrendPoint): string {
   const interval = p.low === null || p.high === null ? '' : ` [${formatSignificant(p.low)}, ${formatSignificant(p.high)}]`
   return `${formatSignificant(p.value)}${interval}`
 }
@@ -32,7 +32,7 @@ export function pointText(p: TrendPoint): string {
  * The runs of main as a sparkline, oldest first, then `▸` and this run's level on the same scale.
  * @example sparkline(trend) // '▃▄▃▅▄▃▄ ▸ █'
  */
-export function sparkline(trend: Pick<HistoryTrend, 'main' | 'current'>): string {
+function sparkline(trend: Pick<HistoryTrend, 'main' | 'current'>): string {
   const values = [...trend.main, ...(trend.current === null ? [] : [trend.current])].map((p) => Math.log(p.value))
   const low = Math.min(...values)
   const span = Math.max(...values) - low
@@ -49,7 +49,7 @@ function median(values: readonly number[]): number {
 }
 
 /** This run against the median of main's runs, in percent: `+3.1%`. */
-export function versusMainText(trend: Pick<HistoryTrend, 'main' | 'current'>): string {
+function versusMainText(trend: Pick<HistoryTrend, 'main' | 'current'>): string {
   if (trend.current === null || trend.main.length === 0) return '—'
   const change = trend.current.value / median(trend.main.map((p) => p.value)) - 1
   return `${change >= 0 ? '+' : '−'}${Math.abs(change * 100).toFixed(1)}%`
