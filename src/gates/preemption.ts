@@ -9,11 +9,11 @@ import type { ArmPreemptions, GateDecision, PreemptionFacts } from '../schema/ga
 import type { GateRecord } from './arms.ts'
 
 /** An arm preempting in more than this share of its requests can be uneven with the other. */
-export const UNEVEN_PREEMPTION_SHARE = 0.05
+const UNEVEN_PREEMPTION_SHARE = 0.05
 /** …when its count is more than this many times the other's… */
-export const UNEVEN_PREEMPTION_RATIO = 2
+const UNEVEN_PREEMPTION_RATIO = 2
 /** …and exceeds it by at least this many. */
-export const UNEVEN_PREEMPTION_MIN_DIFFERENCE = 5
+const UNEVEN_PREEMPTION_MIN_DIFFERENCE = 5
 
 /** One launch's preemptions: its engine's count, or null with the reason. */
 function launchPreemptions(launch: GateRecord): { count: number | null; reason: string | null } {
@@ -89,7 +89,7 @@ export function preemptionText(facts: PreemptionFacts | undefined): string | nul
 }
 
 /** The warning of arms that preempted very differently, with both counts. */
-export function unevenPreemptionWarning(facts: PreemptionFacts): string {
+function unevenPreemptionWarning(facts: PreemptionFacts): string {
   const more = (facts.candidate.count ?? 0) >= (facts.baseline.count ?? 0) ? 'candidate' : 'baseline'
   return (
     `the arms preempted very differently (${preemptionText(facts) ?? ''}): the ${more}'s engine ran short of KV cache ` +
