@@ -8,6 +8,7 @@ import { calibrate, DEFAULT_LAUNCHES, DEFAULT_PROFILE_PATH } from '../runner/cal
 import { resolveCellPlan } from '../runner/cell-options.ts'
 import { Runner } from '../runner/runner.ts'
 import type { NoiseProfile } from '../schema/noise.ts'
+import { RUNNER_ENV } from '../schema/worker-options.ts'
 import { seededLaunch, simCommandConfig } from '../sim/sim-engine.ts'
 import {
   cellFromFlags,
@@ -24,9 +25,6 @@ import { interruption } from './interrupt.ts'
 import { checkWritableFile } from './path-flags.ts'
 import { progressLine } from './progress-line.ts'
 import { checkDeclaredFiles, loadFlags } from './run-command.ts'
-
-/** The environment variable that labels the runner when `--runner` is not given (as the plugin's `noise.runner`). */
-const RUNNER_ENV = 'SERVEGATE_RUNNER'
 
 /** The most launches one calibration makes. */
 const MAX_LAUNCHES = 100

@@ -3,15 +3,13 @@ import { type Calibration, calibrate as calibrateLaunches, DEFAULT_LAUNCHES, DEF
 import { type CellPlan, resolveCellPlan } from '../runner/cell-options.ts'
 import { readDeclaredFiles } from '../runner/declared-files.ts'
 import { seededLaunch } from '../sim/sim-engine.ts'
+import { RUNNER_ENV } from '../schema/worker-options.ts'
 import { workerOptions } from '../worker/provided-options.ts'
 import { declareCell, tracked } from '../worker/cell-registry.ts'
 import { engineField, lazy, type Lazy, named, planId } from './cell-declarations.ts'
 import { declaring } from './declaration-errors.ts'
 import type { EngineHandle } from './engine-handles.ts'
 import { registerTeardown, workerRunner } from './worker-environment.ts'
-
-/** The environment variable that labels the runner when neither `runner` nor the plugin's `noise.runner` is set. */
-const RUNNER_ENV = 'SERVEGATE_RUNNER'
 
 /** A calibration in a spec: the cell the gates will judge, the engine, and how many launches. */
 export interface CalibrateSpec extends CellPlan {

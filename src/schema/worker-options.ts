@@ -1,6 +1,9 @@
 import { z } from 'zod'
 import { InconclusivePolicy } from './task-meta.ts'
 
+/** The environment variable that labels the runner where no label is given (`noise.runner`, `servegate calibrate --runner`). */
+export const RUNNER_ENV = 'SERVEGATE_RUNNER'
+
 /** The plugin's `noise` option. Paths are relative to the directory vitest runs in. */
 export const NoiseOptions = z.object({
   /** The profile `servegate calibrate` wrote, committed or kept as a CI artifact; a missing file is an error. */
