@@ -1,5 +1,7 @@
-import { readFile } from 'node:fs/promises'
+import { existsSync } from 'node:fs'
+import { readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { describe, expect } from 'vitest'
 import { test } from '../../fixtures/test-context.ts'
 import { resolveNoiseFloor } from '../gates/noise-floor.ts'
@@ -50,6 +52,18 @@ describe('servegate calibrate', () => {
     expect(r.code).toBe(2)
     expect(r.stderr).toMatch(message)
   })
+
+  test('a launch that fails stops the calibration: exit 1, naming the launch, and no profile', async ({ cli, tmpDir }) => {
+    const engineFile = join(tmpDir, 'dying.json')
+    const vllm = fileURLToPath(new URL('../../fixtures/fakes/vllm', import.meta.url))
+    const config = { kind: 'vllm', executable: vllm, model: { id: 'fake/m' }, env: { FAKE_ENGINE_EXIT_ON_START: '3' }, logDir: tmpDir }
+    await writeFile(engineFile, JSON.stringify(config))
+    const out = join(tmpDir, 'never.json')
+    const r = await cli(['calibrate', '--engine', engineFile, '--launches', '3', '--requests', '4', '--out', out])
+    expect(r.code).toBe(1)
+    expect(r.stderr).toMatch(/^servegate: calibration launch 1 of 3 failed: engine vllm exited during start-up with code 3/)
+    expect(existsSync(out)).toBe(false)
+  }, 60_000)
 
   test('--help names the flags and the profile', async ({ cli }) => {
     const r = await cli(['calibrate', '--help'])
