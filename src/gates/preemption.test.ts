@@ -82,7 +82,7 @@ describe('preemptions beside the verdict', () => {
     expect(d.warnings.at(-1)).toBe(
       'the arms preempted very differently (baseline 1 in 64 requests (1.6%), candidate 12 in 64 requests (18.8%)): ' +
         "the candidate's engine ran short of KV cache and recomputed preempted requests, so memory pressure, not only the change, " +
-        'may explain the effect; check gpu-memory-utilization, the batch limit and max-model-len on both arms',
+        'may explain the effect; check the KV memory setting (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static) and the batch limit on both arms',
     )
   })
 

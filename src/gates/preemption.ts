@@ -94,7 +94,7 @@ function unevenPreemptionWarning(facts: PreemptionFacts): string {
   return (
     `the arms preempted very differently (${preemptionText(facts) ?? ''}): the ${more}'s engine ran short of KV cache ` +
     'and recomputed preempted requests, so memory pressure, not only the change, may explain the effect; ' +
-    'check gpu-memory-utilization, the batch limit and max-model-len on both arms'
+    'check the KV memory setting (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static) and the batch limit on both arms'
   )
 }
 
