@@ -4,6 +4,7 @@ import { normalQuantile, studentTQuantile } from '../stats/distributions.ts'
 import { around, failedRequest, launchOf, okRequest } from '../../fixtures/gate-fixture.ts'
 import type { GateRecord } from './arms.ts'
 import { MAX_REQUESTS_HINT, requestsHint } from './decide-hints.ts'
+import { DEFAULT_WIN_ESTIMATOR } from './gate-options.ts'
 import { winGate } from './win.ts'
 
 const N = 64
@@ -24,7 +25,7 @@ describe('winGate', () => {
     expect(d.effect.low as number).toBeGreaterThan(1.05)
     expect(d.effect.high as number).toBeGreaterThan(d.effect.estimate as number)
     expect(d.effect).toMatchObject({ unit: 'ratio', confidence: 0.98 })
-    expect(d.effect.method).toMatch(/geometric mean of 64 paired ratios.*BCa bootstrap \(2000 resamples, seed 1\)/)
+    expect(d.effect.method).toMatch(/^Hodges–Lehmann pseudo-median of 64 paired log-ratios with the Wilcoxon signed-rank interval/)
     expect(d.rule).toBe(
       'pass if the lower bound of the 98% interval of candidate/baseline decode tok/s (a one-sided 99% bound) exceeds 1.050; fail if its upper bound is below 1.050; otherwise inconclusive',
     )
@@ -121,6 +122,31 @@ describe('winGate', () => {
     expect(mean.outcome).not.toBe('pass')
   })
 
+  test('the default estimators are the ones chosen by measured power (npm run bench:gate, docs/gates.md)', () => {
+    expect(DEFAULT_WIN_ESTIMATOR).toEqual({
+      toWinDecode: 'hodges-lehmann',
+      toWinPrefill: 'hodges-lehmann',
+      toWinThroughput: 'hodges-lehmann',
+    })
+  })
+
+  test('decode is judged by the Hodges–Lehmann pseudo-median: preempted requests on one arm do not hide a 15% win', () => {
+    // 15% faster, except four requests whose decode KV-cache preemption and recompute slowed to 0.3×.
+    const c = launchOf(
+      'decodeTokPerS',
+      baseline.requests.map(
+        (r, i) => (r as { decodeTokPerS: number }).decodeTokPerS * 1.15 * (1 + 0.02 * Math.cos(2.3 * i)) * (i % 16 === 7 ? 0.3 : 1),
+      ),
+    )
+    const robust = winGate({ baseline, candidate: c }, { gate: 'toWinDecode' })
+    expect(robust.outcome).toBe('pass')
+    expect(robust.effect.estimate).toBeCloseTo(1.15, 2)
+    expect(robust.effect.method).toMatch(/^Hodges–Lehmann pseudo-median of 64 paired log-ratios/)
+    const mean = winGate({ baseline, candidate: c }, { gate: 'toWinDecode', estimator: 'geometric-mean' })
+    expect(mean.effect.estimate as number).toBeLessThan(1.08)
+    expect(mean.outcome).not.toBe('pass')
+  })
+
   test('an inconclusive Hodges–Lehmann gate sizes more requests from its own interval', () => {
     const b = launchOf('effectivePrefillTokPerS', around(5000, 32, 0.1))
     const c = launchOf(
@@ -140,7 +166,7 @@ describe('winGate', () => {
     expect(d.rule).toMatch(/decided at look 1 of 4 \(16 paired requests\)/)
     expect(d.effect.confidence as number).toBeGreaterThan(0.98)
     expect(d.effect.method).toMatch(/group-sequential look 1 of 4/)
-    expect(d.effect.method).toMatch(/geometric mean of 16 paired ratios/)
+    expect(d.effect.method).toMatch(/Hodges–Lehmann pseudo-median of 16 paired log-ratios/)
   })
 
   test('sequential looks: with no effect it runs to the last look, at all the paired requests', () => {
@@ -156,8 +182,9 @@ describe('winGate', () => {
 
   test('the same input and seed give the same decision; another seed may move the bounds', () => {
     const pair = { baseline, candidate: candidate(1.04, 0.06) }
-    expect(winGate(pair, { gate: 'toWinDecode' })).toEqual(winGate(pair, { gate: 'toWinDecode' }))
-    expect(winGate(pair, { gate: 'toWinDecode', seed: 2 }).effect.method).toMatch(/seed 2/)
+    const options = { gate: 'toWinDecode', estimator: 'geometric-mean' } as const
+    expect(winGate(pair, options)).toEqual(winGate(pair, options))
+    expect(winGate(pair, { ...options, seed: 2 }).effect.method).toMatch(/seed 2/)
   })
 
   test('repeated launches: the launch-level t-test on per-launch locations of the prompt-centred logs', () => {
@@ -167,7 +194,7 @@ describe('winGate', () => {
     expect(d.outcome).toBe('pass')
     expect(d.effect.estimate).toBeCloseTo(1.15, 2)
     expect(d.effect.method).toMatch(
-      /launch level: per-launch means of the log rate, each prompt centred on its mean over all launches; t-interval of the mean log over 4 candidate and 4 baseline launches \(pooled df 6, equal launches per arm\)/,
+      /launch level: per-launch Hodges–Lehmann pseudo-medians of the log rate, each prompt centred on its mean over all launches; t-interval of the mean log over 4 candidate and 4 baseline launches \(pooled df 6, equal launches per arm\)/,
     )
     expect(d.rule).toMatch(/^launch level:/)
     expect(d.warnings.join(' ')).toMatch(/looks are ignored/)
