@@ -20,6 +20,23 @@ export interface HttpRequestOptions {
   timeoutMs?: number
 }
 
+/** The CA certificates (PEM) a remote HTTPS origin is verified against, by origin: `--ca-file` / `caFile`. */
+const trustedCas = new Map<string, string>()
+
+/**
+ * Verifies `origin`'s TLS certificate against `caPem` (instead of the system's CAs) for every
+ * request to it from this thread: the probes here and the measuring client's connections.
+ * @example trustCa('https://10.0.0.2:8443', readFileSync('ca.pem', 'utf8'))
+ */
+export function trustCa(origin: string, caPem: string): void {
+  trustedCas.set(new URL(origin).origin, caPem)
+}
+
+/** The CA (PEM) `trustCa` named for `origin`, or undefined for the system's CAs. */
+export function trustedCa(origin: string): string | undefined {
+  return trustedCas.get(new URL(origin).origin)
+}
+
 /** A request that failed on its own terms (too slow, too large), with a socket-style `code`. */
 class HttpRequestError extends Error {
   readonly code: string
@@ -47,8 +64,12 @@ export function httpRequest(url: string, options: HttpRequestOptions = {}): Prom
       reject(signal.reason as Error)
       return
     }
-    const send = url.startsWith('https:') ? httpsOnly : httpOnly
-    const req = send(url, { method: options.method ?? 'GET', headers: options.headers })
+    const tls = url.startsWith('https:')
+    const ca = tls ? trustedCa(url) : undefined
+    // Node's http never follows a redirect: a 3xx comes back to the caller as it is.
+    const req = tls
+      ? httpsOnly(url, { method: options.method ?? 'GET', headers: options.headers, ...(ca === undefined ? {} : { ca }) })
+      : httpOnly(url, { method: options.method ?? 'GET', headers: options.headers })
     let timer: NodeJS.Timeout | null = null
     const done = (): void => {
       if (timer !== null) clearTimeout(timer)

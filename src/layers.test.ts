@@ -125,7 +125,7 @@ const ALLOWED: Record<string, string[]> = {
   stats: [],
   schema: ['errors.ts', 'version.ts'],
   'number-format.ts': ['schema'],
-  'loopback.ts': ['errors.ts'],
+  'loopback.ts': ['errors.ts', 'http-request.ts'],
   // The client's V8 flags: the plugin's workers and the re-executed CLI run under the same list.
   'node-flags.ts': ['errors.ts'],
   // The small whole requests off the measured path (probes, scrapes, /tokenize), with Node's http.

@@ -26,6 +26,7 @@ import {
   rateArrival,
   readEngineConfig,
   requireTarget,
+  targetAccess,
   sloFlag,
   TARGET_FLAGS,
   WORKLOAD_FLAGS,
@@ -41,7 +42,7 @@ A bracketing search: probe cells from --start, doubling after a probe whose requ
 halving after one that does not, then bisecting the bracket; each probe is judged by the Wilson interval
 of its share of good requests and kept with its run record.
 
-  --base-url URL | --engine FILE, --model NAME, and the workload flags of servegate run (--prompt-tokens,
+  --base-url URL [--remote] [--ca-file FILE] | --engine FILE, --model NAME, and the workload flags of servegate run (--prompt-tokens,
                             --max-tokens, --output-control, --warmup, …)
   --slo OBJECTIVES          required: ttft=MS,tpot=MS,e2e=MS,itl=MS[,itl-percentile=P], per request
   --slo-percentile P        percent of a probe's requests that must meet every objective, default 90
@@ -152,7 +153,7 @@ function probeRow(index: number, axis: CapacitySearch['axis'], p: CapacityProbe)
 async function search(values: CapacityFlags, options: ResolvedCapacityOptions, id: string, hooks: CapacityHooks): Promise<CapacitySearch> {
   const env = environmentFromFlags(values)
   if (values.engine === undefined) {
-    const target = { baseUrl: values['base-url'] as string, model: values.model as string }
+    const target = { baseUrl: values['base-url'] as string, model: values.model as string, ...targetAccess(values) }
     return searchCapacity(options, (cell, signal) => runCell({ ...cell, ...target }, { signal, clock: env.clock }), id, hooks)
   }
   const config = resolveEngineConfig(await readEngineConfig(values.engine))
@@ -168,6 +169,7 @@ export async function capacityCommand(argv: string[], io: CliIo, signal?: AbortS
     return 0
   }
   requireTarget(values)
+  targetAccess(values)
   // Checked before any engine starts: a bad option or dataset costs nothing.
   const options = resolveCapacityOptions(searchOptions(values, cellFromFlags(values)))
   await checkInputFiles(values)

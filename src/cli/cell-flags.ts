@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises'
+import { resolve } from 'node:path'
 import { ENGINE_KINDS, type EngineConfig, resolveEngineConfig } from '../engines/config.ts'
 import { ServegateError } from '../errors.ts'
 import { loadTrace } from '../load/trace.ts'
@@ -34,6 +35,8 @@ export const TARGET_FLAGS = {
   model: { type: 'string' },
   'api-key-env': { type: 'string' },
   'nvidia-smi': { type: 'string' },
+  remote: { type: 'boolean' },
+  'ca-file': { type: 'string' },
 } as const
 
 /**
@@ -321,6 +324,23 @@ export function requireTarget(values: CellFlagValues): void {
   }
   if (values.engine === undefined && values.model === undefined)
     throw new ServegateError('CONFIG_INVALID', '--model is required; pass the model name the server serves (see GET /v1/models)')
+}
+
+/**
+ * How `--base-url` may be reached: `--remote` allows a host other than loopback, `--ca-file`
+ * verifies its TLS. With `--engine` they belong in the engine file (`remote`, `caFile`).
+ */
+export function targetAccess(values: CellFlagValues): { remote: boolean; caFile?: string } {
+  if (values.engine !== undefined) {
+    const stray = values.remote === true ? '--remote' : values['ca-file'] !== undefined ? '--ca-file' : null
+    if (stray !== null) {
+      throw new ServegateError(
+        'CONFIG_INVALID',
+        `${stray} goes with --base-url; with --engine set it in the engine file (an external engine's remote: true, caFile)`,
+      )
+    }
+  }
+  return { remote: values.remote === true, ...(values['ca-file'] === undefined ? {} : { caFile: resolve(values['ca-file']) }) }
 }
 
 export async function readEngineConfig(path: string): Promise<EngineConfig> {

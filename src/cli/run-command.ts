@@ -1,6 +1,6 @@
 import { resolve } from 'node:path'
 import { ServegateError } from '../errors.ts'
-import { parseBaseUrl } from '../loopback.ts'
+import { parseBaseUrl, trustCaFile } from '../loopback.ts'
 import { MAX_BLOCK_TOKENS, MAX_RATE_PER_S } from '../load/arrival-spec.ts'
 import { RequestSpill, writeSpilledRecord } from '../record/request-spill.ts'
 import type { ErrorInfo, RunRecord } from '../schema/run.ts'
@@ -22,6 +22,7 @@ import {
   readEngineConfig,
   requireTarget,
   TARGET_FLAGS,
+  targetAccess,
   WORKLOAD_FLAGS,
 } from './cell-flags.ts'
 import { intFlag, parseFlags } from './flags.ts'
@@ -38,6 +39,9 @@ const RUN_HELP =
   `
 
   --base-url URL            server root or /v1 prefix on loopback (or --engine)
+  --remote                  allow a --base-url on another host (a gateway, a Service); without it only loopback
+                            is measured and a remote host is refused before anything is sent; redirects are refused
+  --ca-file FILE            PEM CA that an https:// --base-url's certificate is verified against (default: system CAs)
   --engine FILE             JSON engine config to launch and tear down: {"kind": "vllm" | "sglang" | "llama-server" |
                             "trtllm" | "command" | "external" | "node-llama-cpp" | "sim", "model": {"id": …}, …}
                             (docs/engines.md); "sim" takes engine.sim()'s fields: {"kind": "sim", "sim": {"decodeTokPerS": 120}}
@@ -156,8 +160,11 @@ const EXIT_NOTHING_MEASURED = 3
  * Fails before the cell when its sizes cannot fit the served model's context (where the server
  * reports it): the engine would refuse every request.
  */
-async function checkSizesFit(baseUrl: string, model: string, cell: CellPlan): Promise<void> {
-  const limit = await contextLimit(parseBaseUrl(baseUrl).origin, model)
+async function checkSizesFit(baseUrl: string, model: string, cell: CellPlan, access: ReturnType<typeof targetAccess>): Promise<void> {
+  // A remote host without --remote is refused here, before this first request.
+  const { origin } = parseBaseUrl(baseUrl, access.remote)
+  trustCaFile(origin, access.caFile, '--ca-file')
+  const limit = await contextLimit(origin, model)
   if (limit !== null) checkCellFits(limit, resolveCellPlan(cell))
 }
 
@@ -197,6 +204,7 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
     return 0
   }
   requireTarget(values)
+  const access = targetAccess(values)
   const cell: CellPlan = { ...cellFromFlags(values), ...loadFlags(values) }
   // Every path is checked before the cell: a bad --out found after it would lose the measurement.
   await checkWritableFile(values.out === undefined ? '--out (default servegate-runs/)' : '--out', values.out ?? 'servegate-runs/x.json')
@@ -205,7 +213,7 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
   if (rows !== null && cell.requests === undefined) cell.requests = rows
   const engine = values.engine === undefined ? null : await readEngineConfig(values.engine)
   checkDeclaredFiles(cell, engine, values.engine)
-  if (engine === null) await checkSizesFit(values['base-url'] as string, values.model as string, cell)
+  if (engine === null) await checkSizesFit(values['base-url'] as string, values.model as string, cell, access)
   const env = environmentFromFlags(values)
   // Each finished request goes to disk as it ends, so a long cell's memory stays flat and a cell
   // killed outright leaves every request it finished in the spill.
@@ -217,7 +225,12 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
   }
   // An endpoint that is already up is an external engine: it gets a manifest from what it reports
   // (version, models, GPU facts of this host), so two such runs can be compared as a pair.
-  const target = engine ?? { kind: 'external' as const, baseUrl: values['base-url'] as string, model: { id: values.model as string } }
+  const target = engine ?? {
+    kind: 'external' as const,
+    baseUrl: values['base-url'] as string,
+    model: { id: values.model as string },
+    ...access,
+  }
   let record: RunRecord
   try {
     record = await runEngineCell(env, target, cell, hooks)

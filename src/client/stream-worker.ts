@@ -8,6 +8,7 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { parentPort, workerData } from 'node:worker_threads'
 import { ServegateError } from '../errors.ts'
+import { trustCa } from '../http-request.ts'
 import { monoMs } from './clock.ts'
 import { StreamConnections } from './connections.ts'
 import { streamCompletion } from './stream.ts'
@@ -16,6 +17,7 @@ import type { FromWorker, ToWorker, WorkerSetup } from './worker-protocol.ts'
 const port = parentPort
 if (port === null) throw new ServegateError('INTERNAL', 'stream-worker.ts runs only as a worker thread (started by StreamWorkers)')
 const setup = workerData as WorkerSetup
+if (setup.ca !== null) trustCa(setup.origin, setup.ca)
 const dispatcher = new StreamConnections(setup.origin, setup.connections)
 const headers = setup.headers ?? undefined
 const inFlight = new Map<number, AbortController>()

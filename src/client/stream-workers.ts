@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads'
 import { sanitizeMessage } from '../errors.ts'
+import { trustedCa } from '../http-request.ts'
 import { monoMs } from './clock.ts'
 import { emptyObservation, type StreamObservation, type TextCapture } from './observation.ts'
 import type { FromWorker, ToWorker, WorkerMeasure, WorkerSetup } from './worker-protocol.ts'
@@ -26,7 +27,7 @@ interface Lane {
 }
 
 /** What every worker shares: where it sends and how. */
-export type StreamWorkersSetup = Omit<WorkerSetup, 'worker' | 'connections'> & {
+export type StreamWorkersSetup = Omit<WorkerSetup, 'worker' | 'connections' | 'ca'> & {
   /** Connections over all workers (each opens its share); null for as many as they need. */
   connections: number | null
 }
@@ -50,7 +51,7 @@ export class StreamWorkers {
   constructor(count: number, setup: StreamWorkersSetup) {
     this.#lanes = Array.from({ length: count }, (_, index) => {
       const connections = setup.connections === null ? null : Math.max(1, Math.ceil(setup.connections / count))
-      const workerData: WorkerSetup = { ...setup, worker: index, connections }
+      const workerData: WorkerSetup = { ...setup, worker: index, connections, ca: trustedCa(setup.origin) ?? null }
       const worker = new Worker(WORKER_URL, { workerData, stdout: false, stderr: false })
       worker.unref()
       const lane: Lane = { index, worker, ready: Promise.resolve(), pending: new Map(), dead: null, waiting: [] }

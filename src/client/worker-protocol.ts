@@ -14,6 +14,8 @@ export interface WorkerSetup {
   deadlineMs: number
   /** Keep-alive connections of its pool; null for as many as it needs. */
   connections: number | null
+  /** The CA (PEM) the origin's TLS certificate is verified against (`trustCa`); null for the system's CAs. */
+  ca: string | null
 }
 
 /** From the cell's thread to a worker. */

@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os'
 import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
+import { parseBaseUrl } from '../loopback.ts'
 import { MIN_SECRET_CHARS, registerEnvSecrets } from '../secrets.ts'
 
 /** The model an engine serves: its id (the name requests use), revision, and local files if any. */
@@ -132,9 +133,16 @@ export const EngineConfig = z.discriminatedUnion('kind', [
   }),
   z.object({
     kind: z.literal('external'),
-    /** An endpoint that is already up, on loopback; nothing is launched or torn down. */
+    /** An endpoint that is already up, on loopback unless `remote`; nothing is launched or torn down. */
     baseUrl: z.string(),
     model: ModelRef,
+    /**
+     * True allows a `baseUrl` on another host (a gateway, a Kubernetes Service): a remote endpoint
+     * is only ever named on purpose. Loopback needs nothing. @default false
+     */
+    remote: z.boolean().default(false),
+    /** A PEM file of the CA an `https://` endpoint's certificate is verified against; unset: the system's CAs. */
+    caFile: z.string().min(1).optional(),
   }),
   z.object({
     kind: z.literal('node-llama-cpp'),
@@ -167,6 +175,14 @@ export function resolveEngineConfig(input: unknown, source = 'engine'): Resolved
     throw new ServegateError('CONFIG_INVALID', `invalid engine config: ${issues.join('; ')}`)
   }
   const config = result.data
+  if (config.kind === 'external') {
+    // A remote host without `remote: true` fails at declaration, before anything is sent.
+    try {
+      parseBaseUrl(config.baseUrl, config.remote)
+    } catch (error) {
+      throw new ServegateError('CONFIG_INVALID', `invalid engine config: ${source}.${(error as Error).message}`, { cause: error })
+    }
+  }
   if (config.kind === 'llama-server' && config.model.path === undefined && config.model.revision !== null) {
     throw new ServegateError(
       'CONFIG_INVALID',

@@ -4,7 +4,7 @@ import { createServer } from 'node:net'
 import { delimiter, isAbsolute, join } from 'node:path'
 import { httpRequest } from '../http-request.ts'
 import { ServegateError } from '../errors.ts'
-import { parseBaseUrl } from '../loopback.ts'
+import { parseBaseUrl, trustCaFile } from '../loopback.ts'
 import type { EngineTeardown, ErrorInfo, TeardownSurvivor } from '../schema/run.ts'
 import type { Manifest } from '../schema/manifest.ts'
 import type { PhaseListener } from '../schema/progress.ts'
@@ -35,8 +35,10 @@ export interface LaunchContext {
 /** A ready engine: where to send requests, what it is, and how to stop it. */
 export interface RunningEngine {
   kind: string
-  /** Loopback origin of an HTTP engine. */
+  /** Origin of an HTTP engine: loopback, or a remote external endpoint (see `access`). */
   baseUrl: string
+  /** How a cell may reach `baseUrl`, for an external endpoint: `remote` allows another host, `caFile` verifies its TLS. */
+  access?: { remote: boolean; caFile?: string }
   /** The model name requests must use. */
   model: string
   manifest: Manifest
@@ -376,7 +378,8 @@ async function connectExternal(
   config: Extract<ReturnType<typeof resolveEngineConfig>, { kind: 'external' }>,
   gpuFacts: GpuFactsProbe,
 ): Promise<RunningEngine> {
-  const { origin } = parseBaseUrl(config.baseUrl)
+  const { origin, host, remote } = parseBaseUrl(config.baseUrl, config.remote)
+  trustCaFile(origin, config.caFile, 'engine.caFile')
   let version: Fact = absent('no version endpoint answered (tried GET /version, /server_info, /get_server_info, /props)')
   for (const [path, key] of [
     ['/version', 'version'],
@@ -415,7 +418,9 @@ async function connectExternal(
       gpus,
       host: hostFacts(),
       harness,
+      ...(config.remote ? { target: { host, remote, tls: origin.startsWith('https:') } } : {}),
     },
+    access: { remote: config.remote, ...(config.caFile === undefined ? {} : { caFile: config.caFile }) },
     metricsUrl: `${origin}/metrics`,
     process: null,
     failure: () => null,

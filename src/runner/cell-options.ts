@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { ServegateError } from '../errors.ts'
-import { parseBaseUrl } from '../loopback.ts'
+import { parseBaseUrl, trustCaFile } from '../loopback.ts'
 import { ArrivalSpec } from '../load/arrival-spec.ts'
 import { SLO } from '../schema/load.ts'
 import { Api, UsageCheck } from '../schema/run.ts'
@@ -83,10 +83,17 @@ export type ResolvedCellPlan = z.infer<typeof CellPlan>
 
 /** Options of one cell sent to an endpoint: the plan, where to send it and the model name. */
 export const RunCellOptions = CellPlan.extend({
-  /** Server root or `/v1` prefix of an OpenAI-compatible endpoint on loopback. */
+  /** Server root or `/v1` prefix of an OpenAI-compatible endpoint; loopback unless `remote`. */
   baseUrl: z.string(),
   /** Model name sent in every request. */
   model: z.string().min(1),
+  /**
+   * True allows a `baseUrl` on another host (`--remote`): a remote endpoint is only ever named on
+   * purpose. Loopback needs nothing. @default false
+   */
+  remote: z.boolean().default(false),
+  /** A PEM file of the CA an `https://` endpoint's certificate is verified against (`--ca-file`); unset: the system's CAs. */
+  caFile: z.string().min(1).optional(),
 })
 export type RunCellOptions = z.input<typeof RunCellOptions>
 export type ResolvedRunCellOptions = z.infer<typeof RunCellOptions>
@@ -242,7 +249,7 @@ export function resolveCellOptions(input: RunCellOptions): ResolvedRunCellOption
     throw new ServegateError('CONFIG_INVALID', `invalid cell options: ${z.prettifyError(result.error).replace(/\n/g, '; ')}`)
   }
   checkDrawnSizes(result.data, 'cell')
-  parseBaseUrl(result.data.baseUrl)
+  trustCaFile(parseBaseUrl(result.data.baseUrl, result.data.remote).origin, result.data.caFile, 'caFile')
   registerApiKey(result.data.apiKey, 'cell')
   return result.data
 }

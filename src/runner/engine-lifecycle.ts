@@ -112,7 +112,7 @@ export async function measureOnEngine(
     const isolation = { kind: engine.kind, baseUrl: engine.baseUrl, argv: engine.manifest.engine.argv }
     const prefixCacheReset = await isolatePrefixCache(isolation, plan, hooks.signal)
     const record = await runCell(
-      { ...plan, baseUrl: engine.baseUrl, model: engine.model },
+      { ...plan, baseUrl: engine.baseUrl, model: engine.model, ...engine.access },
       {
         ...hooks,
         clock: env.clock,
@@ -162,7 +162,7 @@ async function measureInProcess(
   env: Environment,
   hooks: EngineCellHooks,
 ): Promise<RunRecord> {
-  const o = { ...plan, baseUrl: NO_ORIGIN, model: live.model }
+  const o = { ...plan, baseUrl: NO_ORIGIN, model: live.model, remote: false }
   const transport: CellTransport = {
     send: (body, capture, signal) => live.engine.send(body, capture, signal, o.requestTimeoutMs),
     tokenizer: async () => ({ tokenizer: live.engine.tokenizer, warning: null }),

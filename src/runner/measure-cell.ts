@@ -93,7 +93,7 @@ export interface CellStages {
  */
 export async function runCell(input: RunCellOptions, hooks: RunCellHooks = {}): Promise<RunRecord> {
   const o = resolveCellOptions(input)
-  const { origin, display } = parseBaseUrl(o.baseUrl)
+  const { origin, display } = parseBaseUrl(o.baseUrl, o.remote)
   await probeEndpoint(origin, o.model, hooks.signal)
   // Sizes the served model cannot hold fail here, before any load: the engine would refuse them all.
   const limit = await contextLimit(origin, o.model)

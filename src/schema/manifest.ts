@@ -59,5 +59,19 @@ export const Manifest = z.object({
     /** sha256 over servegate's own source files: equal hashes mean the same measuring code. */
     hash: z.string(),
   }),
+  /**
+   * Where the requests went, for an endpoint allowed to be remote on purpose (`--remote`,
+   * `remote: true`); absent for every other target (loopback, as before).
+   */
+  target: z
+    .object({
+      /** Host and port of the endpoint, e.g. `10.0.0.2:8000`. */
+      host: z.string(),
+      /** True when the host is not loopback: the request's path crossed a network. */
+      remote: z.boolean(),
+      /** True for `https://`. */
+      tls: z.boolean(),
+    })
+    .optional(),
 })
 export type Manifest = z.infer<typeof Manifest>
