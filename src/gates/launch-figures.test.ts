@@ -25,15 +25,17 @@ describe('launch figures', () => {
         okRequest(1, { decodeTokPerS: 200, ttftMs: 30 }),
         okRequest(2, { decodeTokPerS: null, ttftMs: 20 }),
       ],
-      metrics: { outputThroughputTokPerS: 321, requestRateReqPerS: null, wallClockMs: null },
+      metrics: { outputThroughputTokPerS: 321, requestRateReqPerS: 2.5, wallClockMs: null },
     }
     const figures = launchFigures(record)
     expect(figures.decodeTokPerS).toBeCloseTo(100, 10)
     expect(figures['ttftMs p50']).toBe(20)
     expect(figures['ttftMs p95']).toBe(30)
     expect(figures.outputThroughputTokPerS).toBe(321)
+    expect(figures.requestRateReqPerS).toBe(2.5)
     // No value, no figure: a metric the cell did not measure is left out, not 0.
     expect(figures).not.toHaveProperty('effectivePrefillTokPerS')
+    expect(figures).not.toHaveProperty('enginePrefillTokPerS')
     expect(figures).not.toHaveProperty('tpotMs p50')
   })
 

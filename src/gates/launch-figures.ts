@@ -3,24 +3,24 @@ import type { RunRecord } from '../schema/run.ts'
 import { NOISE_PROFILE_SCHEMA_ID, type NoiseProfile } from '../schema/noise.ts'
 import { bootstrapRatioOfPercentiles } from '../stats/bootstrap.ts'
 import { type GateRecord, LATENCY_FIELD, latencyOf, type OkRequest, pairByIndex, rateOf, valuesByIndex } from './arms.ts'
-import type { LatencyMetric, RateMetric } from './gate-options.ts'
+import type { LatencyMetric, RateMetric, ServiceMetric } from './gate-options.ts'
 import { launchSpread, testbedOf } from './noise-floor.ts'
 
 /** The per-request rate metrics a win gate judges, each launch summarized by its geometric mean. */
-const RATE_METRICS: readonly RateMetric[] = ['decodeTokPerS', 'effectivePrefillTokPerS', 'throughputTokPerS']
+const RATE_METRICS: readonly RateMetric[] = ['decodeTokPerS', 'effectivePrefillTokPerS', 'enginePrefillTokPerS', 'throughputTokPerS']
 
 /** The latency metrics and percentiles a hold gate judges, each launch summarized by its nearest-rank percentile. */
 const HOLD_METRICS: readonly LatencyMetric[] = ['ttft', 'tpot', 'e2e', 'itl', 'timeToFirstOutput']
 const HOLD_PERCENTILES = [50, 90, 95, 99] as const
 
-/** The service-level figure `toWinThroughput` judges: the cell's aggregate, one per launch. */
-const SERVICE_METRIC = 'outputThroughputTokPerS'
+/** The service-level figures a win gate judges (`toWinThroughput` the first): the cell's aggregates, one per launch. */
+const SERVICE_METRICS: readonly ServiceMetric[] = ['outputThroughputTokPerS', 'requestRateReqPerS']
 
 /** How one gated metric is read from a launch. */
 type MetricReader =
   | { kind: 'rate'; name: string; value: (r: OkRequest) => number | null }
   | { kind: 'percentile'; name: string; p: number; value: (r: OkRequest) => number | readonly number[] | null }
-  | { kind: 'service'; name: string }
+  | { kind: 'service'; name: ServiceMetric }
 
 /**
  * Every metric a gate can judge, named as the gate's decision names it (`decodeTokPerS`,
@@ -31,7 +31,7 @@ const READERS: readonly MetricReader[] = [
   ...HOLD_METRICS.flatMap((m) =>
     HOLD_PERCENTILES.map((p): MetricReader => ({ kind: 'percentile', name: `${LATENCY_FIELD[m]} p${p}`, p, value: latencyOf(m) })),
   ),
-  { kind: 'service', name: SERVICE_METRIC },
+  ...SERVICE_METRICS.map((name): MetricReader => ({ kind: 'service', name })),
 ]
 
 /** A gated metric's name in a profile. */
@@ -58,7 +58,7 @@ function pooled(values: Iterable<number | readonly number[]>): number[] {
 
 /** One launch's figure of one metric, or null when the launch has none. */
 function figureOf(reader: MetricReader, record: GateRecord): number | null {
-  if (reader.kind === 'service') return record.metrics?.outputThroughputTokPerS ?? null
+  if (reader.kind === 'service') return record.metrics?.[reader.name] ?? null
   if (reader.kind === 'rate') return geometricMean(valuesByIndex(record, reader.value).values())
   const values = pooled(valuesByIndex(record, reader.value).values())
   return values.length === 0 ? null : nearestRank(values, reader.p)
@@ -66,7 +66,7 @@ function figureOf(reader: MetricReader, record: GateRecord): number | null {
 
 /**
  * One launch's figure of every gated metric: a rate's geometric mean over the ok requests, a
- * latency's nearest-rank percentile (ITL gaps pooled), the cell's aggregate output throughput.
+ * latency's nearest-rank percentile (ITL gaps pooled), the cell's aggregates (output tok/s, requests/s).
  * Metrics the launch has no value for are left out.
  * @example launchFigures(record).decodeTokPerS // 61.2
  */
