@@ -476,7 +476,8 @@ function trendSpec(history: EvidenceHistory): TopLevelSpec {
     const current = t.current === null ? [] : [{ panel, run: at, series: 'this run', ...pick(t.current) }]
     return [...main, ...current]
   })
-  const series = { field: 'series', type: 'nominal', title: null, scale: { domain: ['main', 'this run'], range: ['#4c78a8', '#e45756'] } }
+  // Orange, not red: on the page red marks only what blocks promotion.
+  const series = { field: 'series', type: 'nominal', title: null, scale: { domain: ['main', 'this run'], range: ['#4c78a8', '#f58518'] } }
   return panels(
     { text: TREND_TITLE, subtitle: ['bars: 95% interval of a run (value × exp(±1.96 × its relative standard error)), where known'] },
     rows,
