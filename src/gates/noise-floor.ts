@@ -17,7 +17,7 @@ export const NOISE_BOUND_CONFIDENCE = 0.8
 export const MIN_HISTORY_RUNS = 8
 
 /** The command a reader is sent to when the floor is assumed. */
-export const CALIBRATE_COMMAND = 'servegate calibrate'
+const CALIBRATE_COMMAND = 'servegate calibrate'
 
 /**
  * The `p` quantile of the chi-square distribution on `df` degrees of freedom, by Wilson and

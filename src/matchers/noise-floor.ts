@@ -10,11 +10,8 @@ import { historySpread, resolveNoiseFloor, testbedOf } from '../gates/noise-floo
 import { historyCellKey, parseHistory } from '../record/history-store.ts'
 import { type HistoryRun, NoiseProfile, type NoiseFloor } from '../schema/noise.ts'
 import type { PairResult } from '../schema/results.ts'
-import type { NoiseOptions } from '../schema/worker-options.ts'
+import { type NoiseOptions, RUNNER_ENV } from '../schema/worker-options.ts'
 import { workerOptions } from '../worker/provided-options.ts'
-
-/** The environment variable that labels the runner when `noise.runner` is not set. */
-export const RUNNER_ENV = 'SERVEGATE_RUNNER'
 
 const profiles = new Map<string, NoiseProfile>()
 const histories = new Map<string, HistoryRun[]>()

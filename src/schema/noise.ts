@@ -72,8 +72,7 @@ export const HistoryRun = z.object({
 export type HistoryRun = z.infer<typeof HistoryRun>
 
 /** Where a gate's launch-noise floor came from. */
-export const NoiseFloorSource = z.enum(['option', 'measured', 'history', 'assumed'])
-export type NoiseFloorSource = z.infer<typeof NoiseFloorSource>
+const NoiseFloorSource = z.enum(['option', 'measured', 'history', 'assumed'])
 
 /**
  * The launch-noise floor a gate used, and where it came from: the gate's own `launchNoise`
