@@ -36,7 +36,7 @@ const HOLD = HOLD_GATES[0]
  * noisier decode (sd 0.23 per request and arm), where a clean +15% decode win passes about as
  * often as in the audit (64%), so its figures can be set beside the audit's.
  */
-export const STUDY_BASES: readonly { name: string; model: NoiseModel }[] = [
+const STUDY_BASES: readonly { name: string; model: NoiseModel }[] = [
   { name: 'decode sd 0.08', model: DEFAULT_NOISE },
   { name: 'decode sd 0.23', model: { ...DEFAULT_NOISE, decodeRequestSd: 0.23 } },
 ]
@@ -67,7 +67,7 @@ export function estimatorStudyCells(): EstimatorStudyCell[] {
   )
 }
 
-export interface EstimatorFigures {
+interface EstimatorFigures {
   estimator: WinEstimator
   /** A/A false pass at margin 0. */
   aa: Rate
