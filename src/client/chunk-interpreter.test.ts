@@ -287,6 +287,18 @@ describe('a non-2xx response', () => {
     expect(it.obs).toMatchObject({ contentChunks: 0, firstOutputAt: null, error: { code: 'HTTP_STATUS', httpStatus: 503 } })
   })
 
+  test('a redirect is a failed request naming where it pointed, never followed', () => {
+    const { it } = interpreter()
+    it.onResponseStart(307, { location: 'http://10.0.0.9:8000/v1/chat/completions' }, 0)
+    it.onResponseEnd(120)
+    expect(it.obs.error).toEqual({
+      code: 'HTTP_STATUS',
+      message: 'HTTP 307: (empty body) (a redirect to 10.0.0.9:8000: never followed)',
+      httpStatus: 307,
+      retryAfterS: null,
+    })
+  })
+
   test('its body is kept only up to 4 KiB: later reads are not', () => {
     const { it } = interpreter()
     it.onResponseStart(500, {}, 0)

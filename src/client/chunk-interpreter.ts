@@ -52,6 +52,17 @@ function retryAfterSeconds(value: string | string[] | undefined, nowMs: number):
   return Number.isNaN(date) ? null : Math.max(0, (date - nowMs) / 1000)
 }
 
+/** The host a 3xx's Location points to; `no Location` or `a relative Location` where it names none. */
+function locationHost(value: string | string[] | undefined): string {
+  const raw = Array.isArray(value) ? value[0] : value
+  if (raw === undefined) return 'no Location'
+  try {
+    return new URL(raw).host
+  } catch {
+    return 'a relative Location'
+  }
+}
+
 function httpErrorMessage(status: number, body: Buffer): string {
   const text = body.toString('utf8')
   let detail = text
@@ -116,6 +127,8 @@ export class ChunkInterpreter {
   private notStreamType: string | null = null
   private errorBodyBytes = 0
   private retryAfterS: number | null = null
+  /** A 3xx's Location host, named in its failure: the client never follows a redirect. */
+  private redirectHost: string | null = null
   /** The arrival time of the read being parsed. */
   private readAt = 0
   private readonly stamps = new ChunkStamps()
@@ -173,6 +186,7 @@ export class ChunkInterpreter {
     if (statusCode < 200 || statusCode >= 300) {
       this.errorBody = []
       if (statusCode === 429) this.retryAfterS = retryAfterSeconds(headers['retry-after'], wallMs)
+      if (statusCode >= 300 && statusCode < 400) this.redirectHost = locationHost(headers.location)
       return
     }
     const raw = headers['content-type']
@@ -217,7 +231,12 @@ export class ChunkInterpreter {
       const status = this.obs.httpStatus ?? 0
       const code: ErrorCode = status === 429 ? 'HTTP_RATE_LIMITED' : 'HTTP_STATUS'
       const retryAfterS = this.retryAfterS
-      const note = status === 429 && retryAfterS !== null ? ` (Retry-After ${Math.round(retryAfterS)} s)` : ''
+      const note =
+        status === 429 && retryAfterS !== null
+          ? ` (Retry-After ${Math.round(retryAfterS)} s)`
+          : this.redirectHost !== null
+            ? ` (a redirect to ${this.redirectHost}: never followed)`
+            : ''
       const message = httpErrorMessage(status, Buffer.concat(this.errorBody)) + note
       this.settle(at, { code, message, httpStatus: status, retryAfterS }, null)
       return
