@@ -173,6 +173,15 @@ describe('recording the history', () => {
     expect(await readFile(path, 'utf8')).toBe('{"schema":"servegate.history/v1"}\n')
   })
 
+  test('a history that cannot be written costs the run nothing but the line; the reason says why', async () => {
+    // A file where its folder should be: there is no history to read, and none can be written.
+    await writeFile(join(dir, 'cache'), '')
+    const path = join(dir, 'cache', 'main.jsonl')
+    const { files, index } = inputs()
+    const history = await recordHistory({ noise: { history: path, historyBranch: 'main' }, files, index, branch: 'main', commit: null })
+    expect(history).toMatchObject({ appended: false, reason: expect.stringMatching(/^cannot append to .*main\.jsonl: /) })
+  })
+
   test('the board says whether the run was appended, and has no trend section without a history', async () => {
     const index = sampleEvidence()
     expect(renderBoard(index, boardFiles(index))).not.toContain('Trend of main')

@@ -163,7 +163,7 @@ export interface RecordHistoryInputs {
  * Reads the history of main, appends this run when it is a complete run on the history's
  * branch, and returns what the evidence keeps of it: whether it was appended and why not, and
  * the trend of this run's figures. A history that cannot be read is neither appended to nor
- * drawn; the reason names the file and line.
+ * drawn; the reason names the file and line. One that cannot be written says so in the reason.
  */
 export async function recordHistory(inputs: RecordHistoryInputs): Promise<EvidenceHistory> {
   const { noise, index, branch } = inputs
@@ -177,8 +177,14 @@ export async function recordHistory(inputs: RecordHistoryInputs): Promise<Eviden
   } catch (error) {
     return { path, branch, appended: false, reason: (error as Error).message, trend: [] }
   }
-  const reason = notAppendedReason(current, index, noise.historyBranch)
-  if (reason === null) await appendHistory(path, current)
+  let reason = notAppendedReason(current, index, noise.historyBranch)
+  if (reason === null) {
+    // A history that cannot be written (a read-only cache, a full disk) must not cost the run its evidence.
+    reason = await appendHistory(path, current).then(
+      () => null,
+      (error: unknown) => `cannot append to ${path}: ${(error as Error).message}`,
+    )
+  }
   const trend = historyTrends(reason === null ? [...runs, current] : runs, current)
   return { path, branch, appended: reason === null, reason, trend }
 }

@@ -32,7 +32,9 @@ export async function readHistory(path: string): Promise<HistoryRun[]> {
   try {
     text = await readFile(path, 'utf8')
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return []
+    const code = (error as NodeJS.ErrnoException).code
+    // No such file, or a folder on its path is a file: there is no history yet.
+    if (code === 'ENOENT' || code === 'ENOTDIR') return []
     throw new ServegateError('FILE_INVALID', `cannot read the history of main ${path}: ${(error as Error).message}`, { cause: error })
   }
   return parseHistory(text, path)
