@@ -2,9 +2,11 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
+import { targetAccess } from './cli/cell-flags.ts'
 import { resolveEngineConfig } from './engines/config.ts'
 import { trustedCa } from './http-request.ts'
 import { parseBaseUrl, trustCaFile } from './loopback.ts'
+import { resolveCellOptions } from './runner/cell-options.ts'
 
 describe('parseBaseUrl', () => {
   test('loopback needs nothing and is not remote', () => {
@@ -36,6 +38,24 @@ describe('parseBaseUrl', () => {
     const config = resolveEngineConfig({ kind: 'external', baseUrl: 'http://10.1.2.3:8000', model: { id: 'm' }, remote: true })
     expect(config).toMatchObject({ kind: 'external', remote: true })
     expect(resolveEngineConfig({ kind: 'external', baseUrl: 'http://127.0.0.1:8000', model: { id: 'm' } })).toMatchObject({ remote: false })
+  })
+
+  test('runCell options take the same remote: true', () => {
+    expect(() => resolveCellOptions({ baseUrl: 'http://10.1.2.3:8000', model: 'm' })).toThrow(/not a loopback address.*remote: true/)
+    expect(resolveCellOptions({ baseUrl: 'http://10.1.2.3:8000', model: 'm', remote: true })).toMatchObject({ remote: true })
+    expect(resolveCellOptions({ baseUrl: 'http://127.0.0.1:8000', model: 'm' }).remote).toBe(false)
+  })
+
+  test('--remote and --ca-file go with --base-url; with --engine they belong in the engine file', () => {
+    expect(targetAccess({ 'base-url': 'http://10.1.2.3:8000', remote: true, 'ca-file': '/ca.pem' })).toEqual({
+      remote: true,
+      caFile: '/ca.pem',
+    })
+    expect(targetAccess({ 'base-url': 'http://127.0.0.1:8000' })).toEqual({ remote: false })
+    expect(() => targetAccess({ engine: 'e.json', remote: true })).toThrow(
+      /--remote goes with --base-url; with --engine set it in the engine file/,
+    )
+    expect(() => targetAccess({ engine: 'e.json', 'ca-file': 'ca.pem' })).toThrow(/--ca-file goes with --base-url/)
   })
 })
 
