@@ -10,7 +10,7 @@ import { appendHistory, type HistoryArm, historyCellKey, readHistory } from '../
 import type { EvidenceHistory, EvidenceIndex, HistoryTrend, TrendPoint } from '../schema/evidence.ts'
 import { HISTORY_SCHEMA_ID, type HistoryCell, type HistoryRun } from '../schema/noise.ts'
 import type { RunRecord } from '../schema/run.ts'
-import type { NoiseOptions } from '../schema/worker-options.ts'
+import { type NoiseOptions, RUNNER_ENV } from '../schema/worker-options.ts'
 import type { SpecFileInput } from './build.ts'
 
 /** Runs of main the trend shows, the latest. */
@@ -168,7 +168,7 @@ export interface RecordHistoryInputs {
 export async function recordHistory(inputs: RecordHistoryInputs): Promise<EvidenceHistory> {
   const { noise, index, branch } = inputs
   const path = noise.history
-  const runner = noise.runner ?? nonEmpty((inputs.env ?? process.env).SERVEGATE_RUNNER)
+  const runner = noise.runner ?? nonEmpty((inputs.env ?? process.env)[RUNNER_ENV])
   const at = index.generatedAt ?? new Date().toISOString()
   const current = historyRunOf(inputs.files, index, { runner, commit: inputs.commit, branch, at })
   let runs: HistoryRun[]
