@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import { failedRequest, launchOf, okRequest } from '../../fixtures/gate-fixture.ts'
 import { historyFigure, isHistoryMetric } from './history-figures.ts'
+import { GATED_METRICS, launchFigures } from './launch-figures.ts'
 
 describe('history figures', () => {
   test('a rate: the geometric mean over ok requests, its relative se the sd of the logs over √n', () => {
@@ -36,6 +37,27 @@ describe('history figures', () => {
     const record = { requests: [], metrics: { outputThroughputTokPerS: 812, requestRateReqPerS: null, wallClockMs: 1000 } }
     expect(historyFigure(record, 'outputThroughputTokPerS')).toEqual({ value: 812, relativeSe: null })
     expect(historyFigure(record, 'requestRateReqPerS')).toBeNull()
+  })
+
+  test('every figure is the one a noise profile keeps for the launch (launchFigures), a repeated index counted once', () => {
+    const record = {
+      requests: [0, 1, 2, 3, 4, 5, 6, 7, 3].map((index, i) =>
+        okRequest(index, {
+          decodeTokPerS: 50 + 3 * i,
+          effectivePrefillTokPerS: 900 + 40 * i,
+          ttftMs: 20 + 7 * ((i * 5) % 9),
+          tpotMs: 10 + i,
+          e2eMs: 300 + 11 * i,
+          timeToFirstOutputMs: 21 + 2 * i,
+          itlMs: [9 + i, 11, 10 + (i % 3)],
+          completionTokens: 16,
+        }),
+      ),
+      metrics: { outputThroughputTokPerS: 700, requestRateReqPerS: 3, wallClockMs: 2000 },
+    }
+    const profile = launchFigures(record)
+    expect(Object.keys(profile).length).toBeGreaterThan(20)
+    for (const metric of GATED_METRICS) expect([metric, historyFigure(record, metric)?.value]).toEqual([metric, profile[metric]])
   })
 
   test('the metrics kept are the gates’ rate and latency names; shares, accuracy and capacity are not', () => {

@@ -1,5 +1,5 @@
 import { nearestRank } from '../metrics/distribution.ts'
-import { type GateRecord, LATENCY_FIELD, latencyOf, type OkRequest, rateOf } from './arms.ts'
+import { type GateRecord, LATENCY_FIELD, latencyOf, rateOf, valuesByIndex } from './arms.ts'
 import { type LatencyMetric, RateMetric, ServiceMetric } from './gate-options.ts'
 
 /** One launch's figure of a gated metric as the history of main keeps it. */
@@ -16,7 +16,7 @@ const LATENCY_BY_FIELD = new Map(Object.entries(LATENCY_FIELD).map(([metric, fie
 
 /** `ttftMs p95` → the latency metric and the percentile; null for any other name. */
 function latencyName(metric: string): { latency: LatencyMetric; percentile: number } | null {
-  const m = /^([A-Za-z]+) p(\d+(?:\.\d+)?)$/.exec(metric)
+  const m = /^(\S+) p(\d+(?:\.\d+)?)$/.exec(metric)
   const latency = m === null ? undefined : LATENCY_BY_FIELD.get(m[1] as string)
   const percentile = Number(m?.[2])
   return latency === undefined || !(percentile > 0 && percentile < 100) ? null : { latency, percentile }
@@ -32,21 +32,14 @@ export function isHistoryMetric(metric: string): boolean {
   return RateMetric.safeParse(metric).success || ServiceMetric.safeParse(metric).success || latencyName(metric) !== null
 }
 
-function okRequests(record: GateRecord): OkRequest[] {
-  return record.requests.filter((r): r is OkRequest => r.status === 'ok')
-}
-
 /**
  * A rate's figure: the geometric mean over the ok requests, and its relative standard error, the
  * sd of the logs over √n (null under two requests).
  */
 function rateFigure(record: GateRecord, metric: RateMetric): HistoryFigure | null {
-  const value = rateOf(metric)
+  // The ok requests as the gates and the noise profile read them (`launchFigures`): one value per index.
   const logs: number[] = []
-  for (const r of okRequests(record)) {
-    const v = value(r)
-    if (v !== null && v > 0 && Number.isFinite(v)) logs.push(Math.log(v))
-  }
+  for (const v of valuesByIndex(record, rateOf(metric)).values()) if (v > 0 && Number.isFinite(v)) logs.push(Math.log(v))
   const n = logs.length
   if (n === 0) return null
   const mean = logs.reduce((a, b) => a + b, 0) / n
@@ -62,12 +55,10 @@ function rateFigure(record: GateRecord, metric: RateMetric): HistoryFigure | nul
  * request are not independent draws.
  */
 function latencyFigure(record: GateRecord, latency: LatencyMetric, percentile: number): HistoryFigure | null {
-  const value = latencyOf(latency)
   const values: number[] = []
-  for (const r of okRequests(record)) {
-    const v = value(r)
+  for (const v of valuesByIndex(record, latencyOf(latency)).values()) {
     if (typeof v === 'number') values.push(v)
-    else if (v !== null) values.push(...v)
+    else values.push(...v)
   }
   const sorted = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b)
   if (sorted.length === 0) return null
@@ -86,8 +77,9 @@ function latencyFigure(record: GateRecord, latency: LatencyMetric, percentile: n
 
 /**
  * One launch's figure of a gate decision's `metric` (its name as the decision has it:
- * `decodeTokPerS`, `ttftMs p95`, `outputThroughputTokPerS`); null when the launch has none or
- * the history keeps no figure for the metric (`isHistoryMetric`).
+ * `decodeTokPerS`, `ttftMs p95`, `outputThroughputTokPerS`), the same figure a noise profile
+ * keeps (`launchFigures`), with its standard error; null when the launch has none or the history
+ * keeps no figure for the metric (`isHistoryMetric`).
  * @example historyFigure(record, 'decodeTokPerS') // { value: 61.2, relativeSe: 0.004 }
  */
 export function historyFigure(record: GateRecord, metric: string): HistoryFigure | null {
