@@ -61,6 +61,21 @@ describe.skipIf(unavailable !== null)('remote targets in a test network namespac
     expect(refused.stderr).toMatch(
       new RegExp(`${ns.nsAddress.replace(/\./g, '\\.')} is not a loopback address.*nothing was sent.*--remote`),
     )
+    const capacity = await cli([
+      'capacity',
+      '--base-url',
+      baseUrl,
+      '--model',
+      'm',
+      '--slo',
+      'ttft=1000',
+      '--start',
+      '1',
+      '--out',
+      join(tmpDir, 'c.json'),
+    ])
+    expect(capacity.code).not.toBe(0)
+    expect(capacity.stderr).toMatch(/is not a loopback address.*--remote/)
     expect(sim.connections()).toBe(0)
 
     process.env.SG_REMOTE_TEST_KEY = KEY
