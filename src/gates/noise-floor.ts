@@ -97,9 +97,11 @@ export type HistorySpread = { runs: number; sd: number; upper: number } | { runs
  * Launch noise learned from the runs of main, robust to real changes between commits: from the
  * successive differences of the cell's log figure, run to run. A change that a commit made moves
  * one difference, which the median-based scale leaves out (differences beyond 3.5 robust sds are
- * dropped); each run's own sampling error (`relativeSe`) is taken out of what is left, so what
- * remains is the launch's. The bound uses two thirds of the differences as degrees of freedom,
- * since successive differences overlap.
+ * dropped). Each run's own sampling error stays in: every run sends the same prompts, so the
+ * prompts' spread, which a run's `relativeSe` holds, does not vary from run to run, and taking it
+ * out would take out launch noise too. The estimate errs high by the runs' sampling error, never
+ * low. The bound uses two thirds of the differences as degrees of freedom, since successive
+ * differences overlap.
  * @example historySpread(runs, 'decode-c8', 'decodeTokPerS', testbed) // { runs: 12, sd: 0.031, upper: 0.041 }
  */
 export function historySpread(
@@ -109,11 +111,11 @@ export function historySpread(
   testbed: Testbed,
   confidence = NOISE_BOUND_CONFIDENCE,
 ): HistorySpread {
-  const points: { log: number; se: number }[] = []
+  const points: number[] = []
   for (const run of runs) {
     const c = run.cells.find((x) => x.cell === cell && testbedMismatch(x.testbed, testbed) === null)
     const figure = c?.metrics[metric]
-    if (figure !== undefined) points.push({ log: Math.log(figure.value), se: figure.relativeSe ?? 0 })
+    if (figure !== undefined) points.push(Math.log(figure.value))
   }
   const n = points.length
   if (n < MIN_HISTORY_RUNS) {
@@ -122,12 +124,10 @@ export function historySpread(
       reason: `the history holds ${n} run${n === 1 ? '' : 's'} of this cell on this testbed; ${MIN_HISTORY_RUNS} are needed`,
     }
   }
-  const diffs = points.slice(1).map((p, i) => p.log - (points[i] as { log: number }).log)
+  const diffs = points.slice(1).map((p, i) => p - (points[i] as number))
   const scale = 1.4826 * median(diffs.map(Math.abs))
   const kept = scale > 0 ? diffs.filter((d) => Math.abs(d) <= 3.5 * scale) : diffs
-  const total = kept.reduce((s, d) => s + d * d, 0) / (2 * kept.length)
-  const withinRun = points.reduce((s, p) => s + p.se * p.se, 0) / n
-  const sd = Math.sqrt(Math.max(0, total - withinRun))
+  const sd = Math.sqrt(kept.reduce((s, d) => s + d * d, 0) / (2 * kept.length))
   const df = Math.max(1, Math.floor((2 * kept.length) / 3))
   return { runs: n, sd, upper: upperBound(sd, df, confidence) }
 }
