@@ -14,6 +14,10 @@ engine.vllm({})
 engine.nodeLlamaCpp({ model: { id: 'tiny' } })
 // @ts-expect-error: no such engine option
 engine.sglang({ model, slots: 2 })
+// A remote endpoint is named on purpose, with its CA for https.
+engine.external({ baseUrl: 'https://gateway.internal:8443/v1', model, remote: true, caFile: 'certs/ca.pem' })
+// @ts-expect-error: remote is a boolean
+engine.external({ baseUrl: 'http://10.0.0.2:8000', model, remote: 'yes' })
 
 const p = pair({ baseline: a, candidate: b, concurrency: 4, requests: 64, workload: { promptTokens: 1024 } })
 expectTypeOf(p).toExtend<PromiseLike<PairResult>>()
