@@ -56,11 +56,12 @@ export const GATE_METRIC: Record<WinGateName, WinMetric> = {
 /**
  * A superiority gate on a rate metric: is the candidate faster than the baseline by more than
  * the margin? The effect is the typical candidate/baseline ratio over paired requests (the same
- * prompt on both arms): the geometric mean with a BCa bootstrap interval of the mean log-ratio,
- * or for prefill the Hodges–Lehmann pseudo-median with its signed-rank interval; either widened
- * by the launch-noise floor. Pass when the interval's lower bound exceeds 1 + margin; fail when its upper
- * bound is below it (confidently not a win); otherwise inconclusive, with the paired requests
- * that would likely decide it.
+ * prompt on both arms): by default the Hodges–Lehmann pseudo-median with its signed-rank
+ * interval, or with `estimator: 'geometric-mean'` the geometric mean with a BCa bootstrap interval
+ * of the mean log-ratio; either widened by the launch-noise floor (DEFAULT_WIN_ESTIMATOR says
+ * why). Pass when the interval's lower bound exceeds 1 + margin; fail when its upper bound is
+ * below it (confidently not a win); otherwise inconclusive, with the paired requests that would
+ * likely decide it.
  *
  * With `looks`, the first k paired requests are judged at each look with α spent by a
  * Pocock-type function, stopping at the first decisive look. With several launches per arm the
