@@ -1,5 +1,6 @@
 import { type IncomingHttpHeaders, request as httpOnly } from 'node:http'
-import { request as httpsOnly } from 'node:https'
+import { request as httpsOnly, type RequestOptions as HttpsRequestOptions } from 'node:https'
+import { createSecureContext, getCACertificates, type SecureContext } from 'node:tls'
 
 /** A whole reply, read to its end. */
 export interface HttpReply {
@@ -29,12 +30,53 @@ const trustedCas = new Map<string, string>()
  * @example trustCa('https://10.0.0.2:8443', readFileSync('ca.pem', 'utf8'))
  */
 export function trustCa(origin: string, caPem: string): void {
-  trustedCas.set(new URL(origin).origin, caPem)
+  const key = new URL(origin).origin
+  trustedCas.set(key, caPem)
+  contexts.delete(key)
 }
 
 /** The CA (PEM) `trustCa` named for `origin`, or undefined for the system's CAs. */
 export function trustedCa(origin: string): string | undefined {
   return trustedCas.get(new URL(origin).origin)
+}
+
+const contexts = new Map<string, SecureContext>()
+let systemContext: SecureContext | null = null
+
+/**
+ * What an `https://` origin's certificate is verified against: the CA `trustCa` named for it, or
+ * else Node's CA store with the system's added (`tls.getCACertificates('system')`: on Linux
+ * OpenSSL's store, `SSL_CERT_FILE` / `SSL_CERT_DIR` included), so a CA installed on the machine
+ * is trusted as other clients there trust it. Built once and kept.
+ */
+export function tlsTrust(origin: string): SecureContext {
+  const key = new URL(origin).origin
+  const ca = trustedCas.get(key)
+  if (ca === undefined) {
+    systemContext ??= createSecureContext({ ca: [...new Set([...getCACertificates('default'), ...getCACertificates('system')])] })
+    return systemContext
+  }
+  let context = contexts.get(key)
+  if (context === undefined) {
+    context = createSecureContext({ ca })
+    contexts.set(key, context)
+  }
+  return context
+}
+
+/**
+ * An HTTPS request's options: verified against `tlsTrust(url)`, on a connection of its own (the
+ * shared agent pools by host, not by trust).
+ */
+function httpsOptions(url: string, options: HttpRequestOptions): HttpsRequestOptions {
+  // tls.connect takes secureContext; Node's typings of https.request leave it out.
+  const withTrust: HttpsRequestOptions & { secureContext: SecureContext } = {
+    method: options.method ?? 'GET',
+    headers: options.headers,
+    agent: false,
+    secureContext: tlsTrust(url),
+  }
+  return withTrust
 }
 
 /** A request that failed on its own terms (too slow, too large), with a socket-style `code`. */
@@ -65,10 +107,9 @@ export function httpRequest(url: string, options: HttpRequestOptions = {}): Prom
       return
     }
     const tls = url.startsWith('https:')
-    const ca = tls ? trustedCa(url) : undefined
     // Node's http never follows a redirect: a 3xx comes back to the caller as it is.
     const req = tls
-      ? httpsOnly(url, { method: options.method ?? 'GET', headers: options.headers, ...(ca === undefined ? {} : { ca }) })
+      ? httpsOnly(url, httpsOptions(url, options))
       : httpOnly(url, { method: options.method ?? 'GET', headers: options.headers })
     let timer: NodeJS.Timeout | null = null
     const done = (): void => {

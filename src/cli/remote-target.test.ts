@@ -16,6 +16,7 @@ import { test } from '../../fixtures/test-context.ts'
 import { RunRecord } from '../schema/run.ts'
 
 const SERVER = new URL('../../fixtures/netns-server.ts', import.meta.url).pathname
+const BIN = new URL('../../bin/servegate.js', import.meta.url).pathname
 const unavailable = await netnsUnavailable()
 // CI must not pass these silently: the reason is printed.
 if (unavailable !== null) process.stderr.write(`remote-target tests SKIPPED: ${unavailable}\n`)
@@ -173,5 +174,13 @@ describe.skipIf(unavailable !== null)('remote targets in a test network namespac
     const record = RunRecord.parse(JSON.parse(await readFile(out, 'utf8')))
     expect(record.completed).toBe(4)
     expect(record.manifest?.target).toEqual({ host: `${ns.nsAddress}:${sim.port}`, remote: true, tls: true })
+
+    // Without --ca-file, a CA in the system's store is trusted (OpenSSL's SSL_CERT_FILE here, read at start-up: a process of its own).
+    const system = await execa(process.execPath, [BIN, ...run, '--base-url', baseUrl, '--remote', '--out', file('system.json')], {
+      env: { SSL_CERT_FILE: file('ca.pem') },
+      reject: false,
+    })
+    expect(system.stderr).toBe('')
+    expect(system.exitCode).toBe(0)
   })
 })

@@ -41,7 +41,8 @@ const RUN_HELP =
   --base-url URL            server root or /v1 prefix on loopback (or --engine)
   --remote                  allow a --base-url on another host (a gateway, a Service); without it only loopback
                             is measured and a remote host is refused before anything is sent; redirects are refused
-  --ca-file FILE            PEM CA that an https:// --base-url's certificate is verified against (default: system CAs)
+  --ca-file FILE            PEM CA that an https:// --base-url's certificate is verified against
+                            (default: Node's and the system's CAs)
   --engine FILE             JSON engine config to launch and tear down: {"kind": "vllm" | "sglang" | "llama-server" |
                             "trtllm" | "command" | "external" | "node-llama-cpp" | "sim", "model": {"id": …}, …}
                             (docs/engines.md); "sim" takes engine.sim()'s fields: {"kind": "sim", "sim": {"decodeTokPerS": 120}}

@@ -1,7 +1,7 @@
 import { isIP, connect as netConnect, type Socket } from 'node:net'
-import { connect as tlsConnect } from 'node:tls'
+import { type SecureContext, connect as tlsConnect } from 'node:tls'
 import { ServegateError } from '../errors.ts'
-import { trustedCa } from '../http-request.ts'
+import { tlsTrust } from '../http-request.ts'
 import { monoMs } from './clock.ts'
 import { type Http1Headers, Http1ResponseParser } from './http1.ts'
 
@@ -151,8 +151,8 @@ export class StreamConnections {
   readonly #host: string
   readonly #port: number
   readonly #tls: boolean
-  /** The CA (PEM) a remote HTTPS origin is verified against (`trustCa`); undefined for the system's CAs. */
-  readonly #ca: string | undefined
+  /** What an HTTPS origin's certificate is verified against (`tlsTrust`); null for plain HTTP. */
+  readonly #trust: SecureContext | null
   readonly #hostHeader: string
   readonly #max: number
   readonly #open: Conn[] = []
@@ -180,7 +180,7 @@ export class StreamConnections {
       throw new ServegateError('INTERNAL', `origin: an http:// or https:// URL, got ${origin}`)
     }
     this.#tls = url.protocol === 'https:'
-    this.#ca = this.#tls ? trustedCa(origin) : undefined
+    this.#trust = this.#tls ? tlsTrust(origin) : null
     this.#host = url.hostname.replace(/^\[(.*)\]$/, '$1')
     this.#port = url.port === '' ? (this.#tls ? 443 : 80) : Number(url.port)
     this.#hostHeader = url.host
@@ -301,7 +301,7 @@ export class StreamConnections {
           port: this.#port,
           ...(isIP(this.#host) === 0 ? { servername: this.#host } : {}),
           ALPNProtocols: ['http/1.1'],
-          ...(this.#ca === undefined ? {} : { ca: this.#ca }),
+          ...(this.#trust === null ? {} : { secureContext: this.#trust }),
         })
       : netConnect({
           host: this.#host,
