@@ -27,10 +27,10 @@ describe('estimatorText', () => {
     expect(
       estimatorText(
         withMethod(
-          'Hodges–Lehmann pseudo-median of 64 paired log-ratios with the Wilcoxon signed-rank interval (exact; robust to stalls on one arm); launch noise 2% per launch added in quadrature',
+          'Hodges–Lehmann pseudo-median of 64 paired log-ratios, Wilcoxon signed-rank interval (exact; robust to stalls on one arm); launch noise 2% per launch added in quadrature',
         ),
       ),
-    ).toBe('Hodges–Lehmann pseudo-median of 64 paired log-ratios with the Wilcoxon signed-rank interval')
+    ).toBe('Hodges–Lehmann pseudo-median of 64 paired log-ratios')
     expect(
       estimatorText(
         withMethod(

@@ -101,7 +101,7 @@ describe('renderPrComment', () => {
       expect.stringMatching(/^\+\d+\.\d%$/),
       expect.stringMatching(/^\[\+\d+\.\d%, \+\d+\.\d%\]$/),
       '✅ pass',
-      expect.stringMatching(/^Hodges–Lehmann pseudo-median of \d+ paired log-ratios with the Wilcoxon signed-rank interval$/),
+      expect.stringMatching(/^Hodges–Lehmann pseudo-median of \d+ paired log-ratios$/),
     ])
     expect(rows.find((r) => r[1] === 'toHoldLatency (ttftMs p95)')).toEqual([
       'qwen3-8b-ctx1024-c0',

@@ -54,7 +54,7 @@ export function winMethod(p: WinEstimate & { launchNoise: number; look: { positi
     p.estimator === 'geometric-mean'
       ? `geometric mean of ${p.paired} paired ratios (mean log-ratio), BCa bootstrap (${p.resamples} resamples, seed ${p.seed}) ` +
         "expanded for small samples, each side at least the Student t interval's"
-      : `Hodges–Lehmann pseudo-median of ${p.paired} paired log-ratios with the Wilcoxon signed-rank interval ` +
+      : `Hodges–Lehmann pseudo-median of ${p.paired} paired log-ratios, Wilcoxon signed-rank interval ` +
         `(${p.exact ? 'exact' : 'normal approximation'}; robust to stalls on one arm)`
   const look = p.look === null ? '' : `; group-sequential look ${p.look.position} of ${p.look.planned}`
   return `${estimate}${launchNoiseClause(p.launchNoise)}${look}`
