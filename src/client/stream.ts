@@ -26,7 +26,10 @@ export interface StreamRequest {
   maxSseLineBytes?: number
   /** The model name the body starts with, left out of the wire digest's body hash (`obs.sent`). @default none */
   model?: string
-  /** Sees every piece of the reply's body, de-chunked, after its read was stamped (a bench reads the server's stamps in it); the bytes are valid only during the call. */
+  /**
+   * Sees every piece of the reply's body, de-chunked, after its read was stamped (a bench reads
+   * the server's stamps in it); the bytes are valid only during the call.
+   */
   onBody?: (bytes: Uint8Array) => void
 }
 
