@@ -2,6 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { around, launchOf } from '../../fixtures/gate-fixture.ts'
 import { measuredArm } from '../../fixtures/manifest.ts'
 import { WinGateOptions } from '../gates/gate-options.ts'
 import { launchSpread, testbedOf, withNoiseFloor } from '../gates/noise-floor.ts'
@@ -21,9 +22,11 @@ const o = WinGateOptions.parse({ gate: 'toWinDecode' })
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'servegate-noise-'))
-  // A clear decode win: 300 against 600 tok/s.
-  baseline = await measuredArm(300)
-  candidate = await measuredArm(600)
+  // A measured cell's record (its plan and manifest give the testbed), with requests set as data
+  // so the verdict does not ride on this machine's timing: a clear decode win, 300 against 600 tok/s.
+  const measured = await measuredArm(300)
+  baseline = { ...measured, requests: launchOf('decodeTokPerS', around(300, 32)).requests }
+  candidate = { ...measured, requests: launchOf('decodeTokPerS', around(600, 32, 0.05, 1)).requests }
   pair = { kind: 'pair', id: 'decode', baseline: [baseline], candidate: [candidate], launchOrder: ['baseline', 'candidate'] }
 })
 afterAll(async () => {

@@ -141,7 +141,9 @@ describe.skipIf(skipped)(`@vitest/ui in headless Chromium${skipped ? ` (skipped:
     { timeout: 60_000 },
     async () => {
       const { page, notes } = await openTest(byName(FAILING))
-      expect(notes.map((n) => n.type)).toEqual(['notice', 'notice', 'error'])
+      // The cell's figures, its chart, the verdict, and the assumed launch-noise floor's warning.
+      expect(notes.map((n) => n.type)).toEqual(['notice', 'notice', 'error', 'warning'])
+      expect(notes[3]?.message).toMatch(/launch noise assumed at 2% a launch.*servegate calibrate/)
       await page.evaluate(`document.querySelector('[role=note] img').scrollIntoView({ block: 'center' })`)
       const png = await page.screenshot()
       await mkdir(resolve('test-artifacts'), { recursive: true })
