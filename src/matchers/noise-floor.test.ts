@@ -109,6 +109,32 @@ describe('the launch-noise floor of a matcher', () => {
     expect(floored.floor?.value).toBeGreaterThan(0.05)
   })
 
+  test("each arm's history is read on its own testbed: a baseline on another engine version counts", async () => {
+    const manifest = baseline.manifest as NonNullable<RunRecord['manifest']>
+    const older = {
+      ...baseline,
+      manifest: { ...manifest, engine: { ...manifest.engine, version: { ...manifest.engine.version, value: '0.10.0' } } },
+    }
+    const testbed = testbedOf(older, null)
+    expect(testbed.engine.version).toBe('0.10.0')
+    const runs: HistoryRun[] = Array.from({ length: 9 }, (_, i) => ({
+      schema: HISTORY_SCHEMA_ID,
+      commit: `c${i}`,
+      branch: 'main',
+      at: new Date(Date.UTC(2026, 10, 1 + i)).toISOString(),
+      cells: [
+        {
+          cell: historyCellKey('decode', 'baseline'),
+          testbed,
+          metrics: { decodeTokPerS: { value: 300 * (i % 2 === 0 ? 1.05 : 0.95), relativeSe: null } },
+        },
+      ],
+    }))
+    const path = await written('history-older.jsonl', runs.map((r) => JSON.stringify(r)).join('\n') + '\n')
+    const floored = noiseFloorOf({ ...pair, baseline: [older] }, {}, o, 'decodeTokPerS', noise({ history: path }))
+    expect(floored.floor).toMatchObject({ source: 'history', history: { runs: 9 } })
+  })
+
   test("the spec's own launchNoise wins, and repeated launches take no floor", () => {
     expect(noiseFloorOf(pair, { launchNoise: 0.035 }, { ...o, launchNoise: 0.035 }, 'decodeTokPerS', undefined).floor).toMatchObject({
       source: 'option',

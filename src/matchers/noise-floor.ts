@@ -95,14 +95,19 @@ export function noiseFloorOf<O extends { launchNoise: number }>(
   if (pair.baseline.length > 1 && pair.candidate.length > 1) return { options: o, floor: null }
   const record = pair.candidate[0] ?? pair.baseline[0]
   if (record === undefined) return { options: o, floor: null }
-  const runner = noise?.runner ?? process.env[RUNNER_ENV] ?? null
-  const testbed = testbedOf(record, runner === '' ? null : runner)
+  const label = noise?.runner ?? process.env[RUNNER_ENV] ?? null
+  const runner = label === '' ? null : label
+  const testbed = testbedOf(record, runner)
   const profile = noise?.profile === undefined ? null : { path: noise.profile, profile: profileAt(noise.profile) }
   let history: { path: string; spread: ReturnType<typeof historySpread> } | null = null
   if (noise?.history !== undefined) {
     const runs = historyAt(noise.history)
-    // Either arm's runs of main tell the runner's launch noise; the larger is the safer.
-    const spreads = (['baseline', 'candidate'] as const).map((arm) => historySpread(runs, historyCellKey(pair.id, arm), metric, testbed))
+    // Either arm's runs of main tell the runner's launch noise, each on its own testbed (the arms
+    // may run different engine versions); the larger is the safer.
+    const spreads = (['baseline', 'candidate'] as const).map((arm) => {
+      const first = pair[arm][0]
+      return historySpread(runs, historyCellKey(pair.id, arm), metric, first === undefined ? testbed : testbedOf(first, runner))
+    })
     const measured = spreads.filter((s) => !('reason' in s)) as { runs: number; sd: number; upper: number }[]
     const spread = measured.length === 0 ? (spreads[0] as ReturnType<typeof historySpread>) : measured.sort((a, b) => b.upper - a.upper)[0]
     history = { path: noise.history, spread: spread as ReturnType<typeof historySpread> }
