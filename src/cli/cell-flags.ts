@@ -96,6 +96,15 @@ export const LOAD_FLAGS = {
   slo: { type: 'string' },
 } as const
 
+/** How one cell's requests arrive: a closed loop's concurrency, an open loop's rate, or a trace (run, calibrate). */
+export const ARRIVAL_FLAGS = {
+  concurrency: { type: 'string' },
+  rate: { type: 'string' },
+  trace: { type: 'string' },
+  'trace-time-scale': { type: 'string' },
+  'trace-block-tokens': { type: 'string' },
+} as const
+
 type FlagSpec = typeof TARGET_FLAGS & typeof WORKLOAD_FLAGS & typeof LOAD_FLAGS
 /** Parsed values of the shared cell flags (each command adds its own). */
 export type CellFlagValues = Partial<ReturnType<typeof parseFlags<FlagSpec>>['values']>

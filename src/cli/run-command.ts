@@ -10,6 +10,7 @@ import { runEngineCell } from '../runner/runner.ts'
 import { readEngineFiles } from '../engines/adapters.ts'
 import { type EngineConfig, resolveEngineConfig } from '../engines/config.ts'
 import {
+  ARRIVAL_FLAGS,
   LOAD_FLAGS,
   cellFromFlags,
   checkInputFiles,
@@ -109,11 +110,7 @@ const FLAGS = {
   ...TARGET_FLAGS,
   ...WORKLOAD_FLAGS,
   ...LOAD_FLAGS,
-  concurrency: { type: 'string' },
-  rate: { type: 'string' },
-  trace: { type: 'string' },
-  'trace-time-scale': { type: 'string' },
-  'trace-block-tokens': { type: 'string' },
+  ...ARRIVAL_FLAGS,
   out: { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
