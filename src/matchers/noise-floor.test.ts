@@ -50,6 +50,24 @@ async function written(name: string, value: unknown): Promise<string> {
   return path
 }
 
+/** A history file of `runs` runs of main of the pair's baseline arm on `testbed`, its decode alternating ±`swing` around 300 tok/s. */
+async function historyFile(name: string, testbed: Testbed, runs: number, swing: number, relativeSe: number | null): Promise<string> {
+  const lines: HistoryRun[] = Array.from({ length: runs }, (_, i) => ({
+    schema: HISTORY_SCHEMA_ID,
+    commit: `c${i}`,
+    branch: 'main',
+    at: new Date(Date.UTC(2026, 10, 1 + i)).toISOString(),
+    cells: [
+      {
+        cell: historyCellKey('decode', 'baseline'),
+        testbed,
+        metrics: { decodeTokPerS: { value: 300 * (i % 2 === 0 ? 1 + swing : 1 - swing), relativeSe } },
+      },
+    ],
+  }))
+  return written(name, lines.map((r) => JSON.stringify(r)).join('\n') + '\n')
+}
+
 const noise = (given: object) => NoiseOptions.parse(given)
 
 describe('the launch-noise floor of a matcher', () => {
@@ -88,21 +106,7 @@ describe('the launch-noise floor of a matcher', () => {
   })
 
   test('the history of main: enough runs of this cell on this testbed teach the floor', async () => {
-    const testbed = testbedOf(candidate, null)
-    const runs: HistoryRun[] = Array.from({ length: 10 }, (_, i) => ({
-      schema: HISTORY_SCHEMA_ID,
-      commit: `c${i}`,
-      branch: 'main',
-      at: new Date(Date.UTC(2026, 10, 1 + i)).toISOString(),
-      cells: [
-        {
-          cell: historyCellKey('decode', 'baseline'),
-          testbed,
-          metrics: { decodeTokPerS: { value: 300 * (i % 2 === 0 ? 1.06 : 0.94), relativeSe: 0.001 } },
-        },
-      ],
-    }))
-    const path = await written('history.jsonl', runs.map((r) => JSON.stringify(r)).join('\n') + '\n')
+    const path = await historyFile('history.jsonl', testbedOf(candidate, null), 10, 0.06, 0.001)
     const floored = noiseFloorOf(pair, {}, o, 'decodeTokPerS', noise({ history: path }))
     expect(floored.floor?.source).toBe('history')
     expect(floored.floor?.history).toMatchObject({ path, runs: 10 })
@@ -117,20 +121,7 @@ describe('the launch-noise floor of a matcher', () => {
     }
     const testbed = testbedOf(older, null)
     expect(testbed.engine.version).toBe('0.10.0')
-    const runs: HistoryRun[] = Array.from({ length: 9 }, (_, i) => ({
-      schema: HISTORY_SCHEMA_ID,
-      commit: `c${i}`,
-      branch: 'main',
-      at: new Date(Date.UTC(2026, 10, 1 + i)).toISOString(),
-      cells: [
-        {
-          cell: historyCellKey('decode', 'baseline'),
-          testbed,
-          metrics: { decodeTokPerS: { value: 300 * (i % 2 === 0 ? 1.05 : 0.95), relativeSe: null } },
-        },
-      ],
-    }))
-    const path = await written('history-older.jsonl', runs.map((r) => JSON.stringify(r)).join('\n') + '\n')
+    const path = await historyFile('history-older.jsonl', testbed, 9, 0.05, null)
     const floored = noiseFloorOf({ ...pair, baseline: [older] }, {}, o, 'decodeTokPerS', noise({ history: path }))
     expect(floored.floor).toMatchObject({ source: 'history', history: { runs: 9 } })
   })
