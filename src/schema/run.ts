@@ -705,6 +705,82 @@ export const HarnessHealth = z.object({
 })
 export type HarnessHealth = z.infer<typeof HarnessHealth>
 
+/** One kind of network probe's round trips over one phase of a cell. */
+export const NetworkRttSeries = z.object({
+  /** Probes that answered. */
+  samples: z.int().nonnegative(),
+  /** Probes that did not (refused, reset, timed out, a reply other than 2xx): in no figure. */
+  failed: z.int().nonnegative(),
+  /** Each answered probe's round trip, µs, in the order taken. */
+  rttUs: z.array(z.int().nonnegative()),
+  /** Nearest-rank percentiles of `rttUs`, ms; null without samples. */
+  p50Ms: z.number().nonnegative().nullable(),
+  p90Ms: z.number().nonnegative().nullable(),
+  p99Ms: z.number().nonnegative().nullable(),
+})
+export type NetworkRttSeries = z.infer<typeof NetworkRttSeries>
+
+/** A probe kind's round trips before the measured phase (back to back) and during it (one per interval). */
+const NetworkPhases = z.object({ before: NetworkRttSeries, during: NetworkRttSeries })
+
+/** A latency's percentiles less the network round trip: raw − `rttMs`, each; null where the raw figure is. */
+export const NetworkAdjustedFigures = z.object({
+  mean: z.number().nullable(),
+  p50: z.number().nullable(),
+  p90: z.number().nullable(),
+  p95: z.number().nullable(),
+  p99: z.number().nullable(),
+})
+export type NetworkAdjustedFigures = z.infer<typeof NetworkAdjustedFigures>
+
+/**
+ * The time to a remote target, measured apart from the requests (issue 37): before the measured
+ * phase 10 probes of each kind, back to back; during it one of each every `intervalMs`, off
+ * the measured connections.
+ */
+export const NetworkProbes = z.object({
+  /** The host and port probed, as `manifest.target.host`. */
+  host: z.string(),
+  /** ms between two probes of a kind during the measured phase. */
+  intervalMs: z.int().positive(),
+  /**
+   * TCP handshake, as AIPerf's `--network-latency-automatic` times it: `connect()` to the socket's
+   * connect on a fresh connection, closed at once; plain TCP to the port even for https. A gateway
+   * or proxy that terminates TCP answers it itself, so it can hide the rest of the path.
+   */
+  handshake: NetworkPhases,
+  /**
+   * HTTP: a `GET` of `endpoint` on one keep-alive connection of its own (TLS for https, set up before
+   * the first timed probe), timed from the request written to its response head read: the whole
+   * path to the server that answers, gateway included.
+   */
+  http: NetworkPhases.extend({
+    /** The first of `/health`, `/v1/models` that answered 2xx before the cell; null when neither did. */
+    endpoint: z.enum(['/health', '/v1/models']).nullable(),
+    /** Why there are no HTTP probes (`endpoint` null); null otherwise. */
+    reason: z.string().nullable(),
+  }),
+  /**
+   * TTFT and e2e less the network's round trip, each shown beside its raw figure; raw figures stay
+   * what gates judge. Estimator: the p50 of the HTTP probes before the measured phase (an idle
+   * server, so the server's own time under load is not subtracted), or of the handshakes where no
+   * HTTP endpoint answered. Null when no probe answered.
+   */
+  adjusted: z
+    .object({
+      /** Which p50 was subtracted. */
+      estimator: z.enum(['http-p50-before', 'handshake-p50-before']),
+      /** The round trip subtracted, ms. */
+      rttMs: z.number().nonnegative(),
+      /** The cell's TTFT (`metrics.distributions.ttftMs`) less `rttMs`, ms. */
+      ttftMs: NetworkAdjustedFigures,
+      /** The cell's e2e (`metrics.distributions.e2eMs`) less `rttMs`, ms. */
+      e2eMs: NetworkAdjustedFigures,
+    })
+    .nullable(),
+})
+export type NetworkProbes = z.infer<typeof NetworkProbes>
+
 const ImportSource = z.object({
   /** The source format, e.g. `anvil-serving.benchmark/v1`, `vllm.save-result`, `sglang.bench-serving`. */
   schema: z.string(),
@@ -770,6 +846,11 @@ export const RunRecord = z.object({
   teardown: EngineTeardown.optional(),
   /** A cell that cancelled requests: whether the engine went back to idle after it; null otherwise. */
   drain: EngineDrain.nullable().default(null),
+  /**
+   * Network round trips to a remote target (`--remote`, `remote: true`), and TTFT and e2e adjusted
+   * for them; absent for every other target (loopback, as before: nothing is probed).
+   */
+  network: NetworkProbes.optional(),
   /** Set when the record was imported from another harness's format. */
   importedFrom: ImportSource.nullable(),
 })
