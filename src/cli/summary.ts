@@ -1,8 +1,9 @@
 import { describeArrival } from '../load/arrival.ts'
 import { p99IsDescriptive } from '../metrics/distribution.ts'
 import { describeSLO } from '../metrics/goodput.ts'
+import { estimatorText } from '../metrics/network.ts'
 import { ABSENT, formatByMagnitude, formatFixed, formatFixedPercent, formatSeconds } from '../number-format.ts'
-import { P99_MIN_SAMPLES, REQUEST_METRIC_NAMES, type Distribution, type RunRecord } from '../schema/run.ts'
+import { type NetworkRttSeries, P99_MIN_SAMPLES, REQUEST_METRIC_NAMES, type Distribution, type RunRecord } from '../schema/run.ts'
 
 const LABELS: Record<string, string> = {
   ttftMs: 'ttft ms',
@@ -127,6 +128,42 @@ function goodputLine(record: RunRecord): string | null {
   )
 }
 
+/**
+ * A remote target's TTFT and e2e rows less the network round trip, named so, beside the raw rows
+ * (the figures gates judge): n, mean, p50…p99; no interval and no max (one constant moves them).
+ */
+function networkAdjustedRows(record: RunRecord): string[][] {
+  const adjusted = record.network?.adjusted ?? null
+  if (adjusted === null) return []
+  return (['ttftMs', 'e2eMs'] as const).flatMap((name) => {
+    const n = record.metrics.distributions[name].samples
+    if (n === 0) return []
+    const a = adjusted[name]
+    return [
+      [`${LABELS[name] ?? name} (network-adjusted)`, String(n), ...[a.mean, null, a.p50, a.p90, a.p95, a.p99, null].map(formatByMagnitude)],
+    ]
+  })
+}
+
+/** The round trips to a remote target: HTTP and TCP handshake p50 before and during the cell, and what the adjusted rows subtract. */
+function networkLine(record: RunRecord): string | null {
+  const n = record.network
+  if (n === undefined) return null
+  const series = (s: NetworkRttSeries): string =>
+    s.p50Ms === null
+      ? `none answered (${s.failed} failed)`
+      : `p50 ${formatFixed(s.p50Ms, 2)} ms (${s.samples}${s.failed > 0 ? `, ${s.failed} failed` : ''})`
+  const http =
+    n.http.endpoint === null
+      ? `HTTP not probed: ${n.http.reason ?? 'no endpoint answered'}`
+      : `HTTP RTT (GET ${n.http.endpoint}) before ${series(n.http.before)}, during ${series(n.http.during)}`
+  const adjusted =
+    n.adjusted === null
+      ? 'no adjustment (no probe answered)'
+      : `network-adjusted rows subtract ${formatFixed(n.adjusted.rttMs, 2)} ms, the ${estimatorText(n.adjusted.estimator)}; gates judge the raw rows`
+  return `network to ${n.host}: ${http} · TCP handshake before ${series(n.handshake.before)}, during ${series(n.handshake.during)} · ${adjusted}`
+}
+
 /** "N failed", or "failed unknown" for an import whose source records no failed count. */
 export function failedText(record: RunRecord): string {
   return record.failed === null ? 'failed unknown' : `${record.failed} failed`
@@ -210,6 +247,7 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
       ],
     ]
   })
+  rows.push(...networkAdjustedRows(record))
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)))
   lines.push(pad(header, widths))
   for (const row of rows) lines.push(pad(row, widths))
@@ -224,6 +262,8 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
       if (lines.length > 60) break
     }
   }
+  const network = networkLine(record)
+  if (network !== null) lines.push('', network)
   lines.push(...engineLines(record))
   if (harness.clientCpuShare !== null) {
     lines.push('')

@@ -15,6 +15,7 @@ import { closedLoop, openLoop, type Slot } from './dispatch.ts'
 import { type Clock, systemClock } from './environment.ts'
 import { checkCellFits, contextLimit, OPTION_NAMES } from './context-limit.ts'
 import { probeEndpoint } from './probe.ts'
+import { withNetworkProbes } from './network-probes.ts'
 import { assembleRecord, cellPlan, requestRecord } from './run-record.ts'
 import { CellLoadMeter } from './cell-load-meter.ts'
 import { RequestLedger } from './request-ledger.ts'
@@ -100,7 +101,11 @@ export async function runCell(input: RunCellOptions, hooks: RunCellHooks = {}): 
   if (limit !== null) checkCellFits(limit, o, OPTION_NAMES)
   const metrics =
     hooks.metrics !== undefined ? hooks.metrics : { url: new URL('/metrics', origin).toString(), kind: null, modelName: o.model }
-  return measureCell(o, httpTransport(o, origin, hooks.engineCores), display, { ...hooks, metrics })
+  const measure = (cellHooks: RunCellHooks): Promise<RunRecord> =>
+    measureCell(o, httpTransport(o, origin, hooks.engineCores), display, { ...cellHooks, metrics })
+  // A remote target's round trips are measured apart from its requests; loopback probes nothing.
+  if (!o.remote) return measure(hooks)
+  return withNetworkProbes(origin, o.apiKey, hooks, (onMeasureStart) => measure({ ...hooks, onMeasureStart }))
 }
 
 /**

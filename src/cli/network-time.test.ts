@@ -1,0 +1,160 @@
+/**
+ * Network time kept apart, end to end (issue 37 item 2): the simulated engine in a test network
+ * namespace (fixtures/netns.ts) behind a proxy that delays every byte (fixtures/delay-proxy.ts,
+ * the delay in user space: the kernel here has no netem). The probes must see the injected delay
+ * over HTTP and none in the TCP handshake the proxy answers itself, and the network-adjusted TTFT
+ * must be the sim's own.
+ */
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+import { afterAll, beforeAll, describe, expect } from 'vitest'
+import { createNetns, netnsUnavailable, type TestNetns } from '../../fixtures/netns.ts'
+import { test } from '../../fixtures/test-context.ts'
+import { NETWORK_PROBES_BEFORE } from '../runner/network-probes.ts'
+import { RunRecord } from '../schema/run.ts'
+
+const SERVER = new URL('../../fixtures/netns-server.ts', import.meta.url).pathname
+const PROXY = new URL('../../fixtures/delay-proxy.ts', import.meta.url).pathname
+const unavailable = await netnsUnavailable()
+if (unavailable !== null) process.stderr.write(`network-time tests SKIPPED: ${unavailable}\n`)
+
+/** Starts `argv` inside the namespace and resolves with the port it prints (`listening PORT`). */
+async function listening(ns: TestNetns, argv: readonly string[]): Promise<number> {
+  const child = ns.spawn(argv)
+  const lines = createInterface({ input: child.stdout })
+  return new Promise<number>((resolve, reject) => {
+    lines.on('line', (line) => {
+      const [word, n] = line.split(' ')
+      if (word === 'listening') resolve(Number(n))
+    })
+    void child.then((r) => reject(new Error(`${argv[1]} exited before listening: ${String(r.exitCode)} ${String(r.stderr ?? '')}`)))
+  })
+}
+
+/** The injected round trip, ms: half each way. */
+const DELAY_MS = 20
+/** The sim's prefill speed, tokens/s: with the prompts' tokens it sets the configured TTFT (prompt / speed). */
+const PREFILL_TOK_PER_S = 1000
+
+const run = (baseUrl: string, out: string) => [
+  'run',
+  '--base-url',
+  baseUrl,
+  '--remote',
+  '--model',
+  'm',
+  '--requests',
+  '24',
+  '--concurrency',
+  '1',
+  '--max-tokens',
+  '4',
+  '--prompt-tokens',
+  '48',
+  '--out',
+  out,
+]
+
+describe.skipIf(unavailable !== null)('network time through a delaying proxy in a test namespace', () => {
+  let ns: TestNetns
+  beforeAll(async () => {
+    ns = await createNetns()
+  }, 30_000)
+  afterAll(async () => {
+    await ns?.close()
+  })
+
+  test(`${DELAY_MS} ms injected: HTTP RTT p50 within 1 ms of it, handshake near 0, adjusted TTFT the sim's`, async ({ cli, tmpDir }) => {
+    const sim = { model: 'm', prefillTokPerS: PREFILL_TOK_PER_S, decodeTokPerS: 400 }
+    // The sim on the namespace's loopback; the proxy on its veth address, in front of it.
+    const simPort = await listening(ns, [process.execPath, SERVER, JSON.stringify({ mode: 'sim', bind: '127.0.0.1', sim })])
+    const upstream = { host: '127.0.0.1', port: simPort }
+    const direct = await listening(ns, [process.execPath, PROXY, JSON.stringify({ bind: ns.nsAddress, upstream, delayMs: 0 })])
+    const delayed = await listening(ns, [process.execPath, PROXY, JSON.stringify({ bind: ns.nsAddress, upstream, delayMs: DELAY_MS })])
+
+    // The same path without the delay: what the probe and the sim take on their own (≈0.1 ms on an idle machine).
+    const base = await cli(run(`http://${ns.nsAddress}:${direct}`, join(tmpDir, 'direct.json')))
+    expect(base.code, base.stderr).toBe(0)
+    const baseRecord = RunRecord.parse(JSON.parse(await readFile(join(tmpDir, 'direct.json'), 'utf8')))
+    const baseRttMs = baseRecord.network?.http.before.p50Ms as number
+
+    const out = join(tmpDir, 'delayed.json')
+    const r = await cli(run(`http://${ns.nsAddress}:${delayed}`, out))
+    expect(r.stderr).toBe('')
+    expect(r.code).toBe(0)
+    const record = RunRecord.parse(JSON.parse(await readFile(out, 'utf8')))
+    const network = record.network
+    if (network === undefined) throw new Error('a --remote run must record network')
+    expect(network.host).toBe(`${ns.nsAddress}:${delayed}`)
+    expect(network.http.endpoint).toBe('/health')
+    expect(network.http.before.samples).toBe(NETWORK_PROBES_BEFORE)
+    expect(network.handshake.before.samples).toBe(NETWORK_PROBES_BEFORE)
+    expect(network.http.during.samples + network.http.during.failed).toBeGreaterThan(0)
+    const httpP50 = network.http.before.p50Ms as number
+    process.stderr.write(
+      `network-time: HTTP RTT p50 ${httpP50} ms (path alone ${baseRttMs} ms), during ${network.http.during.p50Ms} ms; ` +
+        `handshake p50 ${network.handshake.before.p50Ms} ms\n`,
+    )
+    // The injected delay, over the path's own round trip, within 1 ms at p50.
+    expect(Math.abs(httpP50 - baseRttMs - DELAY_MS)).toBeLessThanOrEqual(1)
+    // The proxy accepts at once: the handshake does not see the delay.
+    expect(network.handshake.before.p50Ms).toBeLessThan(2)
+
+    const adjusted = network.adjusted
+    expect(adjusted?.estimator).toBe('http-p50-before')
+    expect(adjusted?.rttMs).toBe(httpP50)
+    const ttft = record.metrics.distributions.ttftMs
+    expect(adjusted?.ttftMs.p50).toBeCloseTo((ttft.p50 as number) - httpP50, 9)
+    expect(adjusted?.e2eMs.p50).toBeCloseTo((record.metrics.distributions.e2eMs.p50 as number) - httpP50, 9)
+    // The sim's TTFT is its prefill: prompt tokens (as it counted them) over its prefill speed.
+    const promptTokens = record.metrics.distributions.promptTokens.p50 as number
+    const configuredTtftMs = (promptTokens / PREFILL_TOK_PER_S) * 1000
+    const baseTtftError = (baseRecord.metrics.distributions.ttftMs.p50 as number) - baseRttMs - configuredTtftMs
+    process.stderr.write(
+      `network-time: TTFT p50 raw ${ttft.p50} ms, network-adjusted ${adjusted?.ttftMs.p50} ms, configured ${configuredTtftMs} ms; ` +
+        `undelayed path: raw ${baseRecord.metrics.distributions.ttftMs.p50} ms\n`,
+    )
+    // Within the client's error: what the same cell over the undelayed path is off by, and 1 ms more.
+    expect(Math.abs((adjusted?.ttftMs.p50 as number) - configuredTtftMs)).toBeLessThanOrEqual(Math.abs(baseTtftError) + 1)
+
+    expect(r.stdout).toMatch(/ttft ms \(network-adjusted\)/)
+    expect(r.stdout).toMatch(/e2e ms \(network-adjusted\)/)
+    expect(r.stdout).toContain(`network to ${ns.nsAddress}:${delayed}: HTTP RTT (GET /health) before p50`)
+  }, 120_000)
+})
+
+describe('a loopback target without --remote', () => {
+  test('probes nothing and records no network field; with --remote the same target is probed', async ({ cli, simEngine, tmpDir }) => {
+    const cell = (out: string) => [
+      'run',
+      '--base-url',
+      simEngine.url,
+      '--model',
+      'm',
+      '--requests',
+      '4',
+      '--concurrency',
+      '1',
+      '--max-tokens',
+      '4',
+      '--out',
+      out,
+    ]
+    const before = simEngine.stats().connectionsAccepted
+    const r = await cli(cell(join(tmpDir, 'loopback.json')))
+    expect(r.code).toBe(0)
+    const plain = simEngine.stats().connectionsAccepted - before
+    expect(JSON.parse(await readFile(join(tmpDir, 'loopback.json'), 'utf8'))).not.toHaveProperty('network')
+    expect(r.stdout).not.toMatch(/network/)
+
+    const remote = await cli([...cell(join(tmpDir, 'remote.json')), '--remote'])
+    expect(remote.code).toBe(0)
+    const probed = simEngine.stats().connectionsAccepted - before - plain
+    // Each handshake probe is a connection of its own (the HTTP probes add one more, the client's own may vary by one).
+    expect(probed - plain).toBeGreaterThanOrEqual(NETWORK_PROBES_BEFORE)
+    const record = RunRecord.parse(JSON.parse(await readFile(join(tmpDir, 'remote.json'), 'utf8')))
+    expect(record.network?.http.endpoint).toBe('/health')
+    expect(record.network?.adjusted?.estimator).toBe('http-p50-before')
+  })
+})
