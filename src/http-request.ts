@@ -1,11 +1,12 @@
-import { type IncomingHttpHeaders, request as httpOnly } from 'node:http'
-import { request as httpsOnly, type RequestOptions as HttpsRequestOptions } from 'node:https'
-import { createSecureContext, getCACertificates, type SecureContext } from 'node:tls'
+import { connect as netConnect, isIP, type Socket } from 'node:net'
+import { createSecureContext, getCACertificates, type SecureContext, connect as tlsConnect } from 'node:tls'
+import { type Http1Headers, Http1ResponseParser } from './http1.ts'
 
 /** A whole reply, read to its end. */
 export interface HttpReply {
   statusCode: number
-  headers: IncomingHttpHeaders
+  /** Names lower-cased; a repeated header keeps every value. */
+  headers: Http1Headers
   /** The body as UTF-8. */
   text: string
 }
@@ -64,22 +65,7 @@ export function tlsTrust(origin: string): SecureContext {
   return context
 }
 
-/**
- * An HTTPS request's options: verified against `tlsTrust(url)`, on a connection of its own (the
- * shared agent pools by host, not by trust).
- */
-function httpsOptions(url: string, options: HttpRequestOptions): HttpsRequestOptions {
-  // tls.connect takes secureContext; Node's typings of https.request leave it out.
-  const withTrust: HttpsRequestOptions & { secureContext: SecureContext } = {
-    method: options.method ?? 'GET',
-    headers: options.headers,
-    agent: false,
-    secureContext: tlsTrust(url),
-  }
-  return withTrust
-}
-
-/** A request that failed on its own terms (too slow, too large), with a socket-style `code`. */
+/** A request that failed on its own terms (too slow, too large, cut), with a socket-style `code`. */
 class HttpRequestError extends Error {
   readonly code: string
   constructor(code: string, message: string) {
@@ -91,12 +77,41 @@ class HttpRequestError extends Error {
 /** Bytes of a reply body read before the request fails: the probes, scrapes and tokenizer replies it serves are small. */
 const MAX_BODY_BYTES = 64 * 1024 * 1024
 
+/** The request's bytes: its head (`connection: close`, one request a connection) and body. */
+function requestBytes(target: URL, options: HttpRequestOptions): Buffer {
+  let head = `${options.method ?? 'GET'} ${target.pathname}${target.search} HTTP/1.1\r\nhost: ${target.host}\r\n`
+  for (const [name, value] of Object.entries(options.headers ?? {})) {
+    // A CR or LF would end the header early and let the rest be read as another one.
+    if (/[\r\n]/.test(name) || /[\r\n]/.test(value)) {
+      throw new HttpRequestError('ERR_INVALID_CHAR', `header ${JSON.stringify(name)}: a value with a line break cannot be sent`)
+    }
+    head += `${name}: ${value}\r\n`
+  }
+  const body = options.body === undefined ? null : Buffer.from(options.body, 'utf8')
+  head += body === null ? 'connection: close\r\n\r\n' : `content-length: ${body.length}\r\nconnection: close\r\n\r\n`
+  return body === null ? Buffer.from(head, 'latin1') : Buffer.concat([Buffer.from(head, 'latin1'), body])
+}
+
+/** A socket to `target`: TLS verified against `tlsTrust` for `https:`, plain TCP otherwise. */
+function connectTo(target: URL): Socket {
+  const host = target.hostname.replace(/^\[(.*)\]$/, '$1')
+  if (target.protocol !== 'https:') return netConnect({ host, port: Number(target.port || 80) })
+  return tlsConnect({
+    host,
+    port: Number(target.port || 443),
+    ...(isIP(host) === 0 ? { servername: host } : {}),
+    ALPNProtocols: ['http/1.1'],
+    secureContext: tlsTrust(target.href),
+  })
+}
+
 /**
  * One small request off the measured path (a probe, a `/metrics` scrape, a `/tokenize` call),
- * its whole reply read, with Node's own `http`: the measuring client's path has its own sockets
- * (`client/connections.ts`), and leaving undici out keeps a cell's process some 10 MB smaller.
- * Rejects with the socket's error (its `code`: ECONNREFUSED, ECONNRESET…), the signal's reason,
- * or an ETIMEDOUT error.
+ * its whole reply read, on a connection of its own, parsed by the streaming client's HTTP/1.1
+ * parser (`http1.ts`). Neither Node's `http` nor undici is loaded: each would make a cell's
+ * process 10–15 MB larger (docs/client-benchmark.md, "Where the memory goes"). A redirect is never
+ * followed: a 3xx comes back to the caller as it is. Rejects with the socket's error (its `code`:
+ * ECONNREFUSED, ECONNRESET…), the signal's reason, or an ETIMEDOUT error.
  * @example const reply = await httpRequest('http://127.0.0.1:8000/v1/models', { signal: AbortSignal.timeout(5000) })
  */
 export function httpRequest(url: string, options: HttpRequestOptions = {}): Promise<HttpReply> {
@@ -106,20 +121,27 @@ export function httpRequest(url: string, options: HttpRequestOptions = {}): Prom
       reject(signal.reason as Error)
       return
     }
-    const tls = url.startsWith('https:')
-    // Node's http never follows a redirect: a 3xx comes back to the caller as it is.
-    const req = tls
-      ? httpsOnly(url, httpsOptions(url, options))
-      : httpOnly(url, { method: options.method ?? 'GET', headers: options.headers })
+    const target = new URL(url)
+    let bytes: Buffer
+    try {
+      bytes = requestBytes(target, options)
+    } catch (error) {
+      reject(error as Error)
+      return
+    }
+    const socket = connectTo(target)
     let timer: NodeJS.Timeout | null = null
-    const done = (): void => {
+    let settled = false
+    const settle = (): boolean => {
+      if (settled) return false
+      settled = true
       if (timer !== null) clearTimeout(timer)
       signal?.removeEventListener('abort', onAbort)
+      socket.destroy()
+      return true
     }
     const fail = (err: Error): void => {
-      done()
-      req.destroy()
-      reject(err)
+      if (settle()) reject(err)
     }
     function onAbort(): void {
       fail(signal?.reason as Error)
@@ -128,21 +150,33 @@ export function httpRequest(url: string, options: HttpRequestOptions = {}): Prom
     if (timeoutMs !== undefined) {
       timer = setTimeout(() => fail(new HttpRequestError('ETIMEDOUT', `no reply from ${url} within ${timeoutMs} ms`)), timeoutMs)
     }
-    req.on('error', fail)
-    req.on('response', (res) => {
-      const pieces: Buffer[] = []
-      let bytes = 0
-      res.on('data', (piece: Buffer) => {
-        bytes += piece.length
-        if (bytes > MAX_BODY_BYTES) fail(new HttpRequestError('EMSGSIZE', `${url}: reply body over ${MAX_BODY_BYTES} bytes`))
-        else pieces.push(piece)
-      })
-      res.on('error', fail)
-      res.on('end', () => {
-        done()
-        resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(pieces).toString('utf8') })
-      })
+    const pieces: Buffer[] = []
+    let length = 0
+    let reply: Pick<HttpReply, 'statusCode' | 'headers'> | null = null
+    const parser = new Http1ResponseParser({
+      onHead: (statusCode, headers) => (reply = { statusCode, headers }),
+      onBody: (piece) => {
+        length += piece.length
+        if (length > MAX_BODY_BYTES) fail(new HttpRequestError('EMSGSIZE', `${url}: reply body over ${MAX_BODY_BYTES} bytes`))
+        else pieces.push(Buffer.from(piece))
+      },
+      onEnd: () => {
+        if (reply !== null && settle()) resolve({ ...reply, text: Buffer.concat(pieces).toString('utf8') })
+      },
     })
-    req.end(options.body)
+    socket.setNoDelay(true)
+    socket.on('data', (read: Buffer) => {
+      try {
+        parser.push(read)
+      } catch (error) {
+        fail(error as Error)
+      }
+    })
+    socket.on('error', fail)
+    socket.on('close', () => {
+      if (!parser.close()) fail(new HttpRequestError('ECONNRESET', `${url}: the connection closed before the reply ended (socket hang up)`))
+    })
+    // Not end(): a half-closed connection is closed at once by some servers (TLS ones read close_notify as the end).
+    socket.write(bytes)
   })
 }

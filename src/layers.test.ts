@@ -25,6 +25,7 @@ const BOTTOM = [
   'number-format.ts',
   'node-flags.ts',
   'http-request.ts',
+  'http1.ts',
 ]
 
 /** The parts the runner wires (STYLE.md): independent of each other but for PART_EXCEPTIONS. */
@@ -93,6 +94,7 @@ const ALLOWED: Record<string, string[]> = {
     'errors.ts',
     'gates',
     'http-request.ts',
+    'http1.ts',
     'load',
     'loopback.ts',
     'metrics',
@@ -118,7 +120,7 @@ const ALLOWED: Record<string, string[]> = {
   telemetry: ['errors.ts', 'http-request.ts', 'metrics', 'schema'],
   load: ['errors.ts', 'random.ts', 'schema'],
   engines: ['client', 'errors.ts', 'http-request.ts', 'loopback.ts', 'schema', 'secrets.ts', 'version.ts'],
-  client: ['errors.ts', 'http-request.ts', 'schema'],
+  client: ['errors.ts', 'http-request.ts', 'http1.ts', 'schema'],
   workload: ['client', 'errors.ts', 'random.ts', 'schema'],
   // The one record assembler (run-assembly.ts) stamps the version and scrubs the secrets.
   metrics: ['errors.ts', 'schema', 'secrets.ts', 'stats', 'version.ts'],
@@ -128,8 +130,10 @@ const ALLOWED: Record<string, string[]> = {
   'loopback.ts': ['errors.ts', 'http-request.ts'],
   // The client's V8 flags: the plugin's workers and the re-executed CLI run under the same list.
   'node-flags.ts': ['errors.ts'],
-  // The small whole requests off the measured path (probes, scrapes, /tokenize), with Node's http.
-  'http-request.ts': [],
+  // The small whole requests off the measured path (probes, scrapes, /tokenize), parsed as the client parses its streams.
+  'http-request.ts': ['http1.ts'],
+  // The HTTP/1.1 response parser: bytes in, head and body out; no I/O.
+  'http1.ts': [],
   'errors.ts': ['secrets.ts'],
   'secrets.ts': [],
   'version.ts': [],

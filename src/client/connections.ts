@@ -3,7 +3,7 @@ import { type SecureContext, connect as tlsConnect } from 'node:tls'
 import { ServegateError } from '../errors.ts'
 import { tlsTrust } from '../http-request.ts'
 import { monoMs } from './clock.ts'
-import { type Http1Headers, Http1ResponseParser } from './http1.ts'
+import { type Http1Headers, Http1ResponseParser } from '../http1.ts'
 
 /** One HTTP/1.1 request, its bytes ready: what `send` writes to a socket in one go. */
 export interface WireRequest {

@@ -1,7 +1,7 @@
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { ChunkInterpreter } from '../client/chunk-interpreter.ts'
-import { Http1ResponseParser } from '../client/http1.ts'
+import { Http1ResponseParser } from '../http1.ts'
 
 const CHUNK = '{"id":"warm","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" warm"},"finish_reason":null}]}'
 const EVENT = `data: ${CHUNK}\n\n`
