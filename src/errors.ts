@@ -44,6 +44,11 @@ export const ERROR_CODES = [
   /** The engine process exited (during start-up or mid-cell); the message has its code and log tail. */
   'ENGINE_EXITED',
   /**
+   * kubectl or helm could not apply, install or roll out a Kubernetes deployment (`kind:
+   * 'kubernetes'`); the message has the command and the tail of its stderr.
+   */
+  'ENGINE_DEPLOY_FAILED',
+  /**
    * After a cell that cancelled requests, the engine's running or waiting requests did not return
    * to 0, or its KV usage to its pre-cell level, within the bound: it leaks on abort. The message
    * has the figures.

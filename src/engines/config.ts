@@ -66,6 +66,135 @@ const launched = {
   logDir: z.string().min(1).optional(),
 }
 
+/** A DNS-1123 label: what Kubernetes takes as a namespace or an object's name, and Helm as a release name. */
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/
+const dnsLabel = (max: number, what: string) =>
+  z
+    .string()
+    .max(max, `${what} has at most ${max} characters`)
+    .regex(DNS_LABEL, `${what} must be a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a letter or digit`)
+
+/** A workload `kubectl rollout status` follows: `deployment/NAME`, `statefulset/NAME` or `daemonset/NAME`. */
+const ROLLOUT_TARGET = /^(deployment|statefulset|daemonset)(\.apps)?\/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/
+
+/** A Helm release: the chart, its name, and the values it is installed with. */
+const HelmRelease = z.object({
+  /** The chart: a local directory or archive, `repo/name`, or an `oci://` reference. */
+  chart: z.string().min(1),
+  /** The release name (`helm install RELEASE CHART`), a DNS-1123 label of at most 53 characters. */
+  release: dnsLabel(53, 'a Helm release name'),
+  /** Values files (`-f FILE`), in order. @default [] */
+  values: z.array(z.string().min(1)).default([]),
+  /** Values set on the command line (`--set KEY=VALUE`, Helm's own syntax), after the files. @default {} */
+  set: z.record(z.string().min(1), z.string()).default({}),
+  /** The chart version (`--version`); unset: the latest. */
+  version: z.string().min(1).optional(),
+  /** The helm executable. @default 'helm' */
+  executable: z.string().min(1).default('helm'),
+})
+
+/** A condition `kubectl wait --for=condition=CONDITION RESOURCE` waits on. */
+const WaitCondition = z.object({
+  /** `TYPE/NAME`, e.g. `deployment/vllm`, `leaderworkerset.leaderworkerset.x-k8s.io/vllm`. */
+  resource: z.string().regex(/^[a-z0-9.-]+\/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'must be TYPE/NAME, e.g. deployment/vllm'),
+  /** The status condition's type. @default 'Available' */
+  condition: z
+    .string()
+    .regex(/^[A-Za-z][A-Za-z0-9]*$/, 'must be a condition type, e.g. Available or Ready')
+    .default('Available'),
+})
+
+/**
+ * A deployment on Kubernetes, launched and torn down through kubectl or helm (never reimplemented):
+ * a manifest applied (`kubectl apply -f`) or a chart installed (`helm install`), waited on, and
+ * measured at `baseUrl`, a gateway or Service on another host by nature.
+ */
+const kubernetes = z.object({
+  kind: z.literal('kubernetes'),
+  /** The endpoint the cell measures once the deployment is ready: the gateway's or the Service's URL. */
+  baseUrl: z.string(),
+  model: ModelRef,
+  /** The namespace everything is applied, installed, waited on and deleted in. @default 'default' */
+  namespace: dnsLabel(63, 'a namespace').default('default'),
+  /** A YAML manifest applied with `kubectl apply -f` and deleted with `kubectl delete -f`; or set `helm`. */
+  manifest: z.string().min(1).optional(),
+  /** A Helm release installed with `helm install --wait` and removed with `helm uninstall --wait`; or set `manifest`. */
+  helm: HelmRelease.optional(),
+  /**
+   * Workloads whose rollout is awaited (`kubectl rollout status TYPE/NAME`), in order.
+   * @default []
+   * @example ['deployment/vllm']
+   */
+  rollout: z.array(z.string().regex(ROLLOUT_TARGET, 'must be deployment/NAME, statefulset/NAME or daemonset/NAME')).default([]),
+  /** Conditions awaited (`kubectl wait --for=condition=…`), after the rollouts. @default [] */
+  wait: z.array(WaitCondition).default([]),
+  /**
+   * Readiness path polled at `baseUrl` until it answers 200, after the rollouts and conditions (a
+   * gateway forwards the OpenAI routes; its own health path may not reach the engine).
+   * @default '/v1/models'
+   */
+  healthPath: z.string().startsWith('/').default('/v1/models'),
+  /** Deadline from apply or install until the gateway answers, ms. @default 900000 (GPU engines load weights for minutes) */
+  startupTimeoutMs: z.int().positive().default(900_000),
+  /** Deadline for the delete or uninstall, and again for the check that nothing is left, ms. @default 300000 */
+  teardownTimeoutMs: z.int().positive().default(300_000),
+  /** The kube context (`kubectl --context`, `helm --kube-context`); unset: the current one. */
+  context: z.string().min(1).optional(),
+  /** A kubeconfig file (`--kubeconfig`); unset: `KUBECONFIG` or `~/.kube/config`, as the tools read them. */
+  kubeconfig: z.string().min(1).optional(),
+  /** The kubectl executable. @default 'kubectl' */
+  kubectl: z.string().min(1).default('kubectl'),
+  /** A PEM file of the CA an `https://` `baseUrl`'s certificate is verified against; unset: the system's CAs. */
+  caFile: z.string().min(1).optional(),
+})
+
+/**
+ * Options of an engine whose GPUs are not on this host (an `external` endpoint, a deployment on
+ * Kubernetes): where the manifest's GPU facts come from instead of nvidia-smi. Spread into each
+ * such config, and checked with {@link checkGpuMetricsUrl}.
+ */
+export const remoteFactsOptions = {
+  /**
+   * The DCGM exporter's metrics URL of the deployment's GPUs (`http://HOST:9400/metrics`): the
+   * manifest's GPU model, count, memory, driver and power come from it, with their source. On
+   * another host only when the engine is remote. Unset: nvidia-smi here for a loopback endpoint,
+   * unknown (and unverifiable in the pair checks) for a remote one.
+   * @example 'http://10.0.0.5:9400/metrics'
+   */
+  gpuMetricsUrl: z.string().min(1).optional(),
+}
+
+/**
+ * Checks a `gpuMetricsUrl`: an http(s) URL, on loopback unless the engine is remote.
+ * @param field the option named in errors (`engine.gpuMetricsUrl`)
+ * @throws ServegateError CONFIG_INVALID naming the field and the fix
+ */
+export function checkGpuMetricsUrl(raw: string | undefined, remote: boolean, field: string): void {
+  if (raw === undefined) return
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch (error) {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `${field}: "${raw}" is not a URL; pass the DCGM exporter's metrics URL, e.g. http://10.0.0.5:9400/metrics`,
+      { cause: error },
+    )
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new ServegateError('CONFIG_INVALID', `${field}: protocol ${url.protocol} is not supported; use http:// or https://`)
+  try {
+    parseBaseUrl(url.origin, remote)
+  } catch (error) {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `${field}: ${url.hostname} is not a loopback address; nothing was sent to it. ` +
+        'A DCGM exporter on another host goes with a remote engine: set remote: true (or pass --remote)',
+      { cause: error },
+    )
+  }
+}
+
 /** Engine configs, chosen by `kind`. Defaults are filled here, once. */
 export const EngineConfig = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('vllm'), executable: z.string().default('vllm'), ...launched }),
@@ -154,6 +283,7 @@ export const EngineConfig = z.discriminatedUnion('kind', [
     /** Parallel sequences (concurrent requests). @default 1 */
     sequences: z.int().min(1).default(1),
   }),
+  kubernetes,
 ])
 export type EngineConfig = z.input<typeof EngineConfig>
 /** Every engine config's `kind`, in the order the docs list them. */
@@ -183,6 +313,7 @@ export function resolveEngineConfig(input: unknown, source = 'engine'): Resolved
       throw new ServegateError('CONFIG_INVALID', `invalid engine config: ${source}.${(error as Error).message}`, { cause: error })
     }
   }
+  if (config.kind === 'kubernetes') checkKubernetes(config, source)
   if (config.kind === 'llama-server' && config.model.path === undefined && config.model.revision !== null) {
     throw new ServegateError(
       'CONFIG_INVALID',
@@ -198,6 +329,24 @@ export function resolveEngineConfig(input: unknown, source = 'engine'): Resolved
     )
   }
   return config
+}
+
+/** What a `kubernetes` config must hold besides its fields' shapes: one deployment to launch, and a URL to measure. */
+function checkKubernetes(config: Extract<ResolvedEngineConfig, { kind: 'kubernetes' }>, source: string): void {
+  const invalid = (message: string, cause?: unknown): ServegateError =>
+    new ServegateError('CONFIG_INVALID', `invalid engine config: ${message}`, cause === undefined ? undefined : { cause })
+  if ((config.manifest === undefined) === (config.helm === undefined)) {
+    throw invalid(
+      `${source}.manifest, ${source}.helm: ${config.manifest === undefined ? 'neither is' : 'both are'} set; set exactly one: ` +
+        'manifest (a YAML file applied with kubectl apply -f) or helm ({ chart, release }, installed with helm install)',
+    )
+  }
+  // The deployment is on another host by nature: the kind itself names the remote endpoint on purpose.
+  try {
+    parseBaseUrl(config.baseUrl, true)
+  } catch (error) {
+    throw invalid(`${source}.${(error as Error).message}`, error)
+  }
 }
 
 /**
@@ -221,7 +370,7 @@ export function registerEngineSecrets(config: LaunchedConfig, env: Readonly<Reco
  * worker threads leave to it: llama-server's threads (all cores when llama.cpp picks), a GPU
  * engine's API server and scheduler (2) plus one busy process per tensor-parallel GPU worker,
  * one for a command or an external endpoint, none for the in-process engine (it runs in the
- * cell's own thread).
+ * cell's own thread) or a Kubernetes deployment (it runs on the cluster).
  * @example engineCpuCores(resolveEngineConfig({ kind: 'vllm', model: { id: 'm' }, tensorParallel: 8 })) // 10
  */
 export function engineCpuCores(config: ResolvedEngineConfig, cores = availableParallelism()): number {
@@ -233,6 +382,7 @@ export function engineCpuCores(config: ResolvedEngineConfig, cores = availablePa
     case 'trtllm':
       return 2 + config.tensorParallel
     case 'node-llama-cpp':
+    case 'kubernetes':
       return 0
     default:
       return 1

@@ -12,6 +12,8 @@ import { ADAPTERS, parseVersionOutput, readinessPaths } from './adapters.ts'
 import { type EngineConfig, type LaunchedConfig, registerEngineSecrets, resolveEngineConfig } from './config.ts'
 import { absent, harnessFacts, hostFacts, known, modelFingerprint, redactArgv } from './manifest-facts.ts'
 import { listeningSockets, portAccepts } from './launch-token.ts'
+import { launchKubernetes } from './kubernetes.ts'
+import { pollReadiness } from './readiness.ts'
 import { huntPortListeners, settlePort } from './port-hunt.ts'
 import { type EngineProcess, spawnEngine } from './process.ts'
 
@@ -128,10 +130,7 @@ function exitedError(kind: string, proc: EngineProcess, when: string): Servegate
   return new ServegateError('ENGINE_EXITED', `engine ${kind} exited ${when} with ${how}; log ${proc.logPath}; log tail:\n${proc.logTail()}`)
 }
 
-/**
- * Polls the readiness paths until each answers 200, the process exits, or the deadline passes;
- * tells `onPhase` how long it has waited at each poll.
- */
+/** Polls the readiness paths until each answers 200, the process exits, or the deadline passes. */
 async function waitReady(
   config: LaunchedConfig,
   origin: string,
@@ -139,32 +138,27 @@ async function waitReady(
   signal?: AbortSignal,
   onPhase?: PhaseListener,
 ): Promise<void> {
-  const started = performance.now()
-  const deadline = started + config.startupTimeoutMs
   let exited = false
   void proc.exited.then(() => (exited = true))
-  for (const path of readinessPaths(config)) {
-    for (;;) {
-      onPhase?.({ phase: 'waiting', elapsedMs: performance.now() - started, timeoutMs: config.startupTimeoutMs, logPath: proc.logPath })
-      // First: Ctrl-C kills the engine too, and its exit then is ours, not a crash.
-      if (signal?.aborted) throw new ServegateError('REQUEST_ABORTED', `start-up of engine ${config.kind} was interrupted`)
-      if (exited) throw exitedError(config.kind, proc, 'during start-up')
-      if (performance.now() > deadline) {
-        throw new ServegateError(
+  await pollReadiness(
+    origin,
+    readinessPaths(config),
+    {
+      timeoutMs: config.startupTimeoutMs,
+      logPath: proc.logPath,
+      stopped: () => (exited ? exitedError(config.kind, proc, 'during start-up') : null),
+      timedOut: (path) =>
+        new ServegateError(
           'ENGINE_START_TIMEOUT',
           `engine ${config.kind} was not ready (GET ${path} → 200) within ${config.startupTimeoutMs} ms; ` +
             `raise startupTimeoutMs or check the log ${proc.logPath}; log tail:\n${proc.logTail()}`,
-        )
-      }
-      try {
-        const res = await httpRequest(`${origin}${path}`, { signal: AbortSignal.timeout(2000) })
-        if (res.statusCode === 200) break
-      } catch {
-        // Not listening yet.
-      }
-      await Promise.race([new Promise((r) => setTimeout(r, 200)), proc.exited])
-    }
-  }
+        ),
+      wake: proc.exited,
+      interrupted: () => new ServegateError('REQUEST_ABORTED', `start-up of engine ${config.kind} was interrupted`),
+    },
+    signal,
+    onPhase,
+  )
 }
 
 async function versionFacts(config: LaunchedConfig, origin: string, env: Record<string, string>): Promise<{ version: Fact; commit: Fact }> {
@@ -224,6 +218,9 @@ export async function launchEngine(
     )
   }
   if (config.kind === 'external') return connectExternal(config, context.gpuFacts)
+  if (config.kind === 'kubernetes') {
+    return launchKubernetes(config, context, (external) => connectExternal(external, context.gpuFacts), signal, onPhase)
+  }
 
   const port = config.port === 0 ? await freePort() : config.port
   const origin = `http://127.0.0.1:${port}`

@@ -1,4 +1,5 @@
 import { engineCpuCores, type ResolvedEngineConfig } from '../engines/config.ts'
+import { DeploymentFailed } from '../engines/kubernetes.ts'
 import { type LaunchContext, launchEngine, type RunningEngine } from '../engines/launch.ts'
 import { type InProcessEngine, startNodeLlamaCpp } from '../engines/node-llama-cpp.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
@@ -29,8 +30,11 @@ export type LiveEngine =
   | { shape: 'http'; model: string; engine: RunningEngine; /** CPU cores the engine takes on this machine. */ cpuCores: number }
   | { shape: 'in-process'; model: string; engine: InProcessEngine; config: Extract<ResolvedEngineConfig, { kind: 'node-llama-cpp' }> }
 
-/** A started engine, or why it did not start. */
-export type Started = LiveEngine | { failure: ErrorInfo }
+/**
+ * A started engine, or why it did not start; with how a partial launch was torn down where
+ * there was one to tear down (a Kubernetes deployment whose rollout failed).
+ */
+export type Started = LiveEngine | { failure: ErrorInfo; teardown?: EngineTeardown }
 
 /** Why an engine could not be started, as a cell failure; null for a config error (rethrown). */
 function startFailure(error: unknown, config: ResolvedEngineConfig): ErrorInfo | null {
@@ -66,7 +70,7 @@ export async function startEngine(
   } catch (error) {
     const failure = startFailure(error, config)
     if (failure === null) throw error
-    return { failure }
+    return error instanceof DeploymentFailed ? { failure, teardown: error.teardown } : { failure }
   }
 }
 

@@ -100,7 +100,11 @@ export class Runner {
     afterStop: (result: T, teardown: EngineTeardown | null) => T = (result) => result,
   ): Promise<T> {
     const started = await (launch === 'fresh' ? startEngine(engine.config, this.env, signal, onPhase) : this.sharedEngine(engine, onPhase))
-    if ('failure' in started) return failed(started.failure)
+    if ('failure' in started) {
+      // A partial launch torn down (a Kubernetes rollout that failed): its record says how.
+      const result = await failed(started.failure)
+      return launch === 'fresh' && started.teardown !== undefined ? afterStop(result, started.teardown) : result
+    }
     if (launch === 'shared') return use(started)
     const outcome = await use(started).then(
       (value) => ({ ok: true as const, value }),

@@ -113,11 +113,31 @@ export const EngineDrain = z.object({
 })
 export type EngineDrain = z.infer<typeof EngineDrain>
 
+/**
+ * How a Kubernetes deployment (`kind: 'kubernetes'`) was removed, and the check that it is gone:
+ * `kubectl delete -f FILE` then `kubectl get -f FILE`, or `helm uninstall RELEASE` then `helm status RELEASE`.
+ */
+export const ReleaseTeardown = z.object({
+  /** The tool that applied and removed it. */
+  tool: z.enum(['kubectl', 'helm']),
+  /** The Helm release's name, or the manifest file applied. */
+  name: z.string(),
+  namespace: z.string(),
+  /** True when the check found nothing left (`helm status`: release not found; `kubectl get`: no object). */
+  removed: z.boolean(),
+  /** The command that checked, e.g. `helm status vllm -n bench`. */
+  checkedWith: z.string(),
+})
+export type ReleaseTeardown = z.infer<typeof ReleaseTeardown>
+
 /** How a launched engine's teardown went: every process that escaped its tree or outlived SIGTERM, and its port. */
 export const EngineTeardown = z.object({
-  /** Empty when the tree went down on SIGTERM with nothing outside it. */
+  /** Empty when the tree went down on SIGTERM with nothing outside it (always, for a Kubernetes deployment: no local process). */
   survivors: z.array(TeardownSurvivor),
-  /** False when something still accepted connections on the engine's loopback port afterwards. */
+  /**
+   * False when something still accepted connections on the engine's loopback port afterwards;
+   * true for a Kubernetes deployment, which servegate gave no loopback port (see `release`).
+   */
   portClosed: z.boolean(),
   /** One sentence per survivor or open port, for people (also written to stderr); empty when clean. */
   findings: z.array(z.string()),
@@ -127,6 +147,8 @@ export const EngineTeardown = z.object({
    * tree, the launch token and the port are hunted). Absent in records written before it.
    */
   confinement: z.enum(['cgroup', 'process-group']).optional(),
+  /** A Kubernetes deployment's removal and the check that it is gone; absent for a local process. */
+  release: ReleaseTeardown.optional(),
 })
 export type EngineTeardown = z.infer<typeof EngineTeardown>
 
