@@ -144,7 +144,7 @@ class ToolRunner {
     const r = await execa(file, args, {
       reject: false,
       stdin: 'ignore',
-      timeout: timeoutMs,
+      timeout: Math.ceil(timeoutMs),
       forceKillAfterDelay: 2000,
       ...(signal === undefined ? {} : { cancelSignal: signal }),
     })
@@ -285,7 +285,12 @@ export async function launchKubernetes(
   try {
     if (applied.exitCode !== 0) throw launchError(apply, applied, config)
     for (const argv of waitArgvs(config, left())) {
-      onPhase?.({ phase: 'waiting', elapsedMs: config.startupTimeoutMs - left(), timeoutMs: config.startupTimeoutMs, logPath: tools.logPath })
+      onPhase?.({
+        phase: 'waiting',
+        elapsedMs: config.startupTimeoutMs - left(),
+        timeoutMs: config.startupTimeoutMs,
+        logPath: tools.logPath,
+      })
       const r = await tools.run(argv, left() + 30_000, signal)
       if (r.exitCode !== 0) throw launchError(argv, r, config)
     }

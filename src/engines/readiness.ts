@@ -1,4 +1,4 @@
-import { ServegateError } from '../errors.ts'
+import type { ServegateError } from '../errors.ts'
 import { httpRequest } from '../http-request.ts'
 import type { PhaseListener } from '../schema/progress.ts'
 
