@@ -6,7 +6,7 @@ import { PARTIAL_FIX, partialText } from '../evidence/partial-text.ts'
 import { promotableSummary } from '../evidence/promotion-text.ts'
 import { readEvidence, readIndex, readPublicKey, verifyEvidence } from '../evidence/verify.ts'
 import { MAX_EVIDENCE_FILE_BYTES, UNINDEXED_FILES, writeEvidence } from '../evidence/write.ts'
-import { pairMismatches } from '../gates/fairness.ts'
+import { pairMismatches, pairUnverifiable } from '../gates/fairness.ts'
 import { DEFAULT_LAUNCH_NOISE } from '../gates/gate-options.ts'
 import { holdLatencyGate } from '../gates/hold-latency.ts'
 import { verdictLine } from '../gates/verdict.ts'
@@ -254,6 +254,7 @@ export async function compareCommand(argv: string[], io: CliIo): Promise<number>
   const baseline = await readRunRecord(files[0])
   const candidate = await readRunRecord(files[1])
   const mismatches = pairMismatches({ baseline: [baseline], candidate: [candidate] })
+  const unverifiable = pairUnverifiable({ baseline: [baseline], candidate: [candidate] })
   const unmatched = mismatches.length > 0 && values['allow-unmatched'] !== true
   const launches = comparedLaunches(files, baseline, candidate, launchNoise)
   if (values.json !== true) {
@@ -262,6 +263,7 @@ export async function compareCommand(argv: string[], io: CliIo): Promise<number>
         ? 'pair checks: matched\n'
         : `pair checks: ${mismatches.length} mismatch(es)${unmatched ? '' : ' (allowed)'}\n${mismatches.map((m) => `  - ${m}\n`).join('')}`,
     )
+    for (const u of unverifiable) io.stdout.write(`  unverifiable: ${u}\n`)
     io.stdout.write(`launches: ${launches.note}\n`)
   }
   const pair = { baseline, candidate }
@@ -276,7 +278,13 @@ export async function compareCommand(argv: string[], io: CliIo): Promise<number>
   ]
   if (values.json === true) {
     // Key order as in the text: the pair checks, the runs, then the verdicts.
-    const report = { matched: mismatches.length === 0, mismatches, launches, gates: [...counted, ...wins.map((w) => w.decision)] }
+    const report = {
+      matched: mismatches.length === 0,
+      mismatches,
+      ...(unverifiable.length === 0 ? {} : { unverifiable }),
+      launches,
+      gates: [...counted, ...wins.map((w) => w.decision)],
+    }
     io.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
   } else {
     for (const d of counted) io.stdout.write(`${verdictLine(d)}\n`)

@@ -8,7 +8,7 @@ import { type CellPlan, resolveCellPlan } from '../runner/cell-options.ts'
 import { readDeclaredFiles } from '../runner/declared-files.ts'
 import { runEngineCell } from '../runner/runner.ts'
 import { readEngineFiles } from '../engines/adapters.ts'
-import { type EngineConfig, resolveEngineConfig } from '../engines/config.ts'
+import { checkGpuMetricsUrl, type EngineConfig, resolveEngineConfig } from '../engines/config.ts'
 import {
   ARRIVAL_FLAGS,
   LOAD_FLAGS,
@@ -44,6 +44,8 @@ const RUN_HELP =
                             is measured and a remote host is refused before anything is sent; redirects are refused
   --ca-file FILE            PEM CA that an https:// --base-url's certificate is verified against
                             (default: Node's and the system's CAs)
+  --gpu-metrics-url URL     the deployment's DCGM exporter (http://HOST:9400/metrics): the manifest's GPU facts come
+                            from it, not from nvidia-smi here; on another host only with --remote
   --engine FILE             JSON engine config to launch and tear down: {"kind": "vllm" | "sglang" | "llama-server" |
                             "trtllm" | "command" | "external" | "node-llama-cpp" | "sim", "model": {"id": …}, …}
                             (docs/engines.md); "sim" takes engine.sim()'s fields: {"kind": "sim", "sim": {"decodeTokPerS": 120}}
@@ -111,6 +113,7 @@ const FLAGS = {
   ...WORKLOAD_FLAGS,
   ...LOAD_FLAGS,
   ...ARRIVAL_FLAGS,
+  'gpu-metrics-url': { type: 'string' },
   out: { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
@@ -149,6 +152,19 @@ export function loadFlags(values: Partial<RunFlags>): Pick<CellPlan, 'concurrenc
   if (stray !== undefined)
     throw new ServegateError('CONFIG_INVALID', `${stray} shapes open-loop arrivals; pass --rate R (requests/s) with it`)
   return { concurrency }
+}
+
+/**
+ * `--gpu-metrics-url`: the DCGM exporter of a `--base-url` endpoint's GPUs, on another host only
+ * with `--remote`; with `--engine` it belongs in the engine file (`gpuMetricsUrl`).
+ */
+function gpuMetricsUrlFlag(values: Partial<RunFlags>, remote: boolean): string | undefined {
+  const url = values['gpu-metrics-url']
+  if (url === undefined) return undefined
+  if (values.engine !== undefined)
+    throw new ServegateError('CONFIG_INVALID', '--gpu-metrics-url goes with --base-url; with --engine set gpuMetricsUrl in the engine file')
+  checkGpuMetricsUrl(url, remote, '--gpu-metrics-url')
+  return url
 }
 
 /** The exit code of a cell that ran but whose every request failed (a wrong key, a wrong route): nothing was measured. */
@@ -203,6 +219,7 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
   }
   requireTarget(values)
   const access = targetAccess(values)
+  const gpuMetricsUrl = gpuMetricsUrlFlag(values, access.remote)
   const cell: CellPlan = { ...cellFromFlags(values), ...loadFlags(values) }
   // Every path is checked before the cell: a bad --out found after it would lose the measurement.
   await checkWritableFile(values.out === undefined ? '--out (default servegate-runs/)' : '--out', values.out ?? 'servegate-runs/x.json')
@@ -228,6 +245,7 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
     baseUrl: values['base-url'] as string,
     model: { id: values.model as string },
     ...access,
+    ...(gpuMetricsUrl === undefined ? {} : { gpuMetricsUrl }),
   }
   let record: RunRecord
   try {

@@ -272,6 +272,7 @@ export const EngineConfig = z.discriminatedUnion('kind', [
     remote: z.boolean().default(false),
     /** A PEM file of the CA an `https://` endpoint's certificate is verified against; unset: the system's CAs. */
     caFile: z.string().min(1).optional(),
+    ...remoteFactsOptions,
   }),
   z.object({
     kind: z.literal('node-llama-cpp'),
@@ -311,6 +312,11 @@ export function resolveEngineConfig(input: unknown, source = 'engine'): Resolved
       parseBaseUrl(config.baseUrl, config.remote)
     } catch (error) {
       throw new ServegateError('CONFIG_INVALID', `invalid engine config: ${source}.${(error as Error).message}`, { cause: error })
+    }
+    try {
+      checkGpuMetricsUrl(config.gpuMetricsUrl, config.remote, `${source}.gpuMetricsUrl`)
+    } catch (error) {
+      throw new ServegateError('CONFIG_INVALID', `invalid engine config: ${(error as Error).message}`, { cause: error })
     }
   }
   if (config.kind === 'kubernetes') checkKubernetes(config, source)

@@ -11,6 +11,7 @@ import type { PhaseListener } from '../schema/progress.ts'
 import { ADAPTERS, parseVersionOutput, readinessPaths } from './adapters.ts'
 import { type EngineConfig, type LaunchedConfig, registerEngineSecrets, resolveEngineConfig } from './config.ts'
 import { absent, harnessFacts, hostFacts, known, modelFingerprint, redactArgv } from './manifest-facts.ts'
+import { queryReportedFacts } from './remote-facts.ts'
 import { listeningSockets, portAccepts } from './launch-token.ts'
 import { launchKubernetes } from './kubernetes.ts'
 import { pollReadiness } from './readiness.ts'
@@ -22,9 +23,14 @@ type Fact = Manifest['engine']['version']
 /** GPU facts for the manifest; injected so the engine layer does not depend on telemetry. */
 export type GpuFactsProbe = (visibleDevices: string | null) => Promise<Manifest['gpus']>
 
+/** GPU facts of a remote deployment from its DCGM exporter's metrics URL; injected for the same reason. */
+export type ExporterGpuFactsProbe = (metricsUrl: string) => Promise<Manifest['gpus']>
+
 /** What a launch reads of the environment it runs in: the GPU probe, and where logs go unless the config says. */
 export interface LaunchContext {
   readonly gpuFacts: GpuFactsProbe
+  /** Reads an engine's `gpuMetricsUrl` (its GPUs are elsewhere); unset: such an engine's GPUs are unknown. */
+  readonly exporterGpuFacts?: ExporterGpuFactsProbe
   readonly logDir: string
   /**
    * Whether each launch runs in a cgroup v2 of its own where one can be created (teardown then
@@ -217,7 +223,7 @@ export async function launchEngine(
       'engine.kind: node-llama-cpp runs in-process; use runEngineCell, which measures it through the in-process transport',
     )
   }
-  if (config.kind === 'external') return connectExternal(config, context.gpuFacts)
+  if (config.kind === 'external') return connectExternal(config, context.gpuFacts, context.exporterGpuFacts)
   if (config.kind === 'kubernetes') {
     return launchKubernetes(config, context, (external) => connectExternal(external, context.gpuFacts), signal, onPhase)
   }
@@ -371,9 +377,38 @@ async function tearDown(target: TeardownTarget, proc: EngineProcess): Promise<En
   return { survivors: found, portClosed, findings, confinement }
 }
 
-async function connectExternal(
-  config: Extract<ReturnType<typeof resolveEngineConfig>, { kind: 'external' }>,
+type ExternalConfig = Extract<ReturnType<typeof resolveEngineConfig>, { kind: 'external' }>
+
+/**
+ * An external endpoint's GPU facts: from its DCGM exporter when `gpuMetricsUrl` names one;
+ * unknown for a remote host without one (nvidia-smi here cannot see its GPUs); else nvidia-smi here.
+ */
+async function externalGpuFacts(
+  config: ExternalConfig,
+  offHost: boolean,
   gpuFacts: GpuFactsProbe,
+  exporterGpuFacts: ExporterGpuFactsProbe | undefined,
+): Promise<Manifest['gpus']> {
+  if (config.gpuMetricsUrl !== undefined) {
+    return exporterGpuFacts === undefined
+      ? { status: 'unknown', reason: `gpuMetricsUrl ${config.gpuMetricsUrl} was given but nothing here reads a DCGM exporter` }
+      : exporterGpuFacts(config.gpuMetricsUrl)
+  }
+  if (offHost) {
+    return {
+      status: 'unknown',
+      reason:
+        'the engine is on another host, whose GPUs nvidia-smi here cannot see; ' +
+        "set gpuMetricsUrl (--gpu-metrics-url) to its DCGM exporter's metrics URL",
+    }
+  }
+  return gpuFacts(null)
+}
+
+async function connectExternal(
+  config: ExternalConfig,
+  gpuFacts: GpuFactsProbe,
+  exporterGpuFacts?: ExporterGpuFactsProbe,
 ): Promise<RunningEngine> {
   const { origin, host, remote } = parseBaseUrl(config.baseUrl, config.remote)
   trustCaFile(origin, config.caFile, 'engine.caFile')
@@ -395,7 +430,14 @@ async function connectExternal(
       // Try the next source.
     }
   }
-  const [fingerprint, harness, gpus] = await Promise.all([modelFingerprint(config.model), harnessFacts(), gpuFacts(null)])
+  // Facts from the endpoint itself only where asked for a remote deployment: a loopback record stays as it was.
+  const asksRemoteFacts = config.remote || config.gpuMetricsUrl !== undefined
+  const [fingerprint, harness, gpus, reported] = await Promise.all([
+    modelFingerprint(config.model),
+    harnessFacts(),
+    externalGpuFacts(config, remote, gpuFacts, exporterGpuFacts),
+    asksRemoteFacts ? queryReportedFacts(origin, config.model.id) : undefined,
+  ])
   return {
     kind: 'external',
     baseUrl: origin,
@@ -410,6 +452,7 @@ async function connectExternal(
         envNames: [],
         visibleDevices: null,
         tensorParallel: null,
+        ...(reported === undefined ? {} : { reported }),
       },
       model: { id: config.model.id, revision: config.model.revision, fingerprint },
       gpus,

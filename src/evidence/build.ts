@@ -257,10 +257,19 @@ export function buildEvidence(files: readonly SpecFileInput[], tests: readonly T
       gates.push({ cell: idOf(t.file, cell), test: t.name, testPassed: t.state === 'passed', ...d })
     for (const c of t.meta?.checks ?? []) {
       const id = idOf(t.file, c.cell)
-      const { check, passed, findings, judged, isNot } = c
+      const { check, passed, findings, judged, isNot, unverifiable } = c
       checksByCell.set(id, [
         ...(checksByCell.get(id) ?? []),
-        { check, passed, findings, test: t.name, testPassed: t.state === 'passed', judged, isNot },
+        {
+          check,
+          passed,
+          findings,
+          test: t.name,
+          testPassed: t.state === 'passed',
+          judged,
+          isNot,
+          ...(unverifiable === undefined ? {} : { unverifiable }),
+        },
       ])
     }
   }

@@ -547,7 +547,8 @@ function failureSection(c: EvidenceCell, details: ReadonlyMap<string, FailureDet
 function checkList(c: EvidenceCell): string {
   if (c.checks.length === 0) return ''
   const items = c.checks.map((k) => {
-    const found = k.findings.length === 0 ? '' : `: ${k.findings.join('; ')}`
+    const unverified = k.unverifiable === undefined ? '' : `; unverifiable: ${k.unverifiable.join('; ')}`
+    const found = (k.findings.length === 0 ? '' : `: ${k.findings.join('; ')}`) + unverified
     const expected = checkExpected(k)
     const verdict = expected !== null ? `${expected} (asserted with .not)` : k.passed ? 'held' : 'FAILED'
     return `<li class="verdict-${checkTone(k)}">${escapeHtml(`${k.check} ${verdict}${found}`)}</li>`

@@ -32,12 +32,33 @@ function failedCells(p: FairnessPair): string[] {
 interface Check {
   name: string
   of: (r: RunRecord) => unknown
+  /**
+   * Why the fact could not be learned on this launch (a remote deployment's GPUs), or null: a
+   * fact unknown on any launch is not compared but reported unverifiable ({@link pairUnverifiable}).
+   */
+  unknown?: (r: RunRecord) => string | null
 }
 
 const gpus = (m: Manifest | null) =>
   m === null ? null : m.gpus.status === 'ok' ? m.gpus.devices.map((d) => ({ name: d.name, memoryTotalMiB: d.memoryTotalMiB })) : 'absent'
 const drivers = (m: Manifest | null) =>
   m === null ? null : m.gpus.status === 'ok' ? [...new Set(m.gpus.devices.map((d) => d.driverVersion))] : 'absent'
+
+type GpuDevice = Extract<Manifest['gpus'], { status: 'ok' }>['devices'][number]
+
+/**
+ * Why a GPU fact is unknown on a launch, or null when it is known or local: the GPUs of a remote
+ * deployment nothing could read, or a field its DCGM exporter does not report (`lacks` names it).
+ * nvidia-smi's facts here are compared as they are, nulls included.
+ */
+function unknownGpuFact(r: RunRecord, missing: (d: GpuDevice) => boolean, lacks: string): string | null {
+  const g = r.manifest?.gpus
+  if (g === undefined) return null
+  if (g.status === 'unknown') return g.reason
+  if (g.status !== 'ok' || g.source === undefined) return null
+  const devices = g.devices.filter(missing)
+  return devices.length === 0 ? null : `the ${g.source} at ${g.url ?? '?'} reports no ${lacks} for GPU ${devices.map((d) => d.index ?? '?').join(', ')}`
+}
 
 const CHECKS: Check[] = [
   { name: 'request stream sha256', of: (r) => r.plan.workload.requestStreamSha256 },
@@ -65,8 +86,16 @@ const CHECKS: Check[] = [
   { name: 'sampling parameters', of: (r) => r.plan.workload.sampling },
   { name: 'output control', of: (r) => r.plan.workload.outputControl },
   { name: 'model revision', of: (r) => r.manifest?.model.revision ?? null },
-  { name: 'GPU model and memory', of: (r) => gpus(r.manifest) },
-  { name: 'GPU driver', of: (r) => drivers(r.manifest) },
+  {
+    name: 'GPU model and memory',
+    of: (r) => gpus(r.manifest),
+    unknown: (r) => unknownGpuFact(r, (d) => d.name === null || d.memoryTotalMiB === null, 'model name or memory total'),
+  },
+  {
+    name: 'GPU driver',
+    of: (r) => drivers(r.manifest),
+    unknown: (r) => unknownGpuFact(r, (d) => d.driverVersion === null, 'DCGM_FI_DRIVER_VERSION label'),
+  },
   { name: 'harness hash', of: (r) => r.manifest?.harness.hash ?? null },
   { name: 'host', of: (r) => (r.manifest === null ? null : { ...r.manifest.host, node: undefined }) },
 ]
@@ -130,6 +159,23 @@ function producedMismatches(p: FairnessPair): string[] {
 }
 
 /**
+ * The fairness facts that could not be checked, each named with the launches where it is unknown
+ * and why (a remote deployment's GPUs that nothing here could read): not a mismatch, so the pair
+ * is not refused for them, but never a match either. Empty when every fact was compared.
+ * @example pairUnverifiable(p) // ['GPU driver: unverifiable on candidate (the dcgm-exporter at http://10.0.0.5:9400/metrics reports no DCGM_FI_DRIVER_VERSION label for GPU 0)']
+ */
+export function pairUnverifiable(p: FairnessPair): string[] {
+  const all = launches(p)
+  return CHECKS.flatMap((check) => {
+    const why = all.flatMap(({ label, r }) => {
+      const reason = check.unknown?.(r) ?? null
+      return reason === null ? [] : [`${label} (${reason})`]
+    })
+    return why.length === 0 ? [] : [`${check.name}: unverifiable on ${why.join('; ')}`]
+  })
+}
+
+/**
  * Every reason the pair is not matched; empty when it is. When a cell failed (its engine did not
  * start, or died), that cause is all it says: every other fact would differ because of it.
  */
@@ -140,6 +186,8 @@ export function pairMismatches(p: FairnessPair): string[] {
   const all = [...p.baseline, ...p.candidate]
   const first = p.baseline[0] as RunRecord
   for (const check of CHECKS) {
+    // Unknown on a launch: unverifiable (pairUnverifiable says so), never a guess either way.
+    if (all.some((r) => (check.unknown?.(r) ?? null) !== null)) continue
     const want = check.of(first)
     const differing = all.filter((r) => !isDeepStrictEqual(check.of(r), want))
     if (differing.length > 0) {

@@ -70,8 +70,9 @@ export function verdictAnnotation(v: DecisionMeta, policy: string): AnnotationLi
  * @example checkAnnotation({ cell: 'c4', check: 'toBeMatchedPair', passed: false, findings: ['GPU driver: …'], isNot: true })
  * // { message: 'toBeMatchedPair c4: expected mismatch ✓: 1 finding(s), first: GPU driver: …', type: 'notice' }
  */
-export function checkAnnotation(k: Pick<CheckMeta, 'cell' | 'check' | 'passed' | 'findings' | 'isNot'>): AnnotationLine {
-  const found = k.findings.length > 0 ? `: ${k.findings.length} finding(s), first: ${k.findings[0]}` : ''
+export function checkAnnotation(k: Pick<CheckMeta, 'cell' | 'check' | 'passed' | 'findings' | 'isNot' | 'unverifiable'>): AnnotationLine {
+  const unverified = k.unverifiable === undefined ? '' : `; unverifiable: ${k.unverifiable.join('; ')}`
+  const found = (k.findings.length > 0 ? `: ${k.findings.length} finding(s), first: ${k.findings[0]}` : '') + unverified
   if (k.isNot && !k.passed) return { message: `${k.check} ${k.cell}: ${expectedText(k.check)}${found}`, type: 'notice' }
   return { message: `${k.check} ${k.cell}: ${k.passed ? 'PASS' : 'FAIL'}${found}`, type: annotationType(k.passed ? 'pass' : 'fail') }
 }

@@ -106,12 +106,28 @@ function record(v: Verdict, subject?: Subject): void {
 /**
  * Records a yes/no check (matched pair, canaries, concurrency) on the running test, with what it
  * found and the records it read. `isNot`: the assertion was `.not` (false for a check recorded
- * outside an assertion, e.g. a refused stored baseline).
+ * outside an assertion, e.g. a refused stored baseline). `unverifiable`: the facts it could not
+ * check (kept only when there are some).
  */
-export function recordCheck(subject: Subject, check: CheckName, passed: boolean, findings: readonly string[], isNot = false): void {
+export function recordCheck(
+  subject: Subject,
+  check: CheckName,
+  passed: boolean,
+  findings: readonly string[],
+  isNot = false,
+  unverifiable: readonly string[] = [],
+): void {
   const test = testMeta(subject)
   if (test === null) return
-  const meta = { cell: subject.id, check, passed, findings: [...findings], judged: judgedRecordsOf(subject), isNot }
+  const meta = {
+    cell: subject.id,
+    check,
+    passed,
+    findings: [...findings],
+    judged: judgedRecordsOf(subject),
+    isNot,
+    ...(unverifiable.length === 0 ? {} : { unverifiable: [...unverifiable] }),
+  }
   test.meta.checks.push(meta)
   const line = checkAnnotation(meta)
   test.annotate(line.message, line.type)

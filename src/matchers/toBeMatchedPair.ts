@@ -1,5 +1,5 @@
 import type { MatcherState } from 'vitest'
-import { pairMismatches } from '../gates/fairness.ts'
+import { pairMismatches, pairUnverifiable } from '../gates/fairness.ts'
 import { runText } from '../record/stored-baseline.ts'
 import { formatFixed, formatFixedPercent } from '../number-format.ts'
 import type { RunRecord, SpecDecodeMetrics } from '../schema/run.ts'
@@ -23,6 +23,8 @@ function draftText(s: SpecDecodeMetrics | null): string {
 export function toBeMatchedPair(this: MatcherState, received: unknown) {
   const p = asPair('toBeMatchedPair', received)
   const mismatches = pairMismatches(p)
+  // Facts a remote arm could not learn: said, never counted either way.
+  const unverifiable = pairUnverifiable(p)
   const uuids = (arm: readonly RunRecord[]) =>
     arm.flatMap((r) => (r.manifest?.gpus.status === 'ok' ? r.manifest.gpus.devices.map((d) => d.uuid ?? '?') : [])).join(', ') || 'none'
   // Speculative decoding is the engines' own business, not a fairness fact: reported beside them.
@@ -32,7 +34,7 @@ export function toBeMatchedPair(this: MatcherState, received: unknown) {
   const live = [...p.baseline, ...p.candidate].some((r) => r.plan.workload.conversation?.history === 'live')
   const pass = mismatches.length === 0
   const stored = storedBaselineOf(p)
-  recordCheck(p, 'toBeMatchedPair', pass, mismatches, this.isNot)
+  recordCheck(p, 'toBeMatchedPair', pass, mismatches, this.isNot, unverifiable)
   return {
     pass,
     message: () =>
@@ -48,6 +50,9 @@ export function toBeMatchedPair(this: MatcherState, received: unknown) {
               : `${mismatches.length} mismatch${mismatches.length === 1 ? '' : 'es'}`,
           ],
           ['GPU UUIDs', `baseline ${uuids(p.baseline)}; candidate ${uuids(p.candidate)} (reported, not required)`],
+          ...(unverifiable.length === 0
+            ? []
+            : ([['Unverifiable', `${unverifiable.join('; ')} (not compared: unknown, never guessed)`]] as Array<[string, string]>)),
           ...(live
             ? ([
                 [

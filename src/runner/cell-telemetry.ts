@@ -30,21 +30,32 @@ export interface TelemetrySession {
 
 const SCRAPED_KINDS = new Set<string>(['vllm', 'sglang', 'llama-server', 'trtllm'])
 
+/** Why GPUs with facts have no samples: the sampler did not run, or they are on a remote host. */
+const gpuUnsampled = (source: 'dcgm-exporter' | undefined): string =>
+  source === undefined ? 'no GPU sampler ran' : `the GPUs are on the remote host: nvidia-smi here samples none (their facts come from the ${source})`
+
 /**
  * Starts watching an engine while a cell runs: nvidia-smi samples (idle baseline until the
  * measured phase), its Prometheus occupancy, and host memory from the cgroup. Every part that
  * cannot be observed is recorded as absent with the reason.
  */
 export function startTelemetry(engine: RunningEngine, concurrency: number, options: TelemetryOptions = {}): TelemetrySession {
+  // nvidia-smi samples the GPUs of this host only: not those a remote deployment's exporter named.
   const gpu =
-    engine.manifest.gpus.status === 'ok'
+    engine.manifest.gpus.status === 'ok' && engine.manifest.gpus.source === undefined
       ? startGpuSampler({
           executable: options.nvidiaSmi,
           intervalMs: options.gpuIntervalMs ?? 500,
           visibleDevices: engine.manifest.engine.visibleDevices,
         })
       : null
-  const kind = SCRAPED_KINDS.has(engine.kind) ? (engine.kind as EngineKind) : null
+  // A remote endpoint is scraped as the engine that answers it (its names at /metrics).
+  const reported = engine.manifest.engine.reported?.kind.value
+  const kind = SCRAPED_KINDS.has(engine.kind)
+    ? (engine.kind as EngineKind)
+    : reported === 'vllm' || reported === 'sglang'
+      ? reported
+      : null
   const scraper =
     kind !== null && engine.metricsUrl !== null
       ? startMetricsScraper({ url: engine.metricsUrl, kind, intervalMs: options.metricsIntervalMs ?? 250, modelName: engine.model })
@@ -72,8 +83,8 @@ export function startTelemetry(engine: RunningEngine, concurrency: number, optio
       }
       const gpus = engine.manifest.gpus
       const gpuPart: CellTelemetry['gpu'] =
-        gpus.status === 'absent' || samples === null
-          ? { status: 'absent', reason: gpus.status === 'absent' ? gpus.reason : 'no GPU sampler ran' }
+        gpus.status !== 'ok' || samples === null
+          ? { status: 'absent', reason: gpus.status !== 'ok' ? gpus.reason : gpuUnsampled(gpus.source) }
           : {
               status: 'ok',
               facts: gpus.devices,

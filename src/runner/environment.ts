@@ -1,5 +1,6 @@
 import type { GpuFactsProbe, LaunchContext } from '../engines/launch.ts'
 import type { ProgressEvent } from '../schema/progress.ts'
+import { queryDcgmGpuFacts } from '../telemetry/dcgm-exporter.ts'
 import { queryGpuFacts } from '../telemetry/nvidia-smi.ts'
 import type { TelemetryOptions } from './cell-telemetry.ts'
 
@@ -66,6 +67,7 @@ export function createEnvironment(input: EnvironmentInput = {}): Environment {
   const telemetry = input.telemetry === false ? false : { ...(input.telemetry ?? {}), ...(nvidiaSmi === undefined ? {} : { nvidiaSmi }) }
   return {
     gpuFacts: nvidiaSmiGpuFacts(nvidiaSmi),
+    exporterGpuFacts: (url) => queryDcgmGpuFacts(url),
     telemetry,
     logDir: input.logDir ?? '.servegate/logs',
     clock: input.clock ?? systemClock,

@@ -190,6 +190,7 @@ export const PairCheck = z.object({
   testPassed: z.boolean(),
   judged: CheckMeta.shape.judged,
   isNot: CheckMeta.shape.isNot,
+  unverifiable: CheckMeta.shape.unverifiable,
 })
 export type PairCheck = z.infer<typeof PairCheck>
 

@@ -17,6 +17,12 @@ export const GpuFactSchema = z.object({
   uuid: z.string().nullable(),
   driverVersion: z.string().nullable(),
   memoryTotalMiB: z.number().nullable(),
+  /**
+   * Power draw when the facts were read, W: a remote deployment's DCGM exporter reports it
+   * (`DCGM_FI_DEV_POWER_USAGE`), null where it did not; absent from nvidia-smi's facts (the
+   * sampler measures power there).
+   */
+  powerW: z.number().nullable().optional(),
 })
 
 /** Everything known about what a cell measured: engine, model, GPUs, host, harness. */
@@ -34,6 +40,24 @@ export const Manifest = z.object({
     /** `CUDA_VISIBLE_DEVICES` as passed; null when not set. */
     visibleDevices: z.string().nullable(),
     tensorParallel: z.int().positive().nullable(),
+    /**
+     * What a remote endpoint says about itself (an external engine with `remote: true` or a
+     * `gpuMetricsUrl`), each fact with its source or the reason it is null; absent for every other engine.
+     */
+    reported: z
+      .object({
+        /** The engine that answers: `vllm`, `sglang` or `trtllm` (from `GET /get_server_info`, `/v1/models` `owned_by`, or `/metrics` names). */
+        kind: fact(z.enum(['vllm', 'sglang', 'trtllm'])),
+        /** Tensor-parallel size (SGLang's `tp_size`). */
+        tensorParallel: fact(z.int().positive()),
+        /** The weights the engine loaded (SGLang's `model_path`, vLLM's `/v1/models` `root`). */
+        modelPath: fact(z.string()),
+        /** The name requests use (SGLang's `served_model_name`, the `/v1/models` `id`). */
+        servedModelName: fact(z.string()),
+        /** The longest context the engine serves, tokens (`/v1/models` `max_model_len`, SGLang's `context_length`). */
+        maxContext: fact(z.int().positive()),
+      })
+      .optional(),
   }),
   model: z.object({
     id: z.string(),
@@ -42,8 +66,25 @@ export const Manifest = z.object({
     fingerprint: fact(z.string()),
   }),
   gpus: z.discriminatedUnion('status', [
-    z.object({ status: z.literal('ok'), devices: z.array(GpuFactSchema) }),
+    z.object({
+      status: z.literal('ok'),
+      devices: z.array(GpuFactSchema),
+      /**
+       * Where the facts came from when not from nvidia-smi on this host: `dcgm-exporter`, the
+       * remote deployment's DCGM exporter (`gpuMetricsUrl`, `--gpu-metrics-url`). Absent: nvidia-smi here.
+       */
+      source: z.literal('dcgm-exporter').optional(),
+      /** The exporter's metrics URL (without user or password), with `source`. */
+      url: z.string().optional(),
+      /** How the facts were derived from the source (the memory total is a sum of DCGM counters), with `source`. */
+      note: z.string().optional(),
+    }),
     z.object({ status: z.literal('absent'), reason: z.string() }),
+    /**
+     * The GPUs serve a remote endpoint and nothing could read them (no `gpuMetricsUrl`, or its
+     * exporter did not answer): unknown, never guessed, and unverifiable in the pair checks.
+     */
+    z.object({ status: z.literal('unknown'), reason: z.string() }),
   ]),
   host: z.object({
     os: z.string(),

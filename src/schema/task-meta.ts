@@ -139,6 +139,11 @@ export const CheckMeta = z.object({
   judged: JudgedRecords,
   /** Whether the assertion was `.not`: it held when `passed` differs from `isNot`. */
   isNot: z.boolean(),
+  /**
+   * Facts the check could not verify, each named with the launch and why (a remote deployment's
+   * GPU facts nothing could read): not counted as findings. Absent when every fact was checked.
+   */
+  unverifiable: z.array(z.string()).optional(),
 })
 export type CheckMeta = z.infer<typeof CheckMeta>
 
