@@ -5,7 +5,7 @@ import { trustCa } from './http-request.ts'
 const LOOPBACK_HOSTS = new Set(['localhost', '[::1]', '::1'])
 
 /** True for 127.0.0.0/8, ::1 and localhost: the hosts servegate sends load to unless told otherwise. */
-function isLoopbackHost(hostname: string): boolean {
+export function isLoopbackHost(hostname: string): boolean {
   return LOOPBACK_HOSTS.has(hostname) || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname)
 }
 

@@ -33,6 +33,7 @@ import { interruption } from './interrupt.ts'
 import { checkWritableFile } from './path-flags.ts'
 import { progressLine } from './progress-line.ts'
 import { renderSummary } from './summary.ts'
+import { launchShards, printMergedRecord, SHARD_FLAGS, SHARD_HELP, ShardSession, shardRole } from './shards-command.ts'
 
 const RUN_HELP =
   'servegate run — measure one cell (closed loop at a concurrency, or open loop at a rate or on a trace) ' +
@@ -106,7 +107,8 @@ const RUN_HELP =
 
 exit codes: 0 measured; 1 the cell failed (engine exited, did not start, cannot serve it); 2 bad flags or
 paths, before anything runs; 3 the cell ran but every request failed (e.g. all 401); 130 Ctrl-C, 143 SIGTERM,
-129 SIGHUP (the partial record is written in every case but 2)`
+129 SIGHUP (the partial record is written in every case but 2)
+${SHARD_HELP}`
 
 const FLAGS = {
   ...TARGET_FLAGS,
@@ -114,6 +116,7 @@ const FLAGS = {
   ...LOAD_FLAGS,
   ...ARRIVAL_FLAGS,
   'gpu-metrics-url': { type: 'string' },
+  ...SHARD_FLAGS,
   out: { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
@@ -218,6 +221,7 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
     return 0
   }
   requireTarget(values)
+  const sharding = shardRole(values)
   const access = targetAccess(values)
   const gpuMetricsUrl = gpuMetricsUrlFlag(values, access.remote)
   const cell: CellPlan = { ...cellFromFlags(values), ...loadFlags(values) }
@@ -229,6 +233,8 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
   const engine = values.engine === undefined ? null : await readEngineConfig(values.engine)
   checkDeclaredFiles(cell, engine, values.engine)
   if (engine === null) await checkSizesFit(values['base-url'] as string, values.model as string, cell, access)
+  if (sharding !== null && sharding.kind !== 'member') return launchShards(sharding, values, io, signal)
+  const member = sharding === null ? null : await ShardSession.open(sharding, signal)
   const env = environmentFromFlags(values)
   // Each finished request goes to disk as it ends, so a long cell's memory stays flat and a cell
   // killed outright leaves every request it finished in the spill.
@@ -237,6 +243,7 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
     onPhase: progressLine(io, engine === null ? (values.model as string) : `${engine.kind}:${engine.model.id}`),
     signal,
     spill,
+    ...(member === null ? {} : { shard: member.cellShard() }),
   }
   // An endpoint that is already up is an external engine: it gets a manifest from what it reports
   // (version, models, GPU facts of this host), so two such runs can be compared as a pair.
@@ -254,11 +261,16 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
     // Nothing was measured (a bad config, an unreachable endpoint): no spill is worth keeping.
     if (spill.count === 0) await spill.remove()
     else await spill.close()
+    await member?.close()
     throw err
   }
+  if (member !== null) record = member.withFigures(record)
 
   const out = resolve(values.out ?? `servegate-runs/${record.runId}.json`)
   await writeSpilledRecord(out, record, spill)
+  // Kubernetes pod 0 coordinates: the merged record, written and printed for the launcher to fetch.
+  const merged = member === null ? null : await member.hand(record, out)
+  if (merged !== null) await printMergedRecord(merged, out, io)
   // Read before the spill goes: the one failure a cell that measured nothing is explained by.
   const first = record.completed === 0 && record.failed !== null && record.failed > 0 ? await firstFailure(spill) : null
   await spill.remove()

@@ -35,12 +35,27 @@ export class BodyFeed {
   readonly #lookAhead: number
   readonly #built = new Map<number, Built>()
   readonly #hash: OrderedHash
+  readonly #owned: ((index: number) => boolean) | null
+  readonly #entries = new Map<number, readonly [number, string]>()
   #next: number
   #taken: number
   #complete = true
   #refill: NodeJS.Immediate | null = null
 
-  constructor(workload: PreparedWorkload, model: string, from: number, end: number, signal: AbortSignal, lookAhead = LOOK_AHEAD) {
+  /**
+   * @param owned a shard's requests (`servegate run --shards`): only these are built ahead, and
+   *   each taken body's digest is kept (`entries`) for the merged request-stream hash; @default all
+   */
+  constructor(
+    workload: PreparedWorkload,
+    model: string,
+    from: number,
+    end: number,
+    signal: AbortSignal,
+    lookAhead = LOOK_AHEAD,
+    owned: ((index: number) => boolean) | null = null,
+  ) {
+    this.#owned = owned
     this.#workload = workload
     this.#model = model
     this.#end = end
@@ -71,6 +86,7 @@ export class BodyFeed {
     const built = this.#built.get(index) ?? this.#build(index)
     this.#built.delete(index)
     this.#hash.add(index, built.entry)
+    if (this.#owned !== null) this.#entries.set(index, built.entry)
     this.#schedule()
     return built.fed
   }
@@ -78,6 +94,11 @@ export class BodyFeed {
   /** sha256 over the taken bodies in index order (`requestStreamSha256`); null unless each was built, none missing before the last. */
   get requestStreamSha256(): string | null {
     return this.#complete && this.#hash.gapless ? this.#hash.digest() : null
+  }
+
+  /** A shard's taken bodies by index, as the request-stream hash takes them (length, sha256); empty unless built with `owned`. */
+  get entries(): ReadonlyMap<number, readonly [number, string]> {
+    return this.#entries
   }
 
   /**
@@ -93,6 +114,7 @@ export class BodyFeed {
     const until = Math.min(this.#end, this.#taken + this.#lookAhead)
     this.#next = Math.max(this.#next, this.#taken)
     for (let n = 0; n < most && this.#next < until; n++, this.#next++) {
+      if (this.#owned !== null && !this.#owned(this.#next)) continue
       if (!this.#built.has(this.#next)) this.#built.set(this.#next, this.#build(this.#next))
     }
     return this.#next < until

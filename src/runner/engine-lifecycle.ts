@@ -23,7 +23,7 @@ export interface EngineRef {
 }
 
 /** What a measurement on an engine hears and obeys, besides the environment. */
-export type EngineCellHooks = Pick<RunCellHooks, 'onProgress' | 'onPhase' | 'signal' | 'stages' | 'spill'>
+export type EngineCellHooks = Pick<RunCellHooks, 'onProgress' | 'onPhase' | 'signal' | 'stages' | 'spill' | 'shard'>
 
 /** An engine servegate started: over HTTP (a process or an external URL) or in-process. */
 export type LiveEngine =

@@ -1,3 +1,4 @@
+import type { SentDigest } from '../client/sent-digest.ts'
 import type { StreamObservation } from '../client/stream.ts'
 import { sanitizeMessage, ServegateError } from '../errors.ts'
 import { planArrivals, type ArrivalSchedule } from '../load/plan.ts'
@@ -26,6 +27,7 @@ import { settleHeap, warmClientJit } from './warm.ts'
 import { TurnSlice } from '../client/turn-slice.ts'
 import { drainFailure, EngineDrainCheck, type EngineMetricsRef } from '../telemetry/engine-drain.ts'
 import { Cancellations } from './cancellations.ts'
+import { type CellShard, ShardView, sleepUntil } from './shard-split.ts'
 
 export interface RunCellHooks {
   /** Called after each measured request ends. */
@@ -67,6 +69,11 @@ export interface RunCellHooks {
    * engine recognized by the names it exports
    */
   metrics?: EngineMetricsRef | null
+  /**
+   * Measure one shard of the cell (`servegate run --shards`): send only this shard's requests of
+   * the plan, from the start its barrier gives. @default none (every request, from now)
+   */
+  shard?: CellShard
 }
 
 /**
@@ -242,8 +249,10 @@ async function warmUp(
   phase: PhaseListener | undefined,
   signal: AbortSignal,
   slice: TurnSlice,
+  view: ShardView | null,
 ): Promise<void> {
-  const { warmupCount: total, measuredCount: first } = workload
+  const first = workload.measuredCount
+  const total = view === null ? workload.warmupCount : view.warmupCount(workload.warmupCount)
   if (total === 0) return
   let warmed = 0
   phase?.({ phase: 'warmup', done: 0, total })
@@ -253,7 +262,27 @@ async function warmUp(
     requestRecord({ ...slot, index: first + slot.index }, slot.readyAt, workload.planned(first + slot.index), workload)
     phase?.({ phase: 'warmup', done: ++warmed, total })
   }
-  await closedLoop(total, o.concurrency, send, onDone, signal, slice)
+  const sendOwn = view === null ? send : (k: number) => send(view.warmupIndex(k))
+  await closedLoop(total, view?.concurrency ?? o.concurrency, sendOwn, onDone, signal, slice)
+}
+
+/**
+ * A shard's view of its cell, or null for a cell measured whole. A shard sends its share of one
+ * plan: a trace whose requests wait for each other, or a conversation, cannot be split so.
+ */
+function shardViewOf(
+  shard: CellShard | undefined,
+  o: ResolvedRunCellOptions,
+  arrivals: ArrivalSchedule | null,
+  workload: PreparedWorkload,
+): ShardView | null {
+  if (shard === undefined) return null
+  if (workload.conversation !== null || arrivals?.chain != null)
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      '--shards: a conversation, or a trace with sessions, cannot be split over shards (a turn waits for the one before it); drop --shards',
+    )
+  return new ShardView(shard, o.requests, arrivals === null ? o.concurrency : null)
 }
 
 /** The measuring core shared by every transport; closes the transport when done. */
@@ -274,6 +303,7 @@ export async function measureCell(
     const tokenizer = tokenizerOnce(transport, signal)
     const workload = await cellWorkload(o, tokenizer, arrivals, phase, signal)
     const live = workload.conversation?.plan.history === 'live'
+    const view = shardViewOf(hooks.shard, o, arrivals, workload)
     // A live conversation sends each reply back: its content is kept, up to the capture bound.
     const captureChars = workload.spec.canaries || workload.spec.kind === 'dataset' || live ? workload.spec.captureChars : 0
     if (workload.conversation !== null && stages !== null) {
@@ -284,7 +314,7 @@ export async function measureCell(
     // A conversation's sessions interleave: its bodies are built as each turn goes, none ahead.
     // Otherwise at least a round ahead: every slot's next body is ready when its request ends.
     const lookAhead = workload.conversation === null ? Math.max(LOOK_AHEAD, connectionsToWarm(o)) : 0
-    const measuredFeed = new BodyFeed(workload, o.model, 0, measuredCount, signal, lookAhead)
+    const measuredFeed = new BodyFeed(workload, o.model, 0, measuredCount, signal, lookAhead * (view?.shard.count ?? 1), view?.owns)
     const warmupFeed = new BodyFeed(workload, o.model, measuredCount, measuredCount + warmupCount, signal)
     feeds.push(measuredFeed, warmupFeed)
     const cancels = o.cancel === null ? null : new Cancellations(o.cancel, o.workload.seed, o.requests)
@@ -298,7 +328,7 @@ export async function measureCell(
     // Where the cell's thread reads the chunks itself, a closed loop starts its next requests in
     // the slices its sends go out in, the reads in between; elsewhere it has none to keep waiting.
     const loopSlice = transport.slice ?? new TurnSlice(Infinity)
-    await warmUp(workload, o, send(warmupFeed, measuredCount, null), phase, signal, loopSlice)
+    await warmUp(workload, o, send(warmupFeed, measuredCount, null), phase, signal, loopSlice, view)
     warmupFeed.close()
     await transport.warm?.(connectionsToWarm(o))
 
@@ -308,7 +338,10 @@ export async function measureCell(
     const meter = new CellLoadMeter(transport.workers ?? null, { engineInProcess: transport.engineInProcess === true })
     const ends = stages?.ends ?? [measuredCount]
     const cancelled = cancels === null ? undefined : (index: number) => cancels.fired(index)
-    const ledger = new RequestLedger(workload, o.requests, { spill, onProgress: hooks.onProgress, onPhase: phase, usage, cancelled })
+    const onWire = view === null ? undefined : (index: number, sent: SentDigest | null) => view.wrote(index, sent)
+    const outlets = { spill, onProgress: hooks.onProgress, onPhase: phase, usage, cancelled, onWire }
+    // A shard's requests count from the start the shards share; a whole cell's from now.
+    const ledger = new RequestLedger(workload, o.requests, outlets, view === null ? undefined : await view.shard.barrier())
     const onDone = (slot: Slot): void => ledger.end(slot)
     let openLoopStats: OpenLoopStats | null = null
     for (let stage = 0; stage < ends.length; stage++) {
@@ -317,26 +350,29 @@ export async function measureCell(
       ledger.beginStage(stages === null ? null : { index: stage + 1, of: ends.length })
       measuredFeed.prefill()
       settleHeap()
+      if (view !== null) await sleepUntil(ledger.cellStart)
       meter.start()
       const due = send(measuredFeed, ledger.sent, ledger, usage.keepsText)
+      const own = view?.dispatch(due, onDone) ?? { send: due, onDone }
       openLoopStats = await measuredPhase(
-        o,
-        end - ledger.sent,
-        arrivals,
+        view === null ? o : { ...o, concurrency: view.concurrency },
+        view === null ? end - ledger.sent : view.own.length,
+        view === null || arrivals === null ? arrivals : { ...arrivals, offsetsMs: view.offsets(arrivals.offsetsMs) },
         ledger.cellStart,
         signal,
-        due,
-        onDone,
+        own.send,
+        own.onDone,
         loopSlice,
         workload.conversation,
       )
       await meter.stop()
       // Outside the measured span, and before another arm's turn: the tokenizer counts what streamed.
       await ledger.settleUsage(signal)
-      ledger.endStage(end)
+      ledger.endStage(view === null ? end : view.own.length)
       if (stages !== null) stages.done(stage, ledger.records.slice(), signal.aborted || hooks.engine?.failure() != null)
     }
     measuredFeed.close()
+    view?.finish(measuredFeed.entries)
     const drained = (await drain?.after(signal)) ?? null
 
     const tally = await ledger.tally(o.slo)
@@ -353,7 +389,7 @@ export async function measureCell(
       counts: tally,
       unsent: ledger.unsent,
       metrics: { ...tally.metrics(ledger.busyMs), openLoop: openLoopStats },
-      harness: meter.health(o, tally.sendLags, arrivals === null ? o.concurrency : 0),
+      harness: meter.health(o, tally.sendLags, arrivals === null ? (view?.concurrency ?? o.concurrency) : 0),
       manifest: null,
       cellFailure: hooks.engine?.failure() ?? drainFailure(drained, tally.cancelled),
       drain: drained,

@@ -1,4 +1,5 @@
 import { monoMs } from '../client/clock.ts'
+import type { SentDigest } from '../client/sent-digest.ts'
 import { CellTally } from '../metrics/cell-metrics.ts'
 import type { RequestSpill } from '../record/request-spill.ts'
 import type { CellProgress, PhaseListener } from '../schema/progress.ts'
@@ -22,6 +23,8 @@ export interface LedgerOutlets {
   usage?: UsageCrossCheck
   /** Whether the cell's `cancel` plan aborted request `index` (asked once, as it ends); none is cancelled without it. */
   cancelled?: ((index: number) => boolean) | undefined
+  /** Told what each request wrote (a shard's part of the merged wire hash), as it ends. */
+  onWire?: ((index: number, sent: SentDigest | null) => void) | undefined
 }
 
 /** Which stage of how many a staged cell is in; null for a cell measured in one go. */
@@ -56,6 +59,7 @@ export class RequestLedger {
   readonly #inFlight = new Map<number, PlannedRequest>()
   readonly #usage: UsageCrossCheck
   readonly #cancelled: ((index: number) => boolean) | undefined
+  readonly #onWire: ((index: number, sent: SentDigest | null) => void) | undefined
   // Ended replies whose usage waits for the tokenizer pass, with where their provisional record
   // lies in `#records` (-1 when spilled): their records are made again then.
   readonly #awaitingCount = new Map<number, { slot: Slot; planned: PlannedRequest; at: number }>()
@@ -81,6 +85,7 @@ export class RequestLedger {
     this.#onPhase = outlets.onPhase
     this.#usage = outlets.usage ?? UsageCrossCheck.chunkBound({ maxTokensPerChunk: 16, retokenize: false })
     this.#cancelled = outlets.cancelled
+    this.#onWire = outlets.onWire
     this.cellStart = cellStart
   }
 
@@ -145,6 +150,7 @@ export class RequestLedger {
     const at = this.#keep(requestRecord({ ...slot, index }, this.cellStart, planned, this.#workload, verdict, cancelled))
     if (held) this.#awaitingCount.set(index, { slot: { ...slot, index }, planned, at })
     this.#wire.add(index, obs.sent)
+    this.#onWire?.(index, obs.sent)
     if (cancelled) this.#cancelledCount++
     else if (obs.error === null && verdict.problem === null) this.#ok++
     else this.#failed++

@@ -7,6 +7,7 @@ import { Manifest } from './manifest.ts'
 import { PrefixGroupsPlan } from './prefix-groups.ts'
 import { ItlPacked, unpackGaps } from './itl-packed.ts'
 import { CellTelemetry } from './telemetry.ts'
+import { ShardFigures } from './shards.ts'
 
 /** Schema id of a servegate run record. Bump only with a migration. */
 export const RUN_SCHEMA_ID = 'servegate.run/v1'
@@ -873,6 +874,11 @@ export const RunRecord = z.object({
    * for them; absent for every other target (loopback, as before: nothing is probed).
    */
   network: NetworkProbes.optional(),
+  /**
+   * A cell measured by several client processes (`servegate run --shards N`): each shard's clock
+   * offset and client-health figures, in shard order; absent for a cell measured by one process.
+   */
+  shards: z.array(ShardFigures).optional(),
   /** Set when the record was imported from another harness's format. */
   importedFrom: ImportSource.nullable(),
 })

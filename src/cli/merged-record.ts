@@ -1,0 +1,41 @@
+import type { RunRecord } from '../schema/run.ts'
+import type { CliIo } from './cli-io.ts'
+import { renderSummary } from './summary.ts'
+
+/**
+ * Prints a merged record as `servegate run` prints its own (the summary, or `--json`'s metrics)
+ * and returns run's exit code for it: 1 when the cell failed, 3 when every request failed, else 0.
+ */
+export function reportMerged(record: RunRecord, path: string, json: boolean, io: CliIo): number {
+  if (json) {
+    const { metrics, completed, failed, failures, harness, shards } = record
+    io.stdout.write(`${JSON.stringify({ metrics, completed, failed, failures, harness, shards, record: path }, null, 2)}\n`)
+  } else {
+    io.stdout.write(`${renderSummary(record, path)}\n`)
+  }
+  if (record.cellFailure !== null) {
+    io.stderr.write(`servegate: the cell failed: ${record.cellFailure.code}: ${record.cellFailure.message.split('\n')[0]}\n`)
+    return 1
+  }
+  if (record.completed === 0 && record.failed !== null && record.failed > 0) {
+    io.stderr.write(`servegate: the cell measured nothing: all ${record.failed} requests failed\n`)
+    return 3
+  }
+  return 0
+}
+
+/** The lines around the merged record that Kubernetes pod 0 prints, for the launcher to cut out of its log. */
+export const RECORD_BEGIN = '----- servegate merged record: begin -----'
+export const RECORD_END = '----- servegate merged record: end -----'
+
+/** The merged record's path beside a coordinating pod's own shard record: `<out minus .json>.merged.json`. */
+export function mergedRecordPath(out: string): string {
+  return `${out.replace(/\.json$/, '')}.merged.json`
+}
+
+/** The merged record's bytes cut out of pod 0's log; null when the log holds none. */
+export function recordFromLog(log: string): string | null {
+  const begin = log.indexOf(`${RECORD_BEGIN}\n`)
+  const end = log.indexOf(`\n${RECORD_END}`, begin)
+  return begin < 0 || end < 0 ? null : `${log.slice(begin + RECORD_BEGIN.length + 1, end)}\n`
+}
