@@ -148,13 +148,18 @@ export class NetworkProbeSession {
 
   /**
    * Picks the HTTP endpoint (the first of `/health`, `/v1/models` that answers 2xx; that exchange
-   * also opens the probe's connection) and probes `NETWORK_PROBES_BEFORE` times each way.
+   * also opens the probe's connection) and probes `before` times each way.
    * @param headers sent with each HTTP probe (the API key's `authorization`: never recorded)
    */
-  static async start(origin: string, headers: Record<string, string>, signal?: AbortSignal): Promise<NetworkProbeSession> {
+  static async start(
+    origin: string,
+    headers: Record<string, string>,
+    signal?: AbortSignal,
+    before = NETWORK_PROBES_BEFORE,
+  ): Promise<NetworkProbeSession> {
     const session = new NetworkProbeSession(await probeTarget(origin), headers)
     await session.#pickEndpoint()
-    for (let i = 0; i < NETWORK_PROBES_BEFORE && signal?.aborted !== true; i++) await session.#probe('before')
+    for (let i = 0; i < before && signal?.aborted !== true; i++) await session.probeOnce('before')
     return session
   }
 
@@ -162,7 +167,7 @@ export class NetworkProbeSession {
   during(): void {
     if (this.#timer !== null) return
     this.#timer = setInterval(() => {
-      this.#inFlight ??= this.#probe('during').finally(() => (this.#inFlight = null))
+      this.#inFlight ??= this.probeOnce('during').finally(() => (this.#inFlight = null))
     }, NETWORK_PROBE_INTERVAL_MS)
     this.#timer.unref()
   }
@@ -203,8 +208,8 @@ export class NetworkProbeSession {
     this.#reason = `neither endpoint answered 2xx (${answers.join(', ')}); only TCP handshakes were probed`
   }
 
-  /** One probe of each kind in `phase`: a failure is counted, never thrown. */
-  async #probe(phase: 'before' | 'during'): Promise<void> {
+  /** One probe of each kind now, counted in `phase` (the timer's step, and each probe before the cell); a failure is counted. */
+  async probeOnce(phase: 'before' | 'during'): Promise<void> {
     try {
       this.#handshake[phase].rttMs.push(await handshakeRtt(this.#target.address, this.#target.port))
     } catch {
