@@ -4,6 +4,7 @@ import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { execa } from 'execa'
 import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest'
 import { alive } from '../../fixtures/processes.ts'
 import { createEnvironment, type Environment } from '../runner/environment.ts'
@@ -17,6 +18,7 @@ import { portAccepts } from './launch-token.ts'
 const FAKES = fileURLToPath(new URL('../../fixtures/fakes/', import.meta.url))
 const KUBECTL = join(FAKES, 'kubectl')
 const HELM = join(FAKES, 'helm')
+const BIN = fileURLToPath(new URL('../../bin/servegate.js', import.meta.url))
 const noGpu = async (): Promise<Manifest['gpus']> => ({ status: 'absent', reason: 'test: no GPU probe' })
 const cell = { requests: 4, concurrency: 2, maxTokens: 8, workload: { promptTokens: 16 } }
 
@@ -454,6 +456,29 @@ describe('a cell on a kubernetes deployment, through the fake kubectl and helm',
     expect(record.cellFailure?.code).toBe('REQUEST_ABORTED')
     expect(record.cellFailure?.message).toMatch(/start-up of engine kubernetes was interrupted during `.*rollout status deployment\/vllm/)
     expect(record.teardown?.release).toMatchObject({ removed: true })
+    expect(podPids()).toEqual([])
+    expect(leftInCluster()).toEqual([])
+  })
+
+  test('Ctrl-C mid-cell in `servegate run --engine`: exit 130, the partial record, the deployment gone', { timeout: 60_000 }, async () => {
+    await cluster()
+    const port = await freePort()
+    const config = join(dir, `kube-${port}.json`)
+    await writeFile(config, JSON.stringify({ ...base(port), manifest: await manifest(port), rollout: ['deployment/vllm'] }))
+    const out = join(dir, `ctrl-c-${port}.json`)
+    const argv = ['run', '--engine', config, '--requests', '400', '--concurrency', '1', '--max-tokens', '64', '--out', out]
+    const child = execa(process.execPath, [BIN, ...argv], { reject: false, env: { SERVEGATE_FAKE_KUBE_STATE: state } })
+    const sent = async (): Promise<number> =>
+      (await readFile(`${out}.requests.jsonl`, 'utf8').catch(() => '')).split('\n').filter(Boolean).length
+    await expect.poll(sent, { timeout: 30_000, interval: 100 }).toBeGreaterThan(1)
+    child.kill('SIGINT')
+    const result = await child
+    expect(result.exitCode).toBe(130)
+    const record = RunRecord.parse(JSON.parse(await readFile(out, 'utf8')))
+    expect(record.completed).toBeLessThan(400)
+    expect(record.teardown?.release).toMatchObject({ tool: 'kubectl', removed: true })
+    expect((await calls()).map((c) => c[1])).toEqual(['apply', 'rollout', 'delete', 'get'])
+    expect(await portAccepts(port)).toBe(false)
     expect(podPids()).toEqual([])
     expect(leftInCluster()).toEqual([])
   })
