@@ -18,6 +18,11 @@ engine.sglang({ model, slots: 2 })
 engine.external({ baseUrl: 'https://gateway.internal:8443/v1', model, remote: true, caFile: 'certs/ca.pem' })
 // @ts-expect-error: remote is a boolean
 engine.external({ baseUrl: 'http://10.0.0.2:8000', model, remote: 'yes' })
+// A Kubernetes deployment: a manifest or a Helm release, its rollouts awaited.
+engine.kubernetes({ baseUrl: 'http://gw.internal:80', model, manifest: 'vllm.yaml', rollout: ['deployment/vllm'] })
+engine.kubernetes({ baseUrl: 'http://gw.internal:80', model, helm: { chart: 'oci://r/vllm', release: 'bench-a', set: { replicas: '2' } } })
+// @ts-expect-error: a wait names its resource
+engine.kubernetes({ baseUrl: 'http://gw.internal:80', model, manifest: 'vllm.yaml', wait: [{ condition: 'Available' }] })
 
 const p = pair({ baseline: a, candidate: b, concurrency: 4, requests: 64, workload: { promptTokens: 1024 } })
 expectTypeOf(p).toExtend<PromiseLike<PairResult>>()

@@ -43,6 +43,12 @@ export const engine = {
   trtllm: (c: Without<'trtllm'>): EngineHandle => handle({ kind: 'trtllm', ...c }),
   command: (c: Without<'command'>): EngineHandle => handle({ kind: 'command', ...c }),
   external: (c: Without<'external'>): EngineHandle => handle({ kind: 'external', ...c }),
+  /**
+   * A deployment on Kubernetes, through kubectl or helm: applied or installed, waited on, measured
+   * at `baseUrl`, and removed and checked gone after the file (docs/engines.md#kubernetes).
+   * @example const vllm = engine.kubernetes({ baseUrl: 'http://gw.internal:80', model, manifest: 'deploy/vllm.yaml', rollout: ['deployment/vllm'] })
+   */
+  kubernetes: (c: Without<'kubernetes'>): EngineHandle => handle({ kind: 'kubernetes', ...c }),
   /** llama.cpp in-process; needs the optional peer dependency `node-llama-cpp` (checked here, at declaration). */
   nodeLlamaCpp: (c: Without<'node-llama-cpp'>): EngineHandle => {
     declaring(requireNodeLlamaCpp)

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
 import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest'
 import { alive } from '../../fixtures/processes.ts'
+import { engine } from '../declare/engine-handles.ts'
 import { createEnvironment, type Environment } from '../runner/environment.ts'
 import { runEngineCell } from '../runner/runner.ts'
 import type { Manifest } from '../schema/manifest.ts'
@@ -165,6 +166,13 @@ describe('kubernetes configs are refused before any kubectl call', () => {
     [{ manifest: 'a.yaml', wait: [{ resource: 'vllm' }] }, /engine\.wait\.0\.resource: must be TYPE\/NAME, e\.g\. deployment\/vllm/],
   ])('%j', (fields, message) => {
     expect(() => resolveEngineConfig({ ...base(8000), ...fields })).toThrow(message)
+  })
+
+  test('engine.kubernetes in a spec fails at declaration', () => {
+    expect(() => engine.kubernetes({ baseUrl: 'http://10.1.2.3:80', model: { id: 'm' } })).toThrow(
+      /engine\.manifest, engine\.helm: neither is set/,
+    )
+    expect(engine.kubernetes({ baseUrl: 'http://10.1.2.3:80', model: { id: 'm' }, manifest: 'a.yaml' }).config.kind).toBe('kubernetes')
   })
 
   test('a baseUrl that is not a URL names the field', () => {

@@ -24,7 +24,7 @@ const EXPORTER = 'http://10.0.0.5:9400/metrics'
 const L4 = { index: 0, name: 'NVIDIA L4', uuid: 'GPU-c2f76b33', driverVersion: '580.105.08', memoryTotalMiB: 23033, powerW: 16.4 }
 
 const withGpus = (gpus: Manifest['gpus']): RunRecord => ({ ...base, manifest: { ...testManifest(), gpus } })
-const fromExporter = (device: Partial<typeof L4> = {}): RunRecord =>
+const fromExporter = (device: { name?: string | null; driverVersion?: string | null } = {}): RunRecord =>
   withGpus({ status: 'ok', devices: [{ ...L4, ...device }], source: 'dcgm-exporter', url: EXPORTER, note: 'n' })
 const unknownGpus = (): RunRecord =>
   withGpus({
