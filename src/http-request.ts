@@ -1,5 +1,6 @@
 import { connect as netConnect, isIP, type Socket } from 'node:net'
-import { createSecureContext, getCACertificates, type SecureContext, connect as tlsConnect } from 'node:tls'
+import type * as NodeTls from 'node:tls'
+import type { SecureContext } from 'node:tls'
 import { type Http1Headers, Http1ResponseParser } from './http1.ts'
 
 /** A whole reply, read to its end. */
@@ -20,6 +21,14 @@ export interface HttpRequestOptions {
   signal?: AbortSignal
   /** From the request's start to the body's end, ms; past it the request fails with code ETIMEDOUT. @default none */
   timeoutMs?: number
+}
+
+/**
+ * Node's `tls`, loaded when an `https://` origin first needs it: a loopback cell never does, and
+ * loading it makes the process some 4 MB larger (docs/client-benchmark.md, "Where the memory goes").
+ */
+export function nodeTls(): typeof NodeTls {
+  return process.getBuiltinModule('node:tls')
 }
 
 /** The CA certificates (PEM) a remote HTTPS origin is verified against, by origin: `--ca-file` / `caFile`. */
@@ -54,12 +63,15 @@ export function tlsTrust(origin: string): SecureContext {
   const key = new URL(origin).origin
   const ca = trustedCas.get(key)
   if (ca === undefined) {
-    systemContext ??= createSecureContext({ ca: [...new Set([...getCACertificates('default'), ...getCACertificates('system')])] })
+    const tls = nodeTls()
+    systemContext ??= tls.createSecureContext({
+      ca: [...new Set([...tls.getCACertificates('default'), ...tls.getCACertificates('system')])],
+    })
     return systemContext
   }
   let context = contexts.get(key)
   if (context === undefined) {
-    context = createSecureContext({ ca })
+    context = nodeTls().createSecureContext({ ca })
     contexts.set(key, context)
   }
   return context
@@ -96,7 +108,7 @@ function requestBytes(target: URL, options: HttpRequestOptions): Buffer {
 function connectTo(target: URL): Socket {
   const host = target.hostname.replace(/^\[(.*)\]$/, '$1')
   if (target.protocol !== 'https:') return netConnect({ host, port: Number(target.port || 80) })
-  return tlsConnect({
+  return nodeTls().connect({
     host,
     port: Number(target.port || 443),
     ...(isIP(host) === 0 ? { servername: host } : {}),

@@ -1,17 +1,7 @@
 import { ServegateError } from '../errors.ts'
 import { SERVEGATE_VERSION } from '../version.ts'
-import { calibrateCommand } from './calibrate-command.ts'
-import { capacityCommand } from './capacity-command.ts'
-import { demoCommand } from './demo.ts'
-import { compareCommand, reportCommand, verifyCommand } from './evidence-commands.ts'
-import { importCommand } from './import.ts'
-import { initCommand } from './init.ts'
 import { INTERRUPT_SIGNALS, Interrupted, type InterruptSignal } from './interrupt.ts'
-import { rescoreCommand } from './rescore-command.ts'
 import { type CliIo, scrubbingIo } from './cli-io.ts'
-import { runCommand } from './run-command.ts'
-import { simCommand } from './sim.ts'
-import { summarizeCommand } from './summarize-command.ts'
 
 const HELP = `servegate ${SERVEGATE_VERSION} — LLM-serving benchmarks as assertions
 
@@ -52,31 +42,33 @@ export async function main(argv: string[], given: CliIo = { stdout: process.stdo
   // `on`, not `once`: other listeners (engine teardown) decide whether to re-raise by counting us.
   for (const [name, handler] of handlers) process.on(name, handler)
   try {
+    // Each command is loaded when run: a measuring `run` holds none of the others' code (the sim's
+    // node:http server, the evidence renderers), some 10 MB of a cell's memory.
     switch (command) {
       case 'init':
-        return await initCommand(rest, io)
+        return await (await import('./init.ts')).initCommand(rest, io)
       case 'run':
-        return await runCommand(rest, io, controller.signal)
+        return await (await import('./run-command.ts')).runCommand(rest, io, controller.signal)
       case 'capacity':
-        return await capacityCommand(rest, io, controller.signal)
+        return await (await import('./capacity-command.ts')).capacityCommand(rest, io, controller.signal)
       case 'calibrate':
-        return await calibrateCommand(rest, io, controller.signal)
+        return await (await import('./calibrate-command.ts')).calibrateCommand(rest, io, controller.signal)
       case 'summarize':
-        return await summarizeCommand(rest, io)
+        return await (await import('./summarize-command.ts')).summarizeCommand(rest, io)
       case 'import':
-        return await importCommand(rest, io)
+        return await (await import('./import.ts')).importCommand(rest, io)
       case 'rescore':
-        return await rescoreCommand(rest, io)
+        return await (await import('./rescore-command.ts')).rescoreCommand(rest, io)
       case 'sim':
-        return await simCommand(rest, io, controller.signal)
+        return await (await import('./sim.ts')).simCommand(rest, io, controller.signal)
       case 'demo':
-        return await demoCommand(rest, io, controller.signal)
+        return await (await import('./demo.ts')).demoCommand(rest, io, controller.signal)
       case 'verify':
-        return await verifyCommand(rest, io)
+        return await (await import('./evidence-commands.ts')).verifyCommand(rest, io)
       case 'report':
-        return await reportCommand(rest, io)
+        return await (await import('./evidence-commands.ts')).reportCommand(rest, io)
       case 'compare':
-        return await compareCommand(rest, io)
+        return await (await import('./evidence-commands.ts')).compareCommand(rest, io)
       case '--version':
       case '-v':
         io.stdout.write(`${SERVEGATE_VERSION}\n`)

@@ -1,7 +1,7 @@
 import { isIP, connect as netConnect, type Socket } from 'node:net'
-import { type SecureContext, connect as tlsConnect } from 'node:tls'
+import type { SecureContext } from 'node:tls'
 import { ServegateError } from '../errors.ts'
-import { tlsTrust } from '../http-request.ts'
+import { nodeTls, tlsTrust } from '../http-request.ts'
 import { monoMs } from './clock.ts'
 import { type Http1Headers, Http1ResponseParser } from '../http1.ts'
 
@@ -296,7 +296,7 @@ export class StreamConnections {
 
   #connect(): Conn {
     const socket = this.#tls
-      ? tlsConnect({
+      ? nodeTls().connect({
           host: this.#host,
           port: this.#port,
           ...(isIP(this.#host) === 0 ? { servername: this.#host } : {}),
