@@ -3,7 +3,8 @@
  * pinned from its first instruction to one CPU (`taskset -c`, so the CLI sizes itself for the
  * one core it gets), a closed loop against a bench server, the run record written with `--out`.
  */
-import { readFile, stat } from 'node:fs/promises'
+import { copyFile, mkdir, readFile, stat, symlink } from 'node:fs/promises'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
 import { readRunRecord } from '../src/record/record-io.ts'
@@ -11,6 +12,26 @@ import type { RunRecord } from '../src/schema/run.ts'
 import { MODEL } from './chunks.ts'
 
 export const SERVEGATE_BIN = fileURLToPath(new URL('../bin/servegate.js', import.meta.url))
+const ROOT = fileURLToPath(new URL('..', import.meta.url))
+
+/**
+ * `servegate run` as a user installs it: this checkout built (`scripts/build.ts`, compiled
+ * JavaScript in `dist/`) and laid out in `dir` as the package is (`bin/`, `dist/`,
+ * `package.json`, its dependencies), with no `src/` beside `bin/`, so `bin/servegate.js` loads
+ * the compiled CLI, not the TypeScript sources (whose type stripping costs a process some 17 MB).
+ * @returns the staged `bin/servegate.js`
+ * @throws when the build fails
+ */
+export async function stageBuiltCli(dir: string): Promise<string> {
+  const built = await execa(process.execPath, [join(ROOT, 'scripts/build.ts')], { cwd: ROOT, reject: false, stdin: 'ignore' })
+  if (built.exitCode !== 0) throw new Error(`scripts/build.ts exited ${built.exitCode}\n${String(built.stderr).slice(-2000)}`)
+  await mkdir(join(dir, 'bin'), { recursive: true })
+  await copyFile(join(ROOT, 'bin/servegate.js'), join(dir, 'bin/servegate.js'))
+  await copyFile(join(ROOT, 'package.json'), join(dir, 'package.json'))
+  await symlink(join(ROOT, 'dist'), join(dir, 'dist'))
+  await symlink(join(ROOT, 'node_modules'), join(dir, 'node_modules'))
+  return join(dir, 'bin/servegate.js')
+}
 
 export interface CliRunOptions {
   /** The bench server's origin, e.g. `http://127.0.0.1:41234`. */
@@ -28,6 +49,8 @@ export interface CliRunOptions {
   cpu: number | null
   /** Sample the working process's VmHWM while it runs (see `CliRunResult.peakRssMB`). */
   sampleRss?: boolean
+  /** The CLI to run: a `bin/servegate.js`. @default SERVEGATE_BIN, this checkout's (its TypeScript sources) */
+  bin?: string
   /** `--request-timeout-ms`. @default 60000 */
   requestTimeoutMs?: number
   signal?: AbortSignal
@@ -87,7 +110,7 @@ function sampleHighWater(pid: number): { stop: () => Promise<number | null> } {
  */
 export async function runServegateCli(o: CliRunOptions): Promise<CliRunResult> {
   const args = [
-    SERVEGATE_BIN,
+    o.bin ?? SERVEGATE_BIN,
     'run',
     ...['--base-url', o.origin, '--model', MODEL, '--concurrency', String(o.concurrency)],
     ...['--requests', String(o.requests), '--warmup', String(o.warmup), '--max-tokens', String(o.maxTokens)],

@@ -19,8 +19,9 @@
  * - Ingest: the zero-delay server writing one SSE event per socket write, and 16; output tok/s
  *   and CPU s per 1M tokens. servegate's side is its streaming client in this process
  *   (`measureIngest`), not the CLI: a run of a second would measure the CLI's start-up.
- * - Peak RSS: `servegate run` (VmHWM of the image that ran the cell, under the bench workers' V8
- *   flags) and the Python client (its own VmHWM), fresh processes against the zero-delay server;
+ * - Peak RSS: `servegate run` as installed (this checkout built to `dist/`, `stageBuiltCli`; the
+ *   ITL runs use it too), VmHWM of the image that ran the cell, under the bench workers' V8
+ *   flags, and the Python client (its own VmHWM), fresh processes against the zero-delay server;
  *   the record's bytes on disk per completion token it holds.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
@@ -33,7 +34,7 @@ import { execa } from 'execa'
 import { nearestRank } from '../src/metrics/distribution.ts'
 import { formatSignificant } from '../src/number-format.ts'
 import { warmClientJit } from '../src/runner/warm.ts'
-import { runServegateCli } from './cli-run.ts'
+import { runServegateCli, stageBuiltCli } from './cli-run.ts'
 import { ingestRequests } from './client-bench.ts'
 import { pinToCpu, serverCpu } from './cpu.ts'
 import { type IngestOptions, type IngestResult, measureIngest } from './ingest.ts'
@@ -233,6 +234,8 @@ interface Context {
   py: PythonClient
   cpus: { server: number | null; client: number | null }
   dir: string
+  /** `servegate run` built and laid out as installed (`stageBuiltCli`). */
+  bin: string
   failures: string[]
   log: (line: string) => void
   signal: AbortSignal | undefined
@@ -257,6 +260,7 @@ function noteItl(ctx: Context, label: string, run: ItlRun): void {
 
 async function servegateItl(ctx: Context, origin: string, level: ItlLevelPlan): Promise<ItlRun> {
   const run = await runServegateCli({
+    bin: ctx.bin,
     origin,
     concurrency: level.concurrency,
     requests: level.concurrency * level.rounds,
@@ -427,6 +431,7 @@ async function compareRss(ctx: Context): Promise<RssComparison[]> {
         const label = `${client} RSS C=${c.concurrency}×${c.tokens} run ${i + 1}`
         if (client === 'servegate') {
           const run = await runServegateCli({
+            bin: ctx.bin,
             origin: server.origin,
             concurrency: c.concurrency,
             requests: c.requests,
@@ -496,8 +501,10 @@ export async function runSideBySide(options: SideBySideOptions = {}): Promise<Si
   const startedAt = new Date()
   const t0 = performance.now()
   const dir = await mkdtemp(join(tmpdir(), 'servegate-side-by-side-'))
-  const ctx: Context = { plan, py, cpus, dir, failures: [], log, signal: options.signal }
   try {
+    log('building servegate as it is installed (compiled dist/)…')
+    const bin = await stageBuiltCli(join(dir, 'servegate'))
+    const ctx: Context = { plan, py, cpus, dir, bin, failures: [], log, signal: options.signal }
     warmClientJit()
     log('ITL error against the server’s actual send gaps, 10 ms/chunk…')
     const itl = await compareItl(ctx)
@@ -514,9 +521,9 @@ export async function runSideBySide(options: SideBySideOptions = {}): Promise<Si
       clientCpu: cpus.client,
       runsPerFigure: plan.repeats,
       servegateSide: {
-        itl: '`servegate run` (bin/servegate.js), a fresh process per run',
+        itl: '`servegate run` built as installed (compiled dist/), a fresh process per run',
         ingest: 'its streaming client in a fresh process of its own (`ingest-process.ts`), not the CLI',
-        rss: '`servegate run`, VmHWM of the process that ran the cell',
+        rss: '`servegate run` built as installed, VmHWM of the process that ran the cell',
       },
       versions: {
         node: process.version,
