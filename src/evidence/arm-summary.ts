@@ -145,6 +145,7 @@ export function armSummary(record: RunRecord, arm: ArmSummary['arm'], launch: nu
     measured: measuredFacts(record),
     accuracy: record.metrics.accuracy === null ? null : { ...record.metrics.accuracy },
     ...prefixCacheSummary(record),
+    ...networkSummary(record),
     // Left out where there is nothing to say, so indexes written before these were kept still verify.
     ...(record.cancelled > 0 ? { cancelled: record.cancelled } : {}),
     ...(spec === null
@@ -157,6 +158,27 @@ export function armSummary(record: RunRecord, arm: ArmSummary['arm'], launch: nu
             draftTokens: spec.draftTokens,
           },
         }),
+  }
+}
+
+/** A remote target's round trips and adjusted TTFT and e2e; nothing for a loopback one (so older indexes still verify). */
+function networkSummary(record: RunRecord): Pick<ArmSummary, 'network'> {
+  const n = record.network
+  if (n === undefined) return {}
+  const a = n.adjusted
+  const d = record.metrics.distributions
+  const less = (f: NonNullable<typeof a>['ttftMs'], samples: number): Percentiles => ({ p50: f.p50, p95: f.p95, p99: f.p99, samples })
+  return {
+    network: {
+      host: n.host,
+      httpEndpoint: n.http.endpoint,
+      httpRttP50Ms: n.http.before.p50Ms,
+      handshakeP50Ms: n.handshake.before.p50Ms,
+      estimator: a?.estimator ?? null,
+      rttMs: a?.rttMs ?? null,
+      adjustedTtftMs: a === null ? null : less(a.ttftMs, d.ttftMs.samples),
+      adjustedE2eMs: a === null ? null : less(a.e2eMs, d.e2eMs.samples),
+    },
   }
 }
 

@@ -445,6 +445,23 @@ function distributionTable(c: EvidenceCell): string {
       ]
     }),
   )
+  // A remote arm's TTFT and e2e less its network round trip, named so, beside the raw rows above.
+  const adjusted = (['adjustedTtftMs', 'adjustedE2eMs'] as const).flatMap((key) =>
+    c.arms.flatMap((a) => {
+      const p = a.network?.[key] ?? null
+      if (p === null) return []
+      return [
+        [
+          `${key === 'adjustedTtftMs' ? 'TTFT' : 'end to end'}, network-adjusted (ms)`,
+          armLabel(c, a),
+          percentileCell(p, 'p50', 'ms', false),
+          percentileCell(p, 'p95', 'ms', false),
+          percentileCell(p, 'p99', 'ms', false),
+          { text: String(p.samples), sort: p.samples },
+        ],
+      ]
+    }),
+  )
   const throughput = c.arms.map((a) => [
     'output throughput (tok/s)',
     armLabel(c, a),
@@ -461,9 +478,27 @@ function distributionTable(c: EvidenceCell): string {
     : ''
   return [
     '<h3>Distributions (nearest-rank percentiles over ok requests)</h3>',
-    table(`dist-${slug(c.id)}`, ['metric', 'arm', 'p50', 'p95', 'p99', 'samples'], [...rows, ...throughput], false),
+    table(`dist-${slug(c.id)}`, ['metric', 'arm', 'p50', 'p95', 'p99', 'samples'], [...rows, ...adjusted, ...throughput], false),
     note,
+    networkNote(c),
   ].join('\n')
+}
+
+/** What the network-adjusted rows subtract, per remote arm; empty where every arm is on loopback. */
+function networkNote(c: EvidenceCell): string {
+  const lines = c.arms.flatMap((a) => {
+    const n = a.network
+    if (n === undefined) return []
+    const subtracted =
+      n.rttMs === null
+        ? 'no probe answered, nothing subtracted'
+        : `network-adjusted rows subtract ${formatSignificant(n.rttMs)} ms (${n.estimator === 'http-p50-before' ? 'HTTP' : 'TCP handshake'} RTT p50 before the cell)`
+    const http =
+      n.httpRttP50Ms === null ? 'no HTTP RTT' : `HTTP RTT p50 ${formatSignificant(n.httpRttP50Ms)} ms (GET ${n.httpEndpoint ?? '?'})`
+    const handshake = n.handshakeP50Ms === null ? 'no handshake RTT' : `TCP handshake p50 ${formatSignificant(n.handshakeP50Ms)} ms`
+    return [`${armLabel(c, a)} → ${n.host}: ${http}, ${handshake}; ${subtracted}; gates judge the raw rows.`]
+  })
+  return lines.length === 0 ? '' : `<p class="meta">${lines.map(escapeHtml).join('<br>')}</p>`
 }
 
 /** Each arm's engine-reported prefix-cache hit share and the reset before the cell; empty where there is none to show. */

@@ -157,6 +157,22 @@ export const ArmSummary = z.object({
       draftTokens: z.int().nonnegative().nullable(),
     })
     .optional(),
+  /**
+   * A remote target's round trips and its TTFT and e2e less them (the record's `network`); absent
+   * for a loopback target. `rttMs` is what was subtracted, by `estimator`; null when no probe answered.
+   */
+  network: z
+    .object({
+      host: z.string(),
+      httpEndpoint: z.string().nullable(),
+      httpRttP50Ms: z.number().nonnegative().nullable(),
+      handshakeP50Ms: z.number().nonnegative().nullable(),
+      estimator: z.enum(['http-p50-before', 'handshake-p50-before']).nullable(),
+      rttMs: z.number().nonnegative().nullable(),
+      adjustedTtftMs: Percentiles.nullable(),
+      adjustedE2eMs: Percentiles.nullable(),
+    })
+    .optional(),
 })
 export type ArmSummary = z.infer<typeof ArmSummary>
 
