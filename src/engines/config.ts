@@ -66,6 +66,53 @@ const launched = {
   logDir: z.string().min(1).optional(),
 }
 
+/**
+ * Options of an engine whose GPUs are not on this host (an `external` endpoint, a deployment on
+ * Kubernetes): where the manifest's GPU facts come from instead of nvidia-smi. Spread into each
+ * such config, and checked with {@link checkGpuMetricsUrl}.
+ */
+export const remoteFactsOptions = {
+  /**
+   * The DCGM exporter's metrics URL of the deployment's GPUs (`http://HOST:9400/metrics`): the
+   * manifest's GPU model, count, memory, driver and power come from it, with their source. On
+   * another host only when the engine is remote. Unset: nvidia-smi here for a loopback endpoint,
+   * unknown (and unverifiable in the pair checks) for a remote one.
+   * @example 'http://10.0.0.5:9400/metrics'
+   */
+  gpuMetricsUrl: z.string().min(1).optional(),
+}
+
+/**
+ * Checks a `gpuMetricsUrl`: an http(s) URL, on loopback unless the engine is remote.
+ * @param field the option named in errors (`engine.gpuMetricsUrl`)
+ * @throws ServegateError CONFIG_INVALID naming the field and the fix
+ */
+export function checkGpuMetricsUrl(raw: string | undefined, remote: boolean, field: string): void {
+  if (raw === undefined) return
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch (error) {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `${field}: "${raw}" is not a URL; pass the DCGM exporter's metrics URL, e.g. http://10.0.0.5:9400/metrics`,
+      { cause: error },
+    )
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new ServegateError('CONFIG_INVALID', `${field}: protocol ${url.protocol} is not supported; use http:// or https://`)
+  try {
+    parseBaseUrl(url.origin, remote)
+  } catch (error) {
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `${field}: ${url.hostname} is not a loopback address; nothing was sent to it. ` +
+        'A DCGM exporter on another host goes with a remote engine: set remote: true (or pass --remote)',
+      { cause: error },
+    )
+  }
+}
+
 /** A DNS-1123 label: what Kubernetes takes as a namespace or an object's name, and Helm as a release name. */
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/
 const dnsLabel = (max: number, what: string) =>
@@ -146,54 +193,8 @@ const kubernetes = z.object({
   kubectl: z.string().min(1).default('kubectl'),
   /** A PEM file of the CA an `https://` `baseUrl`'s certificate is verified against; unset: the system's CAs. */
   caFile: z.string().min(1).optional(),
+  ...remoteFactsOptions,
 })
-
-/**
- * Options of an engine whose GPUs are not on this host (an `external` endpoint, a deployment on
- * Kubernetes): where the manifest's GPU facts come from instead of nvidia-smi. Spread into each
- * such config, and checked with {@link checkGpuMetricsUrl}.
- */
-export const remoteFactsOptions = {
-  /**
-   * The DCGM exporter's metrics URL of the deployment's GPUs (`http://HOST:9400/metrics`): the
-   * manifest's GPU model, count, memory, driver and power come from it, with their source. On
-   * another host only when the engine is remote. Unset: nvidia-smi here for a loopback endpoint,
-   * unknown (and unverifiable in the pair checks) for a remote one.
-   * @example 'http://10.0.0.5:9400/metrics'
-   */
-  gpuMetricsUrl: z.string().min(1).optional(),
-}
-
-/**
- * Checks a `gpuMetricsUrl`: an http(s) URL, on loopback unless the engine is remote.
- * @param field the option named in errors (`engine.gpuMetricsUrl`)
- * @throws ServegateError CONFIG_INVALID naming the field and the fix
- */
-export function checkGpuMetricsUrl(raw: string | undefined, remote: boolean, field: string): void {
-  if (raw === undefined) return
-  let url: URL
-  try {
-    url = new URL(raw)
-  } catch (error) {
-    throw new ServegateError(
-      'CONFIG_INVALID',
-      `${field}: "${raw}" is not a URL; pass the DCGM exporter's metrics URL, e.g. http://10.0.0.5:9400/metrics`,
-      { cause: error },
-    )
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    throw new ServegateError('CONFIG_INVALID', `${field}: protocol ${url.protocol} is not supported; use http:// or https://`)
-  try {
-    parseBaseUrl(url.origin, remote)
-  } catch (error) {
-    throw new ServegateError(
-      'CONFIG_INVALID',
-      `${field}: ${url.hostname} is not a loopback address; nothing was sent to it. ` +
-        'A DCGM exporter on another host goes with a remote engine: set remote: true (or pass --remote)',
-      { cause: error },
-    )
-  }
-}
 
 /** Engine configs, chosen by `kind`. Defaults are filled here, once. */
 export const EngineConfig = z.discriminatedUnion('kind', [
@@ -352,6 +353,11 @@ function checkKubernetes(config: Extract<ResolvedEngineConfig, { kind: 'kubernet
     parseBaseUrl(config.baseUrl, true)
   } catch (error) {
     throw invalid(`${source}.${(error as Error).message}`, error)
+  }
+  try {
+    checkGpuMetricsUrl(config.gpuMetricsUrl, true, `${source}.gpuMetricsUrl`)
+  } catch (error) {
+    throw invalid((error as Error).message, error)
   }
 }
 

@@ -175,6 +175,12 @@ describe('kubernetes configs are refused before any kubectl call', () => {
     expect(engine.kubernetes({ baseUrl: 'http://10.1.2.3:80', model: { id: 'm' }, manifest: 'a.yaml' }).config.kind).toBe('kubernetes')
   })
 
+  test('gpuMetricsUrl: a DCGM exporter on the cluster is allowed (the kind is remote), a non-URL is refused', () => {
+    const remote = { ...base(8000), manifest: 'a.yaml', gpuMetricsUrl: 'http://10.0.0.5:9400/metrics' }
+    expect(resolveEngineConfig(remote)).toMatchObject({ gpuMetricsUrl: 'http://10.0.0.5:9400/metrics' })
+    expect(() => resolveEngineConfig({ ...remote, gpuMetricsUrl: 'dcgm:9400' })).toThrow(/engine\.gpuMetricsUrl: /)
+  })
+
   test('a baseUrl that is not a URL names the field', () => {
     expect(() => resolveEngineConfig({ ...base(8000), baseUrl: 'gateway:80', manifest: 'a.yaml' })).toThrow(
       /engine\.baseUrl: protocol gateway: is not supported; use http:\/\/ or https:\/\//,

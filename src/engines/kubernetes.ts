@@ -319,6 +319,7 @@ export async function launchKubernetes(
       model: config.model,
       remote: true,
       ...(config.caFile === undefined ? {} : { caFile: config.caFile }),
+      ...(config.gpuMetricsUrl === undefined ? {} : { gpuMetricsUrl: config.gpuMetricsUrl }),
     })
     return {
       ...external,

@@ -225,7 +225,9 @@ export async function launchEngine(
   }
   if (config.kind === 'external') return connectExternal(config, context.gpuFacts, context.exporterGpuFacts)
   if (config.kind === 'kubernetes') {
-    return launchKubernetes(config, context, (external) => connectExternal(external, context.gpuFacts), signal, onPhase)
+    const connect = (external: ExternalConfig): Promise<RunningEngine> =>
+      connectExternal(external, context.gpuFacts, context.exporterGpuFacts)
+    return launchKubernetes(config, context, connect, signal, onPhase)
   }
 
   const port = config.port === 0 ? await freePort() : config.port
