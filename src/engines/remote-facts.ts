@@ -92,7 +92,9 @@ function pick<T>(
 /**
  * The facts an endpoint's answers hold. Pure. SGLang's server arguments come first, then the
  * `/v1/models` card of `modelId`; a fact neither holds is null with the reason.
- * @example reportedFacts({ serverInfo: { version: '0.5.5', tp_size: 2, model_path: 'Qwen/Qwen3-8B' }, models: null, metrics: null }, 'm').tensorParallel.value // 2
+ * @example
+ * const serverInfo = { version: '0.5.5', tp_size: 2, model_path: 'Qwen/Qwen3-8B' }
+ * reportedFacts({ serverInfo, models: null, metrics: null }, 'm').tensorParallel.value // 2
  */
 export function reportedFacts(answers: EndpointAnswers, modelId: string): Reported {
   const card = modelCard(answers.models, modelId)

@@ -57,7 +57,9 @@ function unknownGpuFact(r: RunRecord, missing: (d: GpuDevice) => boolean, lacks:
   if (g.status === 'unknown') return g.reason
   if (g.status !== 'ok' || g.source === undefined) return null
   const devices = g.devices.filter(missing)
-  return devices.length === 0 ? null : `the ${g.source} at ${g.url ?? '?'} reports no ${lacks} for GPU ${devices.map((d) => d.index ?? '?').join(', ')}`
+  return devices.length === 0
+    ? null
+    : `the ${g.source} at ${g.url ?? '?'} reports no ${lacks} for GPU ${devices.map((d) => d.index ?? '?').join(', ')}`
 }
 
 const CHECKS: Check[] = [

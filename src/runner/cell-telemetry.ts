@@ -32,7 +32,9 @@ const SCRAPED_KINDS = new Set<string>(['vllm', 'sglang', 'llama-server', 'trtllm
 
 /** Why GPUs with facts have no samples: the sampler did not run, or they are on a remote host. */
 const gpuUnsampled = (source: 'dcgm-exporter' | undefined): string =>
-  source === undefined ? 'no GPU sampler ran' : `the GPUs are on the remote host: nvidia-smi here samples none (their facts come from the ${source})`
+  source === undefined
+    ? 'no GPU sampler ran'
+    : `the GPUs are on the remote host: nvidia-smi here samples none (their facts come from the ${source})`
 
 /**
  * Starts watching an engine while a cell runs: nvidia-smi samples (idle baseline until the
@@ -51,11 +53,7 @@ export function startTelemetry(engine: RunningEngine, concurrency: number, optio
       : null
   // A remote endpoint is scraped as the engine that answers it (its names at /metrics).
   const reported = engine.manifest.engine.reported?.kind.value
-  const kind = SCRAPED_KINDS.has(engine.kind)
-    ? (engine.kind as EngineKind)
-    : reported === 'vllm' || reported === 'sglang'
-      ? reported
-      : null
+  const kind = SCRAPED_KINDS.has(engine.kind) ? (engine.kind as EngineKind) : reported === 'vllm' || reported === 'sglang' ? reported : null
   const scraper =
     kind !== null && engine.metricsUrl !== null
       ? startMetricsScraper({ url: engine.metricsUrl, kind, intervalMs: options.metricsIntervalMs ?? 250, modelName: engine.model })

@@ -46,7 +46,7 @@ export const Manifest = z.object({
      */
     reported: z
       .object({
-        /** The engine that answers: `vllm`, `sglang` or `trtllm` (from `GET /get_server_info`, `/v1/models` `owned_by`, or `/metrics` names). */
+        /** The engine that answers: `vllm`, `sglang` or `trtllm` (`GET /get_server_info`, `/v1/models` `owned_by`, `/metrics` names). */
         kind: fact(z.enum(['vllm', 'sglang', 'trtllm'])),
         /** Tensor-parallel size (SGLang's `tp_size`). */
         tensorParallel: fact(z.int().positive()),

@@ -8,7 +8,7 @@ import { DCGM_FACTS_NOTE, parseDcgmGpuFacts, queryDcgmGpuFacts } from './dcgm-ex
 // A real dcgm-exporter scrape (NVIDIA L4, default counters), provenance in fixtures/metrics/README.md.
 const L4 = readFileSync(new URL('../../fixtures/metrics/dcgm-exporter-l4.txt', import.meta.url), 'utf8')
 
-/** One series as dcgm-exporter's GPU template prints it (render_metrics.go): gpu, UUID, pci_bus_id, device, modelName[, MIG], Hostname, labels. */
+/** One series as dcgm-exporter's GPU template (render_metrics.go) prints it: gpu, UUID, pci_bus_id, device, modelName, MIG, labels. */
 function series(name: string, gpu: number, value: string, extra: { mig?: string; labels?: string; uuidLabel?: string } = {}): string {
   const mig = extra.mig === undefined ? '' : `,GPU_I_PROFILE="1g.10gb",GPU_I_ID="${extra.mig}"`
   return (
