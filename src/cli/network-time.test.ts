@@ -152,5 +152,14 @@ describe('a loopback target without --remote', () => {
     expect(record.network?.handshake.before.samples).toBe(NETWORK_PROBES_BEFORE)
     expect(record.network?.http.before.samples).toBe(NETWORK_PROBES_BEFORE)
     expect(record.network?.adjusted?.estimator).toBe('http-p50-before')
+
+    // summarize recomputes the record's figures, the network-adjusted ones with them; a loopback record has none.
+    const text = await cli(['summarize', join(tmpDir, 'remote.json')])
+    expect(text.stdout).toMatch(/^ttft ms \(network-adjusted\) +4 /m)
+    expect(text.stdout).toMatch(/^network to 127\.0\.0\.1:\d+: HTTP RTT \(GET \/health\) before p50 [\d.]+ ms \(10\)/m)
+    const json = JSON.parse((await cli(['summarize', join(tmpDir, 'remote.json'), '--json'])).stdout) as Record<string, unknown>
+    expect(json.networkAdjusted).toEqual(record.network?.adjusted)
+    const plain = JSON.parse((await cli(['summarize', join(tmpDir, 'loopback.json'), '--json'])).stdout) as Record<string, unknown>
+    expect(Object.keys(plain)).toEqual(['metrics'])
   })
 })

@@ -1,5 +1,6 @@
 import { ServegateError } from '../errors.ts'
 import { computeCellMetrics } from '../metrics/cell-metrics.ts'
+import { networkAdjusted } from '../metrics/network.ts'
 import { readRunRecord } from '../record/record-io.ts'
 import { REQUEST_METRIC_NAMES } from '../schema/run.ts'
 import { parseFlags } from './flags.ts'
@@ -10,7 +11,8 @@ const SUMMARIZE_HELP = `servegate summarize FILE [--json] — recompute a run re
 
   FILE     a servegate.run/v1 or anvil-serving.benchmark/v1 record, a vLLM --save-result JSON or an SGLang bench_serving JSONL
            (summary-only imports are printed as the source summarized them, not recomputed)
-  --json   print {"metrics": {NAME: {samples, mean, stddev, ci95Low, ci95High, min, p25, p50, p75, p90, p95, p99, max}}}`
+  --json   print {"metrics": {NAME: {samples, mean, stddev, ci95Low, ci95High, min, p25, p50, p75, p90, p95, p99, max}}}
+           and, for a remote target, "networkAdjusted": the record's network.adjusted recomputed`
 
 /** `servegate summarize`: distributions recomputed from the requests, never copied from the file. */
 export async function summarizeCommand(argv: string[], io: CliIo): Promise<number> {
@@ -33,10 +35,16 @@ export async function summarizeCommand(argv: string[], io: CliIo): Promise<numbe
     ...computeCellMetrics(stored.requests, stored.metrics.wallClockMs, stored.metrics.goodput?.slo ?? null),
     openLoop: stored.metrics.openLoop,
   })
-  const record = summaryOnly ? stored : { ...stored, metrics: recomputed() }
+  const metrics = summaryOnly ? stored.metrics : recomputed()
+  // A remote target's network-adjusted figures follow the recomputed latencies.
+  const network =
+    stored.network === undefined ? {} : { network: { ...stored.network, adjusted: networkAdjusted(stored.network, metrics.distributions) } }
+  const record = { ...stored, metrics, ...network }
   if (values.json === true) {
-    const metrics = Object.fromEntries(REQUEST_METRIC_NAMES.map((name) => [name, record.metrics.distributions[name]]))
-    io.stdout.write(`${JSON.stringify({ metrics }, null, 2)}\n`)
+    const distributions = Object.fromEntries(REQUEST_METRIC_NAMES.map((name) => [name, record.metrics.distributions[name]]))
+    // Remote targets only: TTFT and e2e less the network round trip, as the record's `network.adjusted` holds them.
+    const adjusted = record.network === undefined ? {} : { networkAdjusted: record.network.adjusted }
+    io.stdout.write(`${JSON.stringify({ metrics: distributions, ...adjusted }, null, 2)}\n`)
   } else {
     if (summaryOnly)
       io.stdout.write(`summary-only import from ${stored.importedFrom?.schema}: figures as the source summarized them, not recomputed\n`)
