@@ -284,7 +284,9 @@ export async function launchKubernetes(
   const stop = (): Promise<EngineTeardown> => (teardown ??= removeDeployment(config, tools))
   try {
     if (applied.exitCode !== 0) throw launchError(apply, applied, config)
-    for (const argv of waitArgvs(config, left())) {
+    // Each wait gets what is left of the deadline when it starts.
+    for (let i = 0; i < config.rollout.length + config.wait.length; i++) {
+      const argv = waitArgvs(config, left())[i] as string[]
       onPhase?.({
         phase: 'waiting',
         elapsedMs: config.startupTimeoutMs - left(),
