@@ -71,7 +71,7 @@ const launched = {
  * Kubernetes): where the manifest's GPU facts come from instead of nvidia-smi. Spread into each
  * such config, and checked with {@link checkGpuMetricsUrl}.
  */
-export const remoteFactsOptions = {
+const remoteFactsOptions = {
   /**
    * The DCGM exporter's metrics URL of the deployment's GPUs (`http://HOST:9400/metrics`): the
    * manifest's GPU model, count, memory, driver and power come from it, with their source. On

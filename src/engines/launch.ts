@@ -24,7 +24,7 @@ type Fact = Manifest['engine']['version']
 export type GpuFactsProbe = (visibleDevices: string | null) => Promise<Manifest['gpus']>
 
 /** GPU facts of a remote deployment from its DCGM exporter's metrics URL; injected for the same reason. */
-export type ExporterGpuFactsProbe = (metricsUrl: string) => Promise<Manifest['gpus']>
+type ExporterGpuFactsProbe = (metricsUrl: string) => Promise<Manifest['gpus']>
 
 /** What a launch reads of the environment it runs in: the GPU probe, and where logs go unless the config says. */
 export interface LaunchContext {
