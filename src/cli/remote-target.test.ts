@@ -174,6 +174,9 @@ describe.skipIf(unavailable !== null)('remote targets in a test network namespac
     const record = RunRecord.parse(JSON.parse(await readFile(out, 'utf8')))
     expect(record.completed).toBe(4)
     expect(record.manifest?.target).toEqual({ host: `${ns.nsAddress}:${sim.port}`, remote: true, tls: true })
+    // The HTTP probes cross TLS on a connection of their own, verified against the same CA file.
+    expect(record.network?.http.endpoint).toBe('/health')
+    expect(record.network?.http.before.samples).toBe(10)
 
     // Without --ca-file, a CA in the system's store is trusted (OpenSSL's SSL_CERT_FILE here, read at start-up: a process of its own).
     const system = await execa(process.execPath, [BIN, ...run, '--base-url', baseUrl, '--remote', '--out', file('system.json')], {

@@ -48,7 +48,8 @@ const RUN_HELP =
   --gpu-metrics-url URL     the deployment's DCGM exporter (http://HOST:9400/metrics): the manifest's GPU facts come
                             from it, not from nvidia-smi here; on another host only with --remote
   --engine FILE             JSON engine config to launch and tear down: {"kind": "vllm" | "sglang" | "llama-server" |
-                            "trtllm" | "command" | "external" | "node-llama-cpp" | "sim", "model": {"id": …}, …}
+                            "trtllm" | "command" | "external" | "node-llama-cpp" | "kubernetes" | "sim",
+                            "model": {"id": …}, …}
                             (docs/engines.md); "sim" takes engine.sim()'s fields: {"kind": "sim", "sim": {"decodeTokPerS": 120}}
   --model NAME              model name sent in each request (required with --base-url)
   --api chat|completions    default chat

@@ -11,7 +11,7 @@ import type { RunRecord } from '../schema/run.ts'
  * `max(absoluteMs, relative × the larger)`. 2 ms covers the jitter of a path within one zone; 25%
  * lets a long path vary as long paths do, while 0 ms against 20 ms is refused.
  */
-export const NETWORK_RTT_BOUND = { absoluteMs: 2, relative: 0.25 } as const
+const NETWORK_RTT_BOUND = { absoluteMs: 2, relative: 0.25 } as const
 
 /** The bound as the docs and messages state it. */
 export const NETWORK_RTT_BOUND_TEXT = `max(${NETWORK_RTT_BOUND.absoluteMs} ms, ${NETWORK_RTT_BOUND.relative * 100}% of the larger)`

@@ -20,7 +20,7 @@ export const NETWORK_PROBES_BEFORE = 10
  * ms between two probes of a kind during the measured phase: AIPerf probes once a second; twice
  * a second gives a short cell its samples, at two small exchanges a second off the measured path.
  */
-export const NETWORK_PROBE_INTERVAL_MS = 500
+const NETWORK_PROBE_INTERVAL_MS = 500
 /** A probe that takes longer fails (counted, in no figure). */
 const PROBE_TIMEOUT_MS = 2000
 /** The cheap endpoints tried, in order: the first that answers 2xx before the cell is the one probed. */
@@ -41,7 +41,7 @@ class Tally {
  * at once. Plain TCP even for https (AIPerf's method), to an address resolved beforehand, so
  * neither TLS nor DNS is in it.
  */
-export function handshakeRtt(address: string, port: number, timeoutMs = PROBE_TIMEOUT_MS): Promise<number> {
+function handshakeRtt(address: string, port: number, timeoutMs = PROBE_TIMEOUT_MS): Promise<number> {
   return new Promise((resolve, reject) => {
     const start = monoMs()
     const socket = netConnect({ host: address, port })
