@@ -2,9 +2,12 @@
  * GPU facts a remote arm could not learn: the pair is not refused for them, and the check says
  * which fact was unverifiable, on which arm and why. nvidia-smi's facts here compare as before.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect } from 'vitest'
 import { failureOf } from '../../fixtures/matchers.ts'
 import { testManifest } from '../../fixtures/manifest.ts'
+import { test } from '../../fixtures/test-context.ts'
 import { runCell } from '../runner/measure-cell.ts'
 import type { Manifest } from '../schema/manifest.ts'
 import type { PairResult } from '../schema/results.ts'
@@ -87,5 +90,21 @@ describe('unverifiable GPU facts', () => {
     expect(message).toContain('Unverifiable: GPU model and memory: unverifiable on candidate (the engine is on another host')
     expect(message).toContain('(not compared: unknown, never guessed)')
     expect(failureOf(() => expect(pairOf(local(), local())).not.toBeMatchedPair())).not.toContain('Unverifiable')
+  })
+
+  test('servegate compare: matched, and the unverifiable facts listed (text and --json)', async ({ cli, tmpDir }) => {
+    await writeFile(join(tmpDir, 'local.json'), JSON.stringify(local()))
+    await writeFile(join(tmpDir, 'remote.json'), JSON.stringify(unknownGpus()))
+    const text = await cli(['compare', join(tmpDir, 'local.json'), join(tmpDir, 'remote.json')])
+    expect(text.stdout).toMatch(
+      /^pair checks: matched\n {2}unverifiable: GPU model and memory: unverifiable on candidate \(the engine is on another host/m,
+    )
+    expect(text.stdout).toMatch(/^ {2}unverifiable: GPU driver: unverifiable on candidate/m)
+    const json = await cli(['compare', join(tmpDir, 'local.json'), join(tmpDir, 'remote.json'), '--json'])
+    const report = JSON.parse(json.stdout) as { matched: boolean; unverifiable?: string[] }
+    expect(report.matched).toBe(true)
+    expect(report.unverifiable).toEqual(pairUnverifiable({ baseline: [local()], candidate: [unknownGpus()] }))
+    const same = JSON.parse((await cli(['compare', join(tmpDir, 'local.json'), join(tmpDir, 'local.json'), '--json'])).stdout) as object
+    expect(same).not.toHaveProperty('unverifiable')
   })
 })
