@@ -17,7 +17,7 @@ const RECORD: RunRecord = parseRunText(
   'profile_export_aiperf.json',
   { from: 'aiperf' },
 )
-const REF = { path: 'runs/c/cell-1.json', sha256: 'a'.repeat(64) }
+const REF = { path: 'runs/c/cell-1.json', bytes: 1, sha256: 'a'.repeat(64) }
 
 function remote(record: RunRecord): RunRecord {
   const probes = {
