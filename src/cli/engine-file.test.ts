@@ -35,7 +35,7 @@ describe('--engine FILE', () => {
     [
       'a kind that is not one',
       { kind: 'vlm', model: { id: 'm' } },
-      'engine.kind: "vlm" is not an engine kind; did you mean "vllm"? use one of vllm, sglang, llama-server, trtllm, command, external, node-llama-cpp, sim',
+      'engine.kind: "vlm" is not an engine kind; did you mean "vllm"? use one of vllm, sglang, llama-server, trtllm, command, external, node-llama-cpp, kubernetes, sim',
     ],
     ['no kind', { model: { id: 'm' } }, 'engine.kind: null is not an engine kind; use one of vllm, sglang'],
     [
