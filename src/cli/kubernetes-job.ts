@@ -129,6 +129,7 @@ function podArgv(values: Record<string, string | boolean | undefined>): string[]
 async function kubectl(args: readonly string[], signal?: AbortSignal): Promise<{ code: number; stdout: string; stderr: string }> {
   const { execa } = await import('execa')
   const r = await execa('kubectl', args, { reject: false, stdin: 'ignore', ...(signal === undefined ? {} : { cancelSignal: signal }) })
+  if (r.isCanceled) return { code: 130, stdout: String(r.stdout), stderr: String(r.stderr) }
   if (r.failed && r.exitCode === undefined)
     throw new ServegateError('CONFIG_INVALID', `--kubernetes-job: cannot run kubectl (${r.shortMessage}); put kubectl on PATH`)
   return { code: r.exitCode ?? 1, stdout: String(r.stdout), stderr: String(r.stderr) }

@@ -52,6 +52,9 @@ type ShardFlagValues = Partial<Record<keyof typeof SHARD_FLAGS, string | boolean
   cancel?: string | undefined
   workload?: string | undefined
   sessions?: string | undefined
+  rate?: string | undefined
+  trace?: string | undefined
+  concurrency?: string | undefined
   out?: string | undefined
 }
 
@@ -77,15 +80,25 @@ export function coordinatorAddress(value: string, remote: boolean): { host: stri
 }
 
 /** Flags that cannot be split over shards, each with why. */
-function refuseUnshardable(values: ShardFlagValues): void {
+function refuseUnshardable(values: ShardFlagValues, shards: number): void {
   const why: Array<[boolean, string]> = [
     [values.engine !== undefined, '--engine: each shard would launch its own engine; start it once and pass its --base-url'],
-    [values['max-in-flight'] !== undefined, '--max-in-flight: a cap on requests in flight holds in one process, not across shards'],
-    [values.cancel !== undefined, "--cancel: each shard's check that the engine drained would see the other shards' requests"],
-    [values.workload === 'conversation' || values.sessions !== undefined, '--workload conversation: a turn waits for the one before it'],
+    [
+      values['max-in-flight'] !== undefined,
+      '--max-in-flight: a cap on requests in flight holds in one process, not across shards; drop it',
+    ],
+    [values.cancel !== undefined, "--cancel: each shard's check that the engine drained would see the other shards' requests; drop it"],
+    [
+      values.workload === 'conversation' || values.sessions !== undefined,
+      '--workload conversation: a turn waits for the one before it, in another shard; measure it in one process',
+    ],
   ]
+  const closed = values.rate === undefined && values.trace === undefined
+  const concurrency = Number(values.concurrency ?? 1)
+  if (closed && concurrency < shards)
+    why.push([true, `a closed loop at concurrency ${concurrency} leaves a shard without a slot; pass --concurrency ${shards} or more`])
   const found = why.find(([given]) => given)
-  if (found !== undefined) throw new ServegateError('CONFIG_INVALID', `--shards: ${found[1]}; drop one of them`)
+  if (found !== undefined) throw new ServegateError('CONFIG_INVALID', `--shards: ${found[1]}`)
 }
 
 /**
@@ -102,7 +115,7 @@ export function shardRole(values: ShardFlagValues, env: NodeJS.ProcessEnv = proc
     return null
   }
   const shards = intFlag('--shards', str('shards'), 1, MAX_SHARDS) as number
-  refuseUnshardable(values)
+  refuseUnshardable(values, shards)
   const job = str('kubernetes-job')
   if (job !== undefined) return kubernetesRole(values, shards, job)
   const kubeOnly = (['kubernetes-image', 'kubernetes-namespace', 'kubernetes-wait-s', 'print-manifest'] as const).find(
