@@ -426,6 +426,17 @@ describe('a cell on a kubernetes deployment, through the fake kubectl and helm',
     },
   )
 
+  test('a log directory that cannot be made: the cell still runs, and the deployment is still removed', { timeout: 60_000 }, async () => {
+    await cluster()
+    const port = await freePort()
+    const notADir = join(dir, `file-${port}`)
+    await writeFile(notADir, '')
+    const record = await runEngineCell({ ...env, logDir: join(notADir, 'logs') }, { ...base(port), manifest: await manifest(port) }, cell)
+    expect(record.cellFailure).toBeNull()
+    expect(record.teardown?.release).toMatchObject({ removed: true })
+    expect(leftInCluster()).toEqual([])
+  })
+
   test('kubectl not installed: ENGINE_NOT_FOUND naming the field to set', async () => {
     await cluster()
     const config: EngineConfig = { ...base(8000), kubectl: join(dir, 'no-kubectl'), manifest: await manifest(await freePort()) }

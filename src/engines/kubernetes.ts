@@ -160,14 +160,21 @@ class ToolRunner {
     return result
   }
 
+  /** Appends the call and its output to the log; a log that cannot be written never stops a deployment's removal. */
   async #log(argv: readonly string[], r: ToolResult): Promise<void> {
-    this.#ready ??= mkdir(dirname(this.logPath), { recursive: true }).then(() => {})
-    await this.#ready
     const how = r.notFound ? 'not found' : r.timedOut ? 'killed at its deadline' : r.cancelled ? 'cancelled' : `exit ${r.exitCode}`
     const text = `$ ${shownArgv(argv).join(' ')}\n${r.stdout}${r.stdout.endsWith('\n') || r.stdout === '' ? '' : '\n'}${r.stderr}${
       r.stderr.endsWith('\n') || r.stderr === '' ? '' : '\n'
     }(${how})\n`
-    await appendFile(this.logPath, scrubCredentials(text))
+    try {
+      this.#ready ??= mkdir(dirname(this.logPath), { recursive: true }).then(() => {})
+      await this.#ready
+      await appendFile(this.logPath, scrubCredentials(text))
+    } catch (error) {
+      process.stderr.write(
+        `servegate: cannot write ${this.logPath} (${(error as NodeJS.ErrnoException).code ?? 'error'}); kubectl/helm output not kept\n`,
+      )
+    }
   }
 }
 
