@@ -212,6 +212,43 @@ function latencyTable(index: EvidenceIndex): string[] {
   )
 }
 
+/**
+ * Remote arms: the round trips probed and TTFT and e2e less the one subtracted, named
+ * network-adjusted; the latency table above keeps the raw figures, which the gates judge.
+ */
+function networkTable(index: EvidenceIndex): string[] {
+  const arms = allArms(index).filter(({ a }) => a.network !== undefined)
+  if (arms.length === 0) return []
+  const p = (x: Percentiles | null) => (x === null ? ABSENT : [x.p50, x.p95, x.p99].map((v) => formatSignificant(v)).join(' / '))
+  const rows = arms.map(({ c, a }) => {
+    const n = a.network as NonNullable<ArmSummary['network']>
+    return [
+      armLabel(c, a),
+      n.host,
+      n.httpRttP50Ms === null ? ABSENT : `${formatSignificant(n.httpRttP50Ms)} (GET ${n.httpEndpoint ?? '?'})`,
+      formatSignificant(n.handshakeP50Ms),
+      n.rttMs === null ? ABSENT : formatSignificant(n.rttMs),
+      p(n.adjustedTtftMs),
+      p(n.adjustedE2eMs),
+    ]
+  })
+  return section(
+    '## Network (remote arms, ms; network-adjusted = raw − subtracted: the HTTP RTT p50 before the cell, else the handshake p50)',
+    table(
+      [
+        'arm',
+        'host',
+        'HTTP RTT p50',
+        'TCP handshake p50',
+        'subtracted',
+        'TTFT network-adjusted p50 / p95 / p99',
+        'e2e network-adjusted p50 / p95 / p99',
+      ],
+      rows,
+    ),
+  )
+}
+
 /** Each arm's engine-reported prefix-cache hit share and the reset before its cell, where there is one to show. */
 function prefixCacheTable(index: EvidenceIndex): string[] {
   const arms = allArms(index).filter(({ a }) => a.prefixCache !== undefined)
@@ -745,6 +782,7 @@ export function renderBoard(index: EvidenceIndex, files: readonly FileRef[], opt
     ...section('## Charts', charts === '' ? [] : [charts]),
     ...metricTables(index),
     ...latencyTable(index),
+    ...networkTable(index),
     ...turnTable(index),
     ...prefixCacheTable(index),
     ...specDecodeTable(index),

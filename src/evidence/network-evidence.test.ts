@@ -7,9 +7,11 @@ import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
 import { sampleEvidence } from '../../fixtures/evidence-fixture.ts'
 import { networkAdjusted, rttSeries } from '../metrics/network.ts'
+import { formatSignificant } from '../number-format.ts'
 import { parseRunText } from '../record/record-io.ts'
 import type { NetworkProbes, RunRecord } from '../schema/run.ts'
 import { armSummary } from './arm-summary.ts'
+import { renderBoard } from './board.ts'
 import { renderHtml } from './html.ts'
 
 const RECORD: RunRecord = parseRunText(
@@ -75,5 +77,24 @@ describe('a remote arm in the evidence', () => {
     expect(html).toContain(
       '→ 10.0.0.2:8000: HTTP RTT p50 20 ms (GET /health), TCP handshake p50 0.2 ms; network-adjusted rows subtract 20 ms (HTTP RTT p50 before the cell); gates judge the raw rows.',
     )
+  })
+
+  test('the board gets a network table for remote arms only, the latency table keeping the raw figures', () => {
+    const index = sampleEvidence()
+    expect(renderBoard(index, [])).not.toContain('## Network')
+    const cell = index.cells[0]
+    const arm = cell?.arms[0]
+    if (cell === undefined || arm === undefined) throw new Error('the sample evidence has an arm')
+    const network = armSummary(remote(RECORD), 'cell', 1, REF).network
+    cell.arms[0] = { ...arm, network }
+    const md = renderBoard(index, [])
+    const ttft = network?.adjustedTtftMs
+    expect(md).toContain(
+      '## Network (remote arms, ms; network-adjusted = raw − subtracted: the HTTP RTT p50 before the cell, else the handshake p50)',
+    )
+    const row = md.split('\n').find((line) => line.includes('| 10.0.0.2:8000 |'))
+    expect(row).toContain('| 20 (GET /health) | 0.2 | 20 |')
+    const figures = (x: typeof ttft) => [x?.p50, x?.p95, x?.p99].map((v) => formatSignificant(v ?? null)).join(' / ')
+    expect(row).toContain(`| ${figures(ttft)} | ${figures(network?.adjustedE2eMs)} |`)
   })
 })
