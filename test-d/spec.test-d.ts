@@ -18,6 +18,10 @@ engine.sglang({ model, slots: 2 })
 engine.external({ baseUrl: 'https://gateway.internal:8443/v1', model, remote: true, caFile: 'certs/ca.pem' })
 // @ts-expect-error: remote is a boolean
 engine.external({ baseUrl: 'http://10.0.0.2:8000', model, remote: 'yes' })
+// Its GPU facts from the deployment's DCGM exporter, not from nvidia-smi here.
+engine.external({ baseUrl: 'http://10.0.0.5:8000', model, remote: true, gpuMetricsUrl: 'http://10.0.0.5:9400/metrics' })
+// @ts-expect-error: the exporter's metrics URL is a string
+engine.external({ baseUrl: 'http://10.0.0.5:8000', model, remote: true, gpuMetricsUrl: 9400 })
 // A Kubernetes deployment: a manifest or a Helm release, its rollouts awaited.
 engine.kubernetes({ baseUrl: 'http://gw.internal:80', model, manifest: 'vllm.yaml', rollout: ['deployment/vllm'] })
 engine.kubernetes({ baseUrl: 'http://gw.internal:80', model, helm: { chart: 'oci://r/vllm', release: 'bench-a', set: { replicas: '2' } } })
@@ -70,3 +74,9 @@ async function againstStoredBaseline(): Promise<void> {
   await storedBaseline(42)
 }
 void againstStoredBaseline
+
+// A record's GPU facts: nvidia-smi's here, a DCGM exporter's, or unknown for a remote host; a remote engine's own facts.
+type RecordManifest = NonNullable<RunRecord['manifest']>
+expectTypeOf<RecordManifest['gpus']['status']>().toEqualTypeOf<'ok' | 'absent' | 'unknown'>()
+expectTypeOf<Extract<RecordManifest['gpus'], { status: 'ok' }>['source']>().toEqualTypeOf<'dcgm-exporter' | undefined>()
+expectTypeOf<NonNullable<RecordManifest['engine']['reported']>['kind']['value']>().toEqualTypeOf<'vllm' | 'sglang' | 'trtllm' | null>()
