@@ -8,6 +8,7 @@ import { execa } from 'execa'
 import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest'
 import { alive } from '../../fixtures/processes.ts'
 import { engine } from '../declare/engine-handles.ts'
+import { sanitizeMessage } from '../errors.ts'
 import { createEnvironment, type Environment } from '../runner/environment.ts'
 import { runEngineCell } from '../runner/runner.ts'
 import type { Manifest } from '../schema/manifest.ts'
@@ -344,7 +345,13 @@ describe('a cell on a kubernetes deployment, through the fake kubectl and helm',
     await writeFile(values, 'model: m\n')
     const config: EngineConfig = {
       ...base(port),
-      helm: { chart: await chart(), release: 'bench-a', values: [values], set: { listen: `127.0.0.1:${port}` }, executable: HELM },
+      helm: {
+        chart: await chart(),
+        release: 'bench-a',
+        values: [values],
+        set: { listen: `127.0.0.1:${port}`, hfToken: 'hf_kubetestsecret123' },
+        executable: HELM,
+      },
       namespace: 'bench',
       rollout: ['deployment/bench-a'],
     }
@@ -359,6 +366,12 @@ describe('a cell on a kubernetes deployment, through the fake kubectl and helm',
       checkedWith: `${HELM} status bench-a -n bench`,
     })
     expect((await calls()).map((c) => `${c[0]} ${c[1]}`)).toEqual(['helm install', 'kubectl rollout', 'helm uninstall', 'helm status'])
+    // A secret --set value: redacted in the manifest's argv and the tools' log, scrubbed from anything else written.
+    expect(record.manifest?.engine.argv).toContain('hfToken=[redacted]')
+    const logs = readdirSync(join(dir, 'logs')).filter((f) => f.startsWith('kubernetes-bench-a-'))
+    expect(logs.length).toBeGreaterThan(0)
+    for (const f of logs) expect(await readFile(join(dir, 'logs', f), 'utf8')).not.toContain('hf_kubetestsecret123')
+    expect(sanitizeMessage('helm said hf_kubetestsecret123')).toBe('helm said [redacted]')
     expect(await portAccepts(port)).toBe(false)
     expect(podPids()).toEqual([])
     expect(leftInCluster()).toEqual([])

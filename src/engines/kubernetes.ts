@@ -2,6 +2,7 @@ import { access, appendFile, mkdir } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { sanitizeMessage, scrubCredentials, ServegateError } from '../errors.ts'
 import { parseBaseUrl, trustCaFile } from '../loopback.ts'
+import { registerSecret } from '../secrets.ts'
 import type { PhaseListener } from '../schema/progress.ts'
 import type { EngineTeardown, ReleaseTeardown } from '../schema/run.ts'
 import type { ResolvedEngineConfig } from './config.ts'
@@ -110,13 +111,24 @@ function isGone(config: KubernetesConfig, check: ToolResult): boolean {
   return check.exitCode === 0 && check.stdout.trim() === ''
 }
 
+/** A `--set` key whose value is a secret: a token, key, secret, password or credential. */
+const SECRET_KEY = /token|key|secret|password|credential/i
+
 /** The argv as written to logs, records and messages: `--set` values of secret-looking keys redacted. */
 export function shownArgv(argv: readonly string[]): string[] {
   return argv.map((arg, i) => {
     if (argv[i - 1] !== '--set') return arg
     const eq = arg.indexOf('=')
-    return eq > 0 && /token|key|secret|password|credential/i.test(arg.slice(0, eq)) ? `${arg.slice(0, eq)}=[redacted]` : arg
+    return eq > 0 && SECRET_KEY.test(arg.slice(0, eq)) ? `${arg.slice(0, eq)}=[redacted]` : arg
   })
+}
+
+/** Registers the values of secret-looking `--set` keys, so the tools' echoes of them are scrubbed wherever servegate writes. */
+function registerSetSecrets(config: KubernetesConfig): void {
+  for (const [key, value] of Object.entries(config.helm?.set ?? {})) {
+    // As for a secret environment variable by its name: 8 characters or more, so `true` or `1` is never scrubbed.
+    if (SECRET_KEY.test(key) && value.length >= 8) registerSecret(value)
+  }
 }
 
 interface ToolResult {
@@ -277,6 +289,7 @@ export async function launchKubernetes(
   onPhase?: PhaseListener,
 ): Promise<RunningEngine> {
   await checkFiles(config)
+  registerSetSecrets(config)
   const { origin } = parseBaseUrl(config.baseUrl, true)
   trustCaFile(origin, config.caFile, 'engine.caFile')
   const stamp = new Date().toISOString().replace(/[-:.]/g, '')
