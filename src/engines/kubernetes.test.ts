@@ -450,6 +450,20 @@ describe('a cell on a kubernetes deployment, through the fake kubectl and helm',
     expect(leftInCluster()).toEqual([])
   })
 
+  test('a gateway that never answers: ENGINE_START_TIMEOUT naming baseUrl, and the deployment removed', { timeout: 60_000 }, async () => {
+    await cluster()
+    const [port, elsewhere] = [await freePort(), await freePort()]
+    const config: EngineConfig = { ...base(elsewhere), manifest: await manifest(port), startupTimeoutMs: 1500 }
+    const record = await runEngineCell(env, config, cell)
+    expect(record.cellFailure?.code).toBe('ENGINE_START_TIMEOUT')
+    expect(record.cellFailure?.message).toMatch(
+      new RegExp(`engine kubernetes was deployed but http://127\\.0\\.0\\.1:${elsewhere} did not answer GET /v1/models with 200`),
+    )
+    expect(record.teardown?.release).toMatchObject({ removed: true })
+    expect(await portAccepts(port)).toBe(false)
+    expect(leftInCluster()).toEqual([])
+  })
+
   test('kubectl not installed: ENGINE_NOT_FOUND naming the field to set', async () => {
     await cluster()
     const config: EngineConfig = { ...base(8000), kubectl: join(dir, 'no-kubectl'), manifest: await manifest(await freePort()) }
