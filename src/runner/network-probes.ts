@@ -114,8 +114,15 @@ async function probeTarget(origin: string): Promise<ProbeTarget> {
   const url = new URL(origin)
   const hostname = url.hostname.replace(/^\[(.*)\]$/, '$1')
   const port = url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port)
-  // Resolved once, so a probe times the handshake and not a DNS lookup (AIPerf resolves once too).
-  const address = isIP(hostname) === 0 ? (await lookup(hostname)).address : hostname
+  // Resolved once, so a probe times the handshake and not a DNS lookup (AIPerf resolves once too);
+  // where the lookup fails, each probe resolves the name itself rather than the cell failing.
+  const address =
+    isIP(hostname) === 0
+      ? await lookup(hostname).then(
+          (r) => r.address,
+          () => hostname,
+        )
+      : hostname
   return { origin, host: url.host, address, port }
 }
 
