@@ -269,12 +269,12 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
 
   const out = resolve(values.out ?? `servegate-runs/${record.runId}.json`)
   await writeSpilledRecord(out, record, spill)
-  // Kubernetes pod 0 coordinates: the merged record, written and printed for the launcher to fetch.
-  const merged = member === null ? null : await member.hand(record, out)
-  if (merged !== null) await printMergedRecord(merged, out, io)
   // Read before the spill goes: the one failure a cell that measured nothing is explained by.
   const first = record.completed === 0 && record.failed !== null && record.failed > 0 ? await firstFailure(spill) : null
   await spill.remove()
+  // Kubernetes pod 0 coordinates: the merged record, written and printed for the launcher to fetch.
+  const merged = member === null ? null : await member.hand(record, out)
+  if (merged !== null) await printMergedRecord(merged, out, io)
   // A signal wins over the failure it caused (an engine start-up cut short is not a crash).
   if (signal?.aborted === true) {
     const stop = interruption(signal)

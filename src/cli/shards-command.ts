@@ -11,6 +11,7 @@ import type { RunRecord } from '../schema/run.ts'
 import type { ShardFigures } from '../schema/shards.ts'
 import type { CliIo } from './cli-io.ts'
 import { intFlag } from './flags.ts'
+import { interruption } from './interrupt.ts'
 import { kubernetesJobCommand } from './kubernetes-job.ts'
 import { ShardCoordinator, ShardMember } from './shard-link.ts'
 import { mergedRecordPath, RECORD_BEGIN, RECORD_END, reportMerged } from './merged-record.ts'
@@ -260,6 +261,9 @@ export class ShardSession {
   }
 }
 
+/** How long stopped shards get to write their partial records before they are killed, ms. */
+const STOP_GRACE_MS = 15_000
+
 /** bin/servegate.js of this installation: the CLI a launcher starts its shards with. */
 const BIN = fileURLToPath(new URL('../../bin/servegate.js', import.meta.url))
 
@@ -283,6 +287,8 @@ export async function runLocalShards(
 ): Promise<RunRecord> {
   const { execa } = await import('execa')
   const coordinator = await ShardCoordinator.listen(shards, '127.0.0.1', 0)
+  // Shards that ended: a process group is signalled only while its leader has not been reaped.
+  const exited = new Set<number>()
   const children = Array.from({ length: shards }, (_, i) => {
     const argv = memberArgv(values, [
       `--shard-index=${i}`,
@@ -291,13 +297,18 @@ export async function runLocalShards(
     ])
     const child = execa(process.execPath, [BIN, ...argv], { reject: false, stdin: 'ignore', all: true, detached: true, cleanup: true })
     void child.then((result) => {
+      exited.add(i)
       if (result.exitCode !== 0)
         coordinator.abort(`shard ${i} exited with code ${result.exitCode ?? result.signal}: ${tail(result.all ?? '')}`)
     })
     return child
   })
+  const signalAll = (name: NodeJS.Signals): void =>
+    children.forEach((child, i) => {
+      if (child.pid !== undefined && !exited.has(i)) killTreeSync(child.pid, name)
+    })
   const stop = (): void => {
-    for (const child of children) if (child.pid !== undefined) killTreeSync(child.pid, 'SIGTERM')
+    signalAll('SIGTERM')
     coordinator.abort('interrupted')
   }
   signal?.addEventListener('abort', stop, { once: true })
@@ -307,7 +318,11 @@ export async function runLocalShards(
     await Promise.all(children)
     return merged
   } catch (error) {
-    for (const child of children) if (child.pid !== undefined) killTreeSync(child.pid, 'SIGKILL')
+    // The others are stopped as Ctrl-C stops one run: each writes its partial record, or is killed after a grace period.
+    signalAll('SIGTERM')
+    const grace = new Promise((resolve) => setTimeout(resolve, STOP_GRACE_MS).unref())
+    await Promise.race([Promise.all(children), grace])
+    signalAll('SIGKILL')
     await Promise.all(children)
     throw error
   } finally {
@@ -343,7 +358,18 @@ export async function launchShards(
   if (role.kind === 'kubernetes') return kubernetesJobCommand(role, values, io, signal)
   const out = values.out as string | undefined
   const provisional = provisionalOut(out)
-  const merged = await runLocalShards(role.shards, values, provisional, io, signal)
+  let merged: RunRecord
+  try {
+    merged = await runLocalShards(role.shards, values, provisional, io, signal)
+  } catch (error) {
+    // Ctrl-C or a signal stopped every shard: each wrote its partial record beside --out.
+    if (signal?.aborted !== true) throw error
+    const stop = interruption(signal)
+    io.stderr.write(
+      `servegate: ${stop.message}; every shard was stopped, their records (partial) are ${shardRecordPath(provisional, 0).replace(/0\.json$/, '<i>.json')}\n`,
+    )
+    return stop.exitCode
+  }
   const path = await writeMerged(merged, out, provisional, role.shards)
   return reportMerged(merged, path, values.json === true, io)
 }
