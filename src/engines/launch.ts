@@ -393,7 +393,7 @@ async function externalGpuFacts(
 ): Promise<Manifest['gpus']> {
   if (config.gpuMetricsUrl !== undefined) {
     return exporterGpuFacts === undefined
-      ? { status: 'unknown', reason: `gpuMetricsUrl ${config.gpuMetricsUrl} was given but nothing here reads a DCGM exporter` }
+      ? { status: 'unknown', reason: 'a gpuMetricsUrl was given but this launch context reads no DCGM exporter' }
       : exporterGpuFacts(config.gpuMetricsUrl)
   }
   if (offHost) {

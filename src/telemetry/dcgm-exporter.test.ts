@@ -129,5 +129,7 @@ describe('queryDcgmGpuFacts over HTTP', () => {
       status: 'unknown',
       reason: `the DCGM exporter at ${origin}/metrics did not answer (ECONNREFUSED)`,
     })
+    const credentialed = await queryDcgmGpuFacts(`${origin.replace('http://', 'http://scraper:s3cret-pass@')}/metrics`)
+    expect(credentialed).toEqual({ status: 'unknown', reason: `the DCGM exporter at ${origin}/metrics did not answer (ECONNREFUSED)` })
   })
 })

@@ -96,7 +96,8 @@ function shownUrl(url: string): string {
 /**
  * Reads a remote deployment's GPU facts from its DCGM exporter at `url` (e.g.
  * `http://10.0.0.5:9400/metrics`): `ok` with `source: 'dcgm-exporter'`, or `unknown` with the
- * reason (unreachable, not an exporter). Never throws.
+ * reason (unreachable, not an exporter). A user and password in `url` are neither sent nor
+ * recorded. Never throws.
  */
 export async function queryDcgmGpuFacts(url: string, timeoutMs = 10_000): Promise<Manifest['gpus']> {
   const shown = shownUrl(url)
@@ -106,11 +107,9 @@ export async function queryDcgmGpuFacts(url: string, timeoutMs = 10_000): Promis
     if (reply.statusCode !== 200) return { status: 'unknown', reason: `the DCGM exporter at ${shown} answered HTTP ${reply.statusCode}` }
     text = reply.text
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code
-    return {
-      status: 'unknown',
-      reason: `the DCGM exporter at ${shown} did not answer (${code ?? sanitizeMessage((error as Error).message)})`,
-    }
+    // The code alone where there is one: a message may quote the URL as given, credentials and all.
+    const why = (error as NodeJS.ErrnoException).code ?? sanitizeMessage((error as Error).message.replaceAll(url, shown))
+    return { status: 'unknown', reason: `the DCGM exporter at ${shown} did not answer (${why})` }
   }
   const { devices, reason } = parseDcgmGpuFacts(text)
   if (reason !== null) return { status: 'unknown', reason: `${shown}: ${reason}` }
