@@ -4,15 +4,18 @@
  * keep-alive connection of their own (a gateway that terminates TCP hides the rest of the path
  * from a handshake). Before the measured phase `NETWORK_PROBES_BEFORE` of each, back to back;
  * during it one of each every `NETWORK_PROBE_INTERVAL_MS`, from a timer, none on the measured
- * connections.
+ * connections; all of it on a thread of its own (`network-probe-worker.ts`).
  */
 import { lookup } from 'node:dns/promises'
 import { isIP, connect as netConnect } from 'node:net'
+import { Worker } from 'node:worker_threads'
 import { monoMs } from '../client/clock.ts'
 import { StreamConnections } from '../client/connections.ts'
 import { ServegateError } from '../errors.ts'
+import { trustedCa } from '../http-request.ts'
 import { networkAdjusted, rttSeries } from '../metrics/network.ts'
 import type { NetworkProbes, RunRecord } from '../schema/run.ts'
+import type { FromProbeWorker, ProbeWorkerSetup } from './network-probe-worker.ts'
 
 /** Probes of each kind before the measured phase. */
 export const NETWORK_PROBES_BEFORE = 10
@@ -21,6 +24,8 @@ export const NETWORK_PROBES_BEFORE = 10
  * a second gives a short cell its samples, at two small exchanges a second off the measured path.
  */
 const NETWORK_PROBE_INTERVAL_MS = 500
+/** Rounds of both probes run and dropped before the counted ones. */
+const WARM_ROUNDS = 3
 /** A probe that takes longer fails (counted, in no figure). */
 const PROBE_TIMEOUT_MS = 2000
 /** The cheap endpoints tried, in order: the first that answers 2xx before the cell is the one probed. */
@@ -166,6 +171,8 @@ export class NetworkProbeSession {
   ): Promise<NetworkProbeSession> {
     const session = new NetworkProbeSession(await probeTarget(origin), headers)
     await session.#pickEndpoint()
+    // Uncounted: the probes' code runs cold at first (a fresh thread), its first rounds slower than the path.
+    for (let i = 0; i < WARM_ROUNDS && signal?.aborted !== true; i++) await session.#round(new Tally(), new Tally())
     for (let i = 0; i < before && signal?.aborted !== true; i++) await session.probeOnce('before')
     return session
   }
@@ -216,29 +223,59 @@ export class NetworkProbeSession {
   }
 
   /** One probe of each kind now, counted in `phase` (the timer's step, and each probe before the cell); a failure is counted. */
-  async probeOnce(phase: 'before' | 'during'): Promise<void> {
+  probeOnce(phase: 'before' | 'during'): Promise<void> {
+    return this.#round(this.#handshake[phase], this.#http[phase])
+  }
+
+  async #round(handshake: Tally, http: Tally): Promise<void> {
     try {
-      this.#handshake[phase].rttMs.push(await handshakeRtt(this.#target.address, this.#target.port))
+      handshake.rttMs.push(await handshakeRtt(this.#target.address, this.#target.port))
     } catch {
-      this.#handshake[phase].failed++
+      handshake.failed++
     }
     if (this.#endpoint === null) return
     try {
       // The server closed the idle connection: reopening it (and TLS) is not the round trip, so that exchange is not timed.
       if (this.#connections.opened === 0) await httpExchange(this.#connections, this.#endpoint, this.#headers)
       const { status, rttMs } = await httpExchange(this.#connections, this.#endpoint, this.#headers)
-      if (ok(status)) this.#http[phase].rttMs.push(rttMs)
-      else this.#http[phase].failed++
+      if (ok(status)) http.rttMs.push(rttMs)
+      else http.failed++
     } catch {
-      this.#http[phase].failed++
+      http.failed++
     }
   }
 }
 
+/** The probe thread's module: the TypeScript source inside this repository, the compiled file in the package. */
+const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './network-probe-worker.ts' : './network-probe-worker.js', import.meta.url)
+
+/** The probe thread's next message of `kind`; a thread that fails or exits first rejects, INTERNAL. */
+function nextMessage<K extends FromProbeWorker['kind']>(worker: Worker, kind: K): Promise<Extract<FromProbeWorker, { kind: K }>> {
+  return new Promise((resolve, reject) => {
+    const onMessage = (m: FromProbeWorker): void => {
+      if (m.kind === 'failed') fail(new ServegateError('INTERNAL', `network probes failed: ${m.message}`))
+      else if (m.kind === kind) done(() => resolve(m as Extract<FromProbeWorker, { kind: K }>))
+    }
+    const fail = (error: Error): void => done(() => reject(error))
+    const onExit = (code: number): void =>
+      fail(new ServegateError('INTERNAL', `the network probe thread exited (${code}) before it answered`))
+    const done = (then: () => void): void => {
+      worker.off('message', onMessage)
+      worker.off('error', fail)
+      worker.off('exit', onExit)
+      then()
+    }
+    worker.on('message', onMessage)
+    worker.once('error', fail)
+    worker.once('exit', onExit)
+  })
+}
+
 /**
- * A cell on a remote target, its round trips measured around it: the probes before the cell's
- * load, the timer from its measured phase's start (after `onMeasureStart`) to its end, and the
- * record's `network`, with TTFT and e2e adjusted by the estimate (`networkAdjusted`).
+ * A cell on a remote target, its round trips measured around it on a thread of their own
+ * (`network-probe-worker.ts`): the probes before the cell's load, the timer from its measured
+ * phase's start (after `onMeasureStart`) to its end, and the record's `network`, with TTFT and e2e
+ * adjusted by the estimate (`networkAdjusted`).
  * @param apiKey sent as the HTTP probes' `authorization` (a gateway may guard `/v1/models`); never recorded
  */
 export async function withNetworkProbes(
@@ -247,19 +284,27 @@ export async function withNetworkProbes(
   hooks: { signal?: AbortSignal; onMeasureStart?: () => void | Promise<void> },
   measure: (onMeasureStart: () => Promise<void>) => Promise<RunRecord>,
 ): Promise<RunRecord> {
-  const headers: Record<string, string> = apiKey === undefined ? {} : { authorization: `Bearer ${apiKey}` }
-  const session = await NetworkProbeSession.start(origin, headers, hooks.signal)
-  let record: RunRecord
-  try {
-    record = await measure(async () => {
-      await hooks.onMeasureStart?.()
-      session.during()
-    })
-  } catch (error) {
-    // Stopped however the cell ends: no timer or socket outlives it.
-    await session.stop()
-    throw error
+  const workerData: ProbeWorkerSetup = {
+    origin,
+    headers: apiKey === undefined ? {} : { authorization: `Bearer ${apiKey}` },
+    ca: trustedCa(origin) ?? null,
   }
-  const probes = await session.stop()
-  return { ...record, network: { ...probes, adjusted: networkAdjusted(probes, record.metrics.distributions) } }
+  const worker = new Worker(WORKER_URL, { workerData, stdout: false, stderr: false })
+  const onAbort = (): void => worker.postMessage('abort')
+  hooks.signal?.addEventListener('abort', onAbort, { once: true })
+  try {
+    await nextMessage(worker, 'ready')
+    const record = await measure(async () => {
+      await hooks.onMeasureStart?.()
+      worker.postMessage('during')
+    })
+    const probes = nextMessage(worker, 'probes')
+    worker.postMessage('stop')
+    const { probes: network } = await probes
+    return { ...record, network: { ...network, adjusted: networkAdjusted(network, record.metrics.distributions) } }
+  } finally {
+    hooks.signal?.removeEventListener('abort', onAbort)
+    // However the cell ends, no probe thread, timer or socket outlives it.
+    await worker.terminate()
+  }
 }
