@@ -8,7 +8,7 @@ import { recordFromLog, reportMerged } from './merged-record.ts'
 import type { ShardRole } from './shards-command.ts'
 
 /** The port pod 0 coordinates on, reached by the others at `<job>-0.<job>:PORT` through the Job's headless Service. */
-export const KUBERNETES_COORDINATOR_PORT = 7470
+const KUBERNETES_COORDINATOR_PORT = 7470
 
 /** Where each pod writes its own shard record (pod 0 writes the merged one beside it and prints it). */
 const POD_OUT = '/tmp/servegate/shard.json'
@@ -23,7 +23,7 @@ function scalar(value: string | number | boolean): string {
 type Yaml = string | number | boolean | Yaml[] | { [key: string]: Yaml }
 
 /** Block-style YAML of a plain value, indented by `indent` spaces. */
-export function toYaml(value: Yaml, indent = 0): string {
+function toYaml(value: Yaml, indent = 0): string {
   const pad = ' '.repeat(indent)
   if (Array.isArray(value)) {
     if (value.length === 0) return `${pad}[]\n`
@@ -54,7 +54,7 @@ export function toYaml(value: Yaml, indent = 0): string {
  * pods' `subdomain`) gives pod 0 its DNS name `<job>-0.<job>`, published before it is ready.
  * @param cellArgv the pods' `servegate run` arguments (the cell's flags, launcher flags removed)
  */
-export function jobManifest(role: KubernetesRole, cellArgv: readonly string[]): string {
+function jobManifest(role: KubernetesRole, cellArgv: readonly string[]): string {
   const labels = { 'app.kubernetes.io/name': 'servegate', 'app.kubernetes.io/instance': role.job }
   const metadata = { name: role.job, namespace: role.namespace, labels }
   const service: Yaml = {
@@ -177,7 +177,7 @@ async function podLogs(role: KubernetesRole, index: number): Promise<string> {
  * Job to complete or fail, cuts the merged record out of pod 0's log (`kubectl logs`: a pod that
  * has ended keeps its log, where `kubectl cp` needs it running), writes it to `--out`, and
  * deletes the Job and the Service whatever happened.
- * @returns the merged record's path and the record, or throws naming the failed Job
+ * @returns `run`'s exit code for the merged record; throws naming the Job when it failed or timed out
  */
 export async function kubernetesJobCommand(
   role: KubernetesRole,

@@ -32,7 +32,7 @@ function monoMs(): number {
 }
 
 /** Pings a shard times against the coordinator's clock; the one of least round trip gives the offset. */
-export const CLOCK_PINGS = 16
+const CLOCK_PINGS = 16
 
 /**
  * Lead of the start over the moment the last shard is ready, ms: time for the start message to

@@ -66,7 +66,7 @@ export type ShardRole =
   | { kind: 'member'; shards: number; index: number; host: string; port: number; coordinates: boolean }
 
 /** `HOST:PORT` (`[v6]:PORT` too), its host off loopback only with `--remote`. */
-export function coordinatorAddress(value: string, remote: boolean): { host: string; port: number } {
+function coordinatorAddress(value: string, remote: boolean): { host: string; port: number } {
   const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(value)
   const host = match?.[1] ?? match?.[2]
   const port = Number(match?.[3])
@@ -160,12 +160,12 @@ function kubernetesRole(values: ShardFlagValues, shards: number, job: string): S
 }
 
 /** A shard's own record beside the merged one: `<out minus .json>.shard-<i>.json`. */
-export function shardRecordPath(out: string, index: number): string {
+function shardRecordPath(out: string, index: number): string {
   return `${out.replace(/\.json$/, '')}.shard-${index}.json`
 }
 
 /** The `servegate run` flags a shard gets from its launcher: every flag given but the launcher's own, and `--out`. */
-export function memberArgv(values: Record<string, string | boolean | undefined>, extra: readonly string[]): string[] {
+function memberArgv(values: Record<string, string | boolean | undefined>, extra: readonly string[]): string[] {
   const launcherOnly = new Set([
     'out',
     'json',
@@ -278,7 +278,7 @@ function tail(text: string, lines = 5): string {
  * and writes the merged record to `out`; each shard's own record lies beside it.
  * @returns the merged record, or throws naming the shard that failed
  */
-export async function runLocalShards(
+async function runLocalShards(
   shards: number,
   values: Record<string, string | boolean | undefined>,
   out: string,
@@ -332,7 +332,7 @@ export async function runLocalShards(
 }
 
 /** Writes a merged record to `out` (default servegate-runs/<run id>.json), moving shard records written beside a provisional name. */
-export async function writeMerged(record: RunRecord, out: string | undefined, provisional: string, shards: number): Promise<string> {
+async function writeMerged(record: RunRecord, out: string | undefined, provisional: string, shards: number): Promise<string> {
   const path = resolve(out ?? join('servegate-runs', `${record.runId}.json`))
   await writeRunRecord(path, record)
   if (path !== provisional)
@@ -341,7 +341,7 @@ export async function writeMerged(record: RunRecord, out: string | undefined, pr
 }
 
 /** The provisional merged path a launcher names its shards' records after, before the run id is known. */
-export function provisionalOut(out: string | undefined): string {
+function provisionalOut(out: string | undefined): string {
   return resolve(out ?? join('servegate-runs', `in-progress-${process.pid}.json`))
 }
 
