@@ -87,6 +87,7 @@ describe.skipIf(unavailable !== null)('facts of a remote deployment in a test ne
       note: expect.stringContaining('DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE + DCGM_FI_DEV_FB_RESERVED'),
     })
     expect(exporter.connections()).toBeGreaterThan(0)
+    expect(r.stdout).toContain('NVIDIA L4 (driver 580.105.08) from the dcgm-exporter')
     expect(record.manifest?.engine.version).toEqual({ value: '0.11.2', source: 'GET /version', reason: null })
     // The sim's model card names no engine ("servegate-sim"); its /metrics names are vLLM's.
     expect(record.manifest?.engine.reported?.kind).toEqual({ value: 'vllm', source: 'GET /metrics (vllm: names)', reason: null })
@@ -100,7 +101,9 @@ describe.skipIf(unavailable !== null)('facts of a remote deployment in a test ne
 
     // Without an exporter the remote GPUs are unknown, never this host's.
     const bare = join(tmpDir, 'bare.json')
-    expect((await cli([...run, '--base-url', baseUrl, '--remote', '--out', bare])).code).toBe(0)
+    const bareRun = await cli([...run, '--base-url', baseUrl, '--remote', '--out', bare])
+    expect(bareRun.code).toBe(0)
+    expect(bareRun.stdout).toContain('GPUs unknown (the engine is on another host')
     const unknown = RunRecord.parse(JSON.parse(await readFile(bare, 'utf8')))
     expect(unknown.manifest?.gpus).toEqual({
       status: 'unknown',

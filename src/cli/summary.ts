@@ -31,8 +31,11 @@ function engineLines(record: RunRecord): string[] {
   if (m !== null) {
     const gpus =
       m.gpus.status === 'ok'
-        ? m.gpus.devices.map((d) => `${d.name ?? '?'} (driver ${d.driverVersion ?? '?'})`).join(', ')
-        : `no GPU facts (${m.gpus.reason})`
+        ? m.gpus.devices.map((d) => `${d.name ?? '?'} (driver ${d.driverVersion ?? '?'})`).join(', ') +
+          (m.gpus.source === undefined ? '' : ` from the ${m.gpus.source}`)
+        : m.gpus.status === 'unknown'
+          ? `GPUs unknown (${m.gpus.reason})`
+          : `no GPU facts (${m.gpus.reason})`
     lines.push(
       '',
       `engine ${m.engine.kind} ${m.engine.version.value ?? `version unknown (${m.engine.version.reason})`} · ${m.engine.shape} · ` +
