@@ -1,6 +1,19 @@
 import type { RunRecord } from '../schema/run.ts'
+import type { ShardFigures } from '../schema/shards.ts'
 import type { CliIo } from './cli-io.ts'
 import { renderSummary } from './summary.ts'
+
+/**
+ * One line on the shards of a merged record: each one's send lag p99 and clock offset, and which
+ * were harness-limited.
+ * @example 'shards: 2 · send lag p99 3.52, 4.10 ms · clock offset -0.004±0.03, 0.002±0.05 ms · harness-limited: none'
+ */
+function shardsLine(shards: readonly ShardFigures[]): string {
+  const lag = shards.map((s) => (s.sendLagP99Ms === null ? '—' : s.sendLagP99Ms.toFixed(2))).join(', ')
+  const clocks = shards.map((s) => `${s.clockOffsetMs.toFixed(3)}±${s.clockOffsetUncertaintyMs.toFixed(3)}`).join(', ')
+  const limited = shards.filter((s) => s.harnessLimited).map((s) => `shard ${s.index}`)
+  return `shards: ${shards.length} · send lag p99 ${lag} ms · clock offset ${clocks} ms · harness-limited: ${limited.length === 0 ? 'none' : limited.join(', ')}`
+}
 
 /**
  * Prints a merged record as `servegate run` prints its own (the summary, or `--json`'s metrics)
@@ -12,6 +25,7 @@ export function reportMerged(record: RunRecord, path: string, json: boolean, io:
     io.stdout.write(`${JSON.stringify({ metrics, completed, failed, failures, harness, shards, record: path }, null, 2)}\n`)
   } else {
     io.stdout.write(`${renderSummary(record, path)}\n`)
+    if (record.shards !== undefined) io.stdout.write(`${shardsLine(record.shards)}\n`)
   }
   if (record.cellFailure !== null) {
     io.stderr.write(`servegate: the cell failed: ${record.cellFailure.code}: ${record.cellFailure.message.split('\n')[0]}\n`)

@@ -29,6 +29,7 @@ export const SHARD_FLAGS = {
 } as const
 
 export const SHARD_HELP = `
+one cell from several client processes (docs/cli.md, "Shards: one cell from several client processes"):
   --shards N                measure with N client processes, one shard each (locally, or with --kubernetes-job as pods),
                             sharing one open-loop schedule (shard i sends the requests whose index is i mod N) or one
                             closed-loop concurrency (split as evenly as it goes); one merged record, each shard's

@@ -80,6 +80,9 @@ describe('servegate run --shards N on this machine', () => {
     // Every scheduled request went out at its offset in the shared timebase, within the limit.
     for (const r of merged.requests) expect(r.startOffsetMs! - r.scheduledOffsetMs!).toBeLessThanOrEqual(SEND_LAG_LIMIT_MS)
     expect(merged.harness.exceeded?.filter((e) => e.option === 'sendLagLimitMs')).toEqual([])
+    expect(sharded.stdout).toMatch(
+      /^shards: 4 · send lag p99 (\d+\.\d\d, ){3}\d+\.\d\d ms · clock offset (-?\d\.\d{3}±\d\.\d{3}(, )?){4} ms · harness-limited: /m,
+    )
     process.stderr.write(
       `shards: send lag p99 ${shards.map((s) => s.sendLagP99Ms?.toFixed(2)).join(', ')} ms (merged ${merged.harness.sendLagP99Ms?.toFixed(2)}); ` +
         `clock offsets ${shards.map((s) => `${s.clockOffsetMs.toFixed(3)}±${s.clockOffsetUncertaintyMs.toFixed(3)}`).join(', ')} ms\n`,
