@@ -42,7 +42,8 @@ const RUN_HELP =
 
   --base-url URL            server root or /v1 prefix on loopback (or --engine)
   --remote                  allow a --base-url on another host (a gateway, a Service); without it only loopback
-                            is measured and a remote host is refused before anything is sent; redirects are refused
+                            is measured and a remote host is refused before anything is sent; redirects are refused;
+                            its round trips are probed apart (TCP handshake, HTTP) and TTFT/e2e shown network-adjusted
   --ca-file FILE            PEM CA that an https:// --base-url's certificate is verified against
                             (default: Node's and the system's CAs)
   --gpu-metrics-url URL     the deployment's DCGM exporter (http://HOST:9400/metrics): the manifest's GPU facts come
