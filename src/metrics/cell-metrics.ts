@@ -7,6 +7,8 @@ import {
   REQUEST_METRIC_NAMES,
   type RequestRecord,
 } from '../schema/run.ts'
+import { type ItlPacked, unpackGaps, unpackGapsInto } from '../schema/itl-packed.ts'
+import { ServegateError } from '../errors.ts'
 import { wilsonInterval } from '../stats/wilson.ts'
 import { CachedPromptTally, cachedPromptMetrics } from './cached-prompt.ts'
 import { distribution, p99IsDescriptive } from './distribution.ts'
@@ -18,6 +20,14 @@ type DistributionName = keyof Distributions & keyof RequestRecord
 
 /** The per-request numbers a distribution is drawn from (ITL is pooled from every request's gaps). */
 const PER_REQUEST: readonly DistributionName[] = [...REQUEST_METRIC_NAMES, 'queueDelayMs', 'sendLagMs']
+
+/** Checked packed gaps as an array (the per-request ITL objective reads them so); null stays null. */
+function unpacked(gaps: readonly number[] | ItlPacked | null): number[] | null {
+  if (gaps === null) return null
+  if (!('count' in gaps)) return [...gaps]
+  const read = unpackGaps(gaps)
+  return Array.isArray(read) ? read : null
+}
 
 /** Failed requests counted by error code, the run record's `failures`. */
 export function countFailures(records: Iterable<RequestRecord>): Record<string, number> {
@@ -40,7 +50,13 @@ export class CellTally {
   /** Every measured request's send lag, ok or failed (the harness's own lateness). */
   readonly sendLags: number[] = []
   private readonly columns = new Map<DistributionName, number[]>(PER_REQUEST.map((name) => [name, []]))
-  private readonly itl: number[] = []
+  /**
+   * Every ok request's gaps, as its record holds them (an array, or packed when read back from a
+   * spill), pooled into one array only when the metrics are taken: a cell of 512 × 1000 tokens
+   * never grows a pooled array a push at a time (its copies and their garbage were 10 MB).
+   */
+  private readonly itl: Array<readonly number[] | ItlPacked> = []
+  private itlCount = 0
   private readonly sources = { usage: 0, 'client-count': 0 }
   private totalCompletionTokens = 0
   private totalPromptTokens = 0
@@ -63,6 +79,7 @@ export class CellTally {
   }
 
   add(r: RequestRecord): void {
+    const gaps = r.itlMs ?? (r.itlPacked === null ? null : this.#checked(r.itlPacked, r.index))
     if (r.sendLagMs !== null) this.sendLags.push(r.sendLagMs)
     if (r.canary !== null) {
       this.canaries.samples++
@@ -77,7 +94,7 @@ export class CellTally {
       this.scores.samples++
       if (r.score.correct) this.scores.correct++
     }
-    if (this.good !== null && this.slo !== null) tallyGood(this.good, r, this.slo)
+    if (this.good !== null && this.slo !== null) tallyGood(this.good, r.itlMs === null ? { ...r, itlMs: unpacked(gaps) } : r, this.slo)
     if (r.turn !== null) this.#addTurn(r, r.turn)
     if (r.status === 'cancelled') {
       this.cancelled++
@@ -93,12 +110,40 @@ export class CellTally {
       const v = r[name]
       if (typeof v === 'number') values.push(v)
     }
-    if (r.itlMs !== null) for (const gap of r.itlMs) this.itl.push(gap)
+    if (gaps !== null) {
+      this.itl.push(gaps)
+      this.itlCount += 'count' in gaps ? gaps.count : gaps.length
+    }
     if (r.completionTokenSource !== null) this.sources[r.completionTokenSource]++
     this.drafts.add(r.engineTimings)
     this.totalCompletionTokens += r.completionTokens ?? 0
     this.totalPromptTokens += r.promptTokens ?? 0
     this.cached.add(r)
+  }
+
+  /** Packed gaps, checked whole before they are kept. @throws ServegateError FILE_INVALID naming the field */
+  #checked(packed: ItlPacked, index: number): ItlPacked {
+    const read = unpackGapsInto(packed, null)
+    if (typeof read !== 'number') {
+      throw new ServegateError('FILE_INVALID', `request ${index}: itlPacked.${read.field}: ${read.message}; the record is corrupt`)
+    }
+    return packed
+  }
+
+  /** Every ok request's gaps in one array, in the order they were added. */
+  #pooledItl(): Float64Array {
+    const pooled = new Float64Array(this.itlCount)
+    let at = 0
+    for (const gaps of this.itl) {
+      if ('count' in gaps) {
+        unpackGapsInto(gaps, pooled, at)
+        at += gaps.count
+      } else {
+        pooled.set(gaps, at)
+        at += gaps.length
+      }
+    }
+    return pooled
   }
 
   #addTurn(r: RequestRecord, turn: number): void {
@@ -154,7 +199,7 @@ export class CellTally {
       effectivePrefillTokPerS: column('effectivePrefillTokPerS'),
       promptTokens: column('promptTokens'),
       completionTokens: column('completionTokens'),
-      itlMs: distribution(this.itl),
+      itlMs: distribution(this.#pooledItl()),
       queueDelayMs: column('queueDelayMs'),
       sendLagMs: column('sendLagMs'),
     } satisfies Distributions

@@ -131,11 +131,15 @@ export class RequestSpill {
     }
   }
 
-  /** Every spilled request in plan order, read back from the file (flushed first), its gaps unpacked into `itlMs`. */
-  async *inOrder(): AsyncGenerator<RequestRecord> {
+  /**
+   * Every spilled request in plan order, read back from the file (flushed first), its gaps
+   * unpacked into `itlMs`, or left packed in `itlPacked` (`unpack` false) for a reader that
+   * decodes them itself (`CellTally` pools a cell's gaps into one array).
+   */
+  async *inOrder(unpack = true): AsyncGenerator<RequestRecord> {
     for await (const line of this.lines()) {
       const record = JSON.parse(line) as RequestRecord
-      if (record.itlPacked !== null) {
+      if (unpack && record.itlPacked !== null) {
         const gaps = unpackGaps(record.itlPacked)
         if (!Array.isArray(gaps)) {
           throw new ServegateError('FILE_INVALID', `${this.path}: request ${record.index}: itlPacked.${gaps.message}; the spill is corrupt`)

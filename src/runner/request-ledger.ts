@@ -206,7 +206,7 @@ export class RequestLedger {
   async tally(slo: ResolvedRunCellOptions['slo']): Promise<CellTally> {
     const tally = new CellTally(slo)
     if (this.#spill === null) for (const r of this.#records) tally.add(r)
-    else for await (const r of this.#spill.inOrder()) tally.add(r)
+    else for await (const r of this.#spill.inOrder(false)) tally.add(r)
     return tally
   }
 

@@ -91,12 +91,11 @@ export interface UnpackProblem {
   message: string
 }
 
-/**
- * Reads packed gaps back into ms (µs / 1000), or says which field is wrong: a unit or codec this
- * servegate does not write, base64 that is not canonical standard base64, a varint cut short or
- * too long, or bytes holding more or fewer gaps than `count`.
- */
-export function unpackGaps(packed: { unit?: unknown; codec?: unknown; count?: unknown; base64?: unknown }): number[] | UnpackProblem {
+/** The fields of packed gaps as read from a file, not yet checked. */
+type PackedFields = { unit?: unknown; codec?: unknown; count?: unknown; base64?: unknown }
+
+/** Checks packed gaps' unit, codec, count and base64; their bytes, or which field is wrong. */
+function checkedBytes(packed: PackedFields): { count: number; bytes: Buffer } | UnpackProblem {
   if (packed.unit !== 'us') return { field: 'unit', message: `unit is ${JSON.stringify(packed.unit)}; expected "us"` }
   if (packed.codec !== ITL_CODEC) {
     return { field: 'codec', message: `codec is ${JSON.stringify(packed.codec)}; this servegate reads "${ITL_CODEC}"` }
@@ -114,7 +113,11 @@ export function unpackGaps(packed: { unit?: unknown; codec?: unknown; count?: un
   if (count > bytes.length) {
     return { field: 'count', message: `count is ${count} but the ${bytes.length} bytes hold at most ${bytes.length} gaps` }
   }
-  const gaps = new Array<number>(count)
+  return { count, bytes }
+}
+
+/** Decodes `count` gaps from `bytes` into `out` from `offset` (null: checks them only), or says what is wrong. */
+function decodeGaps(count: number, bytes: Buffer, out: number[] | Float64Array | null, offset: number): UnpackProblem | null {
   let at = 0
   let previous = 0
   for (let i = 0; i < count; i++) {
@@ -135,10 +138,33 @@ export function unpackGaps(packed: { unit?: unknown; codec?: unknown; count?: un
     const delta = zigzag % 2 === 0 ? zigzag / 2 : -(zigzag + 1) / 2
     previous += delta
     if (!Number.isSafeInteger(previous)) return { field: 'base64', message: `gap ${i + 1} is beyond ${Number.MAX_SAFE_INTEGER} µs` }
-    gaps[i] = previous / 1000
+    if (out !== null) out[offset + i] = previous / 1000
   }
   if (at !== bytes.length) {
     return { field: 'count', message: `count is ${count} but ${bytes.length - at} bytes are left after the last gap` }
   }
-  return gaps
+  return null
+}
+
+/**
+ * Reads packed gaps back into ms (µs / 1000), or says which field is wrong: a unit or codec this
+ * servegate does not write, base64 that is not canonical standard base64, a varint cut short or
+ * too long, or bytes holding more or fewer gaps than `count`.
+ */
+export function unpackGaps(packed: PackedFields): number[] | UnpackProblem {
+  const checked = checkedBytes(packed)
+  if ('field' in checked) return checked
+  const gaps = new Array<number>(checked.count)
+  return decodeGaps(checked.count, checked.bytes, gaps, 0) ?? gaps
+}
+
+/**
+ * Reads packed gaps into `out` from `offset`, as {@link unpackGaps} reads them (null: checks them
+ * only): their count, or which field is wrong. A cell's pooled gaps fill one array so, never a
+ * decoded array a request.
+ */
+export function unpackGapsInto(packed: PackedFields, out: Float64Array | null, offset = 0): number | UnpackProblem {
+  const checked = checkedBytes(packed)
+  if ('field' in checked) return checked
+  return decodeGaps(checked.count, checked.bytes, out, offset) ?? checked.count
 }
