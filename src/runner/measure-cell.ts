@@ -330,7 +330,7 @@ export async function measureCell(
     const loopSlice = transport.slice ?? new TurnSlice(Infinity)
     await warmUp(workload, o, send(warmupFeed, measuredCount, null), phase, signal, loopSlice, view)
     warmupFeed.close()
-    await transport.warm?.(connectionsToWarm(o))
+    await transport.warm?.(connectionsToWarm(view === null ? o : { ...o, concurrency: view.concurrency }))
 
     // The tokenizer that checks the replies' usage is found now, before the measured requests.
     const usage = await UsageCrossCheck.start(o.usageCheck, tokenizer)
