@@ -263,7 +263,7 @@ export async function runCommand(argv: string[], io: CliIo, signal?: AbortSignal
     // Nothing was measured (a bad config, an unreachable endpoint): no spill is worth keeping.
     if (spill.count === 0) await spill.remove()
     else await spill.close()
-    await member?.close()
+    await member?.close(err)
     throw err
   }
   if (member !== null) record = member.withFigures(record)

@@ -255,9 +255,10 @@ export class ShardSession {
     }
   }
 
-  /** Leaves the run (the coordinator hears the connection close). */
-  async close(): Promise<void> {
-    this.#member.close()
+  /** Leaves the run; after an error, tells the coordinator why first (its message names this shard and the error). */
+  async close(error?: unknown): Promise<void> {
+    if (error === undefined) this.#member.close()
+    else this.#member.fail(error instanceof Error ? error.message : String(error))
     await this.#coordinator?.close()
   }
 }

@@ -80,6 +80,7 @@ describe('servegate run --shards N on this machine', () => {
     // Every scheduled request went out at its offset in the shared timebase, within the limit.
     for (const r of merged.requests) expect(r.startOffsetMs! - r.scheduledOffsetMs!).toBeLessThanOrEqual(SEND_LAG_LIMIT_MS)
     expect(merged.harness.exceeded?.filter((e) => e.option === 'sendLagLimitMs')).toEqual([])
+    for (const reason of merged.harness.reasons) expect(reason).toMatch(/^shard [0-3]: /)
     expect(sharded.stdout).toMatch(
       /^shards: 4 · send lag p99 (\d+\.\d\d, ){3}\d+\.\d\d ms · clock offset (-?\d\.\d{3}±\d\.\d{3}(, )?){4} ms · harness-limited: /m,
     )
@@ -115,6 +116,18 @@ describe('servegate run --shards N on this machine', () => {
       [0, 3, 18],
       [1, 2, 12],
     ])
+  }, 120_000)
+
+  test('a shard that fails stops the run, naming the shard and its error', async ({ cli, simEngine, tmpDir }) => {
+    // A trace whose turns wait for each other: each shard refuses it once it has read it.
+    const trace = fileURLToPath(new URL('../../fixtures/traces/aiperf-sessions.jsonl', import.meta.url))
+    const out = join(tmpDir, 'sessions.json')
+    const r = await cli(['run', '--base-url', simEngine.url, '--model', 'm', '--trace', trace, '--shards', '2', '--out', out])
+    expect([r.code, r.stderr]).toEqual([
+      1,
+      expect.stringMatching(/--shards: shard [01] failed: --shards: a conversation, or a trace with sessions, cannot be split over shards/),
+    ])
+    expect((await readdir(tmpDir)).filter((f) => f.startsWith('sessions'))).toEqual([])
   }, 120_000)
 
   test.each([
