@@ -164,7 +164,10 @@ async function waitForJob(role: KubernetesRole, signal?: AbortSignal): Promise<'
   )
 }
 
-/** The logs of the Job's pod of index `index` (the label the Job controller sets on each pod), every line. */
+/**
+ * The logs of the Job's pod of index `index` (the label the Job controller sets on each pod),
+ * every line: with `-l`, kubectl's `--tail` defaults to 10 lines, so `--tail=-1`.
+ */
 async function podLogs(role: KubernetesRole, index: number): Promise<string> {
   const selector = `job-name=${role.job},batch.kubernetes.io/job-completion-index=${index}`
   const r = await kubectl(['logs', '-n', role.namespace, '-l', selector, '--tail=-1'])
