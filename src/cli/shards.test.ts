@@ -93,6 +93,10 @@ describe('servegate run --shards N on this machine', () => {
     expect(computeCellMetrics(merged.requests, merged.metrics.wallClockMs, null)).toEqual({ ...merged.metrics, openLoop: null })
     const summary = await cli(['summarize', shardedOut, '--json'])
     expect(summary.code, summary.stderr).toBe(0)
+    // compare reads it as an arm beside one process's record (its verdicts are the sim's and this machine's business).
+    const compared = await cli(['compare', join(tmpDir, 'open-single.json'), shardedOut])
+    expect(compared.stdout).toMatch(/^pair checks: /m)
+    expect(compared.stderr).not.toMatch(/cannot read|not a servegate|FILE_INVALID/)
     // Each shard's own record lies beside the merged one, its figures in its shards.
     const files = (await readdir(tmpDir)).filter((f) => f.startsWith('open.shard-')).sort()
     expect(files).toEqual(['open.shard-0.json', 'open.shard-1.json', 'open.shard-2.json', 'open.shard-3.json'])
