@@ -209,11 +209,11 @@ export async function kubernetesJobCommand(
         `--kubernetes-job ${role.job}: the Job failed (a shard's pod exited non-zero); pod 0's log ends:\n${log.trimEnd().split('\n').slice(-8).join('\n')}`,
       )
     }
-    const text = recordFromLog(log)
-    if (text === null) throw new ServegateError('INTERNAL', `--kubernetes-job ${role.job}: pod 0's log holds no merged record`)
-    const record = parseRunText(text, `pod 0 of job ${role.job}`)
+    const bytes = recordFromLog(log)
+    if (bytes === null) throw new ServegateError('INTERNAL', `--kubernetes-job ${role.job}: pod 0's log holds no merged record`)
+    const record = parseRunText(bytes.toString('utf8'), `pod 0 of job ${role.job}`)
     const path = resolve((values.out as string | undefined) ?? join('servegate-runs', `${record.runId}.json`))
-    await writeFile(path, text)
+    await writeFile(path, bytes)
     return reportMerged(record, path, values.json === true, io)
   } finally {
     await kubectl(['delete', '-n', role.namespace, '-f', file, '--ignore-not-found', '--wait=true'])

@@ -1,3 +1,4 @@
+import { gunzipSync, gzipSync } from 'node:zlib'
 import type { RunRecord } from '../schema/run.ts'
 import type { ShardFigures } from '../schema/shards.ts'
 import type { CliIo } from './cli-io.ts'
@@ -38,18 +39,31 @@ export function reportMerged(record: RunRecord, path: string, json: boolean, io:
   return 0
 }
 
-/** The lines around the merged record that Kubernetes pod 0 prints, for the launcher to cut out of its log. */
-export const RECORD_BEGIN = '----- servegate merged record: begin -----'
-export const RECORD_END = '----- servegate merged record: end -----'
+/**
+ * The lines around the merged record that Kubernetes pod 0 prints, for the launcher to cut out of
+ * its log. Between them the record file's bytes, gzip-compressed and in base64 lines of 76
+ * characters: about a third of the JSON's size (a kubelet rotates a container's log at 10 MiB
+ * by default), and no line long enough for the container runtime to split.
+ */
+const RECORD_BEGIN = '----- servegate merged record (gzip, base64): begin -----'
+const RECORD_END = '----- servegate merged record: end -----'
+
+/** A record file's bytes as pod 0 prints them: between the markers, gzip then base64, 76 characters a line. */
+export function recordLogLines(bytes: Buffer): string {
+  const base64 = gzipSync(bytes).toString('base64')
+  const lines = base64.match(/.{1,76}/g) ?? []
+  return `${RECORD_BEGIN}\n${lines.join('\n')}\n${RECORD_END}\n`
+}
 
 /** The merged record's path beside a coordinating pod's own shard record: `<out minus .json>.merged.json`. */
 export function mergedRecordPath(out: string): string {
   return `${out.replace(/\.json$/, '')}.merged.json`
 }
 
-/** The merged record's bytes cut out of pod 0's log; null when the log holds none. */
-export function recordFromLog(log: string): string | null {
+/** The merged record's bytes cut out of pod 0's log (`recordLogLines` undone); null when the log holds none. */
+export function recordFromLog(log: string): Buffer | null {
   const begin = log.indexOf(`${RECORD_BEGIN}\n`)
   const end = log.indexOf(`\n${RECORD_END}`, begin)
-  return begin < 0 || end < 0 ? null : `${log.slice(begin + RECORD_BEGIN.length + 1, end)}\n`
+  if (begin < 0 || end < 0) return null
+  return gunzipSync(Buffer.from(log.slice(begin + RECORD_BEGIN.length + 1, end).replace(/\s+/g, ''), 'base64'))
 }

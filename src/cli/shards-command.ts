@@ -14,7 +14,7 @@ import { intFlag } from './flags.ts'
 import { interruption } from './interrupt.ts'
 import { kubernetesJobCommand } from './kubernetes-job.ts'
 import { ShardCoordinator, ShardMember } from './shard-link.ts'
-import { mergedRecordPath, RECORD_BEGIN, RECORD_END, reportMerged } from './merged-record.ts'
+import { mergedRecordPath, recordLogLines, reportMerged } from './merged-record.ts'
 
 /** The flags of a cell measured by several client processes. */
 export const SHARD_FLAGS = {
@@ -378,12 +378,11 @@ export async function launchShards(
 
 /**
  * Kubernetes pod 0, once every shard's record came: writes the merged record beside its own and
- * prints its bytes between {@link RECORD_BEGIN} and {@link RECORD_END}, so `kubectl logs` carries
- * it out of a pod that has ended.
+ * prints its bytes between two marker lines (`recordLogLines`), so `kubectl logs` carries it out
+ * of a pod that has ended.
  */
 export async function printMergedRecord(record: RunRecord, out: string, io: CliIo): Promise<void> {
   const path = mergedRecordPath(out)
   await writeRunRecord(path, record)
-  const text = await readFile(path, 'utf8')
-  io.stdout.write(`${RECORD_BEGIN}\n${text}${text.endsWith('\n') ? '' : '\n'}${RECORD_END}\n`)
+  io.stdout.write(recordLogLines(await readFile(path)))
 }

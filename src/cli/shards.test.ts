@@ -234,6 +234,18 @@ describe('servegate run --shards N --kubernetes-job NAME', () => {
     expect(r.exitCode, r.stderr).toBe(0)
     const record = await readRunRecord(out)
     expect([record.requests.length, record.completed, record.shards?.map((s) => s.requests)]).toEqual([24, 24, [12, 12]])
+    // Pod 0 printed it gzip-compressed in base64 lines between two markers; the launcher undid that.
+    const log = await readFile(join(state, 'jobs/default/bench/pod-0/log'), 'utf8')
+    const printed = log.slice(
+      log.indexOf('----- servegate merged record (gzip, base64): begin -----\n'),
+      log.indexOf('----- servegate merged record: end -----'),
+    )
+    expect(
+      printed
+        .split('\n')
+        .slice(1, -1)
+        .every((line) => /^[A-Za-z0-9+/=]{1,76}$/.test(line)),
+    ).toBe(true)
     // The record is pod 0's merged file, byte for byte.
     expect(await readFile(out, 'utf8')).toBe(await readFile(join(state, 'jobs/default/bench/pod-0/shard.merged.json'), 'utf8'))
     const calls = (await readFile(join(state, 'calls.log'), 'utf8'))
