@@ -52,7 +52,7 @@ function toYaml(value: Yaml, indent = 0): string {
  * `--coordinator <job>-0.<job>:7470`; its index is JOB_COMPLETION_INDEX, which the Job controller
  * sets, and pod 0 coordinates. The Service (`clusterIP: None`, selecting `job-name: <job>`, the
  * pods' `subdomain`) gives pod 0 its DNS name `<job>-0.<job>`, published before it is ready.
- * @param cellArgv the pods' `servegate run` arguments (the cell's flags, launcher flags removed)
+ * @param cellArgv the pods' `servegate run` arguments: the cell's flags and `--shards N`, the launcher's own removed
  */
 function jobManifest(role: KubernetesRole, cellArgv: readonly string[]): string {
   const labels = { 'app.kubernetes.io/name': 'servegate', 'app.kubernetes.io/instance': role.job }
@@ -68,12 +68,7 @@ function jobManifest(role: KubernetesRole, cellArgv: readonly string[]): string 
       ports: [{ name: 'coordinator', port: KUBERNETES_COORDINATOR_PORT, protocol: 'TCP' }],
     },
   }
-  const args = [
-    ...cellArgv,
-    `--shards=${role.shards}`,
-    `--coordinator=${role.job}-0.${role.job}:${KUBERNETES_COORDINATOR_PORT}`,
-    `--out=${POD_OUT}`,
-  ]
+  const args = [...cellArgv, `--coordinator=${role.job}-0.${role.job}:${KUBERNETES_COORDINATOR_PORT}`, `--out=${POD_OUT}`]
   const job: Yaml = {
     apiVersion: 'batch/v1',
     kind: 'Job',
@@ -102,27 +97,6 @@ function jobManifest(role: KubernetesRole, cellArgv: readonly string[]): string 
     },
   }
   return `${toYaml(service)}---\n${toYaml(job)}`
-}
-
-/** The pods' `servegate run` arguments: the launcher's flags but its own (`--shards`, `--out`, the Kubernetes ones). */
-function podArgv(values: Record<string, string | boolean | undefined>): string[] {
-  const launcherOnly = new Set([
-    'shards',
-    'out',
-    'json',
-    'help',
-    'kubernetes-job',
-    'kubernetes-image',
-    'kubernetes-namespace',
-    'kubernetes-wait-s',
-    'print-manifest',
-  ])
-  const argv = ['run']
-  for (const [key, value] of Object.entries(values)) {
-    if (launcherOnly.has(key) || value === undefined || value === false) continue
-    argv.push(value === true ? `--${key}` : `--${key}=${value}`)
-  }
-  return argv
 }
 
 /** Runs kubectl from an argv (never a shell): its exit code and output. */
@@ -180,15 +154,17 @@ async function podLogs(role: KubernetesRole, index: number): Promise<string> {
  * Job to complete or fail, cuts the merged record out of pod 0's log (`kubectl logs`: a pod that
  * has ended keeps its log, where `kubectl cp` needs it running), writes it to `--out`, and
  * deletes the Job and the Service whatever happened.
+ * @param cellArgv what each pod runs (`servegate run` and the cell's flags, `--shards N` among them)
  * @returns `run`'s exit code for the merged record; throws naming the Job when it failed or timed out
  */
 export async function kubernetesJobCommand(
   role: KubernetesRole,
+  cellArgv: readonly string[],
   values: Record<string, string | boolean | undefined>,
   io: CliIo,
   signal?: AbortSignal,
 ): Promise<number> {
-  const manifest = jobManifest(role, podArgv(values))
+  const manifest = jobManifest(role, cellArgv)
   if (role.printOnly) {
     io.stdout.write(manifest)
     return 0

@@ -165,7 +165,10 @@ function shardRecordPath(out: string, index: number): string {
   return `${out.replace(/\.json$/, '')}.shard-${index}.json`
 }
 
-/** The `servegate run` flags a shard gets from its launcher: every flag given but the launcher's own, and `--out`. */
+/**
+ * The `servegate run` argv a shard (a local process or a pod) gets from its launcher: every flag
+ * given but the launcher's own (`--out`, `--json`, the Kubernetes ones), then `extra`.
+ */
 function memberArgv(values: Record<string, string | boolean | undefined>, extra: readonly string[]): string[] {
   const launcherOnly = new Set([
     'out',
@@ -357,7 +360,7 @@ export async function launchShards(
   io: CliIo,
   signal?: AbortSignal,
 ): Promise<number> {
-  if (role.kind === 'kubernetes') return kubernetesJobCommand(role, values, io, signal)
+  if (role.kind === 'kubernetes') return kubernetesJobCommand(role, memberArgv(values, []), values, io, signal)
   const out = values.out as string | undefined
   const provisional = provisionalOut(out)
   let merged: RunRecord
