@@ -225,7 +225,7 @@ export class ShardSession {
     }
   }
 
-  /** This shard's figures, kept in its record's `shards`. */
+  /** This shard's record as it is kept: its figures in `shards`, and no stream hash of its part of the plan. */
   withFigures(record: RunRecord): RunRecord {
     const { harness, plan } = record
     const figures: ShardFigures = {
@@ -239,7 +239,9 @@ export class ShardSession {
       harnessLimited: harness.harnessLimited,
       reasons: harness.reasons,
     }
-    return { ...record, shards: [figures] }
+    // A shard sent part of the stream: its record holds no stream hash (the merged record has the whole plan's).
+    const workload = { ...plan.workload, requestStreamSha256: null, wireStreamSha256: null, wireMatchesPlan: null }
+    return { ...record, plan: { ...plan, workload }, shards: [figures] }
   }
 
   /**

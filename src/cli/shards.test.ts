@@ -101,6 +101,7 @@ describe('servegate run --shards N on this machine', () => {
     const files = (await readdir(tmpDir)).filter((f) => f.startsWith('open.shard-')).sort()
     expect(files).toEqual(['open.shard-0.json', 'open.shard-1.json', 'open.shard-2.json', 'open.shard-3.json'])
     const own = await readRunRecord(join(tmpDir, 'open.shard-2.json'))
+    expect([own.plan.workload.requestStreamSha256, own.plan.workload.wireStreamSha256]).toEqual([null, null])
     expect([own.requests.map((r) => r.index), own.shards?.map((s) => s.index)]).toEqual([
       Array.from({ length: 30 }, (_, k) => 2 + 4 * k),
       [2],
