@@ -1,3 +1,5 @@
+import { once } from 'node:events'
+import { connect } from 'node:net'
 import { describe, expect, test } from 'vitest'
 import { clockOffset, ShardCoordinator, ShardMember } from './shard-link.ts'
 
@@ -30,6 +32,22 @@ describe('the shards’ link to their coordinator', () => {
       members[1]!.close()
       await expect(coordinator.results()).rejects.toThrow('--shards: shard 1 disconnected before it sent its record')
       members[0]!.close()
+    } finally {
+      await coordinator.close()
+    }
+  })
+
+  test('a connection that does not speak the protocol is dropped; the shards are not disturbed', async () => {
+    const coordinator = await ShardCoordinator.listen(1, '127.0.0.1', 0)
+    try {
+      const stranger = connect({ host: '127.0.0.1', port: coordinator.port })
+      await once(stranger, 'connect')
+      stranger.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n\n')
+      await once(stranger, 'close')
+      const member = await ShardMember.join(0, '127.0.0.1', coordinator.port)
+      expect(await member.barrier()).toBeGreaterThan(0)
+      member.close()
+      await expect(coordinator.results()).rejects.toThrow('shard 0 disconnected before it sent its record')
     } finally {
       await coordinator.close()
     }

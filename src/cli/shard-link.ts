@@ -57,8 +57,17 @@ function onLines(socket: Socket, handle: (message: Message, readAt: number) => v
     while (newline >= 0) {
       const line = pending.slice(0, newline)
       pending = pending.slice(newline + 1)
-      if (line !== '') handle(JSON.parse(line) as Message, readAt)
       newline = pending.indexOf('\n')
+      if (line === '') continue
+      let message: Message
+      try {
+        message = JSON.parse(line) as Message
+      } catch {
+        // Not a shard (on Kubernetes anything in the cluster can reach the port): dropped.
+        socket.destroy()
+        return
+      }
+      handle(message, readAt)
     }
   })
 }
