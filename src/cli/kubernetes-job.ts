@@ -89,6 +89,9 @@ function jobManifest(role: KubernetesRole, cellArgv: readonly string[]): string 
               image: role.image,
               command: ['servegate'],
               args,
+              ...(role.apiKey === null
+                ? {}
+                : { env: [{ name: role.apiKey.env, valueFrom: { secretKeyRef: { name: role.apiKey.secret, key: role.apiKey.env } } }] }),
               ports: [{ name: 'coordinator', containerPort: KUBERNETES_COORDINATOR_PORT }],
             },
           ],

@@ -25,6 +25,7 @@ export const SHARD_FLAGS = {
   'kubernetes-image': { type: 'string' },
   'kubernetes-namespace': { type: 'string' },
   'kubernetes-wait-s': { type: 'string' },
+  'kubernetes-api-key-secret': { type: 'string' },
   'print-manifest': { type: 'boolean' },
 } as const
 
@@ -41,6 +42,7 @@ one cell from several client processes (docs/cli.md, "Shards: one cell from seve
   --kubernetes-image IMAGE  the container image the pods run servegate from (servegate on its PATH)
   --kubernetes-namespace NS the Job's namespace, default default
   --kubernetes-wait-s S     how long kubectl waits for the Job to complete, default 3600
+  --kubernetes-api-key-secret SECRET  with --api-key-env NAME: the Secret whose key NAME the pods read the API key from
   --print-manifest          with --kubernetes-job: print the Job and Service YAML and exit, applying nothing`
 
 /** The largest shard count: far more client processes than a cell needs. */
@@ -57,13 +59,24 @@ type ShardFlagValues = Partial<Record<keyof typeof SHARD_FLAGS, string | boolean
   rate?: string | undefined
   trace?: string | undefined
   concurrency?: string | undefined
+  'api-key-env'?: string | undefined
   out?: string | undefined
 }
 
 /** How this process takes part in a sharded cell. */
 export type ShardRole =
   | { kind: 'local'; shards: number }
-  | { kind: 'kubernetes'; shards: number; job: string; image: string; namespace: string; waitS: number; printOnly: boolean }
+  | {
+      kind: 'kubernetes'
+      shards: number
+      job: string
+      image: string
+      namespace: string
+      waitS: number
+      printOnly: boolean
+      /** `--api-key-env NAME`'s variable in each pod, from this Secret's key NAME; null without an API key. */
+      apiKey: { env: string; secret: string } | null
+    }
   | { kind: 'member'; shards: number; index: number; host: string; port: number; coordinates: boolean }
 
 /** `HOST:PORT` (`[v6]:PORT` too), its host off loopback only with `--remote`. */
@@ -120,9 +133,9 @@ export function shardRole(values: ShardFlagValues, env: NodeJS.ProcessEnv = proc
   refuseUnshardable(values, shards)
   const job = str('kubernetes-job')
   if (job !== undefined) return kubernetesRole(values, shards, job)
-  const kubeOnly = (['kubernetes-image', 'kubernetes-namespace', 'kubernetes-wait-s', 'print-manifest'] as const).find(
-    (k) => values[k] !== undefined,
-  )
+  const kubeOnly = (
+    ['kubernetes-image', 'kubernetes-namespace', 'kubernetes-wait-s', 'kubernetes-api-key-secret', 'print-manifest'] as const
+  ).find((k) => values[k] !== undefined)
   if (kubeOnly !== undefined) throw new ServegateError('CONFIG_INVALID', `--${kubeOnly} needs --kubernetes-job NAME`)
   const coordinator = str('coordinator')
   if (coordinator === undefined) {
@@ -157,7 +170,32 @@ function kubernetesRole(values: ShardFlagValues, shards: number, job: string): S
   if (stray !== undefined) throw new ServegateError('CONFIG_INVALID', `--${stray}: --kubernetes-job sets it for each pod; drop it`)
   const namespace = (values['kubernetes-namespace'] as string | undefined) ?? 'default'
   const waitS = intFlag('--kubernetes-wait-s', values['kubernetes-wait-s'] as string | undefined, 1, 7 * 86_400) ?? 3600
-  return { kind: 'kubernetes', shards, job, image, namespace, waitS, printOnly: values['print-manifest'] === true }
+  return {
+    kind: 'kubernetes',
+    shards,
+    job,
+    image,
+    namespace,
+    waitS,
+    printOnly: values['print-manifest'] === true,
+    apiKey: apiKeyOf(values),
+  }
+}
+
+/** Where the pods read `--api-key-env NAME` from: a Secret's key NAME, which servegate never reads itself. */
+function apiKeyOf(values: ShardFlagValues): { env: string; secret: string } | null {
+  const env = values['api-key-env']
+  const secret = values['kubernetes-api-key-secret'] as string | undefined
+  if (env === undefined && secret === undefined) return null
+  if (env === undefined)
+    throw new ServegateError('CONFIG_INVALID', '--kubernetes-api-key-secret needs --api-key-env NAME (the key it holds)')
+  if (secret === undefined)
+    throw new ServegateError(
+      'CONFIG_INVALID',
+      `--api-key-env ${env}: the pods need it too; pass --kubernetes-api-key-secret SECRET, a Secret whose key ${env} holds the API key ` +
+        `(kubectl create secret generic SECRET --from-literal=${env}=…)`,
+    )
+  return { env, secret }
 }
 
 /** A shard's own record beside the merged one: `<out minus .json>.shard-<i>.json`. */
@@ -178,6 +216,7 @@ function memberArgv(values: Record<string, string | boolean | undefined>, extra:
     'kubernetes-image',
     'kubernetes-namespace',
     'kubernetes-wait-s',
+    'kubernetes-api-key-secret',
     'print-manifest',
   ])
   const argv: string[] = ['run']

@@ -8,7 +8,7 @@ import { readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { execa } from 'execa'
-import { describe, expect } from 'vitest'
+import { describe, expect, vi } from 'vitest'
 import { readManifest } from '../../fixtures/fakes/kube-cluster.ts'
 import { test } from '../../fixtures/test-context.ts'
 import { computeCellMetrics } from '../metrics/cell-metrics.ts'
@@ -171,7 +171,7 @@ describe('servegate run --shards N on this machine', () => {
 interface PodSpec {
   subdomain: string
   restartPolicy: string
-  containers: Array<{ image: string; command: string[]; args: string[] }>
+  containers: Array<{ image: string; command: string[]; args: string[]; env?: unknown[] }>
 }
 
 describe('servegate run --shards N --kubernetes-job NAME', () => {
@@ -214,6 +214,39 @@ describe('servegate run --shards N --kubernetes-job NAME', () => {
       '--coordinator=bench-0.bench:7470',
       '--out=/tmp/servegate/shard.json',
     ])
+  })
+
+  test('an API key reaches the pods from a Secret, never through the manifest', async ({ cli }) => {
+    vi.stubEnv('SG_TEST_KEY', 'sk-shards-secret-value')
+    try {
+      const base = [
+        'run',
+        '--base-url',
+        'http://vllm.bench.svc:8000',
+        '--model',
+        'm',
+        '--remote',
+        '--rate',
+        '3',
+        '--api-key-env',
+        'SG_TEST_KEY',
+      ]
+      const job = ['--shards', '2', '--kubernetes-job', 'bench', '--kubernetes-image', 'img', '--print-manifest']
+      const refused = await cli([...base, ...job])
+      expect([refused.code, refused.stderr]).toEqual([
+        2,
+        expect.stringMatching(/--api-key-env SG_TEST_KEY: the pods need it too; pass --kubernetes-api-key-secret SECRET/),
+      ])
+      const r = await cli([...base, ...job, '--kubernetes-api-key-secret', 'sg-key'])
+      expect(r.code, r.stderr).toBe(0)
+      expect(r.stdout).not.toContain('sk-shards-secret-value')
+      const [, manifest] = readManifest(r.stdout) as unknown as [unknown, { spec: { template: { spec: PodSpec } } }]
+      const container = manifest.spec.template.spec.containers[0] as PodSpec['containers'][number]
+      expect(container.env).toEqual([{ name: 'SG_TEST_KEY', valueFrom: { secretKeyRef: { name: 'sg-key', key: 'SG_TEST_KEY' } } }])
+      expect(container.args).toContain('--api-key-env=SG_TEST_KEY')
+    } finally {
+      vi.unstubAllEnvs()
+    }
   })
 
   test('the Job runs on the fake kubectl: applied, waited for, the merged record fetched from pod 0, deleted', async ({
