@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { ServegateError } from '../errors.ts'
 import { CellTally, computeCellMetrics } from '../metrics/cell-metrics.ts'
 import { distribution } from '../metrics/distribution.ts'
+import { networkAdjusted } from '../metrics/network.ts'
 import type { HarnessHealth, RequestRecord, RunRecord } from '../schema/run.ts'
 import type { ShardFigures } from '../schema/shards.ts'
 import { bodyEntry } from '../workload/bytes.ts'
@@ -115,6 +116,10 @@ export function mergeShards(shards: readonly ShardResult[]): RunRecord {
       }
   const startedAt = sorted.map((s) => s.record.startedAt).reduce((a, b) => ((a ?? b ?? '') < (b ?? a ?? '') ? a : b))
   const finishedAt = sorted.map((s) => s.record.finishedAt).reduce((a, b) => ((a ?? b ?? '') > (b ?? a ?? '') ? a : b))
+  const metrics = { ...computeCellMetrics(requests, mergedWallClock(sorted), slo), openLoop }
+  // A remote target: shard 0's probes, its TTFT and e2e adjusted over every shard's requests.
+  const network =
+    base.network === undefined ? {} : { network: { ...base.network, adjusted: networkAdjusted(base.network, metrics.distributions) } }
   return {
     ...base,
     runId: mergedRunId(startedAt),
@@ -142,7 +147,8 @@ export function mergeShards(shards: readonly ShardResult[]): RunRecord {
     cancelled: tally.cancelled,
     unsent,
     requests,
-    metrics: { ...computeCellMetrics(requests, mergedWallClock(sorted), slo), openLoop },
+    metrics,
+    ...network,
     harness: mergedHarness(sorted, requests),
     cellFailure: sorted.map((s) => s.record.cellFailure).find((f) => f !== null) ?? null,
     shards: sorted.map((s) => s.figures),
