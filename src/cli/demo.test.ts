@@ -117,7 +117,10 @@ test(
     // vitest's workers tear their engines down as they exit; give them the moment they take.
     const deadline = Date.now() + 15_000
     while ((await processesUnder(tmpDir)).length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200))
-    expect(await processesUnder(tmpDir)).toEqual([])
+    const left = await processesUnder(tmpDir)
+    // Which process stayed, by its command line: the message says what was not torn down.
+    const commands = await Promise.all(left.map((pid) => readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '(gone)')))
+    expect(left, commands.map((c) => c.replaceAll('\0', ' ')).join('\n')).toEqual([])
   },
 )
 
