@@ -504,8 +504,18 @@ describe('a cell on a kubernetes deployment, through the fake kubectl and helm',
     const port = await freePort()
     const file = await manifest(port, { readyAfterMs: 60_000 })
     const abort = new AbortController()
-    setTimeout(() => abort.abort(), 1500)
+    // Once kubectl is waiting on the rollout (a loaded machine can take over a second to apply).
+    let rolling = false
+    const watch = setInterval(() => {
+      void calls().then((seen) => {
+        if (rolling || !seen.some((argv) => argv.includes('rollout'))) return
+        rolling = true
+        clearInterval(watch)
+        setTimeout(() => abort.abort(), 300)
+      })
+    }, 50)
     const record = await runEngineCell(env, { ...base(port), manifest: file, rollout: ['deployment/vllm'] }, cell, { signal: abort.signal })
+    clearInterval(watch)
     expect(record.cellFailure?.code).toBe('REQUEST_ABORTED')
     expect(record.cellFailure?.message).toMatch(/start-up of engine kubernetes was interrupted during `.*rollout status deployment\/vllm/)
     expect(record.teardown?.release).toMatchObject({ removed: true })
