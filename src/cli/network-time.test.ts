@@ -7,8 +7,8 @@
  */
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect } from 'vitest'
-import { createNetns, netnsUnavailable, type TestNetns } from '../../fixtures/netns.ts'
+import { describe, expect } from 'vitest'
+import { netnsForTests, netnsUnavailable } from '../../fixtures/netns.ts'
 import { listening, realtime, wakeupLateness } from '../../fixtures/netns-listen.ts'
 import { test } from '../../fixtures/test-context.ts'
 import { NETWORK_PROBES_BEFORE } from '../runner/network-probes.ts'
@@ -44,13 +44,7 @@ const run = (baseUrl: string, out: string) => [
 ]
 
 describe.skipIf(unavailable !== null)('network time through a delaying proxy in a test namespace', () => {
-  let ns: TestNetns
-  beforeAll(async () => {
-    ns = await createNetns()
-  }, 30_000)
-  afterAll(async () => {
-    await ns?.close()
-  })
+  const ns = netnsForTests()
 
   test(`${DELAY_MS} ms injected: HTTP RTT p50 within 1 ms of it, handshake near 0, adjusted TTFT the sim's`, async ({ cli, tmpDir }) => {
     const sim = { model: 'm', prefillTokPerS: PREFILL_TOK_PER_S, decodeTokPerS: 400 }

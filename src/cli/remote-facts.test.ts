@@ -6,8 +6,8 @@
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { afterAll, beforeAll, describe, expect } from 'vitest'
-import { createNetns, netnsUnavailable, type TestNetns } from '../../fixtures/netns.ts'
+import { describe, expect } from 'vitest'
+import { netnsForTests, netnsUnavailable, type TestNetns } from '../../fixtures/netns.ts'
 import { test } from '../../fixtures/test-context.ts'
 import { RunRecord } from '../schema/run.ts'
 
@@ -36,13 +36,7 @@ async function serve(ns: TestNetns, script: string, setup: Record<string, unknow
 const run = ['run', '--model', 'm', '--requests', '4', '--concurrency', '2', '--max-tokens', '8', '--prompt-tokens', '32']
 
 describe.skipIf(unavailable !== null)('facts of a remote deployment in a test network namespace', () => {
-  let ns: TestNetns
-  beforeAll(async () => {
-    ns = await createNetns()
-  }, 30_000)
-  afterAll(async () => {
-    await ns?.close()
-  })
+  const ns = netnsForTests()
 
   test('--gpu-metrics-url: the manifest’s GPU facts come from the exporter, the engine’s from its endpoints', async ({ cli, tmpDir }) => {
     const sim = await serve(ns, SIM_SERVER, { mode: 'sim', sim: { model: 'm', decodeTokPerS: 400, version: '0.11.2' } })

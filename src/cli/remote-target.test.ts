@@ -10,8 +10,8 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { execa } from 'execa'
-import { afterAll, beforeAll, describe, expect } from 'vitest'
-import { createNetns, netnsUnavailable, type TestNetns } from '../../fixtures/netns.ts'
+import { describe, expect } from 'vitest'
+import { netnsForTests, netnsUnavailable, type TestNetns } from '../../fixtures/netns.ts'
 import { test } from '../../fixtures/test-context.ts'
 import { RunRecord } from '../schema/run.ts'
 
@@ -46,13 +46,7 @@ const KEY = 'sk-remote-target-test-3f9a7c21'
 const run = ['run', '--model', 'm', '--requests', '4', '--concurrency', '2', '--max-tokens', '8', '--prompt-tokens', '32']
 
 describe.skipIf(unavailable !== null)('remote targets in a test network namespace', () => {
-  let ns: TestNetns
-  beforeAll(async () => {
-    ns = await createNetns()
-  }, 30_000)
-  afterAll(async () => {
-    await ns?.close()
-  })
+  const ns = netnsForTests()
 
   test('--remote measures a cell; without it the host is refused before anything is sent', async ({ cli, tmpDir }) => {
     const sim = await serve(ns, { mode: 'sim', sim: { model: 'm', decodeTokPerS: 400 } })

@@ -3,8 +3,8 @@
  * behind fixtures/delay-proxy.ts, once with the delay and once without, probed in turns so the
  * machine's other load falls on both alike (the servers at real-time priority: fixtures/netns-listen.ts).
  */
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { createNetns, netnsUnavailable, type TestNetns } from '../../fixtures/netns.ts'
+import { describe, expect, test } from 'vitest'
+import { netnsForTests, netnsUnavailable } from '../../fixtures/netns.ts'
 import { listening, realtime, wakeupLateness } from '../../fixtures/netns-listen.ts'
 import { nearestRank } from '../metrics/distribution.ts'
 import { NetworkProbeSession } from './network-probes.ts'
@@ -21,13 +21,7 @@ const ROUNDS = 41
 const p50 = (values: readonly number[]): number => nearestRank(Float64Array.from(values).sort(), 50)
 
 describe.skipIf(unavailable !== null)('probes through a delaying proxy in a test namespace', () => {
-  let ns: TestNetns
-  beforeAll(async () => {
-    ns = await createNetns()
-  }, 30_000)
-  afterAll(async () => {
-    await ns?.close()
-  })
+  const ns = netnsForTests()
 
   test(`${DELAY_MS} ms injected: HTTP RTT p50 within 1 ms of it over the path's own, the handshake near 0`, async () => {
     const sim = { mode: 'sim', bind: '127.0.0.1', sim: { model: 'm' } }
