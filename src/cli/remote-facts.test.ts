@@ -5,9 +5,9 @@
  */
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { createInterface } from 'node:readline'
 import { describe, expect } from 'vitest'
 import { netnsForTests, netnsUnavailable, type TestNetns } from '../../fixtures/netns.ts'
+import { type NsServer, serveInNetns } from '../../fixtures/netns-listen.ts'
 import { test } from '../../fixtures/test-context.ts'
 import { RunRecord } from '../schema/run.ts'
 
@@ -17,21 +17,9 @@ const L4 = new URL('../../fixtures/metrics/dcgm-exporter-l4.txt', import.meta.ur
 const unavailable = await netnsUnavailable()
 if (unavailable !== null) process.stderr.write(`remote-facts tests SKIPPED: ${unavailable}\n`)
 
-/** A server started inside the namespace: its port and the connections it has accepted. */
-async function serve(ns: TestNetns, script: string, setup: Record<string, unknown>): Promise<{ port: number; connections(): number }> {
-  const child = ns.spawn([process.execPath, script, JSON.stringify({ bind: ns.nsAddress, ...setup })])
-  let connections = 0
-  const lines = createInterface({ input: child.stdout })
-  const port = await new Promise<number>((resolve, reject) => {
-    lines.on('line', (line) => {
-      const [word, n] = line.split(' ')
-      if (word === 'listening') resolve(Number(n))
-      if (word === 'connection') connections = Number(n)
-    })
-    void child.then((r) => reject(new Error(`${script} exited before listening: ${String(r.exitCode)}`)))
-  })
-  return { port, connections: () => connections }
-}
+/** A server started inside the namespace from `script`, bound to the namespace's address. */
+const serve = (ns: TestNetns, script: string, setup: Record<string, unknown>): Promise<NsServer> =>
+  serveInNetns(ns, [process.execPath, script, JSON.stringify({ bind: ns.nsAddress, ...setup })])
 
 const run = ['run', '--model', 'm', '--requests', '4', '--concurrency', '2', '--max-tokens', '8', '--prompt-tokens', '32']
 

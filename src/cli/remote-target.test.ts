@@ -8,10 +8,10 @@ import { readFile, writeFile } from 'node:fs/promises'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
-import { createInterface } from 'node:readline'
 import { execa } from 'execa'
 import { describe, expect } from 'vitest'
 import { netnsForTests, netnsUnavailable, type TestNetns } from '../../fixtures/netns.ts'
+import { type NsServer, serveInNetns } from '../../fixtures/netns-listen.ts'
 import { test } from '../../fixtures/test-context.ts'
 import { RunRecord } from '../schema/run.ts'
 
@@ -21,26 +21,9 @@ const unavailable = await netnsUnavailable()
 // CI must not pass these silently: the reason is printed.
 if (unavailable !== null) process.stderr.write(`remote-target tests SKIPPED: ${unavailable}\n`)
 
-/** A server inside the namespace: its port, and the connections it has accepted so far. */
-interface NsServer {
-  port: number
-  connections(): number
-}
-
-async function serve(ns: TestNetns, setup: Record<string, unknown>): Promise<NsServer> {
-  const child = ns.spawn([process.execPath, SERVER, JSON.stringify({ bind: ns.nsAddress, ...setup })])
-  let connections = 0
-  const lines = createInterface({ input: child.stdout })
-  const port = await new Promise<number>((resolve, reject) => {
-    lines.on('line', (line) => {
-      const [word, n] = line.split(' ')
-      if (word === 'listening') resolve(Number(n))
-      if (word === 'connection') connections = Number(n)
-    })
-    void child.then((r) => reject(new Error(`netns server exited before listening: ${String(r.exitCode)}`)))
-  })
-  return { port, connections: () => connections }
-}
+/** The namespace's test server (fixtures/netns-server.ts) in `setup`'s mode, bound to the namespace's address. */
+const serve = (ns: TestNetns, setup: Record<string, unknown>): Promise<NsServer> =>
+  serveInNetns(ns, [process.execPath, SERVER, JSON.stringify({ bind: ns.nsAddress, ...setup })])
 
 const KEY = 'sk-remote-target-test-3f9a7c21'
 const run = ['run', '--model', 'm', '--requests', '4', '--concurrency', '2', '--max-tokens', '8', '--prompt-tokens', '32']
