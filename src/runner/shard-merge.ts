@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { ServegateError } from '../errors.ts'
-import { CellTally, computeCellMetrics } from '../metrics/cell-metrics.ts'
+import { CellTally } from '../metrics/cell-metrics.ts'
 import { distribution } from '../metrics/distribution.ts'
 import { networkAdjusted } from '../metrics/network.ts'
 import type { HarnessHealth, RequestRecord, RunRecord } from '../schema/run.ts'
@@ -116,7 +116,7 @@ export function mergeShards(shards: readonly ShardResult[]): RunRecord {
       }
   const startedAt = sorted.map((s) => s.record.startedAt).reduce((a, b) => ((a ?? b ?? '') < (b ?? a ?? '') ? a : b))
   const finishedAt = sorted.map((s) => s.record.finishedAt).reduce((a, b) => ((a ?? b ?? '') > (b ?? a ?? '') ? a : b))
-  const metrics = { ...computeCellMetrics(requests, mergedWallClock(sorted), slo), openLoop }
+  const metrics = { ...tally.metrics(mergedWallClock(sorted)), openLoop }
   // A remote target: shard 0's probes, its TTFT and e2e adjusted over every shard's requests.
   const network =
     base.network === undefined ? {} : { network: { ...base.network, adjusted: networkAdjusted(base.network, metrics.distributions) } }
