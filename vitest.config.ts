@@ -25,6 +25,7 @@ const TIMING = [
   'src/cli/run-exits.test.ts',
   'src/cli/shards.test.ts',
   'src/client/clock.test.ts',
+  'src/client/read-batching.test.ts',
   'src/client/sse.test.ts',
   'src/client/stream-wire-faults.test.ts',
   'src/client/turn-slice.test.ts',

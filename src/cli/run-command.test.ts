@@ -54,9 +54,11 @@ describe('servegate run in the open loop', () => {
     expect(record.plan.arrival).toMatchObject({ kind: 'gamma', ratePerS: 40, burstiness: 0.5, seed: 2 })
     // The harness line says how much of the machine the host took while the cell measured (Linux).
     if (process.platform === 'linux') {
-      expect(r.stdout).toMatch(/^(harness ok|HARNESS-LIMITED).* · event-loop delay p99 .* · host steal \d+\.\d%$/m)
+      expect(r.stdout).toMatch(/^(harness ok|HARNESS-LIMITED).* · event-loop delay p99 .* · host steal \d+\.\d%( · reads batched: .*)?$/m)
       expect(r.stdout).toContain(`host steal ${((record.harness.hostStealShare as number) * 100).toFixed(1)}%`)
     }
+    // Batched reads are named on the line exactly when the record counts a pause.
+    expect(r.stdout.includes(' · reads batched: ')).toBe((record.harness.readBatching?.pauses ?? 0) > 0)
     expect(record.metrics.goodput?.good).toBe(30)
     // summarize recomputes the goodput from the requests, under the SLO the record was judged by.
     const s = await cli(['summarize', out])

@@ -3,7 +3,14 @@ import { p99IsDescriptive } from '../metrics/distribution.ts'
 import { describeSLO } from '../metrics/goodput.ts'
 import { estimatorText } from '../metrics/network.ts'
 import { ABSENT, formatByMagnitude, formatFixed, formatFixedPercent, formatSeconds } from '../number-format.ts'
-import { type NetworkRttSeries, P99_MIN_SAMPLES, REQUEST_METRIC_NAMES, type Distribution, type RunRecord } from '../schema/run.ts'
+import {
+  type NetworkRttSeries,
+  type ReadBatching,
+  P99_MIN_SAMPLES,
+  REQUEST_METRIC_NAMES,
+  type Distribution,
+  type RunRecord,
+} from '../schema/run.ts'
 
 const LABELS: Record<string, string> = {
   ttftMs: 'ttft ms',
@@ -273,7 +280,8 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
     const figures =
       `client CPU ${harness.clientCpuShare.toFixed(2)} core · send lag p99 ${formatByMagnitude(harness.sendLagP99Ms)} ms · ` +
       `event-loop delay p99 ${formatByMagnitude(harness.eventLoopDelayP99Ms)} ms` +
-      (harness.hostStealShare == null ? '' : ` · host steal ${formatFixedPercent(harness.hostStealShare)}`)
+      (harness.hostStealShare == null ? '' : ` · host steal ${formatFixedPercent(harness.hostStealShare)}`) +
+      batchedReads(harness.readBatching)
     lines.push(
       harness.harnessLimited
         ? `HARNESS-LIMITED (${harness.reasons.join('; ')}): the client was the bottleneck, ` +
@@ -283,4 +291,10 @@ export function renderSummary(record: RunRecord, recordPath?: string): string {
   }
   if (recordPath !== undefined) lines.push(`run record: ${recordPath}`)
   return lines.join('\n')
+}
+
+/** The harness line's note of batched reads, when the reading thread paused at all. */
+function batchedReads(batching: ReadBatching | undefined): string {
+  if (batching === undefined || batching.pauses === 0) return ''
+  return ` · reads batched: ${batching.pauses} pauses, ${formatByMagnitude(batching.pausedMs)} ms, longest ${formatByMagnitude(batching.longestPauseMs)} ms`
 }

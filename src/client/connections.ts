@@ -3,6 +3,7 @@ import type { SecureContext } from 'node:tls'
 import { ServegateError } from '../errors.ts'
 import { nodeTls, tlsTrust } from '../http-request.ts'
 import { monoMs } from './clock.ts'
+import { noteStreamRead } from './read-batching.ts'
 import { type Http1Headers, Http1ResponseParser } from '../http1.ts'
 
 /** One HTTP/1.1 request, its bytes ready: what `send` writes to a socket in one go. */
@@ -335,6 +336,7 @@ export class StreamConnections {
     const exchange = conn.exchange
     if (exchange !== null) exchange.read(bytes, at)
     else this.#drop(conn) // bytes nobody asked for: the connection is not to be trusted again
+    noteStreamRead(at)
     return true
   }
 

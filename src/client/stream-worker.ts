@@ -11,6 +11,7 @@ import { ServegateError } from '../errors.ts'
 import { trustCa } from '../http-request.ts'
 import { monoMs } from './clock.ts'
 import { StreamConnections } from './connections.ts'
+import { ReadBatchingMeter } from './read-batching.ts'
 import { streamCompletion } from './stream.ts'
 import type { FromWorker, ToWorker, WorkerSetup } from './worker-protocol.ts'
 
@@ -27,6 +28,7 @@ const post = (message: FromWorker, transfer: ArrayBuffer[] = []): void => port.p
 const loopDelay = monitorEventLoopDelay({ resolution: 2 })
 let measuring = false
 let cpuAtStart = process.threadCpuUsage()
+let batching = new ReadBatchingMeter()
 let startedAt = 0
 let requests = 0
 let lags: number[] = []
@@ -63,6 +65,7 @@ async function warm(connections: number): Promise<void> {
 
 function measureStop(): void {
   const cpu = process.threadCpuUsage(cpuAtStart)
+  batching.stop()
   loopDelay.disable()
   measuring = false
   post({
@@ -75,6 +78,7 @@ function measureStop(): void {
       eventLoopDelayP99Ms: loopDelay.count > 0 ? loopDelay.percentile(99) / 1e6 : null,
       eventLoopDelayMaxMs: loopDelay.count > 0 ? loopDelay.max / 1e6 : null,
       handoffLagsMs: lags,
+      readBatching: { pauses: batching.pauses, pausedMs: batching.pausedMs, longestPauseMs: batching.longestPauseMs },
     },
   })
   lags = []
@@ -95,6 +99,8 @@ port.on('message', (m: ToWorker) => {
       loopDelay.reset()
       loopDelay.enable()
       cpuAtStart = process.threadCpuUsage()
+      batching.stop()
+      batching = new ReadBatchingMeter()
       startedAt = monoMs()
       requests = 0
       lags = []

@@ -1,4 +1,4 @@
-import type { Api } from '../schema/run.ts'
+import type { Api, ReadBatching } from '../schema/run.ts'
 import type { StreamObservation, TextCapture } from './observation.ts'
 
 /** What a stream worker is started with: where it sends, and how (connections of its own). */
@@ -42,6 +42,8 @@ export interface WorkerMeasure {
   eventLoopDelayMaxMs: number | null
   /** Each request's hand-off lag: from the cell's thread handing it over to its bytes reaching the socket, ms. */
   handoffLagsMs: number[]
+  /** Its pauses to batch reads while busy (`read-batching.ts`). */
+  readBatching: ReadBatching
 }
 
 /** From a worker to the cell's thread. */

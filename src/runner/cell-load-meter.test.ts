@@ -26,6 +26,7 @@ function fakeWorkers(): MeasuredWorkers & { started: number } {
     eventLoopDelayP99Ms: worker + 1,
     eventLoopDelayMaxMs: worker + 2,
     handoffLagsMs: [0.1],
+    readBatching: { pauses: worker + 1, pausedMs: (worker + 1) / 10, longestPauseMs: 0.2 + worker / 100 },
   })
   return {
     count: 2,
@@ -114,6 +115,11 @@ describe('CellLoadMeter', () => {
       [1, 6, 2],
     ])
     expect(health.workers?.[0]?.cpuShare).toBeCloseTo(3 / 30, 9)
+    // Every worker's pauses, every stage's, summed; the longest is the longest of any. This thread
+    // read no stream and took none.
+    expect(health.readBatching?.pauses).toBe(3 * (1 + 2))
+    expect(health.readBatching?.pausedMs).toBeCloseTo(3 * 0.3, 9)
+    expect(health.readBatching?.longestPauseMs).toBeCloseTo(0.21, 9)
   })
 
   test("the host's steal is summed over the stages' ticks", async () => {

@@ -1,7 +1,8 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { monoMs } from '../client/clock.ts'
+import { addPauses, ReadBatchingMeter } from '../client/read-batching.ts'
 import type { WorkerMeasure } from '../client/worker-protocol.ts'
-import type { HarnessHealth } from '../schema/run.ts'
+import type { HarnessHealth, ReadBatching } from '../schema/run.ts'
 import type { ResolvedRunCellOptions } from './cell-options.ts'
 import type { CellTransport } from './cell-transport.ts'
 import { HostSteal } from './host-steal.ts'
@@ -30,6 +31,9 @@ export class CellLoadMeter {
   #cpuBefore: NodeJS.CpuUsage | undefined
   #threadCpuBefore: NodeJS.CpuUsage | undefined
   #stageStart = 0
+  /** The cell thread's batched-read pauses, over every stage. */
+  #batching: ReadBatching = { pauses: 0, pausedMs: 0, longestPauseMs: 0 }
+  #batchingMeter: ReadBatchingMeter | null = null
   readonly #engineInProcess: boolean
 
   /**
@@ -65,6 +69,7 @@ export class CellLoadMeter {
     this.#workers?.measureStart()
     this.#cpuBefore = process.cpuUsage()
     this.#threadCpuBefore = process.threadCpuUsage()
+    this.#batchingMeter = new ReadBatchingMeter()
     this.#stageStart = monoMs()
   }
 
@@ -75,6 +80,11 @@ export class CellLoadMeter {
     const threadCpu = process.threadCpuUsage(this.#threadCpuBefore)
     this.#cpuMs += (cpu.user + cpu.system) / 1000
     this.#threadCpuMs += (threadCpu.user + threadCpu.system) / 1000
+    const meter = this.#batchingMeter
+    if (meter !== null) {
+      meter.stop()
+      this.#batching = addPauses(this.#batching, meter)
+    }
     this.#loopDelay.disable()
     this.#steal.stop()
     if (this.#workers !== null) this.#workerMeasures.push(await this.#workers.measureStop())
@@ -87,6 +97,12 @@ export class CellLoadMeter {
   health(o: ResolvedRunCellOptions, sendLags: readonly number[], openingSends = 0): HarnessHealth {
     const workers = { count: this.#workers?.count ?? 0, cellThreadCpuMs: this.#threadCpuMs, measures: this.#workerMeasures }
     const clientCpuMs = this.#engineInProcess ? this.#threadCpuMs : this.#cpuMs
-    return harnessHealth(o, clientCpuMs, this.#activeMs, this.#loopDelay, sendLags, workers, this.#steal.share(), openingSends)
+    const health = harnessHealth(o, clientCpuMs, this.#activeMs, this.#loopDelay, sendLags, workers, this.#steal.share(), openingSends)
+    return { ...health, readBatching: this.#readBatching() }
+  }
+
+  /** Every reading thread's pauses to batch reads: the cell thread's and each worker's, summed. */
+  #readBatching(): ReadBatching {
+    return this.#workerMeasures.flat().reduce((sum, m) => addPauses(sum, m.readBatching), this.#batching)
   }
 }

@@ -50,6 +50,12 @@ describe('runCell against the simulated engine', () => {
     expect(record.plan.workload.wireMatchesPlan).toBe(true)
     expect(record.plan.workload.calibration?.method).toBe('engine-tokenizer')
     expect(record.harness.clientCpuShare).not.toBeNull()
+    // The reading thread's pauses are counted whether or not it took any.
+    expect(record.harness.readBatching).toEqual({
+      pauses: expect.any(Number),
+      pausedMs: expect.any(Number),
+      longestPauseMs: expect.any(Number),
+    })
     // Read from /proc/stat over the measured phase on Linux; a share, never a count of ticks.
     if (process.platform === 'linux') {
       expect(record.harness.hostStealShare).toBeGreaterThanOrEqual(0)

@@ -74,3 +74,21 @@ describe('a merged record of a remote target', () => {
     expect('network' in merged).toBe(false)
   })
 })
+
+describe('a merged record of batched reads', () => {
+  test("sums every shard's pauses and keeps the longest; a shard's record without the field leaves it out", async () => {
+    const whole = await runCell({ baseUrl: sim.url, model: 'm', requests: 8, concurrency: 2, maxTokens: 4, calibrate: false })
+    const withPauses = (shard: ShardResult, pauses: number, longestPauseMs: number): ShardResult => ({
+      ...shard,
+      record: { ...shard.record, harness: { ...shard.record.harness, readBatching: { pauses, pausedMs: pauses * 0.2, longestPauseMs } } },
+    })
+    const [a, b] = [0, 1].map((i) => shardOf(whole, i, 2, false)) as [ShardResult, ShardResult]
+    const merged = mergeShards([withPauses(a, 10, 0.25), withPauses(b, 5, 0.31)])
+    expect(merged.harness.readBatching?.pauses).toBe(15)
+    expect(merged.harness.readBatching?.pausedMs).toBeCloseTo(3, 9)
+    expect(merged.harness.readBatching?.longestPauseMs).toBe(0.31)
+    const { readBatching: _, ...older } = b.record.harness
+    const mixed = mergeShards([withPauses(a, 10, 0.25), { ...b, record: { ...b.record, harness: older } }])
+    expect('readBatching' in mixed.harness).toBe(false)
+  })
+})

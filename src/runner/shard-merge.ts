@@ -3,7 +3,8 @@ import { ServegateError } from '../errors.ts'
 import { CellTally } from '../metrics/cell-metrics.ts'
 import { distribution } from '../metrics/distribution.ts'
 import { networkAdjusted } from '../metrics/network.ts'
-import type { HarnessHealth, RequestRecord, RunRecord } from '../schema/run.ts'
+import type { HarnessHealth, ReadBatching, RequestRecord, RunRecord } from '../schema/run.ts'
+import { addPauses } from '../client/read-batching.ts'
 import type { ShardFigures } from '../schema/shards.ts'
 import { bodyEntry } from '../workload/bytes.ts'
 import { StreamHash } from '../workload/prepare.ts'
@@ -63,6 +64,13 @@ function maxOf(values: ReadonlyArray<number | null | undefined>): number | null 
   return values.reduce<number | null>((max, v) => (v == null ? max : Math.max(max ?? v, v)), null)
 }
 
+/** The shards' batched-read pauses summed; absent when a shard's record has none. */
+function mergedReadBatching(harness: readonly HarnessHealth[]): Pick<HarnessHealth, 'readBatching'> {
+  const each = harness.map((h) => h.readBatching)
+  if (each.some((b) => b === undefined)) return {}
+  return { readBatching: (each as ReadBatching[]).reduce(addPauses) }
+}
+
 /**
  * The merged cell's harness figures: the send lag over every request of every shard, the others
  * the worst shard's (CPU time summed); limited when any shard was, each reason naming its shard.
@@ -78,6 +86,7 @@ function mergedHarness(shards: readonly ShardResult[], requests: readonly Reques
     sendLagP99Ms: distribution(requests.flatMap((r) => (r.sendLagMs === null ? [] : [r.sendLagMs]))).p99,
     openingSendLagMaxMs: maxOf(harness.map((h) => h.openingSendLagMaxMs)),
     hostStealShare: maxOf(harness.map((h) => h.hostStealShare)),
+    ...mergedReadBatching(harness),
     harnessLimited: harness.some((h) => h.harnessLimited),
     reasons: shards.flatMap((s) => s.record.harness.reasons.map((reason) => `shard ${s.figures.index}: ${reason}`)),
     exceeded: harness.flatMap((h) => h.exceeded ?? []),

@@ -678,6 +678,17 @@ export const WorkerHealth = z.object({
 })
 export type WorkerHealth = z.infer<typeof WorkerHealth>
 
+/** The pauses a cell's reading threads took to batch their reads while saturated. */
+export const ReadBatching = z.object({
+  /** Pauses taken over the measured phase. */
+  pauses: z.int().nonnegative(),
+  /** Their time summed, ms. */
+  pausedMs: z.number().nonnegative(),
+  /** The longest, ms: the most any chunk's stamp was delayed by a pause. */
+  longestPauseMs: z.number().nonnegative(),
+})
+export type ReadBatching = z.infer<typeof ReadBatching>
+
 /** One harness limit a cell went over: the cell option that set it, its value and the figure over it. */
 export const HarnessLimitExceeded = z.object({
   option: z.enum(['cpuShareLimit', 'sendLagLimitMs', 'eventLoopDelayLimitMs']),
@@ -720,6 +731,13 @@ export const HarnessHealth = z.object({
    * mark the cell harness-limited, but a stolen slice delays any chunk due in it.
    */
   hostStealShare: z.number().min(0).max(1).nullable().optional(),
+  /**
+   * Batched reads: the pauses the client's reading threads took, while busy, before polling
+   * again, so that each poll found many chunks (docs/metrics.md, "Batched reads"). A chunk that
+   * arrived during a pause was stamped when it ended, at most `longestPauseMs` late. Every thread's,
+   * summed (the longest pause, the longest of any). Absent in imports and records written before it was kept.
+   */
+  readBatching: ReadBatching.optional(),
   /** True when the client, not the engine, was the bottleneck; see `reasons`. */
   harnessLimited: z.boolean(),
   reasons: z.array(z.string()),
