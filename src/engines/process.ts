@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process'
 import { createWriteStream } from 'node:fs'
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -93,6 +94,41 @@ export interface SpawnOptions {
 /** The helper that joins a cgroup and execs the engine: the sources in a clone, the build in the package. */
 const CGROUP_EXEC = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './cgroup-exec.ts' : './cgroup-exec.js', import.meta.url))
 
+/** The watchdog that stops a launch when servegate dies without tearing it down (same two homes). */
+const ENGINE_REAPER = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './engine-reaper.ts' : './engine-reaper.js', import.meta.url))
+
+/**
+ * Starts the launch's {@link ENGINE_REAPER}: a process of its own (its own group, so a Ctrl-C to
+ * servegate's does not reach it first) that reads a pipe from servegate. The kernel closes the
+ * pipe however servegate ends; when it closes before the returned stand-down was called,
+ * servegate died without its exit hooks (SIGKILL, the OOM killer) and the reaper stops the
+ * launch. Neither the process nor its pipe keeps servegate running.
+ */
+function startReaper(pid: number, startTicks: number | null, token: string, graceMs: number, cgroup: EngineCgroup | null): () => void {
+  const ticks = startTicks === null ? '-' : String(startTicks)
+  const argv = [ENGINE_REAPER, String(pid), ticks, token, String(graceMs), ...(cgroup === null ? [] : [cgroup.dir])]
+  // Not execa: its `cleanup` would kill the reaper on servegate's exit, when it may be needed.
+  const reaper = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', ...argv], {
+    detached: true,
+    // Holds no directory of servegate's busy (a temporary one to remove, a mount).
+    cwd: '/',
+    // Not servegate's environment: no launch token of an enclosing launch, no NODE_OPTIONS to load.
+    env: {},
+    stdio: ['pipe', 'ignore', 'ignore'],
+  })
+  // One that could not start or already exited is no failure of the launch: the exit hooks remain.
+  reaper.on('error', () => {})
+  reaper.stdin.on('error', () => {})
+  // An idle pipe holds no event loop; the process handle would.
+  reaper.unref()
+  let stoodDown = false
+  return () => {
+    if (stoodDown) return
+    stoodDown = true
+    reaper.stdin.end('done\n')
+  }
+}
+
 /**
  * The argv that starts the engine: through {@link CGROUP_EXEC} into the cgroup where this Node can
  * exec (Node ≥ 22.15), else the engine's own (moved into the cgroup right after the spawn).
@@ -142,6 +178,7 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
   const confinement: Confinement = cgroup === null ? 'process-group' : 'cgroup'
   const started = pid < 0 ? null : await startTime(pid)
   const startTicks = started === null ? null : Number(started)
+  const standDown = pid > 0 ? startReaper(pid, startTicks, token, o.graceMs, cgroup) : () => {}
   const tree = new ProcessTree(pid)
   tree.watch()
   let exitInfo: ExitInfo | null = null
@@ -157,6 +194,9 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
   void exited.then(() => {
     tree.unwatch()
     log.end()
+    // An engine that ended by itself and left nothing running needs no watch; what it left is
+    // stop()'s, or the reaper's should servegate die first.
+    if (!requested && markedProcesses(token).length === 0 && (cgroup?.members().length ?? 0) === 0) standDown()
   })
 
   let stopping: Promise<TreeTeardown> | null = null
@@ -195,7 +235,7 @@ export async function spawnEngine(o: SpawnOptions): Promise<EngineProcess> {
     exited,
     exit: () => exitInfo,
     track: () => tree.snapshot(),
-    stop: () => (stopping ??= tearDown()),
+    stop: () => (stopping ??= tearDown().finally(standDown)),
   }
 }
 
