@@ -8,9 +8,9 @@ import { monoMs } from './clock.ts'
  * each write wakes the client, which polls, reads one or two events, and polls again. Both sides
  * then pay a poll, a read and a wake-up a token. Measured on the 2-core VM against the zero-delay
  * server at one event a write: 2–3 tokens a read at C = 256, the client's core 98% busy and the
- * server's 92%; at C = 16–64 the client's 70–75% and the server's whole core, spent on waking the
- * client. A slower client batches by itself (the kernel gathers the chunks while it is busy
- * elsewhere: vLLM's Python client reads 450 tokens a `recv` there); a fast one has to choose to.
+ * server's 92%, most of it spent on polls, reads and wake-ups. A slower client batches by itself
+ * (the kernel gathers the chunks while it is busy elsewhere: vLLM's Python client reads 450 tokens
+ * a `recv` there); a fast one has to choose to.
  *
  * So the reading thread watches its own event loop (libuv's idle time: the time a poll actually
  * waited). Once a window of `WINDOW_MS` was at least `ENTER_UTILIZATION` busy, each turn that
@@ -20,16 +20,16 @@ import { monoMs } from './clock.ts'
  *
  * What it costs the measurement: a chunk that arrives during a pause is stamped when the pause
  * ends, at most the pause late (`longestPauseMs` in the record). A thread that is mostly idle
- * never pauses: C = 1 and C = 64 at 10 ms a chunk read with the client 2–20% busy. The pauses are
+ * never pauses: C = 1 and C = 64 at 10 ms a chunk read with the client 2–25% busy. The pauses are
  * counted (`ReadBatchingMeter`) and kept in the record (`harness.readBatching`).
  */
 
 /** The window utilization is judged over, ms. */
 const WINDOW_MS = 10
 /** A window this busy starts batching. */
-export const ENTER_UTILIZATION = 0.6
+export const ENTER_UTILIZATION = 0.75
 /** Batching stops when a window, its pauses left out, is less busy than this. */
-export const EXIT_UTILIZATION = 0.4
+export const EXIT_UTILIZATION = 0.5
 /**
  * While batching, a turn that read a stream and its pause together last this long, ms: the pause
  * is what the turn's own work left of it (the kernel's timer slack may add some microseconds).
