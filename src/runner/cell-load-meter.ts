@@ -69,6 +69,7 @@ export class CellLoadMeter {
     this.#workers?.measureStart()
     this.#cpuBefore = process.cpuUsage()
     this.#threadCpuBefore = process.threadCpuUsage()
+    this.#batchingMeter?.stop() // a stage that threw before its stop() counts no more
     this.#batchingMeter = new ReadBatchingMeter()
     this.#stageStart = monoMs()
   }
