@@ -21,14 +21,6 @@ type DistributionName = keyof Distributions & keyof RequestRecord
 /** The per-request numbers a distribution is drawn from (ITL is pooled from every request's gaps). */
 const PER_REQUEST: readonly DistributionName[] = [...REQUEST_METRIC_NAMES, 'queueDelayMs', 'sendLagMs']
 
-/** Checked packed gaps as an array (the per-request ITL objective reads them so); null stays null. */
-function unpacked(gaps: readonly number[] | ItlPacked | null): number[] | null {
-  if (gaps === null) return null
-  if (!('count' in gaps)) return [...gaps]
-  const read = unpackGaps(gaps)
-  return Array.isArray(read) ? read : null
-}
-
 /** Failed requests counted by error code, the run record's `failures`. */
 export function countFailures(records: Iterable<RequestRecord>): Record<string, number> {
   const failures: Record<string, number> = {}
@@ -79,7 +71,9 @@ export class CellTally {
   }
 
   add(r: RequestRecord): void {
-    const gaps = r.itlMs ?? (r.itlPacked === null ? null : this.#checked(r.itlPacked, r.index))
+    const packed = r.itlMs === null ? r.itlPacked : null
+    // Packed gaps are checked whole once, here; an ITL objective reads that same decoding as an array.
+    const decoded = packed === null ? null : this.#checked(packed, r.index, this.good !== null)
     if (r.sendLagMs !== null) this.sendLags.push(r.sendLagMs)
     if (r.canary !== null) {
       this.canaries.samples++
@@ -94,7 +88,7 @@ export class CellTally {
       this.scores.samples++
       if (r.score.correct) this.scores.correct++
     }
-    if (this.good !== null && this.slo !== null) tallyGood(this.good, r.itlMs === null ? { ...r, itlMs: unpacked(gaps) } : r, this.slo)
+    if (this.good !== null && this.slo !== null) tallyGood(this.good, decoded === null ? r : { ...r, itlMs: decoded }, this.slo)
     if (r.turn !== null) this.#addTurn(r, r.turn)
     if (r.status === 'cancelled') {
       this.cancelled++
@@ -110,6 +104,7 @@ export class CellTally {
       const v = r[name]
       if (typeof v === 'number') values.push(v)
     }
+    const gaps = r.itlMs ?? packed
     if (gaps !== null) {
       this.itl.push(gaps)
       this.itlCount += 'count' in gaps ? gaps.count : gaps.length
@@ -121,13 +116,16 @@ export class CellTally {
     this.cached.add(r)
   }
 
-  /** Packed gaps, checked whole before they are kept. @throws ServegateError FILE_INVALID naming the field */
-  #checked(packed: ItlPacked, index: number): ItlPacked {
-    const read = unpackGapsInto(packed, null)
-    if (typeof read !== 'number') {
+  /**
+   * Packed gaps, checked whole before they are kept: decoded into an array when `asArray`, else
+   * only checked (null). @throws ServegateError FILE_INVALID naming the field
+   */
+  #checked(packed: ItlPacked, index: number, asArray: boolean): number[] | null {
+    const read = asArray ? unpackGaps(packed) : unpackGapsInto(packed, null)
+    if (typeof read === 'object' && !Array.isArray(read)) {
       throw new ServegateError('FILE_INVALID', `request ${index}: itlPacked.${read.field}: ${read.message}; the record is corrupt`)
     }
-    return packed
+    return Array.isArray(read) ? read : null
   }
 
   /** Every ok request's gaps in one array, in the order they were added. */
