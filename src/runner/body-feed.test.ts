@@ -39,3 +39,46 @@ describe('BodyFeed', () => {
     feed.close()
   })
 })
+
+describe('BodyFeed.prefill', () => {
+  const big = { ...plan, requests: 400 }
+
+  test('builds every body of a phase that fits the budget, so none is built while it runs', async () => {
+    const w = await prepareWorkload({ promptTokens: 100, seed: 5 }, big, null)
+    const feed = new BodyFeed(w, 'm', 0, w.measuredCount, new AbortController().signal, 8)
+    feed.prefill()
+    expect(feed.ready).toBe(400)
+    for (let i = 0; i < 400; i++) feed.take(i)
+    expect(feed.ready).toBe(0)
+    expect(feed.requestStreamSha256).toBe(streamSha256(w))
+    feed.close()
+  })
+
+  test('stops at the byte budget, never below the look-ahead, and refills behind the takes', async () => {
+    const w = await prepareWorkload({ promptTokens: 100, seed: 5 }, big, null)
+    const bodyBytes = Buffer.byteLength(w.request(0).body)
+    const feed = new BodyFeed(w, 'm', 0, w.measuredCount, new AbortController().signal, 8)
+    feed.prefill(20 * bodyBytes)
+    // About 20 bodies (each a little longer with its model name), not all 400.
+    expect(feed.ready).toBeGreaterThanOrEqual(15)
+    expect(feed.ready).toBeLessThanOrEqual(21)
+    const tiny = new BodyFeed(w, 'm', 0, w.measuredCount, new AbortController().signal, 8)
+    tiny.prefill(1)
+    expect(tiny.ready).toBe(8)
+    for (let i = 0; i < 100; i++) {
+      tiny.take(i)
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    expect(tiny.ready).toBe(8)
+    feed.close()
+    tiny.close()
+  })
+
+  test('a feed without a look-ahead (a conversation) builds nothing ahead', async () => {
+    const w = await prepareWorkload({ promptTokens: 100 }, big, null)
+    const feed = new BodyFeed(w, 'm', 0, w.measuredCount, new AbortController().signal, 0)
+    feed.prefill()
+    expect(feed.ready).toBe(0)
+    feed.close()
+  })
+})

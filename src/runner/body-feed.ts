@@ -6,6 +6,13 @@ import { type PlannedRequest, type PreparedWorkload, StreamHash } from '../workl
 export const LOOK_AHEAD = 32
 /** Bodies built per event-loop turn while filling the look-ahead, so a due send never waits long behind them. */
 const PER_TURN = 4
+/**
+ * Bytes of bodies `prefill` builds before a phase beyond the look-ahead: a cell whose bodies fit
+ * (a few thousand requests of a few kB) builds none while it measures. Building one takes tens of
+ * microseconds and some 20 kB of garbage, which a round of streams ending together would otherwise
+ * pay at the very moment the streams still running are stamped.
+ */
+export const PREBUILT_BYTES = 4 * 1024 * 1024
 
 /** One request as the dispatcher sends it: its bytes (model included) and what judging its reply needs. */
 export interface FedRequest {
@@ -41,6 +48,8 @@ export class BodyFeed {
   #taken: number
   #complete = true
   #refill: NodeJS.Immediate | null = null
+  /** Bytes of the bodies built and not yet taken. */
+  #builtBytes = 0
 
   /**
    * @param owned a shard's requests (`servegate run --shards`): only these are built ahead, and
@@ -83,8 +92,12 @@ export class BodyFeed {
       this.#hash.add(index, bodyEntry(conversation.plannedTurn(index)))
       return { bytes: bodyBytes(this.#model, body), planned: this.#workload.planned(index) }
     }
-    const built = this.#built.get(index) ?? this.#build(index)
-    this.#built.delete(index)
+    const ahead = this.#built.get(index)
+    const built = ahead ?? this.#build(index)
+    if (ahead !== undefined) {
+      this.#built.delete(index)
+      this.#builtBytes -= ahead.fed.bytes.length
+    }
     this.#hash.add(index, built.entry)
     if (this.#owned !== null) this.#entries.set(index, built.entry)
     this.#schedule()
@@ -102,22 +115,37 @@ export class BodyFeed {
   }
 
   /**
-   * Builds the look-ahead now, before the requests start: the first round of a closed loop at
-   * concurrency C (a look-ahead of at least C) then sends without building a body.
+   * Builds the look-ahead now, before the requests start (the first round of a closed loop at
+   * concurrency C, a look-ahead of at least C, then sends without building a body), and the bodies
+   * after it while those built hold at most `budgetBytes`: a phase whose bodies all fit builds
+   * none while it runs. A feed without a look-ahead (a conversation's) builds none ahead.
    */
-  prefill(): void {
-    if (!this.#signal.aborted) this.#fill(Infinity)
+  prefill(budgetBytes = PREBUILT_BYTES): void {
+    if (this.#signal.aborted || this.#lookAhead === 0) return
+    this.#fill(Infinity)
+    while (this.#next < this.#end && this.#builtBytes < budgetBytes) this.#buildNext()
+  }
+
+  /** Bodies built ahead and not yet taken. */
+  get ready(): number {
+    return this.#built.size
   }
 
   /** Builds up to `most` bodies of the look-ahead not built yet; true when some are left to build. */
   #fill(most: number): boolean {
     const until = Math.min(this.#end, this.#taken + this.#lookAhead)
     this.#next = Math.max(this.#next, this.#taken)
-    for (let n = 0; n < most && this.#next < until; n++, this.#next++) {
-      if (this.#owned !== null && !this.#owned(this.#next)) continue
-      if (!this.#built.has(this.#next)) this.#built.set(this.#next, this.#build(this.#next))
-    }
+    for (let n = 0; n < most && this.#next < until; n++) this.#buildNext()
     return this.#next < until
+  }
+
+  /** Builds the next body ahead (unless built, or another shard's), and moves past it. */
+  #buildNext(): void {
+    const index = this.#next++
+    if ((this.#owned !== null && !this.#owned(index)) || this.#built.has(index)) return
+    const built = this.#build(index)
+    this.#built.set(index, built)
+    this.#builtBytes += built.fed.bytes.length
   }
 
   /** Stops filling the look-ahead. */
@@ -125,6 +153,7 @@ export class BodyFeed {
     if (this.#refill !== null) clearImmediate(this.#refill)
     this.#refill = null
     this.#built.clear()
+    this.#builtBytes = 0
   }
 
   #build(index: number): Built {

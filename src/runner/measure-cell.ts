@@ -309,7 +309,8 @@ export async function measureCell(
     if (workload.conversation !== null && stages !== null) {
       throw new ServegateError('CONFIG_INVALID', 'a conversation cannot be measured in stages (a sequential pair); remove stopEarly')
     }
-    // Bodies are built as they are sent, a bounded look-ahead in front, never all at once.
+    // Bodies are built before each phase as far as a byte budget goes (all of a cell of a few
+    // thousand requests), then as they are sent, a bounded look-ahead in front.
     const { measuredCount, warmupCount } = workload
     // A conversation's sessions interleave: its bodies are built as each turn goes, none ahead.
     // Otherwise at least a round ahead: every slot's next body is ready when its request ends.
