@@ -27,6 +27,7 @@ const TIMING = [
   'src/client/clock.test.ts',
   'src/client/read-batching.test.ts',
   'src/client/sse.test.ts',
+  'src/client/staged-reads.test.ts',
   'src/client/stream-wire-faults.test.ts',
   'src/client/turn-slice.test.ts',
   'src/declare/staged-pair-declaration.test.ts',

@@ -4,6 +4,7 @@ import { ServegateError } from '../errors.ts'
 import { nodeTls, tlsTrust } from '../http-request.ts'
 import { monoMs } from './clock.ts'
 import { noteStreamRead } from './read-batching.ts'
+import { flushStagedReads, stageRead } from './staged-reads.ts'
 import { type Http1Headers, Http1ResponseParser } from '../http1.ts'
 
 /** One HTTP/1.1 request, its bytes ready: what `send` writes to a socket in one go. */
@@ -138,9 +139,10 @@ class Exchange implements WireExchange {
  * handler sees a byte (its wasm parser, a `setImmediate` before a connection takes the next
  * request, a turn's idle-socket check before it writes), about 60 µs a request more than writing
  * a prepared buffer (docs/client-benchmark.md has the figures). Here each read is stamped in the
- * socket's `data` callback before it is parsed (`http1.ts` parses it), and a request is one write
- * of bytes prepared beforehand on a connection whose close the socket already reported. What is
- * off the measured path (probes, scrapes, tokenizers) goes through `http-request.ts`.
+ * socket's read callback and staged (`staged-reads.ts`): the reads of one poll are all stamped
+ * before any of them is parsed (`http1.ts`), each with its own stamp. A request is one write of
+ * bytes prepared beforehand on a connection whose close the socket already reported. What is off
+ * the measured path (probes, scrapes, tokenizers) goes through `http-request.ts`.
  *
  * A request goes out at once, in the caller's turn: preparing its bytes is the caller's work, done
  * ahead (`BodyFeed`), so a send costs the thread one write.
@@ -317,6 +319,8 @@ export class StreamConnections {
     if (this.#tls) socket.on('data', (bytes: Buffer) => this.#onRead(conn, bytes))
     const ended = (err: Error | null): void => {
       const at = monoMs()
+      // The reads made before the end are parsed before it.
+      flushStagedReads()
       const exchange = conn.exchange
       this.#drop(conn)
       exchange?.closed(at, err)
@@ -328,13 +332,14 @@ export class StreamConnections {
   }
 
   /**
-   * One read of `conn`, stamped first, before anything of it is parsed. `bytes` is valid only
-   * during the call (plain TCP reuses the buffer for the next read): whoever keeps any copies it.
+   * One read of `conn`, stamped first, and staged to be parsed after this poll's other reads.
+   * `bytes` is valid only during the call (plain TCP reuses the buffer for the next read): the
+   * stage copies it.
    */
   #onRead(conn: Conn, bytes: Uint8Array): boolean {
     const at = monoMs()
     const exchange = conn.exchange
-    if (exchange !== null) exchange.read(bytes, at)
+    if (exchange !== null) stageRead(exchange, bytes, at)
     else this.#drop(conn) // bytes nobody asked for: the connection is not to be trusted again
     noteStreamRead(at)
     return true
