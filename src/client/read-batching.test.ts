@@ -176,12 +176,15 @@ describe('batched reads', () => {
     const host = new FakeHost()
     const batcher = new ReadBatcher(host)
     const meter = new ReadBatchingMeter()
-    // Turns of 0.05 ms back to back, never idle: the first window only starts the count.
-    host.turns(batcher, 0.05, 0, 250)
+    // Turns of 0.12 ms back to back, never idle: the first window only starts the count. Topped
+    // up to the pause, their work still fills 60% of each window, so it batches on.
+    host.turns(batcher, 0.12, 0, 250)
     expect(batcher.batching).toBe(true)
     const before = host.sleeps.length
-    host.turns(batcher, 0.05, 0, 10)
-    expect(host.sleeps.slice(before)).toEqual(Array.from({ length: 10 }, () => expect.closeTo(PAUSE_MS - 0.05, 9)))
+    host.turns(batcher, 0.12, 0, 10)
+    expect(host.sleeps.slice(before)).toEqual(Array.from({ length: 10 }, () => expect.closeTo(PAUSE_MS - 0.12, 9)))
+    host.turns(batcher, 0.12, 0, 200)
+    expect(batcher.batching).toBe(true)
     // A turn that already took longer than the pause finds its chunks gathered.
     const beforeLong = host.sleeps.length
     host.turns(batcher, PAUSE_MS + 0.1, 0, 5)
@@ -192,16 +195,24 @@ describe('batched reads', () => {
     const afterIdle = host.sleeps.length
     host.turns(batcher, 0.05, 2, 20)
     expect(host.sleeps.length).toBe(afterIdle)
+    // Back to 0.12 ms turns back to back: it batches again.
+    host.turns(batcher, 0.12, 0, 200)
+    expect(batcher.batching).toBe(true)
+    // Never idle, but turns of 0.05 ms topped up to the pause: 25% of the time is work, the rest
+    // the pauses' (a pause takes the place of the poll's wait): it stops.
+    host.turns(batcher, 0.05, 0, 200)
+    expect(batcher.batching).toBe(false)
+    const afterLight = host.sleeps.length
     meter.stop()
-    expect(meter.pauses).toBe(afterIdle)
+    expect(meter.pauses).toBe(afterLight)
     expect(meter.pausedMs).toBeCloseTo(
       host.sleeps.reduce((a, b) => a + b, 0),
       9,
     )
   })
 
-  test('a window starts batching when busy enough, and stops when, its pauses left out, it is idle enough', () => {
-    const window = (busy: number, pausedMs = 0) => ({ activeMs: busy * 10 + pausedMs, idleMs: (1 - busy) * 10, pausedMs })
+  test('a window starts batching when busy enough, and stops when its own work, pauses not counted, fills too little of it', () => {
+    const window = (busy: number) => ({ activeMs: busy * 10, idleMs: (1 - busy) * 10, pausedMs: 0 })
     expect(batchingAfter(false, window(ENTER_UTILIZATION + 0.01))).toBe(true)
     expect(batchingAfter(false, window(ENTER_UTILIZATION - 0.01))).toBe(false)
     // Between the two bounds, it keeps what it was doing.
@@ -209,11 +220,15 @@ describe('batched reads', () => {
     expect(batchingAfter(true, between)).toBe(true)
     expect(batchingAfter(false, between)).toBe(false)
     expect(batchingAfter(true, window(EXIT_UTILIZATION - 0.01))).toBe(false)
-    // The pauses are not work: 8 ms of pauses in 9.5 active ms, 0.5 idle, is 1.5 ms of work in 2.
-    expect(batchingAfter(true, { activeMs: 9.5, idleMs: 0.5, pausedMs: 8 })).toBe(true)
-    expect(batchingAfter(true, { activeMs: 9.5, idleMs: 5, pausedMs: 8 })).toBe(false)
+    // A pause takes the place of the poll's wait: 6.5 ms of pauses and 3 of work in a window
+    // that never idled is a thread with most of its time to spare (the paced C = 256 cell
+    // between two rounds), so it stops; 4.5 ms of work in 10 keeps it (a server flushing tokens
+    // as fast as it can).
+    expect(batchingAfter(true, { activeMs: 9.5, idleMs: 0.5, pausedMs: 6.5 })).toBe(false)
+    expect(batchingAfter(true, { activeMs: 10, idleMs: 0, pausedMs: 5.5 })).toBe(true)
     // An empty window is idle.
     expect(batchingAfter(true, { activeMs: 0, idleMs: 0, pausedMs: 0 })).toBe(false)
+    expect(batchingAfter(false, { activeMs: 0, idleMs: 0, pausedMs: 0 })).toBe(false)
   })
 
   test('two counts add up, the longest pause the longer of the two', () => {

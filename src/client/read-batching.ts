@@ -16,7 +16,12 @@ import { monoMs } from './clock.ts'
  * waited). Once a window of `WINDOW_MS` was at least `ENTER_UTILIZATION` busy, each turn that
  * read a stream lasts at least `PAUSE_MS`: what the turn's work left of it, the thread sleeps
  * before it polls again, so that the next poll finds many streams with many chunks each. It stops
- * once a window, its pauses left out, is less than `EXIT_UTILIZATION` busy.
+ * once the thread's own work fills less than `EXIT_UTILIZATION` of a window, its pauses counted
+ * as time to spare: a pause takes the place of the poll's wait, so with the pauses left out of
+ * the window instead, a thread that had gone back to 20–40% work (the paced C = 256 cell after a
+ * round's end) still read as busy and batched on for good, each of its chunks stamped up to a
+ * pause late. Against a server flushing tokens as fast as it can, a batching thread's own work
+ * fills 40–60% of most windows and it batches on.
  *
  * What it costs the measurement: a chunk that arrives during a pause is stamped when the pause
  * ends, at most the pause late (`longestPauseMs` in the record). A thread that is mostly idle
@@ -28,8 +33,8 @@ import { monoMs } from './clock.ts'
 const WINDOW_MS = 10
 /** A window this busy starts batching. */
 export const ENTER_UTILIZATION = 0.75
-/** Batching stops when a window, its pauses left out, is less busy than this. */
-export const EXIT_UTILIZATION = 0.5
+/** Batching stops when the thread's own work fills less than this share of a window (its pauses are not work). */
+export const EXIT_UTILIZATION = 0.4
 /**
  * While batching, a turn that read a stream and its pause together last this long, ms: the pause
  * is what the turn's own work left of it (the kernel's timer slack may add some microseconds).
@@ -65,11 +70,15 @@ export class ReadBatchingMeter {
   }
 }
 
-/** Whether a window of the reading thread's event loop starts, keeps or stops batching. */
+/**
+ * Whether a window of the reading thread's event loop starts, keeps or stops batching: its time
+ * active (pauses included) and idle (polls that waited), and the pauses within the active time.
+ */
 export function batchingAfter(batching: boolean, window: { activeMs: number; idleMs: number; pausedMs: number }): boolean {
+  const wall = window.activeMs + window.idleMs
+  if (!(wall > 0)) return false
   const working = Math.max(0, window.activeMs - window.pausedMs)
-  const utilization = working + window.idleMs > 0 ? working / (working + window.idleMs) : 0
-  return batching ? utilization >= EXIT_UTILIZATION : utilization >= ENTER_UTILIZATION
+  return batching ? working / wall >= EXIT_UTILIZATION : window.activeMs / wall >= ENTER_UTILIZATION
 }
 
 const meters = new Set<ReadBatchingMeter>()
