@@ -12,7 +12,7 @@ const PER_TURN = 4
  * microseconds and some 20 kB of garbage, which a round of streams ending together would otherwise
  * pay at the very moment the streams still running are stamped.
  */
-export const PREBUILT_BYTES = 4 * 1024 * 1024
+const PREBUILT_BYTES = 4 * 1024 * 1024
 
 /** One request as the dispatcher sends it: its bytes (model included) and what judging its reply needs. */
 export interface FedRequest {
