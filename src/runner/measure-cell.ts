@@ -23,7 +23,7 @@ import { RequestLedger } from './request-ledger.ts'
 import { UsageCrossCheck } from './usage-check.ts'
 import { conversationLoop } from './conversation-loop.ts'
 import type { ConversationLayout } from '../workload/conversation.ts'
-import { lowerV8Workers, settleHeap, warmClientJit, warmRequestPath } from './warm.ts'
+import { settleHeap, warmClientJit, warmRequestPath } from './warm.ts'
 import { TurnSlice } from '../client/turn-slice.ts'
 import { drainFailure, EngineDrainCheck, type EngineMetricsRef } from '../telemetry/engine-drain.ts'
 import { Cancellations } from './cancellations.ts'
@@ -296,7 +296,6 @@ export async function measureCell(
   const { stages = null, spill = null, onPhase: phase } = hooks
   if (spill !== null && stages !== null) throw new ServegateError('INTERNAL', 'a staged cell cannot spill its requests')
   const feeds: BodyFeed[] = []
-  let releaseV8Workers: (() => void) | null = null
   try {
     if (stages !== null) await waitTurn(stages, 0, phase)
     // Drawn (or read) before anything is sent: a trace also sizes the requests.
@@ -347,8 +346,6 @@ export async function measureCell(
     const ledger = new RequestLedger(workload, o.requests, outlets, view === null ? undefined : await view.shard.barrier())
     const onDone = (slot: Slot): void => ledger.end(slot)
     let openLoopStats: OpenLoopStats | null = null
-    // V8's compilers and GC helpers yield to a cell's thread that reads its own streams (warm.ts).
-    releaseV8Workers = transport.slice === undefined ? null : lowerV8Workers()
     for (let stage = 0; stage < ends.length; stage++) {
       if (stage > 0 && (stages === null || !(await waitTurn(stages, stage, phase)))) break
       const end = Math.min(ends[stage] as number, measuredCount)
@@ -376,7 +373,6 @@ export async function measureCell(
       ledger.endStage(view === null ? end : view.own.length)
       if (stages !== null) stages.done(stage, ledger.records.slice(), signal.aborted || hooks.engine?.failure() != null)
     }
-    releaseV8Workers?.()
     measuredFeed.close()
     view?.finish(measuredFeed.entries)
     const drained = (await drain?.after(signal)) ?? null
@@ -405,7 +401,6 @@ export async function measureCell(
     if (err instanceof ServegateError) throw err
     throw new ServegateError('INTERNAL', `cell failed unexpectedly: ${sanitizeMessage((err as Error).message)}`, { cause: err })
   } finally {
-    releaseV8Workers?.()
     for (const feed of feeds) feed.close()
     await transport.close()
   }

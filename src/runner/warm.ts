@@ -1,6 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs'
 import { createServer, type Socket } from 'node:net'
-import { getPriority, setPriority } from 'node:os'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { ChunkInterpreter } from '../client/chunk-interpreter.ts'
@@ -110,95 +108,6 @@ async function sendWarmRequests(): Promise<number> {
     await connections.destroy()
     for (const socket of sockets) socket.destroy()
     await new Promise((resolve) => server.close(resolve))
-  }
-}
-
-/** The name Node gives the threads of V8's platform (compilers, GC helpers) in `/proc/self/task/<tid>/comm`. */
-const V8_WORKER_COMM = 'V8Worker'
-/** The niceness they get: the lowest priority a thread can ask for itself. */
-const V8_WORKER_NICENESS = 19
-
-/**
- * Lowers V8's platform threads (its background compilers and GC helpers) to niceness 19 while a
- * cell measures in its own thread, where Linux names them (elsewhere nothing changes). On a core
- * of its own the measuring thread shares its CPU with them: a function that turns hot mid-phase is
- * compiled on a V8 worker that the kernel then runs in the measuring thread's time. In a round of
- * 256 sends on one core, the 20-odd such compilations took 3–5 ms of a 10–12 ms round. At
- * niceness 19 a worker runs when the measuring thread waits (between chunks, most of the time) or
- * on a free core, so optimized code still arrives as soon as the thread has time for it.
- *
- * Only for a cell whose own thread reads the streams: client worker threads and an in-process
- * engine are busy threads at the normal priority, and one that waited on a starved V8 worker (a
- * compile it needs, a GC task) stalled for hundreds of milliseconds. The workers get their
- * priorities back when the last cell that lowered them releases them; where the process may not
- * raise a priority back (no CAP_SYS_NICE, the default RLIMIT_NICE), nothing is lowered.
- * @returns releases this cell's hold (call it once, when the measured phase ends)
- */
-export function lowerV8Workers(): () => void {
-  if (v8WorkerHolds++ === 0) loweredV8Workers = lowerThreads(V8_WORKER_COMM, V8_WORKER_NICENESS)
-  let released = false
-  return () => {
-    if (released) return
-    released = true
-    if (--v8WorkerHolds > 0) return
-    for (const [tid, niceness] of loweredV8Workers) {
-      try {
-        setPriority(tid, niceness)
-      } catch {
-        // The thread ended, or raising it back is not allowed: it stays as it is.
-      }
-    }
-    loweredV8Workers = []
-  }
-}
-let v8WorkerHolds = 0
-/** The threads lowered now, with the niceness each had. */
-let loweredV8Workers: Array<[tid: number, niceness: number]> = []
-
-/** Sets every thread of this process named `comm` to `niceness`; the threads changed, with their niceness before. */
-function lowerThreads(comm: string, niceness: number): Array<[number, number]> {
-  let tasks: string[]
-  try {
-    tasks = readdirSync('/proc/self/task')
-  } catch {
-    return [] // no procfs: not Linux
-  }
-  const named = tasks.map(Number).filter((tid) => {
-    try {
-      return readFileSync(`/proc/self/task/${tid}/comm`, 'utf8').trim() === comm
-    } catch {
-      return false // ended meanwhile
-    }
-  })
-  if (named.length === 0 || !canRaiseBack(named[0] as number)) return []
-  const lowered: Array<[number, number]> = []
-  for (const tid of named) {
-    try {
-      const before = getPriority(tid)
-      setPriority(tid, niceness)
-      lowered.push([tid, before])
-    } catch {
-      // A thread that ended meanwhile, or a kernel that refuses: it keeps its priority.
-    }
-  }
-  return lowered
-}
-
-/**
- * Whether this process may give a thread back the priority it lowered: raising one needs
- * CAP_SYS_NICE or an RLIMIT_NICE that allows it (an unprivileged user has neither by default).
- * Tried on `tid` by one step down and back; where the way back is refused, that thread stays
- * one step lower (a weight of 820 against 1024) and nothing else is lowered.
- */
-function canRaiseBack(tid: number): boolean {
-  try {
-    const before = getPriority(tid)
-    if (before >= 19) return false
-    setPriority(tid, before + 1)
-    setPriority(tid, before)
-    return true
-  } catch {
-    return false
   }
 }
 
