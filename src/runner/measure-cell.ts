@@ -285,6 +285,9 @@ function shardViewOf(
   return new ShardView(shard, o.requests, arrivals === null ? o.concurrency : null)
 }
 
+/** The concurrency (or in-flight cap) from which a cell warms its request path first (`warmRequestPath`). */
+const WARM_REQUEST_PATH_FROM = 128
+
 /** The measuring core shared by every transport; closes the transport when done. */
 export async function measureCell(
   o: ResolvedRunCellOptions,
@@ -326,7 +329,10 @@ export async function measureCell(
     const clock = hooks.clock ?? systemClock
     const startedAt = clock.date()
     warmClientJit()
-    await warmRequestPath()
+    // Only before a round of many sends at once: there V8 compiling the send path mid-round held
+    // the thread; at lower concurrency it compiles in the thread's idle time, and the warm-up's
+    // code, deoptimized on the first real send, added 1–1.5 ms to it (C = 1).
+    if (connectionsToWarm(o) >= WARM_REQUEST_PATH_FROM) await warmRequestPath()
     // Where the cell's thread reads the chunks itself, a closed loop starts its next requests in
     // the slices its sends go out in, the reads in between; elsewhere it has none to keep waiting.
     const loopSlice = transport.slice ?? new TurnSlice(Infinity)

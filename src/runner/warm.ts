@@ -58,7 +58,9 @@ let requestPathWarmed: Promise<number> | null = null
  * a cell's warm-up of C requests runs the once-a-request functions only C times, so at C = 256
  * they were compiled during the first measured round, 20-odd compilations that on one core took
  * the thread for 4–6 ms of a 12 ms round of 256 sends. Takes about 100 ms; the server is closed
- * and every connection ended before it resolves.
+ * and every connection ended before it resolves. The code it optimizes is partly deoptimized on
+ * the first real send (other maps, branches the warm-up never took): 1–1.5 ms once, which is
+ * why a cell calls it only before large rounds.
  * @returns the warm-up requests that streamed whole (every call in a thread: the first one's)
  */
 export function warmRequestPath(): Promise<number> {
