@@ -288,6 +288,17 @@ function shardViewOf(
 /** The concurrency (or in-flight cap) from which a cell warms its request path first (`warmRequestPath`). */
 const WARM_REQUEST_PATH_FROM = 128
 
+/**
+ * Compiles the client's code before a cell: the per-read path always; the request path only
+ * before rounds of many sends at once, where V8 compiling it mid-round held the thread (at lower
+ * concurrency it compiles in the thread's idle time, and the warmed code, partly deoptimized on the
+ * first real send, added 1–1.5 ms to that send at C = 1).
+ */
+async function warmClient(o: ResolvedRunCellOptions): Promise<void> {
+  warmClientJit()
+  if (connectionsToWarm(o) >= WARM_REQUEST_PATH_FROM) await warmRequestPath()
+}
+
 /** The measuring core shared by every transport; closes the transport when done. */
 export async function measureCell(
   o: ResolvedRunCellOptions,
@@ -328,11 +339,7 @@ export async function measureCell(
     await drain?.before(signal)
     const clock = hooks.clock ?? systemClock
     const startedAt = clock.date()
-    warmClientJit()
-    // Only before a round of many sends at once: there V8 compiling the send path mid-round held
-    // the thread; at lower concurrency it compiles in the thread's idle time, and the warm-up's
-    // code, deoptimized on the first real send, added 1–1.5 ms to it (C = 1).
-    if (connectionsToWarm(o) >= WARM_REQUEST_PATH_FROM) await warmRequestPath()
+    await warmClient(o)
     // Where the cell's thread reads the chunks itself, a closed loop starts its next requests in
     // the slices its sends go out in, the reads in between; elsewhere it has none to keep waiting.
     const loopSlice = transport.slice ?? new TurnSlice(Infinity)

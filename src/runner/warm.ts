@@ -61,10 +61,12 @@ let requestPathWarmed: Promise<number> | null = null
  * and every connection ended before it resolves. The code it optimizes is partly deoptimized on
  * the first real send (other maps, branches the warm-up never took): 1–1.5 ms once, which is
  * why a cell calls it only before large rounds.
- * @returns the warm-up requests that streamed whole (every call in a thread: the first one's)
+ * @returns the warm-up requests that streamed whole (every call in a thread: the first one's); 0
+ *   when the loopback server could not be started
  */
 export function warmRequestPath(): Promise<number> {
-  requestPathWarmed ??= sendWarmRequests()
+  // Best effort: a thread that cannot listen on loopback measures as it would have without it.
+  requestPathWarmed ??= sendWarmRequests().catch(() => 0)
   return requestPathWarmed
 }
 
