@@ -75,9 +75,16 @@ class Exchange implements WireExchange {
   /** The parser saw the response's end; it completes once the whole read is parsed. */
   #ended = false
 
-  constructor(handler: WireHandler, release: (conn: Conn, reusable: boolean) => void) {
+  readonly #drop: (conn: Conn) => void
+
+  /**
+   * @param release hands the connection on once this exchange ends on it (reusable or not)
+   * @param drop closes a connection for good, whoever it carries now
+   */
+  constructor(handler: WireHandler, release: (conn: Conn, reusable: boolean) => void, drop: (conn: Conn) => void) {
     this.handler = handler
     this.#release = release
+    this.#drop = drop
     this.#parser = new Http1ResponseParser({
       onHead: (status, headers) => handler.onHead(status, headers, this.#readAt),
       onBody: (bytes) => handler.onBody(bytes, this.#readAt),
@@ -96,6 +103,15 @@ class Exchange implements WireExchange {
     }
     // After the whole read: bytes past the response's end make the connection unfit for reuse.
     if (this.#ended) this.#complete()
+  }
+
+  /**
+   * A read staged for this exchange arrived after it finished (`StagedTarget.stray`): bytes past
+   * its response in the same poll, which nobody asked for, so the connection is not trusted again,
+   * even if a request already went out on it (that one fails as closed, and is sent once more).
+   */
+  stray(): void {
+    if (this.conn !== null) this.#drop(this.conn)
   }
 
   /** The connection ended or closed: a close-delimited body ends here; anything else unfinished is cut. */
@@ -207,7 +223,7 @@ export class StreamConnections {
    */
   send(request: WireRequest, handler: WireHandler): WireExchange {
     if (!this.#accepting) throw new ServegateError('INTERNAL', 'the connections are closed; no request can be sent on them')
-    const exchange = new Exchange(handler, this.#releaseConn)
+    const exchange = new Exchange(handler, this.#releaseConn, this.#dropConn)
     this.#handOn({ request, exchange })
     return exchange
   }
@@ -229,7 +245,11 @@ export class StreamConnections {
               clearTimeout(timer)
               resolve()
             }
-            const exchange = new Exchange({ onSent() {}, onHead() {}, onBody() {}, onEnd: done, onError: done }, this.#releaseConn)
+            const exchange = new Exchange(
+              { onSent() {}, onHead() {}, onBody() {}, onEnd: done, onError: done },
+              this.#releaseConn,
+              this.#dropConn,
+            )
             const timer = setTimeout(
               () => exchange.abort(new ConnectionError('WARM_TIMEOUT', `no reply to GET ${get.path} within ${get.timeoutMs} ms`)),
               get.timeoutMs,
@@ -403,6 +423,8 @@ export class StreamConnections {
     else this.#write(conn, next.exchange, next.request)
     this.#checkDrained()
   }
+
+  readonly #dropConn = (conn: Conn): void => this.#drop(conn)
 
   /** Closes a connection for good and forgets it; a request waiting for a connection may now open one. */
   #drop(conn: Conn): void {

@@ -3,10 +3,23 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { StreamConnections } from './connections.ts'
 import { MAX_STAGED_BYTES, StagedReads, type StagedTarget } from './staged-reads.ts'
 
-/** A target that keeps what it parsed: a copy of each read's bytes and its stamp. */
-function keeper(): StagedTarget & { got: Array<[string, number]> } {
+/** A target that keeps what it parsed (a copy of each read's bytes, and its stamp) and counts its stray reads. */
+interface Keeper extends StagedTarget {
+  finished: boolean
+  got: Array<[string, number]>
+  strays: number
+}
+
+function keeper(): Keeper {
   const got: Array<[string, number]> = []
-  return { finished: false, got, read: (bytes, at) => got.push([Buffer.from(bytes).toString(), at]) }
+  const target: Keeper = {
+    finished: false,
+    got,
+    strays: 0,
+    read: (bytes: Uint8Array, at: number) => got.push([Buffer.from(bytes).toString(), at]),
+    stray: () => target.strays++,
+  }
+  return target
 }
 
 /** A stage whose after-poll callbacks wait for `poll()`. */
@@ -43,12 +56,20 @@ describe('StagedReads', () => {
     ])
   })
 
-  test('a request finished before the poll ends (an abort) parses nothing', () => {
+  test('a request finished before its read is parsed (an abort, or an end earlier in the poll) parses nothing and hears of the stray bytes', () => {
     const { stage, poll } = manualStage()
-    const gone = { ...keeper(), finished: true }
-    stage.add(gone, Buffer.from('late'), 1)
+    const a = keeper()
+    stage.add(a, Buffer.from('end of the response'), 1)
+    stage.add(a, Buffer.from('bytes past it'), 2)
+    // Its first read ends it; the second is unasked.
+    const read = a.read
+    a.read = (bytes, at) => {
+      read(bytes, at)
+      a.finished = true
+    }
     poll()
-    expect(gone.got).toEqual([])
+    expect(a.got).toEqual([['end of the response', 1]])
+    expect(a.strays).toBe(1)
   })
 
   test('flush parses what is staged at once (a socket that ends after its reads)', () => {

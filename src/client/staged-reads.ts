@@ -22,6 +22,8 @@ export interface StagedTarget {
   readonly finished: boolean
   /** Parses one read; `bytes` is valid only during the call. */
   read(bytes: Uint8Array, at: number): void
+  /** A read staged for it came after it finished: bytes nobody asked for (they are not parsed). */
+  stray(): void
 }
 
 /** The most bytes staged at once; past it, the reads staged so far are parsed first. */
@@ -84,7 +86,10 @@ export class StagedReads {
       const i = this.#next++
       const target = this.#targets[i] as StagedTarget
       this.#targets[i] = null
-      if (target.finished) continue
+      if (target.finished) {
+        target.stray()
+        continue
+      }
       const start = i === 0 ? 0 : (this.#ends[i - 1] as number)
       target.read(this.#bytes.subarray(start, this.#ends[i]), this.#ats[i] as number)
     }
