@@ -93,6 +93,11 @@ describe('StagedReads', () => {
     stage.add(a, Buffer.alloc(MAX_STAGED_BYTES + 1, 'y'), 3)
     expect(a.got.map(([, at]) => at)).toEqual([1, 2, 3])
     expect(stage.pending).toBe(0)
+    // Parsed at once, a large read still goes to a finished target only as stray bytes.
+    a.finished = true
+    stage.add(a, Buffer.alloc(MAX_STAGED_BYTES + 1, 'z'), 4)
+    expect(a.got).toHaveLength(3)
+    expect(a.strays).toBe(1)
   })
 })
 

@@ -60,7 +60,8 @@ export class StagedReads {
   add(target: StagedTarget, bytes: Uint8Array, at: number): void {
     if (this.#used + bytes.length > MAX_STAGED_BYTES) this.flush()
     if (bytes.length > MAX_STAGED_BYTES) {
-      target.read(bytes, at)
+      if (target.finished) target.stray()
+      else target.read(bytes, at)
       return
     }
     if (this.#used + bytes.length > this.#bytes.length) this.#growBytes(this.#used + bytes.length)
