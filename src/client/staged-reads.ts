@@ -60,8 +60,7 @@ export class StagedReads {
   add(target: StagedTarget, bytes: Uint8Array, at: number): void {
     if (this.#used + bytes.length > MAX_STAGED_BYTES) this.flush()
     if (bytes.length > MAX_STAGED_BYTES) {
-      if (target.finished) target.stray()
-      else target.read(bytes, at)
+      deliver(target, bytes, at)
       return
     }
     if (this.#used + bytes.length > this.#bytes.length) this.#growBytes(this.#used + bytes.length)
@@ -87,12 +86,8 @@ export class StagedReads {
       const i = this.#next++
       const target = this.#targets[i] as StagedTarget
       this.#targets[i] = null
-      if (target.finished) {
-        target.stray()
-        continue
-      }
       const start = i === 0 ? 0 : (this.#ends[i - 1] as number)
-      target.read(this.#bytes.subarray(start, this.#ends[i]), this.#ats[i] as number)
+      deliver(target, this.#bytes.subarray(start, this.#ends[i]), this.#ats[i] as number)
     }
     this.#count = 0
     this.#next = 0
@@ -118,6 +113,12 @@ export class StagedReads {
     ats.set(this.#ats)
     this.#ats = ats
   }
+}
+
+/** Hands a read to its target to parse; one that has finished only hears of it (`stray`). */
+function deliver(target: StagedTarget, bytes: Uint8Array, at: number): void {
+  if (target.finished) target.stray()
+  else target.read(bytes, at)
 }
 
 const threadStage = new StagedReads()
