@@ -331,12 +331,12 @@ export class StreamConnections {
           port: this.#port,
           // Plain TCP reads into one buffer the connections share, handed over before the
           // stream machinery: no Buffer and no 'data' event a read. TLS reads arrive as 'data'.
-          onread: { buffer: this.#readBuffer, callback: (n: number, buffer: Uint8Array) => this.#onRead(conn, buffer.subarray(0, n)) },
+          onread: { buffer: this.#readBuffer, callback: (n: number, buffer: Uint8Array) => this.#onRead(conn, monoMs(), buffer, n) },
         })
     socket.setNoDelay(true)
     const conn: Conn = { socket, exchange: null, dead: false, onFree: null }
     this.#open.push(conn)
-    if (this.#tls) socket.on('data', (bytes: Buffer) => this.#onRead(conn, bytes))
+    if (this.#tls) socket.on('data', (bytes: Buffer) => this.#onRead(conn, monoMs(), bytes, bytes.length))
     const ended = (err: Error | null): void => {
       const at = monoMs()
       // The reads made before the end are parsed before it.
@@ -352,14 +352,14 @@ export class StreamConnections {
   }
 
   /**
-   * One read of `conn`, stamped first, and staged to be parsed after this poll's other reads.
-   * `bytes` is valid only during the call (plain TCP reuses the buffer for the next read): the
-   * stage copies it.
+   * One read of `conn`, its first `n` bytes of `buffer`, stamped `at` by the callback before it
+   * allocates anything (an allocation can start a collection), and staged to be parsed after this
+   * poll's other reads. `buffer` is valid only during the call (plain TCP reuses it for the next
+   * read): the stage copies it.
    */
-  #onRead(conn: Conn, bytes: Uint8Array): boolean {
-    const at = monoMs()
+  #onRead(conn: Conn, at: number, buffer: Uint8Array, n: number): boolean {
     const exchange = conn.exchange
-    if (exchange !== null) stageRead(exchange, bytes, at)
+    if (exchange !== null) stageRead(exchange, buffer.subarray(0, n), at)
     else this.#drop(conn) // bytes nobody asked for: the connection is not to be trusted again
     noteStreamRead(at)
     return true

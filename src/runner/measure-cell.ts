@@ -24,6 +24,8 @@ import { UsageCrossCheck } from './usage-check.ts'
 import { conversationLoop } from './conversation-loop.ts'
 import type { ConversationLayout } from '../workload/conversation.ts'
 import { settleHeap, warmClientJit, warmRequestPath } from './warm.ts'
+import { batchBackgroundThreads } from './background-threads.ts'
+import { requestLine } from '../record/record-writer.ts'
 import { TurnSlice } from '../client/turn-slice.ts'
 import { drainFailure, EngineDrainCheck, type EngineMetricsRef } from '../telemetry/engine-drain.ts'
 import { Cancellations } from './cancellations.ts'
@@ -257,9 +259,10 @@ async function warmUp(
   let warmed = 0
   phase?.({ phase: 'warmup', done: 0, total })
   const onDone = (slot: Slot): void => {
-    // Made and dropped, so the code that makes a measured record is compiled before the first
-    // one: cold, it held the thread 1-3 ms as the next request's first chunk arrived.
-    requestRecord({ ...slot, index: first + slot.index }, slot.readyAt, workload.planned(first + slot.index), workload)
+    // Made, written out as a spill writes it, and dropped, so the code that keeps a measured
+    // record is compiled before the first one: cold, it held the thread 1-3 ms as the next
+    // request's first chunk arrived (the record, then its line: 0.5-0.8 ms more at C = 1).
+    requestLine(requestRecord({ ...slot, index: first + slot.index }, slot.readyAt, workload.planned(first + slot.index), workload))
     phase?.({ phase: 'warmup', done: ++warmed, total })
   }
   const sendOwn = view === null ? send : (k: number) => send(view.warmupIndex(k))
@@ -289,12 +292,14 @@ function shardViewOf(
 const WARM_REQUEST_PATH_FROM = 128
 
 /**
- * Compiles the client's code before a cell: the per-read path always; the request path only
- * before rounds of many sends at once, where V8 compiling it mid-round held the thread (at lower
- * concurrency it compiles in the thread's idle time, and the warmed code, partly deoptimized on the
- * first real send, added 1–1.5 ms to that send at C = 1).
+ * Readies the client's thread before a cell: Node's background threads batched, so that V8's
+ * workers cannot preempt it mid-read (`batchBackgroundThreads`); the per-read path compiled
+ * always; the request path only before rounds of many sends at once, where V8 compiling it
+ * mid-round held the thread (at lower concurrency it compiles in the thread's idle time, and the
+ * warmed code, partly deoptimized on the first real send, added 1–1.5 ms to that send at C = 1).
  */
 async function warmClient(o: ResolvedRunCellOptions): Promise<void> {
+  await batchBackgroundThreads()
   warmClientJit()
   if (connectionsToWarm(o) >= WARM_REQUEST_PATH_FROM) await warmRequestPath()
 }
