@@ -86,7 +86,12 @@ export interface GapErrors {
   errorP99Ms: number | null
   /** Mean of (client's first gap − server's first send gap) over the requests that have one, ms: a bias shows here. */
   firstGapSignedMeanMs: number | null
+  /** The largest errors, signed, worst first, with where they fell: request (in the client's order) and gap. */
+  worst: Array<{ request: number; gap: number; errorMs: number }>
 }
+
+/** Errors `gapErrors` lists in `worst`. */
+const WORST = 5
 
 /**
  * Compares each matched request's gaps with the server's: gap k of the client (between content
@@ -96,13 +101,14 @@ export interface GapErrors {
  */
 export function gapErrors(requests: Iterable<ClientGaps>, log: SendLog): GapErrors {
   const errors: number[] = []
+  const worst: GapErrors['worst'] = []
   let firstSum = 0
   let firsts = 0
   let count = 0
   let matched = 0
   let incomplete = 0
   for (const r of requests) {
-    count++
+    const request = count++
     const entry = r.sha256 === null ? undefined : log.bySha256.get(r.sha256)
     if (entry === undefined) continue
     matched++
@@ -112,6 +118,11 @@ export function gapErrors(requests: Iterable<ClientGaps>, log: SendLog): GapErro
     for (let k = 0; k < n; k++) {
       const diff = (r.gapsMs[k] as number) - ((send[k + 1] as number) - (send[k] as number))
       errors.push(Math.abs(diff))
+      if (worst.length < WORST || Math.abs(diff) > Math.abs((worst[WORST - 1] as GapErrors['worst'][number]).errorMs)) {
+        worst.push({ request, gap: k, errorMs: diff })
+        worst.sort((a, b) => Math.abs(b.errorMs) - Math.abs(a.errorMs))
+        worst.length = Math.min(worst.length, WORST)
+      }
       if (k === 0) {
         firstSum += diff
         firsts++
@@ -127,5 +138,6 @@ export function gapErrors(requests: Iterable<ClientGaps>, log: SendLog): GapErro
     errorMeanMs: errors.length === 0 ? null : errors.reduce((a, b) => a + b, 0) / errors.length,
     errorP99Ms: sorted.length === 0 ? null : nearestRank(sorted, 99),
     firstGapSignedMeanMs: firsts === 0 ? null : firstSum / firsts,
+    worst,
   }
 }

@@ -321,7 +321,8 @@ async function compareItl(ctx: Context): Promise<ItlComparison[]> {
         ctx.log(
           `  ITL C=${level.concurrency} ${client}: error mean ${formatSignificant(e.errorMeanMs)} ms, p99 ${formatSignificant(e.errorP99Ms)} ms, ` +
             `first gap ${formatSignificant(e.firstGapSignedMeanMs)} ms, ${e.matched}/${e.requests} matched` +
-            (run.sendLagP99Ms === null ? '' : `, send lag p99 ${formatSignificant(run.sendLagP99Ms)} ms`),
+            (run.sendLagP99Ms === null ? '' : `, send lag p99 ${formatSignificant(run.sendLagP99Ms)} ms`) +
+            `; worst (request.gap) ${e.worst.map((w) => `${formatSignificant(w.errorMs)}@${w.request}.${w.gap}`).join(' ')}`,
         )
       }
       const of = (pick: (r: ItlRun) => number | null): Pair<Figure | null> => ({
