@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process'
 import { pollEvery } from './poll.ts'
 import { sanitizeMessage } from '../errors.ts'
 import type { GpuFact, GpuSample, GpuSamples } from '../schema/telemetry.ts'
@@ -38,17 +39,58 @@ export type GpuFactsResult =
 
 type CallResult = { status: 'ok'; stdout: string } | { status: 'absent'; reason: string }
 
+/** How one run of nvidia-smi ended. */
+interface SmiRun {
+  /** The spawn's own error code (`ENOENT`, `EACCES`…) and message; null when it ran. */
+  spawnError: { code: string; message: string } | null
+  exitCode: number | null
+  signal: NodeJS.Signals | null
+  timedOut: boolean
+  stdout: string
+  stderr: string
+}
+
+/**
+ * Runs nvidia-smi once, no shell, stdin closed, killed after `CALL_TIMEOUT_MS`. With
+ * `node:child_process`, not execa: every cell asks it for the manifest's GPU facts, and on a host
+ * without GPUs that alone loaded execa's 130 modules into the measuring process (about 7 MB of
+ * peak RSS of `servegate run` at C = 1).
+ */
+function runNvidiaSmi(executable: string, args: string[], env: NvidiaSmiOptions['env']): Promise<SmiRun> {
+  return new Promise((resolve) => {
+    const run: SmiRun = { spawnError: null, exitCode: null, signal: null, timedOut: false, stdout: '', stderr: '' }
+    const child = spawn(executable, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    const timer = setTimeout(() => {
+      run.timedOut = true
+      child.kill('SIGKILL')
+    }, CALL_TIMEOUT_MS)
+    child.stdout.setEncoding('utf8').on('data', (text: string) => (run.stdout += text))
+    child.stderr.setEncoding('utf8').on('data', (text: string) => (run.stderr += text))
+    child.on('error', (error: NodeJS.ErrnoException) => {
+      run.spawnError = { code: error.code ?? 'ERROR', message: error.message }
+    })
+    child.on('close', (code, signal) => {
+      clearTimeout(timer)
+      run.exitCode = code
+      run.signal = signal
+      resolve(run)
+    })
+  })
+}
+
 async function callNvidiaSmi(executable: string, args: string[], env: NvidiaSmiOptions['env']): Promise<CallResult> {
-  // Loaded on first use: a cell without GPUs (and every vitest worker until then) does without it.
-  const { execa } = await import('execa')
-  const result = await execa(executable, args, { reject: false, timeout: CALL_TIMEOUT_MS, env, stdin: 'ignore' })
-  if (result.code === 'ENOENT') return { status: 'absent', reason: `${executable} not found (ENOENT): no NVIDIA driver tools on this host` }
+  const result = await runNvidiaSmi(executable, args, env)
+  if (result.spawnError?.code === 'ENOENT')
+    return { status: 'absent', reason: `${executable} not found (ENOENT): no NVIDIA driver tools on this host` }
   if (result.timedOut) return { status: 'absent', reason: `${executable} did not answer within ${CALL_TIMEOUT_MS / 1000} s` }
-  if (result.code !== undefined)
-    return { status: 'absent', reason: `${executable} could not be run (${result.code}): ${sanitizeMessage(result.shortMessage ?? '')}` }
+  if (result.spawnError !== null)
+    return {
+      status: 'absent',
+      reason: `${executable} could not be run (${result.spawnError.code}): ${sanitizeMessage(result.spawnError.message)}`,
+    }
   if (result.exitCode !== 0) {
-    const said = sanitizeMessage(`${result.stderr} ${result.stdout}`)
-    const how = result.exitCode === undefined ? `was killed by ${result.signal ?? 'a signal'}` : `exited with code ${result.exitCode}`
+    const said = sanitizeMessage(`${result.stderr.trim()} ${result.stdout.trim()}`.trim())
+    const how = result.exitCode === null ? `was killed by ${result.signal ?? 'a signal'}` : `exited with code ${result.exitCode}`
     return { status: 'absent', reason: `${executable} ${how}${said === '' ? '' : `: ${said}`}` }
   }
   if (result.stdout.trim() === '') return { status: 'absent', reason: `${executable} printed nothing (no GPU visible to the driver)` }
