@@ -10,6 +10,7 @@ import { prepareWorkload, type PreparedWorkload } from '../workload/prepare.ts'
 import { WireHash } from './body-feed.ts'
 import type { Slot } from './dispatch.ts'
 import { RequestLedger } from './request-ledger.ts'
+import { HELD_BYTES, UsageCrossCheck } from './usage-check.ts'
 
 const workload = (requests: number): Promise<PreparedWorkload> =>
   prepareWorkload({ promptTokens: 16 }, { api: 'chat', maxTokens: 4, requests, warmupRequests: 0 }, null)
@@ -102,6 +103,30 @@ describe('RequestLedger', () => {
     ledger.end(slot(1, 0, 1))
     ledger.endStage(2)
     expect(ledger.records.map((r) => r.plannedPromptTokens)).toEqual([77, w.planned(1).plannedPromptTokens])
+  })
+
+  test('holds replies for the tokenizer pass only while they and what they keep alive fit its budget', async () => {
+    const tokenizer = { description: 'words', countChat: async () => 0, countText: async (text: string) => text.split(' ').length }
+    const usage = await UsageCrossCheck.start({ maxTokensPerChunk: 16, retokenize: true }, async () => ({ warning: null, tokenizer }))
+    const requests = 40
+    const ledger = new RequestLedger(await workload(requests), requests, { usage }, 0)
+    ledger.beginStage(null)
+    // Each reply keeps 1 MiB of chunk times alive while it is held.
+    const chunkTimes = 128 * 1024
+    for (let i = 0; i < requests; i++) {
+      const s = slot(i, i, i + 10)
+      s.obs.outputChunkAt = new Float64Array(chunkTimes).fill(i + 10)
+      s.obs.contentChunks = chunkTimes
+      s.obs.usageCompletionTokens = chunkTimes
+      s.obs.streamedText = 'x '.repeat(chunkTimes).trim()
+      ledger.end(s)
+    }
+    await ledger.settleUsage()
+    ledger.endStage(requests)
+    const byTokenizer = ledger.records.filter((r) => r.usageRule === 'tokenizer').length
+    const perReply = chunkTimes * 8 + 2048 + 2 * chunkTimes - 1
+    expect(byTokenizer).toBe(Math.floor(HELD_BYTES / perReply))
+    expect(ledger.records.filter((r) => r.usageRule === 'chunk-bound')).toHaveLength(requests - byTokenizer)
   })
 
   test('spilled, it keeps no record in memory and tallies every one read back from disk', async () => {

@@ -31,6 +31,19 @@ export interface LedgerOutlets {
 export type StageOf = { index: number; of: number } | null
 
 /**
+ * What a slot held for the tokenizer pass keeps alive until then, bytes: its chunk times and, about
+ * 2 kB, the observation's other objects and strings. Counted against the pass's budget, so a long
+ * cell stops holding replies once they would take that much: a 100 req/s soak had held every one,
+ * its heap growing 2.4 kB a request.
+ */
+function heldSlotBytes(slot: Slot): number {
+  return slot.obs.outputChunkAt.byteLength + HELD_SLOT_OVERHEAD_BYTES
+}
+
+/** A held slot's objects beside its chunk times, bytes (heap snapshots of the soak: 2.2–2.4 kB a reply with 16 chunks). */
+const HELD_SLOT_OVERHEAD_BYTES = 2048
+
+/**
  * The measured requests of one cell, kept as each ends: its record is made then (the
  * observation, with its chunk times and content, is dropped) and kept in memory or spilled to
  * disk; what it wrote enters the wire hash in plan order; it counts as ok or failed toward the
@@ -143,7 +156,7 @@ export class RequestLedger {
     // Aborted by the plan, not by the caller or a deadline: neither ok nor failed.
     const cancelled = (this.#cancelled?.(index) ?? false) && obs.error?.code === 'REQUEST_ABORTED'
     const verdict = obs.error === null ? this.#usage.screen(obs) : { rule: null, retokenized: null, problem: null }
-    const held = verdict.rule !== null && verdict.problem === null && this.#usage.hold(index, obs.streamedText)
+    const held = verdict.rule !== null && verdict.problem === null && this.#usage.hold(index, obs.streamedText, heldSlotBytes(slot))
     obs.streamedText = null
     // Kept at once, judged on the chunk bound, so a spill holds it even if the cell is killed;
     // a held reply's record is made again once the tokenizer has counted it.

@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import type { TokenizerProbe } from '../client/tokenize.ts'
 import { RETOKENIZE_TOLERANCE } from '../schema/run.ts'
-import { HELD_TEXT_CHARS, retokenizedProblem, screenUsage, tokenizerVerdict, UsageCrossCheck } from './usage-check.ts'
+import { HELD_BYTES, retokenizedProblem, screenUsage, tokenizerVerdict, UsageCrossCheck } from './usage-check.ts'
 
 /** A reply's usage and its streamed chunks, as the screen reads them. */
 const reply = (completion: number | null, chunks: number, prompt: number | null = 10) => ({
@@ -100,9 +100,17 @@ describe('UsageCrossCheck', () => {
   test('past the held-text budget a reply is not held; a tokenizer that stops answering leaves the rest uncounted', async () => {
     const asked: string[] = []
     const check = await UsageCrossCheck.start({ maxTokensPerChunk: 16, retokenize: true }, wordTokenizer(asked, 2))
-    expect(check.hold(0, 'x'.repeat(HELD_TEXT_CHARS))).toBe(true)
+    expect(check.hold(0, 'x'.repeat(HELD_BYTES))).toBe(true)
     expect(check.hold(1, 'y')).toBe(false)
     expect(check.hold(2, null)).toBe(false)
+    // What a held reply keeps alive counts against the same budget as its text.
+    const keeping = await UsageCrossCheck.start({ maxTokensPerChunk: 16, retokenize: true }, wordTokenizer([], 2))
+    expect(keeping.hold(0, 'a', HELD_BYTES - 1)).toBe(true)
+    expect(keeping.hold(1, 'b', 1)).toBe(false)
+    expect(keeping.hold(2, 'c')).toBe(false)
+    expect([...(await keeping.settle()).keys()]).toEqual([0])
+    // Settled, the budget is free again.
+    expect(keeping.hold(3, 'd', HELD_BYTES - 1)).toBe(true)
     const more = await UsageCrossCheck.start({ maxTokensPerChunk: 16, retokenize: true }, wordTokenizer([], 2))
     for (let i = 0; i < 6; i++) more.hold(i, `w${i}`)
     const counts = await more.settle()

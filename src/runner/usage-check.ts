@@ -6,8 +6,12 @@ import type { ResolvedRunCellOptions } from './cell-options.ts'
 /** A cell's usage check with its defaults filled. */
 type UsageRule = ResolvedRunCellOptions['usageCheck']
 
-/** Characters of streamed text a cell holds for its tokenizer pass; requests past it are judged on the chunk bound alone. */
-export const HELD_TEXT_CHARS = 16 * 1024 * 1024
+/**
+ * What a cell holds for its tokenizer pass, bytes: the replies' streamed text (a character a
+ * byte) and what each held reply keeps alive until the pass (its timings, `hold`'s `keeps`).
+ * Replies past it are judged on the chunk bound alone.
+ */
+export const HELD_BYTES = 16 * 1024 * 1024
 
 /** Tokenizer calls in flight at once in the pass after the measured requests. */
 const RETOKENIZE_CONCURRENCY = 4
@@ -80,8 +84,8 @@ interface Held {
  * A cell's usage cross-check (docs/metrics.md): every reply is screened as it ends
  * ({@link screenUsage}); where the engine has a tokenizer endpoint, the replies that pass are
  * held with their streamed text, and after the measured requests (never during them) each text
- * is counted once and compared with the reported count. Past {@link HELD_TEXT_CHARS} of held
- * text, replies are judged on the chunk bound alone, and their records say so.
+ * is counted once and compared with the reported count. Past {@link HELD_BYTES} held (their text
+ * and what each keeps alive), replies are judged on the chunk bound alone, and their records say so.
  * @example
  * const check = await UsageCrossCheck.start(o.usageCheck, () => transport.tokenizer())
  * if (check.hold(index, obs.streamedText)) … // later: for (const [i, v] of await check.settle()) …
@@ -91,7 +95,7 @@ export class UsageCrossCheck {
   readonly #count: ((text: string) => Promise<number>) | null
   readonly #tokenizer: string | null
   #held: Held[] = []
-  #heldChars = 0
+  #heldBytes = 0
 
   private constructor(rule: UsageRule, count: ((text: string) => Promise<number>) | null, tokenizer: string | null) {
     this.#rule = rule
@@ -144,13 +148,15 @@ export class UsageCrossCheck {
   }
 
   /**
-   * Holds reply `index`'s streamed text for the tokenizer pass; false when there is no tokenizer,
-   * no text, or the held text would pass the budget (the reply is then judged on the chunk bound).
+   * Holds reply `index`'s streamed text for the tokenizer pass, the caller keeping `keeps` bytes
+   * of its own alive for it until then (the reply's record is remade after the pass); false when
+   * there is no tokenizer, no text, or the two would take the held bytes past {@link HELD_BYTES}
+   * (the reply is then judged on the chunk bound).
    */
-  hold(index: number, text: string | null): boolean {
-    if (this.#count === null || text === null || this.#heldChars + text.length > HELD_TEXT_CHARS) return false
+  hold(index: number, text: string | null, keeps = 0): boolean {
+    if (this.#count === null || text === null || this.#heldBytes + text.length + keeps > HELD_BYTES) return false
     this.#held.push({ index, text })
-    this.#heldChars += text.length
+    this.#heldBytes += text.length + keeps
     return true
   }
 
@@ -162,7 +168,7 @@ export class UsageCrossCheck {
   async settle(): Promise<Map<number, number | null>> {
     const held = this.#held
     this.#held = []
-    this.#heldChars = 0
+    this.#heldBytes = 0
     const counts = new Map<number, number | null>()
     const count = this.#count
     if (count === null) return counts
