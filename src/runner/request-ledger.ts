@@ -31,16 +31,16 @@ export interface LedgerOutlets {
 export type StageOf = { index: number; of: number } | null
 
 /**
- * What a slot held for the tokenizer pass keeps alive until then, bytes: its chunk times and, about
- * 2 kB, the observation's other objects and strings. Counted against the pass's budget, so a long
- * cell stops holding replies once they would take that much: a 100 req/s soak had held every one,
- * its heap growing 2.4 kB a request.
+ * What a slot held for the tokenizer pass keeps alive until then, bytes: its chunk times and the
+ * observation's other objects and strings. Counted against the pass's budget, so a long cell stops
+ * holding replies once they would take that much: a 100 req/s soak had held every one, its RSS
+ * growing 2.4 kB a request.
  */
 function heldSlotBytes(slot: Slot): number {
   return slot.obs.outputChunkAt.byteLength + HELD_SLOT_OVERHEAD_BYTES
 }
 
-/** A held slot's objects beside its chunk times, bytes (heap snapshots of the soak: 2.2–2.4 kB a reply with 16 chunks). */
+/** A held slot's objects beside its chunk times, bytes: the soak's heap snapshots held about 1.6 kB a reply of 16 chunks, its RSS grew 2.4 kB. */
 const HELD_SLOT_OVERHEAD_BYTES = 2048
 
 /**
