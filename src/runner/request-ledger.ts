@@ -40,7 +40,10 @@ function heldSlotBytes(slot: Slot): number {
   return slot.obs.outputChunkAt.byteLength + HELD_SLOT_OVERHEAD_BYTES
 }
 
-/** A held slot's objects beside its chunk times, bytes: the soak's heap snapshots held about 1.6 kB a reply of 16 chunks, its RSS grew 2.4 kB. */
+/**
+ * A held slot's objects beside its chunk times, bytes: the soak's heap snapshots held about 1.6 kB
+ * a reply of 16 chunks, its RSS grew 2.4 kB.
+ */
 const HELD_SLOT_OVERHEAD_BYTES = 2048
 
 /**
