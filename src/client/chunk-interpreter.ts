@@ -3,6 +3,7 @@ import type { ErrorInfo } from '../schema/run.ts'
 import { captureContent, ChunkStamps, emptyObservation, type StreamObservation } from './observation.ts'
 import { digestSent } from './sent-digest.ts'
 import { createSseParser, DEFAULT_MAX_SSE_LINE_BYTES, type SseParser } from './sse.ts'
+import { TextChunkShape } from './text-chunk-shape.ts'
 
 const MAX_ERROR_BODY_BYTES = 4096
 /** Bytes of a 2xx reply that is not an event stream kept as its evidence; it fails once it has them. */
@@ -41,6 +42,31 @@ function cachedCount(v: unknown): number | null {
 
 function nonEmpty(v: unknown): boolean {
   return typeof v === 'string' && v.length > 0
+}
+
+/**
+ * The chunk's content text when that is all it carries (no reasoning, finish reason, usage,
+ * timings or error), else null: the chunks a {@link TextChunkShape} may learn from.
+ */
+function soleText(chunk: ChunkShape): string | null {
+  if (chunk.error !== undefined || chunk.object === 'error') return null
+  if ((chunk.usage !== undefined && chunk.usage !== null) || (chunk.timings !== undefined && chunk.timings !== null)) return null
+  const choice = chunk.choices?.[0]
+  if (choice === undefined || typeof choice.finish_reason === 'string') return null
+  const delta = choice.delta
+  if (delta !== undefined && (nonEmpty(delta.reasoning_content) || nonEmpty(delta.reasoning))) return null
+  const text = delta !== undefined ? delta.content : choice.text
+  return nonEmpty(text) ? (text as string) : null
+}
+
+/** {@link soleText} of a chunk's data, null where it is not a JSON object. */
+function parsedSoleText(data: string): string | null {
+  try {
+    const chunk = JSON.parse(data) as ChunkShape | null
+    return chunk !== null && typeof chunk === 'object' ? soleText(chunk) : null
+  } catch {
+    return null
+  }
 }
 
 function retryAfterSeconds(value: string | string[] | undefined, nowMs: number): number | null {
@@ -132,6 +158,8 @@ export class ChunkInterpreter {
   /** The arrival time of the read being parsed. */
   private readAt = 0
   private readonly stamps = new ChunkStamps()
+  /** This stream's text chunk, learned: its next chunks' texts are read without a parse. */
+  private readonly shape = new TextChunkShape()
   /** Where `obs.cachedPromptTokens` came from so far: usage's details outrank llama.cpp's `timings.cache_n`. */
   private cachedFrom: 'usage' | 'timings' | null = null
   /** The pieces handed to the socket, until the request settles and they are digested. */
@@ -283,6 +311,11 @@ export class ChunkInterpreter {
       this.done = true
       return
     }
+    const known = this.shape.textOf(data)
+    if (known !== null) {
+      if (known.length > 0) this.onContent(known, at)
+      return
+    }
     let chunk: ChunkShape
     try {
       chunk = JSON.parse(data) as ChunkShape
@@ -308,20 +341,13 @@ export class ChunkInterpreter {
       const reasoning = nonEmpty(thought)
       const text = delta !== undefined ? delta.content : choice.text
       const content = nonEmpty(text)
-      if (content && this.captureChars > 0 && !obs.contentTruncated) captureContent(obs, text as string, this.captureChars)
-      if (obs.streamedText !== null) {
-        if (reasoning) obs.streamedText += thought as string
-        if (content) obs.streamedText += text as string
-      }
-      if (reasoning || content) {
+      if (reasoning) {
+        if (obs.streamedText !== null) obs.streamedText += thought as string
         this.stamps.push(at)
         if (obs.firstOutputAt === null) obs.firstOutputAt = at
-        if (reasoning) obs.reasoningChunks++
-        if (content) {
-          obs.contentChunks++
-          if (obs.firstContentAt === null) obs.firstContentAt = at
-        }
+        obs.reasoningChunks++
       }
+      if (content) this.onContent(text as string, at, !reasoning)
       if (typeof choice.finish_reason === 'string') obs.finishReason = choice.finish_reason
     }
     if (chunk.timings !== undefined && chunk.timings !== null && typeof chunk.timings === 'object') {
@@ -348,6 +374,26 @@ export class ChunkInterpreter {
         this.cachedFrom = 'usage'
       }
     }
+    if (this.shape.learning) {
+      const sole = soleText(chunk)
+      if (sole !== null) this.shape.learn(data, sole, parsedSoleText)
+    }
+  }
+
+  /**
+   * A content delta `text` (non-empty) arrived at `at`.
+   * @param stamp false where the chunk's reasoning already stamped it: one chunk, one stamp
+   */
+  private onContent(text: string, at: number, stamp = true): void {
+    const obs = this.obs
+    if (this.captureChars > 0 && !obs.contentTruncated) captureContent(obs, text, this.captureChars)
+    if (obs.streamedText !== null) obs.streamedText += text
+    if (stamp) {
+      this.stamps.push(at)
+      if (obs.firstOutputAt === null) obs.firstOutputAt = at
+    }
+    obs.contentChunks++
+    if (obs.firstContentAt === null) obs.firstContentAt = at
   }
 
   /** A line past the SSE parser's cap (its STREAM_PROTOCOL error), or anything else it threw. */
