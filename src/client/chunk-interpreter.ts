@@ -312,10 +312,12 @@ export class ChunkInterpreter {
       return
     }
     const known = this.shape.textOf(data)
-    if (known !== null) {
-      if (known.length > 0) this.onContent(known, at)
-      return
-    }
+    if (known === null) this.onParsedEvent(data, at)
+    else if (known.length > 0) this.onContent(known, at)
+  }
+
+  /** An event whose chunk is not this stream's learned text chunk: parsed whole. */
+  private onParsedEvent(data: string, at: number): void {
     let chunk: ChunkShape
     try {
       chunk = JSON.parse(data) as ChunkShape

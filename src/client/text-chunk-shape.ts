@@ -2,7 +2,7 @@
 const TEXT_KEY = /"(content|text)"\s*:\s*"/g
 
 /** Consecutive chunks this stream's shape failed to match before it stops learning one. */
-const GIVE_UP_AFTER_MISSES = 16
+const GIVE_UP_AFTER_MISSES = 4
 
 /** The text a learned shape is proven with: plain, and in no real chunk. */
 const PROBE = 'servegate shape probe 7f3a'

@@ -7,15 +7,30 @@ import { streamCompletion } from '../client/stream.ts'
 import { Http1ResponseParser } from '../http1.ts'
 
 const CHUNK = '{"id":"warm","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" warm"},"finish_reason":null}]}'
-const EVENT = `data: ${CHUNK}\n\n`
 const LAST =
   'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}],"usage":{"prompt_tokens":8,"completion_tokens":64}}\n\ndata: [DONE]\n\n'
-/** A whole chunked event-stream response, one event a chunk, as a server writes it. */
-const RESPONSE = Buffer.from(
-  'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n' +
-    `${Buffer.byteLength(EVENT).toString(16)}\r\n${EVENT}\r\n`.repeat(64) +
-    `${Buffer.byteLength(LAST).toString(16)}\r\n${LAST}\r\n0\r\n\r\n`,
-)
+
+/** A whole chunked event-stream response of these 64 events' data, one event a chunk, as a server writes it. */
+function response(events: readonly string[]): Buffer {
+  const chunk = (event: string): string => `${Buffer.byteLength(event).toString(16)}\r\n${event}\r\n`
+  return Buffer.from(
+    'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n' +
+      events.map((data) => chunk(`data: ${data}\n\n`)).join('') +
+      `${chunk(LAST)}0\r\n\r\n`,
+  )
+}
+
+/**
+ * The warm-up's two replies. Every token chunk alike but for its text, read by the stream's
+ * learned shape (`TextChunkShape`); and chunks that each differ in more (a per-chunk field, as a
+ * server that stamps its chunks sends), each parsed whole. A cell may meet either, so both paths
+ * are compiled before it: a path first taken while measuring is compiled then, on a V8 worker
+ * that shares the measuring thread's core.
+ */
+const RESPONSES: readonly Buffer[] = [
+  response(Array.from({ length: 64 }, () => CHUNK)),
+  response(Array.from({ length: 64 }, (_, k) => CHUNK.replace('"choices"', `"t":${k},"choices"`))),
+]
 
 /**
  * Runs the per-read hot path (HTTP/1.1 framing, SSE split, JSON parse, the chunk interpreter) a
@@ -23,7 +38,7 @@ const RESPONSE = Buffer.from(
  * shows up as latency in the first requests. Takes a few milliseconds; sends nothing.
  * @returns the output chunks the warm-up streams carried (so none of it is optimized away)
  */
-export function warmClientJit(rounds = 100): number {
+export function warmClientJit(rounds = 200): number {
   let chunks = 0
   for (let i = 0; i < rounds; i++) {
     const interpreter = new ChunkInterpreter({
@@ -39,7 +54,8 @@ export function warmClientJit(rounds = 100): number {
     })
     interpreter.onRequestSent(0)
     // One read an event, as a paced stream arrives.
-    for (let at = 0; at < RESPONSE.length; at += 137) parser.push(RESPONSE.subarray(at, at + 137))
+    const reply = RESPONSES[i % RESPONSES.length] as Buffer
+    for (let at = 0; at < reply.length; at += 137) parser.push(reply.subarray(at, at + 137))
   }
   return chunks
 }
@@ -76,6 +92,7 @@ async function sendWarmRequests(): Promise<number> {
     sockets.add(socket)
     socket.on('close', () => sockets.delete(socket))
     let pending = ''
+    let replies = 0
     socket.on('data', (bytes) => {
       pending += bytes.toString('latin1')
       for (;;) {
@@ -84,7 +101,7 @@ async function sendWarmRequests(): Promise<number> {
         const length = Number(/content-length: (\d+)/i.exec(pending.slice(0, head))?.[1] ?? 0)
         if (pending.length < head + 4 + length) return
         pending = pending.slice(head + 4 + length)
-        socket.write(RESPONSE)
+        socket.write(RESPONSES[replies++ % RESPONSES.length] as Buffer)
       }
     })
   })
