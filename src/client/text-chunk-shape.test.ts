@@ -3,7 +3,8 @@ import { ChunkInterpreter } from './chunk-interpreter.ts'
 import type { StreamObservation } from './observation.ts'
 import { TextChunkShape } from './text-chunk-shape.ts'
 
-const HEAD = '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1718000000,"model":"m","choices":[{"index":0,"delta":{"content":'
+const HEAD =
+  '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1718000000,"model":"m","choices":[{"index":0,"delta":{"content":'
 const chat = (text: string, finish: string | null = null): string =>
   `${HEAD}${JSON.stringify(text)}},"logprobs":null,"finish_reason":${JSON.stringify(finish)}}]}`
 
@@ -67,7 +68,8 @@ describe('TextChunkShape', () => {
   })
 
   it('reads the completions API text key', () => {
-    const text = (t: string): string => `{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":${JSON.stringify(t)},"logprobs":null,"finish_reason":null}]}`
+    const text = (t: string): string =>
+      `{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":${JSON.stringify(t)},"logprobs":null,"finish_reason":null}]}`
     expect(learned(text('Hi')).textOf(text(' there'))).toBe(' there')
   })
 
@@ -96,7 +98,13 @@ describe('ChunkInterpreter with learned shapes', () => {
   /** Feeds each event's data as its own read at times 1, 2, 3…; returns the settled observation. */
   function observe(events: string[]): StreamObservation {
     let settled: StreamObservation | null = null
-    const it = new ChunkInterpreter({ dispatchedAt: 0, captureChars: 64, origin: 'http://127.0.0.1:1', keepStreamedText: true, onSettle: (obs) => (settled = obs) })
+    const it = new ChunkInterpreter({
+      dispatchedAt: 0,
+      captureChars: 64,
+      origin: 'http://127.0.0.1:1',
+      keepStreamedText: true,
+      onSettle: (obs) => (settled = obs),
+    })
     it.onResponseStart(200, { 'content-type': 'text/event-stream' }, 0)
     events.forEach((e, i) => it.onResponseData(Buffer.from(`data: ${e}\n\n`), i + 1))
     if (settled === null) throw new Error('the stream did not settle')
@@ -104,7 +112,8 @@ describe('ChunkInterpreter with learned shapes', () => {
   }
 
   it('counts, stamps and keeps every chunk alike whether it was parsed or read by its shape', () => {
-    const reasoning = (t: string): string => `${HEAD.replace('"content":', '"reasoning_content":')}${JSON.stringify(t)}},"finish_reason":null}]}`
+    const reasoning = (t: string): string =>
+      `${HEAD.replace('"content":', '"reasoning_content":')}${JSON.stringify(t)}},"finish_reason":null}]}`
     const obs = observe([
       `${HEAD}""},"finish_reason":null}]}`,
       reasoning('think'),
