@@ -1,5 +1,7 @@
+import { getPriority } from 'node:os'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, expect, test } from 'vitest'
-import { batchBackgroundThreads, threadPolicies } from './background-threads.ts'
+import { batchBackgroundThreads, threadPolicies, WorkerYield } from './background-threads.ts'
 
 const SCHED_OTHER = 0
 const SCHED_BATCH = 3
@@ -20,5 +22,47 @@ describe.runIf(process.platform === 'linux')('batchBackgroundThreads', () => {
     expect(after.find((t) => t.tid === process.pid)?.policy).toBe(SCHED_OTHER)
     // Already batched: nothing to change, the same count.
     expect(await batchBackgroundThreads()).toBe(batched)
+  })
+})
+
+/** The niceness of this process's V8 workers, one entry per worker. */
+async function workerNiceness(): Promise<number[]> {
+  const workers = (await threadPolicies()).filter((t) => t.name === 'V8Worker')
+  return workers.map((t) => getPriority(t.tid))
+}
+
+/** Keeps this thread busy for `ms`. */
+function spin(ms: number): void {
+  const until = performance.now() + ms
+  while (performance.now() < until) {
+    // busy
+  }
+}
+
+// Setting a lower niceness back needs CAP_SYS_NICE: without it, start() declines and this does not apply.
+const privileged = process.platform === 'linux' && (process.getuid?.() ?? -1) === 0
+
+describe.runIf(privileged)('WorkerYield', () => {
+  test('lowers the workers while the thread idles, gives them back while it is busy, and at the end', async () => {
+    // Limits far apart, so a machine busy with other tests still reads idle as idle and a spin as busy.
+    const yielding = await WorkerYield.start({ sampleMs: 100, yieldBelowShare: 0.1, restoreAboveShare: 0.3 })
+    expect(yielding).not.toBeNull()
+    const before = await workerNiceness()
+    expect(before.length).toBeGreaterThan(0)
+    yielding?.begin()
+    await sleep(350) // idle samples
+    expect(yielding?.yielding).toBe(true)
+    expect(await workerNiceness()).toEqual(before.map(() => 19))
+
+    spin(300) // the next sample reads a busy thread
+    await sleep(30)
+    expect(yielding?.yielding).toBe(false)
+    expect(await workerNiceness()).toEqual(before)
+
+    await sleep(350)
+    expect(yielding?.yielding).toBe(true)
+    yielding?.end()
+    expect(yielding?.yielding).toBe(false)
+    expect(await workerNiceness()).toEqual(before)
   })
 })

@@ -5,6 +5,7 @@ import type { WorkerMeasure } from '../client/worker-protocol.ts'
 import type { HarnessHealth, ReadBatching } from '../schema/run.ts'
 import type { ResolvedRunCellOptions } from './cell-options.ts'
 import type { CellTransport } from './cell-transport.ts'
+import type { WorkerYield } from './background-threads.ts'
 import { HostSteal } from './host-steal.ts'
 import { harnessHealth } from './run-record.ts'
 
@@ -35,15 +36,22 @@ export class CellLoadMeter {
   #batching: ReadBatching = { pauses: 0, pausedMs: 0, longestPauseMs: 0 }
   #batchingMeter: ReadBatchingMeter | null = null
   readonly #engineInProcess: boolean
+  readonly #workerYield: WorkerYield | null
 
   /**
    * @param workers the client's worker threads; null when the cell's thread streams every request
    * @param options.engineInProcess the engine runs in this process, so its threads' CPU is not the client's
    * @param options.steal the host's steal meter; `/proc/stat`'s by default
+   * @param options.workerYield lowers V8's workers while the cell's thread has room to spare, over each stage
+   *   (null where client worker threads read the streams: they wait on V8's workers too)
    */
-  constructor(workers: MeasuredWorkers | null, options: { engineInProcess?: boolean; steal?: HostSteal } = {}) {
+  constructor(
+    workers: MeasuredWorkers | null,
+    options: { engineInProcess?: boolean; steal?: HostSteal; workerYield?: WorkerYield | null } = {},
+  ) {
     this.#workers = workers
     this.#engineInProcess = options.engineInProcess ?? false
+    this.#workerYield = options.workerYield ?? null
     this.#steal = options.steal ?? new HostSteal()
   }
 
@@ -72,10 +80,12 @@ export class CellLoadMeter {
     this.#batchingMeter?.stop() // a stage that threw before its stop() counts no more
     this.#batchingMeter = new ReadBatchingMeter()
     this.#stageStart = monoMs()
+    this.#workerYield?.begin()
   }
 
   /** The stage ended: its figures add to the cell's (a worker's come back from its thread). */
   async stop(): Promise<void> {
+    this.#workerYield?.end()
     this.#activeMs += monoMs() - this.#stageStart
     const cpu = process.cpuUsage(this.#cpuBefore)
     const threadCpu = process.threadCpuUsage(this.#threadCpuBefore)

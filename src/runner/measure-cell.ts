@@ -24,7 +24,7 @@ import { UsageCrossCheck } from './usage-check.ts'
 import { conversationLoop } from './conversation-loop.ts'
 import type { ConversationLayout } from '../workload/conversation.ts'
 import { settleHeap, warmClientJit, warmRequestPath } from './warm.ts'
-import { batchBackgroundThreads } from './background-threads.ts'
+import { batchBackgroundThreads, WorkerYield } from './background-threads.ts'
 import { requestLine } from '../record/record-writer.ts'
 import { TurnSlice } from '../client/turn-slice.ts'
 import { drainFailure, EngineDrainCheck, type EngineMetricsRef } from '../telemetry/engine-drain.ts'
@@ -355,7 +355,8 @@ export async function measureCell(
     // The tokenizer that checks the replies' usage is found now, before the measured requests.
     const usage = await UsageCrossCheck.start(o.usageCheck, tokenizer)
     await hooks.onMeasureStart?.()
-    const meter = new CellLoadMeter(transport.workers ?? null, { engineInProcess: transport.engineInProcess === true })
+    const workerYield = transport.workers == null ? await WorkerYield.start() : null
+    const meter = new CellLoadMeter(transport.workers ?? null, { engineInProcess: transport.engineInProcess === true, workerYield })
     const ends = stages?.ends ?? [measuredCount]
     const cancelled = cancels === null ? undefined : (index: number) => cancels.fired(index)
     const onWire = view === null ? undefined : (index: number, sent: SentDigest | null) => view.wrote(index, sent)
