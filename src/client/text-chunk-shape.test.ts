@@ -84,6 +84,22 @@ describe('TextChunkShape', () => {
     expect(shape.textOf('{"x\\"content":"Ho","choices":[{"delta":{"\\u0063ontent":"Hi"}}]}')).toBeNull()
   })
 
+  it('stops learning from chunks whose text it cannot place, after a few', () => {
+    const both = (t: string): string => `{"choices":[{"delta":{"content":"${t}"},"text":"${t}"}]}`
+    const shape = new TextChunkShape()
+    let probes = 0
+    const counting = (data: string): string | null => {
+      probes++
+      return parsedText(data)
+    }
+    for (let i = 0; i < 3; i++) shape.learn(both(`a${i}`), `a${i}`, counting)
+    expect(shape.learning).toBe(true)
+    shape.learn(both('b'), 'b', counting)
+    expect(shape.learning).toBe(false)
+    expect(probes).toBe(0) // refused on the bytes alone, before any probe parse
+    expect(shape.textOf(both('c'))).toBeNull()
+  })
+
   it('stops learning after a stream of chunks that never match', () => {
     const shape = learned(chat(' the'))
     for (let i = 0; i < 3; i++) shape.textOf(`${chat(' x')} `)

@@ -72,18 +72,27 @@ export class TextChunkShape {
    */
   learn(data: string, text: string, onlyText: (data: string) => string | null): void {
     if (text.length === 0 || !plain(text)) return
-    let at = -1
-    for (const m of data.matchAll(TEXT_KEY)) {
-      if (at >= 0) return // two text keys: which one is the parsed text is not read off the bytes
-      at = m.index + m[0].length
-    }
-    if (at < 0 || !data.startsWith(text, at) || data.charCodeAt(at + text.length) !== 0x22) return
+    const at = this.#textAt(data, text)
     const head = data.slice(0, at)
     const tail = data.slice(at + text.length)
     // The key found may not be the one parsed (a key with an escaped quote that ends in `content`).
-    if (onlyText(head + PROBE + tail) !== PROBE) return
+    if (at < 0 || onlyText(head + PROBE + tail) !== PROBE) {
+      // Counted as a miss: a stream whose chunks never place their text plainly stops paying for this.
+      this.#misses++
+      return
+    }
     this.#head = head
     this.#tail = tail
     this.#learned = true
+  }
+
+  /** Where `text` starts in `data`, under its only text key; -1 where there are none or several, or it is not there. */
+  #textAt(data: string, text: string): number {
+    let at = -1
+    for (const m of data.matchAll(TEXT_KEY)) {
+      if (at >= 0) return -1 // two text keys: which one is the parsed text is not read off the bytes
+      at = m.index + m[0].length
+    }
+    return at >= 0 && data.startsWith(text, at) && data.charCodeAt(at + text.length) === 0x22 ? at : -1
   }
 }
