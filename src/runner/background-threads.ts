@@ -145,10 +145,11 @@ export class WorkerYield {
   /**
    * The governor of this process's V8 workers, one per process (a cell that failed mid-phase
    * leaves nothing running: the next `begin` ends it); null off Linux, without them, or without
-   * the right to give them their share back.
+   * the right to give them their share back. Given `limits`, a governor of its own.
    */
-  static start(limits: WorkerYieldLimits = {}): Promise<WorkerYield | null> {
-    WorkerYield.#started ??= WorkerYield.#create(limits)
+  static start(limits?: WorkerYieldLimits): Promise<WorkerYield | null> {
+    if (limits !== undefined) return WorkerYield.#create(limits)
+    WorkerYield.#started ??= WorkerYield.#create({})
     return WorkerYield.#started
   }
 
@@ -196,9 +197,13 @@ export class WorkerYield {
   #sample(): void {
     const cpu = process.threadCpuUsage(this.#cpu)
     const now = performance.now()
-    const share = (cpu.user + cpu.system) / 1000 / Math.max(1, now - this.#at)
+    this.judge((cpu.user + cpu.system) / 1000 / Math.max(1, now - this.#at))
     this.#cpu = process.threadCpuUsage()
     this.#at = now
+  }
+
+  /** Acts on one reading: `share` of a core the measuring thread used since the last. */
+  judge(share: number): void {
     if (!this.#yielding && share < this.#limits.yieldBelowShare) this.#renice(true)
     else if (this.#yielding && share > this.#limits.restoreAboveShare) this.#renice(false)
   }
