@@ -195,10 +195,11 @@ export class WorkerYield {
   }
 
   #sample(): void {
-    const cpu = process.threadCpuUsage(this.#cpu)
+    const cpu = process.threadCpuUsage()
     const now = performance.now()
-    this.judge((cpu.user + cpu.system) / 1000 / Math.max(1, now - this.#at))
-    this.#cpu = process.threadCpuUsage()
+    const usedUs = cpu.user - this.#cpu.user + (cpu.system - this.#cpu.system)
+    this.judge(usedUs / 1000 / Math.max(1, now - this.#at))
+    this.#cpu = cpu
     this.#at = now
   }
 
