@@ -1,7 +1,9 @@
+import { spawn } from 'node:child_process'
 import { getPriority } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, expect, test } from 'vitest'
 import { batchBackgroundThreads, threadPolicies, WorkerYield } from './background-threads.ts'
+import { allowedCpus } from './idle-cpus.ts'
 
 const SCHED_OTHER = 0
 const SCHED_BATCH = 3
@@ -35,35 +37,73 @@ async function workerNiceness(): Promise<number[]> {
 const privileged = process.platform === 'linux' && (process.getuid?.() ?? -1) === 0
 
 describe.runIf(privileged)('WorkerYield', () => {
-  test('lowers the workers on an idle reading, gives them back on a busy one, and at the end', async () => {
+  const roomy = 1
+  test('lowers the workers on an idle reading with idle CPUs, gives them back on a busy one, and at the end', async () => {
     // Readings judged by hand (no sample is due for an hour), so a loaded machine cannot blur them.
     const yielding = await WorkerYield.start({ sampleMs: 3_600_000, yieldBelowShare: 0.4, restoreAboveShare: 0.55 })
     expect(yielding).not.toBeNull()
     const before = await workerNiceness()
     expect(before.length).toBeGreaterThan(0)
     yielding?.begin()
-    yielding?.judge(0.5) // between the bounds: as it was
+    yielding?.judge({ share: 0.5, idleCores: roomy }) // between the bounds: as it was
     expect(yielding?.yielding).toBe(false)
-    yielding?.judge(0.1)
+    yielding?.judge({ share: 0.1, idleCores: roomy })
     expect(yielding?.yielding).toBe(true)
     expect(await workerNiceness()).toEqual(before.map(() => 19))
-    yielding?.judge(0.5) // still between: stays yielded
+    yielding?.judge({ share: 0.5, idleCores: roomy }) // still between: stays yielded
     expect(yielding?.yielding).toBe(true)
-    yielding?.judge(0.9)
+    yielding?.judge({ share: 0.9, idleCores: roomy })
     expect(yielding?.yielding).toBe(false)
     expect(await workerNiceness()).toEqual(before)
-    yielding?.judge(0)
+    yielding?.judge({ share: 0, idleCores: roomy })
     yielding?.end()
     expect(yielding?.yielding).toBe(false)
     expect(await workerNiceness()).toEqual(before)
   })
 
-  test('reads the thread: an idle one yields within a few readings', async () => {
-    const yielding = await WorkerYield.start({ sampleMs: 50, yieldBelowShare: 0.02, restoreAboveShare: 0.06 })
+  test('a thread crowded out by other processes is not room to spare: no CPU idle, no yield, and a yield ends when they come', async () => {
+    const yielding = await WorkerYield.start({ sampleMs: 3_600_000 })
+    const before = await workerNiceness()
     yielding?.begin()
-    await sleep(300)
+    yielding?.judge({ share: 0.05, idleCores: 0.2 }) // under a quarter of a core idle
+    expect(yielding?.yielding).toBe(false)
+    yielding?.judge({ share: 0.05, idleCores: null }) // unknown
+    expect(yielding?.yielding).toBe(false)
+    yielding?.judge({ share: 0.05, idleCores: 0.25 })
+    expect(yielding?.yielding).toBe(true)
+    yielding?.judge({ share: 0.05, idleCores: 0.1 }) // between the idle bounds: stays yielded
+    expect(yielding?.yielding).toBe(true)
+    yielding?.judge({ share: 0.05, idleCores: 0.05 })
+    expect(yielding?.yielding).toBe(false)
+    expect(await workerNiceness()).toEqual(before)
+    yielding?.judge({ share: 0.05, idleCores: 0.5 })
+    yielding?.judge({ share: 0.05, idleCores: null })
+    expect(yielding?.yielding).toBe(false)
+    yielding?.end()
+  })
+
+  test('reads the thread and the CPUs: an idle thread yields within a few readings', async () => {
+    // Any idle time will do, so the suite's load beside it cannot hold the yield off.
+    const yielding = await WorkerYield.start({ sampleMs: 50, yieldBelowShare: 0.02, restoreAboveShare: 0.06, yieldWithIdleCores: 0 })
+    yielding?.begin()
+    await sleep(400)
     expect(yielding?.yielding).toBe(true)
     yielding?.end()
     expect(yielding?.yielding).toBe(false)
+  })
+
+  test('reads the CPUs: an idle thread whose CPUs other processes keep busy does not yield', async () => {
+    const cpus = (await allowedCpus()) ?? []
+    const loops = cpus.map(() => spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }))
+    const yielding = await WorkerYield.start({ sampleMs: 50, yieldBelowShare: 0.02, restoreAboveShare: 0.06 })
+    try {
+      await sleep(200) // the loops are running
+      yielding?.begin()
+      await sleep(400)
+      expect(yielding?.yielding).toBe(false)
+    } finally {
+      yielding?.end()
+      for (const loop of loops) loop.kill('SIGKILL')
+    }
   })
 })

@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process'
 import { readdir, readFile } from 'node:fs/promises'
 import { getPriority, setPriority } from 'node:os'
+import { IdleCpus } from './idle-cpus.ts'
 
 /**
  * The threads Node runs beside the JavaScript ones, by the names Linux gives them: V8's platform
@@ -86,6 +87,10 @@ const YIELD_SAMPLE_MS = 100
 const YIELD_BELOW_SHARE = 0.4
 /** The share above which they get their share of the core back. */
 const RESTORE_ABOVE_SHARE = 0.55
+/** Cores of the process's CPUs that must have stood idle over a reading for the workers to yield. */
+const YIELD_WITH_IDLE_CORES = 0.25
+/** Idle cores below which they get their share back: other processes want the CPUs. */
+const RESTORE_BELOW_IDLE_CORES = 0.1
 
 /** When {@link WorkerYield} reads the measuring thread's share and what it does at which. */
 export interface WorkerYieldLimits {
@@ -95,6 +100,18 @@ export interface WorkerYieldLimits {
   yieldBelowShare?: number
   /** The share above which they get their share back. @default 0.55 */
   restoreAboveShare?: number
+  /** Cores of the process's CPUs idle over a reading, at least, for the workers to yield. @default 0.25 */
+  yieldWithIdleCores?: number
+  /** Idle cores below which they get their share back. @default 0.1 */
+  restoreBelowIdleCores?: number
+}
+
+/** One reading: what the measuring thread used and what the machine left idle. */
+export interface YieldReading {
+  /** The share of a core the measuring thread used since the last reading. */
+  share: number
+  /** Cores of the CPUs this process may run on that stood idle since then; null where unknown. */
+  idleCores: number | null
 }
 
 /** Whether this process may set thread `tid`'s niceness and set it back (a lower niceness needs `CAP_SYS_NICE`). */
@@ -111,7 +128,9 @@ function canRenice(tid: number): boolean {
 
 /**
  * Lowers V8's worker threads to niceness 19 while the measuring thread has room to spare (under
- * 40% of a core over the last 100 ms), and gives them their share back once it has not (over 55%).
+ * 40% of a core over the last 100 ms) and the CPUs it may run on stand partly idle (a quarter of
+ * a core or more), and gives them their share back once it has not (over 55%) or they do not
+ * (under a tenth of a core idle).
  *
  * Why: a worker that V8 hands a compilation or a marking step while the measuring thread waits for
  * I/O takes the core, and Linux's scheduler (EEVDF) lets it run out its slice, 3–7 ms, before the
@@ -121,9 +140,17 @@ function canRenice(tid: number): boolean {
  * against a zero-delay server, its thread 65% busy, peaked 13 MB higher with them held at 19; with
  * 60% and 85% as the bounds, C = 256 there peaked 10–25 MB higher) and leave its code unoptimized.
  *
+ * Why idle CPUs too: a thread's low share can mean it was crowded out, not that it had room. Where
+ * other processes keep every CPU busy, a worker at 19 gets almost none of it, and when the
+ * measuring thread waits on it (a collection's last step, a page a sweeper holds) it waits behind
+ * them all: a 2× decode win between two simulated engines, measured beside three busy loops on two
+ * cores, read inconclusive 5 times in 30 with the workers yielding on share alone, against never
+ * without them; its intervals were 1.3–2.6× wide in the median, against 1.2×.
+ *
  * Going back to a lower niceness needs `CAP_SYS_NICE` (or an `RLIMIT_NICE` of 20): where the
  * process lacks it, {@link start} returns null and nothing changes, so no later cell is left
- * with starved workers. Linux only; `os.setPriority` on each worker's thread id, no process spawned.
+ * with starved workers. Linux only; `os.setPriority` on each worker's thread id, no process
+ * spawned; `/proc/stat` read on libuv's pool.
  * @example
  * const yielding = await WorkerYield.start()
  * yielding?.begin() // the measured requests…
@@ -132,20 +159,24 @@ function canRenice(tid: number): boolean {
 export class WorkerYield {
   readonly #workers: ReadonlyMap<number, number>
   readonly #limits: Required<WorkerYieldLimits>
+  readonly #idle: IdleCpus
   #timer: NodeJS.Timeout | null = null
   #yielding = false
+  #reading = false
   #cpu: NodeJS.CpuUsage = process.threadCpuUsage()
   #at = 0
 
-  private constructor(workers: ReadonlyMap<number, number>, limits: Required<WorkerYieldLimits>) {
+  private constructor(workers: ReadonlyMap<number, number>, limits: Required<WorkerYieldLimits>, idle: IdleCpus) {
     this.#workers = workers
     this.#limits = limits
+    this.#idle = idle
   }
 
   /**
    * The governor of this process's V8 workers, one per process (a cell that failed mid-phase
-   * leaves nothing running: the next `begin` ends it); null off Linux, without them, or without
-   * the right to give them their share back. Given `limits`, a governor of its own.
+   * leaves nothing running: the next `begin` ends it); null off Linux, without them, without
+   * the right to give them their share back, or where the CPUs' idle time cannot be read. Given
+   * `limits`, a governor of its own.
    */
   static start(limits?: WorkerYieldLimits): Promise<WorkerYield | null> {
     if (limits !== undefined) return WorkerYield.#create(limits)
@@ -158,6 +189,8 @@ export class WorkerYield {
   static async #create(limits: WorkerYieldLimits): Promise<WorkerYield | null> {
     const tids = (await threadPolicies()).filter((t) => t.name === V8_WORKER).map((t) => t.tid)
     if (tids.length === 0 || !canRenice(tids[0] as number)) return null
+    const idle = await IdleCpus.open()
+    if (idle === null) return null
     const workers = new Map<number, number>()
     for (const tid of tids) {
       try {
@@ -166,11 +199,14 @@ export class WorkerYield {
         // A worker that ended since it was listed.
       }
     }
-    return new WorkerYield(workers, {
+    const resolved: Required<WorkerYieldLimits> = {
       sampleMs: limits.sampleMs ?? YIELD_SAMPLE_MS,
       yieldBelowShare: limits.yieldBelowShare ?? YIELD_BELOW_SHARE,
       restoreAboveShare: limits.restoreAboveShare ?? RESTORE_ABOVE_SHARE,
-    })
+      yieldWithIdleCores: limits.yieldWithIdleCores ?? YIELD_WITH_IDLE_CORES,
+      restoreBelowIdleCores: limits.restoreBelowIdleCores ?? RESTORE_BELOW_IDLE_CORES,
+    }
+    return new WorkerYield(workers, resolved, idle)
   }
 
   /** Whether the workers are yielding now. */
@@ -178,12 +214,14 @@ export class WorkerYield {
     return this.#yielding
   }
 
-  /** Measured requests start: the measuring thread's share is read from now on. */
+  /** Measured requests start: the measuring thread's share and the CPUs' idle time are read from now on. */
   begin(): void {
     this.end()
     this.#cpu = process.threadCpuUsage()
     this.#at = performance.now()
-    this.#timer = setInterval(() => this.#sample(), this.#limits.sampleMs)
+    this.#idle.reset()
+    void this.#idle.read()
+    this.#timer = setInterval(() => void this.#sample(), this.#limits.sampleMs)
     this.#timer.unref()
   }
 
@@ -194,19 +232,31 @@ export class WorkerYield {
     if (this.#yielding) this.#renice(false)
   }
 
-  #sample(): void {
+  async #sample(): Promise<void> {
+    if (this.#reading) return
     const cpu = process.threadCpuUsage()
     const now = performance.now()
     const usedUs = cpu.user - this.#cpu.user + (cpu.system - this.#cpu.system)
-    this.judge(usedUs / 1000 / Math.max(1, now - this.#at))
+    const share = usedUs / 1000 / Math.max(1, now - this.#at)
     this.#cpu = cpu
     this.#at = now
+    const timer = this.#timer
+    this.#reading = true
+    try {
+      const idleCores = await this.#idle.read()
+      if (this.#timer === timer) this.judge({ share, idleCores })
+    } finally {
+      this.#reading = false
+    }
   }
 
-  /** Acts on one reading: `share` of a core the measuring thread used since the last. */
-  judge(share: number): void {
-    if (!this.#yielding && share < this.#limits.yieldBelowShare) this.#renice(true)
-    else if (this.#yielding && share > this.#limits.restoreAboveShare) this.#renice(false)
+  /** Acts on one reading. Unknown idle time never yields, and ends a yield. */
+  judge({ share, idleCores }: YieldReading): void {
+    const l = this.#limits
+    const roomy = idleCores !== null && idleCores >= l.yieldWithIdleCores
+    const crowded = idleCores === null || idleCores < l.restoreBelowIdleCores
+    if (!this.#yielding && share < l.yieldBelowShare && roomy) this.#renice(true)
+    else if (this.#yielding && (share > l.restoreAboveShare || crowded)) this.#renice(false)
   }
 
   #renice(yielding: boolean): void {

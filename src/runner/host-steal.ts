@@ -17,7 +17,31 @@ export interface CpuTicks {
  */
 export function parseProcStat(text: string): CpuTicks | null {
   const line = text.split('\n').find((l) => l.startsWith('cpu '))
-  if (line === undefined) return null
+  return line === undefined ? null : ticksOf(line)
+}
+
+/**
+ * Each CPU's ticks by its number, from the `cpuN` lines of a `/proc/stat` text (they come first,
+ * so the interrupt counts after them are not split). Pure.
+ * @example parsePerCpuStat('cpu  2 0 0 8\ncpu0 1 0 0 4\ncpu1 1 0 0 4\nintr 9\n').get(1) // { totalTicks: 5, stealTicks: 0, busyTicks: 1 }
+ */
+export function parsePerCpuStat(text: string): Map<number, CpuTicks> {
+  const cpus = new Map<number, CpuTicks>()
+  let at = 0
+  while (text.startsWith('cpu', at)) {
+    const end = text.indexOf('\n', at)
+    const line = text.slice(at, end === -1 ? text.length : end)
+    const id = Number(line.slice(3, line.indexOf(' ')))
+    const ticks = ticksOf(line)
+    if (line[3] !== ' ' && Number.isInteger(id) && ticks !== null) cpus.set(id, ticks)
+    if (end === -1) break
+    at = end + 1
+  }
+  return cpus
+}
+
+/** One `cpu` line's ticks; null when it has fewer than four numbers. */
+function ticksOf(line: string): CpuTicks | null {
   const fields = line.trim().split(/\s+/).slice(1, 9).map(Number)
   if (fields.length < 4 || fields.some((f) => !Number.isFinite(f))) return null
   const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = fields
