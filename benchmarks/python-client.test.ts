@@ -133,6 +133,8 @@ describe('renderSideBySide', () => {
         gapsMin: { servegate: 101_376, python: 101_376 },
         cpuShare: pair([0.5], [0.6]),
         sendLagP99Ms: figure([139, 143, 141]),
+        sendLagAfterOpeningP99Ms: figure([1.5, 1.7, 1.6]),
+        openingSendLagMaxMs: figure([140, 144, 142]),
         harnessLimited: [true, true, false],
         harnessReasons: ['send lag p99 139 ms > 5 ms'],
       },
@@ -175,6 +177,7 @@ describe('renderSideBySide', () => {
     expect(text).toContain(
       '| send lag p99, closed loop, C=256 (ms) | 141 [139–143]; harness-limited in 2/3 runs (send lag p99 139 ms > 5 ms) | — |  |',
     )
+    expect(text).toContain("| send lag, C=256: the opening round's last send; p99 after it (ms) | 142 [140–144]; 1.6 [1.5–1.7] | — |  |")
     expect(text).toContain('| ingest, 1 event(s)/write, C=16 × 1000 tok (tok/s) | 170k [160k–180k] | 168k | 1.01× |')
     expect(text).toContain('| CPU per 1M tokens, 1 event/write, C=16 (s) | 5.7 [5.6–5.8] | 5.8 | 0.983× |')
     expect(text).toContain('| peak RSS, C=256 × 1000 tok, 512 requests (MB) | 331 [330–340] | 206 | 1.61× |')

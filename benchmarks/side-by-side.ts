@@ -154,6 +154,14 @@ export interface ItlComparison extends ItlLevelPlan {
   cpuShare: Pair<Figure | null>
   /** servegate only, per run: nearest-rank p99 of the record's `sendLagMs`, ms. */
   sendLagP99Ms: Figure | null
+  /**
+   * servegate only, per run: the same over the sends after the opening round (each due alone, as
+   * the harness verdict judges them), and the opening round's last send lag
+   * (`harness.openingSendLagMaxMs`: the C sends due at one instant took that long to go out), ms.
+   * Absent in reports written before.
+   */
+  sendLagAfterOpeningP99Ms?: Figure | null
+  openingSendLagMaxMs?: Figure | null
   /** servegate only: each run's `harness.harnessLimited`, and the reasons of the first run that was. */
   harnessLimited: boolean[]
   harnessReasons: string[]
@@ -247,6 +255,8 @@ interface ItlRun {
   cpuShare: number | null
   failed: number
   sendLagP99Ms: number | null
+  sendLagAfterOpeningP99Ms: number | null
+  openingSendLagMaxMs: number | null
   harnessLimited: boolean | null
   harnessReasons: string[]
 }
@@ -275,12 +285,21 @@ async function servegateItl(ctx: Context, origin: string, level: ItlLevelPlan): 
   const requests = run.record.requests
   const gaps: ClientGaps[] = requests.filter((r) => r.status === 'ok').map((r) => ({ sha256: r.wireSha256, gapsMs: r.itlMs ?? [] }))
   const lags = Float64Array.from(requests.flatMap((r) => (r.sendLagMs === null ? [] : [r.sendLagMs]))).sort()
+  // The opening round: the first C requests sent.
+  const after = Float64Array.from(
+    [...requests]
+      .sort((a, b) => (a.startOffsetMs ?? Infinity) - (b.startOffsetMs ?? Infinity))
+      .slice(level.concurrency)
+      .flatMap((r) => (r.sendLagMs === null ? [] : [r.sendLagMs])),
+  ).sort()
   const h = run.record.harness
   return {
     errors: gapErrors(gaps, sendLog),
     cpuShare: h.clientCpuShare,
     failed: requests.length - gaps.length,
     sendLagP99Ms: lags.length === 0 ? null : nearestRank(lags, 99),
+    sendLagAfterOpeningP99Ms: after.length === 0 ? null : nearestRank(after, 99),
+    openingSendLagMaxMs: h.openingSendLagMaxMs ?? null,
     harnessLimited: h.harnessLimited,
     harnessReasons: h.reasons,
   }
@@ -301,6 +320,8 @@ async function pythonItl(ctx: Context, origin: string, level: ItlLevelPlan): Pro
     cpuShare: run.cpuShare,
     failed: run.requests - run.okRequests,
     sendLagP99Ms: null,
+    sendLagAfterOpeningP99Ms: null,
+    openingSendLagMaxMs: null,
     harnessLimited: null,
     harnessReasons: [],
   }
@@ -344,6 +365,8 @@ async function compareItl(ctx: Context): Promise<ItlComparison[]> {
         gapsMin: lowest((r) => r.errors.gaps),
         cpuShare: of((r) => r.cpuShare),
         sendLagP99Ms: figure(runs.servegate.map((r) => r.sendLagP99Ms)),
+        sendLagAfterOpeningP99Ms: figure(runs.servegate.map((r) => r.sendLagAfterOpeningP99Ms)),
+        openingSendLagMaxMs: figure(runs.servegate.map((r) => r.openingSendLagMaxMs)),
         harnessLimited: runs.servegate.map((r) => r.harnessLimited === true),
         harnessReasons: runs.servegate.find((r) => r.harnessLimited === true)?.harnessReasons ?? [],
       })
@@ -571,6 +594,15 @@ export function renderSideBySide(r: SideBySideReport): string {
     const limited = l.harnessLimited.filter(Boolean).length
     const verdict = `harness-limited in ${limited}/${l.harnessLimited.length} runs${l.harnessReasons.length > 0 ? ` (${l.harnessReasons[0]})` : ''}`
     rows.push([`send lag p99, closed loop, C=${l.concurrency} (ms)`, `${cell(l.sendLagP99Ms, plain)}; ${verdict}`, '—', ''])
+  }
+  for (const l of r.itl.filter((i) => i.rounds > 1 && i.openingSendLagMaxMs != null)) {
+    const after = cell(l.sendLagAfterOpeningP99Ms ?? null, plain)
+    rows.push([
+      `send lag, C=${l.concurrency}: the opening round's last send; p99 after it (ms)`,
+      `${cell(l.openingSendLagMaxMs ?? null, plain)}; ${after}`,
+      '—',
+      '',
+    ])
   }
   for (const l of r.itl) row(`client CPU share during ITL, C=${l.concurrency}`, l.cpuShare, plain)
   for (const l of r.ingest) row(`ingest, ${l.eventsPerWrite} event(s)/write, C=${l.concurrency} × ${l.tokens} tok (tok/s)`, l.tokPerS, kilo)
