@@ -320,6 +320,40 @@ describe('StreamConnections', () => {
     }
   })
 
+  test('a request prepared ahead goes out as the same bytes, once sent; a bad header in it fails it only then', async () => {
+    const seen: string[] = []
+    server = createServer((req, res) => {
+      let body = ''
+      req.setEncoding('latin1')
+      req.on('data', (piece: string) => (body += piece))
+      req.on('end', () => {
+        seen.push(`${req.method} ${req.url} ${JSON.stringify(req.headers)} ${body}`)
+        res.writeHead(200, { 'content-type': 'text/event-stream' })
+        res.end(STREAM)
+      })
+    })
+    await new Promise<void>((r) => server?.listen(0, '127.0.0.1', r))
+    const connections = new StreamConnections(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, 1)
+    const request = { method: 'POST' as const, path: '/v1/completions', headers: { 'x-a': '1' }, body: Buffer.from('{"prompt":"é"}') }
+    const settled = (wire: Parameters<StreamConnections['send']>[0]) =>
+      new Promise<Error | null>((resolve) => {
+        connections.send(wire, { onSent() {}, onHead() {}, onBody() {}, onEnd: () => resolve(null), onError: resolve })
+      })
+    try {
+      const prepared = connections.prepare(request)
+      const bad = connections.prepare({ ...request, headers: { 'x-a': '1\r\nx-injected: 1' } })
+      expect(seen).toEqual([]) // nothing written by preparing
+      expect(await settled(request)).toBeNull()
+      expect(await settled(prepared)).toBeNull()
+      expect(seen).toHaveLength(2)
+      expect(seen[1]).toBe(seen[0])
+      expect((await settled(bad))?.message).toMatch(/header "x-a": a value with a line break cannot be sent/)
+      expect(seen).toHaveLength(2)
+    } finally {
+      await connections.destroy()
+    }
+  })
+
   test('reads of several connections share one buffer: split events and error bodies come out whole, each on its own request', async () => {
     // Each request's reply goes out in pieces cut mid-line, the streams' pieces interleaved, so a
     // kept view of one read would be overwritten by the next connection's.

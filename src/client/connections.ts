@@ -33,6 +33,19 @@ export interface WireHandler {
   onError(err: Error, at: number): void
 }
 
+/**
+ * A request's bytes built ahead of its send (`StreamConnections.prepare`), so that sending it is a
+ * socket write: the head and body in one buffer, or why it cannot be sent.
+ */
+export interface PreparedRequest {
+  /** Head and body, one write; empty when it cannot be sent. */
+  bytes: Buffer
+  /** The body alone, for the wire digest. */
+  body: Buffer | null
+  /** Why it cannot be sent (a header with a line break), reported as the request's failure when it goes; null when it can. */
+  error: ServegateError | null
+}
+
 /** A request handed to `send`: abort it to drop its connection. */
 export interface WireExchange {
   abort(reason: Error): void
@@ -40,7 +53,7 @@ export interface WireExchange {
 
 /** A request not yet on a connection. */
 interface Queued {
-  request: WireRequest
+  request: PreparedRequest
   exchange: Exchange
 }
 
@@ -221,11 +234,39 @@ export class StreamConnections {
    * queues it for the next connection released.
    * @throws ServegateError INTERNAL once closed or destroyed
    */
-  send(request: WireRequest, handler: WireHandler): WireExchange {
+  send(request: WireRequest | PreparedRequest, handler: WireHandler): WireExchange {
     if (!this.#accepting) throw new ServegateError('INTERNAL', 'the connections are closed; no request can be sent on them')
     const exchange = new Exchange(handler, this.#releaseConn, this.#dropConn)
-    this.#handOn({ request, exchange })
+    this.#handOn({ request: 'bytes' in request ? request : this.prepare(request), exchange })
     return exchange
+  }
+
+  /**
+   * The request's bytes as `send` writes them, built now: its head (with `host` and
+   * `content-length`) and body in one buffer. A header with a line break is not refused here but
+   * when the request is sent, as its failure.
+   */
+  prepare(request: WireRequest): PreparedRequest {
+    let head = `${request.method} ${request.path} HTTP/1.1\r\nhost: ${this.#hostHeader}\r\n`
+    for (const name in request.headers) {
+      const value = request.headers[name] as string
+      // A CR or LF would end the header early and let the rest be read as another one.
+      if (/[\r\n]/.test(name) || /[\r\n]/.test(value)) {
+        const error = new ServegateError(
+          'CONFIG_INVALID',
+          `header ${JSON.stringify(name)}: a value with a line break cannot be sent; remove it`,
+        )
+        return { bytes: Buffer.alloc(0), body: request.body, error }
+      }
+      head += `${name}: ${value}\r\n`
+    }
+    const body = request.body
+    head += body === null ? '\r\n' : `content-length: ${body.length}\r\n\r\n`
+    // One buffer, one write: on an idle connection the kernel takes it at once.
+    const bytes = Buffer.allocUnsafe(Buffer.byteLength(head, 'latin1') + (body?.length ?? 0))
+    const headBytes = bytes.write(head, 'latin1')
+    body?.copy(bytes, headBytes)
+    return { bytes, body, error: null }
   }
 
   /**
@@ -236,7 +277,7 @@ export class StreamConnections {
   async warm(count: number, get: { path: string; headers?: Record<string, string>; timeoutMs: number }): Promise<void> {
     const fresh: Conn[] = []
     while (this.#accepting && this.#open.length < Math.min(count, this.#max)) fresh.push(this.#connect())
-    const request: WireRequest = { method: 'GET', path: get.path, headers: get.headers ?? {}, body: null }
+    const request = this.prepare({ method: 'GET', path: get.path, headers: get.headers ?? {}, body: null })
     await Promise.all(
       fresh.map(
         (conn) =>
@@ -365,33 +406,19 @@ export class StreamConnections {
     return true
   }
 
-  /** Writes the request on the connection: its head and body in one write, stamped once handed to the socket. */
-  #write(conn: Conn, exchange: Exchange, request: WireRequest): void {
+  /** Writes the request on the connection, its bytes built ahead in one buffer, stamped once handed to the socket. */
+  #write(conn: Conn, exchange: Exchange, request: PreparedRequest): void {
     if (exchange.finished) {
       this.#release(conn) // aborted while it waited: the connection goes to the next
       return
     }
     conn.exchange = exchange
     exchange.conn = conn
-    let head = `${request.method} ${request.path} HTTP/1.1\r\nhost: ${this.#hostHeader}\r\n`
-    for (const name in request.headers) {
-      const value = request.headers[name] as string
-      // A CR or LF would end the header early and let the rest be read as another one.
-      if (/[\r\n]/.test(name) || /[\r\n]/.test(value)) {
-        exchange.fail(
-          new ServegateError('CONFIG_INVALID', `header ${JSON.stringify(name)}: a value with a line break cannot be sent; remove it`),
-          monoMs(),
-        )
-        return
-      }
-      head += `${name}: ${value}\r\n`
+    if (request.error !== null) {
+      exchange.fail(request.error, monoMs())
+      return
     }
-    const body = request.body
-    head += body === null ? '\r\n' : `content-length: ${body.length}\r\n\r\n`
-    // One buffer, one write: on an idle connection the kernel takes it at once.
-    const bytes = Buffer.allocUnsafe(Buffer.byteLength(head, 'latin1') + (body?.length ?? 0))
-    const headBytes = bytes.write(head, 'latin1')
-    body?.copy(bytes, headBytes)
+    const { bytes, body } = request
     const socket = conn.socket
     const put = (): void => {
       if (exchange.finished || conn.dead) return

@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterEach, expect, test } from 'vitest'
-import { streamCompletion } from './stream.ts'
+import { monoMs } from './clock.ts'
+import { prepareCompletion, streamCompletion } from './stream.ts'
 import { StreamConnections } from './connections.ts'
 
 let server: Server | null = null
@@ -57,6 +58,28 @@ test('a second close fails the request as CONNECTION_CLOSED; it is never retried
     expect(obs.error?.code).toBe('CONNECTION_CLOSED')
     expect(obs.error?.message).toMatch(/^the server closed the connection before any response/)
     expect(obs.attempts).toBe(2)
+  } finally {
+    await pool.destroy()
+  }
+})
+
+test('a completion prepared ahead is dispatched and stamped when it goes, with the abort signal it is given then', async () => {
+  const origin = await dropping(1)
+  const pool = new StreamConnections(origin, null)
+  try {
+    const go = prepareCompletion(pool, origin, { api: 'chat', body: Buffer.from('{"a":1}'), deadlineMs: 5000 })
+    await new Promise((r) => setTimeout(r, 30))
+    const at = monoMs()
+    const obs = await go()
+    // Prepared 30 ms before: its clock starts when it goes, not when it was built.
+    expect(obs.dispatchedAt).toBeGreaterThanOrEqual(at)
+    expect(obs.sentAt).toBeGreaterThanOrEqual(at)
+    // The retry on a fresh connection writes the same bytes.
+    expect(obs.error).toBeNull()
+    expect(obs.attempts).toBe(2)
+    expect(obs.sent?.sha256).toBe(createHash('sha256').update('{"a":1}').digest('hex'))
+    const aborted = prepareCompletion(pool, origin, { api: 'chat', body: Buffer.from('{}'), deadlineMs: 5000 })
+    expect((await aborted(AbortSignal.abort())).error?.code).toBe('REQUEST_ABORTED')
   } finally {
     await pool.destroy()
   }

@@ -1,7 +1,7 @@
 import { ServegateError } from '../errors.ts'
 import type { Api } from '../schema/run.ts'
 import { ChunkInterpreter } from './chunk-interpreter.ts'
-import { StreamConnections, type WireExchange, type WireHandler } from './connections.ts'
+import { type PreparedRequest, StreamConnections, type WireExchange, type WireHandler, type WireRequest } from './connections.ts'
 import type { StreamObservation } from './observation.ts'
 import { monoMs } from './clock.ts'
 
@@ -46,8 +46,42 @@ const API_PATHS: Record<Api, string> = {
  * Each read is timestamped when its bytes arrive, before SSE or JSON parsing; every event in
  * that read shares the timestamp (they arrived together).
  */
-export async function streamCompletion(connections: StreamConnections, origin: string, req: StreamRequest): Promise<StreamObservation> {
-  const first = await streamOnce(connections, origin, req)
+export function streamCompletion(connections: StreamConnections, origin: string, req: StreamRequest): Promise<StreamObservation> {
+  return completion(connections, origin, req, connections.prepare(wireRequest(req)))
+}
+
+/**
+ * {@link streamCompletion} with the request's bytes built now, so that its send, when the
+ * returned function is called (with the request's abort signal, if any), is a socket write and the
+ * set-up of its reading: a closed loop's opening round, C requests due at one instant, builds them
+ * before the round starts.
+ * @example const go = prepareCompletion(connections, origin, req); … const obs = await go(signal)
+ */
+export function prepareCompletion(
+  connections: StreamConnections,
+  origin: string,
+  req: Omit<StreamRequest, 'signal'>,
+): (signal?: AbortSignal) => Promise<StreamObservation> {
+  const wire = connections.prepare(wireRequest(req))
+  return (signal) => completion(connections, origin, signal === undefined ? req : { ...req, signal }, wire)
+}
+
+function wireRequest(req: Omit<StreamRequest, 'signal'>): WireRequest {
+  return {
+    method: 'POST',
+    path: API_PATHS[req.api],
+    headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...req.headers },
+    body: req.body,
+  }
+}
+
+async function completion(
+  connections: StreamConnections,
+  origin: string,
+  req: StreamRequest,
+  wire: PreparedRequest,
+): Promise<StreamObservation> {
+  const first = await streamOnce(connections, origin, req, wire)
   if (first.error?.code !== 'CONNECTION_CLOSED' || req.signal?.aborted === true) return first
   // A keep-alive connection the server closed as the request went out (llama.cpp's server does
   // this beyond its HTTP threads), before a single byte of reply: nothing reached the engine, so
@@ -60,7 +94,7 @@ export async function streamCompletion(connections: StreamConnections, origin: s
   // A connection of its own: the others' idle connections may be closing the same way.
   const fresh = new StreamConnections(origin, 1)
   try {
-    const second = await streamOnce(fresh, origin, { ...req, deadlineMs: left })
+    const second = await streamOnce(fresh, origin, { ...req, deadlineMs: left }, wire)
     second.attempts = 2
     return second
   } finally {
@@ -98,7 +132,7 @@ function forgetAbort(signal: AbortSignal, callback: () => void): void {
 }
 
 /** One attempt: a connection, the deadline and the caller's abort around a ChunkInterpreter, which it feeds timestamped reads. */
-function streamOnce(connections: StreamConnections, origin: string, req: StreamRequest): Promise<StreamObservation> {
+function streamOnce(connections: StreamConnections, origin: string, req: StreamRequest, wire: PreparedRequest): Promise<StreamObservation> {
   return new Promise((resolve) => {
     let exchange: WireExchange | null = null
     const interpreter = new ChunkInterpreter({
@@ -148,15 +182,7 @@ function streamOnce(connections: StreamConnections, origin: string, req: StreamR
     }
 
     try {
-      exchange = connections.send(
-        {
-          method: 'POST',
-          path: API_PATHS[req.api],
-          headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...req.headers },
-          body: req.body,
-        },
-        handler,
-      )
+      exchange = connections.send(wire, handler)
       if (interpreter.settled) exchange.abort(new ServegateError('REQUEST_ABORTED', 'settled before it was sent'))
     } catch (err) {
       interpreter.fail('INTERNAL', `dispatch failed: ${(err as Error).message}`, monoMs())

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process'
 import { getPriority } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, expect, test } from 'vitest'
-import { batchBackgroundThreads, threadPolicies, WorkerYield } from './background-threads.ts'
+import { batchBackgroundThreads, threadPolicies, v8WorkersQuiet, WorkerYield } from './background-threads.ts'
 import { allowedCpus } from './idle-cpus.ts'
 
 const SCHED_OTHER = 0
@@ -105,5 +105,22 @@ describe.runIf(privileged)('WorkerYield', () => {
       yielding?.end()
       for (const loop of loops) loop.kill('SIGKILL')
     }
+  })
+})
+
+describe.runIf(process.platform === 'linux')('v8WorkersQuiet', () => {
+  test("waits while V8's workers run, and never past its bound", async () => {
+    // Fresh functions made hot: V8 compiles them on its workers, which then have work to finish.
+    const fns = Array.from(
+      { length: 30 },
+      (_, k) => new Function('x', `let s = ${k}; for (let i = 0; i < 50; i++) s += (x * i) % 7; return s`),
+    )
+    let sum = 0
+    for (let i = 0; i < 3000; i++) for (const f of fns) sum += f(i) as number
+    expect(sum).toBeGreaterThan(0)
+    const waited = await v8WorkersQuiet(200)
+    expect(waited).toBeGreaterThanOrEqual(2) // at least one reading after a sleep
+    expect(waited).toBeLessThan(400)
+    expect(await v8WorkersQuiet(5)).toBeLessThan(200)
   })
 })

@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process'
 import { readdir, readFile } from 'node:fs/promises'
 import { getPriority, setPriority } from 'node:os'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { IdleCpus } from './idle-cpus.ts'
 
 /**
@@ -79,6 +80,56 @@ export async function batchBackgroundThreads(): Promise<number> {
 
 /** V8's platform workers, by the name Linux gives them. */
 const V8_WORKER = 'V8Worker'
+/** How often {@link v8WorkersQuiet} reads V8's workers' CPU time, ms. */
+const QUIET_POLL_MS = 2
+/** CPU time, ms, V8's workers may take between two readings and still count as quiet. */
+const QUIET_BELOW_MS = 0.1
+
+/** The CPU time each of V8's workers has run so far, ms, by thread id (`/proc/self/task/TID/schedstat`). */
+async function v8WorkerRunMs(tids: readonly number[]): Promise<Map<number, number>> {
+  const runs = new Map<number, number>()
+  await Promise.all(
+    tids.map(async (tid) => {
+      try {
+        runs.set(tid, Number((await readFile(`/proc/self/task/${tid}/schedstat`, 'latin1')).split(' ')[0]) / 1e6)
+      } catch {
+        // A worker that ended.
+      }
+    }),
+  )
+  return runs
+}
+
+/**
+ * Waits until V8's workers have nothing to run: their CPU time, read every 2 ms, stops growing
+ * (under 0.1 ms between readings), for at most `maxMs`.
+ *
+ * Why: building a closed loop's opening round runs its build path a few hundred times, which makes
+ * V8 compile it, on its workers. Where they share the measuring thread's core they would take it in
+ * the middle of the round for up to a scheduler tick (4 ms at 250 Hz) each. Waited out first, the
+ * round at C = 256 on one core went out in 4.8–5.4 ms, against 7.0–11.9 ms without the wait
+ * (5 alternated runs each). Off Linux (no `/proc`), it waits `maxMs` once.
+ * @returns the ms waited
+ */
+export async function v8WorkersQuiet(maxMs = 30): Promise<number> {
+  const started = performance.now()
+  const tids = (await threadPolicies()).filter((t) => t.name === V8_WORKER).map((t) => t.tid)
+  if (tids.length === 0) {
+    await sleep(maxMs)
+    return performance.now() - started
+  }
+  let before = await v8WorkerRunMs(tids)
+  while (performance.now() - started < maxMs) {
+    await sleep(QUIET_POLL_MS)
+    const now = await v8WorkerRunMs(tids)
+    let ran = 0
+    for (const [tid, ms] of now) ran += ms - (before.get(tid) ?? ms)
+    if (ran < QUIET_BELOW_MS) break
+    before = now
+  }
+  return performance.now() - started
+}
+
 /** The niceness V8's workers take while the measuring thread has room to spare. */
 const YIELDING_NICENESS = 19
 /** How often {@link WorkerYield} reads the measuring thread's CPU share, ms. */

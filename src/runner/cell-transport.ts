@@ -1,6 +1,6 @@
 import { StreamConnections } from '../client/connections.ts'
 import { NO_TEXT, type TextCapture } from '../client/observation.ts'
-import { streamCompletion, type StreamObservation } from '../client/stream.ts'
+import { prepareCompletion, type StreamObservation, type StreamRequest } from '../client/stream.ts'
 import { StreamWorkers } from '../client/stream-workers.ts'
 import { probeTokenizer, type TokenizerProbe } from '../client/tokenize.ts'
 import { TurnSlice } from '../client/turn-slice.ts'
@@ -15,6 +15,12 @@ import { clientWorkerCount } from './client-workers.ts'
 export interface CellTransport {
   /** Sends one request body (model name included); never throws for a request failure. */
   send(body: Buffer, capture: TextCapture, signal: AbortSignal): Promise<StreamObservation>
+  /**
+   * `send` in two steps: the request's bytes built now, its send when the returned function is
+   * called (a closed loop's opening round builds its C requests before they are due). Absent where
+   * there is nothing to build ahead (worker threads, an in-process engine).
+   */
+  prepare?(body: Buffer, capture: TextCapture): (signal: AbortSignal) => Promise<StreamObservation>
   /** The engine's tokenizer for calibration, or null (sizes are then estimated). */
   tokenizer(): Promise<TokenizerProbe | null>
   /**
@@ -77,19 +83,19 @@ export function httpTransport(o: ResolvedRunCellOptions, origin: string, engineC
   const dispatcher = new StreamConnections(origin, connections)
   // The turn slices a closed loop makes its ended requests' records in, the reads in between.
   const slice = new TurnSlice()
+  const request = (body: Buffer, capture: TextCapture): Omit<StreamRequest, 'signal'> => ({
+    api: o.api,
+    body,
+    headers,
+    deadlineMs: o.requestTimeoutMs,
+    captureChars: capture.contentChars,
+    keepStreamedText: capture.streamed,
+    model: o.model,
+  })
+  const prepare = (body: Buffer, capture: TextCapture) => prepareCompletion(dispatcher, origin, request(body, capture))
   const send: CellTransport['send'] =
     workers === null
-      ? (body, capture, signal) =>
-          streamCompletion(dispatcher, origin, {
-            api: o.api,
-            body,
-            headers,
-            deadlineMs: o.requestTimeoutMs,
-            signal,
-            captureChars: capture.contentChars,
-            keepStreamedText: capture.streamed,
-            model: o.model,
-          })
+      ? (body, capture, signal) => prepare(body, capture)(signal)
       : (body, capture, signal) => workers.send(body, capture, signal)
   // The chat requests' chat_template_kwargs, so prompts are counted through the template they get.
   const thinking = o.workload.sampling.thinking
@@ -120,7 +126,7 @@ export function httpTransport(o: ResolvedRunCellOptions, origin: string, engineC
       await dispatcher.warm(connections, { path: '/v1/models', headers, timeoutMs: o.requestTimeoutMs })
     },
     ...(workers === null
-      ? { slice }
+      ? { slice, prepare }
       : { workers: { count: workers.count, measureStart: () => workers.measureStart(), measureStop: () => workers.measureStop() } }),
     close: async () => {
       await Promise.all([dispatcher.destroy(), workers?.close()])

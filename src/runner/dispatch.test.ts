@@ -3,7 +3,7 @@ import { monoMs } from '../client/clock.ts'
 import { describe, expect, test } from 'vitest'
 import { emptyObservation, type StreamObservation } from '../client/stream.ts'
 import { TurnSlice } from '../client/turn-slice.ts'
-import { closedLoop, openLoop, type Slot } from './dispatch.ts'
+import { closedLoop, openLoop, type Send, type Slot } from './dispatch.ts'
 
 /** An observation of a request that was sent at `sentAt` and ended now. */
 function observed(sentAt: number): StreamObservation {
@@ -179,5 +179,50 @@ describe('openLoop', () => {
     await closedLoop(100, 2, send, (s) => ended.push(s.index), controller.signal)
     expect(calledAt).toHaveLength(4)
     expect(ended.sort((a, b) => a - b)).toEqual([0, 1, 2, 3])
+  })
+
+  test('closed loop: the opening round is built, then settled, then sent as C writes; the next requests go out as sent', async () => {
+    const events: string[] = []
+    const { send: slow, calledAt } = slowSend(5)
+    const send: Send = (index) => {
+      events.push(`send ${index}`)
+      return slow(index)
+    }
+    send.prepare = (index) => {
+      events.push(`build ${index}`)
+      return () => {
+        events.push(`go ${index}`)
+        return slow(index)
+      }
+    }
+    send.settle = async () => {
+      events.push('settle')
+      await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+    const slots: Slot[] = []
+    await closedLoop(5, 3, send, (s) => slots.push(s))
+    expect(events.slice(0, 7)).toEqual(['build 0', 'build 1', 'build 2', 'settle', 'go 0', 'go 1', 'go 2'])
+    expect(events.filter((e) => e.startsWith('send')).sort()).toEqual(['send 3', 'send 4'])
+    // The round is ready once settled: its sends go out at once, its wait not counted.
+    const readyAt = (slots[0] as Slot).readyAt
+    for (const i of [0, 1, 2]) expect((calledAt[i] as number) - readyAt).toBeLessThan(5)
+    expect(slots.map((s) => s.index).sort()).toEqual([0, 1, 2, 3, 4])
+  })
+
+  test('closed loop: an abort while the built round settles sends none of it', async () => {
+    const controller = new AbortController()
+    const { send, calledAt } = slowSend(5)
+    const sendable: Send = send
+    let built = 0
+    sendable.prepare = (index) => {
+      built++
+      return () => send(index)
+    }
+    sendable.settle = async () => controller.abort()
+    const ended: number[] = []
+    await closedLoop(10, 4, sendable, (s) => ended.push(s.index), controller.signal)
+    expect(built).toBe(4)
+    expect(calledAt).toHaveLength(0)
+    expect(ended).toEqual([])
   })
 })

@@ -15,7 +15,17 @@ export interface Slot {
   obs: StreamObservation
 }
 
-export type Send = (index: number) => Promise<StreamObservation>
+/** Sends request `index`; never throws for a request failure. */
+export interface Send {
+  (index: number): Promise<StreamObservation>
+  /**
+   * Builds request `index` now (its body taken, its bytes made) and returns its send, for a closed
+   * loop's opening round; absent where there is nothing to build ahead.
+   */
+  prepare?: (index: number) => () => Promise<StreamObservation>
+  /** Awaited once the opening round is built, before it starts: what the build set off has run (V8 compiling its path). */
+  settle?: () => Promise<unknown>
+}
 
 /**
  * The ended requests' records of a slot loop (closed loop, conversations): each made in the turn
@@ -61,10 +71,12 @@ export class RecordHandOver {
  *
  * A slot's next request goes out at once, in the turn its last one ended: its body was built
  * ahead and its send is one socket write, so even a round of equal streams ending together costs
- * the thread tens of microseconds a slot. The ended requests' records (`onDone`) are what can wait:
- * they are made in slices of the later event-loop turns (`slice`), oldest first, so the chunks of
- * the streams still running are read, and stamped, in between. Resolves once every record is made;
- * rejects with the first error `onDone` threw.
+ * the thread tens of microseconds a slot. The opening round, C requests due at one instant, is
+ * built before it starts where `send.prepare` can (each body taken and its bytes made), so that the
+ * round is C socket writes and the set-up of their reading. The ended requests' records (`onDone`)
+ * are what can wait: they are made in slices of the later event-loop turns (`slice`), oldest first,
+ * so the chunks of the streams still running are read, and stamped, in between. Resolves once every
+ * record is made; rejects with the first error `onDone` threw.
  * @param slice the turn slices the ended requests' records are made in; @default a new `TurnSlice` (0.25 ms a turn)
  */
 export async function closedLoop(
@@ -75,6 +87,13 @@ export async function closedLoop(
   signal?: AbortSignal,
   slice: TurnSlice = new TurnSlice(),
 ): Promise<void> {
+  // An abort while the built round waits for what its build set off leaves it unsent, as any request after an abort.
+  const { prepare } = send
+  let opening: Array<() => Promise<StreamObservation>> = []
+  if (prepare !== undefined && signal?.aborted !== true) {
+    opening = Array.from({ length: Math.min(concurrency, count) }, (_, i) => prepare(i))
+    await send.settle?.()
+  }
   const readyAt = monoMs()
   let next = 0
   const records = new RecordHandOver(slice, onDone)
@@ -84,7 +103,7 @@ export async function closedLoop(
     while (next < count && signal?.aborted !== true) {
       const index = next++
       // The next request out first, then the ended one handed over.
-      const sending = send(index)
+      const sending = index < opening.length ? (opening[index] as () => Promise<StreamObservation>)() : send(index)
       if (ended !== null) records.add(ended)
       const obs = await sending
       ended = { index, readyAt, slotAt, scheduledOffsetMs: null, obs }

@@ -9,10 +9,10 @@ import type { CellProgress, PhaseListener } from '../schema/progress.ts'
 import type { ErrorInfo, RequestRecord, RunRecord } from '../schema/run.ts'
 import type { TokenizerProbe } from '../client/tokenize.ts'
 import { type PreparedWorkload, preparedFor } from '../workload/prepare.ts'
-import { BodyFeed, LOOK_AHEAD } from './body-feed.ts'
+import { BodyFeed, type FedRequest, LOOK_AHEAD } from './body-feed.ts'
 import { type RunCellOptions, type ResolvedRunCellOptions, resolveCellOptions } from './cell-options.ts'
 import { type CellTransport, connectionsToWarm, httpTransport } from './cell-transport.ts'
-import { closedLoop, openLoop, type Slot } from './dispatch.ts'
+import { closedLoop, openLoop, type Send, type Slot } from './dispatch.ts'
 import { type Clock, systemClock } from './environment.ts'
 import { checkCellFits, contextLimit, OPTION_NAMES } from './context-limit.ts'
 import { probeEndpoint } from './probe.ts'
@@ -23,8 +23,8 @@ import { RequestLedger } from './request-ledger.ts'
 import { UsageCrossCheck } from './usage-check.ts'
 import { conversationLoop } from './conversation-loop.ts'
 import type { ConversationLayout } from '../workload/conversation.ts'
-import { settleHeap, warmClientJit, warmRequestPath } from './warm.ts'
-import { batchBackgroundThreads, WorkerYield } from './background-threads.ts'
+import { settleHeap, settleYoung, warmClientJit, warmRequestPath } from './warm.ts'
+import { batchBackgroundThreads, v8WorkersQuiet, WorkerYield } from './background-threads.ts'
 import { requestLine } from '../record/record-writer.ts'
 import { TurnSlice } from '../client/turn-slice.ts'
 import { drainFailure, EngineDrainCheck, type EngineMetricsRef } from '../telemetry/engine-drain.ts'
@@ -127,7 +127,7 @@ async function measuredPhase(
   arrivals: ArrivalSchedule | null,
   startAt: number,
   signal: AbortSignal,
-  send: (index: number, replies?: readonly string[] | null) => Promise<StreamObservation>,
+  send: CellSend,
   onDone: (slot: Slot) => void,
   slice: TurnSlice,
   conversation: ConversationLayout | null,
@@ -215,12 +215,10 @@ function cellSignal(hooks: RunCellHooks): AbortSignal {
  * Sends request `base + index` of a feed; a ledger, when given, keeps its plan while it is in
  * flight, and its requests keep their streamed text when `streamed` (the usage cross-check).
  */
-type Sender = (
-  feed: BodyFeed,
-  base: number,
-  ledger: RequestLedger | null,
-  streamed?: boolean,
-) => (index: number, replies?: readonly string[] | null) => Promise<StreamObservation>
+/** A cell's send of request `index` (a live conversation's with the replies so far), and its build ahead where the transport has one. */
+type CellSend = ((index: number, replies?: readonly string[] | null) => Promise<StreamObservation>) & Pick<Send, 'prepare' | 'settle'>
+
+type Sender = (feed: BodyFeed, base: number, ledger: RequestLedger | null, streamed?: boolean) => CellSend
 
 function sender(
   transport: CellTransport,
@@ -231,15 +229,31 @@ function sender(
 ): Sender {
   return (feed, base, ledger, streamed = false) => {
     const capture = { contentChars: captureChars, streamed }
-    return (index, replies = null) => {
-      const fed = feed.take(base + index, replies)
+    const go = (index: number, fed: FedRequest, transmit: (signal: AbortSignal) => Promise<StreamObservation>) => {
       // A trace's session rows: the record keeps their session and turn.
       const turn = turns?.[base + index] ?? null
       ledger?.sending(base + index, turn === null ? fed.planned : { ...fed.planned, ...turn })
       // Only measured requests (those with a ledger) are cancelled; each from the moment it is sent.
-      if (ledger === null || cancels === null) return transport.send(fed.bytes, capture, signal)
-      return cancels.send(base + index, signal, (cancellable) => transport.send(fed.bytes, capture, cancellable))
+      if (ledger === null || cancels === null) return transmit(signal)
+      return cancels.send(base + index, signal, transmit)
     }
+    const send: CellSend = (index, replies = null) => {
+      const fed = feed.take(base + index, replies)
+      return go(index, fed, (s) => transport.send(fed.bytes, capture, s))
+    }
+    const { prepare } = transport
+    if (prepare !== undefined) {
+      send.prepare = (index) => {
+        const fed = feed.take(base + index)
+        const transmit = prepare(fed.bytes, capture)
+        return () => go(index, fed, transmit)
+      }
+      send.settle = async () => {
+        await v8WorkersQuiet()
+        settleYoung()
+      }
+    }
+    return send
   }
 }
 

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest'
-import { warmRequestPath } from './warm.ts'
+import { getHeapSpaceStatistics } from 'node:v8'
+import { settleYoung, warmRequestPath } from './warm.ts'
 
 /** This process's open TCP servers and sockets, as Node counts its active resources. */
 function tcpHandles(): number {
@@ -14,5 +15,18 @@ describe('warmRequestPath', () => {
     expect(await first).toBe(600)
     // Closed sockets leave the list on the next turns.
     await expect.poll(tcpHandles).toBe(before)
+  })
+})
+
+describe('settleYoung', () => {
+  test('empties the young generation: what was just allocated and dropped is gone after it', () => {
+    const youngUsed = () => getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_used_size ?? 0
+    settleYoung()
+    let kept = 0
+    for (let i = 0; i < 2000; i++) kept += new Array(32).fill(i).length // ~0.5 MB of garbage
+    const before = youngUsed()
+    settleYoung()
+    expect(kept).toBe(64_000)
+    expect(youngUsed()).toBeLessThan(before / 2)
   })
 })

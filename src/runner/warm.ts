@@ -132,7 +132,7 @@ async function sendWarmRequests(): Promise<number> {
   }
 }
 
-let collect: (() => void) | null = null
+let collect: ((options?: { type: 'minor' | 'major' }) => void) | null = null
 
 /**
  * Collects the whole heap before a measured phase, as `vllm bench serve` runs `gc.collect()` and
@@ -143,9 +143,22 @@ let collect: (() => void) | null = null
  * the one new context that fetches `gc`, as Jest's leak detector does.
  */
 export function settleHeap(): void {
+  collector()()
+}
+
+/**
+ * Collects the young generation only (a scavenge, about a millisecond), so that what comes next
+ * allocates into an empty one: a closed loop's opening round, whose built requests would
+ * otherwise fill it and have a scavenge copy them all in the middle of the round.
+ */
+export function settleYoung(): void {
+  collector()({ type: 'minor' })
+}
+
+function collector(): (options?: { type: 'minor' | 'major' }) => void {
   if (collect === null) {
     setFlagsFromString('--expose-gc')
-    collect = runInNewContext('gc') as () => void
+    collect = runInNewContext('gc') as (options?: { type: 'minor' | 'major' }) => void
   }
-  collect()
+  return collect
 }
