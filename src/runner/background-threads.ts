@@ -106,9 +106,10 @@ async function v8WorkerRunMs(tids: readonly number[]): Promise<Map<number, numbe
  *
  * Why: building a closed loop's opening round runs its build path a few hundred times, which makes
  * V8 compile it, on its workers. Where they share the measuring thread's core they would take it in
- * the middle of the round for up to a scheduler tick (4 ms at 250 Hz) each. Waited out first, the
- * round at C = 256 on one core went out in 4.8–5.4 ms, against 7.0–11.9 ms without the wait
- * (5 alternated runs each). Off Linux (no `/proc`), it waits `maxMs` once.
+ * the middle of the round for up to a scheduler tick (4 ms at 250 Hz) each. Waited out first (and
+ * the young generation collected), the round at C = 256 on one core went out in 5.0–5.6 ms in 4
+ * runs, against 7.0–11.9 ms in 5 without the wait, alternated. Off Linux (no `/proc`), it waits
+ * `maxMs` once.
  * @returns the ms waited
  */
 export async function v8WorkersQuiet(maxMs = 30): Promise<number> {
