@@ -80,6 +80,11 @@ export async function batchBackgroundThreads(): Promise<number> {
 
 /** V8's platform workers, by the name Linux gives them. */
 const V8_WORKER = 'V8Worker'
+/** The thread ids of this process's V8 workers; empty off Linux. */
+async function v8WorkerTids(): Promise<number[]> {
+  return (await threadPolicies()).filter((t) => t.name === V8_WORKER).map((t) => t.tid)
+}
+
 /** How often {@link v8WorkersQuiet} reads V8's workers' CPU time, ms. */
 const QUIET_POLL_MS = 2
 /** CPU time, ms, V8's workers may take between two readings and still count as quiet. */
@@ -114,7 +119,7 @@ async function v8WorkerRunMs(tids: readonly number[]): Promise<Map<number, numbe
  */
 export async function v8WorkersQuiet(maxMs = 30): Promise<number> {
   const started = performance.now()
-  const tids = (await threadPolicies()).filter((t) => t.name === V8_WORKER).map((t) => t.tid)
+  const tids = await v8WorkerTids()
   if (tids.length === 0) {
     await sleep(maxMs)
     return performance.now() - started
@@ -239,7 +244,7 @@ export class WorkerYield {
   static #started: Promise<WorkerYield | null> | null = null
 
   static async #create(limits: WorkerYieldLimits): Promise<WorkerYield | null> {
-    const tids = (await threadPolicies()).filter((t) => t.name === V8_WORKER).map((t) => t.tid)
+    const tids = await v8WorkerTids()
     if (tids.length === 0 || !canRenice(tids[0] as number)) return null
     const idle = await IdleCpus.open()
     if (idle === null) return null

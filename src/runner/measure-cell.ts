@@ -211,13 +211,13 @@ function cellSignal(hooks: RunCellHooks): AbortSignal {
   return hooks.signal === undefined ? stop.signal : AbortSignal.any([hooks.signal, stop.signal])
 }
 
+/** A cell's send of request `index` (a live conversation's with the replies so far), and its build ahead where the transport has one. */
+type CellSend = ((index: number, replies?: readonly string[] | null) => Promise<StreamObservation>) & Pick<Send, 'prepare' | 'settle'>
+
 /**
  * Sends request `base + index` of a feed; a ledger, when given, keeps its plan while it is in
  * flight, and its requests keep their streamed text when `streamed` (the usage cross-check).
  */
-/** A cell's send of request `index` (a live conversation's with the replies so far), and its build ahead where the transport has one. */
-type CellSend = ((index: number, replies?: readonly string[] | null) => Promise<StreamObservation>) & Pick<Send, 'prepare' | 'settle'>
-
 type Sender = (feed: BodyFeed, base: number, ledger: RequestLedger | null, streamed?: boolean) => CellSend
 
 function sender(
