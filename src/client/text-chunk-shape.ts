@@ -73,17 +73,19 @@ export class TextChunkShape {
   learn(data: string, text: string, onlyText: (data: string) => string | null): void {
     if (text.length === 0 || !plain(text)) return
     const at = this.#textAt(data, text)
-    const head = data.slice(0, at)
-    const tail = data.slice(at + text.length)
-    // The key found may not be the one parsed (a key with an escaped quote that ends in `content`).
-    if (at < 0 || onlyText(head + PROBE + tail) !== PROBE) {
-      // Counted as a miss: a stream whose chunks never place their text plainly stops paying for this.
-      this.#misses++
-      return
+    if (at >= 0) {
+      const head = data.slice(0, at)
+      const tail = data.slice(at + text.length)
+      // The key found may not be the one parsed (a key with an escaped quote that ends in `content`).
+      if (onlyText(head + PROBE + tail) === PROBE) {
+        this.#head = head
+        this.#tail = tail
+        this.#learned = true
+        return
+      }
     }
-    this.#head = head
-    this.#tail = tail
-    this.#learned = true
+    // Counted as a miss: a stream whose chunks never place their text plainly stops paying for this.
+    this.#misses++
   }
 
   /** Where `text` starts in `data`, under its only text key; -1 where there are none or several, or it is not there. */
