@@ -83,11 +83,19 @@ describe.runIf(privileged)('WorkerYield', () => {
   })
 
   test('reads the thread and the CPUs: an idle thread yields within a few readings', async () => {
-    // Any idle time will do, so the suite's load beside it cannot hold the yield off.
-    const yielding = await WorkerYield.start({ sampleMs: 50, yieldBelowShare: 0.02, restoreAboveShare: 0.06, yieldWithIdleCores: 0 })
+    // Any idle time will do and nothing gives the share back, so the suite's load beside it can
+    // neither hold the yield off nor end it before it is seen.
+    const yielding = await WorkerYield.start({
+      sampleMs: 50,
+      yieldBelowShare: 0.02,
+      restoreAboveShare: 1,
+      yieldWithIdleCores: 0,
+      restoreBelowIdleCores: 0,
+    })
     yielding?.begin()
-    await sleep(400)
+    for (let waited = 0; !yielding?.yielding && waited < 3000; waited += 50) await sleep(50)
     expect(yielding?.yielding).toBe(true)
+    expect(await workerNiceness()).toEqual((await workerNiceness()).map(() => 19))
     yielding?.end()
     expect(yielding?.yielding).toBe(false)
   })
