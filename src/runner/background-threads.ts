@@ -141,9 +141,9 @@ const YIELDING_NICENESS = 19
 /** How often {@link WorkerYield} reads the measuring thread's CPU share, ms. */
 const YIELD_SAMPLE_MS = 100
 /** The measuring thread's CPU share over a sample below which the workers yield. */
-const YIELD_BELOW_SHARE = 0.4
-/** The share above which they get their share of the core back. */
-const RESTORE_ABOVE_SHARE = 0.55
+const YIELD_BELOW_SHARE = 0.9
+/** The share above which they get their share of the core back: the thread leaves them next to no idle time. */
+const RESTORE_ABOVE_SHARE = 0.97
 /** Cores of the process's CPUs that must have stood idle over a reading for the workers to yield. */
 const YIELD_WITH_IDLE_CORES = 0.25
 /** Idle cores below which they get their share back: other processes want the CPUs. */
@@ -153,9 +153,9 @@ const RESTORE_BELOW_IDLE_CORES = 0.1
 export interface WorkerYieldLimits {
   /** ms between readings. @default 100 */
   sampleMs?: number
-  /** The share of a core over a reading below which the workers yield. @default 0.4 */
+  /** The share of a core over a reading below which the workers yield. @default 0.9 */
   yieldBelowShare?: number
-  /** The share above which they get their share back. @default 0.55 */
+  /** The share above which they get their share back. @default 0.97 */
   restoreAboveShare?: number
   /** Cores of the process's CPUs idle over a reading, at least, for the workers to yield. @default 0.25 */
   yieldWithIdleCores?: number
@@ -184,18 +184,22 @@ function canRenice(tid: number): boolean {
 }
 
 /**
- * Lowers V8's worker threads to niceness 19 while the measuring thread has room to spare (under
- * 40% of a core over the last 100 ms) and the CPUs it may run on stand partly idle (a quarter of
- * a core or more), and gives them their share back once it has not (over 55%) or they do not
- * (under a tenth of a core idle).
+ * Lowers V8's worker threads to niceness 19 while the measuring thread leaves its core some idle
+ * time (under 90% of a core over the last 100 ms) and the CPUs it may run on stand partly idle (a
+ * quarter of a core or more), and gives them their share back once it leaves next to none (over
+ * 97%) or they do not (under a tenth of a core idle).
  *
  * Why: a worker that V8 hands a compilation or a marking step while the measuring thread waits for
  * I/O takes the core, and Linux's scheduler (EEVDF) lets it run out its slice, 3–7 ms, before the
  * woken measuring thread stamps the reads that arrived meanwhile (`SCHED_BATCH` keeps it only from
- * preempting). At niceness 19 the woken thread gets the core back far sooner. A thread that keeps
- * its core even half busy gets its workers back: starved, they let the heap grow (a C = 64 cell
- * against a zero-delay server, its thread 65% busy, peaked 13 MB higher with them held at 19; with
- * 60% and 85% as the bounds, C = 256 there peaked 10–25 MB higher) and leave its code unoptimized.
+ * preempting). At niceness 19 the woken thread gets the core back far sooner, and the workers run
+ * in the time it waits. Paced C = 256 on one core (the thread 55–65% busy, each round's 256 streams
+ * ending together): with the workers yielding only below 40%, they ran 15–38 ms of each ~100 ms
+ * round end (`sched_switch`) and stamps fell up to 17–29 ms behind; yielding below 90%, the ITL
+ * error p99 read 4.3–7.8 ms against 6.9–10 ms in 6 alternated pairs. A thread that leaves them no
+ * idle time gets them back: starved, they would let the heap grow and leave its code unoptimized.
+ * Against the zero-delay server (the thread 65–70% busy, yielding now) C = 256 × 1000 tokens peaked
+ * at 116–125 MB either way, C = 1024 × 200 at 120–122.
  *
  * Why idle CPUs too: a thread's low share can mean it was crowded out, not that it had room. Where
  * other processes keep every CPU busy, a worker at 19 gets almost none of it, and when the
