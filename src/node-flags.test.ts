@@ -42,4 +42,7 @@ test('a flag the user set in execArgv or NODE_OPTIONS, with any value, is not ad
     '--wasm-tiering-budget=2000000000',
   ])
   expect(flagsNotSetIn(flags, [], '')).toEqual(flags)
+  // A flag switched on or off is the same flag: the user's `--memory-reducer` stays.
+  expect(flagsNotSetIn(['--no-memory-reducer', '--max-semi-space-size=2'], ['--memory-reducer'], '')).toEqual(['--max-semi-space-size=2'])
+  expect(flagsNotSetIn(['--no-memory-reducer'], [], '--no-memory-reducer')).toEqual([])
 })

@@ -19,25 +19,31 @@ import { ServegateError } from './errors.ts'
  *   V8's up-to-4× under a fast allocator. The socket reads of a thousand streams wait in the C
  *   allocator for the GC that frees them; collected sooner, such a cell peaks lower for a little
  *   more client CPU.
+ * - `--no-memory-reducer`: V8's memory reducer starts full collections once a process has
+ *   allocated slowly for a while (8 s after start, then again), to hand memory back. A C = 1 cell
+ *   allocates slowly, so they fell in its measured requests: two a run, each a 4–10 ms pause and
+ *   20 ms of marking steps on the measuring thread, for 0.3 MB back. Its ITL error p99 read
+ *   1.6–3.0 ms with them and 0.17–0.81 ms without, in 3 alternated pairs of 20 × 100 chunks.
  * The figures behind each are in docs/client-benchmark.md, "Where the memory goes".
  */
 export const BENCH_WORKER_NODE_FLAGS: readonly string[] = [
   '--max-semi-space-size=2',
   '--wasm-tiering-budget=2000000000',
   '--heap-growing-percent=50',
+  '--no-memory-reducer',
 ]
 
-/** A flag's name: the part before `=`. */
+/** A flag's name: the part before `=`, without a `no-` prefix (`--no-foo` and `--foo=1` set the same flag). */
 function flagName(flag: string): string {
-  return flag.split('=', 1)[0] as string
+  return (flag.split('=', 1)[0] as string).replace(/^--no-/, '--')
 }
 
 /**
  * Each of `flags` whose name neither `execArgv` nor `nodeOptions` sets: a flag the user chose
  * stays as chosen (a command-line flag would override the user's `NODE_OPTIONS`).
  * @example
- * flagsNotSetIn(['--max-semi-space-size=2', '--heap-growing-percent=50'], [], '--max-semi-space-size=8')
- * // ['--heap-growing-percent=50']
+ * flagsNotSetIn(['--max-semi-space-size=2', '--no-memory-reducer'], [], '--max-semi-space-size=8 --memory-reducer')
+ * // []
  */
 export function flagsNotSetIn(flags: readonly string[], execArgv: readonly string[], nodeOptions: string): string[] {
   const set = new Set([...execArgv, ...nodeOptions.split(/\s+/)].map(flagName))

@@ -20,7 +20,7 @@ describe('cliNodeFlagsToAdd', () => {
 
   test('a flag the user set in execArgv or NODE_OPTIONS stays theirs; the re-executed CLI adds nothing', () => {
     const env = { NODE_OPTIONS: '--max-semi-space-size=8 --enable-source-maps' }
-    expect(cliNodeFlagsToAdd('run', ['--heap-growing-percent=30'], env)).toEqual(['--wasm-tiering-budget=2000000000'])
+    expect(cliNodeFlagsToAdd('run', ['--heap-growing-percent=30', '--memory-reducer'], env)).toEqual(['--wasm-tiering-budget=2000000000'])
     expect(cliNodeFlagsToAdd('run', [], { [NO_REEXEC_ENV]: '1' })).toEqual([])
   })
 })
@@ -86,7 +86,11 @@ describe.skipIf(process.platform !== 'linux')('bin/servegate.js', () => {
     const { child } = await startRun(join(tmpDir, 'user-flags.json'), ['--heap-growing-percent=30'], {
       NODE_OPTIONS: '--max-semi-space-size=8',
     })
-    expect(await nodeFlagsOf(child.pid as number)).toEqual(['--heap-growing-percent=30', '--wasm-tiering-budget=2000000000'])
+    expect(await nodeFlagsOf(child.pid as number)).toEqual([
+      '--heap-growing-percent=30',
+      '--wasm-tiering-budget=2000000000',
+      '--no-memory-reducer',
+    ])
     child.kill('SIGTERM')
     expect((await child).exitCode).toBe(143)
   })
