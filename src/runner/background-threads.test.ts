@@ -92,10 +92,11 @@ describe.runIf(privileged)('WorkerYield', () => {
       yieldWithIdleCores: 0,
       restoreBelowIdleCores: 0,
     })
+    const before = await workerNiceness()
     yielding?.begin()
     for (let waited = 0; !yielding?.yielding && waited < 3000; waited += 50) await sleep(50)
     expect(yielding?.yielding).toBe(true)
-    expect(await workerNiceness()).toEqual((await workerNiceness()).map(() => 19))
+    expect(await workerNiceness()).toEqual(before.map(() => 19))
     yielding?.end()
     expect(yielding?.yielding).toBe(false)
   })
